@@ -1,0 +1,45 @@
+"""The one source of "now": injectable so tests and benchmarks control time."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+
+def system_now() -> datetime:
+    """The wall clock in UTC; the only call to `datetime.now` in the project."""
+    return datetime.now(UTC)
+
+
+@dataclass
+class Clock:
+    """Gives the current time; message handling uses the message's own time instead."""
+
+    source: Callable[[], datetime] = field(default=system_now)
+
+    def now(self) -> datetime:
+        """Return an aware UTC datetime."""
+        return ensure_utc(self.source())
+
+
+@dataclass
+class FrozenClock(Clock):
+    """A clock that only moves when told to (tests, benchmarks, the terminal chat's `/wait`)."""
+
+    current: datetime = field(default_factory=system_now)
+
+    def __post_init__(self) -> None:
+        self.current = ensure_utc(self.current)
+        self.source = lambda: self.current
+
+    def advance(self, delta: timedelta) -> None:
+        """Move time forward."""
+        self.current += delta
+
+
+def ensure_utc(value: datetime) -> datetime:
+    """Treat naive datetimes (SQLite returns them) as UTC and convert aware ones to UTC."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)

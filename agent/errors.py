@@ -1,0 +1,19 @@
+"""The project's error hierarchy: one base, specific subclasses."""
+
+from __future__ import annotations
+
+
+class NikitaError(Exception):
+    """Base of every error the project raises on purpose."""
+
+
+class ConfigurationError(NikitaError):
+    """A setting is missing or invalid; raised at start, never mid-conversation."""
+
+
+class UserNotFoundError(NikitaError):
+    """No user with that key exists."""
+
+
+class ModelUnavailableError(NikitaError):
+    """The language model could not produce an answer (network, API error, timeout)."""

@@ -1,0 +1,128 @@
+"""The one place configuration is read: environment variables and `.env`, validated once at start."""
+
+from __future__ import annotations
+
+from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from agent.errors import ConfigurationError
+
+DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./data/nikita.db"
+
+
+def normalise_database_url(url: str) -> str:
+    """Accept the URL forms operators paste (Heroku's `postgres://`) and return the async driver form."""
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url.removeprefix("postgres://")
+    if url.startswith("postgresql://"):
+        url = "postgresql+asyncpg://" + url.removeprefix("postgresql://")
+    if url.startswith("sqlite://") and not url.startswith("sqlite+aiosqlite://"):
+        url = "sqlite+aiosqlite://" + url.removeprefix("sqlite://")
+    return url
+
+
+class Settings(BaseSettings):
+    """Every setting of the bot; `.env.example` documents each one."""
+
+    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore")
+
+    environment: Literal["local", "production", "test"] = "local"
+    log_level: str = "INFO"
+
+    # Telegram
+    telegram_bot_token: SecretStr | None = None
+    telegram_api_base_url: str = "https://api.telegram.org/bot"
+    webhook_url: str | None = None
+    webhook_secret: SecretStr | None = None
+    port: int = 8080
+    admin_ids: list[int] = Field(default_factory=list)
+    rate_limit_per_minute: int = 20
+    rate_limit_per_day: int = 500
+    onboarding_enabled: bool = True
+    tasks_secret: SecretStr | None = None
+
+    # Models
+    model: str = "anthropic:claude-sonnet-4-5"
+    summary_model: str = "anthropic:claude-haiku-4-5"
+    anthropic_api_key: SecretStr | None = None
+    model_timeout_seconds: float = 60.0
+    model_max_tokens: int = 1024
+    summary_max_tokens: int = 1500
+    summary_temperature: float = 0.2
+    summary_timeout_seconds: float = 45.0
+
+    # Storage
+    database_url: str = DEFAULT_DATABASE_URL
+    data_dir: str = "./data"
+
+    # Time and sessions
+    session_timeout_minutes: int = 15
+    default_timezone: str = "UTC"
+
+    # Token budgets
+    history_token_budget: int = 3000
+    history_min_tokens: int = 100
+    tool_output_max_tokens: int = 300
+    context_total_budget: int = 4100
+    context_hard_cap: int = 6150
+
+    @field_validator("database_url")
+    @classmethod
+    def _normalise_url(cls, value: str) -> str:
+        return normalise_database_url(value)
+
+    @field_validator("admin_ids", mode="before")
+    @classmethod
+    def _parse_ids(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [int(part) for part in value.replace(",", " ").split()]
+        if isinstance(value, int):
+            return [value]
+        return value
+
+    @field_validator("default_timezone")
+    @classmethod
+    def _valid_timezone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"DEFAULT_TIMEZONE {value!r} is not an IANA time zone name") from exc
+        return value
+
+    @model_validator(mode="after")
+    def _no_placeholder_secrets(self) -> Settings:
+        if self.environment == "production":
+            for name in ("telegram_bot_token", "webhook_secret", "tasks_secret"):
+                secret = getattr(self, name)
+                if secret is not None and secret.get_secret_value() in {"changethis", "change-me", ""}:
+                    raise ValueError(f"{name.upper()} still holds a placeholder value")
+        return self
+
+    def require(self, *names: str) -> None:
+        """Fail at start, naming the setting, when something a command needs is missing."""
+        for name in names:
+            value = getattr(self, name)
+            if value is None or (isinstance(value, SecretStr) and not value.get_secret_value()):
+                raise ConfigurationError(f"{name.upper()} is not set; put it in the environment or .env")
+
+    def require_model_keys(self) -> None:
+        """Fail at start when a model needs a key that is not configured."""
+        for model in {self.model, self.summary_model}:
+            if model.startswith("anthropic:"):
+                self.require("anthropic_api_key")
+
+
+def load_settings() -> Settings:
+    """Build the settings once at an entry point, turning validation errors into one clear message."""
+    from pydantic import ValidationError
+
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']).upper()}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigurationError(f"invalid settings: {problems}") from exc

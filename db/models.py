@@ -1,0 +1,150 @@
+"""SQLAlchemy models: one schema for SQLite and PostgreSQL (JSON becomes JSONB on PostgreSQL)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+JSONType = JSON().with_variant(JSONB(), "postgresql")
+# SQLite has no BIGINT autoincrement; INTEGER PRIMARY KEY is its 64-bit rowid.
+BigIntPK = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on both databases (SQLite stores them naive)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime stored; use the clock or an aware time")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    """Declarative base with a naming convention so Alembic names constraints predictably."""
+
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map = {datetime: UTCDateTime, dict[str, Any]: JSONType, list[Any]: JSONType}
+
+
+class User(Base):
+    """A person the bot talks to, on Telegram or in the terminal chat."""
+
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    # "telegram:<id>" or "cli:<name>": one namespace for every surface.
+    key: Mapped[str] = mapped_column(String(128), unique=True)
+    telegram_id: Mapped[int | None] = mapped_column(BigInteger, unique=True)
+    name: Mapped[str | None] = mapped_column(String(200))
+    timezone: Mapped[str] = mapped_column(String(64), default="UTC")
+    onboarding_status: Mapped[str] = mapped_column(String(16), default="pending")
+    profile: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    created_at: Mapped[datetime]
+    last_message_at: Mapped[datetime | None]
+
+
+class Conversation(Base):
+    """One session: consecutive messages with no gap longer than the session timeout."""
+
+    __tablename__ = "conversations"
+    __table_args__ = (
+        Index("ix_conversations_user_status", "user_id", "status"),
+        Index("ix_conversations_status_last", "status", "last_message_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    # active -> closed -> processing -> processed | failed (closed again on retry)
+    status: Mapped[str] = mapped_column(String(16), default="active")
+    started_at: Mapped[datetime]
+    last_message_at: Mapped[datetime]
+    ended_at: Mapped[datetime | None]
+    # The PydanticAI history (ModelMessagesTypeAdapter's JSON form) of this session.
+    messages: Mapped[list[Any]] = mapped_column(JSONType, default=list)
+    message_count: Mapped[int] = mapped_column(Integer, default=0)
+    summary: Mapped[str | None] = mapped_column(Text)
+    tone: Mapped[str | None] = mapped_column(String(64))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    next_attempt_at: Mapped[datetime | None]
+    claimed_at: Mapped[datetime | None]
+    claimed_by: Mapped[str | None] = mapped_column(String(128))
+    processed_at: Mapped[datetime | None]
+
+
+class TranscriptMessage(Base):
+    """One user, assistant or system message: the searchable source of truth, never compacted."""
+
+    __tablename__ = "transcript_messages"
+    __table_args__ = (
+        UniqueConstraint("user_id", "role", "telegram_message_id", name="uq_transcript_telegram_id"),
+        Index("ix_transcript_user_sent", "user_id", "sent_at"),
+        Index("ix_transcript_conversation", "conversation_id", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    conversation_id: Mapped[int | None] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE")
+    )
+    role: Mapped[str] = mapped_column(String(16))  # user | assistant | system
+    kind: Mapped[str] = mapped_column(String(32), default="text")  # text | sticker | apology | note ...
+    content: Mapped[str] = mapped_column(Text)
+    telegram_message_id: Mapped[int | None] = mapped_column(BigInteger)
+    reply_to_id: Mapped[int | None] = mapped_column(BigInteger)
+    sent_at: Mapped[datetime]
+
+
+class GeneratedPrompt(Base):
+    """The context snapshot of one turn: what the model was given and what was left out."""
+
+    __tablename__ = "generated_prompts"
+    __table_args__ = (Index("ix_generated_prompts_user", "user_id", "id"),)
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    conversation_id: Mapped[int | None] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE")
+    )
+    message_id: Mapped[int | None] = mapped_column(
+        ForeignKey("transcript_messages.id", ondelete="CASCADE")
+    )
+    instructions: Mapped[str] = mapped_column(Text, default="")
+    context_snapshot: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    created_at: Mapped[datetime]
