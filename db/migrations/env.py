@@ -8,7 +8,7 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 from db.engine import create_engine
-from db.models import Base
+from db.schema import Base
 
 config = context.config
 target_metadata = Base.metadata

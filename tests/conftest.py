@@ -1,0 +1,99 @@
+"""Shared fixtures: a real database (SQLite always, PostgreSQL when reachable and always in CI)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+
+import pytest
+from pydantic_ai import models
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from agent.clock import FrozenClock
+from db.engine import create_engine, session_factory
+from db.schema import Base
+
+models.ALLOW_MODEL_REQUESTS = False
+os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")
+
+POSTGRES_ADMIN_URL = os.environ.get(
+    "TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
+)
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+async def _admin(sql: str) -> None:
+    engine = create_engine(POSTGRES_ADMIN_URL, pool_size=1)
+    try:
+        async with engine.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await conn.execute(text(sql))
+    finally:
+        await engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str | None]:
+    """A private database on the local PostgreSQL for this test run (so parallel runs never clash)."""
+    name = f"nikita_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    try:
+        asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
+    except (OSError, Exception) as exc:  # noqa: BLE001 - any failure to reach the server means "unavailable"
+        if IN_CI:
+            raise RuntimeError(f"PostgreSQL at {POSTGRES_ADMIN_URL} is unreachable in CI: {exc}") from exc
+        yield None
+        return
+    base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0]
+    url = f"{base}/{name}"
+
+    async def _create_schema() -> None:
+        engine = create_engine(url, pool_size=1)
+        async with engine.begin() as conn:
+            await conn.run_sync(Base.metadata.create_all)
+        await engine.dispose()
+
+    asyncio.run(_create_schema())
+    yield url
+    asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Every database test runs on SQLite and on PostgreSQL."""
+    if request.param == "sqlite":
+        path = tmp_path_factory.mktemp("db") / "nikita.db"
+        return f"sqlite+aiosqlite:///{path}"
+    url: str | None = request.getfixturevalue("postgres_url")
+    if url is None:
+        pytest.skip("PostgreSQL is not reachable (outside CI)")
+    return url
+
+
+@pytest.fixture
+async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    """An engine on an empty schema."""
+    eng = create_engine(database_url)
+    async with eng.begin() as conn:
+        if eng.dialect.name == "sqlite":
+            await conn.run_sync(Base.metadata.create_all)
+        else:
+            tables = ", ".join(f'"{t.name}"' for t in Base.metadata.sorted_tables)
+            await conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+    yield eng
+    await eng.dispose()
+
+
+@pytest.fixture
+def sessions(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+    """The session factory the code under test uses."""
+    return session_factory(engine)
+
+
+@pytest.fixture
+def clock() -> FrozenClock:
+    """A clock fixed at a known Tuesday morning, moved only by the test."""
+    return FrozenClock(current=datetime(2026, 3, 3, 9, 0, tzinfo=UTC))
