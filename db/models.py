@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any
+from datetime import UTC, date, datetime
+from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
+    Date,
     DateTime,
     ForeignKey,
     Index,
@@ -59,7 +61,7 @@ class Base(DeclarativeBase):
     """Declarative base with a naming convention so Alembic names constraints predictably."""
 
     metadata = MetaData(naming_convention=NAMING)
-    type_annotation_map = {datetime: UTCDateTime, dict[str, Any]: JSONType, list[Any]: JSONType}
+    type_annotation_map: ClassVar[dict[Any, Any]] = {datetime: UTCDateTime}
 
 
 class User(Base):
@@ -100,6 +102,8 @@ class Conversation(Base):
     message_count: Mapped[int] = mapped_column(Integer, default=0)
     summary: Mapped[str | None] = mapped_column(Text)
     tone: Mapped[str | None] = mapped_column(String(64))
+    # The typed extraction output of post-processing (facts, threads, markers, key moments).
+    extraction: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     last_error: Mapped[str | None] = mapped_column(Text)
     next_attempt_at: Mapped[datetime | None]
@@ -120,14 +124,15 @@ class TranscriptMessage(Base):
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
-    conversation_id: Mapped[int | None] = mapped_column(
-        ForeignKey("conversations.id", ondelete="CASCADE")
-    )
+    conversation_id: Mapped[int | None] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
     role: Mapped[str] = mapped_column(String(16))  # user | assistant | system
     kind: Mapped[str] = mapped_column(String(32), default="text")  # text | sticker | apology | note ...
     content: Mapped[str] = mapped_column(Text)
     telegram_message_id: Mapped[int | None] = mapped_column(BigInteger)
     reply_to_id: Mapped[int | None] = mapped_column(BigInteger)
+    day_segment_id: Mapped[int | None] = mapped_column(
+        ForeignKey("day_segments.id", ondelete="SET NULL"), index=True
+    )
     sent_at: Mapped[datetime]
 
 
@@ -139,12 +144,86 @@ class GeneratedPrompt(Base):
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
-    conversation_id: Mapped[int | None] = mapped_column(
-        ForeignKey("conversations.id", ondelete="CASCADE")
-    )
-    message_id: Mapped[int | None] = mapped_column(
-        ForeignKey("transcript_messages.id", ondelete="CASCADE")
-    )
+    conversation_id: Mapped[int | None] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
+    message_id: Mapped[int | None] = mapped_column(ForeignKey("transcript_messages.id", ondelete="CASCADE"))
     instructions: Mapped[str] = mapped_column(Text, default="")
     context_snapshot: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    created_at: Mapped[datetime]
+
+
+class DaySegment(Base):
+    """One calendar day of a user in their timezone; opens at the first message of that day."""
+
+    __tablename__ = "day_segments"
+    __table_args__ = (UniqueConstraint("user_id", "day", name="uq_day_segments_user_day"),)
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    day: Mapped[date] = mapped_column(Date)
+    timezone: Mapped[str] = mapped_column(String(64))
+    first_message_at: Mapped[datetime]
+    last_message_at: Mapped[datetime]
+    first_message_id: Mapped[int | None] = mapped_column(BigInteger)
+    last_message_id: Mapped[int | None] = mapped_column(BigInteger)
+    message_count: Mapped[int] = mapped_column(Integer, default=0)
+    # Hybrid Markdown: Summary / Goals / Decisions / Open loops / Next steps.
+    summary: Mapped[str | None] = mapped_column(Text)
+    key_moments: Mapped[list[Any]] = mapped_column(JSONType, default=list)
+    messages_since_summary: Mapped[int] = mapped_column(Integer, default=0)
+    last_summarized_message_id: Mapped[int | None] = mapped_column(BigInteger)
+    summary_updated_at: Mapped[datetime | None]
+    summary_due: Mapped[bool] = mapped_column(Boolean, default=False)
+    status: Mapped[str] = mapped_column(String(16), default="open")  # open | final
+    finalized_at: Mapped[datetime | None]
+
+
+class ConversationThread(Base):
+    """A topic left open (follow_up, question, promise, topic, curiosity, callback)."""
+
+    __tablename__ = "conversation_threads"
+    __table_args__ = (
+        UniqueConstraint("user_id", "dedupe_key", name="uq_threads_user_dedupe"),
+        Index("ix_threads_user_status", "user_id", "status"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    conversation_id: Mapped[int | None] = mapped_column(ForeignKey("conversations.id", ondelete="SET NULL"))
+    type: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), default="open")  # open | resolved
+    # Stable per source so a rerun of post-processing never opens the same thread twice.
+    dedupe_key: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+    resolved_at: Mapped[datetime | None]
+    resolved_by_conversation_id: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class Thought(Base):
+    """Something the persona thought about the conversation, for later."""
+
+    __tablename__ = "thoughts"
+    __table_args__ = (UniqueConstraint("user_id", "dedupe_key", name="uq_thoughts_user_dedupe"),)
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    conversation_id: Mapped[int | None] = mapped_column(ForeignKey("conversations.id", ondelete="SET NULL"))
+    content: Mapped[str] = mapped_column(Text)
+    dedupe_key: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+    used_at: Mapped[datetime | None]
+
+
+class UserFact(Base):
+    """A durable fact or preference about the user (extraction or the memory_add tool)."""
+
+    __tablename__ = "user_facts"
+    __table_args__ = (UniqueConstraint("user_id", "dedupe_key", name="uq_user_facts_user_dedupe"),)
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    conversation_id: Mapped[int | None] = mapped_column(ForeignKey("conversations.id", ondelete="SET NULL"))
+    content: Mapped[str] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(String(16), default="extraction")  # extraction | tool
+    dedupe_key: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime]

@@ -1,0 +1,223 @@
+"""Repositories for users, conversations, transcript and context snapshots; the caller commits."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from db.models import Conversation, GeneratedPrompt, TranscriptMessage, User
+
+
+class UserRepository:
+    """Look up and create users."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def get(self, user_id: int) -> User | None:
+        """A user by primary key."""
+        return await self.session.get(User, user_id)
+
+    async def by_key(self, key: str) -> User | None:
+        """A user by their surface key ("telegram:42", "cli:alice")."""
+        return (await self.session.execute(select(User).where(User.key == key))).scalar_one_or_none()
+
+    async def by_telegram_id(self, telegram_id: int) -> User | None:
+        """A user by Telegram id."""
+        stmt = select(User).where(User.telegram_id == telegram_id)
+        return (await self.session.execute(stmt)).scalar_one_or_none()
+
+    async def create(
+        self,
+        *,
+        key: str,
+        created_at: datetime,
+        timezone: str,
+        name: str | None = None,
+        telegram_id: int | None = None,
+        onboarding_status: str = "pending",
+    ) -> User:
+        """Insert a new user and flush to get its id."""
+        user = User(
+            key=key,
+            telegram_id=telegram_id,
+            name=name,
+            timezone=timezone,
+            onboarding_status=onboarding_status,
+            profile={},
+            created_at=created_at,
+        )
+        self.session.add(user)
+        await self.session.flush()
+        return user
+
+
+class ConversationRepository:
+    """Sessions of a user and their stored PydanticAI history."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def get(self, conversation_id: int) -> Conversation | None:
+        """A conversation by id."""
+        return await self.session.get(Conversation, conversation_id)
+
+    async def active_for(self, user_id: int) -> Conversation | None:
+        """The user's open session, if any (newest first, should there ever be two)."""
+        stmt = (
+            select(Conversation)
+            .where(Conversation.user_id == user_id, Conversation.status == "active")
+            .order_by(Conversation.id.desc())
+            .limit(1)
+        )
+        return (await self.session.execute(stmt)).scalar_one_or_none()
+
+    async def start(self, user_id: int, at: datetime) -> Conversation:
+        """Open a new session starting at the given message time."""
+        conversation = Conversation(
+            user_id=user_id, status="active", started_at=at, last_message_at=at, messages=[], message_count=0
+        )
+        self.session.add(conversation)
+        await self.session.flush()
+        return conversation
+
+    async def close(self, conversation: Conversation, at: datetime) -> None:
+        """Mark a session closed (queued for post-processing) as of its last message."""
+        conversation.status = "closed"
+        conversation.ended_at = at
+
+    async def close_idle(self, idle_before: datetime, *, user_id: int | None = None) -> list[int]:
+        """Close every active session whose last message is older than `idle_before`; return their ids."""
+        stmt = (
+            update(Conversation)
+            .where(Conversation.status == "active", Conversation.last_message_at < idle_before)
+            .values(status="closed", ended_at=Conversation.last_message_at)
+            .returning(Conversation.id)
+        )
+        if user_id is not None:
+            stmt = stmt.where(Conversation.user_id == user_id)
+        return list((await self.session.execute(stmt)).scalars())
+
+    async def previous_for(self, user_id: int, before_id: int) -> Conversation | None:
+        """The conversation before the given one (for "last time we talked")."""
+        stmt = (
+            select(Conversation)
+            .where(Conversation.user_id == user_id, Conversation.id < before_id)
+            .order_by(Conversation.id.desc())
+            .limit(1)
+        )
+        return (await self.session.execute(stmt)).scalar_one_or_none()
+
+
+class TranscriptRepository:
+    """The transcript: every message as a row, the source of truth for search and export."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def add(
+        self,
+        *,
+        user_id: int,
+        conversation_id: int | None,
+        role: str,
+        content: str,
+        sent_at: datetime,
+        kind: str = "text",
+        telegram_message_id: int | None = None,
+        reply_to_id: int | None = None,
+    ) -> TranscriptMessage:
+        """Insert one message and flush to get its id."""
+        message = TranscriptMessage(
+            user_id=user_id,
+            conversation_id=conversation_id,
+            role=role,
+            kind=kind,
+            content=content,
+            sent_at=sent_at,
+            telegram_message_id=telegram_message_id,
+            reply_to_id=reply_to_id,
+        )
+        self.session.add(message)
+        await self.session.flush()
+        return message
+
+    async def by_telegram_id(self, user_id: int, telegram_message_id: int) -> TranscriptMessage | None:
+        """The user's message with this Telegram id, if already stored (retried delivery)."""
+        stmt = select(TranscriptMessage).where(
+            TranscriptMessage.user_id == user_id,
+            TranscriptMessage.role == "user",
+            TranscriptMessage.telegram_message_id == telegram_message_id,
+        )
+        return (await self.session.execute(stmt)).scalar_one_or_none()
+
+    async def reply_to(self, message_id: int) -> TranscriptMessage | None:
+        """The assistant message that answered a stored user message."""
+        stmt = (
+            select(TranscriptMessage)
+            .where(TranscriptMessage.reply_to_id == message_id, TranscriptMessage.role == "assistant")
+            .order_by(TranscriptMessage.id)
+            .limit(1)
+        )
+        return (await self.session.execute(stmt)).scalar_one_or_none()
+
+    async def for_conversation(self, conversation_id: int) -> Sequence[TranscriptMessage]:
+        """All messages of a conversation in order."""
+        stmt = (
+            select(TranscriptMessage)
+            .where(TranscriptMessage.conversation_id == conversation_id)
+            .order_by(TranscriptMessage.sent_at, TranscriptMessage.id)
+        )
+        return (await self.session.execute(stmt)).scalars().all()
+
+    async def for_user(self, user_id: int, *, limit: int | None = None) -> Sequence[TranscriptMessage]:
+        """A user's messages, oldest first (newest `limit` when given)."""
+        stmt = select(TranscriptMessage).where(TranscriptMessage.user_id == user_id)
+        if limit is None:
+            return (await self.session.execute(stmt.order_by(TranscriptMessage.id))).scalars().all()
+        rows = (await self.session.execute(stmt.order_by(TranscriptMessage.id.desc()).limit(limit))).scalars()
+        return list(reversed(rows.all()))
+
+
+class PromptRepository:
+    """Context snapshots (`generated_prompts`)."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def add(
+        self,
+        *,
+        user_id: int,
+        conversation_id: int | None,
+        message_id: int | None,
+        instructions: str,
+        snapshot: dict[str, Any],
+        created_at: datetime,
+    ) -> GeneratedPrompt:
+        """Record what one turn's model call was given."""
+        prompt = GeneratedPrompt(
+            user_id=user_id,
+            conversation_id=conversation_id,
+            message_id=message_id,
+            instructions=instructions,
+            context_snapshot=snapshot,
+            created_at=created_at,
+        )
+        self.session.add(prompt)
+        await self.session.flush()
+        return prompt
+
+    async def latest_for(self, user_id: int) -> GeneratedPrompt | None:
+        """The newest snapshot of a user."""
+        stmt = (
+            select(GeneratedPrompt)
+            .where(GeneratedPrompt.user_id == user_id)
+            .order_by(GeneratedPrompt.id.desc())
+            .limit(1)
+        )
+        return (await self.session.execute(stmt)).scalar_one_or_none()
