@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 
 def system_now() -> datetime:
@@ -43,3 +44,8 @@ def ensure_utc(value: datetime) -> datetime:
     if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
     return value.astimezone(UTC)
+
+
+def local_day(at: datetime, timezone: str) -> date:
+    """The calendar day of an instant in a user's IANA time zone (day segments follow it)."""
+    return ensure_utc(at).astimezone(ZoneInfo(timezone)).date()

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 import pytest
 from pydantic_ai import models
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.clock import FrozenClock
@@ -20,9 +21,7 @@ from db.schema import Base
 models.ALLOW_MODEL_REQUESTS = False
 os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")
 
-POSTGRES_ADMIN_URL = os.environ.get(
-    "TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
-)
+POSTGRES_ADMIN_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 
@@ -42,7 +41,7 @@ def postgres_url() -> Iterator[str | None]:
     name = f"nikita_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     try:
         asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
-    except (OSError, Exception) as exc:  # noqa: BLE001 - any failure to reach the server means "unavailable"
+    except (OSError, OperationalError, DBAPIError) as exc:
         if IN_CI:
             raise RuntimeError(f"PostgreSQL at {POSTGRES_ADMIN_URL} is unreachable in CI: {exc}") from exc
         yield None

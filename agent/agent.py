@@ -1,0 +1,75 @@
+"""The chat agent: module-level, with a small deps dataclass and the persona in Markdown."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.models import Model, infer_model
+from pydantic_ai.settings import ModelSettings
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from agent.settings import Settings
+
+PERSONA_PATH = Path(__file__).with_name("persona.md")
+
+
+@cache
+def persona() -> str:
+    """The persona prompt, read once from its Markdown file."""
+    return PERSONA_PATH.read_text(encoding="utf-8").strip()
+
+
+@dataclass
+class TurnDeps:
+    """What one turn's run knows: the user (tools are scoped to it), the time and the built context."""
+
+    user_id: int
+    conversation_id: int
+    now: datetime
+    timezone: str
+    sessions: async_sessionmaker[AsyncSession]
+    context: str = ""
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+chat_agent: Agent[TurnDeps, str] = Agent(
+    deps_type=TurnDeps,
+    name="nikita",
+    defer_model_check=True,
+)
+
+
+@chat_agent.instructions
+def _persona_instructions() -> str:
+    return persona()
+
+
+@chat_agent.instructions
+def _context_instructions(ctx: RunContext[TurnDeps]) -> str:
+    # Re-evaluated on every model request and never stored in history (PydanticAI 2.x).
+    return ctx.deps.context
+
+
+def build_model(model_name: str, settings: Settings) -> Model:
+    """A PydanticAI model from a model string; Anthropic gets the key from our settings.
+
+    The Anthropic SDK reads `ANTHROPIC_BASE_URL` itself, so a proxy or a local fake server works
+    without a setting of ours.
+    """
+    if model_name.startswith("anthropic:"):
+        from pydantic_ai.models.anthropic import AnthropicModel
+        from pydantic_ai.providers.anthropic import AnthropicProvider
+
+        key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
+        return AnthropicModel(model_name.removeprefix("anthropic:"), provider=AnthropicProvider(api_key=key))
+    return infer_model(model_name)
+
+
+def chat_model_settings(settings: Settings) -> ModelSettings:
+    """Output cap and timeout for the chat model."""
+    return ModelSettings(max_tokens=settings.model_max_tokens, timeout=settings.model_timeout_seconds)

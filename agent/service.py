@@ -1,0 +1,302 @@
+"""`TurnService.reply`: the one Telegram-free entry point that answers a user's message."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from pydantic_ai.exceptions import AgentRunError
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.models import Model
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from agent.agent import TurnDeps, build_model, chat_agent, chat_model_settings
+from agent.clock import Clock, ensure_utc, local_day
+from agent.context import BuiltContext, ContextBuilder
+from agent.history import dump_history, load_history, trim_history
+from agent.locks import UserLocks
+from agent.sessions import session_expired
+from agent.settings import Settings
+from agent.tokens import get_counter
+from db.models import Conversation, User
+from db.repositories import (
+    ConversationRepository,
+    DaySegmentRepository,
+    PromptRepository,
+    TranscriptRepository,
+    UserRepository,
+)
+
+logger = logging.getLogger(__name__)
+
+APOLOGY = (
+    "Sorry, I couldn't think straight just now (my language model didn't answer). "
+    "Your message is saved; please try again in a moment."
+)
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """The answer to one message and where it was stored."""
+
+    text: str
+    conversation_id: int
+    message_id: int
+    reply_id: int | None
+    new_session: bool
+    closed_conversation_id: int | None = None
+    duplicate: bool = False
+    failed: bool = False
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    user: User
+    conversation: Conversation
+    message_id: int
+    new_session: bool
+    closed_id: int | None
+    previous_message_at: datetime | None
+
+
+class TurnService:
+    """Runs turns: session detection, context, history, model call, persistence."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        engine: AsyncEngine,
+        sessions: async_sessionmaker[AsyncSession],
+        clock: Clock | None = None,
+        context_builder: ContextBuilder | None = None,
+        model: Model | str | None = None,
+    ) -> None:
+        self.settings = settings
+        self.sessions = sessions
+        self.clock = clock or Clock()
+        self.locks = UserLocks(engine)
+        self.context_builder = context_builder or ContextBuilder()
+        self.model: Model | str = model if model is not None else build_model(settings.model, settings)
+        self.counter = get_counter()
+
+    @property
+    def session_timeout(self) -> timedelta:
+        """How long a pause ends a session."""
+        return timedelta(minutes=self.settings.session_timeout_minutes)
+
+    async def reply(
+        self,
+        user_id: int,
+        text: str,
+        sent_at: datetime,
+        *,
+        telegram_message_id: int | None = None,
+    ) -> TurnResult:
+        """Answer one message; the message is stored before the model is called and never lost."""
+        sent_at = ensure_utc(sent_at)
+        async with self.locks.hold(user_id):
+            duplicate = await self._find_duplicate(user_id, telegram_message_id)
+            if duplicate is not None:
+                return duplicate
+            try:
+                prepared = await self._store_user_message(user_id, text, sent_at, telegram_message_id)
+            except IntegrityError:
+                # Another process stored the same Telegram message between our check and insert.
+                retried = await self._find_duplicate(user_id, telegram_message_id)
+                if retried is None:
+                    raise
+                return retried
+            return await self._run_and_persist(prepared, text, sent_at)
+
+    async def _find_duplicate(self, user_id: int, telegram_message_id: int | None) -> TurnResult | None:
+        if telegram_message_id is None:
+            return None
+        async with self.sessions() as session:
+            transcript = TranscriptRepository(session)
+            stored = await transcript.by_telegram_id(user_id, telegram_message_id)
+            if stored is None:
+                return None
+            answer = await transcript.reply_to(stored.id)
+        logger.info("duplicate delivery", extra={"user_id": user_id, "message_id": stored.id})
+        return TurnResult(
+            text=answer.content if answer else "",
+            conversation_id=stored.conversation_id or 0,
+            message_id=stored.id,
+            reply_id=answer.id if answer else None,
+            new_session=False,
+            duplicate=True,
+        )
+
+    async def _store_user_message(
+        self, user_id: int, text: str, sent_at: datetime, telegram_message_id: int | None
+    ) -> _Prepared:
+        async with self.sessions() as session, session.begin():
+            user = await UserRepository(session).get(user_id)
+            if user is None:
+                from agent.errors import UserNotFoundError
+
+                raise UserNotFoundError(f"no user with id {user_id}")
+            conversations = ConversationRepository(session)
+            conversation = await conversations.active_for(user_id)
+            closed_id: int | None = None
+            previous_message_at = user.last_message_at
+            if conversation is not None and session_expired(
+                conversation.last_message_at, sent_at, self.session_timeout
+            ):
+                await conversations.close(conversation, conversation.last_message_at)
+                closed_id = conversation.id
+                conversation = None
+            new_session = conversation is None
+            if conversation is None:
+                conversation = await conversations.start(user_id, sent_at)
+            conversation.last_message_at = max(conversation.last_message_at, sent_at)
+            conversation.message_count += 1
+            if user.last_message_at is None or sent_at > user.last_message_at:
+                user.last_message_at = sent_at
+            segment = await DaySegmentRepository(session).open(
+                user_id, local_day(sent_at, user.timezone), user.timezone, sent_at
+            )
+            message = await TranscriptRepository(session).add(
+                user_id=user_id,
+                conversation_id=conversation.id,
+                role="user",
+                content=text,
+                sent_at=sent_at,
+                telegram_message_id=telegram_message_id,
+                day_segment_id=segment.id,
+            )
+            DaySegmentRepository.record_message(segment, message.id, sent_at)
+        if closed_id is not None:
+            logger.info(
+                "session closed by new message", extra={"user_id": user_id, "conversation_id": closed_id}
+            )
+        return _Prepared(user, conversation, message.id, new_session, closed_id, previous_message_at)
+
+    async def _run_and_persist(self, prepared: _Prepared, text: str, sent_at: datetime) -> TurnResult:
+        user, conversation = prepared.user, prepared.conversation
+        started = time.perf_counter()
+        async with self.sessions() as session:
+            context = await self.context_builder.build(
+                session,
+                user=user,
+                conversation=conversation,
+                text=text,
+                now=sent_at,
+                previous_message_at=prepared.previous_message_at,
+            )
+        stored = load_history(conversation.messages)
+        trim = trim_history(
+            stored,
+            budget=self.settings.history_token_budget,
+            counter=self.counter,
+            tool_output_max_tokens=self.settings.tool_output_max_tokens,
+            min_tokens=self.settings.history_min_tokens,
+        )
+        # First message of a session: no history, so the instructions start the run fresh.
+        history: list[ModelMessage] | None = trim.messages or None
+        deps = TurnDeps(
+            user_id=user.id,
+            conversation_id=conversation.id,
+            now=sent_at,
+            timezone=user.timezone,
+            sessions=self.sessions,
+            context=context.text,
+        )
+        build_ms = (time.perf_counter() - started) * 1000
+        failed = False
+        try:
+            result = await chat_agent.run(
+                text,
+                message_history=history,
+                deps=deps,
+                model=self.model,
+                model_settings=chat_model_settings(self.settings),
+            )
+            answer = result.output
+            new_messages = result.new_messages()
+        except (AgentRunError, TimeoutError) as exc:
+            logger.warning(
+                "model call failed",
+                extra={"user_id": user.id, "conversation_id": conversation.id, "error": type(exc).__name__},
+            )
+            failed = True
+            answer = APOLOGY
+            # A request always followed by its response: the next turn's history stays valid.
+            new_messages = [
+                ModelRequest(parts=[UserPromptPart(text, timestamp=sent_at)]),
+                ModelResponse(parts=[TextPart(APOLOGY)], timestamp=sent_at),
+            ]
+        snapshot = self._snapshot(context, trim.tokens, len(trim.messages), trim, build_ms, failed)
+        reply_id = await self._persist(
+            prepared, stored, new_messages, answer, context, snapshot, sent_at, failed
+        )
+        return TurnResult(
+            text=answer,
+            conversation_id=conversation.id,
+            message_id=prepared.message_id,
+            reply_id=reply_id,
+            new_session=prepared.new_session,
+            closed_conversation_id=prepared.closed_id,
+            failed=failed,
+        )
+
+    def _snapshot(
+        self, context: BuiltContext, tokens: int, count: int, trim: object, build_ms: float, failed: bool
+    ) -> dict[str, object]:
+        snapshot: dict[str, object] = dict(context.snapshot)
+        snapshot.update(
+            message_history_count=count,
+            message_history_tokens=tokens,
+            history_dropped_messages=getattr(trim, "dropped_messages", 0),
+            history_trimmed_tool_outputs=getattr(trim, "trimmed_tool_outputs", 0),
+            instructions_tokens=self.counter.count(context.text),
+            build_ms=round(build_ms, 2),
+            model_failed=failed,
+        )
+        return snapshot
+
+    async def _persist(
+        self,
+        prepared: _Prepared,
+        stored: list[ModelMessage],
+        new_messages: list[ModelMessage],
+        answer: str,
+        context: BuiltContext,
+        snapshot: dict[str, object],
+        at: datetime,
+        failed: bool,
+    ) -> int:
+        # The full stored history grows; trimming only shapes what the model is sent.
+        async with self.sessions() as session, session.begin():
+            conversation = await ConversationRepository(session).get(prepared.conversation.id)
+            if conversation is None:  # deleted by /forget while the model was thinking
+                return 0
+            conversation.messages = dump_history([*stored, *new_messages])
+            conversation.message_count += 1
+            segment = await DaySegmentRepository(session).open(
+                prepared.user.id, local_day(at, prepared.user.timezone), prepared.user.timezone, at
+            )
+            reply = await TranscriptRepository(session).add(
+                user_id=prepared.user.id,
+                conversation_id=conversation.id,
+                role="assistant",
+                content=answer,
+                sent_at=at,
+                kind="apology" if failed else "text",
+                reply_to_id=prepared.message_id,
+                day_segment_id=segment.id,
+            )
+            DaySegmentRepository.record_message(segment, reply.id, at)
+            await PromptRepository(session).add(
+                user_id=prepared.user.id,
+                conversation_id=conversation.id,
+                message_id=prepared.message_id,
+                instructions=context.text,
+                snapshot=dict(snapshot),
+                created_at=at,
+            )
+        return reply.id

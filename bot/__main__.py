@@ -1,0 +1,73 @@
+"""The command line: `python -m bot run | migrate | chat | bench ...`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+
+from agent.errors import ConfigurationError
+from agent.settings import Settings, load_settings
+from bot.runtime import configure_logging
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bot", description="nikita, a memory-first Telegram bot")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("run", help="run the bot (polling, or webhook when WEBHOOK_URL is set)")
+    commands.add_parser("migrate", help="upgrade the database schema to the newest revision")
+    chat = commands.add_parser("chat", help="chat with the agent in the terminal")
+    chat.add_argument("--user", default="me", help="who you are (one memory per name)")
+    chat.add_argument("--model", default=None, help="a PydanticAI model string, e.g. 'test' for offline")
+    bench = commands.add_parser("bench", help="print benchmark figures")
+    bench.add_argument("name", choices=["turn"], help="which benchmark")
+    bench.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status."""
+    args = _parser().parse_args(argv)
+    try:
+        settings = load_settings()
+        configure_logging(settings.log_level)
+        return _dispatch(args, settings)
+    except ConfigurationError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
+    if args.command == "migrate":
+        from db.migrate import upgrade_to_head
+
+        upgrade_to_head(settings.database_url)
+        print("database is at the newest revision")
+        return 0
+    if args.command == "chat":
+        from bot.chat import run_chat
+
+        if args.model:
+            settings = settings.model_copy(update={"model": args.model})
+        if settings.model.startswith("anthropic:"):
+            settings.require("anthropic_api_key")
+        asyncio.run(run_chat(settings, user_name=args.user))
+        return 0
+    if args.command == "bench":
+        from bot.bench.turn import run_turn_bench
+
+        asyncio.run(run_turn_bench(settings, quick=args.quick))
+        return 0
+    if args.command == "run":
+        settings.require("telegram_bot_token")
+        settings.require_model_keys()
+        from bot.app import run_bot
+
+        run_bot(settings)
+        return 0
+    raise AssertionError(args.command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

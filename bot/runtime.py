@@ -1,0 +1,50 @@
+"""The composition root: settings in, a wired engine, session factory and turn service out."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from pydantic_ai.models import Model
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from agent.clock import Clock
+from agent.service import TurnService
+from agent.settings import Settings
+from db.engine import create_engine, session_factory
+from db.migrate import upgrade_to_head_async
+
+
+@dataclass
+class Runtime:
+    """Everything a surface (Telegram, terminal, jobs) needs, built once."""
+
+    settings: Settings
+    engine: AsyncEngine
+    sessions: async_sessionmaker[AsyncSession]
+    clock: Clock
+    turns: TurnService
+
+    async def close(self) -> None:
+        """Release connections."""
+        await self.engine.dispose()
+
+
+async def build_runtime(
+    settings: Settings, *, clock: Clock | None = None, model: Model | str | None = None, migrate: bool = True
+) -> Runtime:
+    """Upgrade the schema to head and wire the services."""
+    if migrate:
+        await upgrade_to_head_async(settings.database_url)
+    engine = create_engine(settings.database_url)
+    sessions = session_factory(engine)
+    clock = clock or Clock()
+    turns = TurnService(settings=settings, engine=engine, sessions=sessions, clock=clock, model=model)
+    return Runtime(settings=settings, engine=engine, sessions=sessions, clock=clock, turns=turns)
+
+
+def configure_logging(level: str) -> None:
+    """Log once, to stderr, with structured extras appended."""
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    for noisy in ("httpx", "httpcore", "apscheduler", "telegram.ext"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -1,0 +1,262 @@
+"""The turn: session-aware history, persistence, failures, duplicates and per-user serialisation."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+from agent.history import load_history
+from pydantic_ai.exceptions import ModelHTTPError
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from agent.clock import FrozenClock
+from agent.service import APOLOGY, TurnService
+from agent.settings import Settings
+from agent.users import get_or_create_user
+from db.models import Conversation, GeneratedPrompt, TranscriptMessage
+
+
+class Recorder:
+    """A FunctionModel that records every request and answers with the user's last words."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[list[ModelMessage], AgentInfo]] = []
+        self.fail_next = 0
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        self.calls.append((list(messages), info))
+        if self.fail_next:
+            self.fail_next -= 1
+            raise ModelHTTPError(status_code=529, model_name="fake", body={"error": "overloaded"})
+        last = messages[-1]
+        prompt = next(p.content for p in last.parts if isinstance(p, UserPromptPart))
+        return ModelResponse(parts=[TextPart(f"echo: {prompt}")])
+
+    def user_prompts(self, call: int) -> list[str]:
+        """The user prompts the model saw in one call, in order."""
+        messages, _ = self.calls[call]
+        return [
+            str(p.content)
+            for m in messages
+            if isinstance(m, ModelRequest)
+            for p in m.parts
+            if isinstance(p, UserPromptPart)
+        ]
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return Settings(database_url=database_url, model="test", _env_file=None)
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    return Recorder()
+
+
+@pytest.fixture
+def service(
+    settings: Settings,
+    engine: AsyncEngine,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+    recorder: Recorder,
+) -> TurnService:
+    return TurnService(
+        settings=settings, engine=engine, sessions=sessions, clock=clock, model=FunctionModel(recorder)
+    )
+
+
+async def make_user(sessions: async_sessionmaker[AsyncSession], clock: FrozenClock, name: str = "ana") -> int:
+    user, _ = await get_or_create_user(
+        sessions, key=f"cli:{name}", now=clock.now(), timezone="Europe/Lisbon", name=name
+    )
+    return user.id
+
+
+async def test_first_message_has_no_history_and_second_sees_the_first(
+    service: TurnService, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock, recorder: Recorder
+) -> None:
+    user_id = await make_user(sessions, clock)
+    first = await service.reply(user_id, "I have a cat called Miso", clock.now())
+    clock.advance(timedelta(minutes=2))
+    second = await service.reply(user_id, "yes", clock.now())
+
+    assert first.new_session and not second.new_session
+    assert recorder.user_prompts(0) == ["I have a cat called Miso"]
+    assert recorder.user_prompts(1) == ["I have a cat called Miso", "yes"]
+    first_messages, first_info = recorder.calls[0]
+    assert len(first_messages) == 1
+    assert first_info.instructions is not None and "Name to use: ana" in first_info.instructions
+    # The previous answer is in the history the second call received.
+    responses = [m for m in recorder.calls[1][0] if isinstance(m, ModelResponse)]
+    assert [p.content for r in responses for p in r.parts if isinstance(p, TextPart)] == [
+        "echo: I have a cat called Miso"
+    ]
+    assert second.conversation_id == first.conversation_id
+
+
+async def test_gap_of_sixteen_minutes_starts_a_new_session_and_closes_the_old_one(
+    service: TurnService, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock, recorder: Recorder
+) -> None:
+    user_id = await make_user(sessions, clock)
+    started = clock.now()
+    first = await service.reply(user_id, "hello", started)
+    clock.advance(timedelta(minutes=16))
+    later = await service.reply(user_id, "back again", clock.now())
+
+    assert later.new_session
+    assert later.closed_conversation_id == first.conversation_id
+    assert recorder.user_prompts(1) == ["back again"]
+    async with sessions() as session:
+        old = await session.get(Conversation, first.conversation_id)
+        assert old is not None and old.status == "closed"
+        assert old.ended_at == started
+
+
+async def test_session_detection_uses_the_message_time_not_the_clock(
+    service: TurnService, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock, recorder: Recorder
+) -> None:
+    user_id = await make_user(sessions, clock)
+    start = clock.now()
+    await service.reply(user_id, "one", start)
+    clock.advance(timedelta(hours=5))  # the wall clock moved, the message was sent 3 minutes later
+    result = await service.reply(user_id, "two", start + timedelta(minutes=3))
+    assert not result.new_session
+    assert recorder.user_prompts(1) == ["one", "two"]
+
+
+async def test_everything_is_persisted(
+    service: TurnService, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    user_id = await make_user(sessions, clock)
+    result = await service.reply(user_id, "remember the milk", clock.now(), telegram_message_id=7)
+    async with sessions() as session:
+        rows = (
+            (await session.execute(select(TranscriptMessage).order_by(TranscriptMessage.id))).scalars().all()
+        )
+        conversation = await session.get(Conversation, result.conversation_id)
+        prompt = (await session.execute(select(GeneratedPrompt))).scalar_one()
+    assert [(r.role, r.content, r.telegram_message_id) for r in rows] == [
+        ("user", "remember the milk", 7),
+        ("assistant", "echo: remember the milk", None),
+    ]
+    assert rows[1].reply_to_id == rows[0].id
+    assert conversation is not None
+    history = load_history(conversation.messages)
+    assert len(history) == 2
+    assert all(m.instructions is None for m in history if isinstance(m, ModelRequest))
+    assert prompt.context_snapshot["message_history_count"] == 0
+    assert prompt.message_id == rows[0].id
+
+
+async def test_model_failure_apologises_keeps_the_message_and_the_next_turn_works(
+    service: TurnService, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock, recorder: Recorder
+) -> None:
+    user_id = await make_user(sessions, clock)
+    await service.reply(user_id, "first", clock.now())
+    recorder.fail_next = 1
+    failed = await service.reply(user_id, "this one fails", clock.now() + timedelta(minutes=1))
+    after = await service.reply(user_id, "and now?", clock.now() + timedelta(minutes=2))
+
+    assert failed.failed and failed.text == APOLOGY
+    assert after.text == "echo: and now?"
+    assert recorder.user_prompts(2) == ["first", "this one fails", "and now?"]
+    async with sessions() as session:
+        contents = (
+            (await session.execute(select(TranscriptMessage.content).where(TranscriptMessage.role == "user")))
+            .scalars()
+            .all()
+        )
+    assert "this one fails" in contents
+
+
+async def test_a_retried_telegram_delivery_produces_one_turn(
+    service: TurnService, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock, recorder: Recorder
+) -> None:
+    user_id = await make_user(sessions, clock)
+    first = await service.reply(user_id, "hi", clock.now(), telegram_message_id=100)
+    again = await service.reply(user_id, "hi", clock.now(), telegram_message_id=100)
+    assert again.duplicate and again.text == first.text
+    assert len(recorder.calls) == 1
+
+
+async def test_broken_stored_history_degrades_to_a_fresh_start(
+    service: TurnService, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock, recorder: Recorder
+) -> None:
+    user_id = await make_user(sessions, clock)
+    result = await service.reply(user_id, "hi", clock.now())
+    async with sessions() as session, session.begin():
+        conversation = await session.get(Conversation, result.conversation_id)
+        assert conversation is not None
+        conversation.messages = [{"kind": "nonsense", "parts": 3}]
+    answer = await service.reply(user_id, "still there?", clock.now() + timedelta(minutes=1))
+    assert answer.text == "echo: still there?"
+    assert recorder.user_prompts(1) == ["still there?"]
+
+
+async def test_tool_calls_round_trip_through_stored_history(
+    settings: Settings,
+    engine: AsyncEngine,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+) -> None:
+    from agent.agent import chat_agent
+
+    seen: list[list[ModelMessage]] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(list(messages))
+        if isinstance(messages[-1].parts[-1], UserPromptPart) and len(seen) == 1:
+            return ModelResponse(parts=[ToolCallPart("nikita_test_tool", {"word": "x"}, tool_call_id="c1")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    def nikita_test_tool(word: str) -> str:
+        """Repeat a word."""
+        return word * 3
+
+    with chat_agent.override(tools=[nikita_test_tool]):
+        service = TurnService(
+            settings=settings, engine=engine, sessions=sessions, clock=clock, model=FunctionModel(model)
+        )
+        user_id = await make_user(sessions, clock)
+        await service.reply(user_id, "use the tool", clock.now())
+        await service.reply(user_id, "thanks", clock.now() + timedelta(minutes=1))
+    history = seen[-1]
+    calls = [p for m in history for p in m.parts if isinstance(p, ToolCallPart)]
+    returns = [p for m in history for p in m.parts if isinstance(p, ToolReturnPart)]
+    assert [c.tool_call_id for c in calls] == [r.tool_call_id for r in returns] == ["c1"]
+
+
+async def test_twenty_concurrent_messages_of_one_user(
+    service: TurnService, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    user_id = await make_user(sessions, clock)
+    base = clock.now()
+    results = await asyncio.gather(
+        *(service.reply(user_id, f"m{i}", base + timedelta(seconds=i)) for i in range(20))
+    )
+    assert sorted(r.text for r in results) == sorted(f"echo: m{i}" for i in range(20))
+    async with sessions() as session:
+        users = await session.scalar(
+            select(func.count()).select_from(TranscriptMessage).where(TranscriptMessage.role == "user")
+        )
+        conversation = (await session.execute(select(Conversation))).scalar_one()
+    assert users == 20
+    history = load_history(conversation.messages)
+    prompts = [p.content for m in history for p in m.parts if isinstance(p, UserPromptPart)]
+    assert sorted(prompts) == sorted(f"m{i}" for i in range(20))
+    assert len(history) == 40
+    assert all(isinstance(m, ModelRequest if i % 2 == 0 else ModelResponse) for i, m in enumerate(history))
