@@ -1,0 +1,401 @@
+"""Onboarding: a short conversation, run by its own agent, that learns a new user's name, place,
+interests and boundaries before the main agent takes over (seed 002, adapted to PydanticAI).
+
+The agent sees an immutable `OnboardingContext` (the user, the last stored onboarding messages,
+what was collected so far, when it was loaded); `build_messages` is the one place that turns it
+into model messages. Loading the history degrades to an empty one, never to an error.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+from pydantic_ai import Agent, ModelRetry, RunContext
+from pydantic_ai.exceptions import AgentRunError
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    TextPart,
+    UserPromptPart,
+)
+from pydantic_ai.models import Model
+from sqlalchemy import func, select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from agent.errors import UserNotFoundError
+from agent.locks import UserLocks
+from agent.timezones import resolve_timezone
+from db.models import TranscriptMessage, User
+from db.repositories import TranscriptRepository
+
+logger = logging.getLogger(__name__)
+
+PROMPT_PATH = Path(__file__).with_name("onboarding.md")
+KIND = "onboarding"
+LOAD_LIMIT = 20  # stored messages loaded per turn
+PROMPT_LIMIT = 15  # of those, the newest sent to the model
+
+
+@cache
+def onboarding_prompt() -> str:
+    """The onboarding agent's instructions, read once from Markdown."""
+    return PROMPT_PATH.read_text(encoding="utf-8").strip()
+
+
+class OnboardingProfile(BaseModel):
+    """What onboarding has collected so far; None means not asked or not answered yet."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str | None = None
+    timezone: str | None = None
+    interests: tuple[str, ...] = ()
+    boundaries: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, user: User) -> OnboardingProfile:
+        """The collected profile as stored on the user row."""
+        profile = user.profile or {}
+        return cls(
+            name=user.name,
+            timezone=user.timezone if profile.get("timezone_confirmed") else None,
+            interests=tuple(str(i) for i in profile.get("interests", [])),
+            boundaries=tuple(str(b) for b in profile.get("boundaries", [])),
+        )
+
+    def missing(self) -> list[str]:
+        """What onboarding still needs before it can finish."""
+        return [name for name in ("name", "timezone") if getattr(self, name) is None]
+
+
+class OnboardingContext(BaseModel):
+    """Everything one onboarding turn knows; frozen so nothing changes it behind the agent's back."""
+
+    model_config = ConfigDict(frozen=True)
+
+    user_id: int
+    # {"role": "user" | "assistant", "content": str}, oldest first (at most LOAD_LIMIT).
+    conversation_history: tuple[Mapping[str, Any], ...] = ()
+    profile: OnboardingProfile = OnboardingProfile()
+    loaded_at: datetime
+
+
+def system_prompt(profile: OnboardingProfile) -> str:
+    """The instructions plus what is already known, so the agent never asks twice."""
+    known = [f"- {key}: {value}" for key, value in profile.model_dump().items() if value]
+    tail = "\n".join(known) if known else "- nothing yet"
+    return f"{onboarding_prompt()}\n\n## Collected so far\n{tail}"
+
+
+def build_messages(context: OnboardingContext, message: str) -> list[ModelMessage]:
+    """System prompt, then the newest PROMPT_LIMIT history messages, then the current message.
+
+    Malformed history entries are skipped; consecutive messages of one side are merged so the
+    model always sees alternating requests and responses. Content is never altered.
+    """
+    messages: list[ModelMessage] = [ModelRequest(parts=[SystemPromptPart(system_prompt(context.profile))])]
+    for entry in context.conversation_history[-PROMPT_LIMIT:]:
+        role, content = entry.get("role"), entry.get("content")
+        if not isinstance(content, str) or role not in ("user", "assistant"):
+            logger.warning("skipping malformed onboarding history entry", extra={"user_id": context.user_id})
+            continue
+        _append(messages, role, content)
+    _append(messages, "user", message)
+    return messages
+
+
+def _append(messages: list[ModelMessage], role: str, content: str) -> None:
+    last = messages[-1]
+    if role == "user":
+        part = UserPromptPart(content)
+        if isinstance(last, ModelRequest):
+            messages[-1] = ModelRequest(parts=[*last.parts, part])
+        else:
+            messages.append(ModelRequest(parts=[part]))
+    elif isinstance(last, ModelResponse):
+        messages[-1] = ModelResponse(parts=[*last.parts, TextPart(content)])
+    else:
+        messages.append(ModelResponse(parts=[TextPart(content)]))
+
+
+def history_entries(rows: Sequence[TranscriptMessage]) -> list[dict[str, str]]:
+    """Stored rows as {"role", "content"} dicts, oldest first, at most the newest LOAD_LIMIT."""
+    ordered = sorted(rows, key=lambda row: (row.sent_at, row.id))[-LOAD_LIMIT:]
+    return [{"role": row.role, "content": row.content} for row in ordered]
+
+
+async def load_context(
+    sessions: async_sessionmaker[AsyncSession], user: User, now: datetime
+) -> OnboardingContext:
+    """The user's onboarding context; a database failure leaves the history empty, not the turn broken."""
+    entries: list[dict[str, str]] = []
+    try:
+        async with sessions() as session:
+            stmt = (
+                select(TranscriptMessage)
+                .where(TranscriptMessage.user_id == user.id, TranscriptMessage.kind == KIND)
+                .order_by(TranscriptMessage.sent_at.desc(), TranscriptMessage.id.desc())
+                .limit(LOAD_LIMIT)
+            )
+            entries = history_entries((await session.execute(stmt)).scalars().all())
+    except SQLAlchemyError as exc:
+        logger.error("onboarding history failed to load", extra={"user_id": user.id, "error": repr(exc)})
+    return OnboardingContext(
+        user_id=user.id,
+        conversation_history=tuple(entries),
+        profile=OnboardingProfile.of(user),
+        loaded_at=now,
+    )
+
+
+@dataclass
+class OnboardingDeps:
+    """The run's working copy of the profile; the tools fill it, the service stores it."""
+
+    name: str | None
+    timezone: str | None
+    interests: list[str] = field(default_factory=list)
+    boundaries: list[str] = field(default_factory=list)
+    finished: bool = False
+
+    @classmethod
+    def start(cls, profile: OnboardingProfile) -> OnboardingDeps:
+        """A working copy of what is stored."""
+        return cls(profile.name, profile.timezone, list(profile.interests), list(profile.boundaries))
+
+
+onboarding_agent: Agent[OnboardingDeps, str] = Agent(
+    deps_type=OnboardingDeps, name="nikita-onboarding", defer_model_check=True, retries=2
+)
+
+
+@onboarding_agent.tool
+async def set_name(ctx: RunContext[OnboardingDeps], name: str) -> str:
+    """Save the name the person wants to be called."""
+    cleaned = " ".join(name.split())[:100]
+    if not cleaned:
+        raise ModelRetry("the name is empty; pass the name the person gave")
+    ctx.deps.name = cleaned
+    return f"saved name: {cleaned}"
+
+
+@onboarding_agent.tool
+async def set_timezone(ctx: RunContext[OnboardingDeps], place_or_zone: str) -> str:
+    """Save where the person is: a city, a country or an IANA time zone such as "Europe/Lisbon"."""
+    zone = resolve_timezone(place_or_zone)
+    if zone is None:
+        raise ModelRetry(
+            f"{place_or_zone!r} is not a time zone or a city I know; try the nearest big city "
+            "or an IANA name like Europe/Lisbon, or ask the person"
+        )
+    ctx.deps.timezone = zone
+    return f"saved time zone: {zone}"
+
+
+@onboarding_agent.tool
+async def add_interest(ctx: RunContext[OnboardingDeps], interest: str) -> str:
+    """Save one interest or thing going on in the person's life."""
+    cleaned = " ".join(interest.split())[:200]
+    if cleaned and cleaned.lower() not in {i.lower() for i in ctx.deps.interests}:
+        ctx.deps.interests.append(cleaned)
+    return f"interests now: {', '.join(ctx.deps.interests)}"
+
+
+@onboarding_agent.tool
+async def add_boundary(ctx: RunContext[OnboardingDeps], boundary: str) -> str:
+    """Save one boundary: a topic to avoid or how the person wants to be talked to."""
+    cleaned = " ".join(boundary.split())[:200]
+    if cleaned and cleaned.lower() not in {b.lower() for b in ctx.deps.boundaries}:
+        ctx.deps.boundaries.append(cleaned)
+    return f"boundaries now: {'; '.join(ctx.deps.boundaries)}"
+
+
+@onboarding_agent.tool
+async def finish_onboarding(ctx: RunContext[OnboardingDeps]) -> str:
+    """Finish onboarding once the name and the place are known; the normal conversation starts next."""
+    missing = [
+        name for name, value in (("name", ctx.deps.name), ("timezone", ctx.deps.timezone)) if not value
+    ]
+    if missing:
+        raise ModelRetry(f"not finished: still missing {', '.join(missing)}; ask the person for it first")
+    ctx.deps.finished = True
+    return "onboarding finished"
+
+
+@dataclass(frozen=True)
+class OnboardingTurn:
+    """The reply to one onboarding message and the profile it left behind."""
+
+    text: str
+    deps: OnboardingDeps
+    failed: bool = False
+
+
+FALLBACK_REPLY = (
+    "Hi! I'm Nikita. Before we really start: what should I call you, and which city are you in "
+    "(so I know your time of day)?"
+)
+
+
+async def run_onboarding_turn(
+    context: OnboardingContext, message: str, *, model: Model | str
+) -> OnboardingTurn:
+    """Run the onboarding agent on one message; a model failure gives a usable fallback question."""
+    deps = OnboardingDeps.start(context.profile)
+    try:
+        result = await onboarding_agent.run(
+            None, message_history=build_messages(context, message), deps=deps, model=model
+        )
+    except (AgentRunError, TimeoutError) as exc:
+        logger.warning("onboarding model call failed", extra={"user_id": context.user_id, "error": repr(exc)})
+        return OnboardingTurn(_fallback(deps), OnboardingDeps.start(context.profile), failed=True)
+    text = result.output.strip() or _fallback(deps)
+    return OnboardingTurn(text, deps)
+
+
+def _fallback(deps: OnboardingDeps) -> str:
+    if deps.name is None:
+        return FALLBACK_REPLY
+    if deps.timezone is None:
+        return f"Sorry {deps.name}, I lost my train of thought. Which city are you in?"
+    return "Sorry, I lost my train of thought for a second. Could you say that again?"
+
+
+@dataclass(frozen=True)
+class OnboardingReply:
+    """What to send back for one onboarding message, and whether onboarding is now complete."""
+
+    text: str
+    complete: bool
+    duplicate: bool = False
+    failed: bool = False
+
+
+class OnboardingService:
+    """Routes a not-yet-onboarded user's messages through the onboarding agent and stores the result.
+
+    Messages of onboarding are transcript rows of kind "onboarding" (so /export and the
+    transcript keep them) outside any conversation, so the main agent's sessions start clean.
+    """
+
+    def __init__(
+        self,
+        *,
+        sessions: async_sessionmaker[AsyncSession],
+        locks: UserLocks,
+        model: Model | str,
+        max_user_messages: int = 12,
+    ) -> None:
+        self.sessions = sessions
+        self.locks = locks
+        self.model = model
+        # A model that never calls finish_onboarding must not trap the user in onboarding.
+        self.max_user_messages = max_user_messages
+
+    async def handle(
+        self,
+        user_id: int,
+        text: str,
+        sent_at: datetime,
+        *,
+        telegram_message_id: int | None = None,
+        fallback_name: str | None = None,
+    ) -> OnboardingReply | None:
+        """Answer one message in onboarding; None when the user has completed onboarding already."""
+        async with self.locks.hold(user_id):
+            async with self.sessions() as session:
+                user = await session.get(User, user_id)
+                if user is None:
+                    raise UserNotFoundError(f"no user with id {user_id}")
+                if user.onboarding_status == "complete":
+                    return None
+                if telegram_message_id is not None:
+                    stored = await TranscriptRepository(session).by_telegram_id(user_id, telegram_message_id)
+                    if stored is not None:
+                        answer = await TranscriptRepository(session).reply_to(stored.id)
+                        return OnboardingReply(answer.content if answer else "", False, duplicate=True)
+            context = await load_context(self.sessions, user, sent_at)
+            message_id, user_messages = await self._store_user_message(
+                user_id, text, sent_at, telegram_message_id
+            )
+            turn = await run_onboarding_turn(context, text, model=self.model)
+            deps = turn.deps
+            if not deps.finished and user_messages >= self.max_user_messages:
+                deps.name = deps.name or fallback_name or "friend"
+                deps.finished = True
+            await self._persist(user_id, message_id, turn.text, sent_at, deps)
+            return OnboardingReply(turn.text, deps.finished, failed=turn.failed)
+
+    async def complete_with_defaults(self, user_id: int, fallback_name: str | None) -> None:
+        """Skip the rest of onboarding: keep what was collected, fill the name from the fallback."""
+        async with self.locks.hold(user_id), self.sessions() as session, session.begin():
+            user = await session.get(User, user_id)
+            if user is None:
+                raise UserNotFoundError(f"no user with id {user_id}")
+            user.name = user.name or fallback_name
+            user.onboarding_status = "complete"
+
+    async def _store_user_message(
+        self, user_id: int, text: str, sent_at: datetime, telegram_message_id: int | None
+    ) -> tuple[int, int]:
+        async with self.sessions() as session, session.begin():
+            user = await session.get(User, user_id)
+            assert user is not None
+            user.onboarding_status = "in_progress"
+            if user.last_message_at is None or sent_at > user.last_message_at:
+                user.last_message_at = sent_at
+            row = await TranscriptRepository(session).add(
+                user_id=user_id,
+                conversation_id=None,
+                role="user",
+                content=text,
+                sent_at=sent_at,
+                kind=KIND,
+                telegram_message_id=telegram_message_id,
+            )
+            count = await session.scalar(
+                select(func.count())
+                .select_from(TranscriptMessage)
+                .where(
+                    TranscriptMessage.user_id == user_id,
+                    TranscriptMessage.kind == KIND,
+                    TranscriptMessage.role == "user",
+                )
+            )
+        return row.id, int(count or 0)
+
+    async def _persist(
+        self, user_id: int, message_id: int, text: str, at: datetime, deps: OnboardingDeps
+    ) -> None:
+        async with self.sessions() as session, session.begin():
+            user = await session.get(User, user_id)
+            if user is None:  # forgotten while the model was thinking
+                return
+            await TranscriptRepository(session).add(
+                user_id=user_id,
+                conversation_id=None,
+                role="assistant",
+                content=text,
+                sent_at=at,
+                kind=KIND,
+                reply_to_id=message_id,
+            )
+            profile = dict(user.profile or {})
+            profile.update(interests=list(deps.interests), boundaries=list(deps.boundaries))
+            if deps.timezone is not None:
+                user.timezone = deps.timezone
+                profile["timezone_confirmed"] = True
+            user.profile = profile
+            user.name = deps.name or user.name
+            if deps.finished:
+                user.onboarding_status = "complete"
