@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic_ai.models import Model
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from agent.account import UserDataStore
 from agent.clock import Clock
 from agent.service import TurnService
 from agent.settings import Settings
@@ -24,6 +25,8 @@ class Runtime:
     sessions: async_sessionmaker[AsyncSession]
     clock: Clock
     turns: TurnService
+    # Stores outside the core tables (search index, knowledge graph): /export and /forget cover them.
+    data_stores: list[UserDataStore] = field(default_factory=list)
 
     async def close(self) -> None:
         """Release connections."""
