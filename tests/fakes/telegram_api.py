@@ -1,0 +1,436 @@
+"""A local fake of Telegram's Bot API, so tests run the real python-telegram-bot over HTTP, offline.
+
+    with FakeTelegram(token="123:ABC") as tg:          # or `async with`
+        app = ApplicationBuilder().token(tg.token).base_url(tg.base_url).build()
+        ...  # start polling, then tg.user_message(42, "hi"); await tg.wait_for_messages(1, chat_id=42)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.policy
+import json
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from email import message_from_bytes
+from email.message import EmailMessage
+from types import TracebackType
+from typing import Any
+from urllib.parse import parse_qsl
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from tests.fakes.telegram_markup import ApiError, bad_request, visible_text
+from tests.fakes.telegram_updates import UpdateFactory
+
+Json = dict[str, Any]
+MAX_TEXT_LENGTH = 4096
+# PTB sends str params raw and everything else JSON-encoded; these are strings even when they look like JSON.
+_STRING_PARAMS = frozenset(
+    {"text", "caption", "parse_mode", "url", "secret_token", "callback_query_id", "inline_message_id",
+     "action", "language_code", "ip_address", "business_connection_id", "message_effect_id", "query"}
+)
+_DEFAULT_EXCLUDED = frozenset({"chat_member", "message_reaction", "message_reaction_count"})
+
+
+@dataclass(frozen=True)
+class ApiCall:
+    """One Bot API request as the fake received it (JSON-typed params decoded)."""
+
+    method: str
+    params: Json
+
+
+@dataclass(frozen=True)
+class SentMessage:
+    """One accepted sendMessage call."""
+
+    chat_id: int | str
+    text: str
+    parse_mode: str | None
+    message_id: int
+    params: Json
+
+
+@dataclass(frozen=True)
+class SentDocument:
+    """One accepted sendDocument call; content is empty when a file_id or URL was sent instead of bytes."""
+
+    chat_id: int | str
+    filename: str | None
+    content: bytes
+    mime_type: str | None
+    caption: str | None
+    message_id: int
+
+
+def _decode(name: str, value: str) -> Any:
+    if name in _STRING_PARAMS:
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+async def _read_params(request: Request) -> tuple[Json, dict[str, tuple[str, bytes, str]]]:
+    """Form-encoded or multipart body (PTB sends both) -> decoded params and uploaded files."""
+    body, ctype = await request.body(), request.headers.get("content-type", "")
+    raw: dict[str, str] = dict(request.query_params)
+    files: dict[str, tuple[str, bytes, str]] = {}
+    if ctype.startswith("multipart/form-data"):
+        # The stdlib email parser reads multipart/form-data losslessly; no python-multipart needed.
+        head = b"Content-Type: " + ctype.encode() + b"\r\n\r\n"
+        msg = message_from_bytes(head + body, policy=email.policy.HTTP)
+        assert isinstance(msg, EmailMessage)
+        for part in msg.iter_parts():
+            name = str(part.get_param("name", header="content-disposition"))
+            payload = part.get_payload(decode=True)
+            assert isinstance(payload, bytes)
+            if (filename := part.get_filename()) is not None:
+                files[name] = (filename, payload, part.get_content_type())
+            else:
+                raw[name] = payload.decode()
+    elif ctype.startswith("application/json") and body:
+        return {**raw, **json.loads(body)}, files
+    else:
+        raw.update(parse_qsl(body.decode(), keep_blank_values=True))
+    return {name: _decode(name, value) for name, value in raw.items()}, files
+
+
+def _checked_text(p: Json) -> str:
+    """The visible text of a sendMessage/editMessageText call, rejected as Telegram rejects it."""
+    visible = visible_text(str(p.get("text", "")), p.get("parse_mode"))
+    if not visible.strip():
+        raise bad_request("message text is empty")
+    if len(visible) > MAX_TEXT_LENGTH:
+        raise bad_request("message is too long")
+    return visible
+
+
+def _error(code: int, description: str, parameters: Json | None = None) -> JSONResponse:
+    payload: Json = {"ok": False, "error_code": code, "description": description}
+    if parameters:
+        payload["parameters"] = parameters
+    return JSONResponse(payload, status_code=code)
+
+
+Handler = Callable[[Json, dict[str, tuple[str, bytes, str]]], Awaitable[Any]]
+
+
+class FakeTelegram(UpdateFactory):
+    """Telegram's Bot API on 127.0.0.1, served by uvicorn in a background thread; records every call."""
+
+    def __init__(self, token: str = "123:ABC", *, bot_username: str = "nikita_test_bot",
+                 now: Callable[[], float] = time.time) -> None:
+        super().__init__(now)
+        self.token = token
+        self.bot_user: Json = {"id": int(token.split(":")[0]), "is_bot": True, "first_name": "Nikita",
+                               "username": bot_username, "can_join_groups": True,
+                               "can_read_all_group_messages": False, "supports_inline_queries": False}
+        self.calls: list[ApiCall] = []
+        self.sent: list[SentMessage] = []
+        self.documents: list[SentDocument] = []
+        self.commands: dict[tuple[str, str], list[Json]] = {}
+        self.webhook_url = ""
+        self.webhook_secret: str | None = None
+        self._lock = threading.Lock()
+        self._queue: list[tuple[int, Json]] = []
+        self._next_update_id = 1
+        self._allowed: frozenset[str] | None = None
+        self._bot_messages: dict[tuple[int | str, int], Json] = {}
+        self._failures: dict[str, list[ApiError]] = {}
+        self._closing = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wakeup: asyncio.Event | None = None
+        self._methods: dict[str, Handler] = {name.lower(): getattr(self, f"_api_{name}") for name in (
+            "getMe", "getUpdates", "sendMessage", "sendChatAction", "sendDocument", "setWebhook",
+            "deleteWebhook", "getWebhookInfo", "setMyCommands", "getMyCommands", "deleteMyCommands",
+            "answerCallbackQuery", "editMessageText", "close", "logOut")}
+        app = Starlette(routes=[Route("/bot{token}/{method}", self._endpoint, methods=["GET", "POST"])])
+        config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False, lifespan="off",
+                                ws="none", http="h11", timeout_graceful_shutdown=1)
+        self._server = uvicorn.Server(config)
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._thread = threading.Thread(target=self._run, name="fake-telegram", daemon=True)
+        self.port = 0
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        """Pass to `ApplicationBuilder().base_url(...)` / `Bot(base_url=...)`; PTB appends the token."""
+        return f"http://127.0.0.1:{self.port}/bot"
+
+    @property
+    def base_file_url(self) -> str:
+        """Pass to `.base_file_url(...)`; file downloads are not served yet."""
+        return f"http://127.0.0.1:{self.port}/file/bot"
+
+    def start(self) -> FakeTelegram:
+        """Bind a free port and serve until `stop()`; returns once the server accepts connections."""
+        self._sock.bind(("127.0.0.1", 0))
+        self.port = self._sock.getsockname()[1]
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("fake Telegram server did not start")
+            time.sleep(0.002)
+        return self
+
+    def stop(self) -> None:
+        """End pending long polls, shut the server down and close the socket."""
+        self._closing = True
+        self._wake()
+        self._server.should_exit = True
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+        self._sock.close()
+
+    def _run(self) -> None:
+        asyncio.run(self._serve())
+
+    async def _serve(self) -> None:
+        self._loop, self._wakeup = asyncio.get_running_loop(), asyncio.Event()
+        await self._server.serve(sockets=[self._sock])
+
+    def _wake(self) -> None:
+        if self._loop is not None and self._wakeup is not None and not self._loop.is_closed():
+            with suppress(RuntimeError):  # the loop may close between the check and the call
+                self._loop.call_soon_threadsafe(self._wakeup.set)
+
+    def __enter__(self) -> FakeTelegram:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> FakeTelegram:
+        return await asyncio.to_thread(self.start)
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await asyncio.to_thread(self.stop)
+
+    # -- HTTP ------------------------------------------------------------------------------------
+    async def _endpoint(self, request: Request) -> JSONResponse:
+        if request.path_params["token"] != self.token:
+            return _error(401, "Unauthorized")
+        method = request.path_params["method"]
+        params, files = await _read_params(request)
+        self.calls.append(ApiCall(method, params))
+        handler = self._methods.get(method.lower())
+        if handler is None:
+            return _error(404, "Not Found")
+        try:
+            with self._lock:
+                queued = self._failures.get(method.lower())
+                if queued:
+                    raise queued.pop(0)
+            return JSONResponse({"ok": True, "result": await handler(params, files)})
+        except ApiError as exc:
+            return _error(exc.code, exc.description, exc.parameters)
+
+    def fail_next(self, method: str, *, error_code: int = 400, description: str = "Bad Request: test failure",
+                  retry_after: int | None = None) -> None:
+        """Make the next call of `method` fail, e.g. 403 "Forbidden: bot was blocked by the user"."""
+        params: Json = {"retry_after": retry_after} if retry_after is not None else {}
+        with self._lock:
+            self._failures.setdefault(method.lower(), []).append(ApiError(error_code, description, params))
+
+    # -- Bot API methods ---------------------------------------------------------------------------
+    async def _api_getMe(self, p: Json, files: Any) -> Json:
+        return self.bot_user
+
+    async def _api_getUpdates(self, p: Json, files: Any) -> list[Json]:
+        if self.webhook_url:
+            raise ApiError(409, "Conflict: can't use getUpdates method while webhook is active; "
+                                 "use deleteWebhook to delete the webhook first")
+        offset, limit = int(p.get("offset", 0)), int(p.get("limit", 100))
+        if "allowed_updates" in p:
+            self._allowed = frozenset(p["allowed_updates"]) or None
+        loop, wakeup = asyncio.get_running_loop(), self._wakeup
+        assert wakeup is not None
+        deadline = loop.time() + float(p.get("timeout", 0))
+        while True:
+            with self._lock:
+                if offset > 0:  # confirms every earlier update
+                    self._queue = [(uid, u) for uid, u in self._queue if uid >= offset]
+                ready = [u for _, u in self._queue if self._is_allowed(u)][:limit]
+            if ready or self._closing or loop.time() >= deadline:
+                return ready
+            wakeup.clear()  # no await since the check: a push from another thread can't be missed
+            with suppress(TimeoutError):
+                await asyncio.wait_for(wakeup.wait(), deadline - loop.time())
+
+    def _is_allowed(self, update: Json) -> bool:
+        kind = next((key for key in update if key != "update_id"), "")
+        return kind in self._allowed if self._allowed is not None else kind not in _DEFAULT_EXCLUDED
+
+    async def _api_sendMessage(self, p: Json, files: Any) -> Json:
+        message = self._bot_message(p, text=_checked_text(p))
+        self.sent.append(SentMessage(p["chat_id"], p["text"], p.get("parse_mode"), message["message_id"], p))
+        return message
+
+    async def _api_sendDocument(self, p: Json, files: dict[str, tuple[str, bytes, str]]) -> Json:
+        if "document" in files:
+            filename, content, mime = files["document"]
+        elif isinstance(p.get("document"), str):
+            filename, content, mime = None, b"", None
+        else:
+            raise bad_request("there is no document in the request")
+        doc = self._file("document", file_size=len(content), file_name=filename, mime_type=mime)
+        caption = p.get("caption")
+        message = self._bot_message(p, document=doc, caption=caption)
+        sent = SentDocument(p["chat_id"], filename, content, mime, caption, message["message_id"])
+        self.documents.append(sent)
+        return message
+
+    async def _api_editMessageText(self, p: Json, files: Any) -> Json | bool:
+        if "inline_message_id" in p:
+            return True
+        key = (p.get("chat_id", ""), int(p.get("message_id", 0)))
+        old = self._bot_messages.get(key)
+        if old is None:
+            raise bad_request("message to edit not found")
+        visible = _checked_text(p)
+        if visible == old.get("text") and p.get("reply_markup") == old.get("reply_markup"):
+            raise bad_request("message is not modified: specified new message content and reply markup are "
+                              "exactly the same as a current content and reply markup of the message")
+        old.update(text=visible, edit_date=int(self._now()))
+        return old
+
+    async def _api_setWebhook(self, p: Json, files: Any) -> bool:
+        self.webhook_url, self.webhook_secret = str(p.get("url", "")), p.get("secret_token")
+        return True
+
+    async def _api_deleteWebhook(self, p: Json, files: Any) -> bool:
+        self.webhook_url, self.webhook_secret = "", None
+        if p.get("drop_pending_updates"):
+            with self._lock:
+                self._queue.clear()
+        return True
+
+    async def _api_getWebhookInfo(self, p: Json, files: Any) -> Json:
+        pending = self.pending_updates
+        return {"url": self.webhook_url, "has_custom_certificate": False, "pending_update_count": pending}
+
+    def _scope(self, p: Json) -> tuple[str, str]:
+        return (dict(p.get("scope") or {}).get("type", "default"), str(p.get("language_code", "")))
+
+    async def _api_setMyCommands(self, p: Json, files: Any) -> bool:
+        self.commands[self._scope(p)] = list(p.get("commands", []))
+        return True
+
+    async def _api_getMyCommands(self, p: Json, files: Any) -> list[Json]:
+        return self.commands.get(self._scope(p), [])
+
+    async def _api_deleteMyCommands(self, p: Json, files: Any) -> bool:
+        self.commands.pop(self._scope(p), None)
+        return True
+
+    async def _ok(self, p: Json, files: Any) -> bool:
+        return True
+
+    _api_sendChatAction = _api_answerCallbackQuery = _api_close = _api_logOut = _ok
+
+    def _bot_message(self, p: Json, **content: Any) -> Json:
+        if "chat_id" not in p:
+            raise bad_request("chat_id is empty")
+        chat_id = p["chat_id"]
+        message: Json = {"message_id": self._next_message_id(chat_id), "from": self.bot_user,
+                         "chat": self._chat(chat_id), "date": int(self._now()),
+                         "reply_markup": p.get("reply_markup"), **content}
+        message = {key: value for key, value in message.items() if value is not None}
+        self._bot_messages[(chat_id, message["message_id"])] = message
+        return message
+
+    def _chat(self, chat_id: int | str) -> Json:
+        # Lenient on purpose: any chat exists, so jobs may message users who never wrote in this test.
+        if isinstance(chat_id, int) and chat_id > 0:
+            return {"id": chat_id, "type": "private", "first_name": "User"}
+        if isinstance(chat_id, int):
+            return {"id": chat_id, "type": "supergroup" if chat_id < -10**12 else "group", "title": "Group"}
+        return {"id": -1001, "type": "channel", "title": "Channel", "username": str(chat_id).lstrip("@")}
+
+    # -- updates the tests push ----------------------------------------------------------------------
+    @property
+    def pending_updates(self) -> int:
+        """Updates pushed but not yet confirmed by a getUpdates offset."""
+        with self._lock:
+            return len(self._queue)
+
+    def push_update(self, update: Json) -> Json:
+        """Queue an update for getUpdates, giving it the next update_id unless it has one."""
+        return self._enqueue(update, verbatim=False)
+
+    def raw_update(self, update: Json) -> Json:
+        """Queue an update exactly as given (malformed ones too); a missing update_id still orders it."""
+        return self._enqueue(update, verbatim=True)
+
+    def _enqueue(self, update: Json, *, verbatim: bool) -> Json:
+        with self._lock:
+            update_id = update.get("update_id")
+            if not isinstance(update_id, int):
+                update_id = self._next_update_id
+                update = update if verbatim else {"update_id": update_id, **update}
+            self._next_update_id = max(self._next_update_id, update_id + 1)
+            self._queue.append((update_id, update))
+        self._wake()
+        return update
+
+    # -- waiting and reading -------------------------------------------------------------------------
+    def calls_to(self, method: str) -> list[ApiCall]:
+        """Every recorded call of `method` (case-insensitive)."""
+        return [call for call in list(self.calls) if call.method.lower() == method.lower()]
+
+    def messages_to(self, chat_id: int | str | None = None) -> list[SentMessage]:
+        """Accepted sendMessage calls, to one chat or to all."""
+        return [m for m in list(self.sent) if chat_id is None or m.chat_id == chat_id]
+
+    # Waiters poll state that the server thread writes, so no asyncio primitive could signal them.
+    async def wait_for_messages(
+        self, n: int = 1, *, chat_id: int | str | None = None, timeout: float = 10.0  # noqa: ASYNC109
+    ) -> list[SentMessage]:
+        """Wait until at least n messages were sent (to chat_id if given); return them all."""
+        deadline = time.monotonic() + timeout
+        wanted = f"{n} messages to {chat_id or 'any chat'}"
+        while not _enough(found := self.messages_to(chat_id), n, deadline, wanted):  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+        return found
+
+    def wait_sent(
+        self, n: int = 1, *, chat_id: int | str | None = None, timeout: float = 10.0
+    ) -> list[SentMessage]:
+        """Blocking twin of `wait_for_messages` for sync tests."""
+        deadline = time.monotonic() + timeout
+        wanted = f"{n} messages to {chat_id or 'any chat'}"
+        while not _enough(found := self.messages_to(chat_id), n, deadline, wanted):
+            time.sleep(0.01)
+        return found
+
+    async def wait_for_calls(
+        self, method: str, n: int = 1, *, timeout: float = 10.0  # noqa: ASYNC109
+    ) -> list[ApiCall]:
+        """Wait until `method` was called at least n times; return those calls."""
+        deadline = time.monotonic() + timeout
+        while not _enough(found := self.calls_to(method), n, deadline, f"{n} calls of {method}"):  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+        return found
+
+
+def _enough(found: list[Any], n: int, deadline: float, wanted: str) -> bool:
+    if len(found) >= n:
+        return True
+    if time.monotonic() > deadline:
+        raise AssertionError(f"fake Telegram: waited for {wanted}, got {len(found)}: {found!r}")
+    return False
