@@ -21,6 +21,7 @@ from agent.locks import UserLocks
 from agent.sessions import session_expired
 from agent.settings import Settings
 from agent.tokens import get_counter
+from db.memory_repositories import flag_summary_due
 from db.models import Conversation, User
 from db.repositories import (
     ConversationRepository,
@@ -291,6 +292,14 @@ class TurnService:
                 day_segment_id=segment.id,
             )
             DaySegmentRepository.record_message(segment, reply.id, at)
+            # Only a flag: the day-summaries job summarises, never the user's turn (issue 4).
+            await flag_summary_due(
+                session,
+                segment,
+                threshold=self.settings.day_summary_message_threshold,
+                token_budget=self.settings.day_raw_token_budget,
+                count_tokens=self.counter.count,
+            )
             await PromptRepository(session).add(
                 user_id=prepared.user.id,
                 conversation_id=conversation.id,

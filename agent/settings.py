@@ -69,6 +69,41 @@ class Settings(BaseSettings):
     context_total_budget: int = 4100
     context_hard_cap: int = 6150
 
+    # Working memory (issue 5): per-tier token budgets (over the total, tiers are cut in the order
+    # last conversation -> threads -> memory -> yesterday -> today -> history), per-tier load
+    # timeouts (a tier that times out is left out), and history compaction.
+    context_today_budget: int = 500
+    context_yesterday_budget: int = 300
+    context_threads_budget: int = 400
+    context_last_conversation_budget: int = 300
+    context_memory_budget: int = 600
+    context_profile_budget: int = 200
+    context_today_key_moments: int = 5
+    context_threads_max: int = 5
+    context_last_conversation_after_hours: float = 24.0
+    context_today_timeout_seconds: float = 2.0
+    context_yesterday_timeout_seconds: float = 2.0
+    context_threads_timeout_seconds: float = 2.0
+    context_last_conversation_timeout_seconds: float = 2.0
+    context_memory_timeout_seconds: float = 3.0
+    model_context_window: int = 200_000
+    compaction_enabled: bool = True
+    compaction_threshold: float = 0.7
+    compaction_keep_ratio: float = 0.4
+    compaction_summary_max_tokens: int = 500
+    compaction_input_max_tokens: int = 12_000
+    compaction_timeout_seconds: float = 15.0
+
+    # Post-processing and day summaries (issue 4)
+    postprocess_max_attempts: int = 5
+    postprocess_retry_base_seconds: float = 60.0
+    postprocess_retry_max_seconds: float = 3600.0
+    postprocess_claim_timeout_seconds: float = 900.0
+    postprocess_batch_limit: int = 200
+    day_summary_message_threshold: int = 10
+    day_raw_token_budget: int = 4000
+    nightly_interval_minutes: int = 15
+
     @field_validator("database_url")
     @classmethod
     def _normalise_url(cls, value: str) -> str:

@@ -21,9 +21,23 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--user", default="me", help="who you are (one memory per name)")
     chat.add_argument("--model", default=None, help="a PydanticAI model string, e.g. 'test' for offline")
     bench = commands.add_parser("bench", help="print benchmark figures")
-    bench.add_argument("name", choices=["turn"], help="which benchmark")
+    bench.add_argument("name", choices=["turn", "postprocess"], help="which benchmark")
     bench.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    _add_jobs_parser(commands)
     return parser
+
+
+def _add_jobs_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from jobs.registry import JOB_NAMES
+
+    jobs = commands.add_parser("jobs", help="run a background job once (post-processing, summaries)")
+    jobs_commands = jobs.add_subparsers(dest="jobs_command", required=True)
+    run = jobs_commands.add_parser("run", help="run one job now and print its counts")
+    run.add_argument("name", choices=JOB_NAMES, help="which job")
+    run.add_argument(
+        "--conversation", type=int, default=None, help="postprocess: requeue and process this one"
+    )
+    run.add_argument("--limit", type=int, default=None, help="postprocess: at most this many conversations")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -53,6 +67,17 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         if settings.model.startswith("anthropic:"):
             settings.require("anthropic_api_key")
         asyncio.run(run_chat(settings, user_name=args.user))
+        return 0
+    if args.command == "jobs":
+        from bot.jobs_cli import run_jobs_command
+
+        return asyncio.run(
+            run_jobs_command(settings, args.name, conversation_id=args.conversation, limit=args.limit)
+        )
+    if args.command == "bench" and args.name == "postprocess":
+        from bot.bench.postprocess import run_postprocess_bench
+
+        asyncio.run(run_postprocess_bench(settings, quick=args.quick))
         return 0
     if args.command == "bench":
         from bot.bench.turn import run_turn_bench

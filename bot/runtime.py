@@ -14,6 +14,7 @@ from agent.service import TurnService
 from agent.settings import Settings
 from db.engine import create_engine, session_factory
 from db.migrate import upgrade_to_head_async
+from jobs.context import JobContext, build_job_context
 
 
 @dataclass
@@ -25,6 +26,8 @@ class Runtime:
     sessions: async_sessionmaker[AsyncSession]
     clock: Clock
     turns: TurnService
+    # Background jobs (post-processing, day summaries): the scheduler and POST /tasks/<name> use it.
+    jobs: JobContext
     # Stores outside the core tables (search index, knowledge graph): /export and /forget cover them.
     data_stores: list[UserDataStore] = field(default_factory=list)
 
@@ -34,7 +37,12 @@ class Runtime:
 
 
 async def build_runtime(
-    settings: Settings, *, clock: Clock | None = None, model: Model | str | None = None, migrate: bool = True
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    model: Model | str | None = None,
+    migrate: bool = True,
+    summary_model: Model | str | None = None,
 ) -> Runtime:
     """Upgrade the schema to head and wire the services."""
     if migrate:
@@ -43,7 +51,8 @@ async def build_runtime(
     sessions = session_factory(engine)
     clock = clock or Clock()
     turns = TurnService(settings=settings, engine=engine, sessions=sessions, clock=clock, model=model)
-    return Runtime(settings=settings, engine=engine, sessions=sessions, clock=clock, turns=turns)
+    jobs = build_job_context(settings, engine, sessions, clock=clock, summary_model=summary_model)
+    return Runtime(settings=settings, engine=engine, sessions=sessions, clock=clock, turns=turns, jobs=jobs)
 
 
 def configure_logging(level: str) -> None:

@@ -1,0 +1,97 @@
+"""The extraction agent: one closed conversation becomes facts, threads, thoughts and a summary."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, Field
+from pydantic_ai import Agent
+from pydantic_ai.models import Model
+
+from agent.settings import Settings
+from agent.summaries import Line, format_lines, summary_model_settings
+
+ThreadType = Literal["follow_up", "question", "promise", "topic", "curiosity", "callback"]
+
+
+class NewThread(BaseModel):
+    """Something to come back to later."""
+
+    type: ThreadType
+    content: str = Field(description="One sentence: what to follow up, ask, keep, or call back to.")
+
+
+class EmotionalMarker(BaseModel):
+    """An emotion the user showed."""
+
+    emotion: str
+    intensity: float = Field(description="0 (barely) to 1 (very strong).")
+    context: str = ""
+
+
+class Extraction(BaseModel):
+    """The typed result of post-processing one conversation."""
+
+    user_facts: list[str] = Field(default_factory=list, description="Durable facts about the user.")
+    threads_to_open: list[NewThread] = Field(default_factory=list)
+    resolved_thread_ids: list[int] = Field(
+        default_factory=list, description="Ids of the listed open threads this conversation resolved."
+    )
+    thoughts: list[str] = Field(default_factory=list, description="Nikita's own thoughts for later.")
+    emotional_markers: list[EmotionalMarker] = Field(default_factory=list)
+    key_moments: list[str] = Field(default_factory=list)
+    summary: str = Field(description="Two to four sentences about the conversation.")
+    tone: str = Field(description="One or two words, e.g. warm, tense, playful.")
+
+
+@dataclass(frozen=True)
+class OpenThread:
+    """An open thread shown to the extractor so it can say which ones were resolved."""
+
+    id: int
+    type: str
+    content: str
+
+
+EXTRACTION_INSTRUCTIONS = """\
+You read one finished conversation between a user and Nikita, a companion, and extract memory.
+- user_facts: durable facts or preferences about the user (not passing moods), each one short sentence.
+- threads_to_open: things to follow up, questions left open, promises made, topics, curiosities, callbacks.
+- resolved_thread_ids: ids from the open threads list that this conversation settled; only those ids.
+- thoughts: what Nikita might think about or want to share later.
+- emotional_markers, key_moments, a short summary and the overall tone.
+Use only what the conversation says. Empty lists are fine.
+"""
+
+extraction_agent: Agent[None, Extraction] = Agent(
+    output_type=Extraction,
+    instructions=EXTRACTION_INSTRUCTIONS,
+    name="extraction",
+    defer_model_check=True,
+)
+
+
+def extraction_prompt(lines: Sequence[Line], open_threads: Sequence[OpenThread]) -> str:
+    """The conversation and the user's open threads, as the extractor reads them."""
+    threads = "\n".join(f"- [id {t.id}] ({t.type}) {t.content}" for t in open_threads) or "(none)"
+    return f"Open threads:\n{threads}\n\nConversation:\n{format_lines(lines)}"
+
+
+async def extract(
+    model: Model | str, settings: Settings, lines: Sequence[Line], open_threads: Sequence[OpenThread]
+) -> Extraction:
+    """One SUMMARY_MODEL call with a timeout and an output cap; raises when the model fails."""
+    async with asyncio.timeout(settings.summary_timeout_seconds):
+        result = await extraction_agent.run(
+            extraction_prompt(lines, open_threads),
+            model=model,
+            model_settings=summary_model_settings(settings),
+        )
+    output = result.output
+    allowed = {t.id for t in open_threads}
+    # The model may only resolve threads it was shown (this user's open ones).
+    output.resolved_thread_ids = sorted({i for i in output.resolved_thread_ids if i in allowed})
+    return output

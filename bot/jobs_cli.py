@@ -1,0 +1,31 @@
+"""`python -m bot jobs run <name>`: one background job, once, from the command line."""
+
+from __future__ import annotations
+
+import json
+
+from agent.settings import Settings
+from db.engine import create_engine, session_factory
+from jobs.context import build_job_context
+from jobs.registry import run_job
+
+
+async def run_jobs_command(
+    settings: Settings, name: str, *, conversation_id: int | None = None, limit: int | None = None
+) -> int:
+    """Run the job against DATABASE_URL (already migrated) and print its counts as JSON."""
+    if settings.summary_model.startswith("anthropic:") and name != "sessions":
+        settings.require("anthropic_api_key")
+    engine = create_engine(settings.database_url)
+    try:
+        ctx = build_job_context(settings, engine, session_factory(engine))
+        options: dict[str, int] = {}
+        if conversation_id is not None:
+            options["conversation_id"] = conversation_id
+        if limit is not None:
+            options["limit"] = limit
+        counts = await run_job(name, ctx, **options)
+    finally:
+        await engine.dispose()
+    print(json.dumps({"job": name, **counts}), flush=True)
+    return 0

@@ -1,0 +1,90 @@
+"""Day summaries: after each conversation, in-day when due, and (with final=True) at local midnight."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic_ai.exceptions import AgentRunError
+
+from agent.summaries import MAX_KEY_MOMENTS, Line, summarise_day
+from db.memory_repositories import DaySummaryRepository
+from jobs.context import JobContext
+
+logger = logging.getLogger(__name__)
+
+
+async def summarise_segment(
+    ctx: JobContext, segment_id: int, *, final: bool = False, notes: Sequence[str] = ()
+) -> bool:
+    """Fold the day's new messages into its summary; True when a new version (and note) was stored.
+
+    The model call happens outside any transaction; the write is guarded by the version the
+    summary started from, so a rerun or a concurrent worker never stores it (or its note) twice.
+    Raises when the model fails: the transcript is untouched and the caller retries.
+    """
+    async with ctx.sessions() as session:
+        repo = DaySummaryRepository(session)
+        segment = await repo.get(segment_id)
+        if segment is None or segment.status != "open":
+            return False
+        messages = list(await repo.unsummarised(segment))
+    if not messages:
+        if final:
+            async with ctx.sessions() as session, session.begin():
+                await DaySummaryRepository(session).finalise_unchanged(segment_id, ctx.clock.now())
+        return False
+    lines = [Line(m.id, m.role, m.content, m.sent_at) for m in messages]
+    result = await summarise_day(
+        ctx.summary_model,
+        ctx.settings,
+        day=segment.day,
+        previous=segment.summary,
+        lines=lines,
+        notes=notes,
+        final=final,
+    )
+    key_moments: list[Any] = [{"text": text, "message_id": messages[-1].id} for text in result.key_moments]
+    async with ctx.sessions() as session, session.begin():
+        stored = await DaySummaryRepository(session).store(
+            segment,
+            expected_last_id=segment.last_summarized_message_id,
+            summary=result.markdown(),
+            key_moments=key_moments[:MAX_KEY_MOMENTS],
+            last_message=messages[-1],
+            at=ctx.clock.now(),
+            final=final,
+        )
+    logger.info(
+        "day summary",
+        extra={"segment_id": segment_id, "stored": stored, "final": final, "messages": len(lines)},
+    )
+    return stored
+
+
+async def run_due_summaries(ctx: JobContext) -> dict[str, Any]:
+    """Summarise every day flagged by the turn (10 new messages or raw text over budget)."""
+    async with ctx.sessions() as session:
+        due = await DaySummaryRepository(session).due_ids()
+    updated = failed = 0
+    for segment_id in due:
+        async with ctx.sessions() as session, session.begin():
+            taken = await DaySummaryRepository(session).take_due(segment_id)
+        if not taken:
+            continue
+        try:
+            updated += await summarise_segment(ctx, segment_id)
+        except (AgentRunError, TimeoutError, OSError) as exc:
+            failed += 1
+            logger.warning("in-day summary failed", extra={"segment_id": segment_id, "error": repr(exc)})
+            await _flag_again(ctx, segment_id)
+    return {"due": len(due), "updated": updated, "failed": failed}
+
+
+async def _flag_again(ctx: JobContext, segment_id: int) -> None:
+    # The raw transcript stays as it was; the next run tries again.
+    async with ctx.sessions() as session, session.begin():
+        segment = await DaySummaryRepository(session).get(segment_id)
+        if segment is not None and segment.status == "open":
+            segment.summary_due = True

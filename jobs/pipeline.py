@@ -1,0 +1,164 @@
+"""The post-processing pipeline of one claimed conversation (seed 003 §5), every stage idempotent.
+
+1 ingestion -> 2 extraction (stored, so a rerun never calls the model again) -> 3 threads ->
+4 thoughts -> 5 facts (3-5 in one transaction, dedupe keys) -> 6 graph -> 7 day summary rollup
+(version-guarded, one note per version) -> 8 finalisation (processed, summary, tone).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from agent.extraction import Extraction, OpenThread, extract
+from agent.summaries import Line
+from db.memory_repositories import DaySummaryRepository, FactRepository, ThoughtRepository, ThreadRepository
+from db.models import Conversation, TranscriptMessage
+from db.repositories import TranscriptRepository
+from jobs.context import JobContext
+from jobs.day_summary import summarise_segment
+from jobs.queue import mark_processed_guard
+
+logger = logging.getLogger(__name__)
+
+TONE_CHARS = 64
+
+
+@dataclass(frozen=True)
+class Ingested:
+    """Stage 1's output: the conversation's identity and its messages."""
+
+    conversation_id: int
+    user_id: int
+    ended_at: datetime
+    lines: list[Line]
+    stored_extraction: Extraction | None
+
+
+async def ingest(ctx: JobContext, conversation_id: int) -> Ingested | None:
+    """Stage 1: load the claimed conversation and its user/assistant messages."""
+    async with ctx.sessions() as session:
+        conversation = await session.get(Conversation, conversation_id)
+        if conversation is None:
+            return None
+        rows: list[TranscriptMessage] = [
+            m
+            for m in await TranscriptRepository(session).for_conversation(conversation_id)
+            if m.role != "system"
+        ]
+        stored = Extraction.model_validate(conversation.extraction) if conversation.extraction else None
+        return Ingested(
+            conversation_id=conversation.id,
+            user_id=conversation.user_id,
+            ended_at=conversation.ended_at or conversation.last_message_at,
+            lines=[Line(m.id, m.role, m.content, m.sent_at) for m in rows],
+            stored_extraction=stored,
+        )
+
+
+async def extraction_stage(ctx: JobContext, item: Ingested) -> Extraction:
+    """Stage 2: one model call, checkpointed on the conversation so a rerun reuses it."""
+    if item.stored_extraction is not None:
+        return item.stored_extraction
+    async with ctx.sessions() as session:
+        threads = await ThreadRepository(session).open_for(item.user_id)
+        open_threads = [OpenThread(t.id, t.type, t.content) for t in threads]
+    output = await extract(ctx.summary_model, ctx.settings, item.lines, open_threads)
+    async with ctx.sessions() as session, session.begin():
+        conversation = await session.get(Conversation, item.conversation_id)
+        if conversation is not None:
+            conversation.extraction = output.model_dump(mode="json")
+    return output
+
+
+async def memory_stage(ctx: JobContext, item: Ingested, output: Extraction) -> dict[str, int]:
+    """Stages 3-5: threads opened and resolved, thoughts, facts, in one transaction."""
+    at = item.ended_at
+    async with ctx.sessions() as session, session.begin():
+        threads = ThreadRepository(session)
+        resolved = await threads.resolve(item.user_id, output.resolved_thread_ids, item.conversation_id, at)
+        opened = await threads.open_threads(
+            item.user_id, item.conversation_id, [(t.type, t.content) for t in output.threads_to_open], at
+        )
+        thoughts = await ThoughtRepository(session).add_many(
+            item.user_id, item.conversation_id, output.thoughts, at
+        )
+        facts = await FactRepository(session).add_many(
+            item.user_id, item.conversation_id, output.user_facts, at, source="extraction"
+        )
+    return {"threads_opened": opened, "threads_resolved": resolved, "thoughts": thoughts, "facts": facts}
+
+
+async def graph_stage(ctx: JobContext, item: Ingested, output: Extraction) -> int:
+    """Stage 6: knowledge-graph episodes (user facts, shared history, the persona's thoughts).
+
+    The graph is idempotent per `source_id`, so a rerun adds nothing twice. Off when ctx.graph is None.
+    """
+    if ctx.graph is None:
+        return 0
+    source = f"conversation:{item.conversation_id}"
+    episodes = [
+        ("user", "user facts", "\n".join(output.user_facts)),
+        ("relationship", "conversation", "\n".join([output.summary, *output.key_moments])),
+        ("persona", "thoughts", "\n".join(output.thoughts[:2])),
+    ]
+    added = 0
+    for group, name, body in episodes:
+        if not body.strip():
+            continue
+        await ctx.graph.add_episode(
+            user_id=item.user_id,
+            group=group,
+            name=f"{name} ({source})",
+            body=body,
+            reference_time=item.ended_at,
+            source_id=f"{source}:{group}",
+        )
+        added += 1
+    return added
+
+
+async def rollup_stage(ctx: JobContext, item: Ingested, output: Extraction) -> int:
+    """Stage 7: fold the conversation into the summary of each day it touched."""
+    async with ctx.sessions() as session:
+        segment_ids = await DaySummaryRepository(session).segment_ids_for_conversation(item.conversation_id)
+    updated = 0
+    for segment_id in segment_ids:
+        updated += await summarise_segment(ctx, segment_id, notes=[output.summary])
+    return updated
+
+
+async def finalise(ctx: JobContext, item: Ingested, output: Extraction | None) -> bool:
+    """Stage 8: processed, with the summary and tone, if this worker still holds the claim."""
+    async with ctx.sessions() as session, session.begin():
+        if not await mark_processed_guard(session, item.conversation_id, ctx.worker_id):
+            return False
+        conversation = await session.get(Conversation, item.conversation_id)
+        if conversation is None:
+            return False
+        conversation.status = "processed"
+        conversation.processed_at = ctx.clock.now()
+        conversation.claimed_by = None
+        conversation.next_attempt_at = None
+        conversation.last_error = None
+        if output is not None:
+            conversation.summary = output.summary
+            conversation.tone = output.tone[:TONE_CHARS]
+    return True
+
+
+async def run_pipeline(ctx: JobContext, conversation_id: int) -> dict[str, int]:
+    """Every stage for one claimed conversation; raises on failure (the worker retries)."""
+    item = await ingest(ctx, conversation_id)
+    if item is None:
+        return {"missing": 1}
+    if not item.lines:  # nothing was said: nothing to remember
+        await finalise(ctx, item, None)
+        return {"empty": 1}
+    output = await extraction_stage(ctx, item)
+    counts = await memory_stage(ctx, item, output)
+    counts["graph_episodes"] = await graph_stage(ctx, item, output)
+    counts["day_summaries"] = await rollup_stage(ctx, item, output)
+    counts["processed"] = int(await finalise(ctx, item, output))
+    return counts

@@ -1,0 +1,172 @@
+"""The post-processing queue: claiming conversations, retries with backoff, requeue and stats."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import ColumnElement, and_, func, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from db.models import Conversation, DaySegment
+
+# How many candidates a SQLite claim looks at; losers of a race move on to the next one.
+_CANDIDATES = 8
+_ERROR_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """Queue depth and outcomes, for `/jobs`."""
+
+    active: int
+    queued: int
+    processing: int
+    failed: int
+    processed: int
+    day_summaries_due: int
+
+    def format(self) -> str:
+        """A short plain-text report."""
+        return (
+            f"post-processing queue\n"
+            f"  queued (closed): {self.queued}\n"
+            f"  processing: {self.processing}\n"
+            f"  failed: {self.failed}\n"
+            f"  processed: {self.processed}\n"
+            f"  active sessions: {self.active}\n"
+            f"day summaries due: {self.day_summaries_due}"
+        )
+
+
+def backoff(attempts: int, base_seconds: float, max_seconds: float) -> timedelta:
+    """Exponential backoff after the n-th failed attempt: base, 2*base, 4*base ... capped."""
+    return timedelta(seconds=min(max_seconds, base_seconds * 2 ** max(0, attempts - 1)))
+
+
+def _claimable(now: datetime, stale_before: datetime) -> ColumnElement[bool]:
+    ready = and_(
+        Conversation.status == "closed",
+        or_(Conversation.next_attempt_at.is_(None), Conversation.next_attempt_at <= now),
+    )
+    # A claim this old belongs to a worker that died; it is taken over (and counts as an attempt).
+    stale = and_(Conversation.status == "processing", Conversation.claimed_at < stale_before)
+    return or_(ready, stale)
+
+
+async def claim_next(
+    sessions: async_sessionmaker[AsyncSession], worker_id: str, now: datetime, claim_timeout: timedelta
+) -> int | None:
+    """Claim one due conversation for this worker (status processing, attempts + 1); None when idle."""
+    stale_before = now - claim_timeout
+    async with sessions() as session, session.begin():
+        postgres = session.get_bind().dialect.name == "postgresql"
+        candidates = (
+            select(Conversation.id)
+            .where(_claimable(now, stale_before))
+            .order_by(Conversation.ended_at, Conversation.id)
+            .limit(1 if postgres else _CANDIDATES)
+        )
+        if postgres:
+            # Rows another worker is claiming right now are skipped instead of waited for.
+            candidates = candidates.with_for_update(skip_locked=True)
+        for conversation_id in (await session.execute(candidates)).scalars().all():
+            # The conditional UPDATE is the claim itself: only one worker can move the row.
+            claimed = await session.execute(
+                update(Conversation)
+                .where(Conversation.id == conversation_id, _claimable(now, stale_before))
+                .values(
+                    status="processing",
+                    claimed_at=now,
+                    claimed_by=worker_id,
+                    attempts=Conversation.attempts + 1,
+                )
+                .execution_options(synchronize_session=False)
+            )
+            if claimed.rowcount == 1:  # type: ignore[attr-defined]
+                return conversation_id
+    return None
+
+
+async def record_failure(
+    sessions: async_sessionmaker[AsyncSession],
+    conversation_id: int,
+    worker_id: str,
+    error: str,
+    now: datetime,
+    *,
+    max_attempts: int,
+    base_seconds: float,
+    max_seconds: float,
+) -> str | None:
+    """Put a failed conversation back with backoff, or mark it `failed` after the last attempt."""
+    async with sessions() as session, session.begin():
+        conversation = await session.get(Conversation, conversation_id)
+        if (
+            conversation is None
+            or conversation.claimed_by != worker_id
+            or conversation.status != "processing"
+        ):
+            return None  # deleted, or taken over by another worker meanwhile
+        conversation.last_error = error[:_ERROR_CHARS]
+        conversation.claimed_by = None
+        if conversation.attempts >= max_attempts:
+            conversation.status = "failed"
+            conversation.next_attempt_at = None
+        else:
+            conversation.status = "closed"
+            conversation.next_attempt_at = now + backoff(conversation.attempts, base_seconds, max_seconds)
+        return conversation.status
+
+
+async def requeue(sessions: async_sessionmaker[AsyncSession], conversation_id: int, now: datetime) -> bool:
+    """Queue one closed, failed or processed conversation again, due now (`/reprocess`, the CLI)."""
+    async with sessions() as session, session.begin():
+        result = await session.execute(
+            update(Conversation)
+            .where(Conversation.id == conversation_id, Conversation.status != "active")
+            .values(
+                status="closed",
+                next_attempt_at=now,
+                attempts=0,
+                claimed_at=None,
+                claimed_by=None,
+                last_error=None,
+                processed_at=None,
+            )
+            .execution_options(synchronize_session=False)
+        )
+        return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+async def queue_stats(sessions: async_sessionmaker[AsyncSession]) -> QueueStats:
+    """Counts per conversation status and day segments waiting for an in-day summary."""
+    async with sessions() as session:
+        counts = dict(
+            (
+                await session.execute(select(Conversation.status, func.count()).group_by(Conversation.status))
+            ).tuples()
+        )
+        due = await session.scalar(
+            select(func.count())
+            .select_from(DaySegment)
+            .where(DaySegment.summary_due.is_(True), DaySegment.status == "open")
+        )
+    return QueueStats(
+        active=counts.get("active", 0),
+        queued=counts.get("closed", 0),
+        processing=counts.get("processing", 0),
+        failed=counts.get("failed", 0),
+        processed=counts.get("processed", 0),
+        day_summaries_due=int(due or 0),
+    )
+
+
+async def mark_processed_guard(session: AsyncSession, conversation_id: int, worker_id: str) -> bool:
+    """True while this worker still holds the claim (a slow worker may have been taken over)."""
+    holder = await session.scalar(
+        select(Conversation.claimed_by).where(
+            Conversation.id == conversation_id, Conversation.status == "processing"
+        )
+    )
+    return holder == worker_id

@@ -1,0 +1,65 @@
+"""The named jobs: one entry point for the scheduler, the CLI and `POST /tasks/<name>`."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from agent.errors import NikitaError
+from jobs.context import JobContext
+
+logger = logging.getLogger(__name__)
+
+JOB_NAMES: tuple[str, ...] = ("sessions", "postprocess", "day-summaries", "nightly")
+
+
+class UnknownJobError(NikitaError):
+    """No job has that name."""
+
+
+async def _sessions(ctx: JobContext, **options: Any) -> dict[str, Any]:
+    from jobs.sessions import close_idle
+
+    return await close_idle(ctx)
+
+
+async def _postprocess(ctx: JobContext, **options: Any) -> dict[str, Any]:
+    from jobs.worker import process_queue
+
+    return await process_queue(
+        ctx, conversation_id=options.get("conversation_id"), limit=options.get("limit")
+    )
+
+
+async def _day_summaries(ctx: JobContext, **options: Any) -> dict[str, Any]:
+    from jobs.day_summary import run_due_summaries
+
+    return await run_due_summaries(ctx)
+
+
+async def _nightly(ctx: JobContext, **options: Any) -> dict[str, Any]:
+    from jobs.nightly import finalise_days
+
+    return await finalise_days(ctx)
+
+
+_JOBS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
+    "sessions": _sessions,
+    "postprocess": _postprocess,
+    "day-summaries": _day_summaries,
+    "nightly": _nightly,
+}
+
+
+async def run_job(name: str, ctx: JobContext, **options: Any) -> dict[str, Any]:
+    """Run one job once and return its counts (postprocess takes `conversation_id=` and `limit=`)."""
+    job = _JOBS.get(name)
+    if job is None:
+        raise UnknownJobError(f"unknown job {name!r}; known: {', '.join(JOB_NAMES)}")
+    started = time.perf_counter()
+    counts = await job(ctx, **options)
+    elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
+    logger.info("job done", extra={"job": name, "elapsed_ms": elapsed_ms, **counts})
+    return counts

@@ -1,0 +1,59 @@
+"""APScheduler wiring: the per-minute jobs and the nightly finalisation inside the bot process."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from jobs.context import JobContext
+from jobs.registry import run_job
+
+logger = logging.getLogger(__name__)
+
+MINUTE_JOBS = ("sessions", "postprocess", "day-summaries")
+
+
+async def run_minute_jobs(ctx: JobContext) -> dict[str, dict[str, Any]]:
+    """Session detection, post-processing and due in-day summaries, in that order."""
+    results: dict[str, dict[str, Any]] = {}
+    for name in MINUTE_JOBS:
+        options: dict[str, Any] = (
+            {"limit": ctx.settings.postprocess_batch_limit} if name == "postprocess" else {}
+        )
+        try:
+            results[name] = await run_job(name, ctx, **options)
+        except Exception:
+            # One job's fault (e.g. the database blinking) must not stop the others or the scheduler.
+            logger.exception("scheduled job failed", extra={"job": name})
+    return results
+
+
+async def run_nightly(ctx: JobContext) -> dict[str, Any]:
+    """Finalise every day whose local midnight has passed."""
+    return await run_job("nightly", ctx)
+
+
+def schedule_jobs(scheduler: AsyncIOScheduler, ctx: JobContext) -> None:
+    """Add the jobs to a running or not-yet-started scheduler (python-telegram-bot's JobQueue one)."""
+    scheduler.add_job(
+        run_minute_jobs,
+        "interval",
+        minutes=1,
+        args=[ctx],
+        id="nikita-minute-jobs",
+        replace_existing=True,
+        max_instances=1,
+        coalesce=True,
+    )
+    scheduler.add_job(
+        run_nightly,
+        "interval",
+        minutes=ctx.settings.nightly_interval_minutes,
+        args=[ctx],
+        id="nikita-nightly",
+        replace_existing=True,
+        max_instances=1,
+        coalesce=True,
+    )

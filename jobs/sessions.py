@@ -1,0 +1,17 @@
+"""Session detection: close conversations idle past the session timeout (the rule is agent/sessions)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from agent.sessions import close_idle_sessions
+from jobs.context import JobContext
+
+
+async def close_idle(ctx: JobContext) -> dict[str, Any]:
+    """Close and queue every idle session; returns how many were closed."""
+    idle_for = timedelta(minutes=ctx.settings.session_timeout_minutes)
+    async with ctx.sessions() as session, session.begin():
+        closed = await close_idle_sessions(session, ctx.clock.now(), idle_for)
+    return {"closed": len(closed)}
