@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 import time
@@ -208,7 +209,11 @@ async def test_wrong_token_is_rejected(tg: FakeTelegram) -> None:
     assert response.json() == {"ok": False, "error_code": 401, "description": "Unauthorized"}
 
 
-async def test_unknown_method_is_404_and_fail_next_injects_errors(tg: FakeTelegram, bot: Bot) -> None:
+async def test_unknown_method_is_404_and_fail_next_injects_errors(
+    tg: FakeTelegram, bot: Bot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without it PTB 22 warns (PTBDeprecationWarning) whenever RetryAfter.retry_after is read.
+    monkeypatch.setenv("PTB_TIMEDELTA", "1")
     async with httpx.AsyncClient() as client:
         response = await client.post(f"{tg.base_url}{TOKEN}/sendTelepathy")
     assert response.json() == {"ok": False, "error_code": 404, "description": "Not Found"}
@@ -216,8 +221,9 @@ async def test_unknown_method_is_404_and_fail_next_injects_errors(tg: FakeTelegr
     with pytest.raises(Forbidden, match="blocked"):
         await bot.send_message(42, "hello?")
     tg.fail_next("sendMessage", error_code=429, description="Too Many Requests: retry after 3", retry_after=3)
-    with pytest.raises(RetryAfter):
+    with pytest.raises(RetryAfter) as flood:
         await bot.send_message(42, "hello?")
+    assert flood.value.retry_after == dt.timedelta(seconds=3)
     assert (await bot.send_message(42, "again")).text == "again"
 
 
