@@ -20,6 +20,8 @@ from db.schema import Base
 
 models.ALLOW_MODEL_REQUESTS = False
 os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")
+# python-telegram-bot 22 warns on every time-like field unless it may return timedeltas.
+os.environ.setdefault("PTB_TIMEDELTA", "1")
 
 POSTGRES_ADMIN_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
