@@ -1,0 +1,86 @@
+"""Admin commands, registered only for ADMIN_IDS: everyone else gets the unknown-command answer."""
+
+from __future__ import annotations
+
+from telegram import Update
+from telegram.ext import ContextTypes
+
+from bot.reports import prompt_report, stats_report, user_report
+from bot.sending import send_text
+from bot.services import services
+from jobs.queue import queue_stats, requeue
+
+ADMIN_COMMANDS = ("stats", "user", "prompt", "reprocess", "jobs")
+
+
+def _one_int(args: list[str] | None) -> int | None:
+    if not args or len(args) != 1:
+        return None
+    try:
+        return int(args[0])
+    except ValueError:
+        return None
+
+
+async def on_stats(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/stats: users, active today, conversations, messages, job queue depth, failures."""
+    if update.effective_message is None:
+        return
+    s = services(context)
+    queue = await queue_stats(s.runtime.sessions)
+    report = await stats_report(
+        s.runtime.sessions,
+        update.effective_message.date,
+        queue_depth=queue.queued + queue.processing,
+        failures=queue.failed,
+    )
+    await send_text(context.bot, update.effective_message.chat_id, report)
+
+
+async def on_user(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/user <telegram id>: profile, counts, last activity."""
+    if update.effective_message is None:
+        return
+    telegram_id = _one_int(context.args)
+    text = (
+        "Usage: /user <telegram id>"
+        if telegram_id is None
+        else await user_report(services(context).runtime.sessions, telegram_id)
+    )
+    await send_text(context.bot, update.effective_message.chat_id, text)
+
+
+async def on_prompt(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/prompt <telegram id>: the last context snapshot (tiers, tokens, what was left out)."""
+    if update.effective_message is None:
+        return
+    telegram_id = _one_int(context.args)
+    text = (
+        "Usage: /prompt <telegram id>"
+        if telegram_id is None
+        else await prompt_report(services(context).runtime.sessions, telegram_id)
+    )
+    await send_text(context.bot, update.effective_message.chat_id, text)
+
+
+async def on_reprocess(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/reprocess <conversation id>: queue a closed conversation for post-processing again."""
+    message = update.effective_message
+    if message is None:
+        return
+    conversation_id = _one_int(context.args)
+    if conversation_id is None:
+        text = "Usage: /reprocess <conversation id>"
+    elif await requeue(services(context).runtime.sessions, conversation_id, message.date):
+        text = f"Conversation {conversation_id} is queued for post-processing."
+    else:
+        text = f"Conversation {conversation_id} does not exist or is still active."
+    await send_text(context.bot, message.chat_id, text)
+
+
+async def on_jobs(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/jobs: the post-processing queue and due day summaries."""
+    if update.effective_message is None:
+        return
+    stats = await queue_stats(services(context).runtime.sessions)
+    await send_text(context.bot, update.effective_message.chat_id, stats.format())

@@ -1,0 +1,190 @@
+"""The Telegram application: built once from the runtime, run by long polling or behind a webhook."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from typing import Any
+
+from telegram import BotCommand, Update
+from telegram.ext import (
+    Application,
+    ApplicationBuilder,
+    CallbackQueryHandler,
+    CommandHandler,
+    MessageHandler,
+    TypeHandler,
+    filters,
+)
+
+from agent.onboarding import OnboardingService
+from agent.settings import Settings
+from bot import admin, commands, handlers
+from bot.ratelimit import RateLimiter
+from bot.runtime import Runtime, build_runtime
+from bot.services import SERVICES_KEY, BotServices, services
+from jobs.scheduler import schedule_jobs
+
+logger = logging.getLogger(__name__)
+
+AnyApplication = Application[Any, Any, Any, Any, Any, Any]
+# Updates the bot asks Telegram for; everything else is never delivered.
+ALLOWED_UPDATES = ["message", "edited_message", "channel_post", "callback_query"]
+
+
+def build_application(runtime: Runtime, *, webhook: bool | None = None) -> AnyApplication:
+    """The python-telegram-bot Application with every handler registered (here and only here)."""
+    settings = runtime.settings
+    settings.require("telegram_bot_token")
+    assert settings.telegram_bot_token is not None
+    use_webhook = bool(settings.webhook_url) if webhook is None else webhook
+    builder = (
+        ApplicationBuilder()
+        .token(settings.telegram_bot_token.get_secret_value())
+        .base_url(settings.telegram_api_base_url)
+        # Different users never wait on each other; one user's turns are kept in order by ArrivalOrder.
+        .concurrent_updates(True)
+        .post_init(_post_init)
+        .post_shutdown(_post_shutdown)
+    )
+    if use_webhook:
+        builder = builder.updater(None)
+    application = builder.build()
+    application.bot_data[SERVICES_KEY] = BotServices(
+        runtime=runtime,
+        onboarding=OnboardingService(
+            sessions=runtime.sessions, locks=runtime.turns.locks, model=runtime.turns.model
+        ),
+        limiter=RateLimiter(
+            runtime.sessions, per_minute=settings.rate_limit_per_minute, per_day=settings.rate_limit_per_day
+        ),
+    )
+    application.bot_data["webhook"] = use_webhook
+    _register(application, settings)
+    return application
+
+
+def _register(application: AnyApplication, settings: Settings) -> None:
+    private = filters.ChatType.PRIVATE
+    application.add_handler(TypeHandler(Update, handlers.drop_repeats), group=-1)
+    application.add_handler(
+        MessageHandler(filters.UpdateType.EDITED | filters.UpdateType.CHANNEL_POSTS, handlers.on_ignored)
+    )
+    user_commands = {
+        "start": handlers.on_start,
+        "skip": handlers.on_skip,
+        "help": commands.on_help,
+        "memory": commands.on_memory,
+        "timezone": commands.on_timezone,
+        "export": commands.on_export,
+        "forget": commands.on_forget,
+    }
+    for name, callback in user_commands.items():
+        application.add_handler(CommandHandler(name, callback, filters=private))
+    # Only admins match these; anyone else falls through to the unknown-command answer.
+    admins = filters.User(user_id=settings.admin_ids) & private
+    admin_commands = {
+        "stats": admin.on_stats,
+        "user": admin.on_user,
+        "prompt": admin.on_prompt,
+        "reprocess": admin.on_reprocess,
+        "jobs": admin.on_jobs,
+    }
+    for name, callback in admin_commands.items():
+        application.add_handler(CommandHandler(name, callback, filters=admins))
+    application.add_handler(CallbackQueryHandler(commands.on_forget_button, pattern=r"^forget:"))
+    application.add_handler(MessageHandler(filters.COMMAND & private, handlers.on_unknown_command))
+    application.add_handler(MessageHandler(filters.TEXT & private, handlers.on_text))
+    application.add_handler(
+        MessageHandler(private & ~filters.TEXT & ~filters.StatusUpdate.ALL, handlers.on_other)
+    )
+    application.add_error_handler(handlers.on_error)
+
+
+async def _post_init(application: AnyApplication) -> None:
+    s = services_of(application)
+    settings = s.runtime.settings
+    await application.bot.set_my_commands([BotCommand(name, text) for name, text in commands.USER_COMMANDS])
+    if application.bot_data.get("webhook"):
+        assert settings.webhook_url is not None and settings.webhook_secret is not None
+        await application.bot.set_webhook(
+            url=settings.webhook_url,
+            secret_token=settings.webhook_secret.get_secret_value(),
+            allowed_updates=ALLOWED_UPDATES,
+        )
+        logger.info("webhook registered", extra={"url": settings.webhook_url})
+    if application.job_queue is not None:
+        schedule_jobs(application.job_queue.scheduler, s.runtime.jobs)
+
+
+async def _post_shutdown(application: AnyApplication) -> None:
+    await services_of(application).runtime.close()
+
+
+def services_of(application: AnyApplication) -> BotServices:
+    """The services of an application built by `build_application`."""
+    found = application.bot_data[SERVICES_KEY]
+    assert isinstance(found, BotServices)
+    return found
+
+
+@asynccontextmanager
+async def running(
+    application: AnyApplication, *, poll_interval: float = 0.0, poll_timeout: int = 10
+) -> AsyncIterator[None]:
+    """Initialise, run post_init, start processing (and polling, without a webhook); undo it all after."""
+    async with application:
+        assert application.post_init is not None
+        await application.post_init(application)
+        await application.start()
+        if application.updater is not None:
+            await application.updater.start_polling(
+                poll_interval=poll_interval,
+                timeout=poll_timeout,
+                allowed_updates=ALLOWED_UPDATES,
+                drop_pending_updates=False,
+            )
+        try:
+            yield
+        finally:
+            if application.updater is not None and application.updater.running:
+                await application.updater.stop()
+            await application.stop()
+    if application.post_shutdown is not None:
+        await application.post_shutdown(application)
+
+
+async def serve(settings: Settings) -> None:
+    """Run until stopped: long polling, or the webhook web app on $PORT when WEBHOOK_URL is set."""
+    runtime = await build_runtime(settings)
+    application = build_application(runtime)
+    if settings.webhook_url:
+        import uvicorn
+
+        from bot.web import build_web_app
+
+        web = build_web_app(application, runtime)
+        server = uvicorn.Server(uvicorn.Config(web, host="0.0.0.0", port=settings.port, log_config=None))
+        async with running(application):
+            logger.info("serving webhook", extra={"port": settings.port})
+            await server.serve()  # returns on SIGTERM/SIGINT (uvicorn handles them)
+        return
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    async with running(application):
+        logger.info("polling for updates")
+        await stop.wait()
+
+
+def run_bot(settings: Settings) -> None:
+    """`python -m bot run`."""
+    asyncio.run(serve(settings))
+
+
+__all__ = ["build_application", "run_bot", "running", "serve", "services"]

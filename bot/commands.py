@@ -1,0 +1,144 @@
+"""User commands: /help, /memory, /timezone, /export, /forget (with its confirmation)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from telegram import InlineKeyboardButton, InlineKeyboardMarkup, InputFile, Update
+from telegram.ext import ContextTypes
+
+from agent.account import export_user, forget_user
+from agent.timezones import resolve_timezone
+from bot.reports import memory_report
+from bot.sending import send_text
+from bot.services import services
+from db.models import User
+from db.repositories import UserRepository
+
+logger = logging.getLogger(__name__)
+
+# (command, description) for /help and setMyCommands; admin commands are never advertised.
+USER_COMMANDS: tuple[tuple[str, str], ...] = (
+    ("start", "say hello (and get to know each other)"),
+    ("help", "what I can do"),
+    ("memory", "what I remember about you"),
+    ("timezone", "show or set your time zone, e.g. /timezone Lisbon"),
+    ("export", "all your data as a JSON file"),
+    ("forget", "delete everything I know about you"),
+)
+HELP = "\n".join(
+    [
+        "I'm Nikita. Just write to me like you would to a friend; I remember our conversations.",
+        "",
+        *(f"/{name} - {text}" for name, text in USER_COMMANDS),
+    ]
+)
+FORGET_CONFIRM = "forget:confirm"
+FORGET_CANCEL = "forget:cancel"
+FORGET_ASK = (
+    "This deletes everything I know about you: our conversations, summaries, facts and your "
+    "profile. It cannot be undone. Are you sure? (You can also type /forget confirm.)"
+)
+FORGOTTEN = "Done. I've forgotten everything about you. If you write again, we start from scratch."
+
+
+async def on_help(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/help: the user commands."""
+    if update.effective_message is not None:
+        await send_text(context.bot, update.effective_message.chat_id, HELP)
+
+
+async def on_memory(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/memory: profile, open threads, today's summary and a few facts, in plain words."""
+    message, person = update.effective_message, update.effective_user
+    if message is None or person is None:
+        return
+    s = services(context)
+    async with s.order.hold(person.id):
+        user, _ = await s.account(person, message.date)
+        report = await memory_report(s.runtime.sessions, user.id, message.date)
+        await send_text(context.bot, message.chat_id, report)
+
+
+async def on_timezone(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/timezone [place]: show the user's time zone, or set it from a zone, city or country name."""
+    message, person = update.effective_message, update.effective_user
+    if message is None or person is None:
+        return
+    s = services(context)
+    wanted = " ".join(context.args or [])
+    async with s.order.hold(person.id):
+        user, _ = await s.account(person, message.date)
+        if not wanted:
+            text = f"Your time zone is {user.timezone}. To change it: /timezone Lisbon (or Europe/Lisbon)."
+        elif (zone := resolve_timezone(wanted)) is None:
+            text = f"I couldn't place {wanted!r}. Try the nearest big city, or a name like Europe/Lisbon."
+        else:
+            async with s.runtime.sessions() as session, session.begin():
+                stored = await session.get(User, user.id)
+                if stored is not None:
+                    stored.timezone = zone
+                    stored.profile = {**(stored.profile or {}), "timezone_confirmed": True}
+            text = f"Got it: your time zone is now {zone}."
+        await send_text(context.bot, message.chat_id, text)
+
+
+async def on_export(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/export: everything stored about the user, as a JSON document in the chat."""
+    message, person = update.effective_message, update.effective_user
+    if message is None or person is None:
+        return
+    s = services(context)
+    async with s.order.hold(person.id):
+        user, _ = await s.account(person, message.date)
+        document = await export_user(s.runtime.sessions, user.id, s.runtime.data_stores)
+        payload = json.dumps(document, ensure_ascii=False, indent=2, default=str).encode("utf-8")
+        await context.bot.send_document(
+            chat_id=message.chat_id,
+            document=InputFile(payload, filename="nikita-export.json", attach=True),
+            caption="Everything I have stored about you.",
+        )
+
+
+async def on_forget(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/forget asks first; /forget confirm (or the button) deletes everything."""
+    message, person = update.effective_message, update.effective_user
+    if message is None or person is None:
+        return
+    if [a.lower() for a in context.args or []] == ["confirm"]:
+        await _forget(context, person.id, message.chat_id)
+        return
+    buttons = InlineKeyboardMarkup(
+        [
+            [
+                InlineKeyboardButton("Yes, delete everything", callback_data=FORGET_CONFIRM),
+                InlineKeyboardButton("No, keep it", callback_data=FORGET_CANCEL),
+            ]
+        ]
+    )
+    await message.reply_text(FORGET_ASK, reply_markup=buttons)
+
+
+async def on_forget_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """The answer to /forget's question; only the person who asked can press it for themselves."""
+    query = update.callback_query
+    if query is None:
+        return
+    await query.answer()
+    chat_id = query.message.chat.id if query.message is not None else query.from_user.id
+    if query.data == FORGET_CONFIRM:
+        await _forget(context, query.from_user.id, chat_id)
+        return
+    await send_text(context.bot, chat_id, "Okay, I'll keep everything.")
+
+
+async def _forget(context: ContextTypes.DEFAULT_TYPE, telegram_id: int, chat_id: int) -> None:
+    s = services(context)
+    async with s.order.hold(telegram_id):
+        async with s.runtime.sessions() as session:
+            user = await UserRepository(session).by_telegram_id(telegram_id)
+        if user is not None:
+            await forget_user(s.runtime.sessions, user.id, s.runtime.data_stores)
+            logger.info("user forgotten", extra={"user_id": user.id})
+        await send_text(context.bot, chat_id, FORGOTTEN)

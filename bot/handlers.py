@@ -1,0 +1,200 @@
+"""Message handlers: text to the turn (or onboarding), everything else stored and answered briefly."""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from contextlib import suppress
+from datetime import timedelta
+
+from telegram import Message, Update
+from telegram.error import TelegramError
+from telegram.ext import ApplicationHandlerStop, ContextTypes
+
+from bot.inbox import store_unanswered
+from bot.sending import send_text, typing
+from bot.services import services
+
+logger = logging.getLogger(__name__)
+
+ERROR_REPLY = (
+    "Sorry, something went wrong on my side and I couldn't answer that. "
+    "Your message may not have reached me; please try again in a moment."
+)
+UNKNOWN_COMMAND = "I don't know that command. /help lists what I can do."
+
+# What arrived -> (how the transcript shows it, what the bot says back).
+_REPLIES = {
+    "sticker": "Ha, nice sticker! I can only read words though, so tell me what's on your mind.",
+    "photo": "I can't see pictures yet, sorry! Tell me about it in words?",
+    "voice": "I can't listen to voice messages yet. Could you type it for me?",
+    "video": "I can't watch videos yet. What's it about?",
+    "video_note": "I can't watch video messages yet. Could you type it for me?",
+    "animation": "I can't see GIFs yet, but I appreciate the effort!",
+    "audio": "I can't listen to audio yet. What's it about?",
+    "document": "I can't open files yet. If it's text, paste the part you want me to read.",
+    "location": "Thanks! I can't read locations, but if you tell me your city I can use /timezone.",
+    "contact": "I can't use contacts, sorry.",
+    "poll": "I can't vote in polls, but ask me in words and I'll answer!",
+}
+
+
+def describe(message: Message) -> tuple[str, str]:
+    """The kind of a non-text message and its transcript text, e.g. ("sticker", "[sticker 😀]")."""
+    for kind in _REPLIES:
+        if getattr(message, kind, None):
+            break
+    else:
+        kind = "other"
+    detail = ""
+    if message.sticker and message.sticker.emoji:
+        detail = f" {message.sticker.emoji}"
+    elif message.document and message.document.file_name:
+        detail = f" {message.document.file_name}"
+    elif message.voice:
+        detail = f" {message.voice.duration}s"
+    caption = f" {message.caption}" if message.caption else ""
+    return kind, f"[{kind.replace('_', ' ')}{detail}]{caption}"
+
+
+async def drop_repeats(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Stop an update Telegram delivered twice before any handler sees it again."""
+    if not services(context).updates.first_time(update.update_id):
+        logger.info("repeated update dropped", extra={"update_id": update.update_id})
+        raise ApplicationHandlerStop
+
+
+async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """A text message: onboarding until it is complete, then the turn; the reply split to fit."""
+    message, person = update.effective_message, update.effective_user
+    if message is None or person is None or message.text is None:
+        return
+    s = services(context)
+    async with s.order.hold(person.id):
+        user, _ = await s.account(person, message.date)
+        verdict = await s.limiter.check(user.id, message.date)
+        if not verdict.allowed:
+            await send_text(context.bot, message.chat_id, verdict.message)
+            return
+        async with typing(context.bot, message.chat_id):
+            if user.onboarding_status != "complete":
+                answer = await s.onboarding.handle(
+                    user.id,
+                    message.text,
+                    message.date,
+                    telegram_message_id=message.message_id,
+                    fallback_name=person.first_name,
+                )
+                if answer is not None:
+                    if not answer.duplicate:
+                        await send_text(context.bot, message.chat_id, answer.text)
+                    return
+            result = await s.runtime.turns.reply(
+                user.id, message.text, message.date, telegram_message_id=message.message_id
+            )
+        # A retried delivery was answered the first time; answering again would repeat ourselves.
+        if not result.duplicate:
+            await send_text(context.bot, message.chat_id, result.text)
+
+
+async def on_start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/start: onboarding for someone new, a short welcome back for everyone else."""
+    message, person = update.effective_message, update.effective_user
+    if message is None or person is None:
+        return
+    s = services(context)
+    async with s.order.hold(person.id):
+        user, _ = await s.account(person, message.date)
+        if user.onboarding_status == "complete":
+            name = user.name or person.first_name
+            await send_text(
+                context.bot,
+                message.chat_id,
+                f"Hi {name}! I'm Nikita. Just write to me whenever you like. /help lists what else I can do.",
+            )
+            return
+        async with typing(context.bot, message.chat_id):
+            answer = await s.onboarding.handle(
+                user.id,
+                message.text or "/start",
+                message.date,
+                telegram_message_id=message.message_id,
+                fallback_name=person.first_name,
+            )
+        if answer is not None and not answer.duplicate:
+            await send_text(context.bot, message.chat_id, answer.text)
+
+
+async def on_skip(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/skip: leave onboarding now with what was collected."""
+    message, person = update.effective_message, update.effective_user
+    if message is None or person is None:
+        return
+    s = services(context)
+    async with s.order.hold(person.id):
+        user, _ = await s.account(person, message.date)
+        if user.onboarding_status == "complete":
+            await send_text(context.bot, message.chat_id, "Nothing to skip: we're already talking!")
+            return
+        await s.onboarding.complete_with_defaults(user.id, person.first_name)
+        await send_text(
+            context.bot,
+            message.chat_id,
+            f"No problem, {user.name or person.first_name}. Let's just talk! (/timezone sets where you are.)",
+        )
+
+
+async def on_other(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Stickers, photos, voice, files...: stored as what they are, a short reply, no model call."""
+    message, person = update.effective_message, update.effective_user
+    if message is None or person is None:
+        return
+    s = services(context)
+    kind, content = describe(message)
+    async with s.order.hold(person.id):
+        user, _ = await s.account(person, message.date)
+        verdict = await s.limiter.check(user.id, message.date)
+        if not verdict.allowed:
+            await send_text(context.bot, message.chat_id, verdict.message)
+            return
+        stored = await store_unanswered(
+            s.runtime.sessions,
+            user.id,
+            kind=kind,
+            content=content,
+            sent_at=message.date,
+            session_timeout=timedelta(minutes=s.runtime.settings.session_timeout_minutes),
+            telegram_message_id=message.message_id,
+        )
+        if stored:
+            await send_text(context.bot, message.chat_id, _REPLIES.get(kind, "I can only read text for now."))
+
+
+async def on_unknown_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Any command nobody handled (including admin commands from non-admins)."""
+    if update.effective_message is not None:
+        await send_text(context.bot, update.effective_message.chat_id, UNKNOWN_COMMAND)
+
+
+async def on_ignored(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Edited messages and channel posts: noted in the log, otherwise ignored."""
+    logger.debug("ignored update", extra={"update_id": update.update_id})
+
+
+async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """The one error handler: log with context, tell the user honestly that it failed."""
+    error = context.error
+    details: dict[str, object] = {"error": repr(error)}
+    chat_id: int | None = None
+    if isinstance(update, Update):
+        details["update_id"] = update.update_id
+        if update.effective_user is not None:
+            details["telegram_user_id"] = update.effective_user.id
+        if update.effective_chat is not None:
+            chat_id = update.effective_chat.id
+    trace = "".join(traceback.format_exception(error)) if error is not None else ""
+    logger.error("update failed: %r\n%s", error, trace, extra=details)
+    if chat_id is not None:
+        # If Telegram itself is failing, the apology fails too; the log already has the story.
+        with suppress(TelegramError):
+            await context.bot.send_message(chat_id=chat_id, text=ERROR_REPLY)

@@ -1,0 +1,163 @@
+"""Plain-text reports behind /memory and the admin commands; Telegram-free, so tests read them directly."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from agent.clock import local_day
+from agent.context.snapshot import format_snapshot
+from db.models import (
+    Conversation,
+    ConversationThread,
+    DaySegment,
+    GeneratedPrompt,
+    TranscriptMessage,
+    User,
+    UserFact,
+)
+
+MEMORY_THREADS = 5
+MEMORY_FACTS = 5
+
+
+def _join(items: Any) -> str:
+    if isinstance(items, list | tuple):
+        return ", ".join(str(i) for i in items) or "none"
+    return str(items) if items else "none"
+
+
+async def memory_report(sessions: async_sessionmaker[AsyncSession], user_id: int, now: datetime) -> str:
+    """What the bot remembers about a user: profile, open threads, today's summary, a few facts."""
+    async with sessions() as session:
+        user = await session.get(User, user_id)
+        if user is None:
+            return "I don't know anything about you yet."
+        threads = (
+            (
+                await session.execute(
+                    select(ConversationThread.content)
+                    .where(ConversationThread.user_id == user_id, ConversationThread.status == "open")
+                    .order_by(ConversationThread.created_at.desc())
+                    .limit(MEMORY_THREADS)
+                )
+            )
+            .scalars()
+            .all()
+        )
+        today = await session.scalar(
+            select(DaySegment).where(
+                DaySegment.user_id == user_id, DaySegment.day == local_day(now, user.timezone)
+            )
+        )
+        facts = (
+            (
+                await session.execute(
+                    select(UserFact.content)
+                    .where(UserFact.user_id == user_id)
+                    .order_by(UserFact.created_at.desc())
+                    .limit(MEMORY_FACTS)
+                )
+            )
+            .scalars()
+            .all()
+        )
+    profile = user.profile or {}
+    lines = [
+        "Here's what I remember about you.",
+        "",
+        f"You: {user.name or 'no name yet'}, time zone {user.timezone}.",
+        f"Interests: {_join(profile.get('interests'))}.",
+        f"Boundaries: {_join(profile.get('boundaries'))}.",
+        "",
+        "Things we left open:" if threads else "Nothing left open between us.",
+        *(f"- {t}" for t in threads),
+        "",
+        f"Today so far: {today.summary.strip()}" if today and today.summary else "No summary of today yet.",
+        "",
+        "A few things I know:" if facts else "No saved facts yet.",
+        *(f"- {f}" for f in facts),
+    ]
+    return "\n".join(lines)
+
+
+async def stats_report(
+    sessions: async_sessionmaker[AsyncSession],
+    now: datetime,
+    *,
+    queue_depth: int | None,
+    failures: int | None,
+) -> str:
+    """Users, active in the last 24 hours, conversations, messages, job queue depth and failures."""
+    async with sessions() as session:
+        users = await session.scalar(select(func.count()).select_from(User))
+        active = await session.scalar(
+            select(func.count()).select_from(User).where(User.last_message_at > now - timedelta(days=1))
+        )
+        conversations = await session.scalar(select(func.count()).select_from(Conversation))
+        messages = await session.scalar(select(func.count()).select_from(TranscriptMessage))
+        apologies = await session.scalar(
+            select(func.count())
+            .select_from(TranscriptMessage)
+            .where(TranscriptMessage.kind == "apology", TranscriptMessage.sent_at > now - timedelta(days=1))
+        )
+    return "\n".join(
+        [
+            f"users: {users or 0}",
+            f"active in the last 24 h: {active or 0}",
+            f"conversations: {conversations or 0}",
+            f"messages: {messages or 0}",
+            f"job queue depth: {'n/a' if queue_depth is None else queue_depth}",
+            f"failed post-processing: {'n/a' if failures is None else failures}",
+            f"model failures in the last 24 h: {apologies or 0}",
+        ]
+    )
+
+
+async def user_report(sessions: async_sessionmaker[AsyncSession], telegram_id: int) -> str:
+    """One user's profile, counts and last activity, by Telegram id."""
+    async with sessions() as session:
+        user = await session.scalar(select(User).where(User.telegram_id == telegram_id))
+        if user is None:
+            return f"No user with Telegram id {telegram_id}."
+        conversations = await session.scalar(
+            select(func.count()).select_from(Conversation).where(Conversation.user_id == user.id)
+        )
+        messages = await session.scalar(
+            select(func.count()).select_from(TranscriptMessage).where(TranscriptMessage.user_id == user.id)
+        )
+        facts = await session.scalar(
+            select(func.count()).select_from(UserFact).where(UserFact.user_id == user.id)
+        )
+    last = user.last_message_at.isoformat(timespec="minutes") if user.last_message_at else "never"
+    return "\n".join(
+        [
+            f"user {user.id} (telegram {telegram_id}): {user.name or '(no name)'}",
+            f"time zone: {user.timezone}; onboarding: {user.onboarding_status}",
+            f"profile: {json.dumps(user.profile or {}, ensure_ascii=False)}",
+            f"conversations: {conversations or 0}; messages: {messages or 0}; facts: {facts or 0}",
+            f"joined: {user.created_at.isoformat(timespec='minutes')}; last message: {last}",
+        ]
+    )
+
+
+async def prompt_report(sessions: async_sessionmaker[AsyncSession], telegram_id: int) -> str:
+    """The user's last context snapshot: tiers, tokens per tier, what was left out."""
+    async with sessions() as session:
+        user = await session.scalar(select(User).where(User.telegram_id == telegram_id))
+        if user is None:
+            return f"No user with Telegram id {telegram_id}."
+        prompt = await session.scalar(
+            select(GeneratedPrompt)
+            .where(GeneratedPrompt.user_id == user.id)
+            .order_by(GeneratedPrompt.id.desc())
+            .limit(1)
+        )
+    if prompt is None:
+        return f"No turn recorded yet for Telegram id {telegram_id}."
+    header = f"last context of user {user.id}, {prompt.created_at.isoformat(timespec='seconds')}"
+    return f"{header}\n{format_snapshot(dict(prompt.context_snapshot or {}))}"

@@ -1,0 +1,82 @@
+"""The web app of webhook mode: Telegram's webhook, a health check, and jobs triggered over HTTP."""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from telegram import Update
+from telegram.ext import Application
+
+from agent.errors import ConfigurationError
+from bot.runtime import Runtime
+
+logger = logging.getLogger(__name__)
+
+WEBHOOK_PATH = "/telegram/webhook"
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+
+
+def _same(given: str | None, expected: str) -> bool:
+    # Constant-time comparison: the secret must not leak through response timing.
+    return given is not None and hmac.compare_digest(given.encode(), expected.encode())
+
+
+def build_web_app(application: Application[Any, Any, Any, Any, Any, Any], runtime: Runtime) -> Starlette:
+    """Starlette routes: POST /telegram/webhook, GET /healthz, POST /tasks/{name}."""
+    settings = runtime.settings
+    if settings.webhook_secret is None or not settings.webhook_secret.get_secret_value():
+        raise ConfigurationError("WEBHOOK_SECRET is not set; webhook mode needs it to reject forged updates")
+    webhook_secret = settings.webhook_secret.get_secret_value()
+    tasks_secret = settings.tasks_secret.get_secret_value() if settings.tasks_secret else None
+
+    async def telegram_webhook(request: Request) -> Response:
+        if not _same(request.headers.get(SECRET_HEADER), webhook_secret):
+            return Response("forbidden", status_code=403)
+        try:
+            payload = await request.json()
+            update = Update.de_json(payload, application.bot)
+        except (ValueError, TypeError, KeyError) as exc:
+            logger.warning("malformed webhook body", extra={"error": repr(exc)})
+            return Response("bad request", status_code=400)
+        # Answer Telegram at once; the update is processed concurrently by the application.
+        await application.update_queue.put(update)
+        return Response(status_code=200)
+
+    async def healthz(request: Request) -> Response:
+        try:
+            async with runtime.engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+        except (SQLAlchemyError, OSError) as exc:
+            logger.error("health check: database unreachable", extra={"error": repr(exc)})
+            return JSONResponse({"ok": False, "database": "unreachable"}, status_code=503)
+        return JSONResponse({"ok": True})
+
+    async def run_task(request: Request) -> Response:
+        given = request.headers.get("Authorization", "")
+        if tasks_secret is None or not _same(given.removeprefix("Bearer ").strip() or None, tasks_secret):
+            return Response("forbidden", status_code=403)
+        from jobs.registry import UnknownJobError, run_job
+
+        name = request.path_params["name"]
+        try:
+            counts = await run_job(name, runtime.jobs)
+        except UnknownJobError as exc:
+            return JSONResponse({"ok": False, "error": str(exc)}, status_code=404)
+        return JSONResponse({"ok": True, "job": name, "result": json.loads(json.dumps(counts, default=str))})
+
+    return Starlette(
+        routes=[
+            Route(WEBHOOK_PATH, telegram_webhook, methods=["POST"]),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/tasks/{name}", run_task, methods=["POST"]),
+        ]
+    )
