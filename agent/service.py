@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -16,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from agent.agent import TurnDeps, build_model, chat_agent, chat_model_settings
 from agent.clock import Clock, ensure_utc, local_day
 from agent.context import BuiltContext, ContextBuilder
-from agent.history import dump_history, load_history, trim_history
+from agent.history import dump_history, load_history
 from agent.locks import UserLocks
 from agent.sessions import session_expired
 from agent.settings import Settings
@@ -80,7 +79,7 @@ class TurnService:
         self.sessions = sessions
         self.clock = clock or Clock()
         self.locks = UserLocks(engine)
-        self.context_builder = context_builder or ContextBuilder()
+        self.context_builder = context_builder or ContextBuilder(settings)
         self.model: Model | str = model if model is not None else build_model(settings.model, settings)
         self.counter = get_counter()
 
@@ -179,26 +178,19 @@ class TurnService:
 
     async def _run_and_persist(self, prepared: _Prepared, text: str, sent_at: datetime) -> TurnResult:
         user, conversation = prepared.user, prepared.conversation
-        started = time.perf_counter()
-        async with self.sessions() as session:
-            context = await self.context_builder.build(
-                session,
-                user=user,
-                conversation=conversation,
-                text=text,
-                now=sent_at,
-                previous_message_at=prepared.previous_message_at,
-            )
         stored = load_history(conversation.messages)
-        trim = trim_history(
-            stored,
-            budget=self.settings.history_token_budget,
-            counter=self.counter,
-            tool_output_max_tokens=self.settings.tool_output_max_tokens,
-            min_tokens=self.settings.history_min_tokens,
+        # Tiers, compaction and the budget (history included) in one place; each tier in its own session.
+        context = await self.context_builder.build(
+            self.sessions,
+            user=user,
+            conversation=conversation,
+            text=text,
+            now=sent_at,
+            previous_message_at=prepared.previous_message_at,
+            history=stored,
         )
         # First message of a session: no history, so the instructions start the run fresh.
-        history: list[ModelMessage] | None = trim.messages or None
+        history: list[ModelMessage] | None = context.history
         deps = TurnDeps(
             user_id=user.id,
             conversation_id=conversation.id,
@@ -207,7 +199,6 @@ class TurnService:
             sessions=self.sessions,
             context=context.text,
         )
-        build_ms = (time.perf_counter() - started) * 1000
         failed = False
         try:
             result = await chat_agent.run(
@@ -231,7 +222,7 @@ class TurnService:
                 ModelRequest(parts=[UserPromptPart(text, timestamp=sent_at)]),
                 ModelResponse(parts=[TextPart(APOLOGY)], timestamp=sent_at),
             ]
-        snapshot = self._snapshot(context, trim.tokens, len(trim.messages), trim, build_ms, failed)
+        snapshot: dict[str, object] = {**context.snapshot, "model_failed": failed}
         reply_id = await self._persist(
             prepared, stored, new_messages, answer, context, snapshot, sent_at, failed
         )
@@ -244,21 +235,6 @@ class TurnService:
             closed_conversation_id=prepared.closed_id,
             failed=failed,
         )
-
-    def _snapshot(
-        self, context: BuiltContext, tokens: int, count: int, trim: object, build_ms: float, failed: bool
-    ) -> dict[str, object]:
-        snapshot: dict[str, object] = dict(context.snapshot)
-        snapshot.update(
-            message_history_count=count,
-            message_history_tokens=tokens,
-            history_dropped_messages=getattr(trim, "dropped_messages", 0),
-            history_trimmed_tool_outputs=getattr(trim, "trimmed_tool_outputs", 0),
-            instructions_tokens=self.counter.count(context.text),
-            build_ms=round(build_ms, 2),
-            model_failed=failed,
-        )
-        return snapshot
 
     async def _persist(
         self,

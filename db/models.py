@@ -227,3 +227,28 @@ class UserFact(Base):
     source: Mapped[str] = mapped_column(String(16), default="extraction")  # extraction | tool
     dedupe_key: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime]
+
+
+class HistoryCompaction(Base):
+    """A summary of a session's older turns that stands in for them in what the model is sent.
+
+    Keyed by the last stored message it covers (its position and a digest), so it is computed once
+    and reused on later turns; the stored history and the transcript are never changed by it.
+    """
+
+    __tablename__ = "history_compactions"
+    __table_args__ = (
+        UniqueConstraint("conversation_id", "covered_messages", name="uq_history_compactions_covered"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
+    # How many messages of the stored history (from the start) the summary replaces.
+    covered_messages: Mapped[int] = mapped_column(Integer)
+    # sha256 of the last covered message: a history that changed under the summary invalidates it.
+    last_message_digest: Mapped[str] = mapped_column(String(64))
+    summary: Mapped[str] = mapped_column(Text)
+    summary_tokens: Mapped[int] = mapped_column(Integer)
+    model: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime]

@@ -1,0 +1,34 @@
+"""Working memory: what the model sees on every turn (DESIGN.md "Working memory").
+
+`ContextBuilder.build` loads the tiers concurrently, compacts a long history, fits everything to
+the token budgets and returns a `BuiltContext`: the instructions text, the history to send and a
+snapshot of what went in, what was cut and what failed.
+"""
+
+from __future__ import annotations
+
+from agent.context.budget import Budgets, Cut, Fitted, fit
+from agent.context.builder import BuiltContext, ContextBuilder
+from agent.context.compaction import Compacted, Compactor
+from agent.context.memory import FunctionMemory, MemoryLimits, MemoryTierSource, limits_for_budget
+from agent.context.snapshot import format_snapshot
+from agent.context.tiers import TierBlock, describe_gap, part_of_day
+
+__all__ = [
+    "Budgets",
+    "BuiltContext",
+    "Compacted",
+    "Compactor",
+    "ContextBuilder",
+    "Cut",
+    "Fitted",
+    "FunctionMemory",
+    "MemoryLimits",
+    "MemoryTierSource",
+    "TierBlock",
+    "describe_gap",
+    "fit",
+    "format_snapshot",
+    "limits_for_budget",
+    "part_of_day",
+]

@@ -1,0 +1,196 @@
+"""The context tiers: each loader reads one source in its own DB session and returns a block.
+
+A block is a heading and items, best first; the budget manager cuts items from the end. A loader
+returns None when its tier has nothing to say (no summary yet, no open threads, ...).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from datetime import date, datetime, timedelta
+from typing import Any, Literal
+from zoneinfo import ZoneInfo
+
+from sqlalchemy import case, func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from agent.clock import ensure_utc, local_day
+from agent.context.threads import ThreadRow, priority_classes, rank_threads, thread_lines
+from db.models import Conversation, ConversationThread, DaySegment, User
+
+TierName = Literal["time", "profile", "today", "yesterday", "threads", "last_conversation", "memory"]
+# Loaded concurrently, in this order of display; "time" and "profile" are built in memory.
+LOADED_TIERS: tuple[TierName, ...] = ("today", "yesterday", "threads", "last_conversation", "memory")
+
+
+@dataclass(frozen=True)
+class TierBlock:
+    """One tier's text: a heading line and items, best first."""
+
+    name: TierName
+    heading: str
+    items: tuple[str, ...]
+
+    def render(self) -> str:
+        """The block as it appears in the instructions."""
+        return "\n".join([self.heading, *self.items]) if self.items else ""
+
+    def with_items(self, items: tuple[str, ...]) -> TierBlock:
+        """The same block with other items."""
+        return replace(self, items=items)
+
+
+def part_of_day(hour: int) -> str:
+    """Morning, afternoon, evening or night for an hour of the day."""
+    if 5 <= hour < 12:
+        return "morning"
+    if 12 <= hour < 17:
+        return "afternoon"
+    if 17 <= hour < 22:
+        return "evening"
+    return "night"
+
+
+def describe_gap(seconds: float) -> str:
+    """A human phrase for how long ago something was."""
+    minutes = seconds / 60
+    if minutes < 2:
+        return "just now"
+    if minutes < 90:
+        return f"{round(minutes)} minutes ago"
+    hours = minutes / 60
+    if hours < 36:
+        return f"{round(hours)} hours ago"
+    days = round(hours / 24)
+    return f"{days} days ago"
+
+
+def time_block(user: User, now: datetime, previous_message_at: datetime | None) -> TierBlock:
+    """The time tier: local weekday and part of day, and how long since their last message."""
+    local = now.astimezone(ZoneInfo(user.timezone))
+    line = f"It's {local:%A} {part_of_day(local.hour)} ({local:%Y-%m-%d %H:%M}, {user.timezone})"
+    if previous_message_at is None:
+        line += "; this is their first message"
+    else:
+        line += f"; they last wrote {describe_gap((now - ensure_utc(previous_message_at)).total_seconds())}"
+    return TierBlock("time", "## Now", (line + ".",))
+
+
+def profile_block(user: User) -> TierBlock | None:
+    """What onboarding told us: name, interests, boundaries and the rest of users.profile."""
+    lines = [f"Name to use: {user.name}"] if user.name else []
+    for key, value in sorted((user.profile or {}).items()):
+        if value in (None, "", [], {}):
+            continue
+        shown = ", ".join(str(v) for v in value) if isinstance(value, list) else str(value)
+        lines.append(f"{key.replace('_', ' ').capitalize()}: {shown}")
+    return TierBlock("profile", "## About them", tuple(lines)) if lines else None
+
+
+def _moment_text(moment: Any) -> str:
+    """Key moments are strings or small dicts, depending on who wrote them."""
+    if isinstance(moment, dict):
+        for key in ("text", "content", "moment", "summary", "description"):
+            if isinstance(moment.get(key), str):
+                return str(moment[key])
+        return ""
+    return moment if isinstance(moment, str) else ""
+
+
+_SECTION = re.compile(r"^#+\s*summary\s*$(.*?)(?=^#+\s|\Z)", re.IGNORECASE | re.MULTILINE | re.DOTALL)
+
+
+def summary_section(markdown: str) -> str:
+    """The "Summary" section of a hybrid Markdown day summary, or the whole text when it has none."""
+    match = _SECTION.search(markdown)
+    text = match.group(1).strip() if match else ""
+    return text or markdown.strip()
+
+
+async def _segment(session: AsyncSession, user_id: int, day: date) -> DaySegment | None:
+    stmt = select(DaySegment).where(DaySegment.user_id == user_id, DaySegment.day == day)
+    return (await session.execute(stmt)).scalar_one_or_none()
+
+
+async def load_today(
+    session: AsyncSession, user: User, now: datetime, *, key_moments: int
+) -> TierBlock | None:
+    """Today's day summary and its most recent key moments: "Earlier today: ..."."""
+    segment = await _segment(session, user.id, local_day(now, user.timezone))
+    if segment is None:
+        return None
+    items: list[str] = []
+    if segment.summary and segment.summary.strip():
+        items.append(segment.summary.strip())
+    moments = [text for m in (segment.key_moments or []) if (text := _moment_text(m).strip())]
+    # The most recent moments, newest first, so a budget cut drops the oldest.
+    items += [f"- {text}" for text in reversed(moments[-key_moments:])] if key_moments > 0 else []
+    return TierBlock("today", "Earlier today:", tuple(items)) if items else None
+
+
+async def load_yesterday(session: AsyncSession, user: User, now: datetime) -> TierBlock | None:
+    """Yesterday's day summary, its Summary section only: "Yesterday: ..."."""
+    day = local_day(now, user.timezone) - timedelta(days=1)
+    segment = await _segment(session, user.id, day)
+    if segment is None or not segment.summary or not segment.summary.strip():
+        return None
+    return TierBlock("yesterday", "Yesterday:", (summary_section(segment.summary),))
+
+
+async def load_threads(session: AsyncSession, user: User, now: datetime, *, limit: int) -> TierBlock | None:
+    """The best open threads by priority × recency: "Unfinished topics: ..."."""
+    # Within one priority class the score falls with age, so the best `limit` overall are among the
+    # newest `limit` of each class: rank in SQL per class, never load every open thread.
+    known = priority_classes()
+    whens = [(ConversationThread.type.in_(types), value) for value, types in sorted(known.items())]
+    klass = case(*whens, else_=0)
+    rank = func.row_number().over(
+        partition_by=klass, order_by=(ConversationThread.created_at.desc(), ConversationThread.id.desc())
+    )
+    inner = (
+        select(
+            ConversationThread.id,
+            ConversationThread.type,
+            ConversationThread.content,
+            ConversationThread.created_at,
+            rank.label("rank"),
+        )
+        .where(ConversationThread.user_id == user.id, ConversationThread.status == "open")
+        .subquery()
+    )
+    stmt = select(inner.c.id, inner.c.type, inner.c.content, inner.c.created_at).where(inner.c.rank <= limit)
+    rows = [
+        ThreadRow(id=r.id, type=r.type, content=r.content, created_at=ensure_utc(r.created_at))
+        for r in (await session.execute(stmt)).all()
+    ]
+    ranked = rank_threads(rows, today=local_day(now, user.timezone), timezone=user.timezone, limit=limit)
+    if not ranked:
+        return None
+    return TierBlock("threads", "Unfinished topics:", tuple(thread_lines(ranked)))
+
+
+async def load_last_conversation(
+    session: AsyncSession, user: User, conversation_id: int, now: datetime, *, min_gap: timedelta
+) -> TierBlock | None:
+    """The previous conversation's summary if it ended over `min_gap` ago: "Last time we talked: ..."."""
+    stmt = (
+        select(Conversation.summary, Conversation.ended_at, Conversation.last_message_at)
+        .where(Conversation.user_id == user.id, Conversation.id < conversation_id)
+        .order_by(Conversation.id.desc())
+        .limit(1)
+    )
+    row = (await session.execute(stmt)).one_or_none()
+    if row is None or not row.summary or not row.summary.strip():
+        return None
+    ended = ensure_utc(row.ended_at or row.last_message_at)
+    if now - ended <= min_gap:
+        return None  # recent enough that today's and yesterday's summaries cover it
+    when = describe_gap((now - ended).total_seconds())
+    return TierBlock("last_conversation", f"Last time we talked ({when}):", (row.summary.strip(),))
+
+
+def memory_block(lines: list[str]) -> TierBlock | None:
+    """Knowledge-graph facts as a block."""
+    items = tuple(f"- {line.strip()}" for line in lines if line and line.strip())
+    return TierBlock("memory", "What you remember:", items) if items else None
