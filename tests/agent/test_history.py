@@ -448,6 +448,14 @@ async def test_budget_processor_keeps_current_request_and_tool_loop() -> None:
     result = await agent.run("who is Rex?", message_history=old)
 
     assert result.output == "Rex is your dog."
+    # new_messages() still finds exactly this run's messages (by run id) after the processor trimmed.
+    assert [type(m) for m in result.new_messages()] == [
+        ModelRequest,
+        ModelResponse,
+        ModelRequest,
+        ModelResponse,
+    ]
+    assert len(result.all_messages()) < len(old) + 4, "ProcessHistory writes the trimmed list back"
     first, second = seen
     prompt = first[-1].parts[-1]
     assert isinstance(prompt, UserPromptPart)
