@@ -177,5 +177,5 @@ class TokenCounter:
 
 @functools.cache
 def get_counter(encoding: str = "cl100k_base") -> TokenCounter:
-    """The process-wide counter for `encoding`, loaded once (about a quarter second)."""
+    """The process-wide counter for `encoding`, loaded once (about half a second)."""
     return TokenCounter(load_encoding(encoding))
