@@ -142,11 +142,8 @@ async def requeue(sessions: async_sessionmaker[AsyncSession], conversation_id: i
 async def queue_stats(sessions: async_sessionmaker[AsyncSession]) -> QueueStats:
     """Counts per conversation status and day segments waiting for an in-day summary."""
     async with sessions() as session:
-        counts = dict(
-            (
-                await session.execute(select(Conversation.status, func.count()).group_by(Conversation.status))
-            ).tuples()
-        )
+        rows = await session.execute(select(Conversation.status, func.count()).group_by(Conversation.status))
+        counts: dict[str, int] = {status: int(count) for status, count in rows}
         due = await session.scalar(
             select(func.count())
             .select_from(DaySegment)

@@ -1,0 +1,169 @@
+"""The pipeline end to end on both databases: memory written once, reruns change nothing."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from agent.clock import FrozenClock
+from db.memory_repositories import DAY_SUMMARY_NOTE
+from db.models import Conversation, ConversationThread, DaySegment, Thought, TranscriptMessage, UserFact
+from jobs.context import JobContext
+from jobs.queue import requeue
+from jobs.registry import run_job
+from tests.jobs.conftest import ScriptedSummaries, extraction_reply, seed_conversation
+
+TEXTS = ["conversation 1: my concert is on Friday", "good luck!", "and I got a job offer", "tell me more"]
+
+
+async def _count(sessions: async_sessionmaker[AsyncSession], model: type) -> int:
+    async with sessions() as session:
+        return int(await session.scalar(select(func.count()).select_from(model)) or 0)
+
+
+async def _notes(sessions: async_sessionmaker[AsyncSession]) -> list[TranscriptMessage]:
+    async with sessions() as session:
+        stmt = (
+            select(TranscriptMessage).where(TranscriptMessage.kind == "note").order_by(TranscriptMessage.id)
+        )
+        return list((await session.execute(stmt)).scalars())
+
+
+async def test_postprocess_writes_every_stage(
+    ctx: JobContext,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+    scripted: ScriptedSummaries,
+) -> None:
+    user_id, conversation_id = await seed_conversation(sessions, start=clock.now(), texts=TEXTS)
+    other_id, _ = await seed_conversation(
+        sessions, start=clock.now(), texts=["hi"], user_key="cli:bo", status="active"
+    )
+    async with sessions() as session, session.begin():
+        mine = ConversationThread(
+            user_id=user_id,
+            type="follow_up",
+            content="ask about the flat",
+            dedupe_key="old",
+            created_at=clock.now(),
+        )
+        theirs = ConversationThread(
+            user_id=other_id, type="follow_up", content="Bo's secret", dedupe_key="bo", created_at=clock.now()
+        )
+        session.add_all([mine, theirs])
+    scripted.extraction = extraction_reply(resolved_thread_ids=[mine.id, theirs.id])
+
+    counts = await run_job("postprocess", ctx)
+
+    assert counts == {"claimed": 1, "processed": 1, "failed": 0}
+    async with sessions() as session:
+        conversation = await session.get(Conversation, conversation_id)
+        assert conversation is not None
+        assert conversation.status == "processed"
+        assert conversation.summary == "Ana talked about her concert on Friday and a job offer."
+        assert conversation.tone == "warm"
+        assert conversation.extraction is not None and conversation.extraction["key_moments"]
+        assert conversation.processed_at == clock.now() and conversation.attempts == 1
+        threads = {t.content: t for t in (await session.execute(select(ConversationThread))).scalars()}
+        segment = (
+            await session.execute(select(DaySegment).where(DaySegment.user_id == user_id))
+        ).scalar_one()
+    # Only this user's open threads can be resolved; the model saw (and named) only those.
+    assert threads["ask about the flat"].status == "resolved"
+    assert threads["ask about the flat"].resolved_by_conversation_id == conversation_id
+    assert threads["Bo's secret"].status == "open"
+    assert "[id " + str(theirs.id) + "]" not in scripted.extraction_prompts[0]
+    assert "[id " + str(mine.id) + "]" in scripted.extraction_prompts[0]
+    assert threads["Nikita promised to ask about the concert"].type == "promise"
+    assert await _count(sessions, Thought) == 1
+    assert await _count(sessions, UserFact) == 2
+    # The day summary: hybrid Markdown, at most 5 key moments, one note after the summarised messages.
+    assert segment.summary is not None
+    for heading in ("## Summary", "## Goals", "## Decisions", "## Open loops", "## Next steps"):
+        assert heading in segment.summary
+    assert len(segment.key_moments) == 5
+    assert segment.messages_since_summary == 0 and segment.summary_due is False
+    assert "Ana talked about her concert" in scripted.summary_prompts[0]
+    notes = await _notes(sessions)
+    assert [(n.role, n.content, n.day_segment_id) for n in notes] == [
+        ("system", DAY_SUMMARY_NOTE, segment.id)
+    ]
+    assert notes[0].sent_at == clock.now() + timedelta(minutes=3)
+
+
+async def test_rerun_after_requeue_writes_nothing_twice(
+    ctx: JobContext,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+    scripted: ScriptedSummaries,
+) -> None:
+    _, conversation_id = await seed_conversation(sessions, start=clock.now(), texts=TEXTS)
+    await run_job("postprocess", ctx)
+    before = [await _count(sessions, m) for m in (ConversationThread, Thought, UserFact, TranscriptMessage)]
+
+    counts = await run_job("postprocess", ctx, conversation_id=conversation_id)
+
+    assert counts["processed"] == 1
+    after = [await _count(sessions, m) for m in (ConversationThread, Thought, UserFact, TranscriptMessage)]
+    assert after == before
+    assert len(scripted.extraction_prompts) == 1  # the stored extraction is reused
+    assert len(await _notes(sessions)) == 1
+
+
+async def test_summary_failure_retries_without_duplicates(
+    ctx: JobContext,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+    scripted: ScriptedSummaries,
+) -> None:
+    _, conversation_id = await seed_conversation(sessions, start=clock.now(), texts=TEXTS)
+    scripted.fail_summaries = 1
+
+    first = await run_job("postprocess", ctx)
+
+    assert first == {"claimed": 1, "processed": 0, "failed": 1}
+    async with sessions() as session:
+        conversation = await session.get(Conversation, conversation_id)
+        segment = (await session.execute(select(DaySegment))).scalar_one()
+        raw = [m.content for m in (await session.execute(select(TranscriptMessage))).scalars()]
+    assert conversation is not None and conversation.status == "closed"
+    assert conversation.last_error is not None and "ModelHTTPError" in conversation.last_error
+    assert segment.summary is None and raw == TEXTS  # the transcript is left as it was
+    clock.advance(timedelta(seconds=ctx.settings.postprocess_retry_base_seconds + 1))
+
+    second = await run_job("postprocess", ctx)
+
+    assert second["processed"] == 1
+    assert await _count(sessions, ConversationThread) == 2
+    assert await _count(sessions, Thought) == 1
+    assert len(scripted.extraction_prompts) == 1
+    assert len(await _notes(sessions)) == 1
+
+
+async def test_conversation_spanning_midnight_updates_both_days(
+    ctx: JobContext, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    start = clock.now().replace(hour=23, minute=58)
+    await seed_conversation(sessions, start=start, texts=TEXTS)
+
+    await run_job("postprocess", ctx)
+
+    async with sessions() as session:
+        days = (await session.execute(select(DaySegment).order_by(DaySegment.day))).scalars().all()
+    assert len(days) == 2 and all(d.summary for d in days)
+    assert len(await _notes(sessions)) == 2
+
+
+async def test_empty_conversation_is_processed_without_a_model_call(
+    ctx: JobContext,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+    scripted: ScriptedSummaries,
+) -> None:
+    _, conversation_id = await seed_conversation(sessions, start=clock.now(), texts=[])
+
+    assert (await run_job("postprocess", ctx))["processed"] == 1
+    assert scripted.extraction_prompts == []
+    assert await requeue(sessions, conversation_id, clock.now())
