@@ -72,4 +72,7 @@ def build_model(model_name: str, settings: Settings) -> Model:
 
 def chat_model_settings(settings: Settings) -> ModelSettings:
     """Output cap and timeout for the chat model."""
-    return ModelSettings(max_tokens=settings.model_max_tokens, timeout=settings.model_timeout_seconds)
+    model_settings = ModelSettings(timeout=settings.model_timeout_seconds)
+    if settings.model_max_tokens is not None:
+        model_settings["max_tokens"] = settings.model_max_tokens
+    return model_settings

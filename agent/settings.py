@@ -49,7 +49,8 @@ class Settings(BaseSettings):
     summary_model: str = "anthropic:claude-haiku-4-5"
     anthropic_api_key: SecretStr | None = None
     model_timeout_seconds: float = 60.0
-    model_max_tokens: int = 1024
+    # None: the model's own maximum (PydanticAI then streams the response over SSE).
+    model_max_tokens: int | None = 1024
     summary_max_tokens: int = 1500
     summary_temperature: float = 0.2
     summary_timeout_seconds: float = 45.0
