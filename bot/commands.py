@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
-from telegram import InlineKeyboardButton, InlineKeyboardMarkup, InputFile, Update
+from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram.ext import ContextTypes
 
 from agent.account import export_user, forget_user
@@ -96,7 +96,8 @@ async def on_export(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         payload = json.dumps(document, ensure_ascii=False, indent=2, default=str).encode("utf-8")
         await context.bot.send_document(
             chat_id=message.chat_id,
-            document=InputFile(payload, filename="nikita-export.json", attach=True),
+            document=payload,
+            filename="nikita-export.json",
             caption="Everything I have stored about you.",
         )
 

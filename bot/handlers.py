@@ -52,7 +52,10 @@ def describe(message: Message) -> tuple[str, str]:
     elif message.document and message.document.file_name:
         detail = f" {message.document.file_name}"
     elif message.voice:
-        detail = f" {message.voice.duration}s"
+        # PTB gives an int or a timedelta depending on PTB_TIMEDELTA.
+        duration = message.voice.duration
+        seconds = duration.total_seconds() if isinstance(duration, timedelta) else duration
+        detail = f" {round(seconds)}s"
     caption = f" {message.caption}" if message.caption else ""
     return kind, f"[{kind.replace('_', ' ')}{detail}]{caption}"
 
