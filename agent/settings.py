@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings.exceptions import SettingsError
 
 from agent.errors import ConfigurationError
 
@@ -38,7 +39,7 @@ class Settings(BaseSettings):
     webhook_url: str | None = None
     webhook_secret: SecretStr | None = None
     port: int = 8080
-    admin_ids: list[int] = Field(default_factory=list)
+    admin_ids: Annotated[list[int], NoDecode] = Field(default_factory=list)
     rate_limit_per_minute: int = 20
     rate_limit_per_day: int = 500
     onboarding_enabled: bool = True
@@ -105,6 +106,27 @@ class Settings(BaseSettings):
     day_raw_token_budget: int = 4000
     nightly_interval_minutes: int = 15
 
+    # Conversation recall (issue 6): embeddings (minilm = local int8 ONNX, offline; none = full-text
+    # only), hybrid weights (seed 001 §5.1), chunking for embeddings, limits of the recall tools.
+    embedder: Literal["minilm", "none"] = "minilm"
+    embedder_threads: int = 2
+    search_vector_weight: float = 0.7
+    search_lexical_weight: float = 0.3
+    search_covered_penalty: float = 0.85
+    search_default_limit: int = 6
+    search_max_limit: int = 20
+    search_max_summaries: int = 2
+    search_candidates: int = 50
+    search_snippet_chars: int = 240
+    search_chunk_tokens: int = 400
+    search_chunk_max_tokens: int = 800
+    search_chunk_overlap_messages: int = 2
+    search_section_tokens: int = 160
+    search_vector_cache_users: int = 64
+    search_get_max_messages: int = 40
+    memory_search_limit: int = 8
+    memory_fact_max_chars: int = 300
+
     @field_validator("database_url")
     @classmethod
     def _normalise_url(cls, value: str) -> str:
@@ -157,6 +179,8 @@ def load_settings() -> Settings:
 
     try:
         return Settings()
+    except SettingsError as exc:
+        raise ConfigurationError(f"invalid settings: {exc}") from exc
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']).upper()}: {err['msg']}" for err in exc.errors()

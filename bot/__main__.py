@@ -63,9 +63,12 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         from bot.chat import run_chat
 
         if args.model:
-            settings = settings.model_copy(update={"model": args.model})
-        if settings.model.startswith("anthropic:"):
-            settings.require("anthropic_api_key")
+            update = {"model": args.model}
+            if settings.anthropic_api_key is None and settings.summary_model.startswith("anthropic:"):
+                # Trying it offline (`--model test`): summaries use the same model instead of failing.
+                update["summary_model"] = args.model
+            settings = settings.model_copy(update=update)
+        settings.require_model_keys()
         asyncio.run(run_chat(settings, user_name=args.user))
         return 0
     if args.command == "jobs":

@@ -1,0 +1,69 @@
+"""Settings: defaults, URL forms, and failing at start with the setting's name."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from agent.errors import ConfigurationError
+from agent.settings import Settings, load_settings, normalise_database_url
+
+
+def test_defaults_are_the_embedded_ones() -> None:
+    settings = Settings(_env_file=None)
+    assert settings.database_url == "sqlite+aiosqlite:///./data/nikita.db"
+    assert settings.session_timeout_minutes == 15
+    assert settings.model == "anthropic:claude-sonnet-4-5"
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("postgres://u:p@h:5432/d", "postgresql+asyncpg://u:p@h:5432/d"),
+        ("postgresql://u@h/d", "postgresql+asyncpg://u@h/d"),
+        ("postgresql+asyncpg://u@h/d", "postgresql+asyncpg://u@h/d"),
+        ("sqlite:///x.db", "sqlite+aiosqlite:///x.db"),
+    ],
+)
+def test_database_urls_operators_paste_are_accepted(given: str, expected: str) -> None:
+    assert normalise_database_url(given) == expected
+    assert Settings(database_url=given, _env_file=None).database_url == expected
+
+
+def test_missing_key_names_the_setting() -> None:
+    settings = Settings(_env_file=None, anthropic_api_key=None)
+    with pytest.raises(ConfigurationError, match="ANTHROPIC_API_KEY"):
+        settings.require_model_keys()
+    Settings(_env_file=None, model="test", summary_model="test").require_model_keys()
+
+
+def test_invalid_timezone_is_refused_with_the_setting_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEFAULT_TIMEZONE", "Mars/Olympus")
+    with pytest.raises(ConfigurationError, match="DEFAULT_TIMEZONE"):
+        load_settings()
+
+
+def test_admin_ids_from_a_comma_separated_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ADMIN_IDS", "1, 22,333")
+    assert load_settings().admin_ids == [1, 22, 333]
+
+
+def test_run_without_a_token_stops_at_once_naming_it(tmp_path: object) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "run"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=str(tmp_path),
+        env={"PATH": "/usr/bin:/bin", "TELEGRAM_BOT_TOKEN": "", "PYTHONPATH": _project_root()},
+    )
+    assert result.returncode == 2
+    assert "TELEGRAM_BOT_TOKEN" in result.stderr
+
+
+def _project_root() -> str:
+    from pathlib import Path
+
+    return str(Path(__file__).resolve().parents[2])
