@@ -1,0 +1,27 @@
+"""The graphiti embedder adapter over our `Embedder`."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from agent.embeddings import HashingEmbedder
+from agent.graph.embedder import EmbeddingInputError, GraphitiEmbedder
+
+
+async def test_create_and_batch_give_the_embedders_unit_vectors() -> None:
+    adapter = GraphitiEmbedder(HashingEmbedder(dimensions=64))
+
+    one = await adapter.create("I live in Paris")
+    batch = await adapter.create_batch(["I live in Paris", "We joked about the mug"])
+
+    assert len(one) == 64 and math.isclose(sum(v * v for v in one), 1.0, rel_tol=1e-5)
+    assert batch[0] == pytest.approx(one)
+    assert len(batch) == 2 and batch[1] != batch[0]
+    assert await adapter.create_batch([]) == []
+
+
+async def test_token_ids_are_refused() -> None:
+    with pytest.raises(EmbeddingInputError):
+        await GraphitiEmbedder(HashingEmbedder()).create([1, 2, 3])
