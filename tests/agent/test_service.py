@@ -6,7 +6,6 @@ import asyncio
 from datetime import timedelta
 
 import pytest
-from agent.history import load_history
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import (
     ModelMessage,
@@ -22,6 +21,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.clock import FrozenClock
+from agent.history import load_history
 from agent.service import APOLOGY, TurnService
 from agent.settings import Settings
 from agent.users import get_or_create_user
