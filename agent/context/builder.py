@@ -110,7 +110,13 @@ class ContextBuilder:
         """Assemble the context for this message; never raises for a tier's failure."""
         started = time.perf_counter()
         s = self.settings
-        estimate = min(self.counter.count_messages(history), self.budgets.history)
+        # What history will take at most, counted from the newest message: the rest picks memory limits.
+        estimate = 0
+        for message in reversed(history):
+            estimate += self.counter.count_message(message)
+            if estimate >= self.budgets.history:
+                estimate = self.budgets.history
+                break
         remaining = self.budgets.hard_cap - estimate
         loaders: dict[str, tuple[float, Callable[[], Awaitable[TierBlock | None]]]] = {
             "today": (

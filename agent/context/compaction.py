@@ -160,7 +160,6 @@ class Compactor:
 
         if not self.settings.compaction_enabled or self.model is None:
             return done(history, "disabled")
-        total = self.counter.count_messages(history)
         async with sessions() as session:
             cached = await self._cached(session, conversation_id, history)
         previous = ""
@@ -170,7 +169,7 @@ class Compactor:
             candidate = with_summary(previous, history[covered:])
             if self.counter.count_messages(candidate) <= self.trigger:
                 return done(candidate, "cached", covered, previous)
-        elif total <= self.trigger:
+        elif self.counter.count_messages(history) <= self.trigger:
             return done(history, "not needed")
         boundary = self._boundary(history, covered)
         if boundary is None:

@@ -1,0 +1,323 @@
+"""What the model receives, end to end through `TurnService.reply` with a recording FunctionModel."""
+
+from __future__ import annotations
+
+import re
+from datetime import date, timedelta
+
+import pytest
+from pydantic_ai.messages import (
+    CompactionPart,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from agent.clock import FrozenClock, local_day
+from agent.context import ContextBuilder
+from agent.history import dump_history
+from agent.service import TurnService
+from agent.settings import Settings
+from agent.tokens import get_counter
+from agent.users import get_or_create_user
+from db.models import Conversation, ConversationThread, DaySegment, GeneratedPrompt, HistoryCompaction, User
+
+counter = get_counter()
+
+
+class Recorder:
+    """Records each request (messages and instructions) and answers from a script or an echo."""
+
+    def __init__(self, answers: dict[str, str] | None = None, *, answer_words: int = 0) -> None:
+        self.calls: list[tuple[list[ModelMessage], str]] = []
+        self.answers = answers or {}
+        self.answer_words = answer_words
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        self.calls.append((list(messages), info.instructions or ""))
+        prompt = next(str(p.content) for p in messages[-1].parts if isinstance(p, UserPromptPart))
+        if prompt in self.answers:
+            return ModelResponse(parts=[TextPart(self.answers[prompt])])
+        filler = " ".join(["and that reminds me of the river walk"] * (self.answer_words // 8))
+        return ModelResponse(parts=[TextPart(f"echo: {prompt[:40]} {filler}".strip())])
+
+    @property
+    def instructions(self) -> str:
+        return self.calls[-1][1]
+
+    def history_texts(self, call: int = -1) -> list[str]:
+        """Texts of the messages before the current prompt, in order."""
+        messages, _ = self.calls[call]
+        out = []
+        for m in messages[:-1]:
+            for p in m.parts:
+                if isinstance(p, (UserPromptPart, TextPart)):
+                    out.append(str(p.content))
+        return out
+
+
+class Summariser:
+    """A summary model stand-in that records how often it is asked."""
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        prompt = next(str(p.content) for p in messages[-1].parts if isinstance(p, UserPromptPart))
+        self.prompts.append(prompt)
+        return ModelResponse(parts=[TextPart(f"SUMMARY #{len(self.prompts)}: they talked about rivers.")])
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return Settings(database_url=database_url, model="test", _env_file=None)
+
+
+def make_service(
+    settings: Settings,
+    engine: AsyncEngine,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+    recorder: Recorder,
+    summariser: Summariser | None = None,
+) -> TurnService:
+    builder = ContextBuilder(settings, summary_model=FunctionModel(summariser or Summariser()))
+    return TurnService(
+        settings=settings,
+        engine=engine,
+        sessions=sessions,
+        clock=clock,
+        model=FunctionModel(recorder),
+        context_builder=builder,
+    )
+
+
+async def new_user(sessions: async_sessionmaker[AsyncSession], clock: FrozenClock, **profile: object) -> int:
+    user, _ = await get_or_create_user(sessions, key="cli:ana", now=clock.now(), timezone="UTC", name="Ana")
+    if profile:
+        async with sessions() as session, session.begin():
+            stored = await session.get(type(user), user.id)
+            assert stored is not None
+            stored.profile = dict(profile)
+    return user.id
+
+
+async def latest_snapshot(sessions: async_sessionmaker[AsyncSession]) -> dict[str, object]:
+    async with sessions() as session:
+        row = (
+            await session.execute(select(GeneratedPrompt).order_by(GeneratedPrompt.id.desc()).limit(1))
+        ).scalar_one()
+    return dict(row.context_snapshot)
+
+
+async def post_process(
+    sessions: async_sessionmaker[AsyncSession], user_id: int, day: date, summary: str
+) -> None:
+    """What post-processing leaves behind: the closed conversation summarised, the day summarised."""
+    async with sessions() as session, session.begin():
+        await session.execute(
+            update(Conversation)
+            # The idle session was closed (close_idle_sessions) and then processed.
+            .where(Conversation.user_id == user_id, Conversation.status.in_(["active", "closed"]))
+            .values(
+                status="processed",
+                ended_at=Conversation.last_message_at,
+                summary=f"They told Nikita: {summary}",
+            )
+        )
+        await session.execute(
+            update(DaySegment)
+            .where(DaySegment.user_id == user_id, DaySegment.day == day)
+            .values(
+                summary=f"## Summary\n{summary}\n\n## Open loops\n- the exam result",
+                key_moments=["passed the driving theory", {"text": "adopted a cat named Miso"}],
+            )
+        )
+
+
+async def test_yes_after_a_question_and_why_after_a_statement_carry_the_turn(
+    settings: Settings, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    recorder = Recorder(
+        {
+            "I'm bored": "Want to try the new climbing gym on Saturday?",
+            "maybe later": "Honestly, I think Berlin is overrated.",
+        }
+    )
+    service = make_service(settings, engine, sessions, clock, recorder)
+    user_id = await new_user(sessions, clock, interests="climbing, films", boundaries="no politics")
+    await service.reply(user_id, "I'm bored", clock.now())
+    assert recorder.calls[0][0][0].parts[0].content == "I'm bored"  # type: ignore[union-attr]
+    await service.reply(user_id, "yes", clock.now() + timedelta(minutes=1))
+    texts = recorder.history_texts()
+    assert texts[-1] == "Want to try the new climbing gym on Saturday?"
+    assert "Interests: climbing, films" in recorder.instructions
+    assert "Boundaries: no politics" in recorder.instructions
+    await service.reply(user_id, "maybe later", clock.now() + timedelta(minutes=2))
+    await service.reply(user_id, "why?", clock.now() + timedelta(minutes=3))
+    assert recorder.history_texts()[-1] == "Honestly, I think Berlin is overrated."
+    snapshot = await latest_snapshot(sessions)
+    assert snapshot["message_history_count"] == 6
+    assert snapshot["message_history_tokens"] == counter.count_messages(recorder.calls[-1][0][:-1])
+
+
+async def test_same_day_return_after_three_hours_sees_today(
+    settings: Settings, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    recorder = Recorder()
+    service = make_service(settings, engine, sessions, clock, recorder)
+    user_id = await new_user(sessions, clock)
+    start = clock.now()
+    await service.reply(user_id, "exam at noon, wish me luck", start)
+    await service.reply(user_id, "ok bye", start + timedelta(minutes=2))
+    await post_process(sessions, user_id, local_day(start, "UTC"), "Ana has a maths exam at noon.")
+    result = await service.reply(user_id, "I'm back", start + timedelta(hours=3))
+    assert result.new_session
+    text = recorder.instructions
+    assert "Earlier today:\n## Summary\nAna has a maths exam at noon.\n\n## Open loops" in text
+    assert "adopted a cat named Miso" in text and "passed the driving theory" in text
+    assert "Last time we talked" not in text
+    assert "they last wrote 3 hours ago" in text and "It's Tuesday afternoon" in text
+    assert recorder.history_texts() == []  # a new session starts without message history
+    snapshot = await latest_snapshot(sessions)
+    assert snapshot["today_summary_present"] is True
+    assert snapshot["last_conversation_present"] is False
+
+
+async def test_return_after_thirty_hours_sees_the_last_conversation_not_today(
+    settings: Settings, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    recorder = Recorder()
+    service = make_service(settings, engine, sessions, clock, recorder)
+    user_id = await new_user(sessions, clock)
+    start = clock.now()
+    await service.reply(user_id, "my sister visits this weekend", start)
+    await post_process(sessions, user_id, local_day(start, "UTC"), "Ana's sister visits this weekend.")
+    await service.reply(user_id, "hey again", start + timedelta(hours=30))
+    text = recorder.instructions
+    assert "Last time we talked (30 hours ago):\nThey told Nikita: Ana's sister visits this weekend." in text
+    assert "Earlier today" not in text
+    assert "Yesterday:\nAna's sister visits this weekend." in text  # only the Summary section
+    assert "Open loops" not in text
+    assert "It's Wednesday afternoon" in text
+    snapshot = await latest_snapshot(sessions)
+    assert snapshot["last_conversation_present"] is True
+    assert snapshot["today_summary_present"] is False
+
+
+async def test_six_open_threads_surface_as_the_right_five_in_order(
+    settings: Settings, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    recorder = Recorder()
+    service = make_service(settings, engine, sessions, clock, recorder)
+    user_id = await new_user(sessions, clock)
+    now = clock.now()
+    threads = [  # (type, content, age in days) -> score = priority x recency
+        ("promise", "stale promise to send the recipe", 10),  # 10 x 0.5 = 5: left out
+        ("topic", "the film they both liked", 0),  # 4 x 10 = 40
+        ("curiosity", "how the cat settles in", 6),  # 7 x 2.29 = 16
+        ("question", "whether the exam went well", 3),  # 10 x 6.14 = 61
+        ("curiosity", "what the new job is like", 0),  # 7 x 10 = 70
+        ("promise", "Nikita promised a playlist", 0),  # 10 x 10 = 100
+    ]
+    async with sessions() as session, session.begin():
+        for i, (kind, content, age) in enumerate(threads):
+            session.add(
+                ConversationThread(
+                    user_id=user_id,
+                    type=kind,
+                    content=content,
+                    status="open",
+                    dedupe_key=f"t{i}",
+                    created_at=now - timedelta(days=age, minutes=i),
+                )
+            )
+        session.add(
+            ConversationThread(
+                user_id=user_id,
+                type="promise",
+                content="already resolved",
+                status="resolved",
+                dedupe_key="r",
+                created_at=now,
+            )
+        )
+    await service.reply(user_id, "hi", now)
+    section = recorder.instructions.split("Unfinished topics:\n", 1)[1].split("\n\n", 1)[0]
+    assert section.splitlines() == [
+        "- (promise, today) Nikita promised a playlist",
+        "- (curiosity, today) what the new job is like",
+        "- (question, 3 days ago) whether the exam went well",
+        "- (topic, today) the film they both liked",
+        "- (curiosity, 6 days ago) how the cat settles in",
+    ]
+    snapshot = await latest_snapshot(sessions)
+    assert snapshot["open_threads_count"] == 5
+
+
+async def test_five_hundred_long_messages_stay_within_budgets(
+    settings: Settings, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    recorder = Recorder(answer_words=120)
+    summariser = Summariser()
+    service = make_service(settings, engine, sessions, clock, recorder, summariser)
+    user_id = await new_user(sessions, clock)
+    start = clock.now()
+    long = " ".join(["I keep thinking about the river and the old bridge near home"] * 12)
+    answer = " ".join(["and that reminds me of the river walk"] * 15)
+    # 440 exchanges stored as the turn loop stores them (running them all would take minutes: the
+    # stored history is rewritten on every turn), then the last 60 of the 500 through reply().
+    seeded: list[ModelMessage] = []
+    for i in range(440):
+        at = start + timedelta(seconds=40 * i)
+        seeded += [
+            ModelRequest(parts=[UserPromptPart(f"{i}: {long}", timestamp=at)]),
+            ModelResponse(parts=[TextPart(f"echo {i}: {answer}")], timestamp=at),
+        ]
+    last = start + timedelta(seconds=40 * 439)
+    async with sessions() as session, session.begin():
+        session.add(
+            Conversation(
+                user_id=user_id,
+                status="active",
+                started_at=start,
+                last_message_at=last,
+                messages=dump_history(seeded),
+                message_count=880,
+            )
+        )
+        await session.execute(update(User).where(User.id == user_id).values(last_message_at=last))
+    for i in range(440, 500):
+        await service.reply(user_id, f"{i}: {long}", start + timedelta(seconds=40 * i))
+    async with sessions() as session:
+        snapshots = [
+            r.context_snapshot
+            for r in (await session.execute(select(GeneratedPrompt).order_by(GeneratedPrompt.id))).scalars()
+        ]
+        conversation = (await session.execute(select(Conversation))).scalar_one()
+        compactions = (await session.execute(select(HistoryCompaction))).scalars().all()
+    assert len(snapshots) == 60
+    assert len(conversation.messages) == 1000  # the stored history is never compacted
+    for snap in snapshots:
+        assert snap["message_history_tokens"] <= settings.history_token_budget
+        assert snap["total_tokens"] <= settings.context_hard_cap
+        assert snap["total_tokens"] <= settings.context_total_budget
+    for messages, instructions in recorder.calls:
+        assert (
+            counter.count_messages(messages[:-1]) + counter.count(instructions) <= settings.context_hard_cap
+        )
+    # Compaction replaced older turns with one tagged summary, cached rather than redone every turn.
+    last_messages = recorder.calls[-1][0]
+    summaries = [p for m in last_messages for p in m.parts if isinstance(p, CompactionPart)]
+    assert len(summaries) == 1 and (summaries[0].content or "").startswith("SUMMARY #")
+    assert compactions and len(summariser.prompts) == len(compactions) < 60 // 3
+    statuses = {s["history"]["compaction"]["status"] for s in snapshots}
+    assert {"new", "cached"} <= statuses
+    # Each new summary folds the previous one in (incremental, never the whole session again).
+    assert all("Previous summary:\nSUMMARY #" in p for p in summariser.prompts[1:])
+    assert re.search(r"^499: ", str(last_messages[-1].parts[-1].content))
