@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from graphiti_core.llm_client import LLMClient
 
 from agent.clock import FrozenClock
 from agent.embeddings import HashingEmbedder
@@ -36,7 +37,7 @@ async def open_graph(graph_path: str, clock: FrozenClock) -> AsyncIterator[Graph
         pytest.skip("falkordblite is not installed (CI always installs it and runs these tests)")
     opened: list[GraphitiMemory] = []
 
-    async def _open(llm: ScriptedLLMClient | None = None, path: str = graph_path) -> GraphitiMemory:
+    async def _open(llm: LLMClient | None = None, path: str = graph_path) -> GraphitiMemory:
         memory = await open_graph_memory(
             "falkordblite", url=None, path=path, llm_client=llm or ScriptedLLMClient(),
             embedder=HashingEmbedder(), clock=clock,

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
 from graphiti_core.prompts.extract_nodes import ExtractedEntities
 from graphiti_core.prompts.models import Message
 
+from agent.graph import STANDARD_LIMITS
 from agent.graph.llm import anthropic_llm_client, model_name
+from agent.graph.scripted import DEFAULT_HANDLERS, ScriptedCall
 from tests.fakes.anthropic_api import FakeAnthropic, Reply
+
+from .conftest import GraphFactory
+
+T0 = datetime(2026, 1, 5, 20, 0, tzinfo=UTC)
 
 
 def test_model_name_drops_the_provider_prefix() -> None:
@@ -36,3 +45,24 @@ async def test_structured_output_travels_as_a_forced_tool_call() -> None:
     assert body["tool_choice"] == {"type": "tool", "name": "ExtractedEntities"}
     assert body["max_tokens"] == 4096
     assert "stream" not in body or body["stream"] is False
+
+
+async def test_an_episode_goes_through_the_sdk_and_is_found(open_graph: GraphFactory) -> None:
+    """The production client end to end: graphiti -> SDK -> local fake API answering like the script."""
+
+    def like_the_script(body: dict[str, Any]) -> Reply:
+        name = body["tool_choice"]["name"]
+        text = "\n".join([body.get("system", ""), *(m["content"] for m in body["messages"])])
+        return Reply.tool_call(name, DEFAULT_HANDLERS[name](ScriptedCall(None, name, text)))
+
+    with FakeAnthropic(api_key="sk-test", responder=like_the_script) as fake:
+        client = anthropic_llm_client("anthropic:claude-haiku-4-5", api_key="sk-test", base_url=fake.base_url)
+        graph = await open_graph(client)
+        await graph.add_episode(7, "user", "c1", "I work at Acme.", T0, "c1")
+
+    results = await graph.search(7, "Acme", limits=STANDARD_LIMITS, now=T0 + timedelta(days=1))
+    assert [f.text for f in results.user] == ["I work at Acme"]
+    assert results.user[0].valid_at == T0
+    tools = [body["tool_choice"]["name"] for body in fake.message_bodies()]
+    assert tools[:2] == ["ExtractedEntities", "ExtractedEdges"]
+    assert {body["model"] for body in fake.message_bodies()} == {"claude-haiku-4-5"}
