@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.models import Model, infer_model
@@ -14,6 +14,9 @@ from pydantic_ai.settings import ModelSettings
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.settings import Settings
+
+if TYPE_CHECKING:
+    from agent.search.recall import Recall
 
 PERSONA_PATH = Path(__file__).with_name("persona.md")
 
@@ -35,6 +38,8 @@ class TurnDeps:
     sessions: async_sessionmaker[AsyncSession]
     context: str = ""
     extras: dict[str, Any] = field(default_factory=dict)
+    # Search and memory services for the recall tools (agent/tools.py); None turns them into no-ops.
+    recall: Recall | None = None
 
 
 chat_agent: Agent[TurnDeps, str] = Agent(
@@ -76,3 +81,8 @@ def chat_model_settings(settings: Settings) -> ModelSettings:
     if settings.model_max_tokens is not None:
         model_settings["max_tokens"] = settings.model_max_tokens
     return model_settings
+
+
+# The recall and memory tools register themselves on chat_agent (issue 6); imported last because
+# they need chat_agent and TurnDeps defined above.
+from agent import tools as _tools  # noqa: E402, F401

@@ -17,6 +17,7 @@ from agent.clock import Clock, ensure_utc, local_day
 from agent.context import BuiltContext, ContextBuilder
 from agent.history import dump_history, load_history
 from agent.locks import UserLocks
+from agent.search.recall import Recall
 from agent.sessions import session_expired
 from agent.settings import Settings
 from agent.tokens import get_counter
@@ -74,6 +75,7 @@ class TurnService:
         clock: Clock | None = None,
         context_builder: ContextBuilder | None = None,
         model: Model | str | None = None,
+        recall: Recall | None = None,
     ) -> None:
         self.settings = settings
         self.sessions = sessions
@@ -82,6 +84,8 @@ class TurnService:
         self.context_builder = context_builder or ContextBuilder(settings)
         self.model: Model | str = model if model is not None else build_model(settings.model, settings)
         self.counter = get_counter()
+        # Conversation search and memory tools (issue 6); None leaves the tools answering "unavailable".
+        self.recall = recall
 
     @property
     def session_timeout(self) -> timedelta:
@@ -198,6 +202,7 @@ class TurnService:
             timezone=user.timezone,
             sessions=self.sessions,
             context=context.text,
+            recall=self.recall,
         )
         failed = False
         try:
@@ -226,6 +231,10 @@ class TurnService:
         reply_id = await self._persist(
             prepared, stored, new_messages, answer, context, snapshot, sent_at, failed
         )
+        if self.recall is not None:
+            # Full text was indexed in the transactions (triggers / generated columns); embeddings
+            # follow after the commit and never fail the reply (the next search catches up).
+            await self.recall.index_quietly(user.id, now=sent_at)
         return TurnResult(
             text=answer,
             conversation_id=conversation.id,

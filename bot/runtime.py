@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Literal
 
 from pydantic_ai.models import Model
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account import UserDataStore
 from agent.clock import Clock
+from agent.embeddings import Embedder
+from agent.search.recall import Recall, build_recall, shared_embedder
 from agent.service import TurnService
 from agent.settings import Settings
 from db.engine import create_engine, session_factory
@@ -30,6 +33,8 @@ class Runtime:
     jobs: JobContext
     # Stores outside the core tables (search index, knowledge graph): /export and /forget cover them.
     data_stores: list[UserDataStore] = field(default_factory=list)
+    # Conversation search, get and memory facts (issue 6): the recall tools and `reindex` use it.
+    recall: Recall | None = None
 
     async def close(self) -> None:
         """Release connections."""
@@ -43,6 +48,7 @@ async def build_runtime(
     model: Model | str | None = None,
     migrate: bool = True,
     summary_model: Model | str | None = None,
+    embedder: Embedder | Literal["settings"] | None = "settings",
 ) -> Runtime:
     """Upgrade the schema to head and wire the services."""
     if migrate:
@@ -50,9 +56,27 @@ async def build_runtime(
     engine = create_engine(settings.database_url)
     sessions = session_factory(engine)
     clock = clock or Clock()
-    turns = TurnService(settings=settings, engine=engine, sessions=sessions, clock=clock, model=model)
+    # One embedder per process (loaded on first use); `embedder=` lets tests pass a stand-in.
+    chosen = (
+        shared_embedder(settings.embedder, threads=settings.embedder_threads)
+        if embedder == "settings"
+        else embedder
+    )
+    recall = build_recall(settings, sessions, dialect=engine.dialect.name, embedder=chosen)
+    turns = TurnService(
+        settings=settings, engine=engine, sessions=sessions, clock=clock, model=model, recall=recall
+    )
     jobs = build_job_context(settings, engine, sessions, clock=clock, summary_model=summary_model)
-    return Runtime(settings=settings, engine=engine, sessions=sessions, clock=clock, turns=turns, jobs=jobs)
+    return Runtime(
+        settings=settings,
+        engine=engine,
+        sessions=sessions,
+        clock=clock,
+        turns=turns,
+        jobs=jobs,
+        data_stores=[recall],
+        recall=recall,
+    )
 
 
 def configure_logging(level: str) -> None:

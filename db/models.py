@@ -14,6 +14,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -252,3 +253,58 @@ class HistoryCompaction(Base):
     summary_tokens: Mapped[int] = mapped_column(Integer)
     model: Mapped[str] = mapped_column(String(128))
     created_at: Mapped[datetime]
+
+
+class SearchChunk(Base):
+    """Embeddings of a run of contiguous messages of one day (or of a day summary), for recall search.
+
+    A chunk holds ~400-800 tokens; MiniLM reads at most 256 word pieces, so a chunk is embedded as
+    `sections` (index ranges into `message_ids`, each under the section budget) and `vectors` is
+    the float32 matrix (sections x dimensions). Derived data: `python -m bot reindex` rebuilds it.
+    """
+
+    __tablename__ = "search_chunks"
+    __table_args__ = (Index("ix_search_chunks_user", "user_id", "id"),)
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    day_segment_id: Mapped[int | None] = mapped_column(
+        ForeignKey("day_segments.id", ondelete="CASCADE"), index=True
+    )
+    kind: Mapped[str] = mapped_column(String(16), default="messages")  # messages | summary
+    message_ids: Mapped[list[Any]] = mapped_column(JSONType, default=list)
+    sections: Mapped[list[Any]] = mapped_column(JSONType, default=list)
+    first_message_id: Mapped[int | None] = mapped_column(BigInteger)
+    last_message_id: Mapped[int | None] = mapped_column(BigInteger)
+    token_count: Mapped[int] = mapped_column(Integer, default=0)
+    # sha256 of what was embedded (a day summary that changed is embedded again).
+    digest: Mapped[str] = mapped_column(String(64))
+    embedder: Mapped[str] = mapped_column(String(64))
+    dimensions: Mapped[int] = mapped_column(Integer)
+    vectors: Mapped[bytes] = mapped_column(LargeBinary)
+    last_sent_at: Mapped[datetime]
+    created_at: Mapped[datetime]
+
+
+def _full_text_ddl() -> None:
+    """Create the FTS5 tables / tsvector columns whenever `create_all` creates their base tables."""
+    from sqlalchemy import DDL, event
+
+    from db import search_ddl
+
+    for table, by_dialect in (
+        (
+            TranscriptMessage.__table__,
+            {"sqlite": search_ddl.SQLITE_TRANSCRIPT, "postgresql": search_ddl.POSTGRES_TRANSCRIPT},
+        ),
+        (
+            DaySegment.__table__,
+            {"sqlite": search_ddl.SQLITE_SUMMARIES, "postgresql": search_ddl.POSTGRES_SUMMARIES},
+        ),
+    ):
+        for dialect, statements in by_dialect.items():
+            for statement in statements:
+                event.listen(table, "after_create", DDL(statement).execute_if(dialect=dialect))  # type: ignore[no-untyped-call]
+
+
+_full_text_ddl()

@@ -1,0 +1,222 @@
+"""Full-text search behind one interface: SQLite FTS5 (bm25) or PostgreSQL tsvector (ts_rank_cd).
+
+The indexes maintain themselves (triggers / generated columns, db/search_ddl.py); this module only
+turns a free-text query into the dialect's query and reads ranked ids, always for one user.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from sqlalchemy import bindparam, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from db.models import UTCDateTime
+
+_WORD = re.compile(r"[^\W_]+")
+# Words so common that OR-ing them would match most of a transcript and drown the rare ones.
+STOPWORDS = frozenset(
+    """a about after again all also am an and any are as at be because been before being but by can
+    could did do does doing don for from had has have having he her here hers him his how i if in into
+    is it its just me more most my no nor not of off on once only or other our ours out over own same
+    she should so some such than that the their theirs them then there these they this those through
+    to too under until up very was we were what when where which while who whom why will with would
+    you your yours yourself""".split()
+)
+MAX_TERMS = 24
+
+
+def query_terms(query: str) -> list[str]:
+    """Lower-cased distinct words of a query without stopwords (all words if only stopwords)."""
+    words = [w.lower() for w in _WORD.findall(query)]
+    kept = [w for w in words if w not in STOPWORDS] or words
+    return list(dict.fromkeys(kept))[:MAX_TERMS]
+
+
+@dataclass(frozen=True)
+class LexicalHit:
+    """A message or day segment id and its lexical score (higher is better, > 0)."""
+
+    id: int
+    score: float
+
+
+class FullText(Protocol):
+    """Ranked full-text lookups scoped to one user."""
+
+    async def messages(
+        self,
+        session: AsyncSession,
+        user_id: int,
+        query: str,
+        *,
+        limit: int,
+        day_segment_id: int | None = None,
+        since: datetime | None = None,
+    ) -> list[LexicalHit]:
+        """The user's best-matching messages (not system notes), best first."""
+        ...
+
+    async def summaries(
+        self, session: AsyncSession, user_id: int, query: str, *, limit: int
+    ) -> list[LexicalHit]:
+        """The user's best-matching day summaries (by day segment id), best first."""
+        ...
+
+    async def rebuild(self, session: AsyncSession) -> None:
+        """Rebuild the full-text indexes from their tables (after a crash or a manual edit)."""
+        ...
+
+
+def _filters(day_segment_id: int | None, since: datetime | None) -> str:
+    clauses = ""
+    if day_segment_id is not None:
+        clauses += " AND m.day_segment_id = :day_segment_id"
+    if since is not None:
+        clauses += " AND m.sent_at >= :since"
+    return clauses
+
+
+def _params(day_segment_id: int | None, since: datetime | None) -> dict[str, object]:
+    params: dict[str, object] = {}
+    if day_segment_id is not None:
+        params["day_segment_id"] = day_segment_id
+    if since is not None:
+        params["since"] = since
+    return params
+
+
+class SqliteFullText:
+    """FTS5 with porter stemming; bm25 with the user column weighted 0."""
+
+    @staticmethod
+    def match(user_id: int, terms: list[str], column: str) -> str:
+        """An FTS5 query: this user's rows matching any term (terms are quoted, so never syntax)."""
+        alternatives = " OR ".join(f'"{t}"' for t in terms)
+        return f'user_id : "{user_id}" AND {{{column}}} : ({alternatives})'
+
+    async def messages(
+        self,
+        session: AsyncSession,
+        user_id: int,
+        query: str,
+        *,
+        limit: int,
+        day_segment_id: int | None = None,
+        since: datetime | None = None,
+    ) -> list[LexicalHit]:
+        """The user's best-matching messages, best first."""
+        terms = query_terms(query)
+        if not terms:
+            return []
+        sql = text(
+            "SELECT m.id, -bm25(transcript_fts, 1.0, 0.0) AS score FROM transcript_fts "
+            "JOIN transcript_messages m ON m.id = transcript_fts.rowid "
+            "WHERE transcript_fts MATCH :match AND m.user_id = :user_id"
+            + _filters(day_segment_id, since)
+            + " ORDER BY score DESC, m.id DESC LIMIT :limit"
+        ).bindparams(bindparam("since", type_=UTCDateTime()))
+        params = {"match": self.match(user_id, terms, "content"), "user_id": user_id, "limit": limit}
+        rows = await session.execute(sql, {**params, **_params(day_segment_id, since)})
+        return [LexicalHit(int(r[0]), float(r[1])) for r in rows if r[1] > 0]
+
+    async def summaries(
+        self, session: AsyncSession, user_id: int, query: str, *, limit: int
+    ) -> list[LexicalHit]:
+        """The user's best-matching day summaries, best first."""
+        terms = query_terms(query)
+        if not terms:
+            return []
+        sql = text(
+            "SELECT d.id, -bm25(day_summary_fts, 1.0, 0.0) AS score FROM day_summary_fts "
+            "JOIN day_segments d ON d.id = day_summary_fts.rowid "
+            "WHERE day_summary_fts MATCH :match AND d.user_id = :user_id "
+            "ORDER BY score DESC, d.day DESC LIMIT :limit"
+        )
+        params = {"match": self.match(user_id, terms, "summary"), "user_id": user_id, "limit": limit}
+        rows = await session.execute(sql, params)
+        return [LexicalHit(int(r[0]), float(r[1])) for r in rows if r[1] > 0]
+
+    async def rebuild(self, session: AsyncSession) -> None:
+        """Empty both FTS5 tables and fill them again from their content tables."""
+        await session.execute(text("INSERT INTO transcript_fts(transcript_fts) VALUES ('delete-all')"))
+        await session.execute(
+            text(
+                "INSERT INTO transcript_fts(rowid, content, user_id) "
+                "SELECT id, content, user_id FROM transcript_messages WHERE role != 'system'"
+            )
+        )
+        await session.execute(text("INSERT INTO day_summary_fts(day_summary_fts) VALUES ('delete-all')"))
+        await session.execute(
+            text(
+                "INSERT INTO day_summary_fts(rowid, summary, user_id) "
+                "SELECT id, summary, user_id FROM day_segments WHERE summary IS NOT NULL"
+            )
+        )
+
+
+class PostgresFullText:
+    """Generated tsvector columns (english configuration) with GIN indexes; ts_rank_cd scores."""
+
+    @staticmethod
+    def tsquery(terms: list[str]) -> str:
+        """A to_tsquery string OR-ing the terms (terms hold only letters and digits)."""
+        return " | ".join(terms)
+
+    async def messages(
+        self,
+        session: AsyncSession,
+        user_id: int,
+        query: str,
+        *,
+        limit: int,
+        day_segment_id: int | None = None,
+        since: datetime | None = None,
+    ) -> list[LexicalHit]:
+        """The user's best-matching messages, best first."""
+        terms = query_terms(query)
+        if not terms:
+            return []
+        sql = text(
+            "SELECT m.id, ts_rank_cd(m.search_tsv, q, 1) AS score "
+            "FROM transcript_messages m, to_tsquery('english', :query) q "
+            "WHERE m.user_id = :user_id AND m.role != 'system' AND m.search_tsv @@ q"
+            + _filters(day_segment_id, since)
+            + " ORDER BY score DESC, m.id DESC LIMIT :limit"
+        ).bindparams(bindparam("since", type_=UTCDateTime()))
+        params = {"query": self.tsquery(terms), "user_id": user_id, "limit": limit}
+        rows = await session.execute(sql, {**params, **_params(day_segment_id, since)})
+        return [LexicalHit(int(r[0]), float(r[1])) for r in rows if r[1] > 0]
+
+    async def summaries(
+        self, session: AsyncSession, user_id: int, query: str, *, limit: int
+    ) -> list[LexicalHit]:
+        """The user's best-matching day summaries, best first."""
+        terms = query_terms(query)
+        if not terms:
+            return []
+        sql = text(
+            "SELECT d.id, ts_rank_cd(d.summary_tsv, q, 1) AS score "
+            "FROM day_segments d, to_tsquery('english', :query) q "
+            "WHERE d.user_id = :user_id AND d.summary_tsv @@ q "
+            "ORDER BY score DESC, d.day DESC LIMIT :limit"
+        )
+        rows = await session.execute(sql, {"query": self.tsquery(terms), "user_id": user_id, "limit": limit})
+        return [LexicalHit(int(r[0]), float(r[1])) for r in rows if r[1] > 0]
+
+    async def rebuild(self, session: AsyncSession) -> None:
+        """Generated columns cannot go stale; only the GIN indexes are rebuilt."""
+        await session.execute(text("REINDEX INDEX ix_transcript_search_tsv"))
+        await session.execute(text("REINDEX INDEX ix_day_segments_summary_tsv"))
+
+
+def full_text_for(dialect: str) -> FullText:
+    """The implementation for a SQLAlchemy dialect name."""
+    if dialect == "sqlite":
+        return SqliteFullText()
+    if dialect == "postgresql":
+        return PostgresFullText()
+    raise ValueError(f"no full-text search for dialect {dialect!r}")

@@ -1,0 +1,248 @@
+"""`Recall`: the search services one runtime holds (indexes, ranking, get, facts), for the tools."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from datetime import date, datetime
+from functools import cache
+from typing import Any, Literal
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from agent.embeddings import Embedder, EmbedderUnavailableError, build_embedder
+from agent.search import get as getters
+from agent.search.facts import FactStore, SqlFactStore
+from agent.search.fts import full_text_for
+from agent.search.get import MessagesOut, RecallInputError, SummaryOut
+from agent.search.indexer import Indexer, IndexStats
+from agent.search.search import ConversationSearch, SearchHit, SearchQuery, recency_start
+from agent.search.vectors import VectorCache
+from agent.settings import Settings
+from agent.tokens import get_counter
+from db.models import DaySegment, SearchChunk, User
+
+logger = logging.getLogger(__name__)
+
+# What a failed embedding pass may raise: the model, the database, or numpy on a bad shape.
+INDEX_ERRORS = (EmbedderUnavailableError, SQLAlchemyError, OSError, ValueError, RuntimeError)
+
+
+class Recall:
+    """Conversation search and get, memory facts, and the index they read, for any user id given."""
+
+    name = "search_index"
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        sessions: async_sessionmaker[AsyncSession],
+        dialect: str,
+        embedder: Embedder | None,
+        facts: FactStore | None = None,
+    ) -> None:
+        self.settings = settings
+        self.sessions = sessions
+        self.full_text = full_text_for(dialect)
+        self.embedder = embedder if embedder is not None and embedder.dimensions > 0 else None
+        self.facts: FactStore = facts or SqlFactStore(sessions)
+        self.ranking = ConversationSearch(settings, self.full_text)
+        self._index_locks: dict[int, asyncio.Lock] = {}
+        self.cache: VectorCache | None = None
+        self.indexer: Indexer | None = None
+        if self.embedder is not None:
+            self.cache = VectorCache(
+                embedder=self.embedder.name,
+                dimensions=self.embedder.dimensions,
+                max_users=settings.search_vector_cache_users,
+            )
+            self.indexer = Indexer(
+                settings=settings, embedder=self.embedder, counter=get_counter(), cache=self.cache
+            )
+
+    # --- indexing -------------------------------------------------------------------------------
+
+    async def index_user(self, user_id: int, *, now: datetime) -> IndexStats:
+        """Embed what is new for this user (full text is always current); raises on failure."""
+        if self.indexer is None:
+            return IndexStats()
+        # One pass per user at a time in this process: a turn's hook and a search's catch-up may meet.
+        async with self._index_locks.setdefault(user_id, asyncio.Lock()):
+            async with self.sessions() as session, session.begin():
+                return await self.indexer.index_user(session, user_id, now=now)
+
+    async def index_quietly(self, user_id: int, *, now: datetime) -> IndexStats | None:
+        """`index_user` that logs a failure instead of raising: a reply never depends on the index."""
+        try:
+            return await self.index_user(user_id, now=now)
+        except INDEX_ERRORS as exc:
+            logger.warning(
+                "indexing failed; left for the next search or reindex",
+                extra={"user_id": user_id, "error": type(exc).__name__},
+            )
+            return None
+
+    async def index_day_summary(self, session: AsyncSession, segment: DaySegment, *, now: datetime) -> bool:
+        """Embed a day's new summary in the caller's transaction (full text follows by itself)."""
+        if self.indexer is None:
+            return False
+        return await self.indexer.index_day_summary(session, segment, now=now)
+
+    async def reindex(
+        self,
+        *,
+        now: datetime,
+        user_ids: Sequence[int] | None = None,
+        progress: Callable[[int, IndexStats], None] | None = None,
+    ) -> IndexStats:
+        """Rebuild the full text (all users) and the embeddings of the given users (all by default)."""
+        total = IndexStats()
+        async with self.sessions() as session, session.begin():
+            if user_ids is None:
+                await self.full_text.rebuild(session)
+                user_ids = list((await session.execute(select(User.id).order_by(User.id))).scalars())
+        for user_id in user_ids:
+            stats = IndexStats()
+            if self.indexer is not None:
+                async with self.sessions() as session, session.begin():
+                    await self.indexer.clear_user(session, user_id)
+                    stats = await self.indexer.index_user(session, user_id, now=now)
+            total.messages += stats.messages
+            total.chunks += stats.chunks
+            total.sections += stats.sections
+            total.summaries += stats.summaries
+            if progress is not None:
+                progress(user_id, stats)
+        return total
+
+    # --- the tools --------------------------------------------------------------------------------
+
+    async def search(
+        self,
+        user_id: int,
+        query: str,
+        *,
+        now: datetime,
+        day: date | None = None,
+        recency_days: int | None = None,
+        limit: int | None = None,
+        min_score: float | None = None,
+    ) -> list[SearchHit]:
+        """conversation_search for this user (seed 001 §5.1)."""
+        if not query.strip():
+            raise RecallInputError("query is empty; say what to look for")
+        if recency_days is not None and recency_days < 1:
+            raise RecallInputError("recency_days must be at least 1")
+        wanted = self.settings.search_default_limit if limit is None else limit
+        if wanted < 1:
+            raise RecallInputError("limit must be at least 1")
+        spec = SearchQuery(
+            text=query,
+            day=day,
+            since=recency_start(now, recency_days),
+            limit=min(wanted, self.settings.search_max_limit),
+            min_score=min_score,
+        )
+        started = time.perf_counter()
+        if self.embedder is not None:
+            await self.index_quietly(user_id, now=now)  # catch up on anything the turn hook missed
+        query_vector = None
+        if self.embedder is not None:
+            try:
+                query_vector = (await self.embedder.embed([query]))[0]
+            except EmbedderUnavailableError:
+                logger.warning("query embedding failed; full text only", extra={"user_id": user_id})
+        async with self.sessions() as session:
+            vectors = None
+            if self.cache is not None and query_vector is not None:
+                vectors = await self.cache.get(session, user_id)
+            hits = await self.ranking.run(session, user_id, spec, query_vector=query_vector, vectors=vectors)
+        logger.info(
+            "conversation search",
+            extra={
+                "user_id": user_id,
+                "results": len(hits),
+                "ms": round((time.perf_counter() - started) * 1000, 1),
+            },
+        )
+        return hits
+
+    async def get(
+        self,
+        user_id: int,
+        *,
+        message_id: int | None = None,
+        day_segment_id: int | None = None,
+        from_message_id: int | None = None,
+        to_message_id: int | None = None,
+    ) -> MessagesOut | SummaryOut:
+        """conversation_get for this user (seed 001 §5.2): exactly one of the three shapes."""
+        ranged = from_message_id is not None or to_message_id is not None
+        async with self.sessions() as session:
+            if message_id is not None:
+                if day_segment_id is not None or ranged:
+                    raise RecallInputError(
+                        "give message_id alone, or day_segment_id (with an optional range)"
+                    )
+                return await getters.get_message(session, user_id, message_id)
+            if day_segment_id is None:
+                raise RecallInputError("give message_id, or day_segment_id (with an optional range)")
+            if not ranged:
+                return await getters.get_day_summary(session, user_id, day_segment_id)
+            if from_message_id is None or to_message_id is None:
+                raise RecallInputError("a range needs both from_message_id and to_message_id")
+            return await getters.get_range(
+                session,
+                user_id,
+                day_segment_id,
+                from_message_id,
+                to_message_id,
+                max_messages=self.settings.search_get_max_messages,
+            )
+
+    # --- UserDataStore (agent/account.py) -------------------------------------------------------------
+
+    async def export_user(self, user_id: int) -> Any:
+        """Derived data only: how much of the user is indexed (the texts are in the core export)."""
+        async with self.sessions() as session:
+            chunks = await session.scalar(
+                select(func.count(SearchChunk.id)).where(SearchChunk.user_id == user_id)
+            )
+        return {
+            "embedded_chunks": int(chunks or 0),
+            "embedder": self.embedder.name if self.embedder else None,
+        }
+
+    async def forget_user(self, user_id: int) -> None:
+        """Delete the user's embeddings and drop them from memory.
+
+        The FTS5 tables are external-content tables kept by triggers, so the cascade that deletes
+        the user's messages and days also removes them from the full-text index.
+        """
+        if self.indexer is not None:
+            async with self.sessions() as session, session.begin():
+                await self.indexer.clear_user(session, user_id)
+        if self.cache is not None:
+            self.cache.invalidate(user_id)
+
+
+def build_recall(
+    settings: Settings,
+    sessions: async_sessionmaker[AsyncSession],
+    *,
+    dialect: str,
+    embedder: Embedder | None,
+) -> Recall:
+    """The runtime's one `Recall`, sharing the runtime's one embedder."""
+    return Recall(settings=settings, sessions=sessions, dialect=dialect, embedder=embedder)
+
+
+@cache
+def shared_embedder(kind: Literal["minilm", "none"], *, threads: int) -> Embedder | None:
+    """The process's one embedder for a setting (the model loads once, on first use)."""
+    return build_embedder(kind, threads=threads)

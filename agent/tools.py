@@ -1,0 +1,186 @@
+"""The recall and memory tools of the chat agent; each docstring is the prompt the model reads.
+
+The user is always `ctx.deps.user_id`: no tool takes a user argument, so the model cannot reach
+another user's data whatever it sends (ids of other users look exactly like missing ids).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import date
+from typing import Any
+
+from pydantic_ai import ModelRetry, RunContext
+
+from agent.agent import TurnDeps, chat_agent
+from agent.search.get import MessagesOut, RecallInputError, RecallNotFoundError
+from agent.search.recall import Recall
+from agent.search.search import SearchHit
+
+_SUMMARY_FIELDS = ("kind", "day_label", "day_segment_id", "summary_snippet", "score")
+_MESSAGE_FIELDS = (
+    "kind",
+    "day_label",
+    "day_segment_id",
+    "message_id",
+    "role",
+    "sent_at",
+    "snippet",
+    "covered_by_summary",
+    "score",
+)
+
+
+def _recall(ctx: RunContext[TurnDeps]) -> Recall | None:
+    return ctx.deps.recall
+
+
+def hit_dict(hit: SearchHit) -> dict[str, Any]:
+    """The §5.1 output fields of one result (summary or message)."""
+    fields = _SUMMARY_FIELDS if hit.kind == "summary" else _MESSAGE_FIELDS
+    values = asdict(hit)
+    return {name: values[name] for name in fields}
+
+
+def _parse_day(day: str | None) -> date | None:
+    if day is None or not day.strip():
+        return None
+    try:
+        return date.fromisoformat(day.strip())
+    except ValueError as exc:
+        raise ModelRetry(f"day must be a date as YYYY-MM-DD, got {day!r}") from exc
+
+
+@chat_agent.tool
+async def conversation_search(
+    ctx: RunContext[TurnDeps],
+    query: str,
+    day: str | None = None,
+    recency_days: int | None = None,
+    limit: int = 6,
+    min_score: float | None = None,
+) -> dict[str, Any]:
+    """Search your past conversations with this person (day summaries first, then exact messages).
+
+    Use it whenever they refer to something from before today that is not in your context
+    ("remember when...", a name, a plan, a place, "what did I tell you about..."), and before
+    saying you don't remember. Results of kind `summary` describe a whole day; results of kind
+    `message` are single messages with their `message_id`. To read the exact words around a hit,
+    call `conversation_get`. `covered_by_summary` means the day's summary already covers it.
+
+    Args:
+        query: What to look for, in a few words (names, topics, places), in the language used.
+        day: Only this calendar day, as YYYY-MM-DD (the person's local day).
+        recency_days: Only the last N days.
+        limit: How many results (default 6, at most 20).
+        min_score: Drop results scoring below this (scores are roughly 0 to 1).
+    """
+    recall = _recall(ctx)
+    if recall is None:
+        return {"results": [], "note": "conversation search is not available right now"}
+    try:
+        hits = await recall.search(
+            ctx.deps.user_id,
+            query,
+            now=ctx.deps.now,
+            day=_parse_day(day),
+            recency_days=recency_days,
+            limit=limit,
+            min_score=min_score,
+        )
+    except RecallInputError as exc:
+        raise ModelRetry(str(exc)) from exc
+    results = [hit_dict(h) for h in hits]
+    if not results:
+        return {"results": [], "note": "nothing found; try other words or a wider time range"}
+    return {"results": results}
+
+
+@chat_agent.tool
+async def conversation_get(
+    ctx: RunContext[TurnDeps],
+    message_id: int | None = None,
+    day_segment_id: int | None = None,
+    from_message_id: int | None = None,
+    to_message_id: int | None = None,
+) -> dict[str, Any]:
+    """Read exact past messages, or a day's summary, found with `conversation_search`.
+
+    Give exactly one of:
+    - `message_id`: that one message;
+    - `day_segment_id`: that day's summary and its first and last message ids;
+    - `day_segment_id` with `from_message_id` and `to_message_id`: the messages of that day in
+      that id range, oldest first (for the words around a search hit, take a few ids either side).
+
+    Args:
+        message_id: A message id from a search result.
+        day_segment_id: A day segment id from a search result.
+        from_message_id: First message id of the range (inclusive).
+        to_message_id: Last message id of the range (inclusive).
+    """
+    recall = _recall(ctx)
+    if recall is None:
+        return {"note": "conversation history is not available right now"}
+    try:
+        out = await recall.get(
+            ctx.deps.user_id,
+            message_id=message_id,
+            day_segment_id=day_segment_id,
+            from_message_id=from_message_id,
+            to_message_id=to_message_id,
+        )
+    except (RecallInputError, RecallNotFoundError) as exc:
+        raise ModelRetry(str(exc)) from exc
+    if isinstance(out, MessagesOut):
+        document: dict[str, Any] = {"messages": [asdict(m) for m in out.messages]}
+        if out.truncated:
+            document["note"] = "more messages in this range; ask for the rest from the last id shown"
+        return document
+    return asdict(out)
+
+
+@chat_agent.tool
+async def memory_search(ctx: RunContext[TurnDeps], query: str, limit: int = 8) -> dict[str, Any]:
+    """Look up durable facts you saved about this person (job, family, preferences, standing requests).
+
+    Use it for lasting facts and preferences; for what was said in a past conversation use
+    `conversation_search` instead.
+
+    Args:
+        query: The fact you are looking for, in a few words; empty for the most recent facts.
+        limit: How many facts (default 8).
+    """
+    recall = _recall(ctx)
+    if recall is None:
+        return {"facts": [], "note": "memory is not available right now"}
+    if limit < 1:
+        raise ModelRetry("limit must be at least 1")
+    hits = await recall.facts.search(ctx.deps.user_id, query, limit=min(limit, 50))
+    return {"facts": [asdict(h) for h in hits]}
+
+
+@chat_agent.tool
+async def memory_add(ctx: RunContext[TurnDeps], fact: str) -> dict[str, Any]:
+    """Save one durable fact about this person to long-term memory.
+
+    Only when they ask you to remember something, or for a clearly lasting, non-sensitive fact
+    or preference ("works as a nurse", "is vegetarian", "wants replies in French"). One short
+    sentence in the third person. Never save chat excerpts, guesses, passing moods, or
+    sensitive details (health, money, passwords) unless they explicitly ask you to.
+
+    Args:
+        fact: The fact as one short sentence, e.g. "Has a cat named Miso".
+    """
+    recall = _recall(ctx)
+    if recall is None:
+        return {"saved": False, "note": "memory is not available right now"}
+    text = " ".join(fact.split())
+    limit = recall.settings.memory_fact_max_chars
+    if not text:
+        raise ModelRetry("fact is empty; write the fact as one short sentence")
+    if len(text) > limit or fact.count("\n") > 1:
+        raise ModelRetry(f"save one short fact (at most {limit} characters), not a transcript excerpt")
+    added = await recall.facts.add(
+        ctx.deps.user_id, text, conversation_id=ctx.deps.conversation_id, at=ctx.deps.now
+    )
+    return {"saved": added.created, "fact_id": added.fact_id, "already_known": not added.created}
