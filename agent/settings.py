@@ -96,6 +96,10 @@ class Settings(BaseSettings):
     compaction_input_max_tokens: int = 12_000
     compaction_timeout_seconds: float = 15.0
 
+    # Telegram surface (issue 3): turns (model calls) running at once across users. On PostgreSQL
+    # each turn holds a pooled connection for its advisory lock, so keep this below the pool size.
+    max_concurrent_turns: int = 8
+
     # Post-processing and day summaries (issue 4)
     postprocess_max_attempts: int = 5
     postprocess_retry_base_seconds: float = 60.0
