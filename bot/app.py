@@ -61,6 +61,7 @@ def build_application(runtime: Runtime, *, webhook: bool | None = None) -> AnyAp
         limiter=RateLimiter(
             runtime.sessions, per_minute=settings.rate_limit_per_minute, per_day=settings.rate_limit_per_day
         ),
+        turn_slots=asyncio.Semaphore(max(1, settings.max_concurrent_turns)),
     )
     application.bot_data["webhook"] = use_webhook
     _register(application, settings)

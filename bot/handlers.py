@@ -79,7 +79,7 @@ async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         if not verdict.allowed:
             await send_text(context.bot, message.chat_id, verdict.message)
             return
-        async with typing(context.bot, message.chat_id):
+        async with s.turn_slots, typing(context.bot, message.chat_id):
             if user.onboarding_status != "complete":
                 answer = await s.onboarding.handle(
                     user.id,
@@ -116,7 +116,7 @@ async def on_start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
                 f"Hi {name}! I'm Nikita. Just write to me whenever you like. /help lists what else I can do.",
             )
             return
-        async with typing(context.bot, message.chat_id):
+        async with s.turn_slots, typing(context.bot, message.chat_id):
             answer = await s.onboarding.handle(
                 user.id,
                 message.text or "/start",

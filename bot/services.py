@@ -72,6 +72,8 @@ class BotServices:
     runtime: Runtime
     onboarding: OnboardingService
     limiter: RateLimiter
+    # Bounds turns in flight (see MAX_CONCURRENT_TURNS); waiting here holds no database connection.
+    turn_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(8))
     order: ArrivalOrder = field(default_factory=ArrivalOrder)
     updates: RecentIds = field(default_factory=RecentIds)
 

@@ -50,10 +50,20 @@ class Brain:
     delay: float = 0.0
     reply: Callable[[str], str] = lambda text: f"echo: {text}"
     raise_on: str | None = None
+    in_flight: int = 0
+    most_in_flight: int = 0
 
     async def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        if self.delay:
-            await asyncio.sleep(self.delay)
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            return self._answer(messages, info)
+        finally:
+            self.in_flight -= 1
+
+    def _answer(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         tools = {tool.name for tool in info.function_tools}
         last = messages[-1]
         if "set_name" in tools:

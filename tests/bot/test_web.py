@@ -1,0 +1,110 @@
+"""Webhook mode through the real Starlette app: the secret, retries, health and HTTP-triggered jobs."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import pytest
+from pydantic_ai.models.function import FunctionModel
+from pydantic_ai.models.test import TestModel
+
+from agent.errors import ConfigurationError
+from agent.settings import Settings
+from bot.app import build_application, running
+from bot.runtime import Runtime, build_runtime
+from bot.web import SECRET_HEADER, WEBHOOK_PATH, build_web_app
+from tests.bot.conftest import Brain
+from tests.fakes.telegram_api import FakeTelegram
+
+URL = "https://nikita.example/telegram/webhook"
+
+
+@pytest.fixture
+async def webhook_runtime(
+    settings_factory: Callable[..., Settings], engine: Any, brain: Brain
+) -> AsyncIterator[Runtime]:
+    settings = settings_factory(
+        webhook_url=URL, webhook_secret="s3cret", tasks_secret="t0ken", onboarding_enabled=False
+    )
+    runtime = await build_runtime(
+        settings, model=FunctionModel(brain), migrate=False, summary_model=TestModel()
+    )
+    yield runtime
+    await runtime.close()
+
+
+@pytest.fixture
+async def client(webhook_runtime: Runtime) -> AsyncIterator[httpx.AsyncClient]:
+    application = build_application(webhook_runtime)
+    assert application.updater is None  # webhook mode: no polling machinery
+    web = build_web_app(application, webhook_runtime)
+    async with running(application):
+        transport = httpx.ASGITransport(app=web)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+            yield http
+
+
+async def test_webhook_is_registered_with_its_secret(client: httpx.AsyncClient, tg: FakeTelegram) -> None:
+    assert tg.webhook_url == URL
+    assert tg.webhook_secret == "s3cret"
+
+
+async def test_updates_without_the_secret_are_refused(
+    client: httpx.AsyncClient, tg: FakeTelegram, brain: Brain
+) -> None:
+    update = tg.user_message(5, "forged")
+    assert (await client.post(WEBHOOK_PATH, json=update)).status_code == 403
+    wrong = {SECRET_HEADER: "guess"}
+    assert (await client.post(WEBHOOK_PATH, json=update, headers=wrong)).status_code == 403
+    right = {SECRET_HEADER: "s3cret"}
+    assert (await client.post(WEBHOOK_PATH, content=b"{not json", headers=right)).status_code == 400
+    assert brain.chat_calls == []
+
+
+async def test_an_update_with_the_secret_is_answered_once_even_when_retried(
+    client: httpx.AsyncClient, tg: FakeTelegram, brain: Brain
+) -> None:
+    headers = {SECRET_HEADER: "s3cret"}
+    update = tg.user_message(5, "hello over https")
+    first = await client.post(WEBHOOK_PATH, json=update, headers=headers)
+    assert first.status_code == 200
+    replies = await tg.wait_for_messages(1, chat_id=5)
+    assert replies[0].text == "echo: hello over https"
+    # Telegram retries the same update; later, another update carries the same message again.
+    assert (await client.post(WEBHOOK_PATH, json=update, headers=headers)).status_code == 200
+    again = {**update, "update_id": update["update_id"] + 1000}
+    assert (await client.post(WEBHOOK_PATH, json=again, headers=headers)).status_code == 200
+    await client.post(WEBHOOK_PATH, json=tg.user_message(5, "and then"), headers=headers)
+    replies = await tg.wait_for_messages(2, chat_id=5)
+    assert [r.text for r in replies] == ["echo: hello over https", "echo: and then"]
+    assert brain.chat_calls == ["hello over https", "and then"]
+
+
+async def test_healthz(client: httpx.AsyncClient) -> None:
+    response = await client.get("/healthz")
+    assert response.status_code == 200 and response.json() == {"ok": True}
+
+
+async def test_tasks_need_the_bearer_secret(client: httpx.AsyncClient) -> None:
+    assert (await client.post("/tasks/sessions")).status_code == 403
+    bad = {"Authorization": "Bearer nope"}
+    assert (await client.post("/tasks/sessions", headers=bad)).status_code == 403
+    good = {"Authorization": "Bearer t0ken"}
+    response = await client.post("/tasks/sessions", headers=good)
+    assert response.status_code == 200 and response.json()["job"] == "sessions"
+    assert (await client.post("/tasks/no-such-job", headers=good)).status_code == 404
+
+
+async def test_webhook_mode_refuses_to_start_without_a_secret(
+    settings_factory: Callable[..., Settings], engine: Any
+) -> None:
+    runtime = await build_runtime(
+        settings_factory(webhook_url=URL), model=TestModel(), migrate=False, summary_model=TestModel()
+    )
+    try:
+        with pytest.raises(ConfigurationError, match="WEBHOOK_SECRET"):
+            build_web_app(build_application(runtime), runtime)
+    finally:
+        await runtime.close()
