@@ -1,7 +1,7 @@
 """The post-processing pipeline of one claimed conversation (seed 003 §5), every stage idempotent.
 
-1 ingestion -> 2 extraction (stored, so a rerun never calls the model again) -> 3 threads ->
-4 thoughts -> 5 facts (3-5 in one transaction, dedupe keys) -> 6 graph -> 7 day summary rollup
+1 ingestion -> 2 extraction -> 3 threads, 4 thoughts, 5 facts (one transaction with the stored
+extraction, so a rerun never calls the model again; dedupe keys) -> 6 graph -> 7 day summary rollup
 (version-guarded, one note per version) -> 8 finalisation (processed, summary, tone).
 """
 
@@ -11,14 +11,16 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
+from sqlalchemy import update
+
 from agent.extraction import Extraction, OpenThread, extract
 from agent.summaries import Line
-from db.memory_repositories import DaySummaryRepository, FactRepository, ThoughtRepository, ThreadRepository
+from db.memory_repositories import FactRepository, ThoughtRepository, ThreadRepository
 from db.models import Conversation, TranscriptMessage
 from db.repositories import TranscriptRepository
 from jobs.context import JobContext
 from jobs.day_summary import summarise_segment
-from jobs.queue import mark_processed_guard
+from jobs.queue import mark_processed
 
 logger = logging.getLogger(__name__)
 
@@ -27,17 +29,19 @@ TONE_CHARS = 64
 
 @dataclass(frozen=True)
 class Ingested:
-    """Stage 1's output: the conversation's identity and its messages."""
+    """Stage 1's output: the conversation, its messages, its days and the user's open threads."""
 
     conversation_id: int
     user_id: int
     ended_at: datetime
     lines: list[Line]
+    segment_ids: list[int]
+    open_threads: list[OpenThread]
     stored_extraction: Extraction | None
 
 
 async def ingest(ctx: JobContext, conversation_id: int) -> Ingested | None:
-    """Stage 1: load the claimed conversation and its user/assistant messages."""
+    """Stage 1: load the claimed conversation, its user/assistant messages and open threads."""
     async with ctx.sessions() as session:
         conversation = await session.get(Conversation, conversation_id)
         if conversation is None:
@@ -48,34 +52,40 @@ async def ingest(ctx: JobContext, conversation_id: int) -> Ingested | None:
             if m.role != "system"
         ]
         stored = Extraction.model_validate(conversation.extraction) if conversation.extraction else None
+        threads = [] if stored or not rows else await ThreadRepository(session).open_for(conversation.user_id)
         return Ingested(
             conversation_id=conversation.id,
             user_id=conversation.user_id,
             ended_at=conversation.ended_at or conversation.last_message_at,
             lines=[Line(m.id, m.role, m.content, m.sent_at) for m in rows],
+            segment_ids=sorted({m.day_segment_id for m in rows if m.day_segment_id is not None}),
+            open_threads=[OpenThread(t.id, t.type, t.content) for t in threads],
             stored_extraction=stored,
         )
 
 
 async def extraction_stage(ctx: JobContext, item: Ingested) -> Extraction:
-    """Stage 2: one model call, checkpointed on the conversation so a rerun reuses it."""
+    """Stage 2: one model call, unless an earlier run already stored its result."""
     if item.stored_extraction is not None:
         return item.stored_extraction
-    async with ctx.sessions() as session:
-        threads = await ThreadRepository(session).open_for(item.user_id)
-        open_threads = [OpenThread(t.id, t.type, t.content) for t in threads]
-    output = await extract(ctx.summary_model, ctx.settings, item.lines, open_threads)
-    async with ctx.sessions() as session, session.begin():
-        conversation = await session.get(Conversation, item.conversation_id)
-        if conversation is not None:
-            conversation.extraction = output.model_dump(mode="json")
-    return output
+    return await extract(ctx.summary_model, ctx.settings, item.lines, item.open_threads)
 
 
 async def memory_stage(ctx: JobContext, item: Ingested, output: Extraction) -> dict[str, int]:
-    """Stages 3-5: threads opened and resolved, thoughts, facts, in one transaction."""
+    """Stages 3-5: threads opened and resolved, thoughts, facts, with the extraction checkpoint.
+
+    One transaction: the extraction is stored with the rows it produced, so a rerun reuses it
+    instead of calling the model again, and the dedupe keys make a repeated write a no-op.
+    """
     at = item.ended_at
     async with ctx.sessions() as session, session.begin():
+        if item.stored_extraction is None:
+            await session.execute(
+                update(Conversation)
+                .where(Conversation.id == item.conversation_id)
+                .values(extraction=output.model_dump(mode="json"))
+                .execution_options(synchronize_session=False)
+            )
         threads = ThreadRepository(session)
         resolved = await threads.resolve(item.user_id, output.resolved_thread_ids, item.conversation_id, at)
         opened = await threads.open_threads(
@@ -121,10 +131,8 @@ async def graph_stage(ctx: JobContext, item: Ingested, output: Extraction) -> in
 
 async def rollup_stage(ctx: JobContext, item: Ingested, output: Extraction) -> int:
     """Stage 7: fold the conversation into the summary of each day it touched."""
-    async with ctx.sessions() as session:
-        segment_ids = await DaySummaryRepository(session).segment_ids_for_conversation(item.conversation_id)
     updated = 0
-    for segment_id in segment_ids:
+    for segment_id in item.segment_ids:
         updated += await summarise_segment(ctx, segment_id, notes=[output.summary])
     return updated
 
@@ -132,20 +140,14 @@ async def rollup_stage(ctx: JobContext, item: Ingested, output: Extraction) -> i
 async def finalise(ctx: JobContext, item: Ingested, output: Extraction | None) -> bool:
     """Stage 8: processed, with the summary and tone, if this worker still holds the claim."""
     async with ctx.sessions() as session, session.begin():
-        if not await mark_processed_guard(session, item.conversation_id, ctx.worker_id):
-            return False
-        conversation = await session.get(Conversation, item.conversation_id)
-        if conversation is None:
-            return False
-        conversation.status = "processed"
-        conversation.processed_at = ctx.clock.now()
-        conversation.claimed_by = None
-        conversation.next_attempt_at = None
-        conversation.last_error = None
-        if output is not None:
-            conversation.summary = output.summary
-            conversation.tone = output.tone[:TONE_CHARS]
-    return True
+        return await mark_processed(
+            session,
+            item.conversation_id,
+            ctx.worker_id,
+            ctx.clock.now(),
+            summary=output.summary if output else None,
+            tone=output.tone[:TONE_CHARS] if output else None,
+        )
 
 
 async def run_pipeline(ctx: JobContext, conversation_id: int) -> dict[str, int]:

@@ -59,28 +59,32 @@ async def claim_next(
 ) -> int | None:
     """Claim one due conversation for this worker (status processing, attempts + 1); None when idle."""
     stale_before = now - claim_timeout
+    claim = {
+        "status": "processing",
+        "claimed_at": now,
+        "claimed_by": worker_id,
+        "attempts": Conversation.attempts + 1,
+    }
     async with sessions() as session, session.begin():
-        postgres = session.get_bind().dialect.name == "postgresql"
         candidates = (
             select(Conversation.id)
             .where(_claimable(now, stale_before))
             .order_by(Conversation.ended_at, Conversation.id)
-            .limit(1 if postgres else _CANDIDATES)
         )
-        if postgres:
-            # Rows another worker is claiming right now are skipped instead of waited for.
-            candidates = candidates.with_for_update(skip_locked=True)
-        for conversation_id in (await session.execute(candidates)).scalars().all():
-            # The conditional UPDATE is the claim itself: only one worker can move the row.
+        if session.get_bind().dialect.name == "postgresql":
+            # One statement: rows another worker is claiming right now are skipped, not waited for.
+            picked = candidates.limit(1).with_for_update(skip_locked=True).scalar_subquery()
+            stmt = update(Conversation).where(Conversation.id == picked).values(**claim)
+            claimed_id: int | None = await session.scalar(
+                stmt.returning(Conversation.id).execution_options(synchronize_session=False)
+            )
+            return claimed_id
+        for conversation_id in (await session.execute(candidates.limit(_CANDIDATES))).scalars().all():
+            # SQLite: the conditional UPDATE is the claim; a worker that loses the race tries the next one.
             claimed = await session.execute(
                 update(Conversation)
                 .where(Conversation.id == conversation_id, _claimable(now, stale_before))
-                .values(
-                    status="processing",
-                    claimed_at=now,
-                    claimed_by=worker_id,
-                    attempts=Conversation.attempts + 1,
-                )
+                .values(**claim)
                 .execution_options(synchronize_session=False)
             )
             if claimed.rowcount == 1:  # type: ignore[attr-defined]
@@ -159,11 +163,33 @@ async def queue_stats(sessions: async_sessionmaker[AsyncSession]) -> QueueStats:
     )
 
 
-async def mark_processed_guard(session: AsyncSession, conversation_id: int, worker_id: str) -> bool:
-    """True while this worker still holds the claim (a slow worker may have been taken over)."""
-    holder = await session.scalar(
-        select(Conversation.claimed_by).where(
-            Conversation.id == conversation_id, Conversation.status == "processing"
+async def mark_processed(
+    session: AsyncSession,
+    conversation_id: int,
+    worker_id: str,
+    now: datetime,
+    *,
+    summary: str | None,
+    tone: str | None,
+) -> bool:
+    """Finalise a conversation this worker still holds (a slow worker may have been taken over)."""
+    values: dict[str, object] = {
+        "status": "processed",
+        "processed_at": now,
+        "next_attempt_at": None,
+        "last_error": None,
+    }
+    if summary is not None:
+        values.update(summary=summary, tone=tone)
+    # claimed_by stays: it names the worker that processed the conversation.
+    result = await session.execute(
+        update(Conversation)
+        .where(
+            Conversation.id == conversation_id,
+            Conversation.status == "processing",
+            Conversation.claimed_by == worker_id,
         )
+        .values(**values)
+        .execution_options(synchronize_session=False)
     )
-    return holder == worker_id
+    return bool(result.rowcount)  # type: ignore[attr-defined]
