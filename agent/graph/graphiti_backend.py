@@ -115,8 +115,8 @@ class GraphitiMemory:
         """Build the root indices once at start and check the database answers."""
         await self.driver.build_indices_and_constraints()
 
-    async def _scope(self, gid: str) -> Graphiti:
-        """A Graphiti bound to the group's own graph, cached, its indices built once per process.
+    async def graphiti_for(self, gid: str) -> Graphiti:
+        """The Graphiti bound to one group's graph (cached; its indices built once per process).
 
         FalkorDB keeps each group_id in a graph of its own; binding a Graphiti to it avoids graphiti
         cloning (and re-indexing) a driver on every call. Neo4j keeps one database for all groups.
@@ -159,7 +159,7 @@ class GraphitiMemory:
         episode_id = episode_uuid(gid, source_id)
         started = time.perf_counter()
         try:
-            scope = await self._scope(gid)
+            scope = await self.graphiti_for(gid)
             existing = await _find_episode(scope.driver, episode_id)
             if existing is not None and not existing.source_description.startswith(_PENDING):
                 return
@@ -202,25 +202,31 @@ class GraphitiMemory:
     ) -> MemoryResults:
         """Facts relevant to `query` from the three groups in parallel; a blank query gives the newest."""
         now = ensure_utc(now)
+        # One embedding of the query serves the three groups (graphiti would embed it once per group).
+        try:
+            vector = await self.embedder.create(query) if query.strip() else None
+        except BACKEND_ERRORS as exc:
+            raise GraphMemoryError(f"embedding the graph query failed: {exc}") from exc
         found = await asyncio.gather(
-            *(self._search_group(user_id, group, query, limits.of(group), now) for group in GROUPS)
+            *(self._search_group(user_id, group, query, limits.of(group), now, vector) for group in GROUPS)
         )
         return MemoryResults(**dict(zip(GROUPS, found, strict=True)))
 
     async def _search_group(
-        self, user_id: int, group: Group, query: str, limit: int, now: datetime
+        self, user_id: int, group: Group, query: str, limit: int, now: datetime, vector: list[float] | None
     ) -> list[MemoryFact]:
         if limit <= 0:
             return []
         gid = group_id(user_id, group)
         try:
-            scope = await self._scope(gid)
+            scope = await self.graphiti_for(gid)
             if not query.strip():
                 rows = await recent_facts(scope.driver, gid, limit, now)
                 return [MemoryFact(group, r["fact"], to_datetime(r["valid_at"]),
                                    to_datetime(r["invalid_at"]), r["uuid"]) for r in rows]
             results = await graph_search(
-                scope.clients, query, [gid], _search_config(limit), current_filter(now), driver=scope.driver
+                scope.clients, query, [gid], _search_config(limit), current_filter(now),
+                query_vector=vector, driver=scope.driver,
             )
         except BACKEND_ERRORS as exc:
             raise GraphMemoryError(f"graph search in {gid} failed: {exc}") from exc
@@ -231,7 +237,7 @@ class GraphitiMemory:
         for group in GROUPS:
             gid = group_id(user_id, group)
             try:
-                scope = await self._scope(gid)
+                scope = await self.graphiti_for(gid)
                 await scope.driver.execute_query(
                     "MATCH (n) WHERE n.group_id = $gid DETACH DELETE n", gid=gid
                 )
@@ -249,7 +255,7 @@ class GraphitiMemory:
         for group in GROUPS:
             gid = group_id(user_id, group)
             try:
-                scope = await self._scope(gid)
+                scope = await self.graphiti_for(gid)
                 groups[group] = await export_group(scope.driver, gid)
             except BACKEND_ERRORS as exc:
                 raise GraphMemoryError(f"exporting {gid} failed: {exc}") from exc

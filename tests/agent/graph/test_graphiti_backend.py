@@ -20,7 +20,7 @@ NOW = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
 
 
 async def count_episodes(memory: GraphitiMemory, user_id: int, group: str = "user") -> int:
-    scope = await memory._scope(group_id(user_id, group))  # type: ignore[arg-type]
+    scope = await memory.graphiti_for(group_id(user_id, group))  # type: ignore[arg-type]
     found = await rows(scope.driver, "MATCH (e:Episodic) RETURN count(e) AS n")
     return int(found[0]["n"])
 
