@@ -141,6 +141,9 @@ def _candidates(text: str) -> list[str]:
 def resolve_timezone(text: str) -> str | None:
     """The IANA zone for a zone name, a city or a country in `text`, or None when nothing matches."""
     stripped = text.strip()
+    # Canonical names before legacy links ("Portugal" is a valid zone but means Europe/Lisbon).
+    if stripped.lower() in ALIASES:
+        return ALIASES[stripped.lower()]
     if is_valid_timezone(stripped):
         return stripped
     # A zone name inside a sentence: "my zone is Europe/Lisbon".
