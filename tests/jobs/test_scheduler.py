@@ -1,0 +1,40 @@
+"""The scheduler wiring: the per-minute jobs and the nightly finalisation, on APScheduler."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from agent.clock import FrozenClock
+from jobs.context import JobContext
+from jobs.scheduler import run_minute_jobs, schedule_jobs
+from tests.jobs.conftest import seed_conversation
+
+
+async def test_jobs_are_scheduled_every_minute_and_nightly(ctx: JobContext) -> None:
+    scheduler = AsyncIOScheduler()
+
+    schedule_jobs(scheduler, ctx)
+
+    jobs = {job.id: job for job in scheduler.get_jobs()}
+    assert set(jobs) == {"nikita-minute-jobs", "nikita-nightly"}
+    minute, nightly = jobs["nikita-minute-jobs"].trigger, jobs["nikita-nightly"].trigger
+    assert isinstance(minute, IntervalTrigger) and minute.interval.total_seconds() == 60
+    assert isinstance(nightly, IntervalTrigger) and nightly.interval.total_seconds() == 15 * 60
+    assert jobs["nikita-minute-jobs"].max_instances == 1
+
+
+async def test_minute_jobs_close_process_and_summarise(
+    ctx: JobContext, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    await seed_conversation(sessions, start=clock.now(), texts=["conversation 1: hi", "hey"], status="active")
+    clock.advance(timedelta(minutes=ctx.settings.session_timeout_minutes + 2))
+
+    results = await run_minute_jobs(ctx)
+
+    assert results["sessions"] == {"closed": 1}
+    assert results["postprocess"]["processed"] == 1
+    assert results["day-summaries"]["due"] == 0
