@@ -21,8 +21,14 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--user", default="me", help="who you are (one memory per name)")
     chat.add_argument("--model", default=None, help="a PydanticAI model string, e.g. 'test' for offline")
     bench = commands.add_parser("bench", help="print benchmark figures")
-    bench.add_argument("name", choices=["turn", "postprocess"], help="which benchmark")
+    bench.add_argument(
+        "name", choices=["turn", "postprocess", "context", "recall", "search"], help="which benchmark"
+    )
+    bench.add_argument("paths", nargs="*", help="recall: LoCoMo-format JSON files")
+    bench.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite", help="recall: database")
     bench.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    reindex = commands.add_parser("reindex", help="rebuild the conversation search indexes")
+    reindex.add_argument("--user", default=None, help="only this user key (e.g. telegram:42 or cli:me)")
     _add_jobs_parser(commands)
     return parser
 
@@ -77,10 +83,32 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return asyncio.run(
             run_jobs_command(settings, args.name, conversation_id=args.conversation, limit=args.limit)
         )
+    if args.command == "reindex":
+        from bot.reindex import run_reindex
+
+        return asyncio.run(run_reindex(settings, user_key=args.user))
+    if args.command == "bench" and args.name == "recall":
+        from bot.bench.recall import load_samples, run_recall_bench
+
+        if not args.paths:
+            print("bench recall needs LoCoMo-format JSON files", file=sys.stderr)
+            return 2
+        asyncio.run(run_recall_bench(settings, load_samples(args.paths), backend=args.backend))
+        return 0
+    if args.command == "bench" and args.name == "search":
+        from bot.bench.search import run_search_bench
+
+        asyncio.run(run_search_bench(settings, quick=args.quick))
+        return 0
     if args.command == "bench" and args.name == "postprocess":
         from bot.bench.postprocess import run_postprocess_bench
 
         asyncio.run(run_postprocess_bench(settings, quick=args.quick))
+        return 0
+    if args.command == "bench" and args.name == "context":
+        from bot.bench.context import run_context_bench
+
+        asyncio.run(run_context_bench(settings, quick=args.quick))
         return 0
     if args.command == "bench":
         from bot.bench.turn import run_turn_bench

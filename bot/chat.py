@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from datetime import timedelta
 from typing import TextIO
 
+from agent.context import format_snapshot
 from agent.settings import Settings
 from agent.users import get_or_create_user
 from bot.runtime import build_runtime
@@ -50,7 +50,7 @@ async def run_chat(
             if text == "/context":
                 async with runtime.sessions() as session:
                     prompt = await PromptRepository(session).latest_for(user.id)
-                shown = json.dumps(prompt.context_snapshot, indent=2) if prompt else "(no turn yet)"
+                shown = format_snapshot(prompt.context_snapshot) if prompt else "(no turn yet)"
                 print(shown, file=stdout, flush=True)
                 continue
             result = await runtime.turns.reply(user.id, text, runtime.clock.now() + offset)

@@ -131,22 +131,24 @@ def shrink_block(block: TierBlock, max_tokens: int, counter: TokenCounter) -> Ti
     """The longest prefix of the block's items that fits, the next item shortened if worth it."""
     if counter.count(block.render()) <= max_tokens:
         return block
+    # Counting item by item (cached per string) keeps this linear; the join is verified below.
     kept: list[str] = []
+    used = counter.count(block.heading)
     for item in block.items:
-        trial = block.with_items((*kept, item))
-        if counter.count(trial.render()) <= max_tokens:
+        cost = counter.count(item) + 1
+        if used + cost <= max_tokens:
             kept.append(item)
+            used += cost
             continue
-        room = max_tokens - counter.count(block.with_items((*kept, "")).render())
+        room = max_tokens - used - 1
         if room >= MIN_PARTIAL_TOKENS:
             short = truncate_text(item, room, counter)
-            # The joined text can tokenise differently from its pieces: verify, never assume.
-            while short and counter.count(block.with_items((*kept, short)).render()) > max_tokens:
-                room -= 1
-                short = truncate_text(item, room, counter) if room >= MIN_PARTIAL_TOKENS else ""
             if short:
                 kept.append(short)
         break
+    # The joined text can tokenise differently from its pieces: verify, never assume.
+    while kept and counter.count(block.with_items(tuple(kept)).render()) > max_tokens:
+        kept.pop()
     return block.with_items(tuple(kept))
 
 

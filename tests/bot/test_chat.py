@@ -26,7 +26,7 @@ async def test_terminal_chat_remembers_and_shows_the_context(tmp_path: object) -
         "(new session)" in answers[0] and "(new session)" not in answers[1] and "(new session)" in answers[2]
     )
     assert "(time moves on by 20 minutes)" in out
-    assert "message_history_count" in out
+    assert "History: " in out and "Tiers:" in out
 
     again = io.StringIO()
     await run_chat(settings, user_name="ana", stdin=io.StringIO(""), stdout=again)
