@@ -105,6 +105,9 @@ class GraphitiMemory:
         self._reranker = _KeepOrder()
         self._scopes: dict[str, Graphiti] = {}
         self._scope_lock = asyncio.Lock()
+        # graphiti wants one group's episodes added one at a time (entity resolution reads what the
+        # previous episode wrote); this holds inside one process, job claiming across processes.
+        self._write_locks: dict[str, asyncio.Lock] = {}
 
     @property
     def driver(self) -> GraphDriver:
@@ -158,39 +161,47 @@ class GraphitiMemory:
         reference_time = ensure_utc(reference_time)
         episode_id = episode_uuid(gid, source_id)
         started = time.perf_counter()
+        lock = self._write_locks.setdefault(gid, asyncio.Lock())
         try:
-            scope = await self.graphiti_for(gid)
-            existing = await _find_episode(scope.driver, episode_id)
-            if existing is not None and not existing.source_description.startswith(_PENDING):
-                return
-            if existing is None:
-                # Written first, marked pending: a crash mid-extraction leaves a marker, and the rerun
-                # resumes this same episode instead of adding a second one.
-                await EpisodicNode(
-                    uuid=episode_id, name=name, group_id=gid, labels=[], source=EpisodeType.text,
-                    content=body, source_description=_PENDING + source_id,
-                    created_at=self.clock.now(), valid_at=reference_time,
-                ).save(scope.driver)
-            previous = await scope.retrieve_episodes(
-                reference_time, last_n=RELEVANT_SCHEMA_LIMIT + 1, group_ids=[gid], driver=scope.driver
-            )
-            async with asyncio.timeout(self.episode_timeout_seconds):
-                await scope.add_episode(
-                    name=name, episode_body=body, source_description=source_id,
-                    reference_time=reference_time, source=EpisodeType.text, group_id=gid,
-                    uuid=episode_id,
-                    previous_episode_uuids=[ep.uuid for ep in previous if ep.uuid != episode_id][
-                        -RELEVANT_SCHEMA_LIMIT:
-                    ],
-                )
-            await scope.driver.execute_query(
-                "MATCH (e:Episodic {uuid: $uuid}) SET e.source_description = $done",
-                uuid=episode_id, done=source_id,
-            )
+            async with lock:
+                await self._write_episode(gid, name, body, reference_time, source_id, episode_id)
         except BACKEND_ERRORS as exc:
             raise GraphMemoryError(f"graph episode for {gid} failed: {exc}") from exc
         logger.info("graph episode added", extra={"user_id": user_id, "group": group,
                                                    "ms": round((time.perf_counter() - started) * 1000)})
+
+    async def _write_episode(
+        self, gid: str, name: str, body: str, reference_time: datetime, source_id: str, episode_id: str
+    ) -> None:
+        """Write one episode unless already complete; resume it when a previous try left it pending."""
+        scope = await self.graphiti_for(gid)
+        existing = await _find_episode(scope.driver, episode_id)
+        if existing is not None and not existing.source_description.startswith(_PENDING):
+            return
+        if existing is None:
+            # Written first, marked pending: a crash mid-extraction leaves a marker, and the rerun
+            # resumes this same episode instead of adding a second one.
+            await EpisodicNode(
+                uuid=episode_id, name=name, group_id=gid, labels=[], source=EpisodeType.text,
+                content=body, source_description=_PENDING + source_id,
+                created_at=self.clock.now(), valid_at=reference_time,
+            ).save(scope.driver)
+        previous = await scope.retrieve_episodes(
+            reference_time, last_n=RELEVANT_SCHEMA_LIMIT + 1, group_ids=[gid], driver=scope.driver
+        )
+        async with asyncio.timeout(self.episode_timeout_seconds):
+            await scope.add_episode(
+                name=name, episode_body=body, source_description=source_id,
+                reference_time=reference_time, source=EpisodeType.text, group_id=gid,
+                uuid=episode_id,
+                previous_episode_uuids=[ep.uuid for ep in previous if ep.uuid != episode_id][
+                    -RELEVANT_SCHEMA_LIMIT:
+                ],
+            )
+        await scope.driver.execute_query(
+            "MATCH (e:Episodic {uuid: $uuid}) SET e.source_description = $done",
+            uuid=episode_id, done=source_id,
+        )
 
     async def add_fact(self, user_id: int, text: str, reference_time: datetime) -> None:
         """Add one durable fact about the user as a small episode of the user group."""

@@ -108,6 +108,17 @@ async def test_the_same_source_twice_adds_one_episode(graph: GraphitiMemory) -> 
     assert [f.text for f in results.user] == ["I work at Acme"]
 
 
+async def test_concurrent_writes_of_one_source_add_one_episode(graph: GraphitiMemory) -> None:
+    import asyncio
+
+    await asyncio.gather(
+        *(graph.add_episode(7, "user", "c1", "I work at Acme.", T0, "conv-1") for _ in range(3)),
+        graph.add_episode(7, "user", "c2", "I love Sushi.", T0 + timedelta(hours=1), "conv-2"),
+    )
+
+    assert await count_episodes(graph, 7) == 2
+
+
 async def test_a_rerun_after_a_failed_extraction_completes_the_same_episode(open_graph: GraphFactory) -> None:
     failures = iter([True])
 
