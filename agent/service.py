@@ -87,6 +87,10 @@ class TurnService:
         # Conversation search and memory tools (issue 6); None leaves the tools answering "unavailable".
         self.recall = recall
 
+    async def close(self) -> None:
+        """Release what the service holds beyond the shared engine (lock connections)."""
+        await self.locks.close()
+
     @property
     def session_timeout(self) -> timedelta:
         """How long a pause ends a session."""

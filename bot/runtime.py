@@ -38,6 +38,7 @@ class Runtime:
 
     async def close(self) -> None:
         """Release connections."""
+        await self.turns.close()
         await self.engine.dispose()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
@@ -67,16 +68,18 @@ def recorder() -> Recorder:
 
 
 @pytest.fixture
-def service(
+async def service(
     settings: Settings,
     engine: AsyncEngine,
     sessions: async_sessionmaker[AsyncSession],
     clock: FrozenClock,
     recorder: Recorder,
-) -> TurnService:
-    return TurnService(
+) -> AsyncIterator[TurnService]:
+    turns = TurnService(
         settings=settings, engine=engine, sessions=sessions, clock=clock, model=FunctionModel(recorder)
     )
+    yield turns
+    await turns.close()
 
 
 async def make_user(sessions: async_sessionmaker[AsyncSession], clock: FrozenClock, name: str = "ana") -> int:
