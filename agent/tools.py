@@ -87,6 +87,7 @@ async def conversation_search(
             recency_days=recency_days,
             limit=limit,
             min_score=min_score,
+            before=ctx.deps.now,
         )
     except RecallInputError as exc:
         raise ModelRetry(str(exc)) from exc

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from sqlalchemy import bindparam, text
+from sqlalchemy import TextClause, bindparam, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import UTCDateTime
@@ -80,6 +80,12 @@ def _filters(day_segment_id: int | None, since: datetime | None) -> str:
     return clauses
 
 
+def _typed(sql: str, since: datetime | None) -> TextClause:
+    """text() with the UTC datetime type on `:since` (SQLite stores naive UTC strings)."""
+    clause = text(sql)
+    return clause.bindparams(bindparam("since", type_=UTCDateTime())) if since is not None else clause
+
+
 def _params(day_segment_id: int | None, since: datetime | None) -> dict[str, object]:
     params: dict[str, object] = {}
     if day_segment_id is not None:
@@ -112,13 +118,14 @@ class SqliteFullText:
         terms = query_terms(query)
         if not terms:
             return []
-        sql = text(
+        sql = _typed(
             "SELECT m.id, -bm25(transcript_fts, 1.0, 0.0) AS score FROM transcript_fts "
             "JOIN transcript_messages m ON m.id = transcript_fts.rowid "
             "WHERE transcript_fts MATCH :match AND m.user_id = :user_id"
             + _filters(day_segment_id, since)
-            + " ORDER BY score DESC, m.id DESC LIMIT :limit"
-        ).bindparams(bindparam("since", type_=UTCDateTime()))
+            + " ORDER BY score DESC, m.id DESC LIMIT :limit",
+            since,
+        )
         params = {"match": self.match(user_id, terms, "content"), "user_id": user_id, "limit": limit}
         rows = await session.execute(sql, {**params, **_params(day_segment_id, since)})
         return [LexicalHit(int(r[0]), float(r[1])) for r in rows if r[1] > 0]
@@ -180,13 +187,14 @@ class PostgresFullText:
         terms = query_terms(query)
         if not terms:
             return []
-        sql = text(
+        sql = _typed(
             "SELECT m.id, ts_rank_cd(m.search_tsv, q, 1) AS score "
             "FROM transcript_messages m, to_tsquery('english', :query) q "
             "WHERE m.user_id = :user_id AND m.role != 'system' AND m.search_tsv @@ q"
             + _filters(day_segment_id, since)
-            + " ORDER BY score DESC, m.id DESC LIMIT :limit"
-        ).bindparams(bindparam("since", type_=UTCDateTime()))
+            + " ORDER BY score DESC, m.id DESC LIMIT :limit",
+            since,
+        )
         params = {"query": self.tsquery(terms), "user_id": user_id, "limit": limit}
         rows = await session.execute(sql, {**params, **_params(day_segment_id, since)})
         return [LexicalHit(int(r[0]), float(r[1])) for r in rows if r[1] > 0]

@@ -24,7 +24,7 @@ from agent.search.search import ConversationSearch, SearchHit, SearchQuery, rece
 from agent.search.vectors import VectorCache
 from agent.settings import Settings
 from agent.tokens import get_counter
-from db.models import DaySegment, SearchChunk, User
+from db.models import DaySegment, SearchChunk, TranscriptMessage, User
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +53,7 @@ class Recall:
         self.facts: FactStore = facts or SqlFactStore(sessions)
         self.ranking = ConversationSearch(settings, self.full_text)
         self._index_locks: dict[int, asyncio.Lock] = {}
+        self._indexed: dict[int, tuple[Any, ...]] = {}
         self.cache: VectorCache | None = None
         self.indexer: Indexer | None = None
         if self.embedder is not None:
@@ -76,10 +77,33 @@ class Recall:
             async with self.sessions() as session, session.begin():
                 return await self.indexer.index_user(session, user_id, now=now)
 
+    async def _marker(self, user_id: int) -> tuple[Any, ...]:
+        """The user's newest message id and newest summary time: what the index must have seen."""
+        async with self.sessions() as session:
+            newest = await session.scalar(
+                select(TranscriptMessage.id)
+                .where(TranscriptMessage.user_id == user_id)
+                .order_by(TranscriptMessage.sent_at.desc(), TranscriptMessage.id.desc())
+                .limit(1)
+            )
+            summarised = await session.scalar(
+                select(func.max(DaySegment.summary_updated_at)).where(DaySegment.user_id == user_id)
+            )
+        return newest, summarised
+
     async def index_quietly(self, user_id: int, *, now: datetime) -> IndexStats | None:
-        """`index_user` that logs a failure instead of raising: a reply never depends on the index."""
+        """`index_user` that logs a failure instead of raising: a reply never depends on the index.
+
+        Two indexed look-ups decide whether anything changed since this process last indexed the
+        user; only then does the indexer run.
+        """
         try:
-            return await self.index_user(user_id, now=now)
+            marker = await self._marker(user_id)
+            if self._indexed.get(user_id) == marker:
+                return IndexStats()
+            stats = await self.index_user(user_id, now=now)
+            self._indexed[user_id] = marker
+            return stats
         except INDEX_ERRORS as exc:
             logger.warning(
                 "indexing failed; left for the next search or reindex",
@@ -110,6 +134,7 @@ class Recall:
             stats = IndexStats()
             if self.indexer is not None:
                 async with self.sessions() as session, session.begin():
+                    self._indexed.pop(user_id, None)
                     await self.indexer.clear_user(session, user_id)
                     stats = await self.indexer.index_user(session, user_id, now=now)
             total.messages += stats.messages
@@ -132,8 +157,9 @@ class Recall:
         recency_days: int | None = None,
         limit: int | None = None,
         min_score: float | None = None,
+        before: datetime | None = None,
     ) -> list[SearchHit]:
-        """conversation_search for this user (seed 001 §5.1)."""
+        """conversation_search for this user (seed 001 §5.1); `before` leaves out the current turn."""
         if not query.strip():
             raise RecallInputError("query is empty; say what to look for")
         if recency_days is not None and recency_days < 1:
@@ -147,6 +173,7 @@ class Recall:
             since=recency_start(now, recency_days),
             limit=min(wanted, self.settings.search_max_limit),
             min_score=min_score,
+            before=before,
         )
         started = time.perf_counter()
         if self.embedder is not None:
@@ -224,6 +251,7 @@ class Recall:
         The FTS5 tables are external-content tables kept by triggers, so the cascade that deletes
         the user's messages and days also removes them from the full-text index.
         """
+        self._indexed.pop(user_id, None)
         if self.indexer is not None:
             async with self.sessions() as session, session.begin():
                 await self.indexer.clear_user(session, user_id)

@@ -47,6 +47,8 @@ class SearchQuery:
     since: datetime | None
     limit: int
     min_score: float | None
+    # Messages at or after this time are left out: the turn's own question is not a memory.
+    before: datetime | None = None
 
 
 def make_snippet(content: str, terms: list[str], width: int) -> str:
@@ -210,10 +212,12 @@ class ConversationSearch:
             stmt = stmt.where(TranscriptMessage.day_segment_id == segment_filter)
         if query.since is not None:
             stmt = stmt.where(TranscriptMessage.sent_at >= query.since)
+        if query.before is not None:
+            stmt = stmt.where(TranscriptMessage.sent_at < query.before)
         terms = query_terms(query.text)
         width = self.settings.search_snippet_chars
         hits: list[tuple[SearchHit, int]] = []
-        for message, segment in (await session.execute(stmt)).tuples():
+        for message, segment in (await session.execute(stmt)).all():
             covered = _covered(message, segment)
             score = base[message.id] * (self.settings.search_covered_penalty if covered else 1.0)
             day = segment.day if segment is not None else message.sent_at.date()

@@ -1,0 +1,271 @@
+"""`python -m bot bench recall PATH...`: evidence recall of conversation_search on LoCoMo-format files.
+
+Each conversation becomes one user's transcript (speaker A = user, speaker B = assistant, sessions
+at their stated times, UTC). Every question of categories 1-4 is searched (limit 20); results are
+expanded to message ids in rank order (a summary contributes none) and compared with the evidence
+turns. A plain BM25 over messages, computed in the same run, is the baseline. The benchmark's own
+annotations (observations, session summaries) are never indexed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+import time
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from agent.clock import Clock
+from agent.embeddings import Embedder, build_embedder
+from agent.search.fts import query_terms
+from agent.search.recall import Recall
+from agent.settings import Settings
+from agent.users import get_or_create_user
+from bot.bench.common import percentile, scratch_database
+from db.engine import create_engine, session_factory
+from db.models import DaySegment, TranscriptMessage
+
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+KS = (5, 10, 20)
+_DIA = re.compile(r"D(\d+):(\d+)")
+_WHOLE = re.compile(r"D\d+:\d+")
+
+
+@dataclass
+class Scores:
+    """Per-question figures of one system, grouped by category."""
+
+    recall: dict[int, dict[int, list[float]]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(list))
+    )
+    rr: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+    latency_ms: list[float] = field(default_factory=list)
+
+    def add(self, category: int, ranked: Sequence[int], evidence: set[int]) -> None:
+        """Score one ranked list of message ids against the evidence ids."""
+        for k in KS:
+            self.recall[category][k].append(len(evidence & set(ranked[:k])) / len(evidence))
+        first = next((i for i, m in enumerate(ranked[:20], 1) if m in evidence), None)
+        self.rr[category].append(1 / first if first else 0.0)
+
+    def row(self, categories: Sequence[int]) -> tuple[list[float], float, int]:
+        """(recall@5/10/20, MRR, n) over the given categories."""
+        values = {k: [v for c in categories for v in self.recall[c][k]] for k in KS}
+        rr = [v for c in categories for v in self.rr[c]]
+        n = len(rr)
+        return [statistics.fmean(values[k]) if n else 0.0 for k in KS], statistics.fmean(rr) if n else 0.0, n
+
+
+def parse_time(text: str) -> datetime:
+    """LoCoMo's "1:56 pm on 8 May, 2023" as UTC."""
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+
+
+def turn_text(turn: dict[str, Any]) -> str:
+    """A turn as the bot would store it; a shared photo keeps its caption."""
+    text = str(turn.get("text", ""))
+    if turn.get("blip_caption"):
+        text += f" [shares a photo: {turn['blip_caption']}]"
+    return text
+
+
+def load_samples(paths: Sequence[str]) -> list[dict[str, Any]]:
+    """Every sample of the given LoCoMo-format JSON files."""
+    return [s for p in paths for s in json.loads(Path(p).read_text(encoding="utf-8"))]
+
+
+class BM25:
+    """Okapi BM25 (k1 1.5, b 0.75) over messages: the plain lexical baseline."""
+
+    def __init__(self, documents: dict[int, str]) -> None:
+        self.ids = list(documents)
+        self.terms = [Counter(query_terms_all(documents[i])) for i in self.ids]
+        self.lengths = [sum(t.values()) for t in self.terms]
+        self.average = statistics.fmean(self.lengths) if self.lengths else 1.0
+        df: Counter[str] = Counter()
+        for terms in self.terms:
+            df.update(terms.keys())
+        n = len(self.ids)
+        self.idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
+
+    def rank(self, query: str, limit: int) -> list[int]:
+        """Message ids by descending BM25."""
+        words = query_terms(query)
+        scored: list[tuple[float, int]] = []
+        for doc, terms, length in zip(self.ids, self.terms, self.lengths, strict=True):
+            score = 0.0
+            for word in words:
+                tf = terms.get(word, 0)
+                if tf:
+                    score += self.idf[word] * tf * 2.5 / (tf + 1.5 * (0.25 + 0.75 * length / self.average))
+            if score > 0:
+                scored.append((score, doc))
+        scored.sort(key=lambda pair: (-pair[0], -pair[1]))
+        return [doc for _, doc in scored[:limit]]
+
+
+def query_terms_all(text: str) -> list[str]:
+    """Every non-stopword word of a document (with repeats, for term frequencies)."""
+    return [w for w in re.findall(r"[^\W_]+", text.lower()) if w in set(query_terms(w))]
+
+
+@dataclass
+class Loaded:
+    """One conversation stored as a user."""
+
+    user_id: int
+    dia_to_message: dict[str, int]
+    end: datetime
+    questions: list[dict[str, Any]]
+
+
+async def _load(sessions: Any, sample: dict[str, Any]) -> Loaded:
+    conversation = sample["conversation"]
+    user, _ = await get_or_create_user(
+        sessions, key=f"bench:{sample['sample_id']}", now=datetime(2020, 1, 1, tzinfo=UTC), timezone="UTC"
+    )
+    sessions_n = sorted(
+        int(k.split("_")[1]) for k in conversation if re.fullmatch(r"session_\d+", k) and conversation[k]
+    )
+    mapping: dict[str, int] = {}
+    end = datetime(2020, 1, 1, tzinfo=UTC)
+    async with sessions() as session, session.begin():
+        segments: dict[Any, DaySegment] = {}
+        for n in sessions_n:
+            start = parse_time(conversation[f"session_{n}_date_time"])
+            for i, turn in enumerate(conversation[f"session_{n}"]):
+                at = start + timedelta(seconds=30 * i)
+                day = at.date()
+                segment = segments.get(day)
+                if segment is None:
+                    segment = DaySegment(
+                        user_id=user.id,
+                        day=day,
+                        timezone="UTC",
+                        first_message_at=at,
+                        last_message_at=at,
+                        message_count=0,
+                        key_moments=[],
+                        messages_since_summary=0,
+                        summary_due=False,
+                        status="final",
+                    )
+                    session.add(segment)
+                    await session.flush()
+                    segments[day] = segment
+                role = "user" if turn["speaker"] == conversation["speaker_a"] else "assistant"
+                message = TranscriptMessage(
+                    user_id=user.id,
+                    role=role,
+                    kind="text",
+                    content=turn_text(turn),
+                    sent_at=at,
+                    day_segment_id=segment.id,
+                )
+                session.add(message)
+                await session.flush()
+                mapping[turn["dia_id"]] = message.id
+                segment.last_message_at = max(segment.last_message_at, at)
+                segment.message_count += 1
+                end = max(end, at)
+    questions = [q for q in sample["qa"] if q.get("category") in CATEGORIES]
+    return Loaded(user.id, mapping, end + timedelta(days=1), questions)
+
+
+def evidence_ids(entries: Sequence[str], mapping: dict[str, int], problems: Counter[str]) -> set[int]:
+    """Message ids of the evidence turns; malformed and dangling entries are counted, not guessed."""
+    ids: set[int] = set()
+    for entry in entries:
+        found = _DIA.findall(str(entry))
+        if not _WHOLE.fullmatch(str(entry).strip()):
+            problems["malformed"] += 1
+        for session_n, turn_n in found:
+            key = f"D{int(session_n)}:{int(turn_n)}"
+            if key in mapping:
+                ids.add(mapping[key])
+            else:
+                problems["dangling"] += 1
+    return ids
+
+
+async def run_recall_bench(
+    settings: Settings,
+    samples: Sequence[dict[str, Any]],
+    *,
+    backend: str = "sqlite",
+    embedder: Embedder | None = None,
+) -> None:
+    """Load the samples, index them, search every question in hybrid and full-text mode, print figures."""
+    embedder = embedder or build_embedder("minilm", threads=settings.embedder_threads)
+    assert embedder is not None
+    async with scratch_database(backend) as url:
+        if url is None:
+            print(f"{backend}: PostgreSQL unreachable, skipped")
+            return
+        engine = create_engine(url)
+        sessions = session_factory(engine)
+        loaded = [await _load(sessions, s) for s in samples]
+        turns = sum(len(x.dia_to_message) for x in loaded)
+        hybrid = Recall(settings=settings, sessions=sessions, dialect=engine.dialect.name, embedder=embedder)
+        fts = Recall(settings=settings, sessions=sessions, dialect=engine.dialect.name, embedder=None)
+        started = time.perf_counter()
+        stats = await hybrid.reindex(now=Clock().now(), user_ids=[x.user_id for x in loaded])
+        build_seconds = time.perf_counter() - started
+        print(
+            f"LoCoMo: {len(samples)} conversations, {turns} turns, backend {backend}, "
+            f"embedder {embedder.name}; index build {build_seconds:.1f} s "
+            f"({stats.chunks} chunks, {stats.sections} sections)"
+        )
+        problems: Counter[str] = Counter()
+        systems = {"hybrid": Scores(), "fts-only": Scores(), "bm25": Scores()}
+        skipped = 0
+        for item in loaded:
+            async with sessions() as session:
+                rows = await session.execute(
+                    TranscriptMessage.__table__.select().where(TranscriptMessage.user_id == item.user_id)
+                )
+                bm25 = BM25({r.id: r.content for r in rows})
+            for question in item.questions:
+                evidence = evidence_ids(question.get("evidence", []), item.dia_to_message, problems)
+                if not evidence:
+                    skipped += 1
+                    continue
+                category = int(question["category"])
+                for name, recall in (("hybrid", hybrid), ("fts-only", fts)):
+                    t0 = time.perf_counter()
+                    hits = await recall.search(item.user_id, question["question"], now=item.end, limit=20)
+                    systems[name].latency_ms.append((time.perf_counter() - t0) * 1000)
+                    systems[name].add(category, [h.message_id for h in hits if h.message_id], evidence)
+                t0 = time.perf_counter()
+                ranked = bm25.rank(question["question"], 20)
+                systems["bm25"].latency_ms.append((time.perf_counter() - t0) * 1000)
+                systems["bm25"].add(category, ranked, evidence)
+        await engine.dispose()
+    print(
+        f"evidence: {problems['malformed']} malformed entries, {problems['dangling']} pointing at missing "
+        f"turns; {skipped} questions without usable evidence skipped"
+    )
+    header = f"{'system':9} {'category':14} {'n':>4} {'R@5':>6} {'R@10':>6} {'R@20':>6} {'MRR':>6}"
+    print(header)
+    groups = [([c], f"{c} {CATEGORIES[c]}") for c in CATEGORIES] + [(list(CATEGORIES), "overall")]
+    overall: dict[str, list[float]] = {}
+    for name, scores in systems.items():
+        for categories, label in groups:
+            recalls, mrr, n = scores.row(categories)
+            print(f"{name:9} {label:14} {n:>4} " + " ".join(f"{r:6.3f}" for r in recalls) + f" {mrr:6.3f}")
+            if label == "overall":
+                overall[name] = [*recalls, mrr]
+        lat = scores.latency_ms
+        print(f"{name:9} latency p50 {percentile(lat, 50):.1f} ms  p95 {percentile(lat, 95):.1f} ms")
+    base = overall["bm25"]
+    for name in ("hybrid", "fts-only"):
+        ratios = " ".join(
+            f"{a / b:5.2f}x" if b else "  n/a" for a, b in zip(overall[name], base, strict=True)
+        )
+        print(f"{name} / bm25 (R@5 R@10 R@20 MRR): {ratios}")

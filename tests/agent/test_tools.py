@@ -1,0 +1,188 @@
+"""The recall and memory tools through real turns: the model (a FunctionModel) calls them."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from agent.clock import FrozenClock
+from agent.embeddings import HashingEmbedder
+from agent.search.recall import Recall
+from agent.service import TurnService
+from agent.settings import Settings
+from agent.users import get_or_create_user
+from db.models import SearchChunk, UserFact
+
+
+class ToolScript:
+    """A FunctionModel that makes the scripted tool calls one per request, then answers with the returns."""
+
+    def __init__(self, calls: list[tuple[str, dict[str, Any]]]) -> None:
+        self.calls = calls
+        self.returns: list[Any] = []
+        self.retries: list[str] = []
+        self.tool_names: list[str] = []
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        self.tool_names = [t.name for t in info.function_tools]
+        last = messages[-1]
+        if isinstance(last, ModelRequest):
+            for part in last.parts:
+                # PydanticAI 2.x reports a tool's ModelRetry as a return with outcome "retried".
+                if isinstance(part, RetryPromptPart) or getattr(part, "outcome", None) == "retried":
+                    self.retries.append(str(part.content))
+                elif isinstance(part, ToolReturnPart):
+                    self.returns.append(part.content)
+        turn_start = max(
+            i
+            for i, m in enumerate(messages)
+            if isinstance(m, ModelRequest)
+            and any(getattr(p, "part_kind", "") == "user-prompt" for p in m.parts)
+        )
+        made = sum(1 for m in messages[turn_start:] if isinstance(m, ModelResponse))
+        if made < len(self.calls):
+            name, args = self.calls[made]
+            return ModelResponse(parts=[ToolCallPart(name, json.dumps(args))])
+        return ModelResponse(parts=[TextPart("done: " + json.dumps(self.returns[-1:], default=str))])
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return Settings(database_url=database_url, model="test", _env_file=None)
+
+
+def make_service(
+    settings: Settings,
+    engine: AsyncEngine,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+    model: ToolScript,
+) -> tuple[TurnService, Recall]:
+    recall = Recall(
+        settings=settings, sessions=sessions, dialect=engine.dialect.name, embedder=HashingEmbedder()
+    )
+    service = TurnService(
+        settings=settings,
+        engine=engine,
+        sessions=sessions,
+        clock=clock,
+        model=FunctionModel(model),
+        recall=recall,
+    )
+    return service, recall
+
+
+async def test_search_finds_three_weeks_ago_with_its_day(
+    settings: Settings, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    chatter = ToolScript([])
+    service, _ = make_service(settings, engine, sessions, clock, chatter)
+    user, _ = await get_or_create_user(sessions, key="cli:ana", now=clock.now(), timezone="UTC", name="ana")
+    then = clock.now()
+    told = await service.reply(user.id, "My sister Ines is getting married in Porto next June", then)
+    for day in range(1, 22):  # three weeks of unrelated chat, one session a day
+        await service.reply(user.id, f"day {day}: work was fine, cooked soup", then + timedelta(days=day))
+    # Embeddings followed each turn (chunks exist), and full text needs no step at all.
+    async with sessions() as session:
+        assert await session.scalar(select(SearchChunk.id).where(SearchChunk.user_id == user.id).limit(1))
+
+    script = ToolScript([("conversation_search", {"query": "sister wedding Porto"})])
+    service.model = FunctionModel(script)
+    now = then + timedelta(days=21, hours=2)
+    result = await service.reply(user.id, "do you remember whose wedding is in Porto?", now)
+    assert "conversation_search" in script.tool_names
+    results = script.returns[0]["results"]
+    first = results[0]
+    assert first["kind"] == "message" and first["message_id"] == told.message_id
+    assert first["day_label"] == then.date().isoformat()
+    assert "Porto" in first["snippet"] and first["covered_by_summary"] is False
+    assert set(first) == {
+        "kind",
+        "day_label",
+        "day_segment_id",
+        "message_id",
+        "role",
+        "sent_at",
+        "snippet",
+        "covered_by_summary",
+        "score",
+    }
+    assert result.text.startswith("done:")
+
+
+async def test_get_and_retry_on_bad_input(
+    settings: Settings, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    service, _ = make_service(settings, engine, sessions, clock, ToolScript([]))
+    user, _ = await get_or_create_user(sessions, key="cli:bo", now=clock.now(), timezone="UTC", name="bo")
+    stored = await service.reply(user.id, "my bike is red", clock.now())
+    other, _ = await get_or_create_user(sessions, key="cli:cy", now=clock.now(), timezone="UTC", name="cy")
+    script = ToolScript(
+        [
+            ("conversation_search", {"query": "bike", "day": "last tuesday"}),
+            ("conversation_get", {"message_id": stored.message_id}),
+        ]
+    )
+    service.model = FunctionModel(script)
+    await service.reply(other.id, "what colour is the bike?", clock.now() + timedelta(hours=1))
+    # Bad day format: the model is asked to retry; another user's id looks like a missing one.
+    assert any("YYYY-MM-DD" in r for r in script.retries)
+    assert any("no message with id" in r for r in script.retries)
+    assert script.returns == []
+
+    mine = ToolScript([("conversation_get", {"message_id": stored.message_id})])
+    service.model = FunctionModel(mine)
+    await service.reply(user.id, "what did I say?", clock.now() + timedelta(hours=2))
+    assert mine.returns[0]["messages"][0]["content"] == "my bike is red"
+    assert mine.returns[0]["messages"][0]["role"] == "user"
+
+
+async def test_memory_add_and_search(
+    settings: Settings, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    script = ToolScript(
+        [
+            ("memory_add", {"fact": "Is vegetarian"}),
+            ("memory_add", {"fact": "is vegetarian."}),
+            ("memory_add", {"fact": "x" * 400}),
+            ("memory_search", {"query": "vegetarian food"}),
+        ]
+    )
+    service, _ = make_service(settings, engine, sessions, clock, script)
+    user, _ = await get_or_create_user(sessions, key="cli:dee", now=clock.now(), timezone="UTC", name="dee")
+    await service.reply(user.id, "remember that I'm vegetarian", clock.now())
+    assert script.returns[0]["saved"] is True
+    assert script.returns[1]["already_known"] is True
+    assert any("at most" in r for r in script.retries)
+    assert [f["content"] for f in script.returns[2]["facts"]] == ["Is vegetarian"]
+    async with sessions() as session:
+        facts = (await session.execute(select(UserFact).where(UserFact.user_id == user.id))).scalars().all()
+    assert [(f.content, f.source) for f in facts] == [("Is vegetarian", "tool")]
+
+
+async def test_tools_degrade_without_recall(
+    settings: Settings, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    script = ToolScript([("conversation_search", {"query": "anything"})])
+    service = TurnService(
+        settings=settings, engine=engine, sessions=sessions, clock=clock, model=FunctionModel(script)
+    )
+    user, _ = await get_or_create_user(sessions, key="cli:eve", now=clock.now(), timezone="UTC", name="eve")
+    result = await service.reply(user.id, "remember?", clock.now())
+    assert script.returns[0]["results"] == [] and "not available" in script.returns[0]["note"]
+    assert not result.failed
