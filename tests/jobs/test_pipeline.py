@@ -167,3 +167,33 @@ async def test_empty_conversation_is_processed_without_a_model_call(
     assert (await run_job("postprocess", ctx))["processed"] == 1
     assert scripted.extraction_prompts == []
     assert await requeue(sessions, conversation_id, clock.now())
+
+
+class RecordingGraph:
+    """Stands in for the knowledge graph at its boundary: records the episodes it is given."""
+
+    def __init__(self) -> None:
+        self.episodes: dict[str, dict[str, object]] = {}
+
+    async def add_episode(self, **episode: object) -> None:
+        self.episodes[str(episode["source_id"])] = episode  # same source_id twice: stored once
+
+
+async def test_graph_stage_sends_three_groups_with_stable_source_ids(
+    ctx: JobContext, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    user_id, conversation_id = await seed_conversation(sessions, start=clock.now(), texts=TEXTS)
+    ctx.graph = graph = RecordingGraph()
+
+    await run_job("postprocess", ctx)
+    await run_job("postprocess", ctx, conversation_id=conversation_id)
+
+    source = f"conversation:{conversation_id}"
+    assert set(graph.episodes) == {f"{source}:user", f"{source}:relationship", f"{source}:persona"}
+    user = graph.episodes[f"{source}:user"]
+    assert (user["user_id"], user["group"], user["body"]) == (
+        user_id,
+        "user",
+        "Ana lives in Lisbon\nAna plays the cello",
+    )
+    assert user["reference_time"] == clock.now() + timedelta(minutes=3)
