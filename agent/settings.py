@@ -120,6 +120,7 @@ class Settings(BaseSettings):
     search_default_limit: int = 6
     search_max_limit: int = 20
     search_max_summaries: int = 2
+    search_summary_min_score: float = 0.3
     search_candidates: int = 50
     search_snippet_chars: int = 240
     search_chunk_tokens: int = 400

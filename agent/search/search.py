@@ -153,8 +153,9 @@ class ConversationSearch:
         terms = query_terms(query.text)
         width = self.settings.search_snippet_chars
         hits: list[tuple[SearchHit, int]] = []
+        floor = self.settings.search_summary_min_score
         for day_row in (await session.execute(stmt)).scalars():
-            if not day_row.summary:
+            if not day_row.summary or scores[day_row.id] < floor:
                 continue
             hit = SearchHit(
                 kind="summary",

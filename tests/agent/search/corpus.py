@@ -79,9 +79,11 @@ async def add_day(
         return segment.id, ids
 
 
-async def set_summary(session: AsyncSession, segment: DaySegment, summary: str, last_id: int | None) -> None:
-    """Write a day summary as the day-summary job does."""
+async def set_summary(
+    session: AsyncSession, segment: DaySegment, summary: str, last_id: int | None, at: datetime | None = None
+) -> None:
+    """Write a day summary as the day-summary job does (a new version has a new time)."""
     segment.summary = summary
     segment.last_summarized_message_id = last_id
-    segment.summary_updated_at = segment.last_message_at
+    segment.summary_updated_at = at or segment.last_message_at
     await session.flush()

@@ -1,0 +1,98 @@
+"""Indexing: incremental equals a rebuild, summaries follow their day, forgetting leaves nothing behind."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+
+from sqlalchemy import delete, func, select, text
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from agent.account import forget_user
+from db.models import DaySegment, SearchChunk, User
+from tests.agent.search.corpus import add_day, add_user, make_recall, recall_settings, set_summary
+
+NOW = datetime(2026, 3, 3, tzinfo=UTC)
+
+
+async def _chunks(sessions: async_sessionmaker[AsyncSession], user: int) -> list[tuple[str, list[int]]]:
+    async with sessions() as session:
+        rows = await session.execute(
+            select(SearchChunk.kind, SearchChunk.message_ids)
+            .where(SearchChunk.user_id == user)
+            .order_by(SearchChunk.kind, SearchChunk.first_message_id)
+        )
+        return [(k, list(ids)) for k, ids in rows]
+
+
+async def test_incremental_equals_rebuild(sessions: async_sessionmaker[AsyncSession]) -> None:
+    recall = make_recall(recall_settings(), sessions)
+    user = await add_user(sessions, "cli:inc")
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
+    for day in (1, 2):
+        for turn in range(6):
+            await add_day(sessions, user, date(2026, 2, day), [" ".join(words[: turn + 3]), "ok then"])
+            await recall.index_quietly(user, now=NOW)
+    incremental = await _chunks(sessions, user)
+    await recall.reindex(now=NOW, user_ids=[user])
+    assert await _chunks(sessions, user) == incremental
+    assert all(kind == "messages" for kind, _ in incremental) and len(incremental) > 2
+
+
+async def test_summary_indexed_and_replaced(sessions: async_sessionmaker[AsyncSession]) -> None:
+    recall = make_recall(recall_settings(), sessions)
+    user = await add_user(sessions, "cli:sum")
+    segment_id, ids = await add_day(sessions, user, date(2026, 2, 1), ["we talked about marmalade", "yum"])
+    async with sessions() as session, session.begin():
+        segment = await session.get(DaySegment, segment_id)
+        assert segment is not None
+        await set_summary(session, segment, "## Summary\nMarmalade recipes.", ids[-1])
+    hits = await recall.search(user, "marmalade", now=NOW)
+    assert hits[0].kind == "summary"
+    async with sessions() as session, session.begin():
+        segment = await session.get(DaySegment, segment_id)
+        assert segment is not None
+        await set_summary(session, segment, "## Summary\nQuince jam instead.", ids[-1], at=NOW)
+    hits = await recall.search(user, "quince jam", now=NOW)
+    assert hits[0].kind == "summary" and "Quince" in (hits[0].summary_snippet or "")
+    assert not [h for h in await recall.search(user, "marmalade", now=NOW) if h.kind == "summary"]
+    assert [k for k, _ in await _chunks(sessions, user)].count("summary") == 1
+
+
+async def test_forget_removes_every_index_row(sessions: async_sessionmaker[AsyncSession]) -> None:
+    recall = make_recall(recall_settings(), sessions)
+    gone = await add_user(sessions, "cli:gone")
+    kept = await add_user(sessions, "cli:kept")
+    await add_day(
+        sessions, gone, date(2026, 2, 1), ["zebra crossing", "stripes"], summary="## Summary\nzebra"
+    )
+    await add_day(sessions, kept, date(2026, 2, 1), ["zebra crossing", "stripes"])
+    assert await recall.search(gone, "zebra", now=NOW)
+    await forget_user(sessions, gone, [recall])
+    async with sessions() as session:
+        assert await session.scalar(select(func.count()).where(SearchChunk.user_id == gone)) == 0
+        dialect = session.get_bind().dialect.name
+        if dialect == "sqlite":
+            # External-content FTS5 rows went with the cascade (triggers), not just out of sight.
+            fts = await session.scalar(
+                text("SELECT count(*) FROM transcript_fts WHERE transcript_fts MATCH 'zebra'")
+            )
+            assert fts == 1
+            summaries = await session.scalar(
+                text("SELECT count(*) FROM day_summary_fts WHERE day_summary_fts MATCH 'zebra'")
+            )
+            assert summaries == 0
+    assert [h.message_id for h in await recall.search(kept, "zebra", now=NOW)]
+    assert (await recall.export_user(kept))["embedded_chunks"] >= 1
+    async with sessions() as session, session.begin():
+        await session.execute(delete(User).where(User.id == kept))
+
+
+async def test_full_text_only_when_embeddings_off(sessions: async_sessionmaker[AsyncSession]) -> None:
+    recall = make_recall(recall_settings(), sessions, vectors=False)
+    user = await add_user(sessions, "cli:fts")
+    _, ids = await add_day(sessions, user, date(2026, 2, 1), ["the lighthouse keeper", "wow"])
+    hits = await recall.search(user, "lighthouse", now=NOW)
+    assert [h.message_id for h in hits] == [ids[0]]
+    assert await _chunks(sessions, user) == []
+    await recall.reindex(now=NOW)  # rebuilds the full text; still finds it
+    assert [h.message_id for h in await recall.search(user, "lighthouse", now=NOW)] == [ids[0]]
