@@ -122,6 +122,7 @@ class Settings(BaseSettings):
     search_max_summaries: int = 2
     search_summary_min_score: float = 0.3
     search_candidates: int = 50
+    search_fts_scan_limit: int = 2000
     search_snippet_chars: int = 240
     search_chunk_tokens: int = 400
     search_chunk_max_tokens: int = 800

@@ -168,6 +168,9 @@ class SqliteFullText:
 class PostgresFullText:
     """Generated tsvector columns (english configuration) with GIN indexes; ts_rank_cd scores."""
 
+    def __init__(self, *, scan: int = 2000) -> None:
+        self.scan = scan
+
     @staticmethod
     def tsquery(terms: list[str]) -> str:
         """A to_tsquery string OR-ing the terms (terms hold only letters and digits)."""
@@ -187,15 +190,19 @@ class PostgresFullText:
         terms = query_terms(query)
         if not terms:
             return []
+        # ts_rank_cd reads each match's tsvector: rank only the newest `scan` matches, so a query of
+        # common words over a long history stays bounded (older rare-word matches still come first
+        # whenever they are among them, and the vector side is not capped).
         sql = _typed(
-            "SELECT m.id, ts_rank_cd(m.search_tsv, q, 1) AS score "
-            "FROM transcript_messages m, to_tsquery('english', :query) q "
-            "WHERE m.user_id = :user_id AND m.role != 'system' AND m.search_tsv @@ q"
+            "SELECT c.id, ts_rank_cd(c.search_tsv, to_tsquery('english', :query), 1) AS score FROM ("
+            "SELECT m.id, m.search_tsv FROM transcript_messages m "
+            "WHERE m.user_id = :user_id AND m.role != 'system' "
+            "AND m.search_tsv @@ to_tsquery('english', :query)"
             + _filters(day_segment_id, since)
-            + " ORDER BY score DESC, m.id DESC LIMIT :limit",
+            + " ORDER BY m.id DESC LIMIT :scan) c ORDER BY score DESC, c.id DESC LIMIT :limit",
             since,
         )
-        params = {"query": self.tsquery(terms), "user_id": user_id, "limit": limit}
+        params = {"query": self.tsquery(terms), "user_id": user_id, "limit": limit, "scan": self.scan}
         rows = await session.execute(sql, {**params, **_params(day_segment_id, since)})
         return [LexicalHit(int(r[0]), float(r[1])) for r in rows if r[1] > 0]
 
@@ -221,10 +228,10 @@ class PostgresFullText:
         await session.execute(text("REINDEX INDEX ix_day_segments_summary_tsv"))
 
 
-def full_text_for(dialect: str) -> FullText:
+def full_text_for(dialect: str, *, scan: int = 2000) -> FullText:
     """The implementation for a SQLAlchemy dialect name."""
     if dialect == "sqlite":
         return SqliteFullText()
     if dialect == "postgresql":
-        return PostgresFullText()
+        return PostgresFullText(scan=scan)
     raise ValueError(f"no full-text search for dialect {dialect!r}")

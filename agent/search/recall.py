@@ -48,7 +48,7 @@ class Recall:
     ) -> None:
         self.settings = settings
         self.sessions = sessions
-        self.full_text = full_text_for(dialect)
+        self.full_text = full_text_for(dialect, scan=settings.search_fts_scan_limit)
         self.embedder = embedder if embedder is not None and embedder.dimensions > 0 else None
         self.facts: FactStore = facts or SqlFactStore(sessions)
         self.ranking = ConversationSearch(settings, self.full_text)

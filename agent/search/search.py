@@ -188,12 +188,14 @@ class ConversationSearch:
         if sims is not None and vectors is not None:
             allowed = self._allowed(vectors, query, segment_filter) & (vectors.kinds == KIND_MESSAGES)
             masked = np.where(allowed, sims, -np.inf)
-            # Enough best sections to offer `candidates` messages, whatever the section sizes.
-            top = min(int(allowed.sum()), max(8, candidates // 4))
+            # The best sections, in order, until they offer `candidates` messages (sizes vary).
+            top = min(int(allowed.sum()), candidates)
             best_rows = np.argpartition(-masked, top - 1)[:top] if top > 0 else np.zeros(0, dtype=np.int64)
-            for row in best_rows:
-                for message_id in vectors.section_messages[int(row)]:
+            for row in sorted(best_rows.tolist(), key=lambda r: -float(masked[r])):
+                for message_id in vectors.section_messages[row]:
                     cosine[message_id] = max(cosine.get(message_id, -1.0), float(sims[row]))
+                if len(cosine) >= candidates:
+                    break
             for message_id in lex_scores:
                 if message_id not in cosine:
                     rows = vectors.rows_by_message.get(message_id, [])
