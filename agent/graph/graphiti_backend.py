@@ -28,7 +28,7 @@ from graphiti_core.search.search_config import (
 )
 from graphiti_core.search.search_filters import ComparisonOperator, DateFilter, SearchFilters
 from graphiti_core.search.search_utils import RELEVANT_SCHEMA_LIMIT
-from neo4j.exceptions import Neo4jError
+from neo4j.exceptions import DriverError, Neo4jError
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
@@ -44,7 +44,7 @@ logger = logging.getLogger(__name__)
 
 # What a failing graph database or model looks like from here; anything else is a bug and propagates.
 BACKEND_ERRORS: tuple[type[BaseException], ...] = (
-    GraphitiError, RedisError, Neo4jError, OSError, TimeoutError,
+    GraphitiError, RedisError, Neo4jError, DriverError, OSError, TimeoutError,
     anthropic.APIError, RateLimitError, RefusalError, EmptyResponseError, ValidationError,
 )
 _PENDING = "pending:"
