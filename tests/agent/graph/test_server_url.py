@@ -1,0 +1,53 @@
+"""The production path: GRAPH_BACKEND=falkordb with GRAPH_URL, against falkordblite's server on a TCP port."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from agent.clock import FrozenClock
+from agent.embeddings import HashingEmbedder
+from agent.graph import STANDARD_LIMITS, open_graph_memory
+from agent.graph.graphiti_backend import GraphitiMemory
+from agent.graph.scripted import ScriptedLLMClient
+
+from .conftest import HAVE_FALKORDBLITE, IN_CI
+
+
+@pytest.fixture
+def falkordb_url(tmp_path: Path) -> Iterator[str]:
+    """A FalkorDB server (the redis-server + module falkordblite ships) listening on 127.0.0.1."""
+    if not HAVE_FALKORDBLITE and not IN_CI:
+        pytest.skip("falkordblite is not installed")
+    from redislite import Redis
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = Redis(str(tmp_path / "server.db"), serverconfig={"port": str(port), "bind": "127.0.0.1"})
+    try:
+        yield f"falkor://127.0.0.1:{port}"
+    finally:
+        server._cleanup()  # falkordblite's own shutdown (what its __del__ calls)
+
+
+async def test_a_falkordb_server_by_url_stores_searches_and_forgets(falkordb_url: str) -> None:
+    memory = await open_graph_memory(
+        "falkordb", url=falkordb_url, path="unused", llm_client=ScriptedLLMClient(),
+        embedder=HashingEmbedder(), clock=FrozenClock(),
+    )
+    assert isinstance(memory, GraphitiMemory) and memory.connection.backend == "falkordb"
+    try:
+        await memory.add_episode(1, "user", "c1", "I work at Acme.", datetime(2026, 1, 5, tzinfo=UTC), "c1")
+        found = await memory.search(1, "Acme", limits=STANDARD_LIMITS, now=datetime(2026, 2, 1, tzinfo=UTC))
+        assert [f.text for f in found.user] == ["I work at Acme"]
+
+        await memory.forget_user(1)
+
+        assert not [name for name in await memory.connection.graph_names() if name.startswith("u1_")]
+    finally:
+        await memory.close()
