@@ -45,7 +45,7 @@ class ToolScript:
             for part in last.parts:
                 # PydanticAI 2.x reports a tool's ModelRetry as a return with outcome "retried".
                 if isinstance(part, RetryPromptPart) or getattr(part, "outcome", None) == "retried":
-                    self.retries.append(str(part.content))
+                    self.retries.append(str(getattr(part, "content", "")))
                 elif isinstance(part, ToolReturnPart):
                     self.returns.append(part.content)
         turn_start = max(

@@ -23,7 +23,7 @@ def recall_settings(**overrides: object) -> Settings:
         "search_section_tokens": 20,
         **overrides,
     }
-    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+    return Settings(_env_file=None).model_copy(update=values)
 
 
 def make_recall(

@@ -36,8 +36,8 @@ def test_chunk_invariants(spec: list[tuple[int, int]], overlap: int) -> None:
         assert {by_id[i].day_segment_id for i in ids} == {chunk.day_segment_id}  # one day
         assert len(ids) == 1 or chunk.token_count <= 200
         # Sections tile the chunk and stay under budget unless a message alone is larger.
-        assert [a for a, _ in chunk.sections][0] == 0 and chunk.sections[-1][1] == len(ids)
-        for (a, b), (c, _) in zip(chunk.sections, chunk.sections[1:], strict=False):
+        assert chunk.sections[0][0] == 0 and chunk.sections[-1][1] == len(ids)
+        for (_, b), (c, _) in zip(chunk.sections, chunk.sections[1:], strict=False):
             assert b == c
         for a, b in chunk.sections:
             assert b - a == 1 or sum(by_id[i].tokens for i in ids[a:b]) <= 40
