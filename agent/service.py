@@ -15,8 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from agent.agent import TurnDeps, build_model, chat_agent, chat_model_settings
 from agent.clock import Clock, ensure_utc, local_day
 from agent.context import BuiltContext, ContextBuilder
-from agent.history import dump_history, load_history
 from agent.locks import UserLocks
+from agent.session_history import SessionHistories, StoredHistory
 from agent.search.recall import Recall
 from agent.sessions import session_expired
 from agent.settings import Settings
@@ -86,6 +86,7 @@ class TurnService:
         self.counter = get_counter()
         # Conversation search and memory tools (issue 6); None leaves the tools answering "unavailable".
         self.recall = recall
+        self.histories = SessionHistories()
 
     async def close(self) -> None:
         """Release what the service holds beyond the shared engine (lock connections)."""
@@ -157,6 +158,7 @@ class TurnService:
             ):
                 await conversations.close(conversation, conversation.last_message_at)
                 closed_id = conversation.id
+                self.histories.forget(conversation.id)
                 conversation = None
             new_session = conversation is None
             if conversation is None:
@@ -186,7 +188,11 @@ class TurnService:
 
     async def _run_and_persist(self, prepared: _Prepared, text: str, sent_at: datetime) -> TurnResult:
         user, conversation = prepared.user, prepared.conversation
-        stored = load_history(conversation.messages)
+        # The count includes this turn's user message, stored a moment ago.
+        stored_history = await self.histories.load(
+            self.sessions, conversation.id, conversation.message_count - 1
+        )
+        stored = stored_history.messages
         # Tiers, compaction and the budget (history included) in one place; each tier in its own session.
         context = await self.context_builder.build(
             self.sessions,
@@ -233,7 +239,7 @@ class TurnService:
             ]
         snapshot: dict[str, object] = {**context.snapshot, "model_failed": failed}
         reply_id = await self._persist(
-            prepared, stored, new_messages, answer, context, snapshot, sent_at, failed
+            prepared, stored_history, new_messages, answer, context, snapshot, sent_at, failed
         )
         if self.recall is not None:
             # Full text was indexed in the transactions (triggers / generated columns); embeddings
@@ -252,7 +258,7 @@ class TurnService:
     async def _persist(
         self,
         prepared: _Prepared,
-        stored: list[ModelMessage],
+        stored: StoredHistory,
         new_messages: list[ModelMessage],
         answer: str,
         context: BuiltContext,
@@ -262,11 +268,12 @@ class TurnService:
     ) -> int:
         # The full stored history grows; trimming only shapes what the model is sent.
         async with self.sessions() as session, session.begin():
-            conversation = await ConversationRepository(session).get(prepared.conversation.id)
+            conversation = await ConversationRepository(session).get(prepared.conversation.id, history=False)
             if conversation is None:  # deleted by /forget while the model was thinking
                 return 0
-            conversation.messages = dump_history([*stored, *new_messages])
             conversation.message_count += 1
+            updated = stored.extended(new_messages, conversation.message_count)
+            conversation.messages = updated.raw
             segment = await DaySegmentRepository(session).open(
                 prepared.user.id, local_day(at, prepared.user.timezone), prepared.user.timezone, at
             )
@@ -297,4 +304,5 @@ class TurnService:
                 snapshot=dict(snapshot),
                 created_at=at,
             )
+        self.histories.remember(prepared.conversation.id, updated)
         return reply.id

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import defer
 
 from db.models import Conversation, DaySegment, GeneratedPrompt, TranscriptMessage, User
 
@@ -62,14 +63,16 @@ class ConversationRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    async def get(self, conversation_id: int) -> Conversation | None:
-        """A conversation by id."""
-        return await self.session.get(Conversation, conversation_id)
+    async def get(self, conversation_id: int, *, history: bool = True) -> Conversation | None:
+        """A conversation by id; `history=False` leaves the (possibly large) stored history unread."""
+        options = [] if history else [defer(Conversation.messages, raiseload=True)]
+        return await self.session.get(Conversation, conversation_id, options=options)
 
     async def active_for(self, user_id: int) -> Conversation | None:
         """The user's open session, if any (newest first, should there ever be two)."""
         stmt = (
             select(Conversation)
+            .options(defer(Conversation.messages, raiseload=True))
             .where(Conversation.user_id == user_id, Conversation.status == "active")
             .order_by(Conversation.id.desc())
             .limit(1)

@@ -197,7 +197,11 @@ async def test_a_retried_telegram_delivery_produces_one_turn(
 
 
 async def test_broken_stored_history_degrades_to_a_fresh_start(
-    service: TurnService, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock, recorder: Recorder
+    service: TurnService,
+    engine: AsyncEngine,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+    recorder: Recorder,
 ) -> None:
     user_id = await make_user(sessions, clock)
     result = await service.reply(user_id, "hi", clock.now())
@@ -205,7 +209,12 @@ async def test_broken_stored_history_degrades_to_a_fresh_start(
         conversation = await session.get(Conversation, result.conversation_id)
         assert conversation is not None
         conversation.messages = [{"kind": "nonsense", "parts": 3}]
-    answer = await service.reply(user_id, "still there?", clock.now() + timedelta(minutes=1))
+    # A restarted process (no decoded copy in memory) reads the broken row and starts afresh.
+    restarted = TurnService(
+        settings=service.settings, engine=engine, sessions=sessions, clock=clock, model=service.model
+    )
+    answer = await restarted.reply(user_id, "still there?", clock.now() + timedelta(minutes=1))
+    await restarted.close()
     assert answer.text == "echo: still there?"
     assert recorder.user_prompts(1) == ["still there?"]
 
