@@ -16,8 +16,8 @@ from agent.agent import TurnDeps, build_model, chat_agent, chat_model_settings
 from agent.clock import Clock, ensure_utc, local_day
 from agent.context import BuiltContext, ContextBuilder
 from agent.locks import UserLocks
-from agent.session_history import SessionHistories, StoredHistory
 from agent.search.recall import Recall
+from agent.session_history import SessionHistories, StoredHistory
 from agent.sessions import session_expired
 from agent.settings import Settings
 from agent.tokens import get_counter
