@@ -11,7 +11,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account import UserDataStore
 from agent.clock import Clock
+from agent.context.builder import ContextBuilder
 from agent.embeddings import Embedder
+from agent.graph import GraphMemory, NullGraphMemory
+from agent.graph.facts import GraphFactStore
+from agent.graph.setup import open_settings_graph
+from agent.graph.store import GraphDataStore
+from agent.graph.tier import GraphMemoryTier
 from agent.search.recall import Recall, build_recall, shared_embedder
 from agent.service import TurnService
 from agent.settings import Settings
@@ -35,10 +41,13 @@ class Runtime:
     data_stores: list[UserDataStore] = field(default_factory=list)
     # Conversation search, get and memory facts (issue 6): the recall tools and `reindex` use it.
     recall: Recall | None = None
+    # The knowledge graph (issue 7): NullGraphMemory when GRAPH_BACKEND=none or it could not open.
+    graph: GraphMemory = field(default_factory=NullGraphMemory)
 
     async def close(self) -> None:
         """Release connections."""
         await self.turns.close()
+        await self.graph.close()
         await self.engine.dispose()
 
 
@@ -50,8 +59,9 @@ async def build_runtime(
     migrate: bool = True,
     summary_model: Model | str | None = None,
     embedder: Embedder | Literal["settings"] | None = "settings",
+    graph: GraphMemory | Literal["settings"] = "settings",
 ) -> Runtime:
-    """Upgrade the schema to head and wire the services."""
+    """Upgrade the schema to head and wire the services; `graph=` lets tests pass their own graph."""
     if migrate:
         await upgrade_to_head_async(settings.database_url)
     engine = create_engine(settings.database_url)
@@ -64,10 +74,26 @@ async def build_runtime(
         else embedder
     )
     recall = build_recall(settings, sessions, dialect=engine.dialect.name, embedder=chosen)
-    turns = TurnService(
-        settings=settings, engine=engine, sessions=sessions, clock=clock, model=model, recall=recall
+    # The graph shares the one embedder; off, it leaves the DB facts and no memory tier (issue 7).
+    memory = (
+        graph if graph != "settings" else await open_settings_graph(settings, embedder=chosen, clock=clock)
     )
-    jobs = build_job_context(settings, engine, sessions, clock=clock, summary_model=summary_model)
+    graph_on = not isinstance(memory, NullGraphMemory)
+    try:
+        if graph_on:
+            recall.facts = GraphFactStore(memory, recall.facts, clock=clock)
+        tier = GraphMemoryTier(memory, timeout_seconds=settings.graph_search_timeout_seconds)
+        turns = TurnService(
+            settings=settings, engine=engine, sessions=sessions, clock=clock, model=model, recall=recall,
+            context_builder=ContextBuilder(settings, memory=tier if graph_on else None),
+        )
+        jobs = build_job_context(
+            settings, engine, sessions, clock=clock, summary_model=summary_model,
+            graph=memory if graph_on else None,
+        )
+    except BaseException:
+        await memory.close()  # an embedded graph runs a server process: never leave it behind
+        raise
     return Runtime(
         settings=settings,
         engine=engine,
@@ -75,8 +101,9 @@ async def build_runtime(
         clock=clock,
         turns=turns,
         jobs=jobs,
-        data_stores=[recall],
+        data_stores=[recall, *([GraphDataStore(memory)] if graph_on else [])],
         recall=recall,
+        graph=memory,
     )
 
 

@@ -20,6 +20,8 @@ from db.schema import Base
 
 models.ALLOW_MODEL_REQUESTS = False
 os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")
+# No knowledge graph unless a test opts in (an embedded FalkorDB per runtime would slow every test).
+os.environ.setdefault("GRAPH_BACKEND", "none")
 # python-telegram-bot 22 warns on every time-like field unless it may return timedeltas.
 os.environ.setdefault("PTB_TIMEDELTA", "1")
 

