@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 
+from agent.clock import Clock
+from agent.graph import NullGraphMemory
+from agent.graph.setup import open_settings_graph
+from agent.search.recall import shared_embedder
 from agent.settings import Settings
 from db.engine import create_engine, session_factory
 from jobs.context import build_job_context
@@ -17,8 +21,20 @@ async def run_jobs_command(
     if settings.summary_model.startswith("anthropic:") and name != "sessions":
         settings.require("anthropic_api_key")
     engine = create_engine(settings.database_url)
+    # Post-processing writes graph episodes (issue 7); the other jobs never touch the graph.
+    graph = (
+        await open_settings_graph(
+            settings, embedder=shared_embedder(settings.embedder, threads=settings.embedder_threads),
+            clock=Clock(),
+        )
+        if name == "postprocess"
+        else NullGraphMemory()
+    )
     try:
-        ctx = build_job_context(settings, engine, session_factory(engine))
+        ctx = build_job_context(
+            settings, engine, session_factory(engine),
+            graph=None if isinstance(graph, NullGraphMemory) else graph,
+        )
         options: dict[str, int] = {}
         if conversation_id is not None:
             options["conversation_id"] = conversation_id
@@ -26,6 +42,7 @@ async def run_jobs_command(
             options["limit"] = limit
         counts = await run_job(name, ctx, **options)
     finally:
+        await graph.close()
         await engine.dispose()
     print(json.dumps({"job": name, **counts}), flush=True)
     return 0
