@@ -57,7 +57,7 @@ async def on_memory(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     s = services(context)
     async with s.order.hold(person.id):
         user, _ = await s.account(person, message.date)
-        report = await memory_report(s.runtime.sessions, user.id, message.date)
+        report = await memory_report(s.runtime.sessions, user.id, message.date, graph=s.runtime.graph)
         await send_text(context.bot, message.chat_id, report)
 
 

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.clock import local_day
 from agent.context.snapshot import format_snapshot
+from agent.graph import GraphMemory, GraphMemoryError, GroupLimits, NullGraphMemory
 from db.models import (
     Conversation,
     ConversationThread,
@@ -31,8 +32,28 @@ def _join(items: Any) -> str:
     return str(items) if items else "none"
 
 
-async def memory_report(sessions: async_sessionmaker[AsyncSession], user_id: int, now: datetime) -> str:
-    """What the bot remembers about a user: profile, open threads, today's summary, a few facts."""
+async def _graph_facts(graph: GraphMemory | None, user_id: int, now: datetime) -> list[str] | None:
+    """The newest current facts about the user from the knowledge graph; None when it is off or failing."""
+    if graph is None or isinstance(graph, NullGraphMemory):
+        return None
+    try:
+        results = await graph.search(user_id, "", limits=GroupLimits(MEMORY_FACTS, 0, 0), now=now)
+    except GraphMemoryError:
+        return None
+    return [fact.text for fact in results.user]
+
+
+async def memory_report(
+    sessions: async_sessionmaker[AsyncSession],
+    user_id: int,
+    now: datetime,
+    *,
+    graph: GraphMemory | None = None,
+) -> str:
+    """What the bot remembers about a user: profile, open threads, today's summary, a few facts.
+
+    The facts come from the knowledge graph when it is on (current facts only), else from saved facts.
+    """
     async with sessions() as session:
         user = await session.get(User, user_id)
         if user is None:
@@ -66,6 +87,7 @@ async def memory_report(sessions: async_sessionmaker[AsyncSession], user_id: int
             .scalars()
             .all()
         )
+    facts = await _graph_facts(graph, user_id, now) or facts
     profile = user.profile or {}
     lines = [
         "Here's what I remember about you.",
