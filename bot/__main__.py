@@ -22,7 +22,9 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--model", default=None, help="a PydanticAI model string, e.g. 'test' for offline")
     bench = commands.add_parser("bench", help="print benchmark figures")
     bench.add_argument(
-        "name", choices=["turn", "postprocess", "context", "recall", "search"], help="which benchmark"
+        "name",
+        choices=["turn", "postprocess", "context", "recall", "search", "graph"],
+        help="which benchmark",
     )
     bench.add_argument("paths", nargs="*", help="recall: LoCoMo-format JSON files")
     bench.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite", help="recall: database")
@@ -99,6 +101,11 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         from bot.bench.search import run_search_bench
 
         asyncio.run(run_search_bench(settings, quick=args.quick))
+        return 0
+    if args.command == "bench" and args.name == "graph":
+        from bot.bench.graph import run_graph_bench_command
+
+        asyncio.run(run_graph_bench_command(settings, quick=args.quick))
         return 0
     if args.command == "bench" and args.name == "postprocess":
         from bot.bench.postprocess import run_postprocess_bench
