@@ -128,6 +128,7 @@ class Settings(BaseSettings):
     search_chunk_max_tokens: int = 800
     search_chunk_overlap_messages: int = 2
     search_section_tokens: int = 160
+    search_section_overlap_messages: int = 3
     search_vector_cache_users: int = 64
     search_get_max_messages: int = 40
     memory_search_limit: int = 8

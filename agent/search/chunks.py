@@ -33,22 +33,25 @@ class Chunk:
     complete: bool = True
 
 
-def _sections(messages: Sequence[ChunkMessage], budget: int) -> list[tuple[int, int]]:
-    """Split into consecutive groups under `budget` tokens (a longer message stands alone)."""
+def _sections(messages: Sequence[ChunkMessage], budget: int, overlap: int = 0) -> list[tuple[int, int]]:
+    """Consecutive groups under `budget` tokens (a longer message stands alone), each repeating
+    up to `overlap` messages of the previous one, so every message also has context on both sides."""
     sections: list[tuple[int, int]] = []
-    start, tokens = 0, 0
-    for index, message in enumerate(messages):
-        if index > start and tokens + message.tokens > budget:
-            sections.append((start, index))
-            start, tokens = index, 0
-        tokens += message.tokens
-    if start < len(messages):
-        sections.append((start, len(messages)))
+    start = 0
+    while start < len(messages):
+        end, tokens = start, 0
+        while end < len(messages) and (end == start or tokens + messages[end].tokens <= budget):
+            tokens += messages[end].tokens
+            end += 1
+        sections.append((start, end))
+        if end >= len(messages):
+            break
+        start = max(start + 1, end - overlap)
     return sections
 
 
-def _make(messages: Sequence[ChunkMessage], section_tokens: int, complete: bool) -> Chunk:
-    sections = _sections(messages, section_tokens)
+def _make(messages: Sequence[ChunkMessage], section_tokens: int, complete: bool, overlap: int) -> Chunk:
+    sections = _sections(messages, section_tokens, overlap)
     return Chunk(
         day_segment_id=messages[0].day_segment_id,
         message_ids=[m.id for m in messages],
@@ -67,6 +70,7 @@ def build_chunks(
     max_tokens: int,
     overlap: int,
     section_tokens: int,
+    section_overlap: int = 0,
 ) -> list[Chunk]:
     """Group messages (oldest first) into chunks that never cross a day and overlap by `overlap` messages.
 
@@ -88,7 +92,7 @@ def build_chunks(
         run = messages[start:end]
         day_over = end < len(messages) and messages[end].day_segment_id != day
         full = tokens >= target_tokens or (end < len(messages) and not day_over)
-        chunks.append(_make(run, section_tokens, complete=full or day_over))
+        chunks.append(_make(run, section_tokens, full or day_over, section_overlap))
         if end >= len(messages):
             break
         # The next chunk repeats the tail of this one, unless the day changed (no overlap across days).

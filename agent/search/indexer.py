@@ -150,6 +150,7 @@ class Indexer:
             max_tokens=self.settings.search_chunk_max_tokens,
             overlap=self.settings.search_chunk_overlap_messages,
             section_tokens=self.settings.search_section_tokens,
+            section_overlap=self.settings.search_section_overlap_messages,
         )
         await self._store_chunks(session, user_id, chunks, now, reuse)
         stats.messages += len(rows)

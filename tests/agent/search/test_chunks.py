@@ -53,6 +53,15 @@ def test_overlap_within_a_day_only() -> None:
     assert chunks[-1].complete  # reached the target
 
 
+def test_sections_overlap() -> None:
+    messages = _messages([(1, 10)] * 7)
+    (chunk,) = build_chunks(
+        messages, target_tokens=500, max_tokens=500, overlap=0, section_tokens=30, section_overlap=1
+    )
+    assert chunk.sections == [(0, 3), (2, 5), (4, 7)]
+    assert chunk.section_texts[1] == "m3\nm4\nm5"
+
+
 def test_split_text_by_paragraphs() -> None:
     text = "## Summary\nA day.\n\n## Goals\nRun.\n\n## Decisions\nRest."
     parts = split_text(text, 6, lambda t: len(t.split()))
