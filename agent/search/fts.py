@@ -98,6 +98,9 @@ def _params(day_segment_id: int | None, since: datetime | None) -> dict[str, obj
 class SqliteFullText:
     """FTS5 with porter stemming; bm25 with the user column weighted 0."""
 
+    def __init__(self, *, scan: int = 2000) -> None:
+        self.scan = scan
+
     @staticmethod
     def match(user_id: int, terms: list[str], column: str) -> str:
         """An FTS5 query: this user's rows matching any term (terms are quoted, so never syntax)."""
@@ -118,15 +121,25 @@ class SqliteFullText:
         terms = query_terms(query)
         if not terms:
             return []
+        match = self.match(user_id, terms, "content")
+        # bm25 is computed for every match: over a long history of common words, rank only the
+        # newest `scan` matches (walking rowids without ranking is cheap; FTS5 honours rowid bounds).
+        floor = await session.scalar(
+            text(
+                "SELECT rowid FROM transcript_fts WHERE transcript_fts MATCH :match "
+                "ORDER BY rowid DESC LIMIT 1 OFFSET :scan"
+            ),
+            {"match": match, "scan": self.scan},
+        )
         sql = _typed(
             "SELECT m.id, -bm25(transcript_fts, 1.0, 0.0) AS score FROM transcript_fts "
             "JOIN transcript_messages m ON m.id = transcript_fts.rowid "
-            "WHERE transcript_fts MATCH :match AND m.user_id = :user_id"
+            "WHERE transcript_fts MATCH :match AND transcript_fts.rowid > :floor AND m.user_id = :user_id"
             + _filters(day_segment_id, since)
             + " ORDER BY score DESC, m.id DESC LIMIT :limit",
             since,
         )
-        params = {"match": self.match(user_id, terms, "content"), "user_id": user_id, "limit": limit}
+        params = {"match": match, "floor": floor or 0, "user_id": user_id, "limit": limit}
         rows = await session.execute(sql, {**params, **_params(day_segment_id, since)})
         return [LexicalHit(int(r[0]), float(r[1])) for r in rows if r[1] > 0]
 
@@ -191,8 +204,7 @@ class PostgresFullText:
         if not terms:
             return []
         # ts_rank_cd reads each match's tsvector: rank only the newest `scan` matches, so a query of
-        # common words over a long history stays bounded (older rare-word matches still come first
-        # whenever they are among them, and the vector side is not capped).
+        # common words over a long history stays bounded (the vector side is not capped).
         sql = _typed(
             "SELECT c.id, ts_rank_cd(c.search_tsv, to_tsquery('english', :query), 1) AS score FROM ("
             "SELECT m.id, m.search_tsv FROM transcript_messages m "
@@ -231,7 +243,7 @@ class PostgresFullText:
 def full_text_for(dialect: str, *, scan: int = 2000) -> FullText:
     """The implementation for a SQLAlchemy dialect name."""
     if dialect == "sqlite":
-        return SqliteFullText()
+        return SqliteFullText(scan=scan)
     if dialect == "postgresql":
         return PostgresFullText(scan=scan)
     raise ValueError(f"no full-text search for dialect {dialect!r}")
