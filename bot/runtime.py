@@ -44,8 +44,14 @@ class Runtime:
     # The knowledge graph (issue 7): NullGraphMemory when GRAPH_BACKEND=none or it could not open.
     graph: GraphMemory = field(default_factory=NullGraphMemory)
 
+    async def settle(self) -> None:
+        """Wait for background writes the replies did not wait for (graph facts from memory_add)."""
+        if self.recall is not None and isinstance(self.recall.facts, GraphFactStore):
+            await self.recall.facts.drain()
+
     async def close(self) -> None:
         """Release connections."""
+        await self.settle()
         await self.turns.close()
         await self.graph.close()
         await self.engine.dispose()
@@ -80,16 +86,27 @@ async def build_runtime(
     )
     graph_on = not isinstance(memory, NullGraphMemory)
     timeout = settings.graph_search_timeout_seconds
+    graph_facts: GraphFactStore | None = None
     try:
         if graph_on:
-            recall.facts = GraphFactStore(memory, recall.facts, clock=clock, search_timeout_seconds=timeout)
+            graph_facts = GraphFactStore(memory, recall.facts, clock=clock, search_timeout_seconds=timeout)
+            recall.facts = graph_facts
         tier = GraphMemoryTier(memory, timeout_seconds=timeout)
         turns = TurnService(
-            settings=settings, engine=engine, sessions=sessions, clock=clock, model=model, recall=recall,
+            settings=settings,
+            engine=engine,
+            sessions=sessions,
+            clock=clock,
+            model=model,
+            recall=recall,
             context_builder=ContextBuilder(settings, memory=tier if graph_on else None),
         )
         jobs = build_job_context(
-            settings, engine, sessions, clock=clock, summary_model=summary_model,
+            settings,
+            engine,
+            sessions,
+            clock=clock,
+            summary_model=summary_model,
             graph=memory if graph_on else None,
         )
     except BaseException:
@@ -102,7 +119,14 @@ async def build_runtime(
         clock=clock,
         turns=turns,
         jobs=jobs,
-        data_stores=[recall, *([GraphDataStore(memory)] if graph_on else [])],
+        data_stores=[
+            recall,
+            *(
+                [GraphDataStore(memory, settle=graph_facts.drain if graph_facts else None)]
+                if graph_on
+                else []
+            ),
+        ],
         recall=recall,
         graph=memory,
     )

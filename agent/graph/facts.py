@@ -35,6 +35,9 @@ class GraphFactStore:
         self.fallback = fallback
         self.clock = clock
         self.search_timeout_seconds = search_timeout_seconds
+        # Writes in flight: graphiti's extraction takes several model calls, which the reply must
+        # not wait for; the references keep the tasks alive until they finish.
+        self._pending: set[asyncio.Task[None]] = set()
 
     async def search(self, user_id: int, query: str, *, limit: int) -> list[FactHit]:
         """Current facts about the user (then shared history) matching the query; the newest when empty."""
@@ -53,13 +56,23 @@ class GraphFactStore:
     async def add(
         self, user_id: int, content: str, *, conversation_id: int | None, at: datetime
     ) -> FactAdded:
-        """Save the fact (deduplicated) and, when new, add it to the graph at the message's time."""
+        """Save the fact (deduplicated) and, when new, add it to the graph in the background."""
         added = await self.fallback.add(user_id, content, conversation_id=conversation_id, at=at)
         if not added.created:
             return added
+        task = asyncio.create_task(self._add_to_graph(user_id, added.content, at))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+        return added
+
+    async def _add_to_graph(self, user_id: int, content: str, at: datetime) -> None:
         try:
-            await self.graph.add_fact(user_id, added.content, at)
+            await self.graph.add_fact(user_id, content, at)
         except GraphMemoryError as exc:
             # The row is saved: the fact is not lost, only missing from the graph's own search.
             logger.warning("graph fact not added", extra={"user_id": user_id, "error": str(exc)[:200]})
-        return added
+
+    async def drain(self) -> None:
+        """Wait for graph writes in flight (shutdown, tests)."""
+        while self._pending:
+            await asyncio.gather(*list(self._pending), return_exceptions=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agent.graph.memory import GraphMemory
@@ -12,8 +13,10 @@ class GraphDataStore:
 
     name = "knowledge_graph"
 
-    def __init__(self, graph: GraphMemory) -> None:
+    def __init__(self, graph: GraphMemory, *, settle: Callable[[], Awaitable[None]] | None = None) -> None:
         self.graph = graph
+        # Graph writes still in flight (memory_add) would bring the user back after /forget.
+        self.settle = settle
 
     async def export_user(self, user_id: int) -> Any:
         """Every episode, fact and entity of the user's groups."""
@@ -21,4 +24,6 @@ class GraphDataStore:
 
     async def forget_user(self, user_id: int) -> None:
         """Delete every node and edge of the user's groups; a graph failure stops the /forget."""
+        if self.settle is not None:
+            await self.settle()
         await self.graph.forget_user(user_id)

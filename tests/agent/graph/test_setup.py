@@ -117,6 +117,7 @@ async def test_fact_search_falls_back_to_saved_facts_when_the_graph_fails(
     added = await store.add(user.id, "Has a cat named Miso", conversation_id=None, at=T0)
     again = await store.add(user.id, "Has a cat named Miso", conversation_id=None, at=T0)
     assert added.created and not again.created
+    await store.drain()  # the graph write runs in the background
     hits = await store.search(user.id, "Miso", limit=5)
     assert [(h.content, h.source, h.fact_id) for h in hits] == [("Has a cat named Miso", "graph:user", 0)]
 

@@ -182,6 +182,7 @@ async def test_users_never_see_each_others_graph_through_the_tier_or_the_tools(
     chat.tool_calls = [("memory_add", {"fact": "Has a cat named Miso"})]
     await runtime.turns.reply(ana, "Please remember that I have a cat named Miso", clock.now())
     assert chat.tool_returns[-1]["saved"] is True
+    await runtime.settle()  # the graph write runs after the reply, in the background
     found = await runtime.graph.search(ana, "cat Miso", limits=STANDARD_LIMITS, now=clock.now())
     assert "Has a cat named Miso" in [f.text for f in found.user]
     assert found.user[0].valid_at == clock.now()
@@ -212,6 +213,7 @@ async def test_forget_through_the_runtime_leaves_no_node_or_edge_of_that_user(
     clock.advance(timedelta(days=1))
     chat.tool_calls = [("memory_add", {"fact": "Has a cat named Miso"})]
     await runtime.turns.reply(ana, "Remember my cat Miso", clock.now())
+    await runtime.settle()
     exported = await export_user(runtime.sessions, ana, runtime.data_stores)
     assert exported["knowledge_graph"]["groups"]["user"]["facts"]
 
