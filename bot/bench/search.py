@@ -7,6 +7,7 @@ so its cost is part of the figure. Full size: 100,000 messages of the user among
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 from datetime import UTC, datetime, timedelta
@@ -22,12 +23,12 @@ from db.engine import create_engine, session_factory
 from db.models import DaySegment, SearchChunk, TranscriptMessage, User
 
 START = datetime(2024, 1, 1, 8, 0, tzinfo=UTC)
-WORDS = (
-    "plans books weather garden trip paris lisbon kitten work boss meeting piano violin dinner pasta "
-    "sister brother mother birthday party running marathon knee doctor movie concert guitar beach "
-    "mountain hiking camping coffee tea bakery bread cake wedding dress car repair bike train flight"
-).split()
-QUERIES = ["trip to lisbon", "violin lessons", "sister birthday party", "knee doctor", "pasta dinner"]
+# Chat-like text: words drawn from a Zipf distribution (s = 1.1) over 20,000 word types, so a few
+# words are everywhere and most are rare, as in real conversations; queries use content words of
+# middle frequency (ranks 100-3,000).
+VOCABULARY = [f"w{rank}" for rank in range(1, 20_001)]
+CUMULATIVE = list(itertools.accumulate(1 / rank**1.1 for rank in range(1, 20_001)))
+QUERIES = [" ".join(f"w{r}" for r in random.Random(q).sample(range(100, 3_000), 3)) for q in range(20)]
 PER_DAY = 40
 
 
@@ -89,7 +90,7 @@ async def _seed(url: str, users: int, per_user: int, target_messages: int, dims:
                         "user_id": user_id,
                         "role": "user" if i % 2 == 0 else "assistant",
                         "kind": "text",
-                        "content": " ".join(rng.choices(WORDS, k=12)),
+                        "content": " ".join(rng.choices(VOCABULARY, cum_weights=CUMULATIVE, k=12)),
                         "sent_at": START + timedelta(days=i // PER_DAY, minutes=i % PER_DAY),
                         "day_segment_id": segments[i // PER_DAY],
                     }
