@@ -1,4 +1,4 @@
-"""Full-text search behind one interface: SQLite FTS5 (bm25) or PostgreSQL tsvector (ts_rank_cd).
+"""Full-text search behind one interface: SQLite FTS5 (bm25) or PostgreSQL tsvector (IDF-weighted).
 
 The indexes maintain themselves (triggers / generated columns, db/search_ddl.py); this module only
 turns a free-text query into the dialect's query and reads ranked ids, always for one user.
@@ -6,6 +6,7 @@ turns a free-text query into the dialect's query and reads ranked ids, always fo
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -179,7 +180,7 @@ class SqliteFullText:
 
 
 class PostgresFullText:
-    """Generated tsvector columns (english configuration) with GIN indexes; ts_rank_cd scores."""
+    """Generated tsvector columns (english configuration) with GIN indexes; IDF-weighted matches."""
 
     def __init__(self, *, scan: int = 2000) -> None:
         self.scan = scan
@@ -203,10 +204,37 @@ class PostgresFullText:
         terms = query_terms(query)
         if not terms:
             return []
-        # ts_rank_cd reads each match's tsvector: rank only the newest `scan` matches, so a query of
-        # common words over a long history stays bounded (the vector side is not capped).
+        # ts_rank_cd knows no IDF, so common words would outrank rare ones: score each match as
+        # sum of the IDFs (over this user's messages) of the query terms it holds (BM25 with tf
+        # saturated at 1, fine for chat-length messages). Only the newest `scan` matches are scored
+        # so a query of common words over a long history stays bounded (vectors are not capped).
+        tsquery = self.tsquery(terms)
+        keys = [f"t{i}" for i in range(len(terms))]
+        base = {"query": tsquery, "user_id": user_id, **dict(zip(keys, terms, strict=True))}
+        counts = ", ".join(
+            f"count(*) FILTER (WHERE m.search_tsv @@ to_tsquery('english', :{k}))" for k in keys
+        )
+        df_row = (
+            await session.execute(
+                text(
+                    f"SELECT {counts} FROM transcript_messages m WHERE m.user_id = :user_id "
+                    "AND m.role != 'system' AND m.search_tsv @@ to_tsquery('english', :query)"
+                ),
+                base,
+            )
+        ).one()
+        total = await session.scalar(
+            text("SELECT coalesce(sum(message_count), 0) FROM day_segments WHERE user_id = :user_id"),
+            {"user_id": user_id},
+        )
+        n = max(int(total or 0), max((int(d) for d in df_row), default=0), 1)
+        weights = {f"w{i}": math.log(1 + (n - int(d) + 0.5) / (int(d) + 0.5)) for i, d in enumerate(df_row)}
+        score = " + ".join(
+            f"(CASE WHEN c.search_tsv @@ to_tsquery('english', :{k}) THEN CAST(:w{i} AS float8) ELSE 0.0 END)"
+            for i, k in enumerate(keys)
+        )
         sql = _typed(
-            "SELECT c.id, ts_rank_cd(c.search_tsv, to_tsquery('english', :query), 1) AS score FROM ("
+            f"SELECT c.id, {score} AS score FROM ("
             "SELECT m.id, m.search_tsv FROM transcript_messages m "
             "WHERE m.user_id = :user_id AND m.role != 'system' "
             "AND m.search_tsv @@ to_tsquery('english', :query)"
@@ -214,7 +242,7 @@ class PostgresFullText:
             + " ORDER BY m.id DESC LIMIT :scan) c ORDER BY score DESC, c.id DESC LIMIT :limit",
             since,
         )
-        params = {"query": self.tsquery(terms), "user_id": user_id, "limit": limit, "scan": self.scan}
+        params = {**base, **weights, "limit": limit, "scan": self.scan}
         rows = await session.execute(sql, {**params, **_params(day_segment_id, since)})
         return [LexicalHit(int(r[0]), float(r[1])) for r in rows if r[1] > 0]
 
