@@ -132,17 +132,37 @@ class SqliteFullText:
             ),
             {"match": match, "scan": self.scan},
         )
+        # Same scoring as PostgreSQL: the sum of the IDFs of the query terms a message holds (bm25
+        # with tf saturated at 1 and no length normalisation, which suits chat-length messages).
+        keys = [f"m{i}" for i in range(len(terms))]
+        matches = {k: self.match(user_id, [t], "content") for k, t in zip(keys, terms, strict=True)}
+        counts = ", ".join(
+            f"(SELECT count(*) FROM transcript_fts WHERE transcript_fts MATCH :{k})" for k in keys
+        )
+        df_row = (await session.execute(text(f"SELECT {counts}"), matches)).one()
+        total = await session.scalar(
+            text("SELECT coalesce(sum(message_count), 0) FROM day_segments WHERE user_id = :user_id"),
+            {"user_id": user_id},
+        )
+        n = max(int(total or 0), max((int(d) for d in df_row), default=0), 1)
+        idf = [math.log(1 + (n - int(d) + 0.5) / (int(d) + 0.5)) for d in df_row]
+        union = " UNION ALL ".join(
+            f"SELECT {i} AS k, rowid AS id FROM transcript_fts "
+            f"WHERE transcript_fts MATCH :{k} AND rowid > :floor"
+            for i, k in enumerate(keys)
+        )
         sql = _typed(
-            "SELECT m.id, -bm25(transcript_fts, 1.0, 0.0) AS score FROM transcript_fts "
-            "JOIN transcript_messages m ON m.id = transcript_fts.rowid "
-            "WHERE transcript_fts MATCH :match AND transcript_fts.rowid > :floor AND m.user_id = :user_id"
-            + _filters(day_segment_id, since)
-            + " ORDER BY score DESC, m.id DESC LIMIT :limit",
+            # CROSS JOIN keeps the FTS side outer: probing FTS5 once per message row re-runs the match.
+            f"SELECT t.k, t.id FROM ({union}) t CROSS JOIN transcript_messages m ON m.id = t.id "
+            "WHERE m.user_id = :user_id" + _filters(day_segment_id, since),
             since,
         )
-        params = {"match": match, "floor": floor or 0, "user_id": user_id, "limit": limit}
-        rows = await session.execute(sql, {**params, **_params(day_segment_id, since)})
-        return [LexicalHit(int(r[0]), float(r[1])) for r in rows if r[1] > 0]
+        params = {**matches, "floor": floor or 0, "user_id": user_id, **_params(day_segment_id, since)}
+        scores: dict[int, float] = {}
+        for k, message_id in await session.execute(sql, params):
+            scores[int(message_id)] = scores.get(int(message_id), 0.0) + idf[int(k)]
+        best = sorted(scores.items(), key=lambda item: (-item[1], -item[0]))[:limit]
+        return [LexicalHit(i, score) for i, score in best if score > 0]
 
     async def summaries(
         self, session: AsyncSession, user_id: int, query: str, *, limit: int
