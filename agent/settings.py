@@ -97,8 +97,8 @@ class Settings(BaseSettings):
     compaction_timeout_seconds: float = 15.0
 
     # Telegram surface (issue 3): turns (model calls) running at once across users. On PostgreSQL
-    # each turn holds a pooled connection for its advisory lock, so keep this below the pool size.
-    max_concurrent_turns: int = 8
+    # each holds its advisory lock on a connection of the lock pool (agent/locks.py, 50).
+    max_concurrent_turns: int = 32
 
     # Post-processing and day summaries (issue 4)
     postprocess_max_attempts: int = 5
