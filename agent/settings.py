@@ -28,7 +28,10 @@ def normalise_database_url(url: str) -> str:
 class Settings(BaseSettings):
     """Every setting of the bot; `.env.example` documents each one."""
 
-    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore")
+    # Empty values (as in a copied .env.example) mean "not set", not "set to an empty string".
+    model_config = SettingsConfigDict(
+        env_file=".env", env_file_encoding="utf-8", extra="ignore", env_ignore_empty=True
+    )
 
     environment: Literal["local", "production", "test"] = "local"
     log_level: str = "INFO"

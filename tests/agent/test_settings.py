@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -67,3 +68,11 @@ def _project_root() -> str:
     from pathlib import Path
 
     return str(Path(__file__).resolve().parents[2])
+
+
+def test_a_copied_env_example_loads_with_the_defaults(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[2] / ".env.example"
+    settings = Settings(_env_file=str(example))
+    defaults = Settings(_env_file=None)
+    assert settings.model_dump() == defaults.model_dump()
+    assert settings.webhook_url is None and settings.telegram_bot_token is None
