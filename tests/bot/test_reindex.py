@@ -1,0 +1,36 @@
+"""`python -m bot reindex`: rebuilds full text and embeddings for all users or one, with a summary line."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from agent.settings import Settings
+from bot.reindex import run_reindex
+from db.engine import create_engine, session_factory
+from db.migrate import upgrade_to_head_async
+from db.models import SearchChunk
+from tests.agent.search.corpus import add_day, add_user
+
+
+async def test_reindex_all_and_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'r.db'}"
+    await upgrade_to_head_async(url)
+    engine = create_engine(url)
+    sessions = session_factory(engine)
+    ann = await add_user(sessions, "cli:ann")
+    await add_day(sessions, ann, date(2026, 2, 1), ["the orchard by the river", "lovely"])
+    settings = Settings(database_url=url, embedder="minilm", _env_file=None)
+    assert await run_reindex(settings) == 0
+    assert "reindexed 1 user(s): 2 messages in 1 chunks" in capsys.readouterr().out
+    assert await run_reindex(settings, user_key="cli:ann") == 0
+    assert await run_reindex(settings, user_key="cli:nobody") == 1
+    async with sessions() as session:
+        assert await session.scalar(select(func.count(SearchChunk.id))) == 1
+    off = settings.model_copy(update={"embedder": "none"})
+    assert await run_reindex(off) == 0
+    assert "embeddings off" in capsys.readouterr().out
+    await engine.dispose()
