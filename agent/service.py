@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -87,9 +88,16 @@ class TurnService:
         # Conversation search and memory tools (issue 6); None leaves the tools answering "unavailable".
         self.recall = recall
         self.histories = SessionHistories()
+        self._background: set[asyncio.Task[object]] = set()
+
+    async def settle(self) -> None:
+        """Wait for the background work of finished turns (indexing)."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
 
     async def close(self) -> None:
-        """Release what the service holds beyond the shared engine (lock connections)."""
+        """Finish background work and release what the service holds beyond the shared engine."""
+        await self.settle()
         await self.locks.close()
 
     @property
@@ -243,8 +251,11 @@ class TurnService:
         )
         if self.recall is not None:
             # Full text was indexed in the transactions (triggers / generated columns); embeddings
-            # follow after the commit and never fail the reply (the next search catches up).
-            await self.recall.index_quietly(user.id, now=sent_at)
+            # follow in the background, so the reply never waits for the embedder and a failure
+            # never reaches it (every search catches up on what is missing first).
+            task = asyncio.create_task(self.recall.index_quietly(user.id, now=sent_at))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
         return TurnResult(
             text=answer,
             conversation_id=conversation.id,

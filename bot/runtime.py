@@ -45,7 +45,8 @@ class Runtime:
     graph: GraphMemory = field(default_factory=NullGraphMemory)
 
     async def settle(self) -> None:
-        """Wait for background writes the replies did not wait for (graph facts from memory_add)."""
+        """Wait for background work the replies did not wait for (indexing, graph facts)."""
+        await self.turns.settle()
         if self.recall is not None and isinstance(self.recall.facts, GraphFactStore):
             await self.recall.facts.drain()
 
