@@ -94,7 +94,7 @@ class Settings(BaseSettings):
     model_context_window: int = 200_000
     compaction_enabled: bool = True
     compaction_threshold: float = 0.7
-    compaction_keep_ratio: float = 0.4
+    compaction_keep_ratio: float = 0.3
     compaction_summary_max_tokens: int = 500
     compaction_input_max_tokens: int = 12_000
     compaction_timeout_seconds: float = 15.0
@@ -134,6 +134,14 @@ class Settings(BaseSettings):
     search_section_overlap_messages: int = 3
     search_vector_cache_users: int = 64
     search_get_max_messages: int = 40
+    # Who speaks in what is embedded: "<name>: <text>" (user messages carry users.name).
+    persona_name: str = "Nikita"
+    # Each message is also embedded alone (after its previous message, as context); a section's
+    # cosine counts for its messages at this factor, so a message's own match ranks above its
+    # neighbours'.
+    search_message_vectors: bool = True
+    search_section_factor: float = 0.9
+    search_skip_speaker_names: bool = True
     memory_search_limit: int = 8
     memory_fact_max_chars: int = 300
 
