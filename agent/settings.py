@@ -134,14 +134,9 @@ class Settings(BaseSettings):
     search_section_overlap_messages: int = 3
     search_vector_cache_users: int = 64
     search_get_max_messages: int = 40
-    # Who speaks in what is embedded: "<name>: <text>" (user messages carry users.name).
+    # The persona's name: messages are embedded as "<speaker>: <text>" (the user's is users.name),
+    # and both names are left out of the lexical side of a search.
     persona_name: str = "Nikita"
-    # Each message is also embedded alone (after its previous message, as context); a section's
-    # cosine counts for its messages at this factor, so a message's own match ranks above its
-    # neighbours'.
-    search_message_vectors: bool = True
-    search_section_factor: float = 0.9
-    search_skip_speaker_names: bool = True
     memory_search_limit: int = 8
     memory_fact_max_chars: int = 300
 

@@ -16,6 +16,8 @@ class ChunkMessage:
     content: str
     sent_at: datetime
     tokens: int
+    # Who said it ("Anna", "Nikita"): questions name people in the third person, turns say "I".
+    speaker: str = ""
 
 
 @dataclass(frozen=True)
@@ -50,13 +52,18 @@ def _sections(messages: Sequence[ChunkMessage], budget: int, overlap: int = 0) -
     return sections
 
 
+def labelled(message: ChunkMessage) -> str:
+    """The message as embedded: "<speaker>: <text>" when the speaker is known."""
+    return f"{message.speaker}: {message.content}" if message.speaker else message.content
+
+
 def _make(messages: Sequence[ChunkMessage], section_tokens: int, complete: bool, overlap: int) -> Chunk:
     sections = _sections(messages, section_tokens, overlap)
     return Chunk(
         day_segment_id=messages[0].day_segment_id,
         message_ids=[m.id for m in messages],
         sections=sections,
-        section_texts=["\n".join(m.content for m in messages[a:b]) for a, b in sections],
+        section_texts=["\n".join(labelled(m) for m in messages[a:b]) for a, b in sections],
         token_count=sum(m.tokens for m in messages),
         last_sent_at=max(m.sent_at for m in messages),
         complete=complete,

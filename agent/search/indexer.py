@@ -23,7 +23,7 @@ from agent.search.chunks import Chunk, ChunkMessage, build_chunks, split_text
 from agent.search.vectors import VectorCache
 from agent.settings import Settings
 from agent.tokens import TokenCounter
-from db.models import DaySegment, SearchChunk, TranscriptMessage
+from db.models import DaySegment, SearchChunk, TranscriptMessage, User
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +116,7 @@ class Indexer:
             TranscriptMessage.day_segment_id,
             TranscriptMessage.content,
             TranscriptMessage.sent_at,
+            TranscriptMessage.role,
         )
         rows = (
             await session.execute(
@@ -140,8 +141,17 @@ class Indexer:
             ).all()
             # Overlap only inside one day: chunks never cross a day boundary.
             rows = [r for r in tail if r.day_segment_id == rows[0].day_segment_id] + list(rows)
+        user_name = await session.scalar(select(User.name).where(User.id == user_id))
+        speakers = {"user": (user_name or "").strip() or "User", "assistant": self.settings.persona_name}
         messages = [
-            ChunkMessage(r.id, r.day_segment_id, r.content, r.sent_at, max(1, self.counter.count(r.content)))
+            ChunkMessage(
+                r.id,
+                r.day_segment_id,
+                r.content,
+                r.sent_at,
+                max(1, self.counter.count(r.content)),
+                speakers.get(r.role, ""),
+            )
             for r in rows
         ]
         chunks = build_chunks(

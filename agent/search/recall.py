@@ -6,6 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import date, datetime
 from functools import cache
 from typing import Any, Literal
@@ -175,6 +176,9 @@ class Recall:
             min_score=min_score,
             before=before,
         )
+        async with self.sessions() as session:
+            user_name = await session.scalar(select(User.name).where(User.id == user_id))
+        spec = replace(spec, speakers=(user_name or "", self.settings.persona_name))
         started = time.perf_counter()
         if self.embedder is not None:
             await self.index_quietly(user_id, now=now)  # catch up on anything the turn hook missed

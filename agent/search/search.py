@@ -8,6 +8,7 @@ newer message. Every query is scoped to one user id, which callers take from the
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Literal
@@ -16,10 +17,12 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from agent.search.fts import FullText, query_terms
+from agent.search.fts import STOPWORDS, FullText, query_terms
 from agent.search.vectors import KIND_MESSAGES, KIND_SUMMARY, UserVectors
 from agent.settings import Settings
 from db.models import DaySegment, TranscriptMessage
+
+_NAME_WORD = re.compile(r"[^\W_]+")
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,20 @@ class SearchQuery:
     min_score: float | None
     # Messages at or after this time are left out: the turn's own question is not a memory.
     before: datetime | None = None
+    # The conversation's two names (user, persona): left out of the lexical side for messages.
+    speakers: tuple[str, ...] = ()
+
+
+def without_speakers(text: str, speakers: tuple[str, ...]) -> str:
+    """The query without the speakers' names, unless only stopwords would be left.
+
+    Every message is said by one of the two, so their names tell the lexical side nothing (the
+    vector side sees them: messages are embedded as "<name>: <text>"); a message holding a name
+    is mostly a greeting ("Hey Anna!"), which would outrank the answer.
+    """
+    names = {w.lower() for name in speakers for w in _NAME_WORD.findall(name)}
+    kept = [w for w in _NAME_WORD.findall(text) if w.lower() not in names]
+    return " ".join(kept) if any(w.lower() not in STOPWORDS for w in kept) else text
 
 
 def make_snippet(content: str, terms: list[str], width: int) -> str:
@@ -180,7 +197,12 @@ class ConversationSearch:
         wv, wl = self.weights(sims is not None)
         candidates = self.settings.search_candidates
         lexical = await self.full_text.messages(
-            session, user_id, query.text, limit=candidates, day_segment_id=segment_filter, since=query.since
+            session,
+            user_id,
+            without_speakers(query.text, query.speakers),
+            limit=candidates,
+            day_segment_id=segment_filter,
+            since=query.since,
         )
         best = max((h.score for h in lexical), default=0.0)
         lex_scores = {h.id: h.score / best for h in lexical}

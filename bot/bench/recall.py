@@ -1,7 +1,8 @@
 """`python -m bot bench recall PATH...`: evidence recall of conversation_search on LoCoMo-format files.
 
-Each conversation becomes one user's transcript (speaker A = user, speaker B = assistant, sessions
-at their stated times, UTC). Every question of categories 1-4 is searched (limit 20); results are
+Each conversation becomes one user's transcript (speaker A = the user, named so in users.name;
+speaker B = the assistant, whose name stands in for the persona's name; sessions at their stated
+times, UTC). Every question of categories 1-4 is searched (limit 20); results are
 expanded to message ids in rank order (a summary contributes none) and compared with the evidence
 turns. A plain BM25 over messages, computed in the same run, is the baseline. The benchmark's own
 annotations (observations, session summaries) are never indexed.
@@ -24,6 +25,7 @@ from typing import Any
 from agent.clock import Clock
 from agent.embeddings import Embedder, build_embedder
 from agent.search.fts import query_terms
+from agent.search.indexer import IndexStats
 from agent.search.recall import Recall
 from agent.settings import Settings
 from agent.users import get_or_create_user
@@ -120,6 +122,7 @@ class Loaded:
     """One conversation stored as a user."""
 
     user_id: int
+    assistant_name: str
     dia_to_message: dict[str, int]
     end: datetime
     questions: list[dict[str, Any]]
@@ -128,7 +131,11 @@ class Loaded:
 async def _load(sessions: Any, sample: dict[str, Any]) -> Loaded:
     conversation = sample["conversation"]
     user, _ = await get_or_create_user(
-        sessions, key=f"bench:{sample['sample_id']}", now=datetime(2020, 1, 1, tzinfo=UTC), timezone="UTC"
+        sessions,
+        key=f"bench:{sample['sample_id']}",
+        now=datetime(2020, 1, 1, tzinfo=UTC),
+        timezone="UTC",
+        name=str(conversation["speaker_a"]),
     )
     sessions_n = sorted(
         int(k.split("_")[1]) for k in conversation if re.fullmatch(r"session_\d+", k) and conversation[k]
@@ -175,7 +182,7 @@ async def _load(sessions: Any, sample: dict[str, Any]) -> Loaded:
                 segment.message_count += 1
                 end = max(end, at)
     questions = [q for q in sample["qa"] if q.get("category") in CATEGORIES]
-    return Loaded(user.id, mapping, end + timedelta(days=1), questions)
+    return Loaded(user.id, str(conversation["speaker_b"]), mapping, end + timedelta(days=1), questions)
 
 
 def evidence_ids(entries: Sequence[str], mapping: dict[str, int], problems: Counter[str]) -> set[int]:
@@ -212,10 +219,17 @@ async def run_recall_bench(
         sessions = session_factory(engine)
         loaded = [await _load(sessions, s) for s in samples]
         turns = sum(len(x.dia_to_message) for x in loaded)
-        hybrid = Recall(settings=settings, sessions=sessions, dialect=engine.dialect.name, embedder=embedder)
-        fts = Recall(settings=settings, sessions=sessions, dialect=engine.dialect.name, embedder=None)
+        # In LoCoMo the "assistant" is a person: their name stands in for the persona's.
+        named = [settings.model_copy(update={"persona_name": x.assistant_name}) for x in loaded]
+        dialect = engine.dialect.name
+        hybrids = [Recall(settings=s, sessions=sessions, dialect=dialect, embedder=embedder) for s in named]
+        ftss = [Recall(settings=s, sessions=sessions, dialect=dialect, embedder=None) for s in named]
         started = time.perf_counter()
-        stats = await hybrid.reindex(now=Clock().now(), user_ids=[x.user_id for x in loaded])
+        stats = IndexStats()
+        for item, hybrid in zip(loaded, hybrids, strict=True):
+            one = await hybrid.reindex(now=Clock().now(), user_ids=[item.user_id])
+            stats.chunks += one.chunks
+            stats.sections += one.sections
         build_seconds = time.perf_counter() - started
         print(
             f"LoCoMo: {len(samples)} conversations, {turns} turns, backend {backend}, "
@@ -225,7 +239,7 @@ async def run_recall_bench(
         problems: Counter[str] = Counter()
         systems = {"hybrid": Scores(), "fts-only": Scores(), "bm25": Scores()}
         skipped = 0
-        for item in loaded:
+        for item, hybrid, fts in zip(loaded, hybrids, ftss, strict=True):
             async with sessions() as session:
                 rows = await session.execute(
                     TranscriptMessage.__table__.select().where(TranscriptMessage.user_id == item.user_id)

@@ -66,3 +66,13 @@ def test_split_text_by_paragraphs() -> None:
     text = "## Summary\nA day.\n\n## Goals\nRun.\n\n## Decisions\nRest."
     parts = split_text(text, 6, lambda t: len(t.split()))
     assert parts == ["## Summary\nA day.", "## Goals\nRun.\n\n## Decisions\nRest."]
+
+
+def test_sections_name_their_speakers() -> None:
+    messages = [
+        ChunkMessage(1, 1, "I adopted a kitten", T0, 5, "Anna"),
+        ChunkMessage(2, 1, "What is its name?", T0 + timedelta(minutes=1), 5, "Nikita"),
+        ChunkMessage(3, 1, "unnamed", T0 + timedelta(minutes=2), 5),
+    ]
+    (chunk,) = build_chunks(messages, target_tokens=500, max_tokens=500, overlap=0, section_tokens=500)
+    assert chunk.section_texts == ["Anna: I adopted a kitten\nNikita: What is its name?\nunnamed"]

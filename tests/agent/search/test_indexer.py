@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
+from typing import Any
 
 from sqlalchemy import delete, func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account import forget_user
+from agent.users import get_or_create_user
 from db.models import DaySegment, SearchChunk, User
 from tests.agent.search.corpus import add_day, add_user, make_recall, recall_settings, set_summary
 
@@ -96,3 +98,40 @@ async def test_full_text_only_when_embeddings_off(sessions: async_sessionmaker[A
     assert await _chunks(sessions, user) == []
     await recall.reindex(now=NOW)  # rebuilds the full text; still finds it
     assert [h.message_id for h in await recall.search(user, "lighthouse", now=NOW)] == [ids[0]]
+
+
+async def _layout(
+    sessions: async_sessionmaker[AsyncSession], user: int
+) -> list[tuple[list[int], Any, bytes]]:
+    async with sessions() as session:
+        rows = await session.execute(
+            select(SearchChunk.message_ids, SearchChunk.sections, SearchChunk.vectors)
+            .where(SearchChunk.user_id == user)
+            .order_by(SearchChunk.first_message_id)
+        )
+        return [(list(ids), sections, bytes(blob)) for ids, sections, blob in rows]
+
+
+async def test_growing_day_vectors_equal_rebuild(sessions: async_sessionmaker[AsyncSession]) -> None:
+    # A growing chunk reuses its sections' vectors: the stored rows must equal a rebuild, bit for bit.
+    recall = make_recall(recall_settings(), sessions)
+    user = await add_user(sessions, "cli:grow")
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
+    for turn in range(8):
+        await add_day(sessions, user, date(2026, 2, 1), [" ".join(words[: turn + 2]), "fine"])
+        await recall.index_quietly(user, now=NOW)
+    incremental = await _layout(sessions, user)
+    await recall.reindex(now=NOW, user_ids=[user])
+    assert await _layout(sessions, user) == incremental and len(incremental) > 1
+
+
+async def test_speaker_names_are_embedded(sessions: async_sessionmaker[AsyncSession]) -> None:
+    # Questions name people ("what did Zelda adopt?") while turns say "I": the names are embedded.
+    settings = recall_settings(persona_name="Quentin", search_lexical_weight=0.0, search_section_tokens=3)
+    recall = make_recall(settings, sessions)
+    user, _ = await get_or_create_user(sessions, key="cli:zelda", now=NOW, timezone="UTC", name="Zelda")
+    _, ids = await add_day(sessions, user.id, date(2026, 2, 1), ["I adopted a kitten", "I adopted a kitten"])
+    zelda = await recall.search(user.id, "Zelda kitten", now=NOW)
+    quentin = await recall.search(user.id, "Quentin kitten", now=NOW)
+    assert zelda[0].message_id == ids[0] and zelda[0].role == "user"
+    assert quentin[0].message_id == ids[1] and quentin[0].role == "assistant"

@@ -8,6 +8,8 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.search.get import RecallInputError
+from agent.search.search import without_speakers
+from agent.users import get_or_create_user
 from tests.agent.search.corpus import add_day, add_user, make_recall, recall_settings
 
 NOW = datetime(2026, 3, 3, 12, 0, tzinfo=UTC)
@@ -93,3 +95,19 @@ async def test_vector_only_match_without_shared_words_in_message(
     hits = await recall.search(user, "violin lessons", now=NOW)
     found = {h.message_id for h in hits}
     assert ids[0] in found and ids[1] in found
+
+
+def test_speaker_names_left_out_of_lexical_query() -> None:
+    assert without_speakers("What did Zelda adopt?", ("Zelda", "Nikita")) == "What did adopt"
+    assert without_speakers("Zelda and nikita", ("Zelda", "Nikita")) == "Zelda and nikita"  # nothing else
+    assert without_speakers("kitten", ()) == "kitten"
+
+
+async def test_greeting_with_name_does_not_outrank_answer(sessions: async_sessionmaker[AsyncSession]) -> None:
+    recall = make_recall(recall_settings(), sessions, vectors=False)
+    user, _ = await get_or_create_user(sessions, key="cli:zed", now=NOW, timezone="UTC", name="Zelda")
+    _, ids = await add_day(
+        sessions, user.id, date(2026, 2, 1), ["I adopted a kitten", "Hey Zelda, Zelda, how are you?"]
+    )
+    hits = await recall.search(user.id, "What did Zelda adopt?", now=NOW)
+    assert [h.message_id for h in hits] == [ids[0]]
