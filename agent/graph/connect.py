@@ -63,10 +63,17 @@ async def open_connection(
     password = unquote(parts.password) if parts.password else None
     if backend == "falkordb":
         if parts.scheme not in {"falkor", "falkordb", "redis", "rediss"}:
-            raise ConfigurationError(f"GRAPH_URL for FalkorDB must be falkor://host:port, not {parts.scheme}://")
+            raise ConfigurationError(
+                f"GRAPH_URL for FalkorDB must be falkor://host:port, not {parts.scheme}://"
+            )
         database = parts.path.strip("/") or "default_db"
-        driver = FalkorDriver(host=parts.hostname or "localhost", port=parts.port or 6379,
-                              username=user, password=password, database=database)
+        driver = FalkorDriver(
+            host=parts.hostname or "localhost",
+            port=parts.port or 6379,
+            username=user,
+            password=password,
+            database=database,
+        )
         return GraphConnection(backend, driver)
     # Credentials travel separately to the Neo4j driver; the URI keeps scheme, host and port only.
     netloc = parts.hostname or "localhost"

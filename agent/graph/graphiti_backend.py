@@ -44,8 +44,17 @@ logger = logging.getLogger(__name__)
 
 # What a failing graph database or model looks like from here; anything else is a bug and propagates.
 BACKEND_ERRORS: tuple[type[BaseException], ...] = (
-    GraphitiError, RedisError, Neo4jError, DriverError, OSError, TimeoutError,
-    anthropic.APIError, RateLimitError, RefusalError, EmptyResponseError, ValidationError,
+    GraphitiError,
+    RedisError,
+    Neo4jError,
+    DriverError,
+    OSError,
+    TimeoutError,
+    anthropic.APIError,
+    RateLimitError,
+    RefusalError,
+    EmptyResponseError,
+    ValidationError,
 )
 _PENDING = "pending:"
 _NAMESPACE = uuidlib.UUID("6f1c1a52-56a4-4b0e-9a51-1a3f7d0c9e21")
@@ -167,8 +176,10 @@ class GraphitiMemory:
                 await self._write_episode(gid, name, body, reference_time, source_id, episode_id)
         except BACKEND_ERRORS as exc:
             raise GraphMemoryError(f"graph episode for {gid} failed: {exc}") from exc
-        logger.info("graph episode added", extra={"user_id": user_id, "group": group,
-                                                   "ms": round((time.perf_counter() - started) * 1000)})
+        logger.info(
+            "graph episode added",
+            extra={"user_id": user_id, "group": group, "ms": round((time.perf_counter() - started) * 1000)},
+        )
 
     async def _write_episode(
         self, gid: str, name: str, body: str, reference_time: datetime, source_id: str, episode_id: str
@@ -182,17 +193,27 @@ class GraphitiMemory:
             # Written first, marked pending: a crash mid-extraction leaves a marker, and the rerun
             # resumes this same episode instead of adding a second one.
             await EpisodicNode(
-                uuid=episode_id, name=name, group_id=gid, labels=[], source=EpisodeType.text,
-                content=body, source_description=_PENDING + source_id,
-                created_at=self.clock.now(), valid_at=reference_time,
+                uuid=episode_id,
+                name=name,
+                group_id=gid,
+                labels=[],
+                source=EpisodeType.text,
+                content=body,
+                source_description=_PENDING + source_id,
+                created_at=self.clock.now(),
+                valid_at=reference_time,
             ).save(scope.driver)
         previous = await scope.retrieve_episodes(
             reference_time, last_n=RELEVANT_SCHEMA_LIMIT + 1, group_ids=[gid], driver=scope.driver
         )
         async with asyncio.timeout(self.episode_timeout_seconds):
             await scope.add_episode(
-                name=name, episode_body=body, source_description=source_id,
-                reference_time=reference_time, source=EpisodeType.text, group_id=gid,
+                name=name,
+                episode_body=body,
+                source_description=source_id,
+                reference_time=reference_time,
+                source=EpisodeType.text,
+                group_id=gid,
                 uuid=episode_id,
                 previous_episode_uuids=[ep.uuid for ep in previous if ep.uuid != episode_id][
                     -RELEVANT_SCHEMA_LIMIT:
@@ -200,7 +221,8 @@ class GraphitiMemory:
             )
         await scope.driver.execute_query(
             "MATCH (e:Episodic {uuid: $uuid}) SET e.source_description = $done",
-            uuid=episode_id, done=source_id,
+            uuid=episode_id,
+            done=source_id,
         )
 
     async def add_fact(self, user_id: int, text: str, reference_time: datetime) -> None:
@@ -208,9 +230,7 @@ class GraphitiMemory:
         digest = hashlib.sha256(f"{ensure_utc(reference_time).isoformat()}|{text}".encode()).hexdigest()
         await self.add_episode(user_id, "user", "fact", text, reference_time, f"fact:{digest[:24]}")
 
-    async def search(
-        self, user_id: int, query: str, *, limits: GroupLimits, now: datetime
-    ) -> MemoryResults:
+    async def search(self, user_id: int, query: str, *, limits: GroupLimits, now: datetime) -> MemoryResults:
         """Facts relevant to `query` from the three groups in parallel; a blank query gives the newest."""
         now = ensure_utc(now)
         # One embedding of the query serves the three groups (graphiti would embed it once per group).
@@ -233,11 +253,20 @@ class GraphitiMemory:
             scope = await self.graphiti_for(gid)
             if not query.strip():
                 rows = await recent_facts(scope.driver, gid, limit, now)
-                return [MemoryFact(group, r["fact"], to_datetime(r["valid_at"]),
-                                   to_datetime(r["invalid_at"]), r["uuid"]) for r in rows]
+                return [
+                    MemoryFact(
+                        group, r["fact"], to_datetime(r["valid_at"]), to_datetime(r["invalid_at"]), r["uuid"]
+                    )
+                    for r in rows
+                ]
             results = await graph_search(
-                scope.clients, query, [gid], _search_config(limit), current_filter(now),
-                query_vector=vector, driver=scope.driver,
+                scope.clients,
+                query,
+                [gid],
+                _search_config(limit),
+                current_filter(now),
+                query_vector=vector,
+                driver=scope.driver,
             )
         except BACKEND_ERRORS as exc:
             raise GraphMemoryError(f"graph search in {gid} failed: {exc}") from exc
@@ -249,9 +278,7 @@ class GraphitiMemory:
             gid = group_id(user_id, group)
             try:
                 scope = await self.graphiti_for(gid)
-                await scope.driver.execute_query(
-                    "MATCH (n) WHERE n.group_id = $gid DETACH DELETE n", gid=gid
-                )
+                await scope.driver.execute_query("MATCH (n) WHERE n.group_id = $gid DETACH DELETE n", gid=gid)
                 if scope.driver.provider == GraphProvider.FALKORDB:
                     await self.connection.drop_graph(gid)
             except BACKEND_ERRORS as exc:

@@ -102,9 +102,7 @@ class GraphMemory(Protocol):
         """Add one durable fact about the user (the `memory_add` tool)."""
         ...
 
-    async def search(
-        self, user_id: int, query: str, *, limits: GroupLimits, now: datetime
-    ) -> MemoryResults:
+    async def search(self, user_id: int, query: str, *, limits: GroupLimits, now: datetime) -> MemoryResults:
         """Facts relevant to `query` from the three groups in parallel; superseded facts left out."""
         ...
 

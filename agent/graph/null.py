@@ -25,9 +25,7 @@ class NullGraphMemory:
     async def add_fact(self, user_id: int, text: str, reference_time: datetime) -> None:
         """Do nothing."""
 
-    async def search(
-        self, user_id: int, query: str, *, limits: GroupLimits, now: datetime
-    ) -> MemoryResults:
+    async def search(self, user_id: int, query: str, *, limits: GroupLimits, now: datetime) -> MemoryResults:
         """Return no facts."""
         return MemoryResults()
 

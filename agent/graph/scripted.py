@@ -32,7 +32,11 @@ _NOT_NAMES = frozenset(
     {"I", "The", "A", "An", "We", "He", "She", "It", "They", "You", "My", "Our", "This", "That"}
 )
 _VERBS = (
-    ("live", "LIVES_IN"), ("moved", "LIVES_IN"), ("work", "WORKS_AT"), ("like", "LIKES"), ("love", "LOVES"),
+    ("live", "LIVES_IN"),
+    ("moved", "LIVES_IN"),
+    ("work", "WORKS_AT"),
+    ("like", "LIKES"),
+    ("love", "LOVES"),
 )
 
 
@@ -100,12 +104,14 @@ def extract_edges(call: ScriptedCall) -> Json:
         names = names_in(sentence)
         text = sentence.strip()
         if names and text:
-            edges.append({
-                "source_entity_name": SPEAKER,
-                "target_entity_name": names[0],
-                "relation_type": _relation(text),
-                "fact": text,
-            })
+            edges.append(
+                {
+                    "source_entity_name": SPEAKER,
+                    "target_entity_name": names[0],
+                    "relation_type": _relation(text),
+                    "fact": text,
+                }
+            )
     return {"edges": edges}
 
 
@@ -114,11 +120,16 @@ def resolve_nodes(call: ScriptedCall) -> Json:
     extracted = call.json_section("ENTITIES") or []
     existing = call.json_section("EXISTING ENTITIES") or []
     by_name = {str(node.get("name", "")).lower(): node.get("candidate_id", -1) for node in existing}
-    return {"entity_resolutions": [
-        {"id": node.get("id", index), "name": node.get("name", ""),
-         "duplicate_candidate_id": by_name.get(str(node.get("name", "")).lower(), -1)}
-        for index, node in enumerate(extracted)
-    ]}
+    return {
+        "entity_resolutions": [
+            {
+                "id": node.get("id", index),
+                "name": node.get("name", ""),
+                "duplicate_candidate_id": by_name.get(str(node.get("name", "")).lower(), -1),
+            }
+            for index, node in enumerate(extracted)
+        ]
+    }
 
 
 def no_duplicates(call: ScriptedCall) -> Json:

@@ -35,9 +35,7 @@ class GraphMemoryTier:
         self.graph = graph
         self.timeout_seconds = timeout_seconds
 
-    async def search(
-        self, user_id: int, query: str, *, limits: MemoryLimits, now: datetime
-    ) -> Sequence[str]:
+    async def search(self, user_id: int, query: str, *, limits: MemoryLimits, now: datetime) -> Sequence[str]:
         """Lines for the memory tier: user facts first, then shared history, then the persona's."""
         group_limits = GroupLimits(user=limits.user, relationship=limits.relationship, persona=limits.persona)
         try:

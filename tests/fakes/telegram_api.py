@@ -1,8 +1,8 @@
 """A local fake of Telegram's Bot API, so tests run the real python-telegram-bot over HTTP, offline.
 
-    with FakeTelegram(token="123:ABC") as tg:          # or `async with`
-        app = ApplicationBuilder().token(tg.token).base_url(tg.base_url).build()
-        ...  # start polling, then tg.user_message(42, "hi"); await tg.wait_for_messages(1, chat_id=42)
+with FakeTelegram(token="123:ABC") as tg:          # or `async with`
+    app = ApplicationBuilder().token(tg.token).base_url(tg.base_url).build()
+    ...  # start polling, then tg.user_message(42, "hi"); await tg.wait_for_messages(1, chat_id=42)
 """
 
 from __future__ import annotations
@@ -35,8 +35,21 @@ Json = dict[str, Any]
 MAX_TEXT_LENGTH = 4096
 # PTB sends str params raw and everything else JSON-encoded; these are strings even when they look like JSON.
 _STRING_PARAMS = frozenset(
-    {"text", "caption", "parse_mode", "url", "secret_token", "callback_query_id", "inline_message_id",
-     "action", "language_code", "ip_address", "business_connection_id", "message_effect_id", "query"}
+    {
+        "text",
+        "caption",
+        "parse_mode",
+        "url",
+        "secret_token",
+        "callback_query_id",
+        "inline_message_id",
+        "action",
+        "language_code",
+        "ip_address",
+        "business_connection_id",
+        "message_effect_id",
+        "query",
+    }
 )
 _DEFAULT_EXCLUDED = frozenset({"chat_member", "message_reaction", "message_reaction_count"})
 
@@ -129,13 +142,24 @@ Handler = Callable[[Json, dict[str, tuple[str, bytes, str]]], Awaitable[Any]]
 class FakeTelegram(UpdateFactory):
     """Telegram's Bot API on 127.0.0.1, served by uvicorn in a background thread; records every call."""
 
-    def __init__(self, token: str = "123:ABC", *, bot_username: str = "nikita_test_bot",
-                 now: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        token: str = "123:ABC",
+        *,
+        bot_username: str = "nikita_test_bot",
+        now: Callable[[], float] = time.time,
+    ) -> None:
         super().__init__(now)
         self.token = token
-        self.bot_user: Json = {"id": int(token.split(":")[0]), "is_bot": True, "first_name": "Nikita",
-                               "username": bot_username, "can_join_groups": True,
-                               "can_read_all_group_messages": False, "supports_inline_queries": False}
+        self.bot_user: Json = {
+            "id": int(token.split(":")[0]),
+            "is_bot": True,
+            "first_name": "Nikita",
+            "username": bot_username,
+            "can_join_groups": True,
+            "can_read_all_group_messages": False,
+            "supports_inline_queries": False,
+        }
         self.calls: list[ApiCall] = []
         self.sent: list[SentMessage] = []
         self.documents: list[SentDocument] = []
@@ -151,13 +175,37 @@ class FakeTelegram(UpdateFactory):
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wakeup: asyncio.Event | None = None
-        self._methods: dict[str, Handler] = {name.lower(): getattr(self, f"_api_{name}") for name in (
-            "getMe", "getUpdates", "sendMessage", "sendChatAction", "sendDocument", "setWebhook",
-            "deleteWebhook", "getWebhookInfo", "setMyCommands", "getMyCommands", "deleteMyCommands",
-            "answerCallbackQuery", "editMessageText", "close", "logOut")}
+        self._methods: dict[str, Handler] = {
+            name.lower(): getattr(self, f"_api_{name}")
+            for name in (
+                "getMe",
+                "getUpdates",
+                "sendMessage",
+                "sendChatAction",
+                "sendDocument",
+                "setWebhook",
+                "deleteWebhook",
+                "getWebhookInfo",
+                "setMyCommands",
+                "getMyCommands",
+                "deleteMyCommands",
+                "answerCallbackQuery",
+                "editMessageText",
+                "close",
+                "logOut",
+            )
+        }
         app = Starlette(routes=[Route("/bot{token}/{method}", self._endpoint, methods=["GET", "POST"])])
-        config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False, lifespan="off",
-                                ws="none", http="h11", timeout_graceful_shutdown=1)
+        config = uvicorn.Config(
+            app,
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            ws="none",
+            http="h11",
+            timeout_graceful_shutdown=1,
+        )
         self._server = uvicorn.Server(config)
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._thread = threading.Thread(target=self._run, name="fake-telegram", daemon=True)
@@ -210,15 +258,17 @@ class FakeTelegram(UpdateFactory):
     def __enter__(self) -> FakeTelegram:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
     async def __aenter__(self) -> FakeTelegram:
         return await asyncio.to_thread(self.start)
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await asyncio.to_thread(self.stop)
 
     # -- HTTP ------------------------------------------------------------------------------------
@@ -240,8 +290,14 @@ class FakeTelegram(UpdateFactory):
         except ApiError as exc:
             return _error(exc.code, exc.description, exc.parameters)
 
-    def fail_next(self, method: str, *, error_code: int = 400, description: str = "Bad Request: test failure",
-                  retry_after: int | None = None) -> None:
+    def fail_next(
+        self,
+        method: str,
+        *,
+        error_code: int = 400,
+        description: str = "Bad Request: test failure",
+        retry_after: int | None = None,
+    ) -> None:
         """Make the next call of `method` fail, e.g. 403 "Forbidden: bot was blocked by the user"."""
         params: Json = {"retry_after": retry_after} if retry_after is not None else {}
         with self._lock:
@@ -253,8 +309,11 @@ class FakeTelegram(UpdateFactory):
 
     async def _api_getUpdates(self, p: Json, files: Any) -> list[Json]:
         if self.webhook_url:
-            raise ApiError(409, "Conflict: can't use getUpdates method while webhook is active; "
-                                 "use deleteWebhook to delete the webhook first")
+            raise ApiError(
+                409,
+                "Conflict: can't use getUpdates method while webhook is active; "
+                "use deleteWebhook to delete the webhook first",
+            )
         offset, limit = int(p.get("offset", 0)), int(p.get("limit", 100))
         if "allowed_updates" in p:
             self._allowed = frozenset(p["allowed_updates"]) or None
@@ -304,8 +363,10 @@ class FakeTelegram(UpdateFactory):
             raise bad_request("message to edit not found")
         visible = _checked_text(p)
         if visible == old.get("text") and p.get("reply_markup") == old.get("reply_markup"):
-            raise bad_request("message is not modified: specified new message content and reply markup are "
-                              "exactly the same as a current content and reply markup of the message")
+            raise bad_request(
+                "message is not modified: specified new message content and reply markup are "
+                "exactly the same as a current content and reply markup of the message"
+            )
         old.update(text=visible, edit_date=int(self._now()))
         return old
 
@@ -347,9 +408,14 @@ class FakeTelegram(UpdateFactory):
         if "chat_id" not in p:
             raise bad_request("chat_id is empty")
         chat_id = p["chat_id"]
-        message: Json = {"message_id": self._next_message_id(chat_id), "from": self.bot_user,
-                         "chat": self._chat(chat_id), "date": int(self._now()),
-                         "reply_markup": p.get("reply_markup"), **content}
+        message: Json = {
+            "message_id": self._next_message_id(chat_id),
+            "from": self.bot_user,
+            "chat": self._chat(chat_id),
+            "date": int(self._now()),
+            "reply_markup": p.get("reply_markup"),
+            **content,
+        }
         message = {key: value for key, value in message.items() if value is not None}
         self._bot_messages[(chat_id, message["message_id"])] = message
         return message
@@ -359,7 +425,7 @@ class FakeTelegram(UpdateFactory):
         if isinstance(chat_id, int) and chat_id > 0:
             return {"id": chat_id, "type": "private", "first_name": "User"}
         if isinstance(chat_id, int):
-            return {"id": chat_id, "type": "supergroup" if chat_id < -10**12 else "group", "title": "Group"}
+            return {"id": chat_id, "type": "supergroup" if chat_id < -(10**12) else "group", "title": "Group"}
         return {"id": -1001, "type": "channel", "title": "Channel", "username": str(chat_id).lstrip("@")}
 
     # -- updates the tests push ----------------------------------------------------------------------
@@ -399,7 +465,11 @@ class FakeTelegram(UpdateFactory):
 
     # Waiters poll state that the server thread writes, so no asyncio primitive could signal them.
     async def wait_for_messages(
-        self, n: int = 1, *, chat_id: int | str | None = None, timeout: float = 10.0  # noqa: ASYNC109
+        self,
+        n: int = 1,
+        *,
+        chat_id: int | str | None = None,
+        timeout: float = 10.0,  # noqa: ASYNC109
     ) -> list[SentMessage]:
         """Wait until at least n messages were sent (to chat_id if given); return them all."""
         deadline = time.monotonic() + timeout
@@ -419,7 +489,11 @@ class FakeTelegram(UpdateFactory):
         return found
 
     async def wait_for_calls(
-        self, method: str, n: int = 1, *, timeout: float = 10.0  # noqa: ASYNC109
+        self,
+        method: str,
+        n: int = 1,
+        *,
+        timeout: float = 10.0,  # noqa: ASYNC109
     ) -> list[ApiCall]:
         """Wait until `method` was called at least n times; return those calls."""
         deadline = time.monotonic() + timeout

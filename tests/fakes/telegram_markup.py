@@ -7,8 +7,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _HTML_TAGS = frozenset(
-    {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "span", "tg-spoiler", "a", "tg-emoji",
-     "code", "pre", "blockquote", "tg-time"}
+    {
+        "b",
+        "strong",
+        "i",
+        "em",
+        "u",
+        "ins",
+        "s",
+        "strike",
+        "del",
+        "span",
+        "tg-spoiler",
+        "a",
+        "tg-emoji",
+        "code",
+        "pre",
+        "blockquote",
+        "tg-time",
+    }
 )
 _HTML_ENTITY = re.compile(r"&(#x[0-9a-fA-F]+|#[0-9]+|lt|gt|amp|quot);")
 _MD_MARKERS = {"__": "Underline", "||": "Spoiler", "*": "Bold", "_": "Italic", "~": "Strikethrough"}
@@ -46,8 +63,11 @@ def plain_from_html(text: str) -> str:
         if text[i] == "&" and (entity := _HTML_ENTITY.match(text, i)):
             name = entity.group(1)
             num = name[2:] if name.startswith("#x") else name[1:] if name.startswith("#") else None
-            out.append(chr(int(num, 16 if name.startswith("#x") else 10)) if num else
-                       {"lt": "<", "gt": ">", "amp": "&", "quot": '"'}[name])
+            out.append(
+                chr(int(num, 16 if name.startswith("#x") else 10))
+                if num
+                else {"lt": "<", "gt": ">", "amp": "&", "quot": '"'}[name]
+            )
             i = entity.end()
             continue
         if text[i] != "<":
@@ -63,8 +83,9 @@ def plain_from_html(text: str) -> str:
             if not stack:
                 raise _unparsable(f"Unexpected end tag at byte offset {offset}")
             if name != stack[-1]:
-                raise _unparsable(f'Unmatched end tag at byte offset {offset}, '
-                           f'expected "</{stack[-1]}>", found "</{name}>"')
+                raise _unparsable(
+                    f'Unmatched end tag at byte offset {offset}, expected "</{stack[-1]}>", found "</{name}>"'
+                )
             stack.pop()
         else:
             name = re.match(r"[a-zA-Z0-9-]*", tag).group().lower()  # type: ignore[union-attr]
@@ -93,8 +114,7 @@ def plain_from_markdown_v2(text: str) -> str:
             end = text.find(fence, i + len(fence))
             if end == -1:
                 kind = "Pre" if fence == "```" else "Code"
-                raise _unparsable(f"Can't find end of {kind} entity at byte offset "
-                           f"{_byte_offset(text, i)}")
+                raise _unparsable(f"Can't find end of {kind} entity at byte offset {_byte_offset(text, i)}")
             out.append(text[i + len(fence) : end])
             i = end + len(fence)
             continue

@@ -34,17 +34,36 @@ class UpdateFactory:
         fields = {"file_id": f"fake-{kind}-{n}", "file_unique_id": f"fake-u{kind}-{n}", **extra}
         return {key: value for key, value in fields.items() if value is not None}
 
-    def _user_message(self, user_id: int, first_name: str, date: int | None, message_id: int | None,
-                      kind: str = "message", **content: Any) -> Json:
+    def _user_message(
+        self,
+        user_id: int,
+        first_name: str,
+        date: int | None,
+        message_id: int | None,
+        kind: str = "message",
+        **content: Any,
+    ) -> Json:
         user = {"id": user_id, "is_bot": False, "first_name": first_name, "language_code": "en"}
         chat = {"id": user_id, "type": "private", "first_name": first_name}
-        message = {"message_id": message_id or self._next_message_id(user_id), "from": user, "chat": chat,
-                   "date": int(self._now()) if date is None else date, **content}
+        message = {
+            "message_id": message_id or self._next_message_id(user_id),
+            "from": user,
+            "chat": chat,
+            "date": int(self._now()) if date is None else date,
+            **content,
+        }
         message = {key: value for key, value in message.items() if value is not None}
         return self.push_update({kind: message})
 
-    def user_message(self, user_id: int, text: str, *, first_name: str = "Alice", date: int | None = None,
-                     message_id: int | None = None) -> Json:
+    def user_message(
+        self,
+        user_id: int,
+        text: str,
+        *,
+        first_name: str = "Alice",
+        date: int | None = None,
+        message_id: int | None = None,
+    ) -> Json:
         """A private text message from `user_id` (chat id = user id)."""
         return self._user_message(user_id, first_name, date, message_id, text=text)
 
@@ -55,8 +74,9 @@ class UpdateFactory:
 
     def sticker(self, user_id: int, *, emoji: str = "👍", first_name: str = "Alice") -> Json:
         """A private sticker message."""
-        sticker = self._file("sticker", type="regular", width=512, height=512, is_animated=False,
-                             is_video=False, emoji=emoji)
+        sticker = self._file(
+            "sticker", type="regular", width=512, height=512, is_animated=False, is_video=False, emoji=emoji
+        )
         return self._user_message(user_id, first_name, None, None, sticker=sticker)
 
     def photo(self, user_id: int, *, caption: str | None = None, first_name: str = "Alice") -> Json:
@@ -69,23 +89,36 @@ class UpdateFactory:
         voice = self._file("voice", duration=duration, mime_type="audio/ogg", file_size=4096)
         return self._user_message(user_id, first_name, None, None, voice=voice)
 
-    def document(self, user_id: int, *, file_name: str = "notes.txt", caption: str | None = None,
-                 first_name: str = "Alice") -> Json:
+    def document(
+        self,
+        user_id: int,
+        *,
+        file_name: str = "notes.txt",
+        caption: str | None = None,
+        first_name: str = "Alice",
+    ) -> Json:
         """A private document message."""
         doc = self._file("document", file_name=file_name, mime_type="text/plain", file_size=42)
         return self._user_message(user_id, first_name, None, None, document=doc, caption=caption)
 
-    def edited_message(self, user_id: int, text: str, *, message_id: int, first_name: str = "Alice",
-                       date: int | None = None) -> Json:
+    def edited_message(
+        self, user_id: int, text: str, *, message_id: int, first_name: str = "Alice", date: int | None = None
+    ) -> Json:
         """An `edited_message` update for an earlier private message."""
         edit_date = int(self._now())
         sent_at = date if date is not None else edit_date - 1
-        return self._user_message(user_id, first_name, sent_at, message_id, kind="edited_message", text=text,
-                                  edit_date=edit_date)
+        return self._user_message(
+            user_id, first_name, sent_at, message_id, kind="edited_message", text=text, edit_date=edit_date
+        )
 
     def channel_post(self, chat_id: int, text: str, *, title: str = "Channel") -> Json:
         """A `channel_post` update (no `from`, a channel sender_chat)."""
         chat = {"id": chat_id, "type": "channel", "title": title}
-        post = {"message_id": self._next_message_id(chat_id), "chat": chat, "sender_chat": chat,
-                "date": int(self._now()), "text": text}
+        post = {
+            "message_id": self._next_message_id(chat_id),
+            "chat": chat,
+            "sender_chat": chat,
+            "date": int(self._now()),
+            "text": text,
+        }
         return self.push_update({"channel_post": post})

@@ -172,8 +172,8 @@ async def test_send_message_returns_a_real_message(tg: FakeTelegram, bot: Bot) -
     [
         ("x" * 4097, None, "message is too long"),
         ("", None, "message text is empty"),
-        ("<b>open", "HTML", "Can't find end tag corresponding to start tag \"b\""),
-        ("line<br>break", "HTML", "Unsupported start tag \"br\""),
+        ("<b>open", "HTML", 'Can\'t find end tag corresponding to start tag "b"'),
+        ("line<br>break", "HTML", 'Unsupported start tag "br"'),
         ("1 < 2", "HTML", "Unclosed start tag"),
         ("<b>x</i>", "HTML", "Unmatched end tag"),
         ("Hello.", "MarkdownV2", "Character '.' is reserved"),

