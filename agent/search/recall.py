@@ -176,9 +176,6 @@ class Recall:
             min_score=min_score,
             before=before,
         )
-        async with self.sessions() as session:
-            user_name = await session.scalar(select(User.name).where(User.id == user_id))
-        spec = replace(spec, speakers=(user_name or "", self.settings.persona_name))
         started = time.perf_counter()
         if self.embedder is not None:
             await self.index_quietly(user_id, now=now)  # catch up on anything the turn hook missed
@@ -189,6 +186,9 @@ class Recall:
             except EmbedderUnavailableError:
                 logger.warning("query embedding failed; full text only", extra={"user_id": user_id})
         async with self.sessions() as session:
+            # The speakers' names are left out of the lexical side (see search.without_speakers).
+            user_name = await session.scalar(select(User.name).where(User.id == user_id))
+            spec = replace(spec, speakers=(user_name or "", self.settings.persona_name))
             vectors = None
             if self.cache is not None and query_vector is not None:
                 vectors = await self.cache.get(session, user_id)
