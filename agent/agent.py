@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import Agent, RunContext
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models import Model, infer_model
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.settings import ModelSettings
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -73,6 +75,27 @@ def build_model(model_name: str, settings: Settings) -> Model:
         key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
         return AnthropicModel(model_name.removeprefix("anthropic:"), provider=AnthropicProvider(api_key=key))
     return infer_model(model_name)
+
+
+def _offline_reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    # Enough to try the memory without a key: it shows what the session's history holds.
+    prompts = [p.content for m in messages for p in m.parts if isinstance(p, UserPromptPart)]
+    earlier = len(prompts) - 1
+    return ModelResponse(
+        parts=[
+            TextPart(
+                f"(offline test model) You said {prompts[-1]!r}; I see {earlier} earlier message(s) now."
+            )
+        ]
+    )
+
+
+def build_chat_model(settings: Settings) -> Model:
+    """The chat model; `MODEL=test` is an offline echo (PydanticAI's TestModel would call every tool
+    with made-up arguments, which is right for schema tests and wrong for trying the bot)."""
+    if settings.model == "test":
+        return FunctionModel(_offline_reply, model_name="offline-test")
+    return build_model(settings.model, settings)
 
 
 def chat_model_settings(settings: Settings) -> ModelSettings:

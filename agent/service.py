@@ -13,7 +13,7 @@ from pydantic_ai.models import Model
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from agent.agent import TurnDeps, build_model, chat_agent, chat_model_settings
+from agent.agent import TurnDeps, build_chat_model, chat_agent, chat_model_settings
 from agent.clock import Clock, ensure_utc, local_day
 from agent.context import BuiltContext, ContextBuilder
 from agent.locks import UserLocks
@@ -83,7 +83,7 @@ class TurnService:
         self.clock = clock or Clock()
         self.locks = UserLocks(engine)
         self.context_builder = context_builder or ContextBuilder(settings)
-        self.model: Model | str = model if model is not None else build_model(settings.model, settings)
+        self.model: Model | str = model if model is not None else build_chat_model(settings)
         self.counter = get_counter()
         # Conversation search and memory tools (issue 6); None leaves the tools answering "unavailable".
         self.recall = recall
