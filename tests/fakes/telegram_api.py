@@ -15,7 +15,6 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
-from dataclasses import dataclass
 from email import message_from_bytes
 from email.message import EmailMessage
 from types import TracebackType
@@ -29,7 +28,10 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from tests.fakes.telegram_markup import ApiError, bad_request, visible_text
+from tests.fakes.telegram_records import ApiCall, SentDocument, SentMessage
 from tests.fakes.telegram_updates import UpdateFactory
+
+__all__ = ["ApiCall", "FakeTelegram", "SentDocument", "SentMessage"]
 
 Json = dict[str, Any]
 MAX_TEXT_LENGTH = 4096
@@ -52,37 +54,6 @@ _STRING_PARAMS = frozenset(
     }
 )
 _DEFAULT_EXCLUDED = frozenset({"chat_member", "message_reaction", "message_reaction_count"})
-
-
-@dataclass(frozen=True)
-class ApiCall:
-    """One Bot API request as the fake received it (JSON-typed params decoded)."""
-
-    method: str
-    params: Json
-
-
-@dataclass(frozen=True)
-class SentMessage:
-    """One accepted sendMessage call."""
-
-    chat_id: int | str
-    text: str
-    parse_mode: str | None
-    message_id: int
-    params: Json
-
-
-@dataclass(frozen=True)
-class SentDocument:
-    """One accepted sendDocument call; content is empty when a file_id or URL was sent instead of bytes."""
-
-    chat_id: int | str
-    filename: str | None
-    content: bytes
-    mime_type: str | None
-    caption: str | None
-    message_id: int
 
 
 def _decode(name: str, value: str) -> Any:

@@ -1,0 +1,39 @@
+"""What the fake Bot API records: calls, sent messages and documents."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ApiCall:
+    """One Bot API request as the fake received it (JSON-typed params decoded)."""
+
+    method: str
+    params: Json
+
+
+@dataclass(frozen=True)
+class SentMessage:
+    """One accepted sendMessage call."""
+
+    chat_id: int | str
+    text: str
+    parse_mode: str | None
+    message_id: int
+    params: Json
+
+
+@dataclass(frozen=True)
+class SentDocument:
+    """One accepted sendDocument call; content is empty when a file_id or URL was sent instead of bytes."""
+
+    chat_id: int | str
+    filename: str | None
+    content: bytes
+    mime_type: str | None
+    caption: str | None
+    message_id: int
