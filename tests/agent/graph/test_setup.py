@@ -94,7 +94,7 @@ async def test_the_default_backend_opens_embedded_with_the_anthropic_client(
         assert isinstance(memory.llm_client, SummaryModelClient)
         assert memory.episode_timeout_seconds == chosen.graph_episode_timeout_seconds
         # The embedded server lives under GRAPH_PATH's folder (its file appears when redis saves,
-        # which it may do after close returns; test_graphiti_backend's reopen test covers persistence).
+        # which it may do after close returns; test_graphiti_backend's restart test covers persistence).
         assert (tmp_path / "g").is_dir()
     finally:
         await memory.close()
