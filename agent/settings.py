@@ -134,6 +134,17 @@ class Settings(BaseSettings):
     search_section_overlap_messages: int = 3
     search_vector_cache_users: int = 64
     search_get_max_messages: int = 40
+    # Recall quality (issue 12): rescoring of conversation_search candidates and what a hit carries.
+    # A message also gets this share of its previous turn's lexical score (the question it answers).
+    search_previous_turn_weight: float = 0.5
+    # Messages by the speaker a query does not name (when it names exactly one of the two) x this.
+    search_other_speaker_factor: float = 0.8
+    # Messages on a day the query names ("on 9 May", "last March", "three weeks ago") x (1 + this),
+    # and that many of those days' best sections join the candidates.
+    search_date_boost: float = 0.5
+    search_date_candidates: int = 10
+    # Characters of the turn before and after each message hit (0 = no neighbours in results).
+    search_neighbour_chars: int = 160
     # The persona's name: messages are embedded as "<speaker>: <text>" (the user's is users.name),
     # and both names are left out of the lexical side of a search.
     persona_name: str = "Nikita"

@@ -15,6 +15,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agent.clock import local_day
 from agent.embeddings import Embedder, EmbedderUnavailableError, build_embedder
 from agent.search import get as getters
 from agent.search.facts import FactStore, SqlFactStore
@@ -187,8 +188,13 @@ class Recall:
                 logger.warning("query embedding failed; full text only", extra={"user_id": user_id})
         async with self.sessions() as session:
             # The speakers' names are left out of the lexical side (see search.without_speakers).
-            user_name = await session.scalar(select(User.name).where(User.id == user_id))
-            spec = replace(spec, speakers=(user_name or "", self.settings.persona_name))
+            row = (await session.execute(select(User.name, User.timezone).where(User.id == user_id))).first()
+            user_name, timezone = (row[0], row[1]) if row is not None else (None, "UTC")
+            spec = replace(
+                spec,
+                speakers=(user_name or "", self.settings.persona_name),
+                today=local_day(now, timezone or "UTC"),
+            )
             vectors = None
             if self.cache is not None and query_vector is not None:
                 vectors = await self.cache.get(session, user_id)

@@ -94,10 +94,11 @@ async def test_full_text_only_when_embeddings_off(sessions: async_sessionmaker[A
     user = await add_user(sessions, "cli:fts")
     _, ids = await add_day(sessions, user, date(2026, 2, 1), ["the lighthouse keeper", "wow"])
     hits = await recall.search(user, "lighthouse", now=NOW)
-    assert [h.message_id for h in hits] == [ids[0]]
+    assert [h.message_id for h in hits] == [ids[0], ids[1]]  # the match, then the reply to it
     assert await _chunks(sessions, user) == []
     await recall.reindex(now=NOW)  # rebuilds the full text; still finds it
-    assert [h.message_id for h in await recall.search(user, "lighthouse", now=NOW)] == [ids[0]]
+    again = await recall.search(user, "lighthouse", now=NOW)
+    assert again[0].message_id == ids[0]
 
 
 async def _layout(

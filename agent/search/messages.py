@@ -1,0 +1,215 @@
+"""The transcript side of conversation_search: candidates from both indexes, rescored, read back
+with who said them and the turns either side (seed 001 §5.1 plus issue 12's signals).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from agent.search.dates import DayRange, describe_day, named_days
+from agent.search.fts import FullText, query_terms
+from agent.search.query import SearchHit, SearchQuery, allowed_rows, make_snippet, sort_key, without_speakers
+from agent.search.rescore import Signals, final_scores
+from agent.search.turns import TurnInfo, named_role, neighbours, speaker_name, turn_info
+from agent.search.vectors import KIND_MESSAGES, UserVectors
+from agent.settings import Settings
+from db.models import DaySegment, TranscriptMessage
+
+
+class MessageRanking:
+    """Ranks one user's transcript messages for a query."""
+
+    def __init__(self, settings: Settings, full_text: FullText) -> None:
+        self.settings = settings
+        self.full_text = full_text
+
+    def weights(self, vectors_on: bool) -> tuple[float, float]:
+        """(vector, lexical) weights; full text alone when embeddings are off."""
+        if not vectors_on:
+            return 0.0, 1.0
+        return self.settings.search_vector_weight, self.settings.search_lexical_weight
+
+    def _vector_candidates(
+        self,
+        vectors: UserVectors,
+        sims: np.ndarray,
+        allowed: np.ndarray,
+        days: list[DayRange],
+    ) -> dict[int, float]:
+        """Best cosine per message of the top sections, plus the best sections of the named days."""
+        candidates = self.settings.search_candidates
+        masked = np.where(allowed, sims, -np.inf)
+        cosine: dict[int, float] = {}
+        # The best sections, in order, until they offer `candidates` messages (sizes vary).
+        top = min(int(allowed.sum()), candidates)
+        best_rows = np.argpartition(-masked, top - 1)[:top] if top > 0 else np.zeros(0, dtype=np.int64)
+        for row in sorted(best_rows.tolist(), key=lambda r: -float(masked[r])):
+            for message_id in vectors.section_messages[row]:
+                cosine[message_id] = max(cosine.get(message_id, -1.0), float(sims[row]))
+            if len(cosine) >= candidates:
+                break
+        wanted = self.settings.search_date_candidates
+        if days and wanted > 0:
+            on_days = np.zeros(vectors.size, dtype=bool)
+            for named in days:
+                on_days |= (vectors.days >= named.first.toordinal()) & (
+                    vectors.days <= named.last.toordinal()
+                )
+            dated = np.where(allowed & on_days, sims, -np.inf)
+            for row in np.argsort(-dated)[:wanted].tolist():
+                if not np.isfinite(dated[row]):
+                    break
+                for message_id in vectors.section_messages[row]:
+                    cosine[message_id] = max(cosine.get(message_id, -1.0), float(sims[row]))
+        return cosine
+
+    def _signals(self, query: SearchQuery, vectors_on: bool, days: list[DayRange]) -> Signals:
+        wv, wl = self.weights(vectors_on)
+        user_name, persona_name = (*query.speakers, "", "")[:2]
+        return Signals(
+            vector_weight=wv,
+            lexical_weight=wl,
+            previous_turn_weight=self.settings.search_previous_turn_weight,
+            other_speaker_factor=self.settings.search_other_speaker_factor,
+            date_boost=self.settings.search_date_boost,
+            named_role=named_role(query.text, user_name=user_name, persona_name=persona_name),
+            days=days,
+        )
+
+    async def run(
+        self,
+        session: AsyncSession,
+        user_id: int,
+        query: SearchQuery,
+        segment_filter: int | None,
+        vectors: UserVectors | None,
+        sims: np.ndarray | None,
+    ) -> list[SearchHit]:
+        """The best `query.limit` messages, with their neighbours."""
+        lexical_hits = await self.full_text.messages(
+            session,
+            user_id,
+            without_speakers(query.text, query.speakers),
+            limit=self.settings.search_candidates,
+            day_segment_id=segment_filter,
+            since=query.since,
+        )
+        lexical = {h.id: h.score for h in lexical_hits}
+        days = named_days(query.text, query.today) if query.today is not None else []
+        cosine: dict[int, float] = {}
+        if sims is not None and vectors is not None:
+            allowed = allowed_rows(vectors, query, segment_filter) & (vectors.kinds == KIND_MESSAGES)
+            cosine = self._vector_candidates(vectors, sims, allowed, days)
+        ids = set(lexical) | set(cosine)
+        info = await turn_info(session, user_id, ids)
+        if self.settings.search_previous_turn_weight > 0:
+            # The turn after a lexical hit may be the answer to it: it competes too.
+            followers = {t.next_id for i, t in info.items() if i in lexical and t.next_id is not None}
+            info.update(await turn_info(session, user_id, followers - ids))
+            ids |= followers
+        if sims is not None and vectors is not None:
+            for message_id in ids - set(cosine):
+                rows = vectors.rows_by_message.get(message_id, [])
+                cosine[message_id] = max((float(sims[r]) for r in rows), default=0.0)
+        if not ids:
+            return []
+        signals = self._signals(query, sims is not None, days)
+        base = final_scores(ids, cosine=cosine, lexical=lexical, info=info, signals=signals)
+        # Only the best few are read back; ranking needs no more than the limit's worth.
+        keep = sorted(ids, key=lambda i: (-base[i], -i))[: max(query.limit * 3, 30)]
+        return await self._message_hits(session, user_id, query, segment_filter, keep, base, info)
+
+    async def _message_hits(
+        self,
+        session: AsyncSession,
+        user_id: int,
+        query: SearchQuery,
+        segment_filter: int | None,
+        keep: list[int],
+        base: dict[int, float],
+        info: dict[int, TurnInfo],
+    ) -> list[SearchHit]:
+        stmt = (
+            select(TranscriptMessage, DaySegment)
+            .outerjoin(DaySegment, DaySegment.id == TranscriptMessage.day_segment_id)
+            .where(TranscriptMessage.user_id == user_id, TranscriptMessage.id.in_(keep))
+        )
+        if segment_filter is not None:
+            stmt = stmt.where(TranscriptMessage.day_segment_id == segment_filter)
+        if query.since is not None:
+            stmt = stmt.where(TranscriptMessage.sent_at >= query.since)
+        if query.before is not None:
+            stmt = stmt.where(TranscriptMessage.sent_at < query.before)
+        terms = query_terms(query.text)
+        width = self.settings.search_snippet_chars
+        user_name, persona_name = (*query.speakers, "", "")[:2]
+        ranked: list[tuple[SearchHit, int]] = []
+        for message, segment in (await session.execute(stmt)).all():
+            covered = _covered(message, segment)
+            score = base[message.id] * (self.settings.search_covered_penalty if covered else 1.0)
+            day = segment.day if segment is not None else message.sent_at.date()
+            hit = SearchHit(
+                kind="message",
+                day_label=day.isoformat(),
+                day_segment_id=message.day_segment_id,
+                message_id=message.id,
+                snippet=make_snippet(message.content, terms, width),
+                covered_by_summary=covered,
+                score=round(score, 4),
+                role=message.role,
+                sent_at=message.sent_at.isoformat(timespec="minutes"),
+                speaker=speaker_name(message.role, user_name=user_name, persona_name=persona_name),
+                when=describe_day(day, query.today) if query.today is not None else None,
+            )
+            ranked.append((hit, day.toordinal()))
+        ranked.sort(key=lambda pair: sort_key(*pair))
+        hits = [h for h, _ in ranked][: query.limit]
+        return await self._with_neighbours(session, user_id, query, hits, info)
+
+    async def _with_neighbours(
+        self,
+        session: AsyncSession,
+        user_id: int,
+        query: SearchQuery,
+        hits: list[SearchHit],
+        info: dict[int, TurnInfo],
+    ) -> list[SearchHit]:
+        """The hits with the turn before and after each (same day), so one search usually suffices."""
+        sides = {h.message_id: info.get(h.message_id or 0) for h in hits}
+        wanted = {i for t in sides.values() if t for i in (t.previous_id, t.next_id) if i is not None}
+        names = (*query.speakers, "", "")[:2]
+        found = await neighbours(
+            session,
+            user_id,
+            wanted,
+            width=self.settings.search_neighbour_chars,
+            names=(names[0], names[1]),
+            before=query.before,
+        )
+        out: list[SearchHit] = []
+        for hit in hits:
+            turn = sides.get(hit.message_id)
+            if turn is None:
+                out.append(hit)
+                continue
+            out.append(
+                replace(
+                    hit,
+                    previous_turn=found.get(turn.previous_id) if turn.previous_id else None,
+                    next_turn=found.get(turn.next_id) if turn.next_id else None,
+                )
+            )
+        return out
+
+
+def _covered(message: TranscriptMessage, segment: DaySegment | None) -> bool:
+    """True when the day's summary was written after this message (it already tells its gist)."""
+    if segment is None or not segment.summary:
+        return False
+    if segment.last_summarized_message_id is not None:
+        return message.id <= segment.last_summarized_message_id
+    return segment.summary_updated_at is not None and message.sent_at <= segment.summary_updated_at

@@ -1,0 +1,99 @@
+"""The inputs and results of conversation_search, and the small helpers both rankings share."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Literal
+
+import numpy as np
+
+from agent.search.fts import STOPWORDS
+from agent.search.turns import Neighbour
+from agent.search.vectors import UserVectors
+
+_NAME_WORD = re.compile(r"[^\W_]+")
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One result: a day summary or a transcript message."""
+
+    kind: Literal["summary", "message"]
+    day_label: str
+    day_segment_id: int | None
+    score: float
+    message_id: int | None = None
+    snippet: str | None = None
+    covered_by_summary: bool | None = None
+    summary_snippet: str | None = None
+    role: str | None = None
+    sent_at: str | None = None
+    # Who said it, the day in words ("Monday, 3 weeks ago"), and the turns either side of it.
+    speaker: str | None = None
+    when: str | None = None
+    previous_turn: Neighbour | None = None
+    next_turn: Neighbour | None = None
+
+
+@dataclass(frozen=True)
+class SearchQuery:
+    """Validated inputs of one search."""
+
+    text: str
+    day: date | None
+    since: datetime | None
+    limit: int
+    min_score: float | None
+    # Messages at or after this time are left out: the turn's own question is not a memory.
+    before: datetime | None = None
+    # The conversation's two names (user, persona): left out of the lexical side for messages.
+    speakers: tuple[str, ...] = ()
+    # The searcher's today (the user's calendar day): reads "last May", labels hits "3 weeks ago".
+    today: date | None = None
+
+
+def without_speakers(text: str, speakers: tuple[str, ...]) -> str:
+    """The query without the speakers' names, unless only stopwords would be left.
+
+    Every message is said by one of the two, so their names tell the lexical side nothing (the
+    vector side sees them: messages are embedded as "<name>: <text>"); a message holding a name
+    is mostly a greeting ("Hey Anna!"), which would outrank the answer.
+    """
+    names = {w.lower() for name in speakers for w in _NAME_WORD.findall(name)}
+    kept = [w for w in _NAME_WORD.findall(text) if w.lower() not in names]
+    return " ".join(kept) if any(w.lower() not in STOPWORDS for w in kept) else text
+
+
+def make_snippet(content: str, terms: list[str], width: int) -> str:
+    """A window of `width` characters around the first query term found (the start otherwise)."""
+    flat = " ".join(content.split())
+    if len(flat) <= width:
+        return flat
+    lower = flat.lower()
+    positions = [p for p in (lower.find(t) for t in terms) if p >= 0]
+    start = max(0, min(positions) - width // 3) if positions else 0
+    start = min(start, len(flat) - width)
+    text = flat[start : start + width].strip()
+    return ("…" if start > 0 else "") + text + ("…" if start + width < len(flat) else "")
+
+
+def sort_key(hit: SearchHit, day_ordinal: int) -> tuple[float, int, int]:
+    """Best score first; ties: newer day, then newer message."""
+    return (-hit.score, -day_ordinal, -(hit.message_id or 0))
+
+
+def allowed_rows(vectors: UserVectors, query: SearchQuery, segment: int | None) -> np.ndarray:
+    """The vector rows the query's day and recency filters let through."""
+    mask = np.ones(vectors.size, dtype=bool)
+    if segment is not None:
+        mask &= vectors.day_segment_ids == segment
+    if query.since is not None:
+        mask &= vectors.last_sent >= query.since.timestamp()
+    return mask
+
+
+def recency_start(now: datetime, recency_days: int | None) -> datetime | None:
+    """The earliest time a `recency_days` filter keeps."""
+    return None if recency_days is None else now - timedelta(days=recency_days)

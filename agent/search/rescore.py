@@ -1,0 +1,69 @@
+"""The final score of a candidate message: the hybrid base of seed 001 §5.1, then three signals
+measured on LoCoMo (README, "Conversation recall"): the previous turn's words, the speaker a
+query names, and the days it names. Pure functions over what the search already read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from agent.search.dates import DayRange
+from agent.search.turns import Role, TurnInfo
+
+
+@dataclass(frozen=True)
+class Signals:
+    """The weights of one search (from the settings) and what its query names."""
+
+    vector_weight: float
+    lexical_weight: float
+    previous_turn_weight: float
+    other_speaker_factor: float
+    date_boost: float
+    named_role: Role | None
+    days: Sequence[DayRange]
+
+
+def with_previous_turn(
+    lexical: Mapping[int, float], info: Mapping[int, TurnInfo], weight: float
+) -> dict[int, float]:
+    """Each message's lexical score plus `weight` x its previous turn's.
+
+    An answer rarely repeats the question's words ("Super good, rich and creamy!" after "how
+    did the coconut ice cream turn out?"); the turn before it holds them.
+    """
+    out: dict[int, float] = {}
+    for message_id, turn in info.items():
+        own = lexical.get(message_id, 0.0)
+        previous = lexical.get(turn.previous_id, 0.0) if turn.previous_id is not None else 0.0
+        out[message_id] = own + weight * previous
+    for message_id, score in lexical.items():
+        out.setdefault(message_id, score)
+    return out
+
+
+def final_scores(
+    ids: Iterable[int],
+    *,
+    cosine: Mapping[int, float],
+    lexical: Mapping[int, float],
+    info: Mapping[int, TurnInfo],
+    signals: Signals,
+) -> dict[int, float]:
+    """vector x cosine + lexical x (score / best), then the speaker and date factors."""
+    contextual = with_previous_turn(lexical, info, signals.previous_turn_weight)
+    best = max(contextual.values(), default=0.0)
+    scores: dict[int, float] = {}
+    for message_id in ids:
+        lexical_part = contextual.get(message_id, 0.0) / best if best > 0 else 0.0
+        score = signals.vector_weight * cosine.get(message_id, 0.0) + signals.lexical_weight * lexical_part
+        turn = info.get(message_id)
+        if turn is not None:
+            if signals.named_role is not None and turn.role in ("user", "assistant"):
+                if turn.role != signals.named_role:
+                    score *= signals.other_speaker_factor
+            if any(days.holds(turn.day) for days in signals.days):
+                score *= 1.0 + signals.date_boost
+        scores[message_id] = score
+    return scores

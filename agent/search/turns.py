@@ -1,0 +1,129 @@
+"""What conversation_search knows about a candidate message besides its scores: who said it, on
+which day, and the turns either side of it (for rescoring, and to show with a hit).
+
+Neighbours are the previous and next non-system messages of the same day segment, so a hit's
+context never crosses into another day. Every query is scoped to one user id.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Literal
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
+
+from db.models import DaySegment, TranscriptMessage
+
+_WORD = re.compile(r"[^\W_]+")
+Role = Literal["user", "assistant"]
+
+
+@dataclass(frozen=True)
+class TurnInfo:
+    """A candidate message's role, calendar day and neighbouring message ids."""
+
+    role: str
+    day: date
+    previous_id: int | None
+    next_id: int | None
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """The turn just before or after a hit, as shown to the model."""
+
+    message_id: int
+    speaker: str
+    sent_at: str
+    text: str
+
+
+async def turn_info(session: AsyncSession, user_id: int, ids: Collection[int]) -> dict[int, TurnInfo]:
+    """Role, day and same-day neighbours of each message id (ids of other users are absent)."""
+    if not ids:
+        return {}
+    m = aliased(TranscriptMessage)
+    other = aliased(TranscriptMessage)
+    same_day = (
+        other.day_segment_id == m.day_segment_id,
+        other.user_id == m.user_id,
+        other.role != "system",
+    )
+    previous = select(func.max(other.id)).where(*same_day, other.id < m.id).scalar_subquery()
+    following = select(func.min(other.id)).where(*same_day, other.id > m.id).scalar_subquery()
+    stmt = (
+        select(m.id, m.role, m.sent_at, DaySegment.day, previous, following)
+        .outerjoin(DaySegment, DaySegment.id == m.day_segment_id)
+        .where(m.user_id == user_id, m.id.in_(list(ids)))
+    )
+    out: dict[int, TurnInfo] = {}
+    for message_id, role, sent_at, day, previous_id, next_id in await session.execute(stmt):
+        out[int(message_id)] = TurnInfo(
+            role=str(role),
+            day=day if isinstance(day, date) else sent_at.date(),
+            previous_id=int(previous_id) if previous_id is not None else None,
+            next_id=int(next_id) if next_id is not None else None,
+        )
+    return out
+
+
+def named_role(query: str, *, user_name: str, persona_name: str) -> Role | None:
+    """The one speaker a query names ("what did Anna adopt?" -> user), None for neither or both."""
+    words = {w.lower() for w in _WORD.findall(query)}
+
+    def named(name: str) -> bool:
+        parts = [w.lower() for w in _WORD.findall(name)]
+        return bool(parts) and any(part in words for part in parts)
+
+    user, persona = named(user_name), named(persona_name)
+    if user == persona:
+        return None
+    return "user" if user else "assistant"
+
+
+def speaker_name(role: str, *, user_name: str, persona_name: str) -> str:
+    """Who said a message, by name."""
+    if role == "user":
+        return user_name or "User"
+    if role == "assistant":
+        return persona_name
+    return role
+
+
+def _clip(text: str, width: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1].rstrip() + "…"
+
+
+async def neighbours(
+    session: AsyncSession,
+    user_id: int,
+    ids: Collection[int],
+    *,
+    width: int,
+    names: tuple[str, str],
+    before: datetime | None,
+) -> dict[int, Neighbour]:
+    """The given messages clipped to `width` characters, by id; none sent at or after `before`."""
+    if not ids or width <= 0:
+        return {}
+    stmt = select(
+        TranscriptMessage.id, TranscriptMessage.role, TranscriptMessage.content, TranscriptMessage.sent_at
+    ).where(TranscriptMessage.user_id == user_id, TranscriptMessage.id.in_(list(ids)))
+    if before is not None:
+        stmt = stmt.where(TranscriptMessage.sent_at < before)
+    user_name, persona_name = names
+    return {
+        int(message_id): Neighbour(
+            message_id=int(message_id),
+            speaker=speaker_name(role, user_name=user_name, persona_name=persona_name),
+            sent_at=sent_at.isoformat(timespec="minutes"),
+            text=_clip(content, width),
+        )
+        for message_id, role, content, sent_at in await session.execute(stmt)
+    }
