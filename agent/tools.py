@@ -24,11 +24,17 @@ _MESSAGE_FIELDS = (
     "day_segment_id",
     "message_id",
     "role",
+    "speaker",
     "sent_at",
+    "when",
     "snippet",
+    "previous_turn",
+    "next_turn",
     "covered_by_summary",
     "score",
 )
+# Left out of a result when empty (a day's first or last message has no neighbour on that side).
+_OPTIONAL_FIELDS = ("when", "previous_turn", "next_turn")
 
 
 def _recall(ctx: RunContext[TurnDeps]) -> Recall | None:
@@ -39,7 +45,7 @@ def hit_dict(hit: SearchHit) -> dict[str, Any]:
     """The §5.1 output fields of one result (summary or message)."""
     fields = _SUMMARY_FIELDS if hit.kind == "summary" else _MESSAGE_FIELDS
     values = asdict(hit)
-    return {name: values[name] for name in fields}
+    return {name: values[name] for name in fields if not (name in _OPTIONAL_FIELDS and values[name] is None)}
 
 
 def _parse_day(day: str | None) -> date | None:
@@ -65,8 +71,11 @@ async def conversation_search(
     Use it whenever they refer to something from before today that is not in your context
     ("remember when...", a name, a plan, a place, "what did I tell you about..."), and before
     saying you don't remember. Results of kind `summary` describe a whole day; results of kind
-    `message` are single messages with their `message_id`. To read the exact words around a hit,
-    call `conversation_get`. `covered_by_summary` means the day's summary already covers it.
+    `message` are single messages with their `message_id`, who said them (`speaker`), the day in
+    words (`when`, e.g. "Monday, 3 weeks ago") and the turns just before and after
+    (`previous_turn`, `next_turn`): usually enough to answer. For more of that day's words, call
+    `conversation_get`. `covered_by_summary` means the day's summary already covers it. Dates in
+    the query ("last May", "three weeks ago", "on 9 March") favour messages of those days.
 
     Args:
         query: What to look for, in a few words (names, topics, places), in the language used.

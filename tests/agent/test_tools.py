@@ -117,12 +117,81 @@ async def test_search_finds_three_weeks_ago_with_its_day(
         "day_segment_id",
         "message_id",
         "role",
+        "speaker",
         "sent_at",
+        "when",
         "snippet",
+        "next_turn",
         "covered_by_summary",
         "score",
     }
+    assert first["speaker"] == "ana" and first["when"].endswith("3 weeks ago")
+    assert first["next_turn"]["speaker"] == settings.persona_name  # the reply to it, same day
     assert result.text.startswith("done:")
+
+
+class OneSearchAnswer:
+    """A scripted model: one conversation_search, then an answer read only from what it returned."""
+
+    def __init__(self, query: str) -> None:
+        self.query = query
+        self.calls = 0
+        self.returned: dict[str, Any] = {}
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        last = messages[-1]
+        returns = (
+            [p for p in last.parts if isinstance(p, ToolReturnPart)] if isinstance(last, ModelRequest) else []
+        )
+        if not returns:
+            self.calls += 1
+            return ModelResponse(
+                parts=[ToolCallPart("conversation_search", json.dumps({"query": self.query}))]
+            )
+        self.returned = returns[0].content
+        hit = self.returned["results"][0]
+        # The answer uses the hit and its neighbours, exactly as a model reading the result would.
+        said = " / ".join(
+            t["text"] for t in (hit.get("previous_turn"), {"text": hit["snippet"]}, hit.get("next_turn")) if t
+        )
+        return ModelResponse(parts=[TextPart(f"{hit['when']}, {hit['speaker']} said: {said}")])
+
+
+@pytest.mark.parametrize("neighbour_chars", [160, 0], ids=["with-neighbours", "without"])
+async def test_three_weeks_ago_question_answered_from_one_search(
+    database_url: str,
+    engine: AsyncEngine,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+    neighbour_chars: int,
+) -> None:
+    settings = Settings(
+        database_url=database_url, model="test", search_neighbour_chars=neighbour_chars, _env_file=None
+    )
+    service, _ = make_service(settings, engine, sessions, clock, ToolScript([]))
+    user, _ = await get_or_create_user(sessions, key="cli:bea", now=clock.now(), timezone="UTC", name="Bea")
+    then = clock.now()
+    # The persona asked about the move; the place is only in Bea's answer, which shares no word with
+    # the question asked three weeks later.
+    replies = iter(["How is your brother's move abroad going?", "Wonderful!"])
+    service.model = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart(next(replies, "ok"))]))
+    await service.reply(user.id, "Hi! Busy week at home.", then)
+    await service.reply(
+        user.id, "Great, he landed in Lisbon and loves it there.", then + timedelta(minutes=1)
+    )
+    for day in range(1, 22):
+        await service.reply(user.id, f"day {day}: quiet, read a book", then + timedelta(days=day))
+    script = OneSearchAnswer("brother move abroad three weeks ago")
+    service.model = FunctionModel(script)
+    result = await service.reply(
+        user.id, "Where did I say my brother is moving, three weeks ago?", then + timedelta(days=21, hours=3)
+    )
+    assert script.calls == 1  # one search, no conversation_get
+    assert "brother" in result.text and "3 weeks ago" in result.text
+    if neighbour_chars:
+        assert "Lisbon" in result.text  # answered from the hit and its neighbour turns
+    else:
+        assert "Lisbon" not in result.text  # the hit alone does not hold the answer
 
 
 async def test_get_and_retry_on_bad_input(
