@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Sequence
 from importlib import resources
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -43,6 +43,15 @@ class Embedder(Protocol):
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
         """Return one L2-normalised float32 row per text, shape (len(texts), dimensions)."""
+        ...
+
+
+@runtime_checkable
+class Preloadable(Protocol):
+    """An embedder whose model can be loaded ahead of the first call (at start)."""
+
+    def load(self) -> None:
+        """Load the model now (idempotent)."""
         ...
 
 

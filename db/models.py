@@ -121,6 +121,8 @@ class TranscriptMessage(Base):
         UniqueConstraint("user_id", "role", "telegram_message_id", name="uq_transcript_telegram_id"),
         Index("ix_transcript_user_sent", "user_id", "sent_at"),
         Index("ix_transcript_conversation", "conversation_id", "id"),
+        # A day's neighbours of a search hit (issue 12: conversation_search context and rescoring).
+        Index("ix_transcript_day_id", "day_segment_id", "id"),
     )
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)

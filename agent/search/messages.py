@@ -14,7 +14,7 @@ from agent.search.dates import DayRange, describe_day, named_days
 from agent.search.fts import FullText, query_terms
 from agent.search.query import SearchHit, SearchQuery, allowed_rows, make_snippet, sort_key, without_speakers
 from agent.search.rescore import Signals, final_scores
-from agent.search.turns import TurnInfo, named_role, neighbours, speaker_name, turn_info
+from agent.search.turns import TurnInfo, by_ids, named_role, neighbours, speaker_name, turn_info
 from agent.search.vectors import KIND_MESSAGES, UserVectors
 from agent.settings import Settings
 from db.models import DaySegment, TranscriptMessage
@@ -48,7 +48,7 @@ class MessageRanking:
         top = min(int(allowed.sum()), candidates)
         best_rows = np.argpartition(-masked, top - 1)[:top] if top > 0 else np.zeros(0, dtype=np.int64)
         for row in sorted(best_rows.tolist(), key=lambda r: -float(masked[r])):
-            for message_id in vectors.section_messages[row]:
+            for message_id in vectors.section_messages(row):
                 cosine[message_id] = max(cosine.get(message_id, -1.0), float(sims[row]))
             if len(cosine) >= candidates:
                 break
@@ -63,7 +63,7 @@ class MessageRanking:
             for row in np.argsort(-dated)[:wanted].tolist():
                 if not np.isfinite(dated[row]):
                     break
-                for message_id in vectors.section_messages[row]:
+                for message_id in vectors.section_messages(row):
                     cosine[message_id] = max(cosine.get(message_id, -1.0), float(sims[row]))
         return cosine
 
@@ -113,7 +113,7 @@ class MessageRanking:
             ids |= followers
         if sims is not None and vectors is not None:
             for message_id in ids - set(cosine):
-                rows = vectors.rows_by_message.get(message_id, [])
+                rows = vectors.rows_of(message_id)
                 cosine[message_id] = max((float(sims[r]) for r in rows), default=0.0)
         if not ids:
             return []
@@ -136,7 +136,7 @@ class MessageRanking:
         stmt = (
             select(TranscriptMessage, DaySegment)
             .outerjoin(DaySegment, DaySegment.id == TranscriptMessage.day_segment_id)
-            .where(TranscriptMessage.user_id == user_id, TranscriptMessage.id.in_(keep))
+            .where(by_ids(TranscriptMessage.id, keep))
         )
         if segment_filter is not None:
             stmt = stmt.where(TranscriptMessage.day_segment_id == segment_filter)
@@ -149,6 +149,8 @@ class MessageRanking:
         user_name, persona_name = (*query.speakers, "", "")[:2]
         ranked: list[tuple[SearchHit, int]] = []
         for message, segment in (await session.execute(stmt)).all():
+            if message.user_id != user_id:
+                continue  # another user's id: never shown (see turns.by_ids)
             covered = _covered(message, segment)
             score = base[message.id] * (self.settings.search_covered_penalty if covered else 1.0)
             day = segment.day if segment is not None else message.sent_at.date()

@@ -16,7 +16,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.clock import local_day
-from agent.embeddings import Embedder, EmbedderUnavailableError, build_embedder
+from agent.embeddings import Embedder, EmbedderUnavailableError, Preloadable, build_embedder
 from agent.search import get as getters
 from agent.search.facts import FactStore, SqlFactStore
 from agent.search.fts import full_text_for
@@ -67,6 +67,14 @@ class Recall:
             self.indexer = Indexer(
                 settings=settings, embedder=self.embedder, counter=get_counter(), cache=self.cache
             )
+
+    async def warm_up(self) -> None:
+        """Load the embedding model now, in a worker thread, so the first search does not wait for it."""
+        if isinstance(self.embedder, Preloadable):
+            try:
+                await asyncio.to_thread(self.embedder.load)
+            except EmbedderUnavailableError as exc:
+                logger.warning("embedding model unavailable; full text only", extra={"error": str(exc)})
 
     # --- indexing -------------------------------------------------------------------------------
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -21,6 +20,7 @@ from agent.embeddings import (
     NullEmbedder,
     build_embedder,
 )
+from tests.offline import ISOLATIONS, run_offline
 
 CHAT = [
     "I adopted a puppy",
@@ -49,17 +49,6 @@ def _cos(a: np.ndarray, b: np.ndarray) -> float:
 
 _OFFLINE_SCRIPT = textwrap.dedent(
     """
-    import sys
-
-    touched = []
-
-    def no_network(event, args):
-        if event.startswith("socket."):
-            touched.append(event)
-            raise OSError(f"network disabled in this test: {event}")
-
-    sys.addaudithook(no_network)
-
     from agent.embeddings import MiniLMEmbedder
 
     vectors = MiniLMEmbedder(threads=1).embed_sync(["offline hello"])
@@ -69,19 +58,9 @@ _OFFLINE_SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("isolation", ["audit-hook", "network-namespace"])
+@pytest.mark.parametrize("isolation", ISOLATIONS)
 def test_loads_and_embeds_without_network(isolation: str, tmp_path: Path) -> None:
-    command = [sys.executable, "-c", _OFFLINE_SCRIPT]
-    if isolation == "network-namespace":
-        # A private network namespace has no interfaces at all, so native code cannot reach out either.
-        unshare = shutil.which("unshare")
-        if unshare is None or subprocess.run([unshare, "-n", "true"], check=False).returncode != 0:
-            pytest.skip("unshare -n is not permitted here")
-        command = [unshare, "-n", *command]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "(1, 384) 1.0"
+    assert run_offline(_OFFLINE_SCRIPT, isolation, tmp_path).strip() == "(1, 384) 1.0"
 
 
 async def test_dimensions_and_unit_rows(minilm: MiniLMEmbedder) -> None:
