@@ -145,6 +145,8 @@ class Settings(BaseSettings):
     search_date_candidates: int = 10
     # Characters of the turn before and after each message hit (0 = no neighbours in results).
     search_neighbour_chars: int = 160
+    # At start, the vectors of this many most recently active users are loaded into the cache.
+    search_warm_users: int = 8
     # The persona's name: messages are embedded as "<speaker>: <text>" (the user's is users.name),
     # and both names are left out of the lexical side of a search.
     persona_name: str = "Nikita"

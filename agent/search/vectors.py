@@ -91,6 +91,10 @@ class VectorCache:
         self._entries: OrderedDict[int, UserVectors] = OrderedDict()
         self._locks: dict[int, asyncio.Lock] = {}
 
+    def holds(self, user_id: int) -> bool:
+        """True when the user's matrix is in memory (whatever its version)."""
+        return user_id in self._entries
+
     def invalidate(self, user_id: int) -> None:
         """Forget a user's matrix (after their chunks changed or they were deleted)."""
         self._entries.pop(user_id, None)

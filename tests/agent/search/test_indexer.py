@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 from typing import Any
 
-from sqlalchemy import delete, func, select, text
+from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account import forget_user
@@ -136,3 +136,20 @@ async def test_speaker_names_are_embedded(sessions: async_sessionmaker[AsyncSess
     quentin = await recall.search(user.id, "Quentin kitten", now=NOW)
     assert zelda[0].message_id == ids[0] and zelda[0].role == "user"
     assert quentin[0].message_id == ids[1] and quentin[0].role == "assistant"
+
+
+async def test_warm_up_loads_recent_users_vectors(sessions: async_sessionmaker[AsyncSession]) -> None:
+    indexer = make_recall(recall_settings(), sessions)
+    active, idle = await add_user(sessions, "cli:active"), await add_user(sessions, "cli:idle")
+    for user in (active, idle):
+        await add_day(sessions, user, date(2026, 2, 1), ["the lighthouse keeper", "wow"])
+        await indexer.index_user(user, now=NOW)
+    async with sessions() as session, session.begin():
+        await session.execute(update(User).where(User.id == active).values(last_message_at=NOW))
+    started = make_recall(recall_settings(), sessions)
+    await started.warm_up()
+    assert started.cache is not None
+    assert started.cache.holds(active) and not started.cache.holds(idle)
+    none = make_recall(recall_settings(search_warm_users=0), sessions)
+    await none.warm_up()
+    assert none.cache is not None and not none.cache.holds(active)
