@@ -81,7 +81,7 @@ async def build_runtime(
         else embedder
     )
     recall = build_recall(settings, sessions, dialect=engine.dialect.name, embedder=chosen)
-    await recall.warm_up()  # the first search after start must not pay for loading the model (issue 12)
+    await recall.warm_up(now=clock.now())  # the first search after start costs what any search does
     # The graph shares the one embedder; off, it leaves the DB facts and no memory tier (issue 7).
     memory = (
         graph if graph != "settings" else await open_settings_graph(settings, embedder=chosen, clock=clock)

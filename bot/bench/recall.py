@@ -266,7 +266,7 @@ async def run_recall_bench(
             first = Recall(settings=named[0], sessions=sessions, dialect=dialect, embedder=timed)
             t0 = time.perf_counter()
             if warm:
-                await first.warm_up()
+                await first.warm_up(now=loaded[0].end)
             t1 = time.perf_counter()
             await first.search(loaded[0].user_id, "what did we talk about last week?", now=loaded[0].end)
             label = f"after warm-up ({(t1 - t0) * 1000:.0f} ms at start)" if warm else "cold"

@@ -170,7 +170,7 @@ async def run_search_bench(settings: Settings, *, quick: bool = False) -> None:
                     settings=settings, sessions=sessions, dialect=engine.dialect.name, embedder=chosen
                 )
                 t0 = time.perf_counter()
-                await fresh.warm_up()
+                await fresh.warm_up(now=now)
                 warm = (time.perf_counter() - t0) * 1000
                 t0 = time.perf_counter()
                 await fresh.search(target, "what did we talk about last week?", now=now)

@@ -147,9 +147,9 @@ async def test_warm_up_loads_recent_users_vectors(sessions: async_sessionmaker[A
     async with sessions() as session, session.begin():
         await session.execute(update(User).where(User.id == active).values(last_message_at=NOW))
     started = make_recall(recall_settings(), sessions)
-    await started.warm_up()
+    await started.warm_up(now=NOW)
     assert started.cache is not None
     assert started.cache.holds(active) and not started.cache.holds(idle)
     none = make_recall(recall_settings(search_warm_users=0), sessions)
-    await none.warm_up()
+    await none.warm_up(now=NOW)
     assert none.cache is not None and not none.cache.holds(active)
