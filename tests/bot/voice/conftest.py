@@ -84,9 +84,9 @@ def memory_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse
     said = _said(prompt, "user")
     if "user_facts" in tool.parameters_json_schema.get("properties", {}):
         output: dict[str, Any] = {
-            "user_facts": [f"Alice said: {s}" for s in said if not s.endswith("?")],
+            "user_facts": [f"they said: {s}" for s in said if not s.endswith("?")],
             "threads_to_open": [{"type": "question", "content": s} for s in said if s.endswith("?")],
-            "summary": "They talked. Alice said: " + " / ".join(said),
+            "summary": "They talked. They said: " + " / ".join(said),
             "tone": "warm",
             "key_moments": [],
         }

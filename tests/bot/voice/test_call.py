@@ -183,3 +183,28 @@ async def test_a_whole_call_with_the_knowledge_graph(open_app: OpenApp, tmp_path
     assert any("Porto" in e for e in episodes if e != "Alice is moving to Porto in May")  # and the call did
     memory_tier = app.chat.instructions[-1].split("What you remember:", 1)[1]
     assert "Porto" in memory_tier
+
+
+async def test_a_call_picks_up_the_text_chat_it_interrupts_and_ends_it(open_app: OpenApp) -> None:
+    app = await open_app()
+    await app.text(ALICE, "I'll call you in a minute about the Porto flat")
+    app.later(minutes=1)
+    call = await app.agent.start(telegram_id=ALICE)
+    recent = call.initiation["system_prompt"].split("## Just before this call, by text", 1)[1]
+    assert "Person: I'll call you in a minute about the Porto flat\nNikita: ok" in recent
+    context = (await call.tool("get_context")).json()["result"]
+    assert context["recent_text_messages"] == [
+        "Person: I'll call you in a minute about the Porto flat",
+        "Nikita: ok",
+    ]
+    call.say("user", "So, the flat has a balcony")
+    assert (await call.end()).json()["stored"] is True
+    app.later(minutes=2)
+    await app.text(ALICE, "Back to texting")
+    async with app.runtime.sessions() as session:
+        rows = (
+            await session.execute(select(Conversation.kind, Conversation.status).order_by(Conversation.id))
+        ).all()
+    # The text session the call interrupted was closed (and post-processed with the call); a new one began.
+    assert [tuple(r) for r in rows] == [("text", "processed"), ("voice", "processed"), ("text", "active")]
+    assert "Earlier today:" in app.chat.instructions[-1] and "balcony" in app.chat.instructions[-1]
