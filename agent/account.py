@@ -84,6 +84,7 @@ async def export_user(
             "conversations": [
                 {
                     "id": c.id,
+                    "kind": c.kind,
                     "status": c.status,
                     "started_at": _iso(c.started_at),
                     "last_message_at": _iso(c.last_message_at),
@@ -118,7 +119,13 @@ async def export_user(
             ],
             "thoughts": [{"content": t.content, "created_at": _iso(t.created_at)} for t in thoughts],
             "facts": [
-                {"content": f.content, "source": f.source, "created_at": _iso(f.created_at)} for f in facts
+                {
+                    "content": f.content,
+                    "source": f.source,
+                    "category": f.category,
+                    "created_at": _iso(f.created_at),
+                }
+                for f in facts
             ],
         }
     for store in stores:

@@ -103,6 +103,20 @@ class Settings(BaseSettings):
     # each holds its advisory lock on a connection of the lock pool (agent/locks.py, 50).
     max_concurrent_turns: int = 32
 
+    # Voice calls (issue 16): the memory as server tools for an ElevenLabs voice agent, at /voice/*
+    # in the web app; off while VOICE_TOKEN_SECRET is unset. POST /voice/initiate needs
+    # VOICE_INITIATE_SECRET as a bearer token; call tokens are HMAC-signed with VOICE_TOKEN_SECRET and
+    # expire after VOICE_TOKEN_TTL_SECONDS; /voice/call-ended checks ElevenLabs' post-call webhook
+    # signature with ELEVENLABS_WEBHOOK_SECRET and refuses signatures older than the tolerance.
+    voice_token_secret: SecretStr | None = None
+    voice_initiate_secret: SecretStr | None = None
+    voice_token_ttl_seconds: int = 3600
+    elevenlabs_webhook_secret: SecretStr | None = None
+    elevenlabs_webhook_tolerance_seconds: int = 1800
+    elevenlabs_agent_id: str | None = None
+    # Post-process a call as soon as it is stored, so the next text message finds it in today's summary.
+    voice_postprocess_at_once: bool = True
+
     # Post-processing and day summaries (issue 4)
     postprocess_max_attempts: int = 5
     postprocess_retry_base_seconds: float = 60.0

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic_ai import ModelRetry, RunContext
 
 from agent.agent import TurnDeps, chat_agent
+from agent.search.facts import FactRejectedError, clean_fact
 from agent.search.get import MessagesOut, RecallInputError, RecallNotFoundError
 from agent.search.recall import Recall
 from agent.search.search import SearchHit
@@ -184,12 +185,10 @@ async def memory_add(ctx: RunContext[TurnDeps], fact: str) -> dict[str, Any]:
     recall = _recall(ctx)
     if recall is None:
         return {"saved": False, "note": "memory is not available right now"}
-    text = " ".join(fact.split())
-    limit = recall.settings.memory_fact_max_chars
-    if not text:
-        raise ModelRetry("fact is empty; write the fact as one short sentence")
-    if len(text) > limit or fact.count("\n") > 1:
-        raise ModelRetry(f"save one short fact (at most {limit} characters), not a transcript excerpt")
+    try:
+        text = clean_fact(fact, max_chars=recall.settings.memory_fact_max_chars)
+    except FactRejectedError as exc:
+        raise ModelRetry(str(exc)) from exc
     added = await recall.facts.add(
         ctx.deps.user_id, text, conversation_id=ctx.deps.conversation_id, at=ctx.deps.now
     )

@@ -141,7 +141,14 @@ class FactRepository:
         self.session = session
 
     async def add_many(
-        self, user_id: int, conversation_id: int | None, contents: Iterable[str], at: datetime, *, source: str
+        self,
+        user_id: int,
+        conversation_id: int | None,
+        contents: Iterable[str],
+        at: datetime,
+        *,
+        source: str,
+        category: str | None = None,
     ) -> int:
         """Store facts; a fact already known (same normalised content) is skipped."""
         rows = [
@@ -150,6 +157,7 @@ class FactRepository:
                 "conversation_id": conversation_id,
                 "content": content.strip(),
                 "source": source,
+                "category": category,
                 "dedupe_key": fact_dedupe_key(content),
                 "created_at": at,
             }

@@ -89,6 +89,8 @@ class Conversation(Base):
     __table_args__ = (
         Index("ix_conversations_user_status", "user_id", "status"),
         Index("ix_conversations_status_last", "status", "last_message_at"),
+        # A voice call is stored once however often its post-call webhook arrives (issue 16).
+        Index("uq_conversations_call_id", "call_id", unique=True),
     )
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
@@ -111,6 +113,9 @@ class Conversation(Base):
     claimed_at: Mapped[datetime | None]
     claimed_by: Mapped[str | None] = mapped_column(String(128))
     processed_at: Mapped[datetime | None]
+    # text (Telegram, terminal) | voice (a call's transcript, issue 16); call_id is the voice agent's id.
+    kind: Mapped[str] = mapped_column(String(16), default="text", server_default="text")
+    call_id: Mapped[str | None] = mapped_column(String(128))
 
 
 class TranscriptMessage(Base):
@@ -129,7 +134,7 @@ class TranscriptMessage(Base):
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
     conversation_id: Mapped[int | None] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
     role: Mapped[str] = mapped_column(String(16))  # user | assistant | system
-    kind: Mapped[str] = mapped_column(String(32), default="text")  # text | sticker | apology | note ...
+    kind: Mapped[str] = mapped_column(String(32), default="text")  # text | sticker | apology | note | voice
     content: Mapped[str] = mapped_column(Text)
     telegram_message_id: Mapped[int | None] = mapped_column(BigInteger)
     reply_to_id: Mapped[int | None] = mapped_column(BigInteger)
@@ -227,7 +232,9 @@ class UserFact(Base):
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
     conversation_id: Mapped[int | None] = mapped_column(ForeignKey("conversations.id", ondelete="SET NULL"))
     content: Mapped[str] = mapped_column(Text)
-    source: Mapped[str] = mapped_column(String(16), default="extraction")  # extraction | tool
+    source: Mapped[str] = mapped_column(String(16), default="extraction")  # extraction | tool | voice
+    # What the fact is about, when the writer said (the voice agent's update_memory, issue 16).
+    category: Mapped[str | None] = mapped_column(String(32))
     dedupe_key: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime]
 

@@ -54,6 +54,8 @@ class BuiltContext:
     snapshot: dict[str, Any] = field(default_factory=dict)
     # None on a session's first message: PydanticAI then starts the run fresh.
     history: list[ModelMessage] | None = None
+    # The fitted tiers by name (what `text` shows), for surfaces that lay them out their own way.
+    blocks: dict[str, TierBlock] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -101,13 +103,17 @@ class ContextBuilder:
         sessions: async_sessionmaker[AsyncSession],
         *,
         user: User,
-        conversation: Conversation,
+        conversation: Conversation | None,
         text: str,
         now: datetime,
         previous_message_at: datetime | None,
         history: Sequence[ModelMessage] = (),
     ) -> BuiltContext:
-        """Assemble the context for this message; never raises for a tier's failure."""
+        """Assemble the context for this message; never raises for a tier's failure.
+
+        `conversation` is None outside a session (a voice call starting): "last conversation" is
+        then the newest one, and there is no history to compact.
+        """
         started = time.perf_counter()
         s = self.settings
         # What history will take at most, counted from the newest message: the rest picks memory limits.
@@ -142,7 +148,7 @@ class ContextBuilder:
                     lambda db: load_last_conversation(
                         db,
                         user,
-                        conversation.id,
+                        conversation.id if conversation is not None else None,
                         now,
                         min_gap=timedelta(hours=s.context_last_conversation_after_hours),
                     ),
@@ -151,7 +157,8 @@ class ContextBuilder:
             "memory": (s.context_memory_timeout_seconds, lambda: self._memory(user.id, text, now, remaining)),
         }
         assert tuple(loaders) == LOADED_TIERS
-        compaction_task = self._compact(sessions, user.id, conversation.id, history, now)
+        conversation_id = conversation.id if conversation is not None else None
+        compaction_task = self._compact(sessions, user.id, conversation_id, history, now)
         results = await asyncio.gather(
             *(self._guarded(name, timeout, load) for name, (timeout, load) in loaders.items()),
             compaction_task,
@@ -169,12 +176,14 @@ class ContextBuilder:
             "context built",
             extra={
                 "user_id": user.id,
-                "conversation_id": conversation.id,
+                "conversation_id": conversation_id,
                 "tokens": fitted.total_tokens,
                 "build_ms": round(build_ms, 2),
             },
         )
-        return BuiltContext(text=fitted.text, snapshot=snapshot, history=fitted.history or None)
+        return BuiltContext(
+            text=fitted.text, snapshot=snapshot, history=fitted.history or None, blocks=dict(fitted.blocks)
+        )
 
     async def _in_session(
         self,
@@ -214,11 +223,11 @@ class ContextBuilder:
         self,
         sessions: async_sessionmaker[AsyncSession],
         user_id: int,
-        conversation_id: int,
+        conversation_id: int | None,
         history: Sequence[ModelMessage],
         now: datetime,
     ) -> Compacted:
-        if not history:
+        if not history or conversation_id is None:
             return Compacted([], "not needed")
         try:
             return await self.compactor.compact(

@@ -171,15 +171,20 @@ async def load_threads(session: AsyncSession, user: User, now: datetime, *, limi
 
 
 async def load_last_conversation(
-    session: AsyncSession, user: User, conversation_id: int, now: datetime, *, min_gap: timedelta
+    session: AsyncSession, user: User, conversation_id: int | None, now: datetime, *, min_gap: timedelta
 ) -> TierBlock | None:
-    """The previous conversation's summary if it ended over `min_gap` ago: "Last time we talked: ..."."""
+    """The previous conversation's summary if it ended over `min_gap` ago: "Last time we talked: ...".
+
+    Without a current conversation (a voice call starting) the newest one is the previous one.
+    """
     stmt = (
         select(Conversation.summary, Conversation.ended_at, Conversation.last_message_at)
-        .where(Conversation.user_id == user.id, Conversation.id < conversation_id)
+        .where(Conversation.user_id == user.id)
         .order_by(Conversation.id.desc())
         .limit(1)
     )
+    if conversation_id is not None:
+        stmt = stmt.where(Conversation.id < conversation_id)
     row = (await session.execute(stmt)).one_or_none()
     if row is None or not row.summary or not row.summary.strip():
         return None

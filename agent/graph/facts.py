@@ -54,10 +54,19 @@ class GraphFactStore:
         return [_hit(rank, fact) for rank, fact in enumerate(facts, start=1)]
 
     async def add(
-        self, user_id: int, content: str, *, conversation_id: int | None, at: datetime
+        self,
+        user_id: int,
+        content: str,
+        *,
+        conversation_id: int | None,
+        at: datetime,
+        source: str = "tool",
+        category: str | None = None,
     ) -> FactAdded:
         """Save the fact (deduplicated) and, when new, add it to the graph in the background."""
-        added = await self.fallback.add(user_id, content, conversation_id=conversation_id, at=at)
+        added = await self.fallback.add(
+            user_id, content, conversation_id=conversation_id, at=at, source=source, category=category
+        )
         if not added.created:
             return added
         task = asyncio.create_task(self._add_to_graph(user_id, added.content, at))

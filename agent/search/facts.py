@@ -13,6 +13,7 @@ from typing import Protocol
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agent.errors import NikitaError
 from agent.search.fts import query_terms
 from db.memory_repositories import FactRepository, fact_dedupe_key
 from db.models import UserFact
@@ -40,6 +41,22 @@ class FactAdded:
     created: bool
 
 
+class FactRejectedError(NikitaError):
+    """A fact the memory policy refuses: empty, too long, or a transcript excerpt."""
+
+
+def clean_fact(fact: str, *, max_chars: int) -> str:
+    """The fact as it is saved (one line, single spaces); the policy of `memory_add` and `update_memory`."""
+    text = " ".join(fact.split())
+    if not text:
+        raise FactRejectedError("fact is empty; write the fact as one short sentence")
+    if len(text) > max_chars or fact.count("\n") > 1:
+        raise FactRejectedError(
+            f"save one short fact (at most {max_chars} characters), not a transcript excerpt"
+        )
+    return text
+
+
 class FactStore(Protocol):
     """Durable facts about one user at a time."""
 
@@ -48,9 +65,16 @@ class FactStore(Protocol):
         ...
 
     async def add(
-        self, user_id: int, content: str, *, conversation_id: int | None, at: datetime
+        self,
+        user_id: int,
+        content: str,
+        *,
+        conversation_id: int | None,
+        at: datetime,
+        source: str = "tool",
+        category: str | None = None,
     ) -> FactAdded:
-        """Store one fact (deduplicated by normalised content)."""
+        """Store one fact (deduplicated by normalised content); `source` says which tool wrote it."""
         ...
 
 
@@ -103,14 +127,21 @@ class SqlFactStore:
         return scored[:limit]
 
     async def add(
-        self, user_id: int, content: str, *, conversation_id: int | None, at: datetime
+        self,
+        user_id: int,
+        content: str,
+        *,
+        conversation_id: int | None,
+        at: datetime,
+        source: str = "tool",
+        category: str | None = None,
     ) -> FactAdded:
         """Insert the fact unless the user already has it."""
         content = content.strip()
         key = fact_dedupe_key(content)
         async with self.sessions() as session, session.begin():
             created = await FactRepository(session).add_many(
-                user_id, conversation_id, [content], at, source="tool"
+                user_id, conversation_id, [content], at, source=source, category=category
             )
             fact = await session.scalar(
                 select(UserFact).where(UserFact.user_id == user_id, UserFact.dedupe_key == key)

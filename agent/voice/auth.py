@@ -1,0 +1,109 @@
+"""Call tokens and ElevenLabs webhook signatures: who a voice request speaks for, checked in constant time.
+
+A call token is `user:session:timestamp:signature`: the user id, a random session id, the issue
+time (unix seconds) and the hex HMAC-SHA256 of the first three parts under VOICE_TOKEN_SECRET. It
+needs no storage: the signature binds the user, the timestamp bounds its life.
+
+ElevenLabs signs post-call webhooks with `ElevenLabs-Signature: t=<unix seconds>,v0=<hex>`, where
+the hex is the HMAC-SHA256 of `"<t>.<raw body>"` under the webhook's secret (the scheme of its
+SDKs' `construct_event`); a signature older than the tolerance is refused, so a captured request
+cannot be replayed later.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from agent.voice.errors import VoiceAuthError
+
+# A token stamped this far in the future (clock skew between instances) is still accepted.
+CLOCK_SKEW = timedelta(seconds=60)
+
+
+def _hmac_hex(key: str, message: str) -> str:
+    return hmac.new(key.encode(), message.encode(), hashlib.sha256).hexdigest()
+
+
+@dataclass(frozen=True)
+class CallToken:
+    """A verified call token: whose call, which session, when it was issued."""
+
+    user_id: int
+    session_id: str
+    issued_at: datetime
+    raw: str
+
+
+class CallTokens:
+    """Issues and verifies call tokens under one secret."""
+
+    def __init__(self, secret: str, *, ttl: timedelta) -> None:
+        if not secret:
+            raise ValueError("a call token secret must not be empty")
+        self._secret = secret
+        self.ttl = ttl
+
+    def issue(self, user_id: int, now: datetime) -> CallToken:
+        """A fresh token with a new random session id."""
+        session_id = secrets.token_hex(16)
+        stamp = int(now.timestamp())
+        payload = f"{user_id}:{session_id}:{stamp}"
+        raw = f"{payload}:{_hmac_hex(self._secret, payload)}"
+        return CallToken(user_id, session_id, datetime.fromtimestamp(stamp, UTC), raw)
+
+    def expires_at(self, token: CallToken) -> datetime:
+        """When the token stops opening the server tools."""
+        return token.issued_at + self.ttl
+
+    def verify(self, raw: str | None, now: datetime, *, check_expiry: bool = True) -> CallToken:
+        """The token's claims when its signature holds (and, by default, it has not expired)."""
+        if not raw:
+            raise VoiceAuthError("missing call token")
+        parts = raw.strip().split(":")
+        if len(parts) != 4:
+            raise VoiceAuthError("malformed call token")
+        user, session_id, stamp, signature = parts
+        expected = _hmac_hex(self._secret, f"{user}:{session_id}:{stamp}")
+        # Constant time, and before any parsing that could answer faster for some forgeries.
+        if not hmac.compare_digest(signature.encode(), expected.encode()):
+            raise VoiceAuthError("bad call token signature")
+        try:
+            token = CallToken(int(user), session_id, datetime.fromtimestamp(int(stamp), UTC), raw.strip())
+        except (ValueError, OverflowError, OSError) as exc:
+            raise VoiceAuthError("malformed call token") from exc
+        if check_expiry:
+            if token.issued_at > now + CLOCK_SKEW:
+                raise VoiceAuthError("call token issued in the future")
+            if now >= self.expires_at(token):
+                raise VoiceAuthError("call token expired")
+        return token
+
+
+def sign_webhook(body: bytes, secret: str, at: datetime) -> str:
+    """The `ElevenLabs-Signature` header value ElevenLabs would send for this body at this time."""
+    stamp = int(at.timestamp())
+    return f"t={stamp},v0={_hmac_hex(secret, f'{stamp}.{body.decode()}')}"
+
+
+def verify_webhook(body: bytes, header: str | None, secret: str, now: datetime, tolerance: timedelta) -> None:
+    """Raise `VoiceAuthError` unless `header` is ElevenLabs' fresh signature of exactly `body`."""
+    if not header:
+        raise VoiceAuthError("missing ElevenLabs-Signature header")
+    fields = dict(part.strip().split("=", 1) for part in header.split(",") if "=" in part)
+    stamp, given = fields.get("t"), fields.get("v0")
+    if not stamp or not given:
+        raise VoiceAuthError("ElevenLabs-Signature lacks t= or v0=")
+    try:
+        signed_at = datetime.fromtimestamp(int(stamp), UTC)
+        text = body.decode()
+    except (ValueError, OverflowError, OSError, UnicodeDecodeError) as exc:
+        raise VoiceAuthError("malformed ElevenLabs-Signature or body") from exc
+    expected = _hmac_hex(secret, f"{stamp}.{text}")
+    if not hmac.compare_digest(given.encode(), expected.encode()):
+        raise VoiceAuthError("bad webhook signature")
+    if signed_at < now - tolerance or signed_at > now + CLOCK_SKEW:
+        raise VoiceAuthError("webhook signature outside the tolerance window")

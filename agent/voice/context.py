@@ -1,0 +1,193 @@
+"""What a voice call starts with and what `get_context` answers: the text turn's context, for speech.
+
+The context builder of text turns (agent/context) assembles the tiers under the same budgets; a
+call adds its own persona, the recent messages of a text session it interrupts, the dynamic
+variables the voice agent's prompt template may use, and the three knowledge-graph groups with
+the seed's standard limits (user facts 50, shared episodes 30, the persona's events 20).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import cache
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from pydantic_ai.messages import CompactionPart, ModelMessage
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from agent.clock import ensure_utc
+from agent.context import BuiltContext, ContextBuilder, describe_gap, part_of_day
+from agent.context.compaction import render_for_summary
+from agent.graph import STANDARD_LIMITS, GraphMemory, GraphMemoryError, MemoryFact, NullGraphMemory
+from agent.search.facts import FactStore
+from agent.session_history import SessionHistories
+from agent.sessions import session_expired
+from db.models import Conversation, User
+from db.repositories import ConversationRepository
+
+logger = logging.getLogger(__name__)
+
+VOICE_PERSONA_PATH = Path(__file__).with_name("persona.md")
+RECENT_HEADING = "## Just before this call, by text"
+
+
+@cache
+def voice_persona() -> str:
+    """The voice persona prompt, read once from its Markdown file."""
+    return VOICE_PERSONA_PATH.read_text(encoding="utf-8").strip()
+
+
+def render_recent(messages: Sequence[ModelMessage]) -> list[str]:
+    """A text session's fitted history as lines for the call's prompt (a compaction summary first)."""
+    summaries = [
+        f"(Earlier in that chat: {part.content})"
+        for message in messages
+        for part in message.parts
+        if isinstance(part, CompactionPart) and isinstance(part.content, str)
+    ]
+    return [*summaries, *render_for_summary(messages)]
+
+
+def local_time(user: User, now: datetime) -> str:
+    """ "Tuesday evening, 19:30 (Europe/Lisbon)": the user's local time as the voice agent says it."""
+    local = now.astimezone(ZoneInfo(user.timezone))
+    return f"{local:%A} {part_of_day(local.hour)}, {local:%H:%M} ({user.timezone})"
+
+
+def since_last_contact(user: User, now: datetime) -> str:
+    """How long since the user last wrote or called, in words."""
+    if user.last_message_at is None:
+        return "never (first contact)"
+    return describe_gap((now - ensure_utc(user.last_message_at)).total_seconds())
+
+
+def _items(built: BuiltContext, tier: str) -> list[str]:
+    block = built.blocks.get(tier)
+    return list(block.items) if block is not None else []
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """A call's system prompt, its dynamic variables and the context it was built from."""
+
+    prompt: str
+    dynamic_variables: dict[str, str]
+    built: BuiltContext
+
+
+class VoiceContext:
+    """Builds a call's context and the `get_context` package for one user at a time."""
+
+    def __init__(
+        self,
+        *,
+        sessions: async_sessionmaker[AsyncSession],
+        builder: ContextBuilder,
+        histories: SessionHistories,
+        graph: GraphMemory,
+        saved_facts: FactStore,
+        session_timeout: timedelta,
+        graph_timeout_seconds: float,
+    ) -> None:
+        self.sessions = sessions
+        self.builder = builder
+        self.histories = histories
+        self.graph = graph
+        # The saved facts table, not the graph-backed store: it is what stands in when the graph fails.
+        self.saved_facts = saved_facts
+        self.session_timeout = session_timeout
+        self.graph_timeout_seconds = graph_timeout_seconds
+
+    async def _active(self, user_id: int, now: datetime) -> Conversation | None:
+        async with self.sessions() as session:
+            conversation = await ConversationRepository(session).active_for(user_id)
+        if conversation is None or session_expired(conversation.last_message_at, now, self.session_timeout):
+            return None
+        return conversation
+
+    async def build(self, user: User, now: datetime) -> CallContext:
+        """The call's prompt: the voice persona, the tiers as a text turn sees them, recent text messages."""
+        active = await self._active(user.id, now)
+        history: list[ModelMessage] = []
+        if active is not None:
+            history = (await self.histories.load(self.sessions, active.id, active.message_count)).messages
+        built = await self.builder.build(
+            self.sessions,
+            user=user,
+            conversation=active,
+            text="",
+            now=now,
+            previous_message_at=user.last_message_at,
+            history=history,
+        )
+        parts = [voice_persona(), built.text]
+        if recent := render_recent(built.history or []):
+            parts.append("\n".join([RECENT_HEADING, *recent]))
+        variables = {
+            "user_name": user.name or "",
+            "local_time": local_time(user, now),
+            "time_since_last_contact": since_last_contact(user, now),
+            "today_summary": "\n".join(_items(built, "today")),
+            "open_threads": "\n".join(_items(built, "threads")),
+        }
+        return CallContext("\n\n".join(p for p in parts if p), variables, built)
+
+    async def package(self, user: User, now: datetime) -> dict[str, Any]:
+        """`get_context`: profile, time, every tier, and the three graph groups with the seed's limits."""
+        call, (memory, memory_error) = await asyncio.gather(
+            self.build(user, now), self.memory_groups(user.id, now)
+        )
+        built = call.built
+        failures = list(built.snapshot.get("failures", []))
+        if memory_error is not None:
+            failures.append({"tier": "graph", "status": "failed", "error": memory_error})
+        return {
+            "user": {"name": user.name, "timezone": user.timezone, "profile": user.profile or {}},
+            "local_time": call.dynamic_variables["local_time"],
+            "time_since_last_contact": call.dynamic_variables["time_since_last_contact"],
+            "today": _items(built, "today"),
+            "yesterday": _items(built, "yesterday"),
+            "open_threads": _items(built, "threads"),
+            "last_conversation": _items(built, "last_conversation"),
+            "recent_text_messages": render_recent(built.history or []),
+            "memory": memory,
+            "failures": failures,
+        }
+
+    async def memory_groups(self, user_id: int, now: datetime) -> tuple[dict[str, Any], str | None]:
+        """The newest current facts of the three groups; saved facts when the graph is off or failing."""
+        limits = STANDARD_LIMITS
+        shown = {"user": limits.user, "relationship": limits.relationship, "persona": limits.persona}
+        error: str | None = None
+        if not isinstance(self.graph, NullGraphMemory):
+            try:
+                async with asyncio.timeout(self.graph_timeout_seconds):
+                    found = await self.graph.search(user_id, "", limits=limits, now=now)
+            except (GraphMemoryError, TimeoutError) as exc:
+                # A memory failure degrades the context, never the call: saved facts stand in.
+                logger.warning("voice graph context failed", extra={"user_id": user_id, "error": repr(exc)})
+                error = f"{type(exc).__name__}: {exc}"[:300]
+            else:
+                return {
+                    "user_facts": [_fact(f) for f in found.user],
+                    "relationship_episodes": [_fact(f) for f in found.relationship],
+                    "persona_events": [_fact(f) for f in found.persona],
+                    "limits": shown,
+                }, None
+        saved = await self.saved_facts.search(user_id, "", limit=limits.user)
+        return {
+            "user_facts": [{"text": hit.content, "since": hit.created_at[:10]} for hit in saved],
+            "relationship_episodes": [],
+            "persona_events": [],
+            "limits": shown,
+        }, error
+
+
+def _fact(fact: MemoryFact) -> dict[str, str]:
+    return {"text": fact.text, "since": fact.valid_at.date().isoformat() if fact.valid_at else ""}

@@ -1,0 +1,180 @@
+"""Every write the voice surface makes, each behind `_may_write`: the one place a /forget tombstone
+(issue 11) is to be checked before a call's transcript or a voice fact reaches the memory.
+
+A call is stored as the turn service stores messages (agent/service.py): transcript rows of kind
+`voice` at their own times in their users' day segments, in a conversation of kind `voice` that is
+closed at once, so post-processing (jobs/queue.py) claims it like any ended session. The call id is
+unique, so a webhook delivered twice stores the call once. The user's turn lock is held meanwhile,
+so a text turn never interleaves with it, in this process or another.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from agent.clock import local_day
+from agent.locks import UserLocks
+from agent.search.facts import FactAdded, FactStore
+from agent.settings import Settings
+from agent.tokens import get_counter
+from agent.voice.calls import EndedCall
+from db.memory_repositories import flag_summary_due
+from db.models import Conversation, DaySegment, User
+from db.repositories import (
+    ConversationRepository,
+    DaySegmentRepository,
+    PromptRepository,
+    TranscriptRepository,
+)
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StoredCall:
+    """Where a call went: its conversation, how many turns were stored, whether it was known already."""
+
+    conversation_id: int
+    messages: int
+    duplicate: bool = False
+    closed_text_conversation_id: int | None = None
+
+
+class VoiceStore:
+    """Writes voice facts, call transcripts and call-start snapshots for one user at a time."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        sessions: async_sessionmaker[AsyncSession],
+        facts: FactStore,
+        locks: UserLocks,
+    ) -> None:
+        self.settings = settings
+        self.sessions = sessions
+        self.facts = facts
+        self.locks = locks
+        self.counter = get_counter()
+
+    async def _may_write(self, session: AsyncSession, user_id: int) -> User | None:
+        """The user, when their memory may take this write (None: gone, or forgotten)."""
+        return await session.get(User, user_id)
+
+    async def add_fact(self, user_id: int, text: str, category: str, at: datetime) -> FactAdded | None:
+        """`update_memory`: save one cleaned fact as `memory_add` does (deduplicated, graph too)."""
+        async with self.sessions() as session:
+            if await self._may_write(session, user_id) is None:
+                return None
+        return await self.facts.add(
+            user_id, text, conversation_id=None, at=at, source="voice", category=category
+        )
+
+    async def record_prompt(self, user_id: int, prompt: str, snapshot: dict[str, Any], at: datetime) -> None:
+        """Keep a call's starting prompt and snapshot next to the text turns' (`/prompt` shows it)."""
+        async with self.sessions() as session, session.begin():
+            if await self._may_write(session, user_id) is None:
+                return
+            await PromptRepository(session).add(
+                user_id=user_id,
+                conversation_id=None,
+                message_id=None,
+                instructions=prompt,
+                snapshot=snapshot,
+                created_at=at,
+            )
+
+    async def store_call(self, user_id: int, call: EndedCall) -> StoredCall | None:
+        """Store a finished call once (by call id); None when the user's memory takes no writes."""
+        async with self.locks.hold(user_id):
+            try:
+                return await self._store(user_id, call)
+            except IntegrityError:
+                # Another instance stored the same call between our look-up and insert.
+                known = await self._known(call.call_id)
+                if known is None:
+                    raise
+                return known
+
+    async def _known(self, call_id: str) -> StoredCall | None:
+        async with self.sessions() as session:
+            row = (
+                await session.execute(
+                    select(Conversation.id, Conversation.message_count).where(Conversation.call_id == call_id)
+                )
+            ).one_or_none()
+        return StoredCall(row.id, row.message_count, duplicate=True) if row is not None else None
+
+    async def _store(self, user_id: int, call: EndedCall) -> StoredCall | None:
+        if (known := await self._known(call.call_id)) is not None:
+            return known
+        async with self.sessions() as session, session.begin():
+            user = await self._may_write(session, user_id)
+            if user is None:
+                return None
+            conversations = ConversationRepository(session)
+            closed_id: int | None = None
+            active = await conversations.active_for(user_id)
+            # A call ends the text session it interrupts; the next message starts afresh after it.
+            if active is not None and active.last_message_at <= call.started_at:
+                await conversations.close(active, active.last_message_at)
+                closed_id = active.id
+            last_at = call.turns[-1].at if call.turns else call.ended_at
+            conversation = Conversation(
+                user_id=user_id,
+                kind="voice",
+                call_id=call.call_id,
+                status="closed",  # queued for post-processing
+                started_at=call.started_at,
+                last_message_at=last_at,
+                ended_at=call.ended_at,
+                messages=[],
+                message_count=len(call.turns),
+            )
+            session.add(conversation)
+            await session.flush()
+            segments = await self._transcribe(session, user, conversation.id, call)
+            for segment in segments.values():
+                await flag_summary_due(
+                    session,
+                    segment,
+                    threshold=self.settings.day_summary_message_threshold,
+                    token_budget=self.settings.day_raw_token_budget,
+                    count_tokens=self.counter.count,
+                )
+            if user.last_message_at is None or last_at > user.last_message_at:
+                user.last_message_at = last_at
+        logger.info(
+            "voice call stored",
+            extra={"user_id": user_id, "conversation_id": conversation.id, "messages": len(call.turns)},
+        )
+        return StoredCall(conversation.id, len(call.turns), closed_text_conversation_id=closed_id)
+
+    async def _transcribe(
+        self, session: AsyncSession, user: User, conversation_id: int, call: EndedCall
+    ) -> dict[date, DaySegment]:
+        days = DaySegmentRepository(session)
+        transcript = TranscriptRepository(session)
+        segments: dict[date, DaySegment] = {}
+        for turn in call.turns:
+            day = local_day(turn.at, user.timezone)
+            if day not in segments:
+                segments[day] = await days.open(user.id, day, user.timezone, turn.at)
+            row = await transcript.add(
+                user_id=user.id,
+                conversation_id=conversation_id,
+                role=turn.role,
+                content=turn.text,
+                sent_at=turn.at,
+                kind="voice",
+                day_segment_id=segments[day].id,
+            )
+            DaySegmentRepository.record_message(segments[day], row.id, turn.at)
+        return segments

@@ -1,0 +1,189 @@
+"""The voice calls' HTTP surface (issue 16): /voice/initiate, /voice/server-tool, /voice/call-ended.
+
+Routes of the web app (webhook mode, or `python -m bot web`), present when VOICE_TOKEN_SECRET is set.
+Every answer is JSON; errors are `{"ok": false, "error": {"code", "message"}}` with 401 (secret,
+token or signature), 400 (what the caller can fix), 404 (unknown user), 413 (body too large) or
+503 (storage unavailable): a voice agent never sees a 500 for a tool error.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from agent.errors import ConfigurationError
+from agent.voice.errors import VoiceAuthError, VoiceRequestError, VoiceUserNotFoundError
+from agent.voice.service import VoiceService, build_voice_service
+from bot.runtime import Runtime
+
+logger = logging.getLogger(__name__)
+
+SIGNATURE_HEADER = "ElevenLabs-Signature"
+TOKEN_HEADER = "X-Voice-Token"
+MAX_REQUEST_BYTES = 256 * 1024
+# A long call's transcript with its tool calls and analysis stays well under this.
+MAX_WEBHOOK_BYTES = 16 * 1024 * 1024
+# Conversations post-processed right after a call is stored (oldest due first, the call among them).
+POSTPROCESS_AT_ONCE = 3
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+class _TooLarge(Exception):
+    """The request body is over its limit."""
+
+
+def _error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"ok": False, "error": {"code": code, "message": message}}, status_code=status)
+
+
+def _guarded(handler: Handler) -> Handler:
+    """Map the voice errors to their structured answers."""
+
+    async def wrapped(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except VoiceAuthError as exc:
+            logger.info("voice request refused", extra={"path": request.url.path, "reason": str(exc)})
+            return _error(401, "unauthorized", str(exc))
+        except VoiceRequestError as exc:
+            return _error(400, exc.code, exc.message)
+        except VoiceUserNotFoundError as exc:
+            return _error(404, "unknown_user", str(exc))
+        except _TooLarge:
+            return _error(413, "too_large", "the request body is too large")
+        except (SQLAlchemyError, OSError) as exc:
+            logger.error("voice storage unavailable", extra={"path": request.url.path, "error": repr(exc)})
+            return _error(503, "unavailable", "memory is unavailable right now; try again shortly")
+
+    return wrapped
+
+
+async def _body(request: Request, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _json_object(request: Request) -> dict[str, Any]:
+    raw = await _body(request, MAX_REQUEST_BYTES)
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise VoiceRequestError("bad_request", "the body is not JSON") from exc
+    if not isinstance(value, dict):
+        raise VoiceRequestError("bad_request", "the body must be a JSON object")
+    return value
+
+
+def _optional_id(body: dict[str, Any], key: str) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).lstrip("-").isdigit():
+        raise VoiceRequestError("bad_request", f"{key} must be an integer")
+    return int(value)
+
+
+def _call_token(request: Request) -> str | None:
+    # ElevenLabs puts a dynamic variable in a header as its bare value; others send a bearer token.
+    given = request.headers.get(TOKEN_HEADER) or request.headers.get("Authorization", "")
+    return given.removeprefix("Bearer ").strip() or None
+
+
+def routes(runtime: Runtime) -> list[BaseRoute]:
+    """The voice routes, or none when voice calls are not configured."""
+    settings = runtime.settings
+    if settings.voice_token_secret is None:
+        return []
+    if runtime.recall is None:
+        raise ConfigurationError("voice calls need the recall services of the runtime")
+    service = build_voice_service(
+        settings,
+        sessions=runtime.sessions,
+        clock=runtime.clock,
+        builder=runtime.turns.context_builder,
+        histories=runtime.turns.histories,
+        recall=runtime.recall,
+        graph=runtime.graph,
+        locks=runtime.turns.locks,
+    )
+    assert settings.voice_initiate_secret is not None  # build_voice_service required it
+    initiate_secret = settings.voice_initiate_secret.get_secret_value().encode()
+    return _routes(runtime, service, initiate_secret)
+
+
+def _routes(runtime: Runtime, service: VoiceService, initiate_secret: bytes) -> list[BaseRoute]:
+    async def postprocess() -> None:
+        from jobs.registry import run_job
+
+        try:
+            await run_job("postprocess", runtime.jobs, limit=POSTPROCESS_AT_ONCE)
+        except (SQLAlchemyError, OSError) as exc:
+            # The call is stored and queued: the scheduled job processes it instead.
+            logger.warning("voice post-processing deferred", extra={"error": repr(exc)})
+
+    @_guarded
+    async def initiate(request: Request) -> Response:
+        given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip().encode()
+        if not given or not hmac.compare_digest(given, initiate_secret):
+            raise VoiceAuthError("missing or wrong initiate secret")
+        body = await _json_object(request)
+        answer = await service.initiate(
+            user_id=_optional_id(body, "user_id"), telegram_id=_optional_id(body, "telegram_id")
+        )
+        return JSONResponse({"ok": True, **answer})
+
+    @_guarded
+    async def server_tool(request: Request) -> Response:
+        token = service.authenticate(_call_token(request))
+        body = await _json_object(request)
+        name = request.path_params.get("tool") or body.pop("tool", None)
+        if not isinstance(name, str) or not name:
+            raise VoiceRequestError("unknown_tool", f"name the tool: one of {', '.join(service.tools.names)}")
+        result = await service.run_tool(token, name, body)
+        return JSONResponse({"ok": True, "tool": name, "result": result})
+
+    @_guarded
+    async def call_ended(request: Request) -> Response:
+        body = await _body(request, MAX_WEBHOOK_BYTES)
+        ended = await service.call_ended(body, request.headers.get(SIGNATURE_HEADER))
+        if ended.stored is None:
+            # Authentic but unusable: acknowledged, or ElevenLabs would retry and disable the webhook.
+            return JSONResponse({"ok": True, "stored": False, "reason": ended.reason})
+        stored = ended.stored
+        fresh = not stored.duplicate and runtime.settings.voice_postprocess_at_once
+        return JSONResponse(
+            {
+                "ok": True,
+                "stored": True,
+                "duplicate": stored.duplicate,
+                "conversation_id": stored.conversation_id,
+                "messages": stored.messages,
+            },
+            # After the answer is sent; uvicorn's graceful shutdown waits for it.
+            background=BackgroundTask(postprocess) if fresh else None,
+        )
+
+    return [
+        Route("/voice/initiate", initiate, methods=["POST"]),
+        Route("/voice/server-tool", server_tool, methods=["POST"]),
+        Route("/voice/server-tool/{tool}", server_tool, methods=["POST"]),
+        Route("/voice/call-ended", call_ended, methods=["POST"]),
+    ]
