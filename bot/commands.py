@@ -8,7 +8,7 @@ import logging
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram.ext import ContextTypes
 
-from agent.account import export_user, forget_user
+from agent.account import export_user
 from agent.timezones import resolve_timezone
 from bot.reports import memory_report
 from bot.sending import send_text
@@ -41,6 +41,11 @@ FORGET_ASK = (
     "profile. It cannot be undone. Are you sure? (You can also type /forget confirm.)"
 )
 FORGOTTEN = "Done. I've forgotten everything about you. If you write again, we start from scratch."
+FORGOTTEN_PENDING = (
+    "Done: our conversations, summaries, facts and your profile are deleted. One of my memory "
+    "stores didn't answer just now, so I'll finish erasing it there automatically in a few minutes. "
+    "Nothing of it can reach anyone meanwhile. If you write again, we start from scratch."
+)
 
 
 async def on_help(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -139,7 +144,8 @@ async def _forget(context: ContextTypes.DEFAULT_TYPE, telegram_id: int, chat_id:
     async with s.order.hold(telegram_id):
         async with s.runtime.sessions() as session:
             user = await UserRepository(session).by_telegram_id(telegram_id)
+        pending: tuple[str, ...] = ()
         if user is not None:
-            await forget_user(s.runtime.sessions, user.id, s.runtime.data_stores)
-            logger.info("user forgotten", extra={"user_id": user.id})
-        await send_text(context.bot, chat_id, FORGOTTEN)
+            pending = (await s.runtime.forget(user.id)).stores_pending
+            logger.info("user forgotten", extra={"user_id": user.id, "stores_pending": len(pending)})
+        await send_text(context.bot, chat_id, FORGOTTEN_PENDING if pending else FORGOTTEN)
