@@ -61,6 +61,8 @@ async def on_memory(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         return
     s = services(context)
     async with s.order.hold(person.id):
+        if await s.over_limit(context.bot, person, message.chat_id, message.date, "memory"):
+            return
         user, _ = await s.account(person, message.date)
         report = await memory_report(s.runtime.sessions, user.id, message.date, graph=s.runtime.graph)
         await send_text(context.bot, message.chat_id, report)
@@ -96,6 +98,8 @@ async def on_export(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         return
     s = services(context)
     async with s.order.hold(person.id):
+        if await s.over_limit(context.bot, person, message.chat_id, message.date, "export"):
+            return
         user, _ = await s.account(person, message.date)
         document = await export_user(s.runtime.sessions, user.id, s.runtime.data_stores)
         payload = json.dumps(document, ensure_ascii=False, indent=2, default=str).encode("utf-8")
