@@ -19,6 +19,7 @@ from agent.graph.guarded import GuardedGraphMemory
 from agent.graph.setup import open_settings_graph
 from agent.graph.store import GraphDataStore
 from agent.graph.tier import GraphMemoryTier
+from agent.history import TextCaches
 from agent.search.recall import Recall, build_recall, shared_embedder
 from agent.service import TurnService
 from agent.settings import Settings
@@ -139,7 +140,7 @@ async def build_runtime(
     ]
     # The `forget` job finishes what a failing store left of a /forget (the same stores and caches).
     jobs.data_stores = data_stores
-    jobs.caches = [turns.histories]
+    jobs.caches = [turns.histories, TextCaches(turns.counter)]
     return Runtime(
         settings=settings,
         engine=engine,

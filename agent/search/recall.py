@@ -77,6 +77,14 @@ class Recall:
                 settings=settings, embedder=self.embedder, counter=get_counter(), cache=self.cache
             )
 
+    def cache_sizes(self) -> dict[str, int]:
+        """How much the per-user maps hold right now (each is bounded; see the settings)."""
+        sizes = {"index_locks": len(self._index_locks), "indexed_users": len(self._indexed)}
+        if self.cache is not None:
+            sizes |= {"vector_users": len(self.cache), "vector_bytes": self.cache.bytes}
+            sizes["vector_locks"] = self.cache.locks_in_use
+        return sizes
+
     def remembers(self, user_id: int) -> bool:
         """Whether anything of the user is held in this process's memory (index marker, vectors)."""
         return user_id in self._indexed or (self.cache is not None and user_id in self.cache)

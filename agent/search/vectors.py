@@ -89,6 +89,11 @@ class VectorCache:
         return user_id in self._entries
 
     @property
+    def locks_in_use(self) -> int:
+        """Users whose matrix is being loaded right now."""
+        return len(self._locks)
+
+    @property
     def bytes(self) -> int:
         """Memory held by the cached matrices (as `UserVectors.nbytes` counts it)."""
         return self._entries.bytes
