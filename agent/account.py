@@ -20,17 +20,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.clock import Clock
 from agent.errors import NikitaError
+from agent.export import collect, export_events
 from agent.writers import WriteGuard
-from db.models import (
-    Conversation,
-    ConversationThread,
-    DaySegment,
-    PendingForget,
-    Thought,
-    TranscriptMessage,
-    User,
-    UserFact,
-)
+from db.models import PendingForget, User
 
 logger = logging.getLogger(__name__)
 
@@ -60,91 +52,11 @@ class UserCache(Protocol):
         ...
 
 
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value else None
-
-
 async def export_user(
     sessions: async_sessionmaker[AsyncSession], user_id: int, stores: Sequence[UserDataStore] = ()
 ) -> dict[str, Any]:
-    """The user's data as one JSON-serialisable document."""
-    async with sessions() as session:
-        user = await session.get(User, user_id)
-        if user is None:
-            return {}
-        conversations = (
-            await session.execute(
-                select(Conversation).where(Conversation.user_id == user_id).order_by(Conversation.id)
-            )
-        ).scalars()
-        messages = (
-            await session.execute(
-                select(TranscriptMessage)
-                .where(TranscriptMessage.user_id == user_id)
-                .order_by(TranscriptMessage.id)
-            )
-        ).scalars()
-        days = (
-            await session.execute(
-                select(DaySegment).where(DaySegment.user_id == user_id).order_by(DaySegment.day)
-            )
-        ).scalars()
-        threads = (
-            await session.execute(select(ConversationThread).where(ConversationThread.user_id == user_id))
-        ).scalars()
-        thoughts = (await session.execute(select(Thought).where(Thought.user_id == user_id))).scalars()
-        facts = (await session.execute(select(UserFact).where(UserFact.user_id == user_id))).scalars()
-        document: dict[str, Any] = {
-            "user": {
-                "name": user.name,
-                "timezone": user.timezone,
-                "profile": user.profile,
-                "created_at": _iso(user.created_at),
-                "last_message_at": _iso(user.last_message_at),
-            },
-            "conversations": [
-                {
-                    "id": c.id,
-                    "status": c.status,
-                    "started_at": _iso(c.started_at),
-                    "last_message_at": _iso(c.last_message_at),
-                    "summary": c.summary,
-                    "tone": c.tone,
-                }
-                for c in conversations
-            ],
-            "messages": [
-                {
-                    "id": m.id,
-                    "conversation_id": m.conversation_id,
-                    "role": m.role,
-                    "kind": m.kind,
-                    "content": m.content,
-                    "sent_at": _iso(m.sent_at),
-                }
-                for m in messages
-            ],
-            "days": [
-                {
-                    "day": d.day.isoformat(),
-                    "summary": d.summary,
-                    "key_moments": d.key_moments,
-                    "status": d.status,
-                }
-                for d in days
-            ],
-            "threads": [
-                {"type": t.type, "content": t.content, "status": t.status, "created_at": _iso(t.created_at)}
-                for t in threads
-            ],
-            "thoughts": [{"content": t.content, "created_at": _iso(t.created_at)} for t in thoughts],
-            "facts": [
-                {"content": f.content, "source": f.source, "created_at": _iso(f.created_at)} for f in facts
-            ],
-        }
-    for store in stores:
-        document[store.name] = await store.export_user(user_id)
-    return document
+    """The user's data as one JSON-serialisable document (/export writes it in parts: agent/export.py)."""
+    return await collect(export_events(sessions, user_id, stores))
 
 
 @dataclass(frozen=True)
