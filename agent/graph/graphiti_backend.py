@@ -108,6 +108,7 @@ class GraphitiMemory:
         embedder: Embedder,
         clock: Clock,
         episode_timeout_seconds: float | None = None,
+        max_scopes: int = MAX_SCOPES,
     ) -> None:
         self.connection = connection
         self.llm_client = llm_client
@@ -116,7 +117,7 @@ class GraphitiMemory:
         self.episode_timeout_seconds = episode_timeout_seconds
         self._reranker = _KeepOrder()
         # Bounded (issue 11): an evicted scope is built again on next use (a few index queries).
-        self._scopes: BoundedCache[str, Graphiti] = BoundedCache(max_entries=MAX_SCOPES)
+        self._scopes: BoundedCache[str, Graphiti] = BoundedCache(max_entries=max_scopes)
         self._scope_lock = asyncio.Lock()
         # graphiti wants one group's episodes added one at a time (entity resolution reads what the
         # previous episode wrote); this holds inside one process, job claiming across processes.
@@ -302,6 +303,10 @@ class GraphitiMemory:
             except BACKEND_ERRORS as exc:
                 raise GraphMemoryError(f"exporting {gid} failed: {exc}") from exc
         return {"backend": self.connection.backend, "groups": groups}
+
+    def cache_sizes(self) -> dict[str, int]:
+        """Group scopes kept, and groups whose write lock is held or awaited (both bounded)."""
+        return {"scopes": len(self._scopes), "write_locks": len(self._write_locks)}
 
     async def close(self) -> None:
         """Close the connection and stop the embedded database."""
