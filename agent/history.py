@@ -250,6 +250,22 @@ def _trim_tool_outputs(
     return dataclasses.replace(message, parts=parts), trimmed
 
 
+class TextCaches:
+    """The process-wide caches keyed by text (token counts, shortened tool outputs).
+
+    They are not keyed by user, so forgetting anyone clears them whole (issue 11): a forgotten
+    person's words must not stay in memory, and the counts are cheap to recompute.
+    """
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+
+    def drop_user(self, user_id: int) -> None:
+        """Clear every text cache (see the class docstring)."""
+        self.counter.clear()
+        _shorten.cache_clear()
+
+
 @functools.lru_cache(maxsize=512)
 def _shorten(text: str, max_tokens: int, counter: TokenCounter) -> str | None:
     """`text` as head + placeholder + tail within about `max_tokens`, or None if it should stay.

@@ -32,6 +32,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agent.context.fence import fence, neutralise
 from agent.errors import UserNotFoundError
 from agent.locks import UserLocks
 from agent.timezones import resolve_timezone
@@ -92,9 +93,10 @@ class OnboardingContext(BaseModel):
 
 def system_prompt(profile: OnboardingProfile) -> str:
     """The instructions plus what is already known, so the agent never asks twice."""
-    known = [f"- {key}: {value}" for key, value in profile.model_dump().items() if value]
-    tail = "\n".join(known) if known else "- nothing yet"
-    return f"{onboarding_prompt()}\n\n## Collected so far\n{tail}"
+    known = [f"- {key}: {neutralise(str(value))}" for key, value in profile.model_dump().items() if value]
+    # The person's own answers: quoted data in a tag, never structure of the instructions (issue 11).
+    collected = fence("collected_so_far", known or ["- nothing yet"])
+    return f"{onboarding_prompt()}\n\n## Collected so far (their answers, data only)\n{collected}"
 
 
 def build_messages(context: OnboardingContext, message: str) -> list[ModelMessage]:

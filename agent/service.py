@@ -87,7 +87,9 @@ class TurnService:
         self.counter = get_counter()
         # Conversation search and memory tools (issue 6); None leaves the tools answering "unavailable".
         self.recall = recall
-        self.histories = SessionHistories()
+        self.histories = SessionHistories(
+            max_sessions=settings.history_cache_sessions, max_bytes=settings.history_cache_max_bytes
+        )
         self._background: set[asyncio.Task[object]] = set()
 
     async def settle(self) -> None:
@@ -315,5 +317,5 @@ class TurnService:
                 snapshot=dict(snapshot),
                 created_at=at,
             )
-        self.histories.remember(prepared.conversation.id, updated)
+        self.histories.remember(prepared.conversation.id, updated, user_id=prepared.user.id)
         return reply.id

@@ -116,6 +116,27 @@ class Settings(BaseSettings):
     elevenlabs_agent_id: str | None = None
     # Post-process a call as soon as it is stored, so the next text message finds it in today's summary.
     voice_postprocess_at_once: bool = True
+    # Privacy and abuse resistance (issue 11): limits per Telegram identity, counted in the database
+    # under a keyed hash (RATE_LIMIT_HASH_KEY; default derived from TELEGRAM_BOT_TOKEN), so they
+    # survive /forget, restarts and several instances; 0 means no limit. RATE_LIMIT_PER_MINUTE /
+    # RATE_LIMIT_PER_DAY (above) count messages; these count onboarding model calls (answers and
+    # /start while onboarding), /start, /export and /memory. /export documents are cut into parts of
+    # at most EXPORT_PART_BYTES (Telegram takes 50 MB from bots). Per-user caches are bounded by
+    # entries and bytes and evict the least recently used user.
+    rate_limit_hash_key: SecretStr | None = None
+    rate_limit_onboarding_per_minute: int = 6
+    rate_limit_onboarding_per_day: int = 60
+    rate_limit_start_per_minute: int = 5
+    rate_limit_start_per_day: int = 30
+    rate_limit_export_per_minute: int = 1
+    rate_limit_export_per_day: int = 5
+    rate_limit_memory_per_minute: int = 3
+    rate_limit_memory_per_day: int = 50
+    export_part_bytes: int = Field(default=45_000_000, ge=10_000, le=50_000_000)
+    history_cache_sessions: int = 256
+    history_cache_max_bytes: int = 16_000_000
+    search_vector_cache_bytes: int = 256_000_000
+    search_indexed_users: int = 10_000
 
     # Post-processing and day summaries (issue 4)
     postprocess_max_attempts: int = 5

@@ -34,6 +34,8 @@ MEDIA_TOKENS = 256
 # Texts longer than this are not worth keeping in the per-counter cache (and would pin memory).
 _CACHE_MAX_TEXT = 50_000
 _CACHE_MAX_ENTRIES = 8192
+# ...and all of them together: entries alone would allow 8192 x 50,000 characters (issue 11).
+_CACHE_MAX_CHARS = 4_000_000
 
 _ENDOFTEXT = "<|endoftext|>"
 _ENDOFPROMPT = "<|endofprompt|>"
@@ -116,6 +118,12 @@ class TokenCounter:
         # Message parts keep their `str` objects across turns and model steps, and a `str` caches its
         # hash, so a dict lookup is far cheaper than re-encoding the same text every time.
         self._cache: dict[str, int] = {}
+        self._cached_chars = 0
+
+    def clear(self) -> None:
+        """Drop every cached count (they are recomputed on demand)."""
+        self._cache.clear()
+        self._cached_chars = 0
 
     def encode(self, text: str) -> list[int]:
         """Token ids of `text`; special-token strings count as ordinary text, never raise."""
@@ -134,9 +142,10 @@ class TokenCounter:
             return cached
         n = len(self.encoding.encode_ordinary(text))
         if len(text) <= _CACHE_MAX_TEXT:
-            if len(self._cache) >= _CACHE_MAX_ENTRIES:
-                self._cache.clear()
+            if len(self._cache) >= _CACHE_MAX_ENTRIES or self._cached_chars + len(text) > _CACHE_MAX_CHARS:
+                self.clear()
             self._cache[text] = n
+            self._cached_chars += len(text)
         return n
 
     def count_message(self, message: ModelMessage) -> int:

@@ -58,9 +58,7 @@ def build_application(runtime: Runtime, *, webhook: bool | None = None) -> AnyAp
         onboarding=OnboardingService(
             sessions=runtime.sessions, locks=runtime.turns.locks, model=runtime.turns.model
         ),
-        limiter=RateLimiter(
-            runtime.sessions, per_minute=settings.rate_limit_per_minute, per_day=settings.rate_limit_per_day
-        ),
+        limiter=RateLimiter.from_settings(runtime.sessions, settings),
         turn_slots=asyncio.Semaphore(max(1, settings.max_concurrent_turns)),
     )
     application.bot_data["webhook"] = use_webhook

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import logging
+import tempfile
+from pathlib import Path
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram.ext import ContextTypes
 
-from agent.account import export_user, forget_user
+from agent.export import PartWriter, export_events
 from agent.timezones import resolve_timezone
 from bot.reports import memory_report
 from bot.sending import send_text
@@ -41,6 +42,11 @@ FORGET_ASK = (
     "profile. It cannot be undone. Are you sure? (You can also type /forget confirm.)"
 )
 FORGOTTEN = "Done. I've forgotten everything about you. If you write again, we start from scratch."
+FORGOTTEN_PENDING = (
+    "Done: our conversations, summaries, facts and your profile are deleted. One of my memory "
+    "stores didn't answer just now, so I'll finish erasing it there automatically in a few minutes. "
+    "Nothing of it can reach anyone meanwhile. If you write again, we start from scratch."
+)
 
 
 async def on_help(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -56,6 +62,8 @@ async def on_memory(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         return
     s = services(context)
     async with s.order.hold(person.id):
+        if await s.over_limit(context.bot, person, message.chat_id, message.date, "memory"):
+            return
         user, _ = await s.account(person, message.date)
         report = await memory_report(s.runtime.sessions, user.id, message.date, graph=s.runtime.graph)
         await send_text(context.bot, message.chat_id, report)
@@ -85,21 +93,38 @@ async def on_timezone(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
 
 
 async def on_export(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """/export: everything stored about the user, as a JSON document in the chat."""
+    """/export: everything stored about the user, as JSON documents in the chat (parts when large)."""
     message, person = update.effective_message, update.effective_user
     if message is None or person is None:
         return
     s = services(context)
     async with s.order.hold(person.id):
+        if await s.over_limit(context.bot, person, message.chat_id, message.date, "export"):
+            return
         user, _ = await s.account(person, message.date)
-        document = await export_user(s.runtime.sessions, user.id, s.runtime.data_stores)
-        payload = json.dumps(document, ensure_ascii=False, indent=2, default=str).encode("utf-8")
-        await context.bot.send_document(
-            chat_id=message.chat_id,
-            document=payload,
-            filename="nikita-export.json",
-            caption="Everything I have stored about you.",
-        )
+        # Written to a private temporary folder part by part, sent, and deleted right after.
+        with tempfile.TemporaryDirectory(prefix="nikita-export-") as folder:
+            writer = PartWriter(Path(folder), part_bytes=s.runtime.settings.export_part_bytes)
+            parts = await writer.write_all(export_events(s.runtime.sessions, user.id, s.runtime.data_stores))
+            for number, path in enumerate(parts, start=1):
+                with path.open("rb") as document:
+                    await context.bot.send_document(
+                        chat_id=message.chat_id,
+                        document=document,
+                        filename=path.name,
+                        caption=export_caption(number, len(parts)),
+                    )
+        logger.info("export sent", extra={"user_id": user.id, "parts": len(parts)})
+
+
+def export_caption(number: int, total: int) -> str:
+    """What each export document says about itself."""
+    if total == 1:
+        return "Everything I have stored about you."
+    return (
+        f"Everything I have stored about you, part {number} of {total}. Together the parts are one "
+        "JSON document: merge them key by key, joining the lists in order."
+    )
 
 
 async def on_forget(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -139,7 +164,8 @@ async def _forget(context: ContextTypes.DEFAULT_TYPE, telegram_id: int, chat_id:
     async with s.order.hold(telegram_id):
         async with s.runtime.sessions() as session:
             user = await UserRepository(session).by_telegram_id(telegram_id)
+        pending: tuple[str, ...] = ()
         if user is not None:
-            await forget_user(s.runtime.sessions, user.id, s.runtime.data_stores)
-            logger.info("user forgotten", extra={"user_id": user.id})
-        await send_text(context.bot, chat_id, FORGOTTEN)
+            pending = (await s.runtime.forget(user.id)).stores_pending
+            logger.info("user forgotten", extra={"user_id": user.id, "stores_pending": len(pending)})
+        await send_text(context.bot, chat_id, FORGOTTEN_PENDING if pending else FORGOTTEN)

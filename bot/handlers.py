@@ -74,13 +74,17 @@ async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         return
     s = services(context)
     async with s.order.hold(person.id):
+        # Limits are counted per Telegram identity before any row is written for the message.
+        if await s.over_limit(context.bot, person, message.chat_id, message.date):
+            return
         user, _ = await s.account(person, message.date)
-        verdict = await s.limiter.check(user.id, message.date)
-        if not verdict.allowed:
-            await send_text(context.bot, message.chat_id, verdict.message)
+        onboarding = user.onboarding_status != "complete"
+        if onboarding and await s.over_limit(
+            context.bot, person, message.chat_id, message.date, "onboarding"
+        ):
             return
         async with s.turn_slots, typing(context.bot, message.chat_id):
-            if user.onboarding_status != "complete":
+            if onboarding:
                 answer = await s.onboarding.handle(
                     user.id,
                     message.text,
@@ -107,6 +111,8 @@ async def on_start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         return
     s = services(context)
     async with s.order.hold(person.id):
+        if await s.over_limit(context.bot, person, message.chat_id, message.date, "start"):
+            return
         user, _ = await s.account(person, message.date)
         if user.onboarding_status == "complete":
             name = user.name or person.first_name
@@ -115,6 +121,9 @@ async def on_start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
                 message.chat_id,
                 f"Hi {name}! I'm Nikita. Just write to me whenever you like. /help lists what else I can do.",
             )
+            return
+        # Onboarding's answer to /start is a model call: it counts as one.
+        if await s.over_limit(context.bot, person, message.chat_id, message.date, "onboarding"):
             return
         async with s.turn_slots, typing(context.bot, message.chat_id):
             answer = await s.onboarding.handle(
@@ -155,11 +164,9 @@ async def on_other(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     s = services(context)
     kind, content = describe(message)
     async with s.order.hold(person.id):
-        user, _ = await s.account(person, message.date)
-        verdict = await s.limiter.check(user.id, message.date)
-        if not verdict.allowed:
-            await send_text(context.bot, message.chat_id, verdict.message)
+        if await s.over_limit(context.bot, person, message.chat_id, message.date):
             return
+        user, _ = await s.account(person, message.date)
         stored = await store_unanswered(
             s.runtime.sessions,
             user.id,

@@ -7,6 +7,7 @@ import json
 from agent.clock import Clock
 from agent.graph import NullGraphMemory
 from agent.graph.setup import open_settings_graph
+from agent.graph.store import GraphDataStore
 from agent.search.recall import shared_embedder
 from agent.settings import Settings
 from db.engine import create_engine, session_factory
@@ -21,16 +22,18 @@ async def run_jobs_command(
     if settings.summary_model.startswith("anthropic:") and name != "sessions":
         settings.require("anthropic_api_key")
     engine = create_engine(settings.database_url)
-    # Post-processing writes graph episodes (issue 7); the other jobs never touch the graph.
+    # Post-processing writes graph episodes (issue 7) and `forget` finishes deleting them (issue 11);
+    # the other jobs never touch the graph.
     graph = (
         await open_settings_graph(
             settings,
             embedder=shared_embedder(settings.embedder, threads=settings.embedder_threads),
             clock=Clock(),
         )
-        if name == "postprocess"
+        if name in ("postprocess", "forget")
         else NullGraphMemory()
     )
+    ctx = None
     try:
         ctx = build_job_context(
             settings,
@@ -38,6 +41,8 @@ async def run_jobs_command(
             session_factory(engine),
             graph=None if isinstance(graph, NullGraphMemory) else graph,
         )
+        if not isinstance(graph, NullGraphMemory):
+            ctx.data_stores.append(GraphDataStore(graph))
         options: dict[str, int] = {}
         if conversation_id is not None:
             options["conversation_id"] = conversation_id
@@ -45,6 +50,8 @@ async def run_jobs_command(
             options["limit"] = limit
         counts = await run_job(name, ctx, **options)
     finally:
+        if ctx is not None and ctx.guard is not None:
+            await ctx.guard.close()
         await graph.close()
         await engine.dispose()
     print(json.dumps({"job": name, **counts}), flush=True)

@@ -1,82 +1,182 @@
-"""Per-user rate limits: N messages a minute (in process) and M a day (counted in the database).
+"""Rate limits per Telegram identity, counted in the database (issue 11).
 
-The minute window is a sliding window kept in memory: cheap, and a burst is what it guards
-against. The day count comes from the transcript (the user's stored messages in the last 24
-hours), so it holds across restarts and across several processes behind one webhook. Messages
-refused by the limiter are not stored, so they do not count against the day.
+Each limited action (a message, an onboarding model call, /start, /export, /memory) has a sliding
+one-minute and a rolling 24-hour limit. Every allowed request is one `rate_limit_events` row keyed
+by a keyed hash (HMAC-SHA256) of the identity ("telegram:<id>"), never by the user row: the counts
+survive /forget (a new user row would otherwise start from zero), restarts and several instances.
+The raw Telegram id is not stored, because the person may have asked to be forgotten; rows older
+than a day are deleted. Refused requests are not counted.
+
+A request is inserted first and counted with the others in the same transaction (removed again
+when it is one too many): on SQLite the insert takes the database's write lock, so the next check
+waits for this one; on PostgreSQL a transaction-level advisory lock on the identity does the same.
+Two instances therefore never both let the last allowed request through.
 """
 
 from __future__ import annotations
 
-from collections import deque
+import hashlib
+import hmac
+import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from sqlalchemy import func, select
+from sqlalchemy import case, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from db.models import TranscriptMessage
+from agent.settings import Settings
+from db.models import RateLimitEvent
+
+logger = logging.getLogger(__name__)
 
 MINUTE = timedelta(minutes=1)
 DAY = timedelta(days=1)
+PRUNE_EVERY = timedelta(minutes=10)
+# Advisory lock keys: the top bits say what is locked (turns 1 << 56, writers 2 << 56).
+RATE_LOCK_SPACE = 3 << 56
+_DEVELOPMENT_KEY = b"nikita rate limits (development key: set RATE_LIMIT_HASH_KEY)"
+
+Scope = Literal["message", "onboarding", "start", "export", "memory"]
+Window = Literal["minute", "day"]
+
+_MESSAGES: dict[tuple[Scope, Window], str] = {
+    ("message", "minute"): (
+        "Whoa, that's a lot of messages at once! Give me a minute to catch up, then write again."
+    ),
+    ("message", "day"): "We've talked a lot today, and I need a break. Let's pick this up tomorrow!",
+    ("onboarding", "minute"): (
+        "Slow down a little, I'm still getting to know you! Give me a minute, then tell me more."
+    ),
+    ("onboarding", "day"): (
+        "We've started over quite a few times today. Let's get to know each other again tomorrow!"
+    ),
+    ("start", "minute"): "You've pressed /start a lot just now. Give me a minute, or just write to me!",
+    ("start", "day"): "That's a lot of /start for one day. Just write to me, or try again tomorrow.",
+    ("export", "minute"): "I've just sent you an export. Give me a minute before the next one.",
+    ("export", "day"): "You've asked for your data a few times today already. You can ask again tomorrow.",
+    ("memory", "minute"): "Give me a minute before I go through my memory again.",
+    ("memory", "day"): "I've shown you what I remember a lot today. Ask me again tomorrow!",
+}
+
+
+@dataclass(frozen=True)
+class Limit:
+    """At most `per_minute` in any minute and `per_day` in any 24 hours; 0 means no limit."""
+
+    per_minute: int
+    per_day: int
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """Whether a message may go on, and which limit stopped it."""
+    """Whether a request may go on, and which limit stopped it."""
 
     allowed: bool
-    limit: Literal["minute", "day"] | None = None
+    scope: Scope | None = None
+    window: Window | None = None
+
+    @property
+    def limit(self) -> Window | None:
+        """Which window refused it (None when allowed)."""
+        return self.window
 
     @property
     def message(self) -> str:
         """A friendly explanation for the user."""
-        if self.limit == "minute":
-            return "Whoa, that's a lot of messages at once! Give me a minute to catch up, then write again."
-        if self.limit == "day":
-            return "We've talked a lot today, and I need a break. Let's pick this up tomorrow!"
-        return ""
+        if self.scope is None or self.window is None:
+            return ""
+        return _MESSAGES[(self.scope, self.window)]
+
+
+def limits_from(settings: Settings) -> dict[Scope, Limit]:
+    """Every limit the settings configure."""
+    s = settings
+    return {
+        "message": Limit(s.rate_limit_per_minute, s.rate_limit_per_day),
+        "onboarding": Limit(s.rate_limit_onboarding_per_minute, s.rate_limit_onboarding_per_day),
+        "start": Limit(s.rate_limit_start_per_minute, s.rate_limit_start_per_day),
+        "export": Limit(s.rate_limit_export_per_minute, s.rate_limit_export_per_day),
+        "memory": Limit(s.rate_limit_memory_per_minute, s.rate_limit_memory_per_day),
+    }
+
+
+def hash_key(settings: Settings) -> bytes:
+    """The HMAC key: RATE_LIMIT_HASH_KEY, else derived from the bot token (a secret the DB never sees)."""
+    if settings.rate_limit_hash_key is not None and settings.rate_limit_hash_key.get_secret_value():
+        return settings.rate_limit_hash_key.get_secret_value().encode()
+    if settings.telegram_bot_token is not None and settings.telegram_bot_token.get_secret_value():
+        token = settings.telegram_bot_token.get_secret_value().encode()
+        return hmac.new(b"nikita rate-limit key", token, hashlib.sha256).digest()
+    return _DEVELOPMENT_KEY
 
 
 class RateLimiter:
-    """Sliding-window per-minute limit in memory; rolling 24-hour limit from stored messages."""
+    """Per-identity limits for each scope, counted from `rate_limit_events`."""
 
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], *, per_minute: int, per_day: int) -> None:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        *,
+        limits: Mapping[Scope, Limit],
+        key: bytes = _DEVELOPMENT_KEY,
+    ) -> None:
         self.sessions = sessions
-        self.per_minute = per_minute
-        self.per_day = per_day
-        self._recent: dict[int, deque[datetime]] = {}
+        self.limits = dict(limits)
+        self._key = key
+        self._pruned_at: datetime | None = None
 
-    async def check(self, user_id: int, now: datetime) -> Verdict:
-        """Count this message if it is allowed; refuse it (without counting) when over a limit."""
-        recent = self._recent.setdefault(user_id, deque())
-        while recent and recent[0] <= now - MINUTE:
-            recent.popleft()
-        if len(recent) >= self.per_minute:
-            return Verdict(False, "minute")
-        if await self.stored_today(user_id, now) >= self.per_day:
-            return Verdict(False, "day")
-        recent.append(now)
-        self._forget_idle(now)
-        return Verdict(True)
+    @classmethod
+    def from_settings(cls, sessions: async_sessionmaker[AsyncSession], settings: Settings) -> RateLimiter:
+        """The limiter the settings describe."""
+        return cls(sessions, limits=limits_from(settings), key=hash_key(settings))
 
-    async def stored_today(self, user_id: int, now: datetime) -> int:
-        """The user's messages stored in the 24 hours before `now`."""
-        async with self.sessions() as session:
-            count = await session.scalar(
-                select(func.count())
-                .select_from(TranscriptMessage)
-                .where(
-                    TranscriptMessage.user_id == user_id,
-                    TranscriptMessage.role == "user",
-                    TranscriptMessage.sent_at > now - DAY,
+    def subject(self, identity: str) -> str:
+        """The stored stand-in for an identity: a keyed hash, 64 hex characters."""
+        return hmac.new(self._key, identity.encode(), hashlib.sha256).hexdigest()
+
+    async def check(self, identity: str, now: datetime, scope: Scope = "message") -> Verdict:
+        """Count this request if it is allowed; refuse it (without counting) when over a limit."""
+        limit = self.limits.get(scope)
+        if limit is None or (limit.per_minute <= 0 and limit.per_day <= 0):
+            return Verdict(True)
+        subject = self.subject(identity)
+        async with self.sessions() as session, session.begin():
+            if session.get_bind().dialect.name == "postgresql":
+                key = RATE_LOCK_SPACE | int(subject[:13], 16)  # 52 bits of the hash
+                await session.execute(select(func.pg_advisory_xact_lock(key)))
+            event = RateLimitEvent(subject=subject, scope=scope, at=now)
+            session.add(event)
+            await session.flush()  # SQLite: the write lock is ours until commit
+            recent = case((RateLimitEvent.at > now - MINUTE, 1), else_=0)
+            row = (
+                await session.execute(
+                    select(func.coalesce(func.sum(recent), 0), func.count()).where(
+                        RateLimitEvent.subject == subject,
+                        RateLimitEvent.scope == scope,
+                        RateLimitEvent.at > now - DAY,
+                    )
                 )
-            )
-        return int(count or 0)
+            ).one()
+            # Both counts include this request.
+            in_minute, in_day = int(row[0]), int(row[1])
+            verdict = Verdict(True)
+            if 0 < limit.per_minute < in_minute:
+                verdict = Verdict(False, scope, "minute")
+            elif 0 < limit.per_day < in_day:
+                verdict = Verdict(False, scope, "day")
+            if not verdict.allowed:
+                await session.delete(event)
+        if not verdict.allowed:
+            logger.info("rate limited", extra={"scope": scope, "window": verdict.window})
+        await self._prune(now)
+        return verdict
 
-    def _forget_idle(self, now: datetime) -> None:
-        # Keep memory bounded by active users, not by everyone who ever wrote.
-        if len(self._recent) > 10_000:
-            for user_id in [u for u, q in self._recent.items() if not q or q[-1] <= now - MINUTE]:
-                del self._recent[user_id]
+    async def _prune(self, now: datetime) -> None:
+        # Counts older than a day decide nothing: delete them now and then, whoever they belong to.
+        if self._pruned_at is not None and now - self._pruned_at < PRUNE_EVERY:
+            return
+        self._pruned_at = now
+        async with self.sessions() as session, session.begin():
+            await session.execute(delete(RateLimitEvent).where(RateLimitEvent.at <= now - DAY))

@@ -9,18 +9,21 @@ from typing import Literal
 from pydantic_ai.models import Model
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from agent.account import UserDataStore
+from agent.account import ForgetResult, UserDataStore, forget_user
 from agent.clock import Clock
 from agent.context.builder import ContextBuilder
 from agent.embeddings import Embedder
 from agent.graph import GraphMemory, NullGraphMemory
 from agent.graph.facts import GraphFactStore
+from agent.graph.guarded import GuardedGraphMemory
 from agent.graph.setup import open_settings_graph
 from agent.graph.store import GraphDataStore
 from agent.graph.tier import GraphMemoryTier
+from agent.history import TextCaches
 from agent.search.recall import Recall, build_recall, shared_embedder
 from agent.service import TurnService
 from agent.settings import Settings
+from agent.writers import WriteGuard
 from db.engine import create_engine, session_factory
 from db.migrate import upgrade_to_head_async
 from jobs.context import JobContext, build_job_context
@@ -43,6 +46,19 @@ class Runtime:
     recall: Recall | None = None
     # The knowledge graph (issue 7): NullGraphMemory when GRAPH_BACKEND=none or it could not open.
     graph: GraphMemory = field(default_factory=NullGraphMemory)
+    # Writers /forget waits for (issue 11); every graph write and indexing pass registers here.
+    guard: WriteGuard | None = None
+
+    async def forget(self, user_id: int) -> ForgetResult:
+        """/forget: the user's rows, then (after their writers in flight) every store and cache."""
+        return await forget_user(
+            self.sessions,
+            user_id,
+            self.data_stores,
+            guard=self.guard,
+            caches=self.jobs.caches,
+            now=self.clock.now(),
+        )
 
     async def settle(self) -> None:
         """Wait for background work the replies did not wait for (indexing, graph facts)."""
@@ -55,6 +71,8 @@ class Runtime:
         await self.settle()
         await self.turns.close()
         await self.graph.close()
+        if self.guard is not None:
+            await self.guard.close()
         await self.engine.dispose()
 
 
@@ -80,7 +98,8 @@ async def build_runtime(
         if embedder == "settings"
         else embedder
     )
-    recall = build_recall(settings, sessions, dialect=engine.dialect.name, embedder=chosen)
+    guard = WriteGuard(sessions, engine=engine)
+    recall = build_recall(settings, sessions, dialect=engine.dialect.name, embedder=chosen, guard=guard)
     await recall.warm_up(now=clock.now())  # the first search after start costs what any search does
     # The graph shares the one embedder; off, it leaves the DB facts and no memory tier (issue 7).
     memory = (
@@ -91,7 +110,8 @@ async def build_runtime(
     graph_facts: GraphFactStore | None = None
     try:
         if graph_on:
-            graph_facts = GraphFactStore(memory, recall.facts, clock=clock, search_timeout_seconds=timeout)
+            guarded = GuardedGraphMemory(memory, guard)
+            graph_facts = GraphFactStore(guarded, recall.facts, clock=clock, search_timeout_seconds=timeout)
             recall.facts = graph_facts
         tier = GraphMemoryTier(memory, timeout_seconds=timeout)
         turns = TurnService(
@@ -110,10 +130,18 @@ async def build_runtime(
             clock=clock,
             summary_model=summary_model,
             graph=memory if graph_on else None,
+            guard=guard,
         )
     except BaseException:
         await memory.close()  # an embedded graph runs a server process: never leave it behind
         raise
+    data_stores: list[UserDataStore] = [
+        recall,
+        *([GraphDataStore(memory, settle=graph_facts.drain if graph_facts else None)] if graph_on else []),
+    ]
+    # The `forget` job finishes what a failing store left of a /forget (the same stores and caches).
+    jobs.data_stores = data_stores
+    jobs.caches = [turns.histories, TextCaches(turns.counter)]
     return Runtime(
         settings=settings,
         engine=engine,
@@ -121,16 +149,10 @@ async def build_runtime(
         clock=clock,
         turns=turns,
         jobs=jobs,
-        data_stores=[
-            recall,
-            *(
-                [GraphDataStore(memory, settle=graph_facts.drain if graph_facts else None)]
-                if graph_on
-                else []
-            ),
-        ],
+        data_stores=data_stores,
         recall=recall,
         graph=memory,
+        guard=guard,
     )
 
 

@@ -10,16 +10,23 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from telegram import Bot
 from telegram import User as TelegramUser
 from telegram.ext import CallbackContext
 
 from agent.onboarding import OnboardingService
 from agent.users import get_or_create_user
-from bot.ratelimit import RateLimiter
+from bot.ratelimit import RateLimiter, Scope
 from bot.runtime import Runtime
+from bot.sending import send_text
 from db.models import User
 
 SERVICES_KEY = "nikita"
+
+
+def telegram_identity(person: TelegramUser) -> str:
+    """The surface key of a Telegram user: the user row's key and what rate limits count."""
+    return f"telegram:{person.id}"
 
 
 class ArrivalOrder:
@@ -83,7 +90,7 @@ class BotServices:
         onboard = settings.onboarding_enabled
         return await get_or_create_user(
             self.runtime.sessions,
-            key=f"telegram:{person.id}",
+            key=telegram_identity(person),
             now=now,
             timezone=settings.default_timezone,
             # Without onboarding the Telegram first name is the name to use.
@@ -91,6 +98,15 @@ class BotServices:
             telegram_id=person.id,
             onboarding_status="pending" if onboard else "complete",
         )
+
+    async def over_limit(
+        self, bot: Bot, person: TelegramUser, chat_id: int, now: datetime, scope: Scope = "message"
+    ) -> bool:
+        """True, after a friendly answer, when the person is over the scope's limit (then stop)."""
+        verdict = await self.limiter.check(telegram_identity(person), now, scope)
+        if not verdict.allowed:
+            await send_text(bot, chat_id, verdict.message)
+        return not verdict.allowed
 
 
 def services(context: CallbackContext[Any, Any, Any, Any]) -> BotServices:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -11,23 +12,28 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry
 
 
-def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
-    """Create the async engine; for SQLite make the file's folder and turn on WAL and foreign keys."""
+def create_engine(url: str, *, pool_size: int = 10, foreign_keys: bool = True) -> AsyncEngine:
+    """Create the async engine; for SQLite make the file's folder and turn on WAL and foreign keys.
+
+    `foreign_keys=False` is for migrations only: rebuilding a parent table on SQLite (create a copy,
+    drop the original, rename) would otherwise cascade-delete every child row with the DROP, and
+    SQLite ignores `PRAGMA foreign_keys` inside the transaction Alembic runs in.
+    """
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         database = parsed.database
         if database and database != ":memory:":
             Path(database).parent.mkdir(parents=True, exist_ok=True)
         engine = create_async_engine(url, connect_args={"timeout": 30})
-        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        event.listen(engine.sync_engine, "connect", partial(_sqlite_pragmas, foreign_keys=foreign_keys))
         return engine
     return create_async_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+def _sqlite_pragmas(dbapi_connection: Any, _record: ConnectionPoolEntry, *, foreign_keys: bool) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute(f"PRAGMA foreign_keys={'ON' if foreign_keys else 'OFF'}")
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()

@@ -69,6 +69,9 @@ class User(Base):
     """A person the bot talks to, on Telegram or in the terminal chat."""
 
     __tablename__ = "users"
+    # AUTOINCREMENT: SQLite never hands a forgotten user's id to someone new (graph groups and
+    # caches are named after it); PostgreSQL sequences never go back anyway (issue 11).
+    __table_args__ = ({"sqlite_autoincrement": True},)
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
     # "telegram:<id>" or "cli:<name>": one namespace for every surface.
@@ -293,6 +296,40 @@ class SearchChunk(Base):
     vectors: Mapped[bytes] = mapped_column(LargeBinary)
     last_sent_at: Mapped[datetime]
     created_at: Mapped[datetime]
+
+
+class PendingForget(Base):
+    """A /forget whose database part is done while external stores (the graph) are still being cleared.
+
+    Written in the transaction that deletes the user's rows and removed once every store is clear;
+    the `forget` job retries what is left. Holds the bare id only, never anything the person said.
+    """
+
+    __tablename__ = "pending_forgets"
+
+    user_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    requested_at: Mapped[datetime]
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    last_error: Mapped[str | None] = mapped_column(Text)
+
+
+class RateLimitEvent(Base):
+    """One request counted against a rate limit, for at most a day (issue 11).
+
+    Keyed by a keyed hash of the surface identity ("telegram:<id>"), not by the user row, so the
+    count survives /forget, restarts and several instances; the raw Telegram id is never stored.
+    """
+
+    __tablename__ = "rate_limit_events"
+    __table_args__ = (
+        Index("ix_rate_limit_events_subject", "subject", "scope", "at"),
+        Index("ix_rate_limit_events_at", "at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    subject: Mapped[str] = mapped_column(String(64))
+    scope: Mapped[str] = mapped_column(String(16))
+    at: Mapped[datetime]
 
 
 def _full_text_ddl() -> None:

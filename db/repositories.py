@@ -13,6 +13,17 @@ from sqlalchemy.orm import defer
 from db.models import Conversation, DaySegment, GeneratedPrompt, TranscriptMessage, User
 
 
+async def user_present(session: AsyncSession, user_id: int) -> bool:
+    """Whether the user still exists, checked in the caller's transaction before it writes.
+
+    On PostgreSQL the row is locked FOR KEY SHARE until that transaction ends, so a concurrent
+    /forget's DELETE waits for it and then removes what it wrote too (SQLite has one writer at a
+    time). User ids are never reused, so a missing row means forgotten for good.
+    """
+    stmt = select(User.id).where(User.id == user_id).with_for_update(read=True, key_share=True)
+    return await session.scalar(stmt) is not None
+
+
 class UserRepository:
     """Look up and create users."""
 

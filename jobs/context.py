@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_ai.models import Model
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from agent.account import UserCache, UserDataStore
 from agent.agent import build_model
 from agent.clock import Clock
+from agent.graph.guarded import GuardedGraphMemory
 from agent.settings import Settings
+from agent.writers import WriteGuard
 
 
 @dataclass
@@ -27,6 +30,10 @@ class JobContext:
     worker_id: str
     # The knowledge-graph hook (agent/graph's GraphMemory); None turns the graph stage off.
     graph: Any = None
+    # /forget (issue 11): the writers' registry, and the stores and caches the `forget` job finishes.
+    guard: WriteGuard | None = None
+    data_stores: list[UserDataStore] = field(default_factory=list)
+    caches: list[UserCache] = field(default_factory=list)
 
 
 def default_worker_id() -> str:
@@ -42,9 +49,17 @@ def build_job_context(
     clock: Clock | None = None,
     summary_model: Model | str | None = None,
     graph: Any = None,
+    guard: WriteGuard | None = None,
 ) -> JobContext:
-    """A JobContext with the SUMMARY_MODEL built from settings unless one is given."""
+    """A JobContext with the SUMMARY_MODEL built from settings unless one is given.
+
+    The graph's writes go through the `WriteGuard` (one is made when none is given), so the graph
+    stage never writes for a user /forget deleted (agent/writers.py).
+    """
     model = summary_model if summary_model is not None else build_model(settings.summary_model, settings)
+    guard = guard if guard is not None else WriteGuard(sessions, engine=engine)
+    if graph is not None and not isinstance(graph, GuardedGraphMemory):
+        graph = GuardedGraphMemory(graph, guard)
     return JobContext(
         settings=settings,
         engine=engine,
@@ -53,4 +68,5 @@ def build_job_context(
         summary_model=model,
         worker_id=default_worker_id(),
         graph=graph,
+        guard=guard,
     )

@@ -10,6 +10,7 @@ from pydantic_ai.exceptions import AgentRunError
 
 from agent.summaries import MAX_KEY_MOMENTS, Line, summarise_day
 from db.memory_repositories import DaySummaryRepository
+from db.repositories import user_present
 from jobs.context import JobContext
 
 logger = logging.getLogger(__name__)
@@ -47,6 +48,8 @@ async def summarise_segment(
     )
     key_moments: list[Any] = [{"text": text, "message_id": messages[-1].id} for text in result.key_moments]
     async with ctx.sessions() as session, session.begin():
+        if not await user_present(session, segment.user_id):
+            return False  # forgotten while the model was summarising
         stored = await DaySummaryRepository(session).store(
             segment,
             expected_last_id=segment.last_summarized_message_id,

@@ -13,11 +13,12 @@ from datetime import datetime
 
 from sqlalchemy import update
 
+from agent.errors import UserForgottenError
 from agent.extraction import Extraction, OpenThread, extract
 from agent.summaries import Line
 from db.memory_repositories import FactRepository, ThoughtRepository, ThreadRepository
 from db.models import Conversation, TranscriptMessage
-from db.repositories import TranscriptRepository
+from db.repositories import TranscriptRepository, user_present
 from jobs.context import JobContext
 from jobs.day_summary import summarise_segment
 from jobs.queue import mark_processed
@@ -79,6 +80,8 @@ async def memory_stage(ctx: JobContext, item: Ingested, output: Extraction) -> d
     """
     at = item.ended_at
     async with ctx.sessions() as session, session.begin():
+        if not await user_present(session, item.user_id):
+            raise UserForgottenError(f"user {item.user_id} was forgotten")
         if item.stored_extraction is None:
             await session.execute(
                 update(Conversation)
@@ -104,6 +107,7 @@ async def graph_stage(ctx: JobContext, item: Ingested, output: Extraction) -> in
     """Stage 6: knowledge-graph episodes (user facts, shared history, the persona's thoughts).
 
     The graph is idempotent per `source_id`, so a rerun adds nothing twice. Off when ctx.graph is None.
+    Each write checks that the user still exists (ctx.graph is guarded, agent/graph/guarded.py).
     """
     if ctx.graph is None:
         return 0
@@ -152,6 +156,15 @@ async def finalise(ctx: JobContext, item: Ingested, output: Extraction | None) -
 
 async def run_pipeline(ctx: JobContext, conversation_id: int) -> dict[str, int]:
     """Every stage for one claimed conversation; raises on failure (the worker retries)."""
+    try:
+        return await _run_stages(ctx, conversation_id)
+    except UserForgottenError:
+        # /forget deleted the user mid-run: their conversation went with them, nothing to retry.
+        logger.info("post-processing stopped: user forgotten", extra={"conversation_id": conversation_id})
+        return {"forgotten": 1}
+
+
+async def _run_stages(ctx: JobContext, conversation_id: int) -> dict[str, int]:
     item = await ingest(ctx, conversation_id)
     if item is None:
         return {"missing": 1}

@@ -12,7 +12,7 @@ from jobs.context import JobContext
 
 logger = logging.getLogger(__name__)
 
-JOB_NAMES: tuple[str, ...] = ("sessions", "postprocess", "day-summaries", "nightly")
+JOB_NAMES: tuple[str, ...] = ("sessions", "postprocess", "day-summaries", "nightly", "forget")
 
 
 class UnknownJobError(NikitaError):
@@ -45,11 +45,18 @@ async def _nightly(ctx: JobContext, **options: Any) -> dict[str, Any]:
     return await finalise_days(ctx)
 
 
+async def _forget(ctx: JobContext, **options: Any) -> dict[str, Any]:
+    from agent.account import finish_pending_forgets
+
+    return await finish_pending_forgets(ctx.sessions, ctx.data_stores, guard=ctx.guard, caches=ctx.caches)
+
+
 _JOBS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     "sessions": _sessions,
     "postprocess": _postprocess,
     "day-summaries": _day_summaries,
     "nightly": _nightly,
+    "forget": _forget,
 }
 
 

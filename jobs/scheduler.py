@@ -12,11 +12,11 @@ from jobs.registry import run_job
 
 logger = logging.getLogger(__name__)
 
-MINUTE_JOBS = ("sessions", "postprocess", "day-summaries")
+MINUTE_JOBS = ("sessions", "postprocess", "day-summaries", "forget")
 
 
 async def run_minute_jobs(ctx: JobContext) -> dict[str, dict[str, Any]]:
-    """Session detection, post-processing and due in-day summaries, in that order."""
+    """Session detection, post-processing, due in-day summaries, unfinished /forgets, in that order."""
     results: dict[str, dict[str, Any]] = {}
     for name in MINUTE_JOBS:
         options: dict[str, Any] = (

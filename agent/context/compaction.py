@@ -52,6 +52,7 @@ from agent.history import sanitize_history
 from agent.settings import Settings
 from agent.tokens import TokenCounter
 from db.models import HistoryCompaction
+from db.repositories import user_present
 
 logger = logging.getLogger(__name__)
 
@@ -271,6 +272,8 @@ class Compactor:
     ) -> None:
         try:
             async with sessions() as session, session.begin():
+                if not await user_present(session, user_id):
+                    return  # forgotten while the summary was written: cache nothing
                 session.add(
                     HistoryCompaction(
                         user_id=user_id,

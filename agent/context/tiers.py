@@ -1,7 +1,8 @@
 """The context tiers: each loader reads one source in its own DB session and returns a block.
 
 A block is a heading and items, best first; the budget manager cuts items from the end. A loader
-returns None when its tier has nothing to say (no summary yet, no open threads, ...).
+returns None when its tier has nothing to say (no summary yet, no open threads, ...). A block is
+rendered inside its own tag with the stored text neutralised (agent/context/fence.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from sqlalchemy import case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.clock import ensure_utc, local_day
+from agent.context.fence import fence, neutralise
 from agent.context.threads import ThreadRow, priority_classes, rank_threads, thread_lines
 from db.models import Conversation, ConversationThread, DaySegment, User
 
@@ -33,8 +35,10 @@ class TierBlock:
     items: tuple[str, ...]
 
     def render(self) -> str:
-        """The block as it appears in the instructions."""
-        return "\n".join([self.heading, *self.items]) if self.items else ""
+        """The block as it appears in the instructions: fenced in its tag, stored text made inert."""
+        if not self.items:
+            return ""
+        return fence(self.name, [self.heading, *(neutralise(item) for item in self.items)])
 
     def with_items(self, items: tuple[str, ...]) -> TierBlock:
         """The same block with other items."""
@@ -74,7 +78,7 @@ def time_block(user: User, now: datetime, previous_message_at: datetime | None) 
         line += "; this is their first message"
     else:
         line += f"; they last wrote {describe_gap((now - ensure_utc(previous_message_at)).total_seconds())}"
-    return TierBlock("time", "## Now", (line + ".",))
+    return TierBlock("time", "Now:", (line + ".",))
 
 
 def profile_block(user: User) -> TierBlock | None:
@@ -85,7 +89,7 @@ def profile_block(user: User) -> TierBlock | None:
             continue
         shown = ", ".join(str(v) for v in value) if isinstance(value, list) else str(value)
         lines.append(f"{key.replace('_', ' ').capitalize()}: {shown}")
-    return TierBlock("profile", "## About them", tuple(lines)) if lines else None
+    return TierBlock("profile", "About them:", tuple(lines)) if lines else None
 
 
 def _moment_text(moment: Any) -> str:

@@ -12,6 +12,7 @@ import logging
 from datetime import datetime
 
 from agent.clock import Clock
+from agent.errors import UserForgottenError
 from agent.graph.errors import GraphMemoryError
 from agent.graph.memory import GraphMemory, GroupLimits, MemoryFact
 from agent.search.facts import FactAdded, FactHit, FactStore
@@ -77,6 +78,8 @@ class GraphFactStore:
     async def _add_to_graph(self, user_id: int, content: str, at: datetime) -> None:
         try:
             await self.graph.add_fact(user_id, content, at)
+        except UserForgottenError:
+            logger.info("graph fact dropped: user forgotten", extra={"user_id": user_id})
         except GraphMemoryError as exc:
             # The row is saved: the fact is not lost, only missing from the graph's own search.
             logger.warning("graph fact not added", extra={"user_id": user_id, "error": str(exc)[:200]})

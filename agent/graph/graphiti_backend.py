@@ -32,6 +32,7 @@ from neo4j.exceptions import DriverError, Neo4jError
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
+from agent.bounded import BoundedCache, KeyedLocks
 from agent.clock import Clock, ensure_utc
 from agent.embeddings import Embedder
 from agent.graph.connect import GraphConnection
@@ -57,6 +58,8 @@ BACKEND_ERRORS: tuple[type[BaseException], ...] = (
     ValidationError,
 )
 _PENDING = "pending:"
+# Graphiti objects bound to a group's graph, kept for the most recently used groups (3 per user).
+MAX_SCOPES = 300
 _NAMESPACE = uuidlib.UUID("6f1c1a52-56a4-4b0e-9a51-1a3f7d0c9e21")
 
 
@@ -105,6 +108,7 @@ class GraphitiMemory:
         embedder: Embedder,
         clock: Clock,
         episode_timeout_seconds: float | None = None,
+        max_scopes: int = MAX_SCOPES,
     ) -> None:
         self.connection = connection
         self.llm_client = llm_client
@@ -112,11 +116,13 @@ class GraphitiMemory:
         self.clock = clock
         self.episode_timeout_seconds = episode_timeout_seconds
         self._reranker = _KeepOrder()
-        self._scopes: dict[str, Graphiti] = {}
+        # Bounded (issue 11): an evicted scope is built again on next use (a few index queries).
+        self._scopes: BoundedCache[str, Graphiti] = BoundedCache(max_entries=max_scopes)
         self._scope_lock = asyncio.Lock()
         # graphiti wants one group's episodes added one at a time (entity resolution reads what the
         # previous episode wrote); this holds inside one process, job claiming across processes.
-        self._write_locks: dict[str, asyncio.Lock] = {}
+        # A group's lock exists only while a write holds or awaits it.
+        self._write_locks: KeyedLocks[str] = KeyedLocks()
 
     @property
     def driver(self) -> GraphDriver:
@@ -153,7 +159,7 @@ class GraphitiMemory:
                 embedder=self.embedder,
                 cross_encoder=self._reranker,
             )
-            self._scopes[gid] = scope
+            self._scopes.put(gid, scope)
             return scope
 
     async def add_episode(
@@ -170,9 +176,8 @@ class GraphitiMemory:
         reference_time = ensure_utc(reference_time)
         episode_id = episode_uuid(gid, source_id)
         started = time.perf_counter()
-        lock = self._write_locks.setdefault(gid, asyncio.Lock())
         try:
-            async with lock:
+            async with self._write_locks.hold(gid):
                 await self._write_episode(gid, name, body, reference_time, source_id, episode_id)
         except BACKEND_ERRORS as exc:
             raise GraphMemoryError(f"graph episode for {gid} failed: {exc}") from exc
@@ -284,7 +289,7 @@ class GraphitiMemory:
             except BACKEND_ERRORS as exc:
                 raise GraphMemoryError(f"forgetting {gid} failed: {exc}") from exc
             finally:
-                self._scopes.pop(gid, None)
+                self._scopes.pop(gid)
         logger.info("graph forgotten", extra={"user_id": user_id})
 
     async def export_user(self, user_id: int) -> dict[str, Any]:
@@ -298,6 +303,10 @@ class GraphitiMemory:
             except BACKEND_ERRORS as exc:
                 raise GraphMemoryError(f"exporting {gid} failed: {exc}") from exc
         return {"backend": self.connection.backend, "groups": groups}
+
+    def cache_sizes(self) -> dict[str, int]:
+        """Group scopes kept, and groups whose write lock is held or awaited (both bounded)."""
+        return {"scopes": len(self._scopes), "write_locks": len(self._write_locks)}
 
     async def close(self) -> None:
         """Close the connection and stop the embedded database."""

@@ -13,10 +13,11 @@ from typing import Protocol
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.errors import NikitaError
+from agent.errors import NikitaError, UserForgottenError
 from agent.search.fts import query_terms
 from db.memory_repositories import FactRepository, fact_dedupe_key
 from db.models import UserFact
+from db.repositories import user_present
 
 MAX_FACTS_SCANNED = 5000
 
@@ -140,6 +141,8 @@ class SqlFactStore:
         content = content.strip()
         key = fact_dedupe_key(content)
         async with self.sessions() as session, session.begin():
+            if not await user_present(session, user_id):
+                raise UserForgottenError(f"user {user_id} was forgotten")
             created = await FactRepository(session).add_many(
                 user_id, conversation_id, [content], at, source=source, category=category
             )

@@ -15,8 +15,10 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agent.bounded import BoundedCache, KeyedLocks
 from agent.clock import local_day
 from agent.embeddings import Embedder, EmbedderUnavailableError, Preloadable, build_embedder
+from agent.errors import UserForgottenError
 from agent.search import get as getters
 from agent.search.facts import FactStore, SqlFactStore
 from agent.search.fts import full_text_for
@@ -26,7 +28,9 @@ from agent.search.search import ConversationSearch, SearchHit, SearchQuery, rece
 from agent.search.vectors import VectorCache
 from agent.settings import Settings
 from agent.tokens import get_counter
+from agent.writers import WriteGuard
 from db.models import DaySegment, SearchChunk, TranscriptMessage, User
+from db.repositories import user_present
 
 logger = logging.getLogger(__name__)
 
@@ -47,15 +51,21 @@ class Recall:
         dialect: str,
         embedder: Embedder | None,
         facts: FactStore | None = None,
+        guard: WriteGuard | None = None,
     ) -> None:
         self.settings = settings
         self.sessions = sessions
+        # Indexing passes register here, so /forget waits for one in flight (agent/writers.py).
+        self.guard = guard if guard is not None else WriteGuard(sessions)
         self.full_text = full_text_for(dialect, scan=settings.search_fts_scan_limit)
         self.embedder = embedder if embedder is not None and embedder.dimensions > 0 else None
         self.facts: FactStore = facts or SqlFactStore(sessions)
         self.ranking = ConversationSearch(settings, self.full_text)
-        self._index_locks: dict[int, asyncio.Lock] = {}
-        self._indexed: dict[int, tuple[Any, ...]] = {}
+        # Bounded (issue 11): a lock lives only while a pass holds or awaits it; markers are an LRU.
+        self._index_locks: KeyedLocks[int] = KeyedLocks()
+        self._indexed: BoundedCache[int, tuple[Any, ...]] = BoundedCache(
+            max_entries=settings.search_indexed_users
+        )
         self.cache: VectorCache | None = None
         self.indexer: Indexer | None = None
         if self.embedder is not None:
@@ -63,6 +73,7 @@ class Recall:
                 embedder=self.embedder.name,
                 dimensions=self.embedder.dimensions,
                 max_users=settings.search_vector_cache_users,
+                max_bytes=settings.search_vector_cache_bytes,
             )
             self.indexer = Indexer(
                 settings=settings, embedder=self.embedder, counter=get_counter(), cache=self.cache
@@ -107,15 +118,32 @@ class Recall:
             extra={"users": wanted, "ms": round((time.perf_counter() - started) * 1000, 1)},
         )
 
+    def cache_sizes(self) -> dict[str, int]:
+        """How much the per-user maps hold right now (each is bounded; see the settings)."""
+        sizes = {"index_locks": len(self._index_locks), "indexed_users": len(self._indexed)}
+        if self.cache is not None:
+            sizes |= {"vector_users": len(self.cache), "vector_bytes": self.cache.bytes}
+            sizes["vector_locks"] = self.cache.locks_in_use
+        return sizes
+
+    def remembers(self, user_id: int) -> bool:
+        """Whether anything of the user is held in this process's memory (index marker, vectors)."""
+        return user_id in self._indexed or (self.cache is not None and user_id in self.cache)
+
     # --- indexing -------------------------------------------------------------------------------
 
     async def index_user(self, user_id: int, *, now: datetime) -> IndexStats:
-        """Embed what is new for this user (full text is always current); raises on failure."""
+        """Embed what is new for this user (full text is always current); raises on failure.
+
+        `UserForgottenError` when the user is gone: nothing is written for them.
+        """
         if self.indexer is None:
             return IndexStats()
         # One pass per user at a time in this process: a turn's hook and a search's catch-up may meet.
-        async with self._index_locks.setdefault(user_id, asyncio.Lock()):
+        async with self.guard.registered(user_id), self._index_locks.hold(user_id):
             async with self.sessions() as session, session.begin():
+                if not await user_present(session, user_id):
+                    raise UserForgottenError(f"user {user_id} was forgotten")
                 return await self.indexer.index_user(session, user_id, now=now)
 
     async def _marker(self, user_id: int) -> tuple[Any, ...]:
@@ -143,8 +171,10 @@ class Recall:
             if self._indexed.get(user_id) == marker:
                 return IndexStats()
             stats = await self.index_user(user_id, now=now)
-            self._indexed[user_id] = marker
+            self._indexed.put(user_id, marker)
             return stats
+        except UserForgottenError:
+            return None
         except INDEX_ERRORS as exc:
             logger.warning(
                 "indexing failed; left for the next search or reindex",
@@ -175,7 +205,7 @@ class Recall:
             stats = IndexStats()
             if self.indexer is not None:
                 async with self.sessions() as session, session.begin():
-                    self._indexed.pop(user_id, None)
+                    self._indexed.pop(user_id)
                     await self.indexer.clear_user(session, user_id)
                     stats = await self.indexer.index_user(session, user_id, now=now)
             total.messages += stats.messages
@@ -225,7 +255,8 @@ class Recall:
                 query_vector = (await self.embedder.embed([query]))[0]
             except EmbedderUnavailableError:
                 logger.warning("query embedding failed; full text only", extra={"user_id": user_id})
-        async with self.sessions() as session:
+        # Registered: the vector cache is filled here, and /forget must not clear it under a search.
+        async with self.guard.registered(user_id), self.sessions() as session:
             # The speakers' names are left out of the lexical side (see search.without_speakers).
             row = (await session.execute(select(User.name, User.timezone).where(User.id == user_id))).first()
             user_name, timezone = (row[0], row[1]) if row is not None else (None, "UTC")
@@ -300,7 +331,7 @@ class Recall:
         The FTS5 tables are external-content tables kept by triggers, so the cascade that deletes
         the user's messages and days also removes them from the full-text index.
         """
-        self._indexed.pop(user_id, None)
+        self._indexed.pop(user_id)
         if self.indexer is not None:
             async with self.sessions() as session, session.begin():
                 await self.indexer.clear_user(session, user_id)
@@ -314,9 +345,10 @@ def build_recall(
     *,
     dialect: str,
     embedder: Embedder | None,
+    guard: WriteGuard | None = None,
 ) -> Recall:
     """The runtime's one `Recall`, sharing the runtime's one embedder."""
-    return Recall(settings=settings, sessions=sessions, dialect=dialect, embedder=embedder)
+    return Recall(settings=settings, sessions=sessions, dialect=dialect, embedder=embedder, guard=guard)
 
 
 @cache

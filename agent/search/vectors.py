@@ -3,13 +3,12 @@
 A user's section vectors are read from `search_chunks` once and stacked into one float32 matrix;
 a search is one matrix-vector product. The cache entry is keyed by the user's chunk count and
 newest chunk id, so a chunk written by this or another process is seen at the next search.
+The cache is bounded by users and by bytes; a user's load lock lives only while it is in use.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -19,6 +18,7 @@ import numpy.typing as npt
 from sqlalchemy import Text, cast, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from agent.bounded import BoundedCache, KeyedLocks
 from db.models import DaySegment, SearchChunk
 
 KIND_MESSAGES = 0
@@ -48,6 +48,14 @@ class UserVectors:
     def size(self) -> int:
         """How many sections (rows) the matrix holds."""
         return int(self.matrix.shape[0])
+
+    @property
+    def nbytes(self) -> int:
+        """The memory held: every array, the message ids and, once built, their reverse look-up."""
+        arrays = self.matrix.nbytes + self.kinds.nbytes + self.day_segment_ids.nbytes
+        arrays += self.days.nbytes + self.last_sent.nbytes
+        # The reverse look-up (`rows_of`) holds two more arrays of the ids' length when built.
+        return arrays + self.offsets.nbytes + 3 * self.message_ids.nbytes
 
     def similarities(self, query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """Cosine of every row with a unit query vector (rows are unit vectors)."""
@@ -84,12 +92,32 @@ def _empty(version: tuple[int, int], dimensions: int) -> UserVectors:
 class VectorCache:
     """Least-recently-used cache of `UserVectors`, one entry per user, for one embedder."""
 
-    def __init__(self, *, embedder: str, dimensions: int, max_users: int = 64) -> None:
+    def __init__(
+        self, *, embedder: str, dimensions: int, max_users: int = 64, max_bytes: int | None = None
+    ) -> None:
         self.embedder = embedder
         self.dimensions = dimensions
         self.max_users = max_users
-        self._entries: OrderedDict[int, UserVectors] = OrderedDict()
-        self._locks: dict[int, asyncio.Lock] = {}
+        self._entries: BoundedCache[int, UserVectors] = BoundedCache(
+            max_entries=max_users, max_bytes=max_bytes, size_of=lambda vectors: vectors.nbytes
+        )
+        self._locks: KeyedLocks[int] = KeyedLocks()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, user_id: object) -> bool:
+        return user_id in self._entries
+
+    @property
+    def locks_in_use(self) -> int:
+        """Users whose matrix is being loaded right now."""
+        return len(self._locks)
+
+    @property
+    def bytes(self) -> int:
+        """Memory held by the cached matrices (as `UserVectors.nbytes` counts it)."""
+        return self._entries.bytes
 
     def holds(self, user_id: int) -> bool:
         """True when the user's matrix is in memory (whatever its version)."""
@@ -97,7 +125,7 @@ class VectorCache:
 
     def invalidate(self, user_id: int) -> None:
         """Forget a user's matrix (after their chunks changed or they were deleted)."""
-        self._entries.pop(user_id, None)
+        self._entries.pop(user_id)
 
     async def _version(self, session: AsyncSession, user_id: int) -> tuple[int, int]:
         row = (
@@ -114,18 +142,13 @@ class VectorCache:
         version = await self._version(session, user_id)
         cached = self._entries.get(user_id)
         if cached is not None and cached.version == version:
-            self._entries.move_to_end(user_id)
             return cached
-        lock = self._locks.setdefault(user_id, asyncio.Lock())
-        async with lock:
+        async with self._locks.hold(user_id):
             cached = self._entries.get(user_id)
             if cached is not None and cached.version == version:
                 return cached
             loaded = await self._load(session, user_id, version)
-            self._entries[user_id] = loaded
-            self._entries.move_to_end(user_id)
-            while len(self._entries) > self.max_users:
-                self._entries.popitem(last=False)
+            self._entries.put(user_id, loaded)
             return loaded
 
     async def _load(self, session: AsyncSession, user_id: int, version: tuple[int, int]) -> UserVectors:

@@ -28,7 +28,9 @@ async def _run_async() -> None:
     url = config.get_main_option("sqlalchemy.url")
     if not url:
         raise RuntimeError("no database URL: run migrations with `python -m bot migrate`")
-    engine = create_engine(url)
+    # SQLite: foreign keys off while migrating, so a table rebuild never cascades (see create_engine);
+    # a migration that rebuilds a parent table checks the keys itself (PRAGMA foreign_key_check).
+    engine = create_engine(url, foreign_keys=False)
     async with engine.connect() as connection:
         await connection.run_sync(_run)
         await connection.commit()

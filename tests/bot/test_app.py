@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from agent.settings import Settings
 from bot.app import AnyApplication, build_application, running
@@ -14,9 +14,9 @@ from bot.commands import FORGET_ASK, FORGOTTEN, HELP, USER_COMMANDS
 from bot.handlers import ERROR_REPLY, UNKNOWN_COMMAND
 from bot.runtime import Runtime, build_runtime
 from db.models import TranscriptMessage, User
-from db.schema import Base
 from tests.bot.conftest import ADMIN, Brain
 from tests.fakes.telegram_api import FakeTelegram
+from tests.privacy import rows_of
 
 ALICE = 42
 
@@ -186,22 +186,6 @@ class RecordingStore:
         self.rows.pop(user_id, None)
 
 
-async def rows_of(runtime: Runtime, user_id: int) -> dict[str, int]:
-    """Rows in every table that belong to the user (by user_id, or by id for the users table)."""
-    counts: dict[str, int] = {}
-    async with runtime.sessions() as session:
-        for table in Base.metadata.sorted_tables:
-            column = table.c.get("user_id") if "user_id" in table.c else None
-            if table.name == "users":
-                column = table.c.id
-            if column is None:
-                continue
-            counts[table.name] = int(
-                await session.scalar(select(func.count()).select_from(table).where(column == user_id)) or 0
-            )
-    return counts
-
-
 async def test_forget_asks_then_deletes_everything(
     app: AnyApplication, tg: FakeTelegram, runtime: Runtime
 ) -> None:
@@ -214,7 +198,7 @@ async def test_forget_asks_then_deletes_everything(
     user = await user_row(runtime, ALICE)
     assert user is not None
     store.rows[user.id] = ["remember this"]
-    before = await rows_of(runtime, user.id)
+    before = await rows_of(runtime.sessions, user.id)
     assert before["users"] == 1 and before["transcript_messages"] > 0 and before["generated_prompts"] > 0
 
     tg.command(ALICE, "/forget")
@@ -224,7 +208,7 @@ async def test_forget_asks_then_deletes_everything(
 
     tg.command(ALICE, "/forget confirm")
     assert (await tg.wait_for_messages(8, chat_id=ALICE))[-1].text == FORGOTTEN
-    after = await rows_of(runtime, user.id)
+    after = await rows_of(runtime.sessions, user.id)
     assert set(after.values()) == {0}, after
     assert store.rows == {}
 

@@ -1,42 +1,96 @@
-"""Rate limits: a sliding minute in memory, a rolling day from the stored messages."""
+"""Rate limits per Telegram identity, in the database: sliding minute, rolling day, per scope; they
+survive /forget, a restart and a second instance, and store no Telegram id."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agent.account import forget_user
+from agent.settings import Settings
 from agent.users import get_or_create_user
-from bot.ratelimit import RateLimiter
-from db.models import TranscriptMessage
+from bot.ratelimit import Limit, RateLimiter, hash_key
+from db.engine import create_engine, session_factory
+from db.models import RateLimitEvent
 
 NOW = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
+ANA, BO = "telegram:424242", "telegram:515151"
 
 
-async def test_minute_window_slides(sessions: async_sessionmaker[AsyncSession]) -> None:
-    limiter = RateLimiter(sessions, per_minute=2, per_day=100)
-    assert (await limiter.check(1, NOW)).allowed
-    assert (await limiter.check(1, NOW + timedelta(seconds=10))).allowed
-    refused = await limiter.check(1, NOW + timedelta(seconds=20))
-    assert not refused.allowed and refused.limit == "minute" and refused.message
-    assert (await limiter.check(2, NOW + timedelta(seconds=20))).allowed  # other users are unaffected
-    assert (await limiter.check(1, NOW + timedelta(seconds=61))).allowed
+def limiter(sessions: async_sessionmaker[AsyncSession], *, minute: int = 100, day: int = 1000) -> RateLimiter:
+    return RateLimiter(sessions, limits={"message": Limit(minute, day), "export": Limit(1, 2)}, key=b"k")
 
 
-async def test_day_limit_counts_stored_messages(sessions: async_sessionmaker[AsyncSession]) -> None:
-    user, _ = await get_or_create_user(sessions, key="t:1", now=NOW, timezone="UTC")
-    async with sessions() as session, session.begin():
-        for i in range(3):
-            session.add(
-                TranscriptMessage(user_id=user.id, role="user", content="x", sent_at=NOW - timedelta(hours=i))
-            )
-        session.add(
-            TranscriptMessage(user_id=user.id, role="user", content="old", sent_at=NOW - timedelta(days=2))
+async def test_the_minute_window_slides(sessions: async_sessionmaker[AsyncSession]) -> None:
+    limits = limiter(sessions, minute=2)
+    assert (await limits.check(ANA, NOW)).allowed
+    assert (await limits.check(ANA, NOW + timedelta(seconds=10))).allowed
+    refused = await limits.check(ANA, NOW + timedelta(seconds=20))
+    assert not refused.allowed and refused.window == "minute" and "a lot of messages" in refused.message
+    assert (await limits.check(BO, NOW + timedelta(seconds=20))).allowed  # other people are unaffected
+    assert (await limits.check(ANA, NOW + timedelta(seconds=61))).allowed
+
+
+async def test_the_day_survives_forget_and_a_restart(sessions: async_sessionmaker[AsyncSession]) -> None:
+    user, _ = await get_or_create_user(sessions, key=ANA, now=NOW, timezone="UTC")
+    limits = limiter(sessions, day=3)
+    for hours in (3, 2, 1):
+        assert (await limits.check(ANA, NOW - timedelta(hours=hours))).allowed
+    refused = await limits.check(ANA, NOW)
+    assert not refused.allowed and refused.window == "day" and "tomorrow" in refused.message
+    # /forget deletes the person's data, not what they cost: the next user row starts counted.
+    await forget_user(sessions, user.id, now=NOW)
+    await get_or_create_user(sessions, key=ANA, now=NOW, timezone="UTC")
+    # A fresh process (a new limiter) reads the same count from the database.
+    assert not (await limiter(sessions, day=3).check(ANA, NOW)).allowed
+    # Rolling: 24 hours after the oldest counted request, one more is allowed.
+    assert (await limiter(sessions, day=3).check(ANA, NOW + timedelta(hours=21, seconds=1))).allowed
+
+
+async def test_scopes_count_separately(sessions: async_sessionmaker[AsyncSession]) -> None:
+    limits = limiter(sessions, minute=1)
+    assert (await limits.check(ANA, NOW)).allowed
+    assert (await limits.check(ANA, NOW, "export")).allowed
+    refused = await limits.check(ANA, NOW + timedelta(seconds=1), "export")
+    assert refused.scope == "export" and "export" in refused.message
+    assert (await limits.check(ANA, NOW, "start")).allowed  # a scope without limits
+    assert (await limits.check(ANA, NOW + timedelta(minutes=2), "export")).allowed
+    assert not (await limits.check(ANA, NOW + timedelta(minutes=4), "export")).allowed  # 2 a day
+
+
+async def test_only_a_keyed_hash_is_stored(sessions: async_sessionmaker[AsyncSession]) -> None:
+    await limiter(sessions).check(ANA, NOW)
+    async with sessions() as session:
+        stored = (await session.execute(select(RateLimitEvent))).scalars().all()
+    assert len(stored) == 1
+    assert "424242" not in stored[0].subject and len(stored[0].subject) == 64
+    other_key = RateLimiter(sessions, limits={}, key=b"another")
+    assert other_key.subject(ANA) != stored[0].subject  # without the key the hash cannot be matched
+
+
+def test_the_key_comes_from_the_settings_or_the_bot_token() -> None:
+    explicit = Settings(_env_file=None, rate_limit_hash_key="s3cret", telegram_bot_token="1:A")
+    from_token = Settings(_env_file=None, telegram_bot_token="1:A")
+    other_token = Settings(_env_file=None, telegram_bot_token="2:B")
+    assert hash_key(explicit) == b"s3cret"
+    assert hash_key(from_token) != hash_key(other_token) and b"1:A" not in hash_key(from_token)
+
+
+async def test_concurrent_requests_never_pass_the_limit(
+    database_url: str, sessions: async_sessionmaker[AsyncSession]
+) -> None:
+    # The second limiter has its own engine (connections): a second instance on the same database.
+    other_engine = create_engine(database_url)
+    limiters = [limiter(sessions, minute=5), limiter(session_factory(other_engine), minute=5)]
+    try:
+        verdicts = await asyncio.gather(
+            *(limiters[i % 2].check(ANA, NOW + timedelta(milliseconds=i)) for i in range(20))
         )
-    limiter = RateLimiter(sessions, per_minute=100, per_day=3)
-    verdict = await limiter.check(user.id, NOW)
-    assert not verdict.allowed and verdict.limit == "day"
-    # A fresh process (new limiter) sees the same count: it lives in the database.
-    assert await RateLimiter(sessions, per_minute=100, per_day=4).check(user.id, NOW) == verdict.__class__(
-        True
-    )
+    finally:
+        await other_engine.dispose()
+    assert sum(v.allowed for v in verdicts) == 5
+    async with sessions() as session:
+        assert len((await session.execute(select(RateLimitEvent))).scalars().all()) == 5

@@ -35,6 +35,8 @@ __all__ = ["ApiCall", "FakeTelegram", "SentDocument", "SentMessage"]
 
 Json = dict[str, Any]
 MAX_TEXT_LENGTH = 4096
+# What bots may upload with sendDocument (https://core.telegram.org/bots/api#senddocument).
+MAX_DOCUMENT_BYTES = 50 * 1024 * 1024
 # PTB sends str params raw and everything else JSON-encoded; these are strings even when they look like JSON.
 _STRING_PARAMS = frozenset(
     {
@@ -318,6 +320,8 @@ class FakeTelegram(UpdateFactory):
             filename, content, mime = None, b"", None
         else:
             raise bad_request("there is no document in the request")
+        if len(content) > MAX_DOCUMENT_BYTES:
+            raise ApiError(413, "Request Entity Too Large")
         doc = self._file("document", file_size=len(content), file_name=filename, mime_type=mime)
         caption = p.get("caption")
         message = self._bot_message(p, document=doc, caption=caption)

@@ -80,7 +80,7 @@ async def test_memory_failure_and_timeout_degrade(
 
     built = await ContextBuilder(settings, memory=FunctionMemory(slow)).build(sessions, **kwargs)  # type: ignore[arg-type]
     assert built.snapshot["tiers"]["memory"]["status"] == "timeout"
-    assert "## Now" in built.text
+    assert "<now>\nNow:" in built.text
     shown = format_snapshot(built.snapshot)
     assert "memory" in shown and "timeout" in shown and "Failures:" in shown
 

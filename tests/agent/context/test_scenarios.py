@@ -179,7 +179,9 @@ async def test_same_day_return_after_three_hours_sees_today(
     result = await service.reply(user_id, "I'm back", start + timedelta(hours=3))
     assert result.new_session
     text = recorder.instructions
-    assert "Earlier today:\n## Summary\nAna has a maths exam at noon.\n\n## Open loops" in text
+    # The stored summary's Markdown headings arrive neutralised inside the tier's fence (issue 11).
+    summary = "\\## Summary\nAna has a maths exam at noon.\n\n\\## Open loops"
+    assert f"<earlier_today>\nEarlier today:\n{summary}" in text
     assert "adopted a cat named Miso" in text and "passed the driving theory" in text
     assert "Last time we talked" not in text
     assert "they last wrote 3 hours ago" in text and "It's Tuesday afternoon" in text
@@ -248,7 +250,7 @@ async def test_six_open_threads_surface_as_the_right_five_in_order(
             )
         )
     await service.reply(user_id, "hi", now)
-    section = recorder.instructions.split("Unfinished topics:\n", 1)[1].split("\n\n", 1)[0]
+    section = recorder.instructions.split("Unfinished topics:\n", 1)[1].split("\n</unfinished_topics>", 1)[0]
     assert section.splitlines() == [
         "- (promise, today) Nikita promised a playlist",
         "- (curiosity, today) what the new job is like",

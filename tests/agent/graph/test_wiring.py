@@ -28,6 +28,7 @@ from agent.context.memory import STANDARD
 from agent.embeddings import HashingEmbedder
 from agent.graph import GROUPS, STANDARD_LIMITS, NullGraphMemory, group_id, open_graph_memory
 from agent.graph.graphiti_backend import GraphitiMemory
+from agent.graph.guarded import GuardedGraphMemory
 from agent.graph.scripted import ScriptedLLMClient
 from agent.graph.tier import GraphMemoryTier
 from agent.settings import Settings
@@ -125,9 +126,9 @@ async def test_post_processed_episodes_reach_the_model_through_the_memory_tier(
 ) -> None:
     chat, scripted = Chat(), ScriptedSummaries()
     runtime = await open_runtime(chat, scripted)
-    assert (
-        runtime.jobs.graph is runtime.graph and [s.name for s in runtime.data_stores][-1] == "knowledge_graph"
-    )
+    # The graph stage writes through the /forget guard (issue 11).
+    assert isinstance(runtime.jobs.graph, GuardedGraphMemory) and runtime.jobs.graph.graph is runtime.graph
+    assert [s.name for s in runtime.data_stores][-1] == "knowledge_graph"
     user_id = await postprocessed_user(runtime, scripted, clock, "cli:ana", ["Ana lives in Lisbon"])
 
     clock.advance(timedelta(days=2))

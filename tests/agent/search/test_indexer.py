@@ -149,7 +149,7 @@ async def test_warm_up_loads_recent_users_vectors(sessions: async_sessionmaker[A
     started = make_recall(recall_settings(), sessions)
     await started.warm_up(now=NOW)
     assert started.cache is not None
-    assert started.cache.holds(active) and not started.cache.holds(idle)
+    assert active in started.cache and idle not in started.cache
     none = make_recall(recall_settings(search_warm_users=0), sessions)
     await none.warm_up(now=NOW)
-    assert none.cache is not None and not none.cache.holds(active)
+    assert none.cache is not None and active not in none.cache
