@@ -226,10 +226,12 @@ class InboxRepository:
         stmt = delete(InboxUpdate).where(InboxUpdate.id.in_(old.scalar_subquery()))
         return int(getattr(await self.session.execute(stmt), "rowcount", 0) or 0)
 
-    async def forget_sender(self, telegram_user_id: int) -> int:
-        """Delete a sender's finished rows (/forget; rows still waiting are newer messages)."""
+    async def forget_sender(self, telegram_user_id: int, *, current_update_id: int | None = None) -> int:
+        """Delete a sender's finished rows and the one being worked (/forget); rows still waiting are
+        messages sent after the /forget, which stay."""
         stmt = delete(InboxUpdate).where(
-            InboxUpdate.telegram_user_id == telegram_user_id, InboxUpdate.status == "done"
+            InboxUpdate.telegram_user_id == telegram_user_id,
+            or_(InboxUpdate.status == "done", InboxUpdate.update_id == current_update_id),
         )
         return int(getattr(await self.session.execute(stmt), "rowcount", 0) or 0)
 
