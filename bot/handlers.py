@@ -11,7 +11,7 @@ from telegram import Message, Update
 from telegram.error import TelegramError
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 
-from bot.delivery.dispatcher import ERROR_REPLY
+from bot.delivery.dispatcher import ERROR_REPLY, is_retryable
 from bot.inbox import store_unanswered
 from bot.sending import send_text, typing
 from bot.services import services
@@ -189,8 +189,11 @@ async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
             details["telegram_user_id"] = update.effective_user.id
         if update.effective_chat is not None:
             chat_id = update.effective_chat.id
-    trace = "".join(traceback.format_exception(error)) if error is not None else ""
-    logger.error("update failed: %r\n%s", error, trace, extra=details)
+    if row is not None and error is not None and is_retryable(error):
+        logger.warning("update failed; the inbox retries it", extra=details)
+    else:
+        trace = "".join(traceback.format_exception(error)) if error is not None else ""
+        logger.error("update failed: %r\n%s", error, trace, extra=details)
     if row is not None:
         row.error = error
         raise ApplicationHandlerStop  # no other handler group runs for a failed update
