@@ -3,6 +3,11 @@
 The caller owns the transaction. Leasing is one statement on both databases: PostgreSQL locks the
 chosen rows with `FOR UPDATE SKIP LOCKED` (two instances never take the same row, and neither
 waits for the other); SQLite runs one writer at a time, so the same statement is atomic there.
+
+The statements are built once with bound parameters (they run on every message; building them
+per call cost more than running them). `relax_durability` marks a transaction whose loss in a
+database *server* crash is harmless (a lease, a "sent" mark): PostgreSQL then commits it without
+waiting for the disk, which keeps the bookkeeping off the turn's critical path.
 """
 
 from __future__ import annotations
@@ -10,18 +15,134 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Select, case, delete, exists, func, or_, select, update
+from sqlalchemy import (
+    Integer,
+    String,
+    Table,
+    Text,
+    bindparam,
+    case,
+    delete,
+    exists,
+    func,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import aliased
 
-from db.models import InboxUpdate, User
+from db.models import InboxUpdate, User, UTCDateTime
 
 OPEN = ("pending", "replying")
-# Claiming a row whose reply was recorded but not finished: it may have reached Telegram already.
-_RESUMING = case((InboxUpdate.status == "replying", 1), else_=0)
+
+_T = cast(Table, InboxUpdate.__table__)
+_NOW = bindparam("now", type_=UTCDateTime())
+_OWNER = bindparam("owner", type_=String())
+_ROW = bindparam("row_id", type_=Integer())
+_SENDER_USER = select(User.id).where(User.telegram_id == _T.c.telegram_user_id).scalar_subquery()
+
+
+def _claim_statement() -> Any:
+    # The head of each sender's queue: no earlier open row, and no open row of theirs leased now
+    # (rows can commit out of update_id order; a sender never has two rows in flight).
+    other = _T.alias("other")
+    busy_or_earlier = exists().where(
+        other.c.telegram_user_id == _T.c.telegram_user_id,
+        other.c.status.in_(OPEN),
+        other.c.id != _T.c.id,
+        or_(other.c.update_id < _T.c.update_id, other.c.lease_expires_at >= _NOW),
+    )
+    claimable = (
+        select(_T.c.id)
+        .where(
+            _T.c.status.in_(OPEN),
+            _T.c.available_at <= _NOW,
+            or_(_T.c.lease_expires_at.is_(None), _T.c.lease_expires_at < _NOW),
+            ~busy_or_earlier,
+        )
+        .order_by(_T.c.update_id)
+        .limit(bindparam("limit", type_=Integer()))
+        .with_for_update(skip_locked=True)
+    )
+    return (
+        update(_T)
+        .where(_T.c.id.in_(claimable.scalar_subquery()))
+        .values(
+            lease_owner=_OWNER,
+            lease_expires_at=bindparam("expires", type_=UTCDateTime()),
+            attempts=_T.c.attempts + 1,
+            # A reply recorded by a worker that stopped before it finished: it may have reached
+            # Telegram already (the window between Telegram's answer and our record of it).
+            resumed_sends=_T.c.resumed_sends + case((_T.c.status == "replying", 1), else_=0),
+        )
+        .returning(
+            _T.c.id,
+            _T.c.update_id,
+            _T.c.telegram_user_id,
+            _T.c.chat_id,
+            _T.c.payload,
+            _T.c.status,
+            _T.c.reply_text,
+            _T.c.reply_chunks_sent,
+            _T.c.attempts,
+        )
+    )
+
+
+_CLAIM = _claim_statement()
+_INSERT_PG = postgresql.insert(_T).on_conflict_do_nothing(index_elements=["update_id"]).returning(_T.c.id)
+_INSERT_SQLITE = sqlite.insert(_T).on_conflict_do_nothing(index_elements=["update_id"]).returning(_T.c.id)
+_RENEW = (
+    update(_T)
+    .where(_T.c.lease_owner == _OWNER, _T.c.status.in_(OPEN))
+    .values(lease_expires_at=bindparam("expires", type_=UTCDateTime()))
+    .returning(_T.c.id)
+)
+_RECORD = (
+    update(_T)
+    .where(_T.c.id == _ROW, _T.c.lease_owner == _OWNER, _T.c.status == "pending")
+    .values(
+        status="replying",
+        reply_text=bindparam("reply", type_=Text()),
+        reply_chunks_sent=0,
+        user_id=_SENDER_USER,
+    )
+)
+_CHUNK_SENT = (
+    update(_T)
+    .where(_T.c.id == _ROW, _T.c.status == "replying")
+    .values(reply_chunks_sent=bindparam("sent", type_=Integer()))
+)
+_FINISH = (
+    update(_T)
+    .where(_T.c.id == _ROW, _T.c.status != "done")
+    .values(
+        status="done",
+        outcome=bindparam("outcome", type_=String()),
+        done_at=_NOW,
+        payload=None,
+        reply_text=None,
+        reply_chunks_sent=bindparam("sent", type_=Integer()),
+        lease_owner=None,
+        lease_expires_at=None,
+        last_error=bindparam("error", type_=Text()),
+        user_id=func.coalesce(_T.c.user_id, _SENDER_USER),
+    )
+)
+_RELEASE = (
+    update(_T)
+    .where(_T.c.id == _ROW, _T.c.lease_owner == _OWNER, _T.c.status != "done")
+    .values(
+        lease_owner=None,
+        lease_expires_at=None,
+        available_at=bindparam("available_at", type_=UTCDateTime()),
+        last_error=bindparam("error", type_=Text()),
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -49,11 +170,21 @@ class LeasedUpdate:
     attempts: int
 
 
+def _rowcount(result: Any) -> int:
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
 class InboxRepository:
     """Statements on `inbox_updates`; every write of a leased row checks the lease where it matters."""
 
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
+        self.postgres = session.get_bind().dialect.name == "postgresql"
+
+    async def relax_durability(self) -> None:
+        """This transaction may be lost in a database server crash (PostgreSQL: asynchronous commit)."""
+        if self.postgres:
+            await self.session.execute(text("SET LOCAL synchronous_commit TO OFF"))
 
     async def add(self, updates: Sequence[NewUpdate], *, now: datetime) -> int:
         """Insert updates not seen before (a repeated update_id is ignored); return how many were new.
@@ -79,172 +210,70 @@ class InboxRepository:
             }
             for u in updates
         ]
-        dialect = postgresql if self.session.get_bind().dialect.name == "postgresql" else sqlite
+        dialect = postgresql if self.postgres else sqlite
         stmt = (
-            dialect.insert(InboxUpdate)
+            dialect.insert(_T)
             .values(rows)
             .on_conflict_do_nothing(index_elements=["update_id"])
-            .returning(InboxUpdate.id)
+            .returning(_T.c.id)
         )
         return len((await self.session.execute(stmt)).all())
-
-    def _claimable(self, now: datetime, limit: int) -> Select[int]:
-        # The head of each sender's queue: no earlier open row, and no open row of theirs leased now
-        # (rows can commit out of update_id order; a sender never has two rows in flight).
-        other = aliased(InboxUpdate)
-        busy_or_earlier = exists().where(
-            other.telegram_user_id == InboxUpdate.telegram_user_id,
-            other.status.in_(OPEN),
-            other.id != InboxUpdate.id,
-            or_(other.update_id < InboxUpdate.update_id, other.lease_expires_at >= now),
-        )
-        return (
-            select(InboxUpdate.id)
-            .where(
-                InboxUpdate.status.in_(OPEN),
-                InboxUpdate.available_at <= now,
-                or_(InboxUpdate.lease_expires_at.is_(None), InboxUpdate.lease_expires_at < now),
-                ~busy_or_earlier,
-            )
-            .order_by(InboxUpdate.update_id)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-        )
 
     async def claim(self, *, owner: str, now: datetime, lease: timedelta, limit: int) -> list[LeasedUpdate]:
         """Lease up to `limit` claimable rows, oldest first, at most one per sender."""
         if limit <= 0:
             return []
-        stmt = (
-            update(InboxUpdate)
-            .where(InboxUpdate.id.in_(self._claimable(now, limit).scalar_subquery()))
-            .values(
-                lease_owner=owner,
-                lease_expires_at=now + lease,
-                attempts=InboxUpdate.attempts + 1,
-                resumed_sends=InboxUpdate.resumed_sends + _RESUMING,
-            )
-            .returning(
-                InboxUpdate.id,
-                InboxUpdate.update_id,
-                InboxUpdate.telegram_user_id,
-                InboxUpdate.chat_id,
-                InboxUpdate.payload,
-                InboxUpdate.status,
-                InboxUpdate.reply_text,
-                InboxUpdate.reply_chunks_sent,
-                InboxUpdate.attempts,
-            )
-            .execution_options(synchronize_session=False)
-        )
-        rows = (await self.session.execute(stmt)).all()
+        params = {"now": now, "owner": owner, "expires": now + lease, "limit": limit}
+        rows = (await self.session.execute(_CLAIM, params)).all()
         return sorted((LeasedUpdate(*row) for row in rows), key=lambda row: row.update_id)
 
     async def renew(self, *, owner: str, now: datetime, lease: timedelta) -> set[int]:
         """Extend every lease the owner holds; return the ids still held."""
-        stmt = (
-            update(InboxUpdate)
-            .where(InboxUpdate.lease_owner == owner, InboxUpdate.status.in_(OPEN))
-            .values(lease_expires_at=now + lease)
-            .returning(InboxUpdate.id)
-            .execution_options(synchronize_session=False)
-        )
-        return set((await self.session.execute(stmt)).scalars())
+        return set((await self.session.execute(_RENEW, {"owner": owner, "expires": now + lease})).scalars())
 
     async def record_reply(self, row_id: int, *, owner: str, text: str) -> bool:
         """Inside the turn's transaction: the reply to send; False when the row is no longer ours."""
-        stmt = (
-            update(InboxUpdate)
-            .where(
-                InboxUpdate.id == row_id, InboxUpdate.lease_owner == owner, InboxUpdate.status == "pending"
-            )
-            .values(status="replying", reply_text=text, reply_chunks_sent=0, user_id=self._sender_user())
-            .execution_options(synchronize_session=False)
-        )
-        return bool(getattr(await self.session.execute(stmt), "rowcount", 0))
+        result = await self.session.execute(_RECORD, {"row_id": row_id, "owner": owner, "reply": text})
+        return bool(_rowcount(result))
 
     async def chunk_sent(self, row_id: int, *, sent: int) -> None:
         """Telegram accepted the first `sent` chunks of the recorded reply."""
-        stmt = (
-            update(InboxUpdate)
-            .where(InboxUpdate.id == row_id, InboxUpdate.status == "replying")
-            .values(reply_chunks_sent=sent)
-            .execution_options(synchronize_session=False)
-        )
-        await self.session.execute(stmt)
+        await self.session.execute(_CHUNK_SENT, {"row_id": row_id, "sent": sent})
 
     async def finish(
         self, row_id: int, *, now: datetime, outcome: str, sent: int = 0, error: str | None = None
     ) -> bool:
         """Mark a row done and drop its text (payload and reply); False when it was done or deleted."""
-        stmt = (
-            update(InboxUpdate)
-            .where(InboxUpdate.id == row_id, InboxUpdate.status != "done")
-            .values(
-                status="done",
-                outcome=outcome,
-                done_at=now,
-                payload=None,
-                reply_text=None,
-                reply_chunks_sent=sent,
-                lease_owner=None,
-                lease_expires_at=None,
-                last_error=error,
-                user_id=func.coalesce(InboxUpdate.user_id, self._sender_user()),
-            )
-            .execution_options(synchronize_session=False)
-        )
-        return bool(getattr(await self.session.execute(stmt), "rowcount", 0))
+        params = {"row_id": row_id, "now": now, "outcome": outcome, "sent": sent, "error": error}
+        return bool(_rowcount(await self.session.execute(_FINISH, params)))
 
     async def release(self, row_id: int, *, owner: str, available_at: datetime, error: str | None) -> None:
         """Give a row back, to be tried again from `available_at`."""
-        stmt = (
-            update(InboxUpdate)
-            .where(InboxUpdate.id == row_id, InboxUpdate.lease_owner == owner, InboxUpdate.status != "done")
-            .values(lease_owner=None, lease_expires_at=None, available_at=available_at, last_error=error)
-            .execution_options(synchronize_session=False)
-        )
-        await self.session.execute(stmt)
+        params = {"row_id": row_id, "owner": owner, "available_at": available_at, "error": error}
+        await self.session.execute(_RELEASE, params)
 
     async def release_all(self, *, owner: str | None = None) -> int:
         """Drop the leases of one owner (a graceful stop), or every lease (a single process starting)."""
-        stmt = update(InboxUpdate).where(InboxUpdate.status.in_(OPEN), InboxUpdate.lease_owner.is_not(None))
+        stmt = update(_T).where(_T.c.status.in_(OPEN), _T.c.lease_owner.is_not(None))
         if owner is not None:
-            stmt = stmt.where(InboxUpdate.lease_owner == owner)
-        stmt = stmt.values(lease_owner=None, lease_expires_at=None).execution_options(
-            synchronize_session=False
-        )
-        return int(getattr(await self.session.execute(stmt), "rowcount", 0) or 0)
+            stmt = stmt.where(_T.c.lease_owner == owner)
+        return _rowcount(await self.session.execute(stmt.values(lease_owner=None, lease_expires_at=None)))
 
     async def prune(self, *, done_before: datetime, limit: int = 5000) -> int:
         """Delete done rows finished before the cut-off (a batch at a time)."""
-        old = (
-            select(InboxUpdate.id)
-            .where(InboxUpdate.status == "done", InboxUpdate.done_at < done_before)
-            .limit(limit)
-        )
-        stmt = delete(InboxUpdate).where(InboxUpdate.id.in_(old.scalar_subquery()))
-        return int(getattr(await self.session.execute(stmt), "rowcount", 0) or 0)
+        old = select(_T.c.id).where(_T.c.status == "done", _T.c.done_at < done_before).limit(limit)
+        return _rowcount(await self.session.execute(delete(_T).where(_T.c.id.in_(old.scalar_subquery()))))
 
     async def forget_sender(self, telegram_user_id: int, *, current_update_id: int | None = None) -> int:
         """Delete a sender's finished rows and the one being worked (/forget); rows still waiting are
         messages sent after the /forget, which stay."""
-        stmt = delete(InboxUpdate).where(
-            InboxUpdate.telegram_user_id == telegram_user_id,
-            or_(InboxUpdate.status == "done", InboxUpdate.update_id == current_update_id),
+        stmt = delete(_T).where(
+            _T.c.telegram_user_id == telegram_user_id,
+            or_(_T.c.status == "done", _T.c.update_id == current_update_id),
         )
-        return int(getattr(await self.session.execute(stmt), "rowcount", 0) or 0)
+        return _rowcount(await self.session.execute(stmt))
 
     async def counts(self) -> dict[str, int]:
         """Rows by status (for /tasks/inbox and the admin's view)."""
-        stmt = select(InboxUpdate.status, func.count()).group_by(InboxUpdate.status)
+        stmt = select(_T.c.status, func.count()).group_by(_T.c.status)
         return {status: int(n) for status, n in (await self.session.execute(stmt)).all()}
-
-    @staticmethod
-    def _sender_user() -> Any:
-        return (
-            select(User.id)
-            .where(User.telegram_id == InboxUpdate.telegram_user_id)
-            .scalar_subquery()
-            .correlate(InboxUpdate)
-        )

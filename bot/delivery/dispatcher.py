@@ -97,6 +97,7 @@ class Dispatcher:
         self.owner = owner or new_owner()
         self.worked = 0
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._reserved = 0  # slots promised to an intake that leases its own rows
         self._deliveries: dict[int, Delivery] = {}
         self._finished: dict[int, asyncio.Event] = {}
         self._wake = asyncio.Event()
@@ -132,6 +133,22 @@ class Dispatcher:
             if sending:
                 await asyncio.wait(sending, timeout=5)
         await self._release_all()
+
+    # -- the intake's hand-off -------------------------------------------------------------------------
+    def reserve(self, wanted: int) -> int:
+        """Promise up to `wanted` free slots to an intake that leases rows in its own transaction."""
+        if self._stopping:
+            return 0
+        granted = max(0, min(wanted, self.concurrency - len(self._tasks) - self._reserved))
+        self._reserved += granted
+        return granted
+
+    def adopt(self, rows: list[LeasedUpdate], reserved: int) -> None:
+        """Work the rows an intake leased for this process (and give back the unused promise)."""
+        self._reserved -= reserved
+        for row in rows:
+            self._start(row)
+        self.wake()
 
     # -- what the web app asks ---------------------------------------------------------------------
     def delivery(self, update_id: int) -> Delivery | None:
@@ -183,20 +200,23 @@ class Dispatcher:
                 await heartbeat
 
     async def _claim(self) -> int:
-        free = self.concurrency - len(self._tasks)
+        free = self.concurrency - len(self._tasks) - self._reserved
         if free <= 0:
             return 0
         try:
             async with self.sessions() as session, session.begin():
-                rows = await InboxRepository(session).claim(
-                    owner=self.owner, now=self.clock.now(), lease=self.lease, limit=free
-                )
+                repo = InboxRepository(session)
+                await repo.relax_durability()  # a lease lost with the server is simply taken again
+                rows = await repo.claim(owner=self.owner, now=self.clock.now(), lease=self.lease, limit=free)
         except ROW_ERRORS as exc:
             logger.warning("inbox claim failed", extra={"error": repr(exc)})
             return 0
         for row in rows:
-            self._tasks[row.id] = asyncio.create_task(self._work(row), name=f"inbox-{row.update_id}")
+            self._start(row)
         return len(rows)
+
+    def _start(self, row: LeasedUpdate) -> None:
+        self._tasks[row.id] = asyncio.create_task(self._work(row), name=f"inbox-{row.update_id}")
 
     async def _heartbeat(self) -> None:
         while True:
@@ -205,9 +225,9 @@ class Dispatcher:
                 continue
             try:
                 async with self.sessions() as session, session.begin():
-                    held = await InboxRepository(session).renew(
-                        owner=self.owner, now=self.clock.now(), lease=self.lease
-                    )
+                    repo = InboxRepository(session)
+                    await repo.relax_durability()
+                    held = await repo.renew(owner=self.owner, now=self.clock.now(), lease=self.lease)
             except ROW_ERRORS as exc:
                 logger.warning("inbox lease renewal failed", extra={"error": repr(exc)})
                 continue
@@ -338,6 +358,8 @@ class Dispatcher:
     async def _release_all(self, *, everyone: bool = False) -> None:
         with suppress(*ROW_ERRORS):
             async with asyncio.timeout(3), self.sessions() as session, session.begin():
-                released = await InboxRepository(session).release_all(owner=None if everyone else self.owner)
+                repo = InboxRepository(session)
+                await repo.relax_durability()
+                released = await repo.release_all(owner=None if everyone else self.owner)
             if released:
                 logger.info("inbox leases released", extra={"rows": released, "everyone": everyone})

@@ -7,15 +7,16 @@ Webhook bodies are stored as Telegram sent them; polled updates as python-telegr
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from telegram import Update
 
 from agent.clock import Clock
 from agent.errors import NikitaError
-from db.inbox import InboxRepository, NewUpdate
+from db.inbox import InboxRepository, LeasedUpdate, NewUpdate
 
 logger = logging.getLogger(__name__)
 
@@ -49,27 +50,57 @@ def from_update(update: Update, payload: dict[str, Any] | None = None) -> NewUpd
     )
 
 
+class Claimer(Protocol):
+    """What the intake needs of the dispatcher (bot/delivery/dispatcher.py) to hand rows over."""
+
+    owner: str
+    lease: timedelta
+
+    def reserve(self, wanted: int) -> int:
+        """Promise up to `wanted` worker slots."""
+        ...
+
+    def adopt(self, rows: list[LeasedUpdate], reserved: int) -> None:
+        """Work the rows leased for the promised slots."""
+        ...
+
+
 class Inbox:
-    """Commits received updates; `on_new` tells the dispatcher (in this process) there is work."""
+    """Commits received updates and hands them to this process's dispatcher.
+
+    When the dispatcher has free slots, the same transaction that stores the updates also leases
+    them (the dispatcher's usual claim, so order and fairness are unchanged): the update starts
+    at once, with no second commit and no wait for the dispatcher's next look at the table.
+    """
 
     def __init__(
         self,
         sessions: async_sessionmaker[AsyncSession],
         clock: Clock,
         *,
-        on_new: Callable[[], None] | None = None,
+        dispatcher: Claimer | None = None,
     ) -> None:
         self.sessions = sessions
         self.clock = clock
-        self.on_new = on_new
+        self.dispatcher = dispatcher
 
     async def receive(self, updates: Sequence[NewUpdate]) -> int:
         """Store updates in one transaction (repeats ignored); returns how many were new.
 
         Raises what the database raises: the caller must then not acknowledge the updates.
         """
-        async with self.sessions() as session, session.begin():
-            added = await InboxRepository(session).add(updates, now=self.clock.now())
-        if added and self.on_new is not None:
-            self.on_new()
+        wanted = sum(1 for u in updates if u.telegram_user_id is not None)
+        reserved = self.dispatcher.reserve(wanted) if self.dispatcher is not None else 0
+        leased: list[LeasedUpdate] = []
+        try:
+            async with self.sessions() as session, session.begin():
+                repo = InboxRepository(session)
+                now = self.clock.now()
+                added = await repo.add(updates, now=now)
+                if added and reserved and self.dispatcher is not None:
+                    d = self.dispatcher
+                    leased = await repo.claim(owner=d.owner, now=now, lease=d.lease, limit=reserved)
+        finally:
+            if self.dispatcher is not None:
+                self.dispatcher.adopt(leased, reserved)
         return added

@@ -82,7 +82,7 @@ def build_delivery(
         retention=timedelta(hours=settings.inbox_retention_hours),
         single_process=runtime.engine.dialect.name == "sqlite",
     )
-    inbox = Inbox(runtime.sessions, runtime.clock, on_new=dispatcher.wake)
+    inbox = Inbox(runtime.sessions, runtime.clock, dispatcher=dispatcher)
     poller = (
         None
         if webhook
