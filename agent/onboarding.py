@@ -28,16 +28,18 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models import Model
-from sqlalchemy import func, select
+from sqlalchemy import func, select, true
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.context.fence import fence, neutralise
 from agent.errors import UserNotFoundError
 from agent.locks import UserLocks
+from agent.service import TurnReceipt
 from agent.timezones import resolve_timezone
 from db.models import TranscriptMessage, User
 from db.repositories import TranscriptRepository
+from db.transient import is_transient
 
 logger = logging.getLogger(__name__)
 
@@ -137,15 +139,20 @@ def history_entries(rows: Sequence[TranscriptMessage]) -> list[dict[str, str]]:
 
 
 async def load_context(
-    sessions: async_sessionmaker[AsyncSession], user: User, now: datetime
+    sessions: async_sessionmaker[AsyncSession], user: User, now: datetime, *, before_id: int | None = None
 ) -> OnboardingContext:
-    """The user's onboarding context; a database failure leaves the history empty, not the turn broken."""
+    """The user's onboarding context (messages before `before_id` when given); a database failure
+    leaves the history empty, not the turn broken."""
     entries: list[dict[str, str]] = []
     try:
         async with sessions() as session:
             stmt = (
                 select(TranscriptMessage)
-                .where(TranscriptMessage.user_id == user.id, TranscriptMessage.kind == KIND)
+                .where(
+                    TranscriptMessage.user_id == user.id,
+                    TranscriptMessage.kind == KIND,
+                    TranscriptMessage.id < before_id if before_id is not None else true(),
+                )
                 .order_by(TranscriptMessage.sent_at.desc(), TranscriptMessage.id.desc())
                 .limit(LOAD_LIMIT)
             )
@@ -258,10 +265,18 @@ async def run_onboarding_turn(
         result = await onboarding_agent.run(
             None, message_history=build_messages(context, message), deps=deps, model=model
         )
-    except (AgentRunError, TimeoutError) as exc:
-        logger.warning("onboarding model call failed", extra={"user_id": context.user_id, "error": repr(exc)})
+    except Exception as exc:
+        # Any failure still gets an answer that is stored with the message (issue 10); a database
+        # that is briefly away is retried by the inbox instead.
+        if is_transient(exc):
+            raise
+        extra = {"user_id": context.user_id, "error": repr(exc)}
+        if isinstance(exc, AgentRunError | TimeoutError):
+            logger.warning("onboarding model call failed", extra=extra)
+        else:
+            logger.exception("onboarding run failed", extra=extra)
         return OnboardingTurn(_fallback(deps), OnboardingDeps.start(context.profile), failed=True)
-    text = result.output.strip() or _fallback(deps)
+    text = result.output.replace("\x00", "").strip() or _fallback(deps)
     return OnboardingTurn(text, deps)
 
 
@@ -312,8 +327,15 @@ class OnboardingService:
         *,
         telegram_message_id: int | None = None,
         fallback_name: str | None = None,
+        receipt: TurnReceipt | None = None,
     ) -> OnboardingReply | None:
-        """Answer one message in onboarding; None when the user has completed onboarding already."""
+        """Answer one message in onboarding; None when the user has completed onboarding already.
+
+        Like `TurnService.reply`: a message stored and answered before is a repeated delivery; stored
+        but unanswered (the process stopped mid-turn), it is answered now without being stored again.
+        `receipt` runs inside the transaction that stores the answer.
+        """
+        text = text.replace("\x00", "")
         async with self.locks.hold(user_id):
             async with self.sessions() as session:
                 user = await session.get(User, user_id)
@@ -321,21 +343,28 @@ class OnboardingService:
                     raise UserNotFoundError(f"no user with id {user_id}")
                 if user.onboarding_status == "complete":
                     return None
+                stored = None
                 if telegram_message_id is not None:
                     stored = await TranscriptRepository(session).by_telegram_id(user_id, telegram_message_id)
                     if stored is not None:
                         answer = await TranscriptRepository(session).reply_to(stored.id)
-                        return OnboardingReply(answer.content if answer else "", False, duplicate=True)
-            context = await load_context(self.sessions, user, sent_at)
-            message_id, user_messages = await self._store_user_message(
-                user_id, text, sent_at, telegram_message_id
-            )
+                        if answer is not None:
+                            return OnboardingReply(answer.content, False, duplicate=True)
+            if stored is None:
+                context = await load_context(self.sessions, user, sent_at)
+                message_id, user_messages = await self._store_user_message(
+                    user_id, text, sent_at, telegram_message_id
+                )
+            else:
+                text, message_id = stored.content, stored.id
+                context = await load_context(self.sessions, user, sent_at, before_id=stored.id)
+                user_messages = await self._count_user_messages(user_id)
             turn = await run_onboarding_turn(context, text, model=self.model)
             deps = turn.deps
             if not deps.finished and user_messages >= self.max_user_messages:
                 deps.name = deps.name or fallback_name or "friend"
                 deps.finished = True
-            await self._persist(user_id, message_id, turn.text, sent_at, deps)
+            await self._persist(user_id, message_id, turn.text, sent_at, deps, receipt)
             return OnboardingReply(turn.text, deps.finished, failed=turn.failed)
 
     async def complete_with_defaults(self, user_id: int, fallback_name: str | None) -> None:
@@ -365,6 +394,10 @@ class OnboardingService:
                 kind=KIND,
                 telegram_message_id=telegram_message_id,
             )
+        return row.id, await self._count_user_messages(user_id)
+
+    async def _count_user_messages(self, user_id: int) -> int:
+        async with self.sessions() as session:
             count = await session.scalar(
                 select(func.count())
                 .select_from(TranscriptMessage)
@@ -374,10 +407,16 @@ class OnboardingService:
                     TranscriptMessage.role == "user",
                 )
             )
-        return row.id, int(count or 0)
+        return int(count or 0)
 
     async def _persist(
-        self, user_id: int, message_id: int, text: str, at: datetime, deps: OnboardingDeps
+        self,
+        user_id: int,
+        message_id: int,
+        text: str,
+        at: datetime,
+        deps: OnboardingDeps,
+        receipt: TurnReceipt | None,
     ) -> None:
         async with self.sessions() as session, session.begin():
             user = await session.get(User, user_id)
@@ -401,3 +440,5 @@ class OnboardingService:
             user.name = deps.name or user.name
             if deps.finished:
                 user.onboarding_status = "complete"
+            if receipt is not None:
+                await receipt(session, text)

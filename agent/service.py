@@ -1,4 +1,12 @@
-"""`TurnService.reply`: the one Telegram-free entry point that answers a user's message."""
+"""`TurnService.reply`: the one Telegram-free entry point that answers a user's message.
+
+Delivery (issue 10): a surface that must answer each message exactly once passes a `TurnReceipt`;
+it runs inside the transaction that stores the answer, so "answered" and "the surface knows what to
+send" commit together. A message already stored under its Telegram id is never stored again: with
+its answer stored it is a repeated delivery; without one (the process stopped mid-turn) its turn
+runs now for the stored message. Whatever the agent run raises, the turn stores a paired
+request/apology, except a transient database error, which the inbox retries (db/transient.py).
+"""
 
 from __future__ import annotations
 
@@ -6,16 +14,19 @@ import asyncio
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from pydantic_ai.exceptions import AgentRunError
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models import Model
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.agent import TurnDeps, build_chat_model, chat_agent, chat_model_settings
 from agent.clock import Clock, ensure_utc, local_day
 from agent.context import BuiltContext, ContextBuilder
+from agent.errors import UserNotFoundError
 from agent.locks import UserLocks
 from agent.search.recall import Recall
 from agent.session_history import SessionHistories, StoredHistory
@@ -23,7 +34,7 @@ from agent.sessions import session_expired
 from agent.settings import Settings
 from agent.tokens import get_counter
 from db.memory_repositories import flag_summary_due
-from db.models import Conversation, User
+from db.models import Conversation, TranscriptMessage, User
 from db.repositories import (
     ConversationRepository,
     DaySegmentRepository,
@@ -31,6 +42,7 @@ from db.repositories import (
     TranscriptRepository,
     UserRepository,
 )
+from db.transient import is_transient
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +50,18 @@ APOLOGY = (
     "Sorry, I couldn't think straight just now (my language model didn't answer). "
     "Your message is saved; please try again in a moment."
 )
+FAULT_APOLOGY = (
+    "Sorry, something went wrong on my side while I was thinking about that. "
+    "Your message is saved; please try again in a moment."
+)
+
+
+class TurnReceipt(Protocol):
+    """Runs inside the transaction that stores a turn's answer (a raise rolls the turn back)."""
+
+    async def __call__(self, session: AsyncSession, answer: str) -> None:
+        """Record, with the answer, whatever the caller needs to deliver it exactly once."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -58,6 +82,7 @@ class TurnResult:
 class _Prepared:
     user: User
     conversation: Conversation
+    text: str
     message_id: int
     new_session: bool
     closed_id: int | None
@@ -114,24 +139,40 @@ class TurnService:
         sent_at: datetime,
         *,
         telegram_message_id: int | None = None,
+        receipt: TurnReceipt | None = None,
     ) -> TurnResult:
         """Answer one message; the message is stored before the model is called and never lost."""
         sent_at = ensure_utc(sent_at)
+        text = text.replace("\x00", "")  # what the model reads is what is stored (PostgreSQL refuses NUL)
         async with self.locks.hold(user_id):
-            duplicate = await self._find_duplicate(user_id, telegram_message_id)
-            if duplicate is not None:
-                return duplicate
+            prepared = await self._prepare(user_id, text, sent_at, telegram_message_id)
+            if isinstance(prepared, TurnResult):
+                return prepared
+            return await self._run_and_persist(prepared, sent_at, receipt)
+
+    async def _prepare(
+        self, user_id: int, text: str, sent_at: datetime, telegram_message_id: int | None
+    ) -> _Prepared | TurnResult:
+        stored = await self._stored(user_id, telegram_message_id)
+        if stored is None:
             try:
-                prepared = await self._store_user_message(user_id, text, sent_at, telegram_message_id)
+                return await self._store_user_message(user_id, text, sent_at, telegram_message_id)
             except IntegrityError:
                 # Another process stored the same Telegram message between our check and insert.
-                retried = await self._find_duplicate(user_id, telegram_message_id)
-                if retried is None:
+                stored = await self._stored(user_id, telegram_message_id)
+                if stored is None:
                     raise
-                return retried
-            return await self._run_and_persist(prepared, text, sent_at)
+                return self._duplicate(*stored)
+        message, answer = stored
+        if answer is not None or message.conversation_id is None:
+            return self._duplicate(message, answer)
+        # Stored but never answered: the process stopped mid-turn. We hold the user's turn lock, so
+        # no other process is answering it; its turn runs now, without storing it again.
+        return await self._resume(message)
 
-    async def _find_duplicate(self, user_id: int, telegram_message_id: int | None) -> TurnResult | None:
+    async def _stored(
+        self, user_id: int, telegram_message_id: int | None
+    ) -> tuple[TranscriptMessage, TranscriptMessage | None] | None:
         if telegram_message_id is None:
             return None
         async with self.sessions() as session:
@@ -139,8 +180,10 @@ class TurnService:
             stored = await transcript.by_telegram_id(user_id, telegram_message_id)
             if stored is None:
                 return None
-            answer = await transcript.reply_to(stored.id)
-        logger.info("duplicate delivery", extra={"user_id": user_id, "message_id": stored.id})
+            return stored, await transcript.reply_to(stored.id)
+
+    def _duplicate(self, stored: TranscriptMessage, answer: TranscriptMessage | None) -> TurnResult:
+        logger.info("duplicate delivery", extra={"user_id": stored.user_id, "message_id": stored.id})
         return TurnResult(
             text=answer.content if answer else "",
             conversation_id=stored.conversation_id or 0,
@@ -150,14 +193,32 @@ class TurnService:
             duplicate=True,
         )
 
+    async def _resume(self, message: TranscriptMessage) -> _Prepared:
+        async with self.sessions() as session:
+            user = await UserRepository(session).get(message.user_id)
+            assert message.conversation_id is not None
+            conversation = await ConversationRepository(session).get(message.conversation_id, history=False)
+            previous = await session.scalar(
+                select(func.max(TranscriptMessage.sent_at)).where(
+                    TranscriptMessage.user_id == message.user_id,
+                    TranscriptMessage.role == "user",
+                    TranscriptMessage.id < message.id,
+                )
+            )
+        if user is None or conversation is None:
+            raise UserNotFoundError(f"no user or conversation for message {message.id}")
+        logger.info(
+            "resuming an unanswered turn",
+            extra={"user_id": user.id, "conversation_id": conversation.id, "message_id": message.id},
+        )
+        return _Prepared(user, conversation, message.content, message.id, False, None, previous)
+
     async def _store_user_message(
         self, user_id: int, text: str, sent_at: datetime, telegram_message_id: int | None
     ) -> _Prepared:
         async with self.sessions() as session, session.begin():
             user = await UserRepository(session).get(user_id)
             if user is None:
-                from agent.errors import UserNotFoundError
-
                 raise UserNotFoundError(f"no user with id {user_id}")
             conversations = ConversationRepository(session)
             conversation = await conversations.active_for(user_id)
@@ -194,10 +255,12 @@ class TurnService:
             logger.info(
                 "session closed by new message", extra={"user_id": user_id, "conversation_id": closed_id}
             )
-        return _Prepared(user, conversation, message.id, new_session, closed_id, previous_message_at)
+        return _Prepared(user, conversation, text, message.id, new_session, closed_id, previous_message_at)
 
-    async def _run_and_persist(self, prepared: _Prepared, text: str, sent_at: datetime) -> TurnResult:
-        user, conversation = prepared.user, prepared.conversation
+    async def _run_and_persist(
+        self, prepared: _Prepared, sent_at: datetime, receipt: TurnReceipt | None
+    ) -> TurnResult:
+        user, conversation, text = prepared.user, prepared.conversation, prepared.text
         # The count includes this turn's user message, stored a moment ago.
         stored_history = await self.histories.load(
             self.sessions, conversation.id, conversation.message_count - 1
@@ -233,23 +296,30 @@ class TurnService:
                 model=self.model,
                 model_settings=chat_model_settings(self.settings),
             )
-            answer = result.output
+            answer = result.output.replace("\x00", "")
             new_messages = result.new_messages()
-        except (AgentRunError, TimeoutError) as exc:
-            logger.warning(
-                "model call failed",
-                extra={"user_id": user.id, "conversation_id": conversation.id, "error": type(exc).__name__},
-            )
+        except Exception as exc:
+            # Whatever the run raised (the model, a tool, a bug), the exchange is stored with an
+            # apology, so the message is answered and the next turn's history stays valid. A database
+            # that is briefly away is the exception: the inbox retries the whole update instead.
+            if is_transient(exc):
+                raise
+            model_side = isinstance(exc, AgentRunError | TimeoutError)
+            extra = {"user_id": user.id, "conversation_id": conversation.id, "error": type(exc).__name__}
+            if model_side:
+                logger.warning("model call failed", extra=extra)
+            else:
+                logger.exception("agent run failed", extra=extra)
             failed = True
-            answer = APOLOGY
+            answer = APOLOGY if model_side else FAULT_APOLOGY
             # A request always followed by its response: the next turn's history stays valid.
             new_messages = [
                 ModelRequest(parts=[UserPromptPart(text, timestamp=sent_at)]),
-                ModelResponse(parts=[TextPart(APOLOGY)], timestamp=sent_at),
+                ModelResponse(parts=[TextPart(answer)], timestamp=sent_at),
             ]
         snapshot: dict[str, object] = {**context.snapshot, "model_failed": failed}
         reply_id = await self._persist(
-            prepared, stored_history, new_messages, answer, context, snapshot, sent_at, failed
+            prepared, stored_history, new_messages, answer, context, snapshot, sent_at, failed, receipt
         )
         if self.recall is not None:
             # Full text was indexed in the transactions (triggers / generated columns); embeddings
@@ -278,6 +348,7 @@ class TurnService:
         snapshot: dict[str, object],
         at: datetime,
         failed: bool,
+        receipt: TurnReceipt | None,
     ) -> int:
         # The full stored history grows; trimming only shapes what the model is sent.
         async with self.sessions() as session, session.begin():
@@ -317,5 +388,7 @@ class TurnService:
                 snapshot=dict(snapshot),
                 created_at=at,
             )
+            if receipt is not None:
+                await receipt(session, answer)
         self.histories.remember(prepared.conversation.id, updated, user_id=prepared.user.id)
         return reply.id

@@ -137,6 +137,17 @@ class Settings(BaseSettings):
     history_cache_max_bytes: int = 16_000_000
     search_vector_cache_bytes: int = 256_000_000
     search_indexed_users: int = 10_000
+    # Durable delivery (issue 10): every update is committed to the inbox before Telegram hears we
+    # have it, then worked per sender in order under a lease that another instance takes over when
+    # it runs out; transient database errors are retried, SIGTERM drains within the grace period.
+    inbox_lease_seconds: float = 20.0
+    inbox_poll_seconds: float = 1.0
+    inbox_max_attempts: int = 10
+    inbox_retention_hours: float = 48.0
+    inbox_webhook_wait_seconds: float = 0.0
+    polling_timeout_seconds: int = 30
+    shutdown_grace_seconds: float = 8.0
+    db_retry_seconds: float = 30.0
 
     # Post-processing and day summaries (issue 4)
     postprocess_max_attempts: int = 5

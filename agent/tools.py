@@ -38,6 +38,19 @@ _MESSAGE_FIELDS = (
 _OPTIONAL_FIELDS = ("when", "previous_turn", "next_turn")
 
 
+# Ids are 64-bit in both databases; a larger number would fail in the driver, not as a tool error.
+MAX_ID = 2**63 - 1
+# About a hundred years: more is "everything", and date arithmetic overflows long before a million.
+MAX_RECENCY_DAYS = 36_500
+
+
+def _checked_id(name: str, value: int | None) -> int | None:
+    """An id argument the database can look up, or a retry the model can act on."""
+    if value is not None and not 1 <= value <= MAX_ID:
+        raise ModelRetry(f"{name} must be an id from a search result (a positive number), got {value}")
+    return value
+
+
 def _recall(ctx: RunContext[TurnDeps]) -> Recall | None:
     return ctx.deps.recall
 
@@ -88,6 +101,10 @@ async def conversation_search(
     recall = _recall(ctx)
     if recall is None:
         return {"results": [], "note": "conversation search is not available right now"}
+    if recency_days is not None and recency_days > MAX_RECENCY_DAYS:
+        raise ModelRetry(
+            f"recency_days must be at most {MAX_RECENCY_DAYS}; leave it out to search everything"
+        )
     try:
         hits = await recall.search(
             ctx.deps.user_id,
@@ -135,10 +152,10 @@ async def conversation_get(
     try:
         out = await recall.get(
             ctx.deps.user_id,
-            message_id=message_id,
-            day_segment_id=day_segment_id,
-            from_message_id=from_message_id,
-            to_message_id=to_message_id,
+            message_id=_checked_id("message_id", message_id),
+            day_segment_id=_checked_id("day_segment_id", day_segment_id),
+            from_message_id=_checked_id("from_message_id", from_message_id),
+            to_message_id=_checked_id("to_message_id", to_message_id),
         )
     except (RecallInputError, RecallNotFoundError) as exc:
         raise ModelRetry(str(exc)) from exc

@@ -23,7 +23,7 @@ def _parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="print benchmark figures")
     bench.add_argument(
         "name",
-        choices=["turn", "postprocess", "context", "recall", "search", "graph"],
+        choices=["turn", "postprocess", "context", "recall", "search", "graph", "delivery"],
         help="which benchmark",
     )
     bench.add_argument("paths", nargs="*", help="recall: LoCoMo-format JSON files")
@@ -111,6 +111,11 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         from bot.bench.postprocess import run_postprocess_bench
 
         asyncio.run(run_postprocess_bench(settings, quick=args.quick))
+        return 0
+    if args.command == "bench" and args.name == "delivery":
+        from bot.bench.delivery import run_delivery_bench
+
+        asyncio.run(run_delivery_bench(settings, quick=args.quick))
         return 0
     if args.command == "bench" and args.name == "context":
         from bot.bench.context import run_context_bench

@@ -4,25 +4,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from typing import Any
 
-from telegram import BotCommand, Update
+import uvicorn
+from telegram import BotCommand
 from telegram.ext import (
     Application,
     ApplicationBuilder,
     CallbackQueryHandler,
     CommandHandler,
     MessageHandler,
-    TypeHandler,
     filters,
 )
 
 from agent.onboarding import OnboardingService
 from agent.settings import Settings
 from bot import admin, commands, handlers
+from bot.delivery.runner import DeliveryRunner, build_delivery
+from bot.delivery.signals import SignalFreeServer, on_stop_signal
 from bot.ratelimit import RateLimiter
 from bot.runtime import Runtime, build_runtime
 from bot.services import SERVICES_KEY, BotServices, services
@@ -41,18 +42,16 @@ def build_application(runtime: Runtime, *, webhook: bool | None = None) -> AnyAp
     settings.require("telegram_bot_token")
     assert settings.telegram_bot_token is not None
     use_webhook = bool(settings.webhook_url) if webhook is None else webhook
-    builder = (
+    # No Updater in either mode: updates arrive through the inbox (bot/delivery), which polls itself.
+    application = (
         ApplicationBuilder()
         .token(settings.telegram_bot_token.get_secret_value())
         .base_url(settings.telegram_api_base_url)
-        # Different users never wait on each other; one user's turns are kept in order by ArrivalOrder.
-        .concurrent_updates(True)
+        .updater(None)
         .post_init(_post_init)
         .post_shutdown(_post_shutdown)
+        .build()
     )
-    if use_webhook:
-        builder = builder.updater(None)
-    application = builder.build()
     application.bot_data[SERVICES_KEY] = BotServices(
         runtime=runtime,
         onboarding=OnboardingService(
@@ -60,6 +59,7 @@ def build_application(runtime: Runtime, *, webhook: bool | None = None) -> AnyAp
         ),
         limiter=RateLimiter.from_settings(runtime.sessions, settings),
         turn_slots=asyncio.Semaphore(max(1, settings.max_concurrent_turns)),
+        delivery=build_delivery(application, runtime, webhook=use_webhook, allowed_updates=ALLOWED_UPDATES),
     )
     application.bot_data["webhook"] = use_webhook
     _register(application, settings)
@@ -68,7 +68,6 @@ def build_application(runtime: Runtime, *, webhook: bool | None = None) -> AnyAp
 
 def _register(application: AnyApplication, settings: Settings) -> None:
     private = filters.ChatType.PRIVATE
-    application.add_handler(TypeHandler(Update, handlers.drop_repeats), group=-1)
     application.add_handler(
         MessageHandler(filters.UpdateType.EDITED | filters.UpdateType.CHANNEL_POSTS, handlers.on_ignored)
     )
@@ -132,53 +131,56 @@ def services_of(application: AnyApplication) -> BotServices:
 
 @asynccontextmanager
 async def running(
-    application: AnyApplication, *, poll_interval: float = 0.0, poll_timeout: int = 10
-) -> AsyncIterator[None]:
-    """Initialise, run post_init, start processing (and polling, without a webhook); undo it all after."""
+    application: AnyApplication, *, poll_timeout: int | None = None
+) -> AsyncIterator[DeliveryRunner]:
+    """Initialise, run post_init, start the inbox (and polling, without a webhook); undo it all after.
+
+    Leaving the block stops the intake and drains the inbox within SHUTDOWN_GRACE_SECONDS.
+    """
+    runner = services_of(application).delivery
+    if poll_timeout is not None and runner.poller is not None:
+        runner.poller.timeout = poll_timeout
     async with application:
         assert application.post_init is not None
         await application.post_init(application)
         await application.start()
-        if application.updater is not None:
-            await application.updater.start_polling(
-                poll_interval=poll_interval,
-                timeout=poll_timeout,
-                allowed_updates=ALLOWED_UPDATES,
-                drop_pending_updates=False,
-            )
+        runner.start()
         try:
-            yield
+            yield runner
         finally:
-            if application.updater is not None and application.updater.running:
-                await application.updater.stop()
+            await runner.stop()
             await application.stop()
     if application.post_shutdown is not None:
         await application.post_shutdown(application)
 
 
 async def serve(settings: Settings) -> None:
-    """Run until stopped: long polling, or the webhook web app on $PORT when WEBHOOK_URL is set."""
+    """Run until SIGTERM/SIGINT: long polling, or the webhook web app on $PORT when WEBHOOK_URL is set."""
     runtime = await build_runtime(settings)
     application = build_application(runtime)
-    if settings.webhook_url:
-        import uvicorn
-
-        from bot.web import build_web_app
-
-        web = build_web_app(application, runtime)
-        server = uvicorn.Server(uvicorn.Config(web, host="0.0.0.0", port=settings.port, log_config=None))
-        async with running(application):
-            logger.info("serving webhook", extra={"port": settings.port})
-            await server.serve()  # returns on SIGTERM/SIGINT (uvicorn handles them)
-        return
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    async with running(application):
-        logger.info("polling for updates")
-        await stop.wait()
+    on_stop_signal(stop.set)
+    if not settings.webhook_url:
+        async with running(application):
+            logger.info("polling for updates")
+            await stop.wait()
+        return
+    from bot.web import build_web_app
+
+    web = build_web_app(application, runtime)
+    server = SignalFreeServer(
+        uvicorn.Config(web, host="0.0.0.0", port=settings.port, log_config=None, timeout_graceful_shutdown=2)
+    )
+    async with running(application) as runner:
+        logger.info("serving webhook", extra={"port": settings.port})
+        served = asyncio.create_task(server.serve())
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait({served, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        # Both at once: the web server stops taking updates while the inbox drains (the grace
+        # period counts from the signal, so the whole stop fits the host's kill delay).
+        server.should_exit = True
+        await asyncio.gather(served, runner.stop())
 
 
 def run_bot(settings: Settings) -> None:

@@ -14,6 +14,7 @@ from agent.timezones import resolve_timezone
 from bot.reports import memory_report
 from bot.sending import send_text
 from bot.services import services
+from db.inbox import InboxRepository
 from db.models import User
 from db.repositories import UserRepository
 
@@ -133,7 +134,7 @@ async def on_forget(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     if message is None or person is None:
         return
     if [a.lower() for a in context.args or []] == ["confirm"]:
-        await _forget(context, person.id, message.chat_id)
+        await _forget(context, update, person.id, message.chat_id)
         return
     buttons = InlineKeyboardMarkup(
         [
@@ -154,12 +155,12 @@ async def on_forget_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -
     await query.answer()
     chat_id = query.message.chat.id if query.message is not None else query.from_user.id
     if query.data == FORGET_CONFIRM:
-        await _forget(context, query.from_user.id, chat_id)
+        await _forget(context, update, query.from_user.id, chat_id)
         return
     await send_text(context.bot, chat_id, "Okay, I'll keep everything.")
 
 
-async def _forget(context: ContextTypes.DEFAULT_TYPE, telegram_id: int, chat_id: int) -> None:
+async def _forget(context: ContextTypes.DEFAULT_TYPE, update: Update, telegram_id: int, chat_id: int) -> None:
     s = services(context)
     async with s.order.hold(telegram_id):
         async with s.runtime.sessions() as session:
@@ -168,4 +169,7 @@ async def _forget(context: ContextTypes.DEFAULT_TYPE, telegram_id: int, chat_id:
         if user is not None:
             pending = (await s.runtime.forget(user.id)).stores_pending
             logger.info("user forgotten", extra={"user_id": user.id, "stores_pending": len(pending)})
+        # The inbox's rows of this sender go too (their answered ones hold no text, but their id).
+        async with s.runtime.sessions() as session, session.begin():
+            await InboxRepository(session).forget_sender(telegram_id, current_update_id=update.update_id)
         await send_text(context.bot, chat_id, FORGOTTEN_PENDING if pending else FORGOTTEN)

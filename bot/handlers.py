@@ -11,16 +11,13 @@ from telegram import Message, Update
 from telegram.error import TelegramError
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 
+from bot.delivery.dispatcher import ERROR_REPLY, is_retryable
 from bot.inbox import store_unanswered
 from bot.sending import send_text, typing
 from bot.services import services
 
 logger = logging.getLogger(__name__)
 
-ERROR_REPLY = (
-    "Sorry, something went wrong on my side and I couldn't answer that. "
-    "Your message may not have reached me; please try again in a moment."
-)
 UNKNOWN_COMMAND = "I don't know that command. /help lists what I can do."
 
 # What arrived -> (how the transcript shows it, what the bot says back).
@@ -60,19 +57,13 @@ def describe(message: Message) -> tuple[str, str]:
     return kind, f"[{kind.replace('_', ' ')}{detail}]{caption}"
 
 
-async def drop_repeats(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """Stop an update Telegram delivered twice before any handler sees it again."""
-    if not services(context).updates.first_time(update.update_id):
-        logger.info("repeated update dropped", extra={"update_id": update.update_id})
-        raise ApplicationHandlerStop
-
-
 async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """A text message: onboarding until it is complete, then the turn; the reply split to fit."""
+    """A text message: onboarding until it is complete, then the turn (the inbox sends the answer)."""
     message, person = update.effective_message, update.effective_user
     if message is None or person is None or message.text is None:
         return
     s = services(context)
+    receipt = s.inbox_row(update).receipt
     async with s.order.hold(person.id):
         # Limits are counted per Telegram identity before any row is written for the message.
         if await s.over_limit(context.bot, person, message.chat_id, message.date):
@@ -91,17 +82,14 @@ async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
                     message.date,
                     telegram_message_id=message.message_id,
                     fallback_name=person.first_name,
+                    receipt=receipt,
                 )
                 if answer is not None:
-                    if not answer.duplicate:
-                        await send_text(context.bot, message.chat_id, answer.text)
                     return
-            result = await s.runtime.turns.reply(
-                user.id, message.text, message.date, telegram_message_id=message.message_id
+            # A repeated delivery records nothing, so nothing is sent twice.
+            await s.runtime.turns.reply(
+                user.id, message.text, message.date, telegram_message_id=message.message_id, receipt=receipt
             )
-        # A retried delivery was answered the first time; answering again would repeat ourselves.
-        if not result.duplicate:
-            await send_text(context.bot, message.chat_id, result.text)
 
 
 async def on_start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -126,15 +114,14 @@ async def on_start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         if await s.over_limit(context.bot, person, message.chat_id, message.date, "onboarding"):
             return
         async with s.turn_slots, typing(context.bot, message.chat_id):
-            answer = await s.onboarding.handle(
+            await s.onboarding.handle(
                 user.id,
                 message.text or "/start",
                 message.date,
                 telegram_message_id=message.message_id,
                 fallback_name=person.first_name,
+                receipt=s.inbox_row(update).receipt,
             )
-        if answer is not None and not answer.duplicate:
-            await send_text(context.bot, message.chat_id, answer.text)
 
 
 async def on_skip(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -167,7 +154,8 @@ async def on_other(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         if await s.over_limit(context.bot, person, message.chat_id, message.date):
             return
         user, _ = await s.account(person, message.date)
-        stored = await store_unanswered(
+        # Stored with its short answer in one transaction; the inbox sends the answer.
+        await store_unanswered(
             s.runtime.sessions,
             user.id,
             kind=kind,
@@ -175,9 +163,9 @@ async def on_other(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
             sent_at=message.date,
             session_timeout=timedelta(minutes=s.runtime.settings.session_timeout_minutes),
             telegram_message_id=message.message_id,
+            answer=_REPLIES.get(kind, "I can only read text for now."),
+            receipt=s.inbox_row(update).receipt,
         )
-        if stored:
-            await send_text(context.bot, message.chat_id, _REPLIES.get(kind, "I can only read text for now."))
 
 
 async def on_unknown_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -192,18 +180,30 @@ async def on_ignored(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None
 
 
 async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """The one error handler: log with context, tell the user honestly that it failed."""
+    """The one error handler: log with context, tell the user honestly that it failed.
+
+    For an update worked from the inbox the dispatcher decides: it retries transient database and
+    network errors, sends an answer the turn recorded before the failure, or apologises.
+    """
     error = context.error
     details: dict[str, object] = {"error": repr(error)}
     chat_id: int | None = None
+    row = None
     if isinstance(update, Update):
         details["update_id"] = update.update_id
+        row = services(context).delivery.dispatcher.delivery(update.update_id)
         if update.effective_user is not None:
             details["telegram_user_id"] = update.effective_user.id
         if update.effective_chat is not None:
             chat_id = update.effective_chat.id
-    trace = "".join(traceback.format_exception(error)) if error is not None else ""
-    logger.error("update failed: %r\n%s", error, trace, extra=details)
+    if row is not None and error is not None and is_retryable(error):
+        logger.warning("update failed; the inbox retries it", extra=details)
+    else:
+        trace = "".join(traceback.format_exception(error)) if error is not None else ""
+        logger.error("update failed: %r\n%s", error, trace, extra=details)
+    if row is not None:
+        row.error = error
+        raise ApplicationHandlerStop  # no other handler group runs for a failed update
     if chat_id is not None:
         # If Telegram itself is failing, the apology fails too; the log already has the story.
         with suppress(TelegramError):

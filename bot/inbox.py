@@ -2,6 +2,8 @@
 
 Telegram-free: the handlers describe the message ("[sticker 😀]") and this stores it as a user
 row of that kind, in the open session when there is one, so the transcript shows what happened.
+The short answer is recorded through the receipt in the same transaction (issue 10), so a message
+stored is a message whose answer will be sent.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.clock import local_day
+from agent.service import TurnReceipt
 from agent.sessions import session_expired
 from db.models import User
 from db.repositories import ConversationRepository, DaySegmentRepository, TranscriptRepository
@@ -26,6 +29,8 @@ async def store_unanswered(
     sent_at: datetime,
     session_timeout: timedelta,
     telegram_message_id: int | None = None,
+    answer: str = "",
+    receipt: TurnReceipt | None = None,
 ) -> bool:
     """Store one user message the model will not see; False when it was stored already (a retry)."""
     try:
@@ -57,6 +62,8 @@ async def store_unanswered(
                 day_segment_id=segment.id,
             )
             DaySegmentRepository.record_message(segment, row.id, sent_at)
+            if receipt is not None:
+                await receipt(session, answer)
     except IntegrityError:
         # A concurrent retry of the same Telegram message stored it first.
         return False

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from telegram import Bot
+from telegram import Bot, Update
 from telegram import User as TelegramUser
 from telegram.ext import CallbackContext
 
 from agent.onboarding import OnboardingService
 from agent.users import get_or_create_user
+from bot.delivery.reply import Delivery
+from bot.delivery.runner import DeliveryRunner
 from bot.ratelimit import RateLimiter, Scope
 from bot.runtime import Runtime
 from bot.sending import send_text
@@ -32,8 +33,9 @@ def telegram_identity(person: TelegramUser) -> str:
 class ArrivalOrder:
     """One FIFO lock per Telegram user, taken first thing in a handler.
 
-    Updates are processed concurrently; this keeps one user's messages in arrival order from the
-    very first await (user lookup, rate limit) to the last reply sent, while other users run freely.
+    The inbox dispatcher already works one update per user at a time, in order, across processes
+    (bot/delivery); inside one process this lock is therefore never contended. It stays as the
+    handlers' statement of what they rely on.
     """
 
     def __init__(self) -> None:
@@ -55,23 +57,6 @@ class ArrivalOrder:
                 self._locks.pop(key, None)
 
 
-class RecentIds:
-    """Update ids seen lately, so a delivery Telegram retries is handled once."""
-
-    def __init__(self, size: int = 10_000) -> None:
-        self.size = size
-        self._seen: OrderedDict[int, None] = OrderedDict()
-
-    def first_time(self, update_id: int) -> bool:
-        """True the first time an id is offered; False for repeats (within the last `size` ids)."""
-        if update_id in self._seen:
-            return False
-        self._seen[update_id] = None
-        if len(self._seen) > self.size:
-            self._seen.popitem(last=False)
-        return True
-
-
 @dataclass
 class BotServices:
     """The runtime and the bot's own helpers."""
@@ -79,10 +64,19 @@ class BotServices:
     runtime: Runtime
     onboarding: OnboardingService
     limiter: RateLimiter
+    # The inbox, its dispatcher and the poller (issue 10): every update reaches the handlers through it.
+    delivery: DeliveryRunner
     # Bounds turns in flight (see MAX_CONCURRENT_TURNS); waiting here holds no database connection.
     turn_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(8))
     order: ArrivalOrder = field(default_factory=ArrivalOrder)
-    updates: RecentIds = field(default_factory=RecentIds)
+
+    def inbox_row(self, update: Update) -> Delivery:
+        """The inbox row this update is worked from: pass its `receipt` to a turn, and the
+        dispatcher sends the answer the turn recorded."""
+        delivery = self.delivery.dispatcher.delivery(update.update_id)
+        if delivery is None:
+            raise RuntimeError(f"update {update.update_id} is not being worked from the inbox")
+        return delivery
 
     async def account(self, person: TelegramUser, now: datetime) -> tuple[User, bool]:
         """The stored user behind a Telegram user, created on first contact."""

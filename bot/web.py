@@ -12,12 +12,14 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
-from telegram import Update
+from starlette.routing import BaseRoute, Route
 from telegram.ext import Application
 
 from agent.errors import ConfigurationError
 from bot import voice
+from bot.app import services_of
+from bot.delivery import routes as delivery_routes
+from bot.delivery.intake import NotAnUpdateError, parse_update
 from bot.runtime import Runtime
 
 logger = logging.getLogger(__name__)
@@ -38,18 +40,27 @@ def build_web_app(application: Application[Any, Any, Any, Any, Any, Any], runtim
         raise ConfigurationError("WEBHOOK_SECRET is not set; webhook mode needs it to reject forged updates")
     webhook_secret = settings.webhook_secret.get_secret_value()
     tasks_secret = settings.tasks_secret.get_secret_value() if settings.tasks_secret else None
+    delivery = services_of(application).delivery
 
     async def telegram_webhook(request: Request) -> Response:
         if not _same(request.headers.get(SECRET_HEADER), webhook_secret):
             return Response("forbidden", status_code=403)
         try:
-            payload = await request.json()
-            update = Update.de_json(payload, application.bot)
-        except (ValueError, TypeError, KeyError) as exc:
+            incoming = parse_update(await request.json())
+        except (ValueError, NotAnUpdateError) as exc:
             logger.warning("malformed webhook body", extra={"error": repr(exc)})
             return Response("bad request", status_code=400)
-        # Answer Telegram at once; the update is processed concurrently by the application.
-        await application.update_queue.put(update)
+        # 200 only once the update is committed to the inbox; otherwise Telegram must send it again.
+        try:
+            await delivery.inbox.receive([incoming])
+        except (SQLAlchemyError, OSError) as exc:
+            logger.error("webhook update not stored", extra={"error": repr(exc)})
+            return Response("try again", status_code=503)
+        if settings.inbox_webhook_wait_seconds > 0:
+            # CPU only during requests (Cloud Run request-based billing): answer inside the request.
+            await delivery.dispatcher.wait_until_answered(
+                incoming.update_id, within=settings.inbox_webhook_wait_seconds
+            )
         return Response(status_code=200)
 
     async def healthz(request: Request) -> Response:
@@ -61,9 +72,12 @@ def build_web_app(application: Application[Any, Any, Any, Any, Any, Any], runtim
             return JSONResponse({"ok": False, "database": "unreachable"}, status_code=503)
         return JSONResponse({"ok": True})
 
+    def tasks_authorized(request: Request) -> bool:
+        given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip() or None
+        return tasks_secret is not None and _same(given, tasks_secret)
+
     async def run_task(request: Request) -> Response:
-        given = request.headers.get("Authorization", "")
-        if tasks_secret is None or not _same(given.removeprefix("Bearer ").strip() or None, tasks_secret):
+        if not tasks_authorized(request):
             return Response("forbidden", status_code=403)
         from jobs.registry import UnknownJobError, run_job
 
@@ -74,11 +88,12 @@ def build_web_app(application: Application[Any, Any, Any, Any, Any, Any], runtim
             return JSONResponse({"ok": False, "error": str(exc)}, status_code=404)
         return JSONResponse({"ok": True, "job": name, "result": json.loads(json.dumps(counts, default=str))})
 
-    return Starlette(
-        routes=[
-            Route(WEBHOOK_PATH, telegram_webhook, methods=["POST"]),
-            Route("/healthz", healthz, methods=["GET"]),
-            Route("/tasks/{name}", run_task, methods=["POST"]),
-            *voice.routes(runtime),
-        ]
-    )
+    # Capabilities append their own routes here; `/tasks/{name}` stays last, it matches any task.
+    routes: list[BaseRoute] = [
+        Route(WEBHOOK_PATH, telegram_webhook, methods=["POST"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        *delivery_routes.routes(delivery, authorized=tasks_authorized),
+        Route("/tasks/{name}", run_task, methods=["POST"]),
+        *voice.routes(runtime),
+    ]
+    return Starlette(routes=routes)

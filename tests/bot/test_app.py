@@ -7,7 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import select
+from telegram.ext import CommandHandler
 
+from agent.service import FAULT_APOLOGY
 from agent.settings import Settings
 from bot.app import AnyApplication, build_application, running
 from bot.commands import FORGET_ASK, FORGOTTEN, HELP, USER_COMMANDS
@@ -296,11 +298,39 @@ async def test_repeated_message_id_gives_one_turn(
 
 
 async def test_a_bug_gets_an_honest_answer_and_the_bot_goes_on(
-    app: AnyApplication, tg: FakeTelegram, brain: Brain
+    app: AnyApplication, tg: FakeTelegram, brain: Brain, runtime: Runtime
 ) -> None:
     await onboard(tg)
     brain.raise_on = "boom"
     tg.user_message(ALICE, "boom")
-    assert (await tg.wait_for_messages(5, chat_id=ALICE))[-1].text == ERROR_REPLY
+    # A bug in the chat path still stores the exchange, with an apology as the answer.
+    assert (await tg.wait_for_messages(5, chat_id=ALICE))[-1].text == FAULT_APOLOGY
     tg.user_message(ALICE, "still there?")
     assert (await tg.wait_for_messages(6, chat_id=ALICE))[-1].text == "echo: still there?"
+    async with runtime.sessions() as session:
+        kinds = (
+            await session.execute(
+                select(TranscriptMessage.kind, TranscriptMessage.content)
+                .where(TranscriptMessage.kind != "onboarding")
+                .order_by(TranscriptMessage.id)
+            )
+        ).all()
+    assert [tuple(k) for k in kinds] == [
+        ("text", "boom"),
+        ("apology", FAULT_APOLOGY),
+        ("text", "still there?"),
+        ("text", "echo: still there?"),
+    ]
+
+
+async def test_a_handler_that_crashes_gets_the_error_reply_once(
+    app: AnyApplication, tg: FakeTelegram
+) -> None:
+    async def crash(update: Any, context: Any) -> None:
+        raise LookupError("a bug in a handler")
+
+    app.add_handler(CommandHandler("crash", crash), group=-1)
+    tg.command(ALICE, "/crash")
+    assert [m.text for m in await tg.wait_for_messages(1, chat_id=ALICE)] == [ERROR_REPLY]
+    tg.command(ALICE, "/help")
+    assert [m.text for m in await tg.wait_for_messages(2, chat_id=ALICE)] == [ERROR_REPLY, HELP]

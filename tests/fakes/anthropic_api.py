@@ -18,6 +18,7 @@ Unknown paths answer 404 `not_found_error`. Error replies carry `retry-after-ms:
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import re
@@ -246,10 +247,12 @@ class FakeAnthropic:
         api_key: str | None = None,
         responder: Responder = default_responder,
         strict_alternation: bool = False,
+        delay: float = 0.0,
     ) -> None:
         self.api_key = api_key  # when set, any other key is refused
         self.responder = responder  # asked when the script is empty
         self.strict_alternation = strict_alternation
+        self.delay = delay  # seconds each /v1/messages answer takes, like a model thinking
         self.requests: list[RecordedRequest] = []
         self._queue: deque[ScriptItem] = deque()
         self._lock = threading.Lock()
@@ -350,6 +353,8 @@ class FakeAnthropic:
         body = await self._read(request, needs_max_tokens=True)
         if isinstance(body, Response):
             return body
+        if self.delay:
+            await asyncio.sleep(self.delay)
         with self._lock:
             item = self._queue.popleft() if self._queue else self.responder
         outcome = item(body) if callable(item) else item

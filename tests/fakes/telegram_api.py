@@ -8,18 +8,13 @@ with FakeTelegram(token="123:ABC") as tg:          # or `async with`
 from __future__ import annotations
 
 import asyncio
-import email.policy
-import json
 import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
-from email import message_from_bytes
-from email.message import EmailMessage
 from types import TracebackType
 from typing import Any
-from urllib.parse import parse_qsl
 
 import uvicorn
 from starlette.applications import Starlette
@@ -28,8 +23,10 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from tests.fakes.telegram_markup import ApiError, bad_request, visible_text
+from tests.fakes.telegram_params import read_params
 from tests.fakes.telegram_records import ApiCall, SentDocument, SentMessage
 from tests.fakes.telegram_updates import UpdateFactory
+from tests.fakes.telegram_webhook import WebhookPusher, on_loop
 
 __all__ = ["ApiCall", "FakeTelegram", "SentDocument", "SentMessage"]
 
@@ -37,59 +34,7 @@ Json = dict[str, Any]
 MAX_TEXT_LENGTH = 4096
 # What bots may upload with sendDocument (https://core.telegram.org/bots/api#senddocument).
 MAX_DOCUMENT_BYTES = 50 * 1024 * 1024
-# PTB sends str params raw and everything else JSON-encoded; these are strings even when they look like JSON.
-_STRING_PARAMS = frozenset(
-    {
-        "text",
-        "caption",
-        "parse_mode",
-        "url",
-        "secret_token",
-        "callback_query_id",
-        "inline_message_id",
-        "action",
-        "language_code",
-        "ip_address",
-        "business_connection_id",
-        "message_effect_id",
-        "query",
-    }
-)
 _DEFAULT_EXCLUDED = frozenset({"chat_member", "message_reaction", "message_reaction_count"})
-
-
-def _decode(name: str, value: str) -> Any:
-    if name in _STRING_PARAMS:
-        return value
-    try:
-        return json.loads(value)
-    except ValueError:
-        return value
-
-
-async def _read_params(request: Request) -> tuple[Json, dict[str, tuple[str, bytes, str]]]:
-    """Form-encoded or multipart body (PTB sends both) -> decoded params and uploaded files."""
-    body, ctype = await request.body(), request.headers.get("content-type", "")
-    raw: dict[str, str] = dict(request.query_params)
-    files: dict[str, tuple[str, bytes, str]] = {}
-    if ctype.startswith("multipart/form-data"):
-        # The stdlib email parser reads multipart/form-data losslessly; no python-multipart needed.
-        head = b"Content-Type: " + ctype.encode() + b"\r\n\r\n"
-        msg = message_from_bytes(head + body, policy=email.policy.HTTP)
-        assert isinstance(msg, EmailMessage)
-        for part in msg.iter_parts():
-            name = str(part.get_param("name", header="content-disposition"))
-            payload = part.get_payload(decode=True)
-            assert isinstance(payload, bytes)
-            if (filename := part.get_filename()) is not None:
-                files[name] = (filename, payload, part.get_content_type())
-            else:
-                raw[name] = payload.decode()
-    elif ctype.startswith("application/json") and body:
-        return {**raw, **json.loads(body)}, files
-    else:
-        raw.update(parse_qsl(body.decode(), keep_blank_values=True))
-    return {name: _decode(name, value) for name, value in raw.items()}, files
 
 
 def _checked_text(p: Json) -> str:
@@ -139,6 +84,7 @@ class FakeTelegram(UpdateFactory):
         self.commands: dict[tuple[str, str], list[Json]] = {}
         self.webhook_url = ""
         self.webhook_secret: str | None = None
+        self.webhook: WebhookPusher | None = None  # pushes queued updates while a webhook is set
         self._lock = threading.Lock()
         self._queue: list[tuple[int, Json]] = []
         self._next_update_id = 1
@@ -222,11 +168,13 @@ class FakeTelegram(UpdateFactory):
     async def _serve(self) -> None:
         self._loop, self._wakeup = asyncio.get_running_loop(), asyncio.Event()
         await self._server.serve(sockets=[self._sock])
+        await self._set_webhook("", None)
 
     def _wake(self) -> None:
-        if self._loop is not None and self._wakeup is not None and not self._loop.is_closed():
-            with suppress(RuntimeError):  # the loop may close between the check and the call
-                self._loop.call_soon_threadsafe(self._wakeup.set)
+        if self._wakeup is not None:
+            on_loop(self._loop, self._wakeup.set)
+        if self.webhook is not None:
+            on_loop(self._loop, self.webhook.wake)
 
     def __enter__(self) -> FakeTelegram:
         return self.start()
@@ -249,7 +197,7 @@ class FakeTelegram(UpdateFactory):
         if request.path_params["token"] != self.token:
             return _error(401, "Unauthorized")
         method = request.path_params["method"]
-        params, files = await _read_params(request)
+        params, files = await read_params(request)
         self.calls.append(ApiCall(method, params))
         handler = self._methods.get(method.lower())
         if handler is None:
@@ -345,20 +293,34 @@ class FakeTelegram(UpdateFactory):
         old.update(text=visible, edit_date=int(self._now()))
         return old
 
+    async def _set_webhook(self, url: str, secret: str | None, max_connections: int = 40) -> None:
+        if self.webhook is not None:
+            await self.webhook.stop()
+        self.webhook_url, self.webhook_secret, self.webhook = url, secret, None
+        if url:
+            self.webhook = WebhookPusher(
+                self._queue, self._lock, url=url, secret=secret, max_connections=max_connections
+            )
+            self.webhook.start()
+
     async def _api_setWebhook(self, p: Json, files: Any) -> bool:
-        self.webhook_url, self.webhook_secret = str(p.get("url", "")), p.get("secret_token")
+        await self._set_webhook(
+            str(p.get("url", "")), p.get("secret_token"), int(p.get("max_connections", 40))
+        )
         return True
 
     async def _api_deleteWebhook(self, p: Json, files: Any) -> bool:
-        self.webhook_url, self.webhook_secret = "", None
+        await self._set_webhook("", None)
         if p.get("drop_pending_updates"):
             with self._lock:
                 self._queue.clear()
         return True
 
     async def _api_getWebhookInfo(self, p: Json, files: Any) -> Json:
-        pending = self.pending_updates
-        return {"url": self.webhook_url, "has_custom_certificate": False, "pending_update_count": pending}
+        info: Json = {"url": self.webhook_url, "has_custom_certificate": False}
+        if self.webhook is not None and self.webhook.last_error is not None:
+            info["last_error_date"], info["last_error_message"] = self.webhook.last_error
+        return {**info, "pending_update_count": self.pending_updates}
 
     def _scope(self, p: Json) -> tuple[str, str]:
         return (dict(p.get("scope") or {}).get("type", "default"), str(p.get("language_code", "")))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 Json = dict[str, Any]
@@ -25,6 +26,8 @@ class SentMessage:
     parse_mode: str | None
     message_id: int
     params: Json
+    # When the fake accepted it (time.monotonic), for reply latencies.
+    at: float = field(default_factory=time.monotonic)
 
 
 @dataclass(frozen=True)

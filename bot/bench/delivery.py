@@ -1,0 +1,339 @@
+"""`python -m bot bench delivery`: every message stored once and answered once, under faults.
+
+Real `python -m bot run` processes serve 50 users x 20 messages through the fake Bot API (it
+forgets confirmed updates and retries webhook deliveries like Telegram) with a fake model that
+takes 0.15 s per answer, while a fault strikes: SIGTERM, kill -9 (polling and webhook), every
+database connection terminated, a restart of a private PostgreSQL server, two instances behind a
+balancer with one killed. Printed per scenario: messages lost / unanswered / answered twice /
+stored twice, p50 and p95 reply latency. Then another user's latency during a 300-message burst,
+and the inbox's own cost per turn (the turn with and without the inbox steps, in process).
+
+The fakes live in `tests/fakes`: run it from a checkout (`python -m bot bench delivery`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from sqlalchemy import text
+
+from agent.clock import FrozenClock
+from agent.service import TurnService
+from agent.settings import Settings
+from agent.users import get_or_create_user
+from bot.bench.common import describe, percentile, scratch_database
+from bot.bench.delivery_harness import BotProcess, Crowd, Tally, bot_env, echo, run_crowd
+from bot.bench.pg_cluster import ClusterUnavailableError, PrivateCluster
+from bot.delivery.intake import Inbox
+from bot.delivery.reply import Delivery
+from db.engine import create_engine, session_factory
+from db.inbox import LeasedUpdate, NewUpdate
+
+MODEL_SECONDS = 0.15
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One run: which database and mode, how many instances, which faults (in order)."""
+
+    name: str
+    backend: str  # sqlite | postgres | private (a PostgreSQL server of our own, restartable)
+    mode: str  # polling | webhook
+    faults: tuple[str, ...] = ()
+    instances: int = 1
+    burst: int = 0
+
+
+SCENARIOS = (
+    Scenario("no fault", "sqlite", "polling"),
+    Scenario("SIGTERM", "sqlite", "polling", ("sigterm",)),
+    Scenario("kill -9", "sqlite", "polling", ("kill",)),
+    Scenario("kill -9", "sqlite", "webhook", ("kill",)),
+    Scenario("no fault", "postgres", "polling"),
+    Scenario("SIGTERM", "postgres", "webhook", ("sigterm",)),
+    Scenario("kill -9", "postgres", "polling", ("kill",)),
+    Scenario("connections dropped", "postgres", "polling", ("drop",)),
+    Scenario("server restart", "private", "webhook", ("restart",)),
+    Scenario("2 instances, 1 killed", "postgres", "webhook", ("kill-one",), instances=2),
+    Scenario("burst of 300", "postgres", "polling", burst=300),
+)
+QUICK = (
+    Scenario("no fault", "sqlite", "polling"),
+    Scenario("kill -9", "sqlite", "polling", ("kill",)),
+    Scenario("burst of 40", "sqlite", "polling", burst=40),
+)
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@asynccontextmanager
+async def database(backend: str) -> AsyncIterator[tuple[str | None, PrivateCluster | None]]:
+    """A migrated scratch database of the backend (None when unavailable), and its private server."""
+    if backend != "private":
+        async with scratch_database(backend) as url:
+            yield url, None
+        return
+    try:
+        cluster = PrivateCluster().start()
+    except ClusterUnavailableError:
+        yield None, None
+        return
+    try:
+        async with scratch_database("postgres", cluster.url("postgres")) as url:
+            yield url, cluster
+    finally:
+        cluster.stop()
+
+
+async def drop_connections(database_url: str) -> None:
+    """Terminate every connection to this database (ours excepted): what a failover does to clients."""
+    engine = create_engine(database_url, pool_size=1)
+    try:
+        async with engine.connect() as conn:
+            await conn.execute(
+                text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            )
+    finally:
+        await engine.dispose()
+
+
+async def run_scenario(
+    scenario: Scenario,
+    *,
+    tg: Any,
+    model_url: str,
+    folder: Path,
+    database_url: str,
+    cluster: PrivateCluster | None,
+    users: int,
+    messages: int,
+    balancer: Callable[[list[str]], Any] | None = None,
+    **settings: str,
+) -> tuple[Tally, list[BotProcess]]:
+    """Start the instances, run the crowd with the scenario's faults, stop everything, count."""
+    ports = [free_port() for _ in range(scenario.instances)] if scenario.mode == "webhook" else []
+    async with AsyncExitStack() as stack:
+        webhook_url: str | None = None
+        if ports:
+            base = f"http://127.0.0.1:{ports[0]}"
+            if scenario.instances > 1:
+                assert balancer is not None, "two webhook instances need a balancer in front"
+                base = stack.enter_context(balancer([f"http://127.0.0.1:{p}" for p in ports])).url
+            webhook_url = f"{base}/telegram/webhook"
+        bots = [
+            BotProcess(
+                f"{scenario.backend}-{scenario.mode}-{'-'.join(scenario.faults) or 'none'}-{i}",
+                bot_env(
+                    database_url=database_url,
+                    telegram_url=tg.base_url,
+                    model_url=model_url,
+                    port=ports[i] if ports else None,
+                    webhook_url=webhook_url,
+                    **settings,
+                ),
+                folder,
+                ports[i] if ports else None,
+            )
+            for i in range(scenario.instances)
+        ]
+        for bot in bots:
+            bot.start()
+        stack.push_async_callback(lambda: asyncio.gather(*(b.stop() for b in bots)))
+        for bot in bots:
+            await bot.ready(tg)
+        crowd = Crowd(tg, users, messages, burst=scenario.burst)
+        faults = [
+            ((n + 1) / (len(scenario.faults) + 1), fault_action(kind, bots, tg, database_url, cluster))
+            for n, kind in enumerate(scenario.faults)
+        ]
+        result = await run_crowd(crowd, database_url, faults)
+    return result, bots
+
+
+def fault_action(
+    kind: str, bots: list[BotProcess], tg: Any, database_url: str, cluster: PrivateCluster | None
+) -> Callable[[], Awaitable[None]]:
+    """What a fault does, as something the crowd runner can call at the right moment."""
+
+    async def restart_after(sig: signal.Signals) -> None:
+        await bots[0].stop(sig)
+        bots[0].start()
+        await bots[0].ready(tg)
+
+    async def act() -> None:
+        if kind == "sigterm":
+            await restart_after(signal.SIGTERM)
+        elif kind == "kill":
+            await restart_after(signal.SIGKILL)
+        elif kind == "kill-one":
+            await bots[0].stop(signal.SIGKILL)  # the other instance takes its rows over
+        elif kind == "drop":
+            await drop_connections(database_url)
+        elif kind == "restart":
+            assert cluster is not None
+            await asyncio.to_thread(cluster.restart)
+        else:
+            raise ValueError(f"unknown fault {kind!r}")
+
+    return act
+
+
+def _instant(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    return ModelResponse(parts=[TextPart("ok")])
+
+
+@dataclass
+class _Collect:
+    """Stands in for the dispatcher: keeps the rows the intake leased."""
+
+    owner: str = "bench"
+    lease: timedelta = timedelta(seconds=20)
+    rows: list[LeasedUpdate] = field(default_factory=list)
+
+    def reserve(self, wanted: int) -> int:
+        return wanted
+
+    def adopt(self, rows: list[LeasedUpdate], reserved: int) -> None:
+        self.rows.extend(rows)
+
+
+async def inbox_overhead(url: str, turns: int) -> tuple[list[float], list[float], list[float]]:
+    """Turn times in ms without and with the inbox (intake and lease, the receipt), interleaved;
+    and the time of the "done" commit that follows Telegram's acceptance of the reply."""
+    settings = Settings(database_url=url, model="test", _env_file=None)
+    engine = create_engine(url)
+    sessions = session_factory(engine)
+    clock = FrozenClock(current=datetime(2026, 3, 3, 9, 0, tzinfo=UTC))
+    model = FunctionModel(_instant)
+    service = TurnService(settings=settings, engine=engine, sessions=sessions, clock=clock, model=model)
+    now = clock.now()
+    user, _ = await get_or_create_user(sessions, key="telegram:77", now=now, timezone="UTC", telegram_id=77)
+    collect = _Collect()
+    inbox = Inbox(sessions, clock, dispatcher=collect)
+    bypassed: list[float] = []
+    with_inbox: list[float] = []
+    done: list[float] = []
+    for i in range(2 * turns + 6):
+        at = clock.now() + timedelta(seconds=20 * i)
+        started = time.perf_counter()
+        if i % 2:
+            await service.reply(user.id, f"turn {i}", at, telegram_message_id=i)
+        else:
+            await inbox.receive([NewUpdate(i, 77, 77, {"update_id": i, "message": {"text": f"turn {i}"}})])
+            delivery = Delivery(collect.rows.pop(), collect.owner, sessions, clock)
+            await service.reply(user.id, f"turn {i}", at, telegram_message_id=i, receipt=delivery.receipt)
+        elapsed = (time.perf_counter() - started) * 1000
+        if i % 2 == 0:
+            marked = time.perf_counter()
+            await delivery.close("answered")  # what follows Telegram's acceptance of the reply
+            if i >= 6:
+                done.append((time.perf_counter() - marked) * 1000)
+        if i >= 6:  # warm-up turns are not counted
+            (bypassed if i % 2 else with_inbox).append(elapsed)
+    await service.close()
+    await engine.dispose()
+    return bypassed, with_inbox, done
+
+
+def _row(scenario: Scenario, result: Tally | None, note: str = "") -> str:
+    label = f"{scenario.backend:8} {scenario.mode:7} {scenario.name:22}"
+    if result is None:
+        return f"  {label} skipped: {note}"
+    latency = result.latencies_ms or [0.0]
+    return (
+        f"  {label} sent {result.sent:5}  lost {result.lost}  unanswered {result.unanswered}  "
+        f"twice {result.answered_twice} (resumed sends {result.resumed_sends})  "
+        f"stored twice {result.stored_twice}  p50 {percentile(latency, 50):6.0f} ms  "
+        f"p95 {percentile(latency, 95):6.0f} ms  {result.seconds:5.1f} s"
+    )
+
+
+async def run_delivery_bench(settings: Settings, *, quick: bool = False) -> dict[str, Any]:
+    """Print the figures; return them (the quick test reads them)."""
+    from tests.fakes.anthropic_api import FakeAnthropic
+    from tests.fakes.balancer import Balancer
+    from tests.fakes.telegram_api import FakeTelegram
+
+    users, messages = (8, 4) if quick else (50, 20)
+    scenarios = QUICK if quick else SCENARIOS
+    figures: dict[str, Any] = {"scenarios": {}}
+    print(f"delivery: {users} users x {messages} messages, a {MODEL_SECONDS:.2f} s model, bot processes")
+    with tempfile.TemporaryDirectory() as tmp, FakeAnthropic(responder=echo, delay=MODEL_SECONDS) as model:
+        for scenario in scenarios:
+            async with database(scenario.backend) as (url, cluster):
+                if url is None:
+                    print(_row(scenario, None, "PostgreSQL unavailable"), flush=True)
+                    continue
+                async with FakeTelegram(token="123:ABC") as tg:
+                    result, _ = await run_scenario(
+                        scenario,
+                        tg=tg,
+                        model_url=model.base_url,
+                        folder=Path(tmp),
+                        database_url=url,
+                        cluster=cluster,
+                        users=users,
+                        messages=messages,
+                        balancer=Balancer,
+                    )
+            figures["scenarios"][f"{scenario.backend} {scenario.mode} {scenario.name}"] = result
+            print(_row(scenario, result), flush=True)
+    figures["overhead"] = await _print_overhead(20 if quick else 200)
+    return figures
+
+
+async def durable_commit_ms(url: str, count: int = 60) -> list[float]:
+    """What one durable commit of a one-row insert costs here (mostly the disk flush on PostgreSQL)."""
+    engine = create_engine(url)
+    timings: list[float] = []
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(text("CREATE TABLE IF NOT EXISTS bench_commit (x INTEGER)"))
+        for _ in range(count):
+            started = time.perf_counter()
+            async with engine.begin() as conn:
+                await conn.execute(text("INSERT INTO bench_commit VALUES (1)"))
+            timings.append((time.perf_counter() - started) * 1000)
+    finally:
+        await engine.dispose()
+    return timings
+
+
+async def _print_overhead(turns: int) -> dict[str, tuple[float, float]]:
+    print(f"inbox cost per turn (instant model, {turns} turns each way, in process)")
+    found: dict[str, tuple[float, float]] = {}
+    for backend in ("sqlite", "postgres"):
+        async with scratch_database(backend) as url:
+            if url is None:
+                print(f"  {backend:8} PostgreSQL unreachable, skipped")
+                continue
+            bypassed, with_inbox, done = await inbox_overhead(url, turns)
+            commit = await durable_commit_ms(url)
+        added = percentile(with_inbox, 95) - percentile(bypassed, 95)
+        found[backend] = (percentile(with_inbox, 50) - percentile(bypassed, 50), added)
+        print(f"  {backend:8} without inbox {describe(bypassed)}")
+        print(f"  {backend:8} with inbox    {describe(with_inbox)}")
+        print(f"  {backend:8} added before the reply: p50 {found[backend][0]:+.2f} ms  p95 {added:+.2f} ms")
+        print(f"  {backend:8} 'done' commit after Telegram accepted it: {describe(done)}")
+        print(f"  {backend:8} for scale, one bare durable commit:  {describe(commit)}", flush=True)
+    return found

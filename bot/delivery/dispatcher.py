@@ -1,0 +1,365 @@
+"""The inbox dispatcher: leases the head of each sender's queue and works it through the handlers.
+
+- Order and fairness: the inbox hands out at most one row per sender at a time, oldest first (see
+  `db/inbox.py`), so a sender's updates are handled in order across processes, and a burst of 300
+  messages from one person occupies one worker slot while everyone else's rows go past it. At most
+  `concurrency` rows are worked at once (MAX_CONCURRENT_TURNS).
+- Leases: a worked row is leased to this process; one heartbeat renews all of them. A process that
+  dies stops renewing, and any instance takes its rows over when the leases run out. Rows are also
+  claimed at start and every `poll_seconds`, which resumes whatever a stopped process left.
+- Retries, in this one place: a transient error anywhere in a row's work (db/transient.py, or
+  Telegram's network errors) re-runs the row with backoff; every step is idempotent (the inbox
+  dedupes updates, the transcript dedupes messages, a recorded reply is only sent). After
+  `retry_seconds` the user gets an honest "I'll answer when I can"; the row stays and is answered
+  once the database is back. A row started `max_attempts` times (crashes included) is given up
+  with an apology, so one poisonous update cannot block its sender forever.
+- Graceful stop: no new claims; rows in flight get `grace` seconds; the rest are cancelled, their
+  leases released so the next instance resumes them at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+from datetime import timedelta
+
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from telegram import Bot
+from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError
+
+from agent.clock import Clock
+from bot.delivery.reply import Delivery, LeaseLostError
+from db.inbox import InboxRepository, LeasedUpdate
+from db.transient import Backoff, is_transient
+
+logger = logging.getLogger(__name__)
+
+ERROR_REPLY = (
+    "Sorry, something went wrong on my side and I couldn't answer that. "
+    "Your message may not have reached me; please try again in a moment."
+)
+DELAYED_REPLY = (
+    "Sorry, I'm having trouble reaching my memory right now. I've kept your message and I'll "
+    "answer it as soon as I can."
+)
+PRUNE_EVERY = 600.0  # seconds between deletions of old finished rows
+# What a row's work may raise that is about the row, not a bug: logged, the row retried later.
+ROW_ERRORS = (SQLAlchemyError, OSError, TelegramError, TimeoutError)
+
+Process = Callable[[Delivery], Awaitable[None]]
+
+
+def new_owner() -> str:
+    """This process's name on the leases it holds."""
+    return f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """A failure the same work survives a moment later: the database or Telegram's network."""
+    # PTB's BadRequest is a NetworkError too, and it never heals by itself.
+    telegram = isinstance(exc, NetworkError | RetryAfter) and not isinstance(exc, BadRequest)
+    return telegram or is_transient(exc)
+
+
+class Dispatcher:
+    """Claims inbox rows and works each one: `process` runs the handlers, then the reply is sent."""
+
+    def __init__(
+        self,
+        *,
+        sessions: async_sessionmaker[AsyncSession],
+        clock: Clock,
+        bot: Bot,
+        process: Process,
+        concurrency: int,
+        lease_seconds: float,
+        poll_seconds: float,
+        max_attempts: int,
+        retry_seconds: float,
+        retention: timedelta,
+        single_process: bool,
+        owner: str | None = None,
+    ) -> None:
+        self.sessions, self.clock, self.bot, self.process = sessions, clock, bot, process
+        self.concurrency = max(1, concurrency)
+        self.lease = timedelta(seconds=lease_seconds)
+        self.poll_seconds = poll_seconds
+        self.max_attempts = max_attempts
+        self.retry_seconds = retry_seconds
+        self.retention = retention
+        self.single_process = single_process
+        self.owner = owner or new_owner()
+        self.worked = 0
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._reserved = 0  # slots promised to an intake that leases its own rows
+        self._deliveries: dict[int, Delivery] = {}
+        self._finished: dict[int, asyncio.Event] = {}
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._stopping = False
+        self._loop_task: asyncio.Task[None] | None = None
+        self._last_prune = 0.0
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start claiming and working rows in the background."""
+        self._loop_task = asyncio.create_task(self._run(), name="inbox-dispatcher")
+
+    def wake(self) -> None:
+        """There may be new rows (one was just stored, or a sender's row finished)."""
+        self._wake.set()
+
+    async def stop(self, grace: float) -> None:
+        """Stop claiming; give rows in flight `grace` seconds; cancel and release the rest."""
+        self._stopping = True
+        self.wake()
+        if self._loop_task is not None:
+            with suppress(asyncio.CancelledError):
+                await self._loop_task
+        tasks = list(self._tasks.values())
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=max(0.0, grace))
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            # A send cut short here would be the crash window: let it finish (one HTTP call).
+            sending = [d.sending for d in self._deliveries.values() if d.sending is not None]
+            if sending:
+                await asyncio.wait(sending, timeout=5)
+        await self._release_all()
+
+    # -- the intake's hand-off -------------------------------------------------------------------------
+    def reserve(self, wanted: int) -> int:
+        """Promise up to `wanted` free slots to an intake that leases rows in its own transaction."""
+        if self._stopping:
+            return 0
+        granted = max(0, min(wanted, self.concurrency - len(self._tasks) - self._reserved))
+        self._reserved += granted
+        return granted
+
+    def adopt(self, rows: list[LeasedUpdate], reserved: int) -> None:
+        """Work the rows an intake leased for this process (and give back the unused promise)."""
+        self._reserved -= reserved
+        for row in rows:
+            self._start(row)
+        self.wake()
+
+    # -- what the web app asks ---------------------------------------------------------------------
+    def delivery(self, update_id: int) -> Delivery | None:
+        """The row being worked for this update, if it is worked here now."""
+        return self._deliveries.get(update_id)
+
+    async def wait_until_answered(self, update_id: int, *, within: float) -> bool:
+        """Wait (at most `within` seconds) until this process finished the update; False if not."""
+        event = self._finished.setdefault(update_id, asyncio.Event())
+        self.wake()
+        try:
+            await asyncio.wait_for(event.wait(), within)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            self._finished.pop(update_id, None)
+
+    async def drain(self, *, within: float) -> bool:
+        """Wake the workers and wait until nothing is claimable or in flight; False on timeout."""
+        self._idle.clear()
+        self.wake()
+        try:
+            await asyncio.wait_for(self._idle.wait(), within)
+            return True
+        except TimeoutError:
+            return False
+
+    # -- the loop ------------------------------------------------------------------------------------
+    async def _run(self) -> None:
+        heartbeat = asyncio.create_task(self._heartbeat(), name="inbox-heartbeat")
+        try:
+            if self.single_process:
+                # SQLite is one process: every lease left in the table belongs to a process that died.
+                await self._release_all(everyone=True)
+            while not self._stopping:
+                self._wake.clear()
+                claimed = await self._claim()
+                if not claimed and not self._tasks:
+                    self._idle.set()
+                await self._maybe_prune()
+                if claimed and len(self._tasks) < self.concurrency:
+                    continue  # there may be more right away
+                with suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
+        finally:
+            heartbeat.cancel()
+            with suppress(asyncio.CancelledError):
+                await heartbeat
+
+    async def _claim(self) -> int:
+        free = self.concurrency - len(self._tasks) - self._reserved
+        if free <= 0:
+            return 0
+        try:
+            async with self.sessions() as session, session.begin():
+                repo = InboxRepository(session)
+                await repo.relax_durability()  # a lease lost with the server is simply taken again
+                rows = await repo.claim(owner=self.owner, now=self.clock.now(), lease=self.lease, limit=free)
+        except ROW_ERRORS as exc:
+            logger.warning("inbox claim failed", extra={"error": repr(exc)})
+            return 0
+        for row in rows:
+            self._start(row)
+        return len(rows)
+
+    def _start(self, row: LeasedUpdate) -> None:
+        self._tasks[row.id] = asyncio.create_task(self._work(row), name=f"inbox-{row.update_id}")
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(self.lease.total_seconds() / 3)
+            if not self._tasks:
+                continue
+            try:
+                async with self.sessions() as session, session.begin():
+                    repo = InboxRepository(session)
+                    await repo.relax_durability()
+                    held = await repo.renew(owner=self.owner, now=self.clock.now(), lease=self.lease)
+            except ROW_ERRORS as exc:
+                logger.warning("inbox lease renewal failed", extra={"error": repr(exc)})
+                continue
+            for row_id, task in list(self._tasks.items()):
+                if row_id not in held and not task.done():
+                    logger.warning("inbox lease lost; another worker has the row", extra={"row_id": row_id})
+                    task.cancel()
+
+    async def _maybe_prune(self) -> None:
+        loop_time = asyncio.get_running_loop().time()
+        if loop_time - self._last_prune < PRUNE_EVERY and self._last_prune:
+            return
+        self._last_prune = loop_time
+        try:
+            async with self.sessions() as session, session.begin():
+                pruned = await InboxRepository(session).prune(done_before=self.clock.now() - self.retention)
+        except ROW_ERRORS as exc:
+            logger.warning("inbox prune failed", extra={"error": repr(exc)})
+            return
+        if pruned:
+            logger.info("inbox pruned", extra={"rows": pruned})
+
+    # -- one row ---------------------------------------------------------------------------------------
+    async def _work(self, row: LeasedUpdate) -> None:
+        delivery = Delivery(row, self.owner, self.sessions, self.clock)
+        self._deliveries[row.update_id] = delivery
+        try:
+            await self._work_until_done(delivery)
+        except LeaseLostError:
+            logger.info("inbox row taken over by another worker", extra={"update_id": row.update_id})
+        except asyncio.CancelledError:
+            await self._release(delivery, "stopped before it finished")
+            raise
+        except Exception as exc:
+            # A bug in the row's work: logged with its traceback, the row tried again later (and
+            # given up after max_attempts), so it never blocks its sender's queue for good.
+            logger.exception("inbox row crashed", extra={"update_id": row.update_id})
+            delay = min(300.0, 2.0**row.attempts)
+            await self._release(delivery, repr(exc)[:500], delay=delay)
+        finally:
+            self.worked += 1
+            self._tasks.pop(row.id, None)
+            self._deliveries.pop(row.update_id, None)
+            if (event := self._finished.get(row.update_id)) is not None and delivery.status == "done":
+                event.set()
+            self.wake()  # a slot is free, and the sender's next row may be claimable now
+
+    async def _work_until_done(self, delivery: Delivery) -> None:
+        backoff = Backoff(self.retry_seconds)
+        told_user = False
+        while True:
+            try:
+                await self._attempt(delivery)
+                return
+            except LeaseLostError:
+                raise
+            except ROW_ERRORS as exc:
+                if not is_retryable(exc):
+                    await self._failed(delivery, exc)
+                    return
+                delay = backoff.next_delay()
+                logger.warning(
+                    "inbox row failed, retrying",
+                    extra={"update_id": delivery.row.update_id, "error": repr(exc), "delay": delay},
+                )
+                if delay is None:
+                    if not told_user:
+                        told_user = await self._tell(delivery, DELAYED_REPLY)
+                    delay = backoff.cap
+                if isinstance(exc, RetryAfter):  # Telegram's flood control says how long to wait
+                    delay = max(
+                        delay,
+                        exc.retry_after.total_seconds()
+                        if isinstance(exc.retry_after, timedelta)
+                        else exc.retry_after,
+                    )
+                await asyncio.sleep(delay)
+                with suppress(*ROW_ERRORS):
+                    # What did the failed try commit? (A reply recorded before the failure is only sent.)
+                    await delivery.reload()
+
+    async def _attempt(self, delivery: Delivery) -> None:
+        if delivery.status == "pending":
+            if delivery.row.attempts > self.max_attempts:
+                logger.error("inbox row given up", extra={"update_id": delivery.row.update_id})
+                await self._tell(delivery, ERROR_REPLY)
+                await delivery.close("failed", "too many attempts")
+                return
+            delivery.error = None
+            await self.process(delivery)
+            if (error := delivery.error) is not None:
+                if isinstance(error, LeaseLostError) or is_retryable(error):
+                    raise error
+                # A handler failed (logged by the error handler). What did it commit first?
+                await delivery.reload()
+                if delivery.status == "pending":
+                    await self._tell(delivery, ERROR_REPLY)
+                    await delivery.close("failed", repr(error)[:500])
+                    return
+        await delivery.finish(self.bot)
+
+    async def _failed(self, delivery: Delivery, exc: BaseException) -> None:
+        logger.error("inbox row failed", extra={"update_id": delivery.row.update_id, "error": repr(exc)})
+        outcome = "undeliverable" if isinstance(exc, TelegramError) else "failed"
+        try:
+            await delivery.close(outcome, repr(exc)[:500])
+        except ROW_ERRORS as again:
+            logger.error("inbox row could not be closed", extra={"error": repr(again)})
+
+    async def _tell(self, delivery: Delivery, text: str) -> bool:
+        if delivery.chat_id is None:
+            return False
+        try:
+            await self.bot.send_message(chat_id=delivery.chat_id, text=text)
+        except TelegramError as exc:
+            logger.warning("could not tell the user", extra={"error": repr(exc)})
+            return False
+        return True
+
+    async def _release(self, delivery: Delivery, why: str, *, delay: float = 0.0) -> None:
+        at = self.clock.now() + timedelta(seconds=delay)
+        with suppress(*ROW_ERRORS, asyncio.CancelledError):
+            async with asyncio.timeout(2), self.sessions() as session, session.begin():
+                await InboxRepository(session).release(
+                    delivery.row.id, owner=self.owner, available_at=at, error=why
+                )
+
+    async def _release_all(self, *, everyone: bool = False) -> None:
+        with suppress(*ROW_ERRORS):
+            async with asyncio.timeout(3), self.sessions() as session, session.begin():
+                repo = InboxRepository(session)
+                await repo.relax_durability()
+                released = await repo.release_all(owner=None if everyone else self.owner)
+            if released:
+                logger.info("inbox leases released", extra={"rows": released, "everyone": everyone})

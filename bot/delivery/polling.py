@@ -1,0 +1,100 @@
+"""Long polling that confirms updates to Telegram only after the inbox committed them.
+
+Telegram forgets every update below the `offset` of the next getUpdates call. python-telegram-bot's
+Updater moves the offset as soon as a batch is on its in-memory queue (and once more when it
+stops), before any handler ran, so a crash or a restart lost what was queued; it cannot wait for a
+commit. This loop, over PTB's `Bot.get_updates`, asks with offset = last + 1 only after the batch's
+commit; a failed commit leaves the offset where it was and Telegram sends the same updates again
+(the inbox ignores repeats by update_id).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextlib import suppress
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+from telegram import Bot
+from telegram.error import TelegramError
+
+from bot.delivery.intake import Inbox, from_update
+from db.transient import Backoff
+
+logger = logging.getLogger(__name__)
+
+# Extra time on top of the long-poll timeout before the HTTP read gives up.
+READ_MARGIN = 10.0
+
+
+class Poller:
+    """getUpdates in a loop: fetch a batch, commit it to the inbox, then confirm it."""
+
+    def __init__(self, bot: Bot, inbox: Inbox, *, timeout: int, allowed_updates: list[str]) -> None:
+        self.bot = bot
+        self.inbox = inbox
+        self.timeout = timeout
+        self.allowed_updates = allowed_updates
+        self.offset: int | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Poll in the background until `stop`."""
+        self._task = asyncio.create_task(self._run(), name="telegram-polling")
+
+    async def stop(self) -> None:
+        """Stop polling (a long poll in flight is abandoned: nothing of it was confirmed)."""
+        if self._task is not None:
+            self._task.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self._confirm()
+
+    async def _run(self) -> None:
+        # Polling and a webhook exclude each other; a webhook left from webhook mode would make
+        # every getUpdates fail with 409. Its pending updates stay with Telegram for us.
+        await self._retrying(lambda: self.bot.delete_webhook(drop_pending_updates=False))
+        backoff = Backoff(budget=float("inf"), cap=10.0)
+        while True:
+            try:
+                await self.poll_once()
+                backoff = Backoff(budget=float("inf"), cap=10.0)
+            except (TelegramError, SQLAlchemyError, OSError) as exc:
+                delay = backoff.next_delay() or 1.0
+                logger.warning("polling failed", extra={"error": repr(exc), "delay": round(delay, 2)})
+                await asyncio.sleep(delay)
+
+    async def poll_once(self) -> int:
+        """One getUpdates call and the commit of its batch; returns how many updates came."""
+        updates = await self.bot.get_updates(
+            offset=self.offset,
+            timeout=self.timeout,
+            allowed_updates=self.allowed_updates,
+            read_timeout=READ_MARGIN,
+        )
+        if not updates:
+            return 0
+        await self.inbox.receive([from_update(u) for u in updates])  # raises: the offset stays put
+        self.offset = updates[-1].update_id + 1
+        return len(updates)
+
+    async def _confirm(self) -> None:
+        # Tell Telegram about the last committed batch now, so a restart does not fetch it again
+        # (harmless if it did: the inbox ignores repeats).
+        if self.offset is None:
+            return
+        with suppress(TelegramError):
+            await self.bot.get_updates(offset=self.offset, timeout=0, limit=1)
+
+    async def _retrying(self, call: Any) -> None:
+        backoff = Backoff(budget=float("inf"), cap=10.0)
+        while True:
+            try:
+                await call()
+                return
+            except TelegramError as exc:
+                delay = backoff.next_delay() or 1.0
+                logger.warning("Telegram call failed", extra={"error": repr(exc), "delay": round(delay, 2)})
+                await asyncio.sleep(delay)

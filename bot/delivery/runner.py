@@ -1,0 +1,96 @@
+"""Durable delivery wired to one Application: the inbox, the dispatcher and (polling mode) the poller.
+
+Handlers stay ordinary python-telegram-bot handlers. The dispatcher feeds each leased row through
+`application.process_update`; a handler that answers through a turn passes the row's receipt
+(`BotServices.receipt(update)`), and the dispatcher sends what the receipt recorded once the
+handler returns. Replies a handler sends itself (commands, rate-limit notes) are sent at least
+once: a crash before the row is marked done runs the handler again on resume.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from telegram import Update
+from telegram.ext import Application
+
+from agent.settings import Settings
+from bot.delivery.dispatcher import Dispatcher
+from bot.delivery.intake import Inbox
+from bot.delivery.polling import Poller
+from bot.delivery.reply import Delivery
+from bot.runtime import Runtime
+
+logger = logging.getLogger(__name__)
+
+AnyApplication = Application[Any, Any, Any, Any, Any, Any]
+
+
+@dataclass
+class DeliveryRunner:
+    """What runs while the bot runs: the dispatcher always, the poller without a webhook."""
+
+    inbox: Inbox
+    dispatcher: Dispatcher
+    poller: Poller | None
+    grace_seconds: float
+
+    def start(self) -> None:
+        """Start working the inbox (and polling)."""
+        self.dispatcher.start()
+        if self.poller is not None:
+            self.poller.start()
+
+    async def stop(self, grace_seconds: float | None = None) -> None:
+        """Stop taking updates, then let the rows in flight finish within the grace period."""
+        if self.poller is not None:
+            await self.poller.stop()
+        await self.dispatcher.stop(self.grace_seconds if grace_seconds is None else grace_seconds)
+
+
+def build_delivery(
+    application: AnyApplication, runtime: Runtime, *, webhook: bool, allowed_updates: list[str]
+) -> DeliveryRunner:
+    """The inbox machinery of one application (built once, in `build_application`)."""
+    settings: Settings = runtime.settings
+
+    async def process(delivery: Delivery) -> None:
+        payload = delivery.row.payload or {}
+        try:
+            update = Update.de_json(payload, application.bot)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            logger.error(
+                "unreadable inbox row", extra={"update_id": delivery.row.update_id, "error": repr(exc)}
+            )
+            delivery.outcome = "ignored"
+            return
+        await application.process_update(update)
+
+    dispatcher = Dispatcher(
+        sessions=runtime.sessions,
+        clock=runtime.clock,
+        bot=application.bot,
+        process=process,
+        concurrency=settings.max_concurrent_turns,
+        lease_seconds=settings.inbox_lease_seconds,
+        poll_seconds=settings.inbox_poll_seconds,
+        max_attempts=settings.inbox_max_attempts,
+        retry_seconds=settings.db_retry_seconds,
+        retention=timedelta(hours=settings.inbox_retention_hours),
+        single_process=runtime.engine.dialect.name == "sqlite",
+    )
+    inbox = Inbox(runtime.sessions, runtime.clock, dispatcher=dispatcher)
+    poller = (
+        None
+        if webhook
+        else Poller(
+            application.bot,
+            inbox,
+            timeout=settings.polling_timeout_seconds,
+            allowed_updates=allowed_updates,
+        )
+    )
+    return DeliveryRunner(inbox, dispatcher, poller, settings.shutdown_grace_seconds)

@@ -1,0 +1,279 @@
+"""The inbox table's statements: store updates, lease the head of each sender's queue, finish rows.
+
+The caller owns the transaction. Leasing is one statement on both databases: PostgreSQL locks the
+chosen rows with `FOR UPDATE SKIP LOCKED` (two instances never take the same row, and neither
+waits for the other); SQLite runs one writer at a time, so the same statement is atomic there.
+
+The statements are built once with bound parameters (they run on every message; building them
+per call cost more than running them). `relax_durability` marks a transaction whose loss in a
+database *server* crash is harmless (a lease, a "sent" mark): PostgreSQL then commits it without
+waiting for the disk, which keeps the bookkeeping off the turn's critical path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from sqlalchemy import (
+    Integer,
+    String,
+    Table,
+    Text,
+    bindparam,
+    case,
+    delete,
+    exists,
+    func,
+    or_,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from db.models import InboxUpdate, User, UTCDateTime
+
+OPEN = ("pending", "replying")
+
+_T = cast(Table, InboxUpdate.__table__)
+_NOW = bindparam("now", type_=UTCDateTime())
+_OWNER = bindparam("owner", type_=String())
+_ROW = bindparam("row_id", type_=Integer())
+_SENDER_USER = select(User.id).where(User.telegram_id == _T.c.telegram_user_id).scalar_subquery()
+
+
+def _claim_statement() -> Any:
+    # The head of each sender's queue: no earlier open row, and no open row of theirs leased now
+    # (rows can commit out of update_id order; a sender never has two rows in flight).
+    other = _T.alias("other")
+    busy_or_earlier = exists().where(
+        other.c.telegram_user_id == _T.c.telegram_user_id,
+        other.c.status.in_(OPEN),
+        other.c.id != _T.c.id,
+        or_(other.c.update_id < _T.c.update_id, other.c.lease_expires_at >= _NOW),
+    )
+    claimable = (
+        select(_T.c.id)
+        .where(
+            _T.c.status.in_(OPEN),
+            _T.c.available_at <= _NOW,
+            or_(_T.c.lease_expires_at.is_(None), _T.c.lease_expires_at < _NOW),
+            ~busy_or_earlier,
+        )
+        .order_by(_T.c.update_id)
+        .limit(bindparam("limit", type_=Integer()))
+        .with_for_update(skip_locked=True)
+    )
+    return (
+        update(_T)
+        .where(_T.c.id.in_(claimable.scalar_subquery()))
+        .values(
+            lease_owner=_OWNER,
+            lease_expires_at=bindparam("expires", type_=UTCDateTime()),
+            attempts=_T.c.attempts + 1,
+            # A reply recorded by a worker that stopped before it finished: it may have reached
+            # Telegram already (the window between Telegram's answer and our record of it).
+            resumed_sends=_T.c.resumed_sends + case((_T.c.status == "replying", 1), else_=0),
+        )
+        .returning(
+            _T.c.id,
+            _T.c.update_id,
+            _T.c.telegram_user_id,
+            _T.c.chat_id,
+            _T.c.payload,
+            _T.c.status,
+            _T.c.reply_text,
+            _T.c.reply_chunks_sent,
+            _T.c.attempts,
+        )
+    )
+
+
+_CLAIM = _claim_statement()
+_INSERT_PG = postgresql.insert(_T).on_conflict_do_nothing(index_elements=["update_id"]).returning(_T.c.id)
+_INSERT_SQLITE = sqlite.insert(_T).on_conflict_do_nothing(index_elements=["update_id"]).returning(_T.c.id)
+_RENEW = (
+    update(_T)
+    .where(_T.c.lease_owner == _OWNER, _T.c.status.in_(OPEN))
+    .values(lease_expires_at=bindparam("expires", type_=UTCDateTime()))
+    .returning(_T.c.id)
+)
+_RECORD = (
+    update(_T)
+    .where(_T.c.id == _ROW, _T.c.lease_owner == _OWNER, _T.c.status == "pending")
+    .values(
+        status="replying",
+        reply_text=bindparam("reply", type_=Text()),
+        reply_chunks_sent=0,
+        user_id=_SENDER_USER,
+    )
+)
+_CHUNK_SENT = (
+    update(_T)
+    .where(_T.c.id == _ROW, _T.c.status == "replying")
+    .values(reply_chunks_sent=bindparam("sent", type_=Integer()))
+)
+_FINISH = (
+    update(_T)
+    .where(_T.c.id == _ROW, _T.c.status != "done")
+    .values(
+        status="done",
+        outcome=bindparam("outcome", type_=String()),
+        done_at=_NOW,
+        payload=None,
+        reply_text=None,
+        reply_chunks_sent=bindparam("sent", type_=Integer()),
+        lease_owner=None,
+        lease_expires_at=None,
+        last_error=bindparam("error", type_=Text()),
+        user_id=func.coalesce(_T.c.user_id, _SENDER_USER),
+    )
+)
+_RELEASE = (
+    update(_T)
+    .where(_T.c.id == _ROW, _T.c.lease_owner == _OWNER, _T.c.status != "done")
+    .values(
+        lease_owner=None,
+        lease_expires_at=None,
+        available_at=bindparam("available_at", type_=UTCDateTime()),
+        last_error=bindparam("error", type_=Text()),
+    )
+)
+
+
+@dataclass(frozen=True)
+class NewUpdate:
+    """An update as received: its id, sender and chat (None when it has none) and the raw JSON."""
+
+    update_id: int
+    telegram_user_id: int | None
+    chat_id: int | None
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class LeasedUpdate:
+    """A row this worker holds: what to process, or the reply still to send."""
+
+    id: int
+    update_id: int
+    telegram_user_id: int | None
+    chat_id: int | None
+    payload: dict[str, Any] | None
+    status: str
+    reply_text: str | None
+    reply_chunks_sent: int
+    attempts: int
+
+
+def _rowcount(result: Any) -> int:
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+class InboxRepository:
+    """Statements on `inbox_updates`; every write of a leased row checks the lease where it matters."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+        self.postgres = session.get_bind().dialect.name == "postgresql"
+
+    async def relax_durability(self) -> None:
+        """This transaction may be lost in a database server crash (PostgreSQL: asynchronous commit)."""
+        if self.postgres:
+            await self.session.execute(text("SET LOCAL synchronous_commit TO OFF"))
+
+    async def add(self, updates: Sequence[NewUpdate], *, now: datetime) -> int:
+        """Insert updates not seen before (a repeated update_id is ignored); return how many were new.
+
+        Updates without a sender have nothing to answer: they are stored done, without their JSON.
+        """
+        if not updates:
+            return 0
+        rows = [
+            {
+                "update_id": u.update_id,
+                "telegram_user_id": u.telegram_user_id,
+                "chat_id": u.chat_id,
+                "payload": u.payload if u.telegram_user_id is not None else None,
+                "status": "pending" if u.telegram_user_id is not None else "done",
+                "outcome": None if u.telegram_user_id is not None else "ignored",
+                "received_at": now,
+                "available_at": now,
+                "done_at": None if u.telegram_user_id is not None else now,
+                "attempts": 0,
+                "reply_chunks_sent": 0,
+                "resumed_sends": 0,
+            }
+            for u in updates
+        ]
+        dialect = postgresql if self.postgres else sqlite
+        stmt = (
+            dialect.insert(_T)
+            .values(rows)
+            .on_conflict_do_nothing(index_elements=["update_id"])
+            .returning(_T.c.id)
+        )
+        return len((await self.session.execute(stmt)).all())
+
+    async def claim(self, *, owner: str, now: datetime, lease: timedelta, limit: int) -> list[LeasedUpdate]:
+        """Lease up to `limit` claimable rows, oldest first, at most one per sender."""
+        if limit <= 0:
+            return []
+        params = {"now": now, "owner": owner, "expires": now + lease, "limit": limit}
+        rows = (await self.session.execute(_CLAIM, params)).all()
+        return sorted((LeasedUpdate(*row) for row in rows), key=lambda row: row.update_id)
+
+    async def renew(self, *, owner: str, now: datetime, lease: timedelta) -> set[int]:
+        """Extend every lease the owner holds; return the ids still held."""
+        return set((await self.session.execute(_RENEW, {"owner": owner, "expires": now + lease})).scalars())
+
+    async def record_reply(self, row_id: int, *, owner: str, text: str) -> bool:
+        """Inside the turn's transaction: the reply to send; False when the row is no longer ours."""
+        result = await self.session.execute(_RECORD, {"row_id": row_id, "owner": owner, "reply": text})
+        return bool(_rowcount(result))
+
+    async def chunk_sent(self, row_id: int, *, sent: int) -> None:
+        """Telegram accepted the first `sent` chunks of the recorded reply."""
+        await self.session.execute(_CHUNK_SENT, {"row_id": row_id, "sent": sent})
+
+    async def finish(
+        self, row_id: int, *, now: datetime, outcome: str, sent: int = 0, error: str | None = None
+    ) -> bool:
+        """Mark a row done and drop its text (payload and reply); False when it was done or deleted."""
+        params = {"row_id": row_id, "now": now, "outcome": outcome, "sent": sent, "error": error}
+        return bool(_rowcount(await self.session.execute(_FINISH, params)))
+
+    async def release(self, row_id: int, *, owner: str, available_at: datetime, error: str | None) -> None:
+        """Give a row back, to be tried again from `available_at`."""
+        params = {"row_id": row_id, "owner": owner, "available_at": available_at, "error": error}
+        await self.session.execute(_RELEASE, params)
+
+    async def release_all(self, *, owner: str | None = None) -> int:
+        """Drop the leases of one owner (a graceful stop), or every lease (a single process starting)."""
+        stmt = update(_T).where(_T.c.status.in_(OPEN), _T.c.lease_owner.is_not(None))
+        if owner is not None:
+            stmt = stmt.where(_T.c.lease_owner == owner)
+        return _rowcount(await self.session.execute(stmt.values(lease_owner=None, lease_expires_at=None)))
+
+    async def prune(self, *, done_before: datetime, limit: int = 5000) -> int:
+        """Delete done rows finished before the cut-off (a batch at a time)."""
+        old = select(_T.c.id).where(_T.c.status == "done", _T.c.done_at < done_before).limit(limit)
+        return _rowcount(await self.session.execute(delete(_T).where(_T.c.id.in_(old.scalar_subquery()))))
+
+    async def forget_sender(self, telegram_user_id: int, *, current_update_id: int | None = None) -> int:
+        """Delete a sender's finished rows and the one being worked (/forget); rows still waiting are
+        messages sent after the /forget, which stay."""
+        stmt = delete(_T).where(
+            _T.c.telegram_user_id == telegram_user_id,
+            or_(_T.c.status == "done", _T.c.update_id == current_update_id),
+        )
+        return _rowcount(await self.session.execute(stmt))
+
+    async def counts(self) -> dict[str, int]:
+        """Rows by status (for /tasks/inbox and the admin's view)."""
+        stmt = select(_T.c.status, func.count()).group_by(_T.c.status)
+        return {status: int(n) for status, n in (await self.session.execute(stmt)).all()}

@@ -1,0 +1,208 @@
+"""Working the inbox: resumed after a stop, drained on a stop, retried through database faults, fair."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from agent.settings import Settings
+from bot.commands import FORGOTTEN
+from bot.delivery.dispatcher import ERROR_REPLY
+from bot.web import WEBHOOK_PATH
+from db.engine import create_engine
+from db.inbox import InboxRepository, NewUpdate
+from tests.bot.conftest import Brain
+from tests.bot.delivery_helpers import (
+    WEBHOOK_HEADERS,
+    eventually,
+    inbox_rows,
+    running_bot,
+    transcript,
+    webhook_client,
+    webhook_settings,
+)
+from tests.fakes.telegram_api import FakeTelegram
+
+
+async def store(sessions: async_sessionmaker[AsyncSession], update: dict[str, Any], **values: Any) -> None:
+    """Put an update in the inbox as a process that stopped would have left it."""
+    chat = update["message"]["chat"]["id"]
+    async with sessions() as session, session.begin():
+        repo = InboxRepository(session)
+        await repo.add([NewUpdate(update["update_id"], chat, chat, update)], now=datetime.now(UTC))
+        if values:
+            from db.models import InboxUpdate
+
+            row = (await session.execute(text("SELECT id FROM inbox_updates"))).scalar_one()
+            stored = await session.get(InboxUpdate, row)
+            assert stored is not None
+            for name, value in values.items():
+                setattr(stored, name, value)
+
+
+async def test_a_reply_recorded_but_not_sent_is_sent_once_without_a_new_turn(
+    settings_factory: Callable[..., Settings], tg: FakeTelegram, engine: Any, sessions: Any, brain: Brain
+) -> None:
+    update = tg.user_message(5, "asked before the crash")
+    # The update is still in Telegram's queue too: polling brings it again, a repeat the inbox ignores.
+    await store(
+        sessions, update, status="replying", reply_text="answered before the crash", lease_owner="dead"
+    )
+    async with running_bot(settings_factory(onboarding_enabled=False), brain) as (runtime, _, _):
+        assert [m.text for m in await tg.wait_for_messages(1, chat_id=5)] == ["answered before the crash"]
+        await eventually(lambda: tg.pending_updates == 0)
+        rows = await inbox_rows(runtime.sessions)
+    assert [(r.status, r.outcome, r.resumed_sends, r.payload) for r in rows] == [
+        ("done", "answered", 1, None)
+    ]
+    assert brain.chat_calls == [] and len(tg.messages_to(5)) == 1
+
+
+async def test_a_turn_cut_off_by_a_stop_is_resumed_and_answered_once(
+    settings_factory: Callable[..., Settings], tg: FakeTelegram, engine: Any, brain: Brain
+) -> None:
+    settings = settings_factory(onboarding_enabled=False)
+    brain.delay = 30
+    async with running_bot(settings, brain) as (runtime, _, runner):
+        tg.user_message(5, "a slow question")
+        await eventually(lambda: brain.in_flight == 1)
+        await runner.stop(grace_seconds=0.2)  # the grace runs out: the turn is cancelled
+        # Stored, not answered, and left for the next start with its lease released.
+        assert await transcript(runtime.sessions) == [("user", "a slow question")]
+        assert [(r.status, r.lease_owner) for r in await inbox_rows(runtime.sessions)] == [("pending", None)]
+    brain.delay = 0
+    async with running_bot(settings, brain) as (runtime, _, _):
+        assert [m.text for m in await tg.wait_for_messages(1, chat_id=5)] == ["echo: a slow question"]
+        await eventually(lambda: tg.pending_updates == 0)
+        assert await transcript(runtime.sessions) == [
+            ("user", "a slow question"),
+            ("assistant", "echo: a slow question"),
+        ]
+
+
+async def test_a_stop_lets_a_turn_in_flight_finish_within_the_grace(
+    settings_factory: Callable[..., Settings], tg: FakeTelegram, engine: Any, brain: Brain
+) -> None:
+    brain.delay = 0.5
+    async with running_bot(settings_factory(onboarding_enabled=False), brain) as (runtime, _, runner):
+        tg.user_message(5, "finish me")
+        await eventually(lambda: brain.in_flight == 1)
+        await runner.stop(grace_seconds=10)
+        assert [m.text for m in tg.messages_to(5)] == ["echo: finish me"]
+        assert [r.status for r in await inbox_rows(runtime.sessions)] == ["done"]
+
+
+async def test_a_row_started_too_often_is_given_up_with_an_apology(
+    settings_factory: Callable[..., Settings], tg: FakeTelegram, engine: Any, sessions: Any, brain: Brain
+) -> None:
+    settings = settings_factory(onboarding_enabled=False, inbox_max_attempts=3)
+    update = tg.user_message(5, "crashes the process every time")
+    await store(sessions, update, attempts=3)
+    async with running_bot(settings, brain) as (runtime, _, _):
+        assert [m.text for m in await tg.wait_for_messages(1, chat_id=5)] == [ERROR_REPLY]
+        await eventually(lambda: tg.pending_updates == 0)
+    rows = await inbox_rows(runtime.sessions)
+    assert [(r.status, r.outcome) for r in rows] == [("done", "failed")] and brain.chat_calls == []
+
+
+async def test_a_burst_from_one_user_does_not_hold_up_another(
+    settings_factory: Callable[..., Settings], tg: FakeTelegram, engine: Any, brain: Brain
+) -> None:
+    settings = settings_factory(onboarding_enabled=False, rate_limit_per_minute=1000, rate_limit_per_day=1000)
+    brain.delay = 0.01
+    async with running_bot(settings, brain):
+        for n in range(300):
+            tg.user_message(1, f"forwarded {n}")
+        await eventually(lambda: len(tg.messages_to(1)) >= 3)
+        tg.user_message(2, "just me")
+        await tg.wait_for_messages(1, chat_id=2)
+        burst_done = len(tg.messages_to(1))
+        await tg.wait_for_messages(300, chat_id=1, timeout=120)
+    # The other user was answered while most of the burst still waited (one worker slot for it).
+    assert burst_done < 100, burst_done
+    assert [m.text for m in tg.messages_to(1)] == [f"echo: forwarded {n}" for n in range(300)]
+
+
+async def test_forget_removes_the_users_inbox_rows(
+    settings_factory: Callable[..., Settings], tg: FakeTelegram, engine: Any, brain: Brain
+) -> None:
+    async with running_bot(settings_factory(onboarding_enabled=False), brain) as (runtime, _, _):
+        tg.user_message(5, "my secret")
+        tg.command(5, "/help")
+        await tg.wait_for_messages(2, chat_id=5)
+        tg.command(5, "/forget confirm")
+        assert (await tg.wait_for_messages(3, chat_id=5))[-1].text == FORGOTTEN
+        await eventually(lambda: tg.pending_updates == 0)
+        await asyncio.sleep(0.2)
+        assert await inbox_rows(runtime.sessions) == []
+
+
+async def test_tasks_inbox_drains_for_an_external_scheduler(
+    settings_factory: Callable[..., Settings], tg: FakeTelegram, engine: Any, sessions: Any, brain: Brain
+) -> None:
+    settings = webhook_settings(settings_factory, inbox_poll_seconds=600)
+    async with (
+        running_bot(settings, brain, webhook=True) as (runtime, app, _),
+        webhook_client(app, runtime) as http,
+    ):
+        # Stored by another instance: this one hears of it only by its poll, or by the scheduler.
+        await asyncio.sleep(0.3)
+        await store(sessions, tg.user_message(5, "stored elsewhere"))
+        assert (await http.post("/tasks/inbox")).status_code == 403
+        response = await http.post("/tasks/inbox", headers={"Authorization": "Bearer t0ken"})
+        assert response.status_code == 200
+        result = response.json()["result"]
+        assert result["emptied"] and result["worked"] == 1 and result["rows"] == {"done": 1}
+        assert [m.text for m in tg.messages_to(5)] == ["echo: stored elsewhere"]
+
+
+async def test_the_webhook_can_answer_inside_the_request(
+    settings_factory: Callable[..., Settings], tg: FakeTelegram, engine: Any, brain: Brain
+) -> None:
+    settings = webhook_settings(settings_factory, inbox_webhook_wait_seconds=20)
+    brain.delay = 0.3
+    async with (
+        running_bot(settings, brain, webhook=True) as (runtime, app, _),
+        webhook_client(app, runtime) as http,
+    ):
+        update = tg.user_message(5, "answer while I wait")
+        assert (await http.post(WEBHOOK_PATH, json=update, headers=WEBHOOK_HEADERS)).status_code == 200
+        # The reply went out before Telegram got its 200.
+        assert [m.text for m in tg.messages_to(5)] == ["echo: answer while I wait"]
+
+
+async def test_connections_terminated_mid_turn_are_retried_not_apologised_for(
+    settings_factory: Callable[..., Settings], tg: FakeTelegram, engine: Any, database_url: str, brain: Brain
+) -> None:
+    if not database_url.startswith("postgresql"):
+        pytest.skip("pg_terminate_backend is PostgreSQL's")
+    brain.delay = 1.0
+    admin = create_engine(database_url, pool_size=1)
+    async with running_bot(settings_factory(onboarding_enabled=False), brain) as (runtime, _, _):
+        tg.user_message(5, "during the outage")
+        await eventually(lambda: brain.in_flight == 1)
+        async with admin.connect() as conn:
+            # Every other connection to this test's own database: the bot's pools and its turn lock.
+            killed = await conn.scalar(
+                text(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            )
+        assert killed and killed >= 1
+        assert [m.text for m in await tg.wait_for_messages(1, chat_id=5)] == ["echo: during the outage"]
+        tg.user_message(5, "and after")
+        assert [m.text for m in await tg.wait_for_messages(2, chat_id=5)][1] == "echo: and after"
+        assert await transcript(runtime.sessions) == [
+            ("user", "during the outage"),
+            ("assistant", "echo: during the outage"),
+            ("user", "and after"),
+            ("assistant", "echo: and after"),
+        ]
+    await admin.dispose()

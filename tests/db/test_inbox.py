@@ -1,0 +1,193 @@
+"""The inbox table's statements on both databases: dedupe, per-sender order, leases, finishing, pruning."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from db.inbox import InboxRepository, NewUpdate
+from db.models import InboxUpdate, TranscriptMessage, User
+
+NOW = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
+LEASE = timedelta(seconds=20)
+
+
+def update(update_id: int, sender: int | None, text: str = "hi") -> NewUpdate:
+    message = {"message_id": update_id, "date": 0, "chat": {"id": sender or -100}, "text": text}
+    return NewUpdate(update_id, sender, sender or -100, {"update_id": update_id, "message": message})
+
+
+async def add(sessions: async_sessionmaker[AsyncSession], *updates: NewUpdate) -> int:
+    async with sessions() as session, session.begin():
+        return await InboxRepository(session).add(updates, now=NOW)
+
+
+async def claim(
+    sessions: async_sessionmaker[AsyncSession], owner: str = "a", *, at: datetime = NOW, limit: int = 10
+) -> list[int]:
+    async with sessions() as session, session.begin():
+        rows = await InboxRepository(session).claim(owner=owner, now=at, lease=LEASE, limit=limit)
+    return [row.update_id for row in rows]
+
+
+async def finish(sessions: async_sessionmaker[AsyncSession], update_id: int) -> None:
+    async with sessions() as session, session.begin():
+        row_id = await session.scalar(select(InboxUpdate.id).where(InboxUpdate.update_id == update_id))
+        assert row_id is not None
+        assert await InboxRepository(session).finish(row_id, now=NOW, outcome="answered")
+
+
+async def test_a_repeated_update_id_is_stored_once(sessions: async_sessionmaker[AsyncSession]) -> None:
+    assert await add(sessions, update(1, 7), update(2, 7)) == 2
+    assert await add(sessions, update(2, 7), update(3, 7)) == 1
+    async with sessions() as session:
+        ids = (await session.execute(select(InboxUpdate.update_id).order_by(InboxUpdate.id))).scalars()
+        assert list(ids) == [1, 2, 3]
+
+
+async def test_updates_without_a_sender_are_stored_done_without_their_json(
+    sessions: async_sessionmaker[AsyncSession],
+) -> None:
+    await add(sessions, update(1, None))
+    async with sessions() as session:
+        row = await session.scalar(select(InboxUpdate))
+    assert row is not None and (row.status, row.outcome, row.payload) == ("done", "ignored", None)
+    assert await claim(sessions) == []
+
+
+async def test_one_row_per_sender_oldest_first_and_the_next_only_after_it_is_done(
+    sessions: async_sessionmaker[AsyncSession],
+) -> None:
+    await add(sessions, update(1, 7), update(2, 8), update(3, 7), update(4, 9), update(5, 8))
+    assert await claim(sessions) == [1, 2, 4]
+    assert await claim(sessions, "b") == []  # every sender's head is leased; later rows wait
+    await finish(sessions, 1)
+    assert await claim(sessions, "b") == [3]
+    await finish(sessions, 2)
+    await finish(sessions, 3)
+    assert await claim(sessions) == [5]
+
+
+async def test_a_row_stored_late_waits_while_its_sender_has_a_row_in_flight(
+    sessions: async_sessionmaker[AsyncSession],
+) -> None:
+    await add(sessions, update(10, 7))
+    assert await claim(sessions) == [10]
+    await add(sessions, update(9, 7))  # an earlier update committed after a later one
+    assert await claim(sessions, "b") == []
+    await finish(sessions, 10)
+    assert await claim(sessions, "b") == [9]
+
+
+async def test_an_expired_lease_is_taken_over_and_counted_when_a_reply_was_recorded(
+    sessions: async_sessionmaker[AsyncSession],
+) -> None:
+    await add(sessions, update(1, 7))
+    async with sessions() as session, session.begin():
+        (row,) = await InboxRepository(session).claim(owner="dead", now=NOW, lease=LEASE, limit=5)
+        assert await InboxRepository(session).record_reply(row.id, owner="dead", text="hello")
+    assert await claim(sessions, "live", at=NOW + LEASE / 2) == []
+    async with sessions() as session, session.begin():
+        (taken,) = await InboxRepository(session).claim(
+            owner="live", now=NOW + LEASE * 2, lease=LEASE, limit=5
+        )
+        # The dead worker's lease is gone: it can no longer record anything on the row.
+        assert not await InboxRepository(session).record_reply(row.id, owner="dead", text="again")
+    assert (taken.status, taken.reply_text, taken.attempts) == ("replying", "hello", 2)
+    async with sessions() as session:
+        stored = await session.get(InboxUpdate, row.id)
+    assert stored is not None and stored.resumed_sends == 1
+
+
+async def test_renew_keeps_the_rows_and_release_gives_them_back_for_later(
+    sessions: async_sessionmaker[AsyncSession],
+) -> None:
+    await add(sessions, update(1, 7), update(2, 8))
+    assert await claim(sessions) == [1, 2]
+    async with sessions() as session, session.begin():
+        repo = InboxRepository(session)
+        held = await repo.renew(owner="a", now=NOW + LEASE, lease=LEASE)
+        assert len(held) == 2
+        first = min(held)
+        await repo.release(first, owner="a", available_at=NOW + LEASE * 3, error="database restarting")
+    assert await claim(sessions, "b", at=NOW + LEASE * 3 / 2) == []  # row 2 still leased, row 1 backs off
+    # Later the backoff is over, and row 2's renewed lease has run out (its worker stopped renewing).
+    assert await claim(sessions, "b", at=NOW + LEASE * 3) == [1, 2]
+
+
+async def test_finish_drops_the_text_and_links_the_user_so_forgetting_the_user_takes_the_row(
+    sessions: async_sessionmaker[AsyncSession],
+) -> None:
+    async with sessions() as session, session.begin():
+        user = User(key="telegram:7", telegram_id=7, timezone="UTC", profile={}, created_at=NOW)
+        session.add(user)
+    await add(sessions, update(1, 7, "a secret"))
+    await claim(sessions)
+    await finish(sessions, 1)
+    async with sessions() as session:
+        row = await session.scalar(select(InboxUpdate))
+    assert row is not None and (row.status, row.payload, row.reply_text, row.user_id) == (
+        "done",
+        None,
+        None,
+        user.id,
+    )
+    async with sessions() as session, session.begin():
+        await session.delete(await session.get(User, user.id))
+    async with sessions() as session:
+        assert await session.scalar(select(InboxUpdate)) is None
+
+
+async def test_prune_and_forget_delete_only_finished_rows(sessions: async_sessionmaker[AsyncSession]) -> None:
+    await add(sessions, update(1, 7), update(2, 7), update(3, 8))
+    await claim(sessions)
+    await finish(sessions, 1)
+    await finish(sessions, 3)
+    async with sessions() as session, session.begin():
+        repo = InboxRepository(session)
+        assert await repo.prune(done_before=NOW) == 0
+        assert await repo.forget_sender(7) == 1
+        assert await repo.prune(done_before=NOW + timedelta(seconds=1)) == 1
+        assert await repo.counts() == {"pending": 1}
+
+
+async def test_two_workers_claiming_at_once_never_take_the_same_row(
+    engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession]
+) -> None:
+    await add(sessions, *(update(i, 100 + i % 40) for i in range(1, 201)))
+    taken: list[int] = []
+
+    async def worker(owner: str) -> None:
+        while True:
+            ids = await claim(sessions, owner, limit=3)
+            if not ids:
+                return
+            taken.extend(ids)
+            for update_id in ids:
+                await finish(sessions, update_id)
+
+    await asyncio.gather(*(worker(f"w{n}") for n in range(4)))
+    assert sorted(taken) == list(range(1, 201))
+
+
+async def test_nul_characters_are_removed_from_text_and_json(
+    sessions: async_sessionmaker[AsyncSession],
+) -> None:
+    await add(sessions, update(1, 7, "nul\x00in\x00text"))
+    async with sessions() as session, session.begin():
+        user = User(key="nul\x00key", timezone="UTC", profile={"k\x00": ["v\x00"]}, created_at=NOW)
+        session.add(user)
+        await session.flush()
+        session.add(
+            TranscriptMessage(user_id=user.id, role="user", content="a\x00b", sent_at=NOW, kind="text")
+        )
+    async with sessions() as session:
+        payload = await session.scalar(select(InboxUpdate.payload))
+        stored = await session.scalar(select(User).where(User.key == "nulkey"))
+        content = await session.scalar(select(TranscriptMessage.content))
+    assert payload is not None and payload["message"]["text"] == "nulintext"
+    assert stored is not None and stored.profile == {"k": ["v"]}
+    assert content == "ab"
