@@ -17,6 +17,7 @@ from telegram import Update
 from telegram.ext import Application
 
 from agent.errors import ConfigurationError
+from bot import timeline
 from bot.runtime import Runtime
 
 logger = logging.getLogger(__name__)
@@ -78,5 +79,6 @@ def build_web_app(application: Application[Any, Any, Any, Any, Any, Any], runtim
             Route(WEBHOOK_PATH, telegram_webhook, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/tasks/{name}", run_task, methods=["POST"]),
+            *timeline.routes(runtime),
         ]
     )
