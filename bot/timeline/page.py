@@ -37,6 +37,7 @@ def render_page(*, persona_name: str, version: str) -> str:
 <meta name="viewport" content="width=device-width, initial-scale=1, viewport-fit=cover">
 <meta name="referrer" content="no-referrer">
 <title>{name} · Timeline</title>
+<link rel="icon" href="data:,">
 <link rel="stylesheet" href="/timeline/static/timeline.css?v={version}">
 <script src="/timeline/static/timeline.js?v={version}" defer></script>
 </head>

@@ -288,6 +288,7 @@
   function renderResults(data) {
     const box = $("results");
     box.hidden = false;
+    box.dataset.query = data.query;
     box.replaceChildren(el("h2", "", "Results"));
     if (!data.results.length) box.append(el("p", "muted", "Nothing found. Try other words, or Scope: All."));
     const list = el("ol", "result-list");
