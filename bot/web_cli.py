@@ -9,6 +9,7 @@ already (`python -m bot migrate`, or the bot's own start), as for `python -m bot
 from __future__ import annotations
 
 import logging
+import signal
 
 import uvicorn
 from starlette.applications import Starlette
@@ -38,6 +39,10 @@ async def serve_pages(settings: Settings) -> None:
     try:
         app = build_pages_app(runtime)
         server = uvicorn.Server(uvicorn.Config(app, host="0.0.0.0", port=settings.port, log_config=None))
+        # uvicorn stops gracefully on SIGTERM/SIGINT, then raises the signal again for the handler
+        # it found; a no-op one lets this process close the runtime and exit 0 instead of dying.
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda number, frame: None)
         logger.info("serving web pages", extra={"port": settings.port})
         await server.serve()
     finally:
