@@ -159,6 +159,15 @@ class Settings(BaseSettings):
     day_raw_token_budget: int = 4000
     nightly_interval_minutes: int = 15
 
+    # Timeline Mini App (issue 15): the page at /timeline (webhook mode's web app, or `python -m bot
+    # web`). WEBAPP_URL is its public HTTPS address: /timeline sends a button opening it and the chat
+    # menu button points to it. Telegram's signed initData is accepted for
+    # TIMELINE_AUTH_MAX_AGE_SECONDS after Telegram issued it; "Regenerate summary" is limited per user.
+    webapp_url: str | None = None
+    timeline_auth_max_age_seconds: int = 86_400
+    timeline_regenerate_per_minute: int = 2
+    timeline_regenerate_per_day: int = 20
+
     # Conversation recall (issue 6): embeddings (minilm = local int8 ONNX, offline; none = full-text
     # only), hybrid weights (seed 001 §5.1), chunking for embeddings, limits of the recall tools.
     embedder: Literal["minilm", "none"] = "minilm"
@@ -212,6 +221,14 @@ class Settings(BaseSettings):
     @classmethod
     def _normalise_url(cls, value: str) -> str:
         return normalise_database_url(value)
+
+    @field_validator("webapp_url")
+    @classmethod
+    def _https_webapp(cls, value: str | None) -> str | None:
+        # Telegram opens Mini Apps only over HTTPS and refuses any other button URL.
+        if value is not None and not value.startswith("https://"):
+            raise ValueError(f"WEBAPP_URL must be an https:// address, got {value!r}")
+        return value
 
     @field_validator("admin_ids", mode="before")
     @classmethod

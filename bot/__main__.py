@@ -17,6 +17,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("run", help="run the bot (polling, or webhook when WEBHOOK_URL is set)")
     commands.add_parser("migrate", help="upgrade the database schema to the newest revision")
+    commands.add_parser("web", help="serve the timeline Mini App on $PORT (for a polling bot)")
     chat = commands.add_parser("chat", help="chat with the agent in the terminal")
     chat.add_argument("--user", default="me", help="who you are (one memory per name)")
     chat.add_argument("--model", default=None, help="a PydanticAI model string, e.g. 'test' for offline")
@@ -66,6 +67,12 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
 
         upgrade_to_head(settings.database_url)
         print("database is at the newest revision")
+        return 0
+    if args.command == "web":
+        settings.require("telegram_bot_token")  # the Mini App's sign-in is signed with it
+        from bot.web_cli import serve_pages
+
+        asyncio.run(serve_pages(settings))
         return 0
     if args.command == "chat":
         from bot.chat import run_chat

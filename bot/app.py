@@ -27,6 +27,7 @@ from bot.delivery.signals import SignalFreeServer, on_stop_signal
 from bot.ratelimit import RateLimiter
 from bot.runtime import Runtime, build_runtime
 from bot.services import SERVICES_KEY, BotServices, services
+from bot.timeline import command as timeline_command
 from jobs.scheduler import schedule_jobs
 
 logger = logging.getLogger(__name__)
@@ -79,6 +80,7 @@ def _register(application: AnyApplication, settings: Settings) -> None:
         "timezone": commands.on_timezone,
         "export": commands.on_export,
         "forget": commands.on_forget,
+        "timeline": timeline_command.on_timeline,
     }
     for name, callback in user_commands.items():
         application.add_handler(CommandHandler(name, callback, filters=private))
@@ -106,6 +108,7 @@ async def _post_init(application: AnyApplication) -> None:
     s = services_of(application)
     settings = s.runtime.settings
     await application.bot.set_my_commands([BotCommand(name, text) for name, text in commands.USER_COMMANDS])
+    await timeline_command.point_menu_button(application.bot, settings)
     if application.bot_data.get("webhook"):
         assert settings.webhook_url is not None and settings.webhook_secret is not None
         await application.bot.set_webhook(

@@ -28,6 +28,7 @@ USER_COMMANDS: tuple[tuple[str, str], ...] = (
     ("timezone", "show or set your time zone, e.g. /timezone Lisbon"),
     ("export", "all your data as a JSON file"),
     ("forget", "delete everything I know about you"),
+    ("timeline", "our days, their summaries and search, in a Mini App"),
 )
 HELP = "\n".join(
     [

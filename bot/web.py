@@ -16,7 +16,7 @@ from starlette.routing import BaseRoute, Route
 from telegram.ext import Application
 
 from agent.errors import ConfigurationError
-from bot import voice
+from bot import timeline, voice
 from bot.app import services_of
 from bot.delivery import routes as delivery_routes
 from bot.delivery.intake import NotAnUpdateError, parse_update
@@ -95,5 +95,6 @@ def build_web_app(application: Application[Any, Any, Any, Any, Any, Any], runtim
         *delivery_routes.routes(delivery, authorized=tasks_authorized),
         Route("/tasks/{name}", run_task, methods=["POST"]),
         *voice.routes(runtime),
+        *timeline.routes(runtime),
     ]
     return Starlette(routes=routes)

@@ -20,6 +20,7 @@ from db.models import Base, ConversationThread, DaySegment, Thought, TranscriptM
 
 DAY_SUMMARY_NOTE = "day summary updated"
 DAY_SUMMARY_FINAL_NOTE = "day summary finalised"
+DAY_SUMMARY_REGENERATED_NOTE = "day summary regenerated"
 
 
 def normalise(text: str) -> str:
@@ -218,8 +219,12 @@ class DaySummaryRepository:
         last_message: TranscriptMessage | None,
         at: datetime,
         final: bool,
+        regenerated: bool = False,
     ) -> bool:
-        """Store a new summary version and its system note, unless another writer got there first."""
+        """Store a new summary version and its system note, unless another writer got there first.
+
+        `regenerated`: a rewrite the user asked for (issue 15); a finalised day stays final.
+        """
         new_last_id = last_message.id if last_message is not None else segment.last_summarized_message_id
         pending = await self.session.scalar(
             select(func.count())
@@ -238,8 +243,9 @@ class DaySummaryRepository:
             "summary_updated_at": at,
             "summary_due": False,
         }
-        if final:
+        if final and not regenerated:
             values.update(status="final", finalized_at=at)
+        status_ok = DaySegment.status.in_(("open", "final")) if regenerated else DaySegment.status == "open"
         guard = (
             DaySegment.last_summarized_message_id.is_(None)
             if expected_last_id is None
@@ -248,20 +254,21 @@ class DaySummaryRepository:
         # Optimistic version check: the summary, and so its note, is written once per version.
         result = await self.session.execute(
             update(DaySegment)
-            .where(DaySegment.id == segment.id, DaySegment.status == "open", guard)
+            .where(DaySegment.id == segment.id, status_ok, guard)
             .values(**values)
             .execution_options(synchronize_session=False)
         )
         if not result.rowcount:  # type: ignore[attr-defined]
             return False
         note_at = last_message.sent_at if last_message is not None else at
+        note = DAY_SUMMARY_FINAL_NOTE if final else DAY_SUMMARY_NOTE
         self.session.add(
             TranscriptMessage(
                 user_id=segment.user_id,
                 conversation_id=last_message.conversation_id if last_message is not None else None,
                 role="system",
                 kind="note",
-                content=DAY_SUMMARY_FINAL_NOTE if final else DAY_SUMMARY_NOTE,
+                content=DAY_SUMMARY_REGENERATED_NOTE if regenerated else note,
                 sent_at=note_at,
                 day_segment_id=segment.id,
             )
@@ -307,6 +314,48 @@ class DaySummaryRepository:
             .order_by(DaySegment.id)
         )
         return (await self.session.execute(stmt)).scalars().all()
+
+    # --- regeneration requested from the timeline (issue 15) ------------------------------------
+
+    async def day_messages(self, segment: DaySegment, *, limit: int = 5000) -> Sequence[TranscriptMessage]:
+        """Every user and assistant message of the day, oldest first (what a rewrite reads)."""
+        stmt = (
+            select(TranscriptMessage)
+            .where(TranscriptMessage.day_segment_id == segment.id, TranscriptMessage.role != "system")
+            .order_by(TranscriptMessage.id)
+            .limit(limit)
+        )
+        return (await self.session.execute(stmt)).scalars().all()
+
+    async def request_regeneration(self, segment_id: int, at: datetime) -> bool:
+        """Ask the day-summaries job to rewrite this day's summary; False when already asked."""
+        result = await self.session.execute(
+            update(DaySegment)
+            .where(DaySegment.id == segment_id, DaySegment.regenerate_requested_at.is_(None))
+            .values(regenerate_requested_at=at)
+            .execution_options(synchronize_session=False)
+        )
+        return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    async def regeneration_ids(self, *, limit: int = 500) -> list[int]:
+        """Days whose rewrite was asked for, oldest request first."""
+        stmt = (
+            select(DaySegment.id)
+            .where(DaySegment.regenerate_requested_at.is_not(None))
+            .order_by(DaySegment.regenerate_requested_at, DaySegment.id)
+            .limit(limit)
+        )
+        return list((await self.session.execute(stmt)).scalars())
+
+    async def take_regeneration(self, segment_id: int) -> bool:
+        """Claim a requested rewrite (clears the request); only one worker wins."""
+        result = await self.session.execute(
+            update(DaySegment)
+            .where(DaySegment.id == segment_id, DaySegment.regenerate_requested_at.is_not(None))
+            .values(regenerate_requested_at=None)
+            .execution_options(synchronize_session=False)
+        )
+        return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
 async def flag_summary_due(

@@ -186,6 +186,8 @@ class DaySegment(Base):
     summary_due: Mapped[bool] = mapped_column(Boolean, default=False)
     status: Mapped[str] = mapped_column(String(16), default="open")  # open | final
     finalized_at: Mapped[datetime | None]
+    # Set by "Regenerate summary" in the timeline (issue 15): the day-summaries job rewrites it.
+    regenerate_requested_at: Mapped[datetime | None]
 
 
 class ConversationThread(Base):

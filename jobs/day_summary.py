@@ -12,6 +12,7 @@ from agent.summaries import MAX_KEY_MOMENTS, Line, summarise_day
 from db.memory_repositories import DaySummaryRepository
 from db.repositories import user_present
 from jobs.context import JobContext
+from jobs.regenerate import run_regenerations
 
 logger = logging.getLogger(__name__)
 
@@ -67,10 +68,14 @@ async def summarise_segment(
 
 
 async def run_due_summaries(ctx: JobContext) -> dict[str, Any]:
-    """Summarise every day flagged by the turn (10 new messages or raw text over budget)."""
+    """Summarise every day flagged by the turn (10 new messages or raw text over budget).
+
+    Rewrites asked for in the timeline (issue 15) go first and count as due days too.
+    """
+    rewrites = await run_regenerations(ctx)
     async with ctx.sessions() as session:
         due = await DaySummaryRepository(session).due_ids()
-    updated = failed = 0
+    updated, failed = rewrites.updated, rewrites.failed
     for segment_id in due:
         async with ctx.sessions() as session, session.begin():
             taken = await DaySummaryRepository(session).take_due(segment_id)
@@ -82,7 +87,7 @@ async def run_due_summaries(ctx: JobContext) -> dict[str, Any]:
             failed += 1
             logger.warning("in-day summary failed", extra={"segment_id": segment_id, "error": repr(exc)})
             await _flag_again(ctx, segment_id)
-    return {"due": len(due), "updated": updated, "failed": failed}
+    return {"due": len(due) + rewrites.requested, "updated": updated, "failed": failed}
 
 
 async def _flag_again(ctx: JobContext, segment_id: int) -> None:

@@ -26,6 +26,7 @@ from tests.fakes.telegram_markup import ApiError, bad_request, visible_text
 from tests.fakes.telegram_params import read_params
 from tests.fakes.telegram_records import ApiCall, SentDocument, SentMessage
 from tests.fakes.telegram_updates import UpdateFactory
+from tests.fakes.telegram_webapp import WebAppApi, check_web_app_buttons
 from tests.fakes.telegram_webhook import WebhookPusher, on_loop
 
 __all__ = ["ApiCall", "FakeTelegram", "SentDocument", "SentMessage"]
@@ -57,7 +58,7 @@ def _error(code: int, description: str, parameters: Json | None = None) -> JSONR
 Handler = Callable[[Json, dict[str, tuple[str, bytes, str]]], Awaitable[Any]]
 
 
-class FakeTelegram(UpdateFactory):
+class FakeTelegram(UpdateFactory, WebAppApi):
     """Telegram's Bot API on 127.0.0.1, served by uvicorn in a background thread; records every call."""
 
     def __init__(
@@ -94,6 +95,7 @@ class FakeTelegram(UpdateFactory):
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wakeup: asyncio.Event | None = None
+        self._init_web_app()
         self._methods: dict[str, Handler] = {
             name.lower(): getattr(self, f"_api_{name}")
             for name in (
@@ -110,6 +112,8 @@ class FakeTelegram(UpdateFactory):
                 "deleteMyCommands",
                 "answerCallbackQuery",
                 "editMessageText",
+                "setChatMenuButton",
+                "getChatMenuButton",
                 "close",
                 "logOut",
             )
@@ -257,6 +261,7 @@ class FakeTelegram(UpdateFactory):
         return kind in self._allowed if self._allowed is not None else kind not in _DEFAULT_EXCLUDED
 
     async def _api_sendMessage(self, p: Json, files: Any) -> Json:
+        check_web_app_buttons(p.get("reply_markup"))
         message = self._bot_message(p, text=_checked_text(p))
         self.sent.append(SentMessage(p["chat_id"], p["text"], p.get("parse_mode"), message["message_id"], p))
         return message

@@ -1,0 +1,41 @@
+"""The timeline Telegram Mini App (issue 15): a page, its static files and its signed JSON API.
+
+`routes(runtime)` is added to the webhook's web app (`bot/web.py`) and served alone by
+`python -m bot web` next to a polling bot.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from bot.runtime import Runtime
+from bot.timeline.api import TimelineApi
+from bot.timeline.page import CONTENT_SECURITY_POLICY, STATIC_DIR, asset_version, render_page
+
+PAGE_PATH = "/timeline"
+
+
+def routes(runtime: Runtime) -> list[BaseRoute]:
+    """The page at /timeline, its files under /timeline/static, its API under /timeline/api."""
+    runtime.settings.require("telegram_bot_token")  # initData is signed with it
+    assert runtime.settings.telegram_bot_token is not None
+    api = TimelineApi(runtime, bot_token=runtime.settings.telegram_bot_token.get_secret_value())
+    html = render_page(persona_name=runtime.settings.persona_name, version=asset_version())
+
+    async def page(request: Request) -> HTMLResponse:
+        headers = {"Content-Security-Policy": CONTENT_SECURITY_POLICY, "Cache-Control": "no-cache"}
+        return HTMLResponse(html, headers=headers)
+
+    return [
+        Route(PAGE_PATH, page, methods=["GET"]),
+        Mount("/timeline/static", app=StaticFiles(directory=STATIC_DIR), name="timeline-static"),
+        Route("/timeline/api/days", api.endpoint(api.days), methods=["GET"]),
+        Route("/timeline/api/days/{day}", api.endpoint(api.day), methods=["GET"]),
+        Route("/timeline/api/days/{day}/regenerate", api.endpoint(api.regenerate), methods=["POST"]),
+        Route("/timeline/api/search", api.endpoint(api.search), methods=["GET"]),
+        Route("/timeline/api/messages/{message_id:int}", api.endpoint(api.message), methods=["GET"]),
+        Route("/timeline/api/summaries/{day_segment_id:int}", api.endpoint(api.summary), methods=["GET"]),
+    ]

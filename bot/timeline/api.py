@@ -1,0 +1,232 @@
+"""The timeline's JSON API: every call signs in with Telegram's initData and reads only that user.
+
+The user id never comes from the request: it is the stored user behind the Telegram id that the
+signed initData names, so another user's ids look exactly like missing ones (404). Search and
+"open" are `Recall.search` / `Recall.get`, the very calls behind the agent's tools.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
+from datetime import date, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from agent.search.get import MessagesOut, RecallNotFoundError, SummaryOut
+from agent.search.recall import Recall
+from agent.timeline import DayView, Entry, Timeline, TimelineUser, parse_summary
+from agent.tools import hit_dict
+from bot.runtime import Runtime
+from bot.timeline.auth import SCHEME, InitDataError, init_data_from_header, validate_init_data
+from bot.timeline.limits import RegenerateLimit
+
+logger = logging.getLogger(__name__)
+
+# Results per search on the page (the tools' own cap, SEARCH_MAX_LIMIT, still applies).
+SEARCH_RESULTS = 10
+_NO_STORE = {"Cache-Control": "no-store"}
+
+
+@dataclass(frozen=True)
+class SignedIn:
+    """Who sent the request: the Telegram id the signed initData names, and their stored user."""
+
+    telegram_id: int
+    user: TimelineUser | None
+
+
+Handler = Callable[[Request, SignedIn], Awaitable[dict[str, Any]]]
+
+
+class ApiError(Exception):
+    """An answer other than 200, with a short message for the page."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _json(payload: dict[str, Any], status: int = 200) -> JSONResponse:
+    return JSONResponse(payload, status_code=status, headers=_NO_STORE)
+
+
+def _day(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError as exc:
+        raise ApiError(400, "a day is written YYYY-MM-DD") from exc
+
+
+def _local_time(at: datetime, timezone: str) -> str:
+    return at.astimezone(ZoneInfo(timezone)).strftime("%H:%M")
+
+
+def _entry(entry: Entry, timezone: str) -> dict[str, Any]:
+    return {
+        "id": entry.id,
+        "type": entry.type,
+        "role": entry.role,
+        "kind": entry.kind,
+        "content": entry.content,
+        "time": _local_time(entry.at, timezone),
+        "at": entry.at.isoformat(timespec="seconds"),
+        "covered": entry.covered,
+    }
+
+
+def day_payload(view: DayView) -> dict[str, Any]:
+    """The JSON of one day: summary card and folded timeline."""
+    card = None
+    if view.card is not None:
+        card = asdict(view.card)
+        updated = view.card.updated_at
+        card["updated_at"] = updated.isoformat(timespec="seconds") if updated else None
+        card["updated_time"] = _local_time(updated, view.timezone) if updated else None
+    return {
+        "day": view.day.isoformat(),
+        "timezone": view.timezone,
+        "card": card,
+        "blocks": [
+            {"type": b.type, "entries": [_entry(e, view.timezone) for e in b.entries]} for b in view.blocks
+        ],
+        "truncated": view.truncated,
+    }
+
+
+class TimelineApi:
+    """The handlers; built once per web app."""
+
+    def __init__(self, runtime: Runtime, *, bot_token: str) -> None:
+        settings = runtime.settings
+        self.runtime = runtime
+        self.timeline = Timeline(runtime.sessions)
+        self.bot_token = bot_token
+        self.max_age = timedelta(seconds=settings.timeline_auth_max_age_seconds)
+        self.limit = RegenerateLimit(
+            per_minute=settings.timeline_regenerate_per_minute, per_day=settings.timeline_regenerate_per_day
+        )
+
+    # --- sign-in ------------------------------------------------------------------------------
+
+    async def _signed_in(self, request: Request) -> SignedIn:
+        """The sender of a request with valid initData; 401 otherwise."""
+        try:
+            raw = init_data_from_header(request.headers.get("Authorization"))
+            signed = validate_init_data(
+                raw, bot_token=self.bot_token, now=self.runtime.clock.now(), max_age=self.max_age
+            )
+        except InitDataError as exc:
+            logger.warning("timeline sign-in refused", extra={"reason": str(exc), "path": request.url.path})
+            raise ApiError(401, str(exc)) from exc
+        return SignedIn(signed.user.id, await self.timeline.user_for_telegram(signed.user.id))
+
+    def _recall(self) -> Recall:
+        if self.runtime.recall is None:
+            raise ApiError(503, "search is not available right now")
+        return self.runtime.recall
+
+    def endpoint(self, handler: Handler) -> Callable[[Request], Awaitable[JSONResponse]]:
+        """A Starlette endpoint: sign-in first (every call), then the handler's JSON or its ApiError."""
+
+        async def respond(request: Request) -> JSONResponse:
+            try:
+                return _json(await handler(request, await self._signed_in(request)))
+            except ApiError as exc:
+                extra = {"WWW-Authenticate": SCHEME} if exc.status == 401 else {}
+                return JSONResponse(
+                    {"error": exc.message}, status_code=exc.status, headers={**_NO_STORE, **extra}
+                )
+
+        return respond
+
+    # --- endpoints ----------------------------------------------------------------------------
+
+    async def days(self, request: Request, who: SignedIn) -> dict[str, Any]:
+        """GET /timeline/api/days: who, today and yesterday in their time zone, the days with messages."""
+        user = who.user
+        timezone = user.timezone if user else self.runtime.settings.default_timezone
+        today = self.runtime.clock.now().astimezone(ZoneInfo(timezone)).date()
+        marks = await self.timeline.calendar(user) if user else []
+        return {
+            "user": {"name": user.name, "timezone": user.timezone} if user else None,
+            "today": today.isoformat(),
+            "yesterday": (today - timedelta(days=1)).isoformat(),
+            "days": [
+                {
+                    "day": m.day.isoformat(),
+                    "messages": m.messages,
+                    "summarised": m.summarised,
+                    "final": m.final,
+                }
+                for m in marks
+            ],
+        }
+
+    async def day(self, request: Request, who: SignedIn) -> dict[str, Any]:
+        """GET /timeline/api/days/{day}: the summary card and the folded timeline of one day."""
+        day = _day(request.path_params["day"])
+        user = who.user
+        if user is None:  # nothing stored yet (or forgotten): an empty day
+            return day_payload(DayView(day, self.runtime.settings.default_timezone, None, [], False))
+        return day_payload(await self.timeline.day(user, day))
+
+    async def regenerate(self, request: Request, who: SignedIn) -> dict[str, Any]:
+        """POST /timeline/api/days/{day}/regenerate: queue the day-summaries job to rewrite it."""
+        day = _day(request.path_params["day"])
+        user = who.user
+        if user is None:
+            raise ApiError(404, "no messages that day")
+        now = self.runtime.clock.now()
+        window = self.limit.check(f"telegram:{who.telegram_id}", now)
+        if window is not None:
+            wait = "a minute" if window == "minute" else "tomorrow"
+            raise ApiError(429, f"You asked for new summaries a lot; try again {wait}.")
+        outcome = await self.timeline.request_regeneration(user, day, now)
+        if outcome == "no_messages":
+            raise ApiError(404, "no messages that day")
+        logger.info("summary rewrite requested", extra={"user_id": user.id, "outcome": outcome})
+        return {"status": outcome}
+
+    async def search(self, request: Request, who: SignedIn) -> dict[str, Any]:
+        """GET /timeline/api/search?q=&scope=day|all&day=: conversation_search for the signed-in user."""
+        query = request.query_params.get("q", "").strip()
+        scope = request.query_params.get("scope", "all")
+        if scope not in ("day", "all"):
+            raise ApiError(400, "scope is day or all")
+        day = _day(request.query_params.get("day", "")) if scope == "day" else None
+        if not query:
+            raise ApiError(400, "type something to search for")
+        user = who.user
+        if user is None:
+            return {"query": query, "scope": scope, "results": []}
+        hits = await self._recall().search(
+            user.id, query, now=self.runtime.clock.now(), day=day, limit=SEARCH_RESULTS
+        )
+        return {"query": query, "scope": scope, "results": [hit_dict(h) for h in hits]}
+
+    async def _conversation_get(self, who: SignedIn, **ids: int) -> MessagesOut | SummaryOut:
+        """Recall.get for the signed-in user; anything not theirs is 404, like anything missing."""
+        try:
+            if who.user is None:
+                raise RecallNotFoundError("nothing stored for this person")
+            return await self._recall().get(who.user.id, **ids)
+        except RecallNotFoundError as exc:
+            raise ApiError(404, "not found") from exc
+
+    async def message(self, request: Request, who: SignedIn) -> dict[str, Any]:
+        """GET /timeline/api/messages/{id}: conversation_get(message_id), the exact message."""
+        out = await self._conversation_get(who, message_id=request.path_params["message_id"])
+        assert isinstance(out, MessagesOut)
+        return {"messages": [asdict(m) for m in out.messages]}
+
+    async def summary(self, request: Request, who: SignedIn) -> dict[str, Any]:
+        """GET /timeline/api/summaries/{id}: conversation_get(day_segment_id), a day's summary."""
+        out = await self._conversation_get(who, day_segment_id=request.path_params["day_segment_id"])
+        assert isinstance(out, SummaryOut)
+        return {**asdict(out), "sections": [asdict(s) for s in parse_summary(out.summary_markdown)]}

@@ -1,0 +1,73 @@
+"""The timeline's page: server-rendered HTML that loads one script and one stylesheet of our own.
+
+No data is in the HTML: Telegram gives the signed initData to the page in the URL fragment, which
+never reaches the server, so the script fetches the API with it. Nothing comes from a CDN; the
+script loads telegram.org's telegram-web-app.js only when Telegram opened the page (theme, ready).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from html import escape
+from pathlib import Path
+
+STATIC_DIR = Path(__file__).parent / "static"
+# The page may load our own files and telegram.org's script (inside Telegram), and talk to us only.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self' https://telegram.org; style-src 'self'; "
+    "img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'"
+)
+
+
+def asset_version() -> str:
+    """A digest of the static files, so a deployment's new script is never served from a stale cache."""
+    digest = hashlib.sha256()
+    for path in sorted(STATIC_DIR.iterdir()):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def render_page(*, persona_name: str, version: str) -> str:
+    """The HTML shell of the timeline."""
+    name = escape(persona_name)
+    return f"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1, viewport-fit=cover">
+<meta name="referrer" content="no-referrer">
+<title>{name} · Timeline</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="/timeline/static/timeline.css?v={version}">
+<script src="/timeline/static/timeline.js?v={version}" defer></script>
+</head>
+<body data-persona="{name}">
+<header class="top">
+  <h1>{name}</h1>
+  <span class="mode">Continuous</span>
+</header>
+<nav class="days" aria-label="Day selector">
+  <button type="button" id="day-today" class="chip">Today</button>
+  <button type="button" id="day-yesterday" class="chip">Yesterday</button>
+  <button type="button" id="day-pick" class="chip" aria-expanded="false">Pick date ▾</button>
+  <span id="day-current" class="current"></span>
+</nav>
+<div id="calendar" class="calendar" hidden></div>
+<form id="search" class="search" role="search">
+  <input id="search-q" type="search" placeholder="Search our conversations" autocomplete="off"
+    aria-label="Search">
+  <select id="search-scope" aria-label="Scope">
+    <option value="day">Scope: Day</option>
+    <option value="all" selected>Scope: All</option>
+  </select>
+  <button type="submit" id="search-go">Go</button>
+</form>
+<section id="results" class="results" hidden aria-label="Search results"></section>
+<section id="opened" class="opened" hidden aria-label="Opened result"></section>
+<section id="card" class="card" aria-label="Day summary"></section>
+<section id="timeline" class="timeline" aria-label="Timeline"></section>
+<p id="status" class="status" role="status"></p>
+<noscript>The timeline needs JavaScript.</noscript>
+</body>
+</html>
+"""
