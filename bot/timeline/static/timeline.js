@@ -3,11 +3,27 @@
 "use strict";
 
 (function () {
-  const launch = new URLSearchParams(window.location.hash.slice(1));
+  // Telegram passes the launch parameters in the URL fragment; a reload inside Telegram may lose
+  // it, so this tab keeps its copy (sessionStorage: this tab only, gone when it closes).
+  const launch = launchParams();
   const insideTelegram = launch.has("tgWebAppPlatform") || launch.has("tgWebAppVersion");
   const persona = document.body.dataset.persona || "Nikita";
   const state = { initData: "", today: "", yesterday: "", days: new Map(), day: "", userName: "", month: null };
   const $ = (id) => document.getElementById(id);
+
+  function launchParams() {
+    const fragment = new URLSearchParams(window.location.hash.slice(1));
+    try {
+      if (fragment.has("tgWebAppData")) {
+        window.sessionStorage.setItem("timeline:launch", fragment.toString());
+      } else if (window.sessionStorage.getItem("timeline:launch")) {
+        return new URLSearchParams(window.sessionStorage.getItem("timeline:launch"));
+      }
+    } catch (error) {
+      // Storage refused (private mode): the fragment alone will do.
+    }
+    return fragment;
+  }
 
   function el(tag, className, text) {
     const node = document.createElement(tag);
