@@ -18,6 +18,7 @@ from pydantic_ai.exceptions import AgentRunError
 
 from agent.summaries import MAX_KEY_MOMENTS, DaySummary, Line, summarise_day
 from db.memory_repositories import DaySummaryRepository
+from db.repositories import user_present
 from jobs.context import JobContext
 
 logger = logging.getLogger(__name__)
@@ -62,6 +63,8 @@ async def regenerate_segment(ctx: JobContext, segment_id: int) -> Outcome:
     assert result is not None
     key_moments: list[Any] = [{"text": text, "message_id": messages[-1].id} for text in result.key_moments]
     async with ctx.sessions() as session, session.begin():
+        if not await user_present(session, segment.user_id):
+            return "empty"  # forgotten while the model was summarising: write nothing (issue 11)
         stored = await DaySummaryRepository(session).store(
             segment,
             expected_last_id=segment.last_summarized_message_id,
