@@ -85,6 +85,9 @@ async def forget_user(
     3. The external stores and the in-memory caches are cleared; the pending record goes with the
        last of them. A store that fails stays pending and the `forget` job retries it, so a graph
        that is down delays its part of the deletion but never loses it.
+
+    `guard` is the runtime's `WriteGuard` (`Runtime.forget` passes it); without one, writers in
+    flight are not awaited.
     """
     at = now or Clock().now()
     async with sessions() as session, session.begin():

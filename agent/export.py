@@ -141,7 +141,10 @@ def _value_events(path: tuple[str, ...], value: Any) -> Iterable[Event]:
 async def export_events(
     sessions: async_sessionmaker[AsyncSession], user_id: int, stores: Sequence[Any] = ()
 ) -> AsyncIterator[Event]:
-    """Everything stored about the user, as events (nothing at all when there is no such user)."""
+    """Everything stored about the user, as events (nothing at all when there is no such user).
+
+    `stores` are the runtime's `UserDataStore`s (agent/account.py), each exported under its name.
+    """
     async with sessions() as session:
         user = await session.get(User, user_id)
         if user is None:
