@@ -35,7 +35,9 @@ class Balancer:
         app = Starlette(routes=[Route("/{path:path}", self._forward, methods=["GET", "POST"])])
         config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False, lifespan="off")
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True
+        )
 
     @property
     def url(self) -> str:
