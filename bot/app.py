@@ -152,9 +152,11 @@ async def running(
             yield runner
         finally:
             await runner.stop()
+            logger.info("inbox stopped; stopping the application")
             await application.stop()
     if application.post_shutdown is not None:
         await application.post_shutdown(application)
+    logger.info("stopped")
 
 
 async def serve(settings: Settings) -> None:

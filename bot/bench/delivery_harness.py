@@ -18,6 +18,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -80,7 +81,7 @@ def bot_env(
         "EMBEDDER": "none",
         "GRAPHITI_TELEMETRY_ENABLED": "false",
         "PTB_TIMEDELTA": "1",
-        "LOG_LEVEL": "WARNING",
+        "LOG_LEVEL": "INFO",
         "POLLING_TIMEOUT_SECONDS": "2",
         "INBOX_LEASE_SECONDS": "3",
         "RATE_LIMIT_PER_MINUTE": "1000",
@@ -172,6 +173,7 @@ class Crowd:
     answers: Counter[str] = field(default_factory=Counter)
     latencies: dict[str, float] = field(default_factory=dict)
     _pushed: dict[str, float] = field(default_factory=dict)
+    _answered: dict[str, asyncio.Event] = field(default_factory=dict)
     _seen: int = 0
 
     @property
@@ -193,6 +195,8 @@ class Crowd:
                 self.answers[token] += 1
                 if token in self._pushed and token not in self.latencies:
                     self.latencies[token] = record.at - self._pushed[token]
+                if (event := self._answered.get(token)) is not None:
+                    event.set()
         self._seen = len(sent)
 
     def _push(self, user: int, token: str) -> None:
@@ -206,15 +210,28 @@ class Crowd:
             return
         for m in range(self.messages):
             token = f"u{user}-m{m}"
+            answered = self._answered[token] = asyncio.Event()
             self._push(user, token)
-            deadline = time.monotonic() + self.patience
-            while token not in self.answers and time.monotonic() < deadline:
-                await asyncio.sleep(0.01)
-                self._scan()
+            with suppress(TimeoutError):
+                await asyncio.wait_for(answered.wait(), self.patience)
+            del self._answered[token]
+
+    async def _watch(self) -> None:
+        # One reader of the fake's records for everyone (they are written by its thread): users
+        # wait on events instead of each polling, which would starve the fakes in this process.
+        while True:
+            self._scan()
+            await asyncio.sleep(0.02)
 
     async def run(self) -> None:
         """Every user writes all their messages."""
-        await asyncio.gather(*(self._user(u) for u in range(self.users)))
+        watcher = asyncio.create_task(self._watch())
+        try:
+            await asyncio.gather(*(self._user(u) for u in range(self.users)))
+        finally:
+            watcher.cancel()
+            with suppress(asyncio.CancelledError):
+                await watcher
 
     async def settle(self, seconds: float) -> None:
         """Wait (up to `seconds`) until every message was answered."""
@@ -290,7 +307,7 @@ async def until(condition: Callable[[], bool], seconds: float) -> bool:
 
 
 async def run_crowd(
-    crowd: Crowd, database_url: str, faults: list[tuple[float, Fault]], *, settle_seconds: float = 90.0
+    crowd: Crowd, database_url: str, faults: list[tuple[float, Fault]], *, settle_seconds: float = 300.0
 ) -> Tally:
     """Run the crowd, firing each fault once the given share of messages was answered."""
     started = time.monotonic()

@@ -123,6 +123,7 @@ class Dispatcher:
             with suppress(asyncio.CancelledError):
                 await self._loop_task
         tasks = list(self._tasks.values())
+        logger.info("inbox draining", extra={"in_flight": len(tasks), "grace_seconds": grace})
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=max(0.0, grace))
             for task in pending:

@@ -78,9 +78,12 @@ class Delivery:
         if row is None:
             self.status = "done"  # deleted (/forget) while it was worked
             return
-        self.status, self.reply, self.sent, owner = row
-        if self.status != "done" and owner != self.owner:
+        status, reply, sent, owner = row
+        if status != "done" and owner != self.owner:
             raise LeaseLostError(f"inbox row {self.row.id} was taken over by {owner}")
+        # Chunks Telegram accepted are never sent again by this process, recorded or not.
+        same_reply = status == "replying" and reply == self.reply
+        self.status, self.reply, self.sent = status, reply, max(sent, self.sent) if same_reply else sent
 
     async def finish(self, bot: Bot) -> None:
         """Send what is left of the recorded reply, then mark the row done."""
@@ -96,6 +99,8 @@ class Delivery:
                 finally:
                     if self.sending.done():
                         self.sending = None
+            if self.status != "done":  # all with Telegram; an earlier record of it failed
+                await self._record(len(chunks), len(chunks))
             self.outcome = "answered"
             return
         await self.close(self.outcome)
@@ -103,18 +108,20 @@ class Delivery:
     async def _send_chunk(self, bot: Bot, chunks: list[str]) -> None:
         assert self.chat_id is not None
         await bot.send_message(chat_id=self.chat_id, text=chunks[self.sent])
-        sent = self.sent + 1
+        self.sent += 1
+        await self._record(self.sent, len(chunks))
+
+    async def _record(self, sent: int, total: int) -> None:
         async with self.sessions() as session, session.begin():
             repo = InboxRepository(session)
             # Not waiting for the disk keeps this commit, the crash window, short; only a crash of
             # the database server itself could lose it (the chunk is then sent again).
             await repo.relax_durability()
-            if sent < len(chunks):
+            if sent < total:
                 await repo.chunk_sent(self.row.id, sent=sent)
             else:
                 await repo.finish(self.row.id, now=self.clock.now(), outcome="answered", sent=sent)
-        self.sent = sent
-        if sent == len(chunks):
+        if sent == total:
             self.status = "done"
 
     async def close(self, outcome: str, error: str | None = None) -> None:

@@ -1,0 +1,27 @@
+"""`python -m bot bench delivery --quick` runs end to end and prints the issue's figures."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from bot.__main__ import main
+
+pytestmark = pytest.mark.slow
+
+
+def test_bench_delivery_prints_losses_latency_burst_and_overhead(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("LOG_LEVEL", "WARNING")
+    assert main(["bench", "delivery", "--quick"]) == 0
+
+    out = capsys.readouterr().out
+    rows = re.findall(r"sent (\d+)  lost (\d+)  unanswered (\d+)  answered twice (\d+)", out)
+    assert len(rows) == 3, out
+    # Without a crash nothing may be lost, unanswered or repeated; the kill -9 run loses nothing.
+    assert [tuple(map(int, row[1:3])) for row in rows] == [(0, 0)] * 3, out
+    assert int(rows[0][3]) == 0 and int(rows[2][3]) == 0, out
+    assert "other users' reply latency during one user's burst of 40" in out
+    assert re.search(r"sqlite +added before the reply: p50 [+-][\d.]+ ms  p95 [+-][\d.]+ ms", out), out
