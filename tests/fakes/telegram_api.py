@@ -18,7 +18,7 @@ from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
@@ -201,7 +201,10 @@ class FakeTelegram(UpdateFactory, WebAppApi):
         if request.path_params["token"] != self.token:
             return _error(401, "Unauthorized")
         method = request.path_params["method"]
-        params, files = await read_params(request)
+        try:
+            params, files = await read_params(request)
+        except ClientDisconnect:  # the bot process was killed mid-request: nobody to answer
+            return _error(400, "Bad Request: client disconnected")
         self.calls.append(ApiCall(method, params))
         handler = self._methods.get(method.lower())
         if handler is None:
