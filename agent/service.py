@@ -121,6 +121,10 @@ class TurnService:
         """Wait for the background work of finished turns (indexing)."""
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
+            # Finished tasks leave the set in their done callbacks, which the loop runs later; a gather
+            # of tasks that are all done already returns without yielding, so without this the loop
+            # never gets to run those callbacks and this spins forever.
+            await asyncio.sleep(0)
 
     async def close(self) -> None:
         """Finish background work and release what the service holds beyond the shared engine."""

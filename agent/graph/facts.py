@@ -88,3 +88,4 @@ class GraphFactStore:
         """Wait for graph writes in flight (shutdown, tests)."""
         while self._pending:
             await asyncio.gather(*list(self._pending), return_exceptions=True)
+            await asyncio.sleep(0)  # let the done callbacks empty the set (see TurnService.settle)
