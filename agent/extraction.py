@@ -13,6 +13,7 @@ from pydantic_ai.models import Model
 
 from agent.settings import Settings
 from agent.summaries import Line, format_lines, summary_model_settings
+from agent.usage import record_run
 
 ThreadType = Literal["follow_up", "question", "promise", "topic", "curiosity", "callback"]
 
@@ -90,6 +91,7 @@ async def extract(
             model=model,
             model_settings=summary_model_settings(settings),
         )
+    record_run("extraction", result.usage)
     output = result.output
     allowed = {t.id for t in open_threads}
     # The model may only resolve threads it was shown (this user's open ones).

@@ -13,6 +13,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 
 from agent.settings import Settings
+from agent.usage import record_run
 
 MAX_KEY_MOMENTS = 5
 
@@ -106,6 +107,7 @@ async def summarise_day(
             model=model,
             model_settings=summary_model_settings(settings),
         )
+    record_run("day_summary", result.usage)
     output = result.output
     output.key_moments = [m for m in output.key_moments if m.strip()][:MAX_KEY_MOMENTS]
     return output

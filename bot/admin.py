@@ -23,7 +23,7 @@ def _one_int(args: list[str] | None) -> int | None:
 
 
 async def on_stats(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """/stats: users, active today, conversations, messages, job queue depth, failures."""
+    """/stats: users, active today, conversations, messages, job queue, failures, model use."""
     if update.effective_message is None:
         return
     s = services(context)
@@ -38,14 +38,14 @@ async def on_stats(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 
 async def on_user(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """/user <telegram id>: profile, counts, last activity."""
+    """/user <telegram id>: profile, counts, last activity, model calls and tokens per day."""
     if update.effective_message is None:
         return
     telegram_id = _one_int(context.args)
     text = (
         "Usage: /user <telegram id>"
         if telegram_id is None
-        else await user_report(services(context).runtime.sessions, telegram_id)
+        else await user_report(services(context).runtime.sessions, telegram_id, update.effective_message.date)
     )
     await send_text(context.bot, update.effective_message.chat_id, text)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select
@@ -21,6 +21,7 @@ from db.models import (
     User,
     UserFact,
 )
+from db.usage import UsageRepository, UsageRow
 
 MEMORY_THREADS = 5
 MEMORY_FACTS = 5
@@ -127,6 +128,9 @@ async def stats_report(
             .select_from(TranscriptMessage)
             .where(TranscriptMessage.kind == "apology", TranscriptMessage.sent_at > now - timedelta(days=1))
         )
+        today = _utc_day(now)
+        usage_today = await UsageRepository(session).totals_by_kind(since=today)
+        usage_week = await UsageRepository(session).totals_by_kind(since=today - timedelta(days=6))
     return "\n".join(
         [
             f"users: {users or 0}",
@@ -136,12 +140,25 @@ async def stats_report(
             f"job queue depth: {'n/a' if queue_depth is None else queue_depth}",
             f"failed post-processing: {'n/a' if failures is None else failures}",
             f"model failures in the last 24 h: {apologies or 0}",
+            f"model use today (UTC): {format_usage(usage_today)}",
+            f"model use in the last 7 days: {format_usage(usage_week)}",
         ]
     )
 
 
-async def user_report(sessions: async_sessionmaker[AsyncSession], telegram_id: int) -> str:
-    """One user's profile, counts and last activity, by Telegram id."""
+def format_usage(rows: list[UsageRow]) -> str:
+    """Calls and tokens in total, then per kind: `12 calls, 3400 in / 560 out (chat 10, graph 2)`."""
+    if not rows:
+        return "no model calls"
+    calls = sum(r.calls for r in rows)
+    tokens_in = sum(r.input_tokens for r in rows)
+    tokens_out = sum(r.output_tokens for r in rows)
+    kinds = ", ".join(f"{r.kind} {r.calls}" for r in rows)
+    return f"{calls} calls, {tokens_in} tokens in / {tokens_out} out ({kinds})"
+
+
+async def user_report(sessions: async_sessionmaker[AsyncSession], telegram_id: int, now: datetime) -> str:
+    """One user's profile, counts, last activity and model use per day, by Telegram id."""
     async with sessions() as session:
         user = await session.scalar(select(User).where(User.telegram_id == telegram_id))
         if user is None:
@@ -155,6 +172,7 @@ async def user_report(sessions: async_sessionmaker[AsyncSession], telegram_id: i
         facts = await session.scalar(
             select(func.count()).select_from(UserFact).where(UserFact.user_id == user.id)
         )
+        usage = await UsageRepository(session).for_user(user.id, since=_utc_day(now) - timedelta(days=6))
     last = user.last_message_at.isoformat(timespec="minutes") if user.last_message_at else "never"
     return "\n".join(
         [
@@ -163,8 +181,22 @@ async def user_report(sessions: async_sessionmaker[AsyncSession], telegram_id: i
             f"profile: {json.dumps(user.profile or {}, ensure_ascii=False)}",
             f"conversations: {conversations or 0}; messages: {messages or 0}; facts: {facts or 0}",
             f"joined: {user.created_at.isoformat(timespec='minutes')}; last message: {last}",
+            "model use per day (UTC, last 7 days):" if usage else "model use in the last 7 days: none",
+            *(f"  {day.isoformat()}: {format_usage(rows)}" for day, rows in _by_day(usage)),
         ]
     )
+
+
+def _utc_day(now: datetime) -> date:
+    return now.astimezone(UTC).date()
+
+
+def _by_day(rows: list[UsageRow]) -> list[tuple[date, list[UsageRow]]]:
+    days: dict[date, list[UsageRow]] = {}
+    for row in rows:
+        if row.day is not None:
+            days.setdefault(row.day, []).append(row)
+    return list(days.items())
 
 
 async def prompt_report(sessions: async_sessionmaker[AsyncSession], telegram_id: int) -> str:

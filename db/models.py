@@ -396,3 +396,20 @@ def _full_text_ddl() -> None:
 
 
 _full_text_ddl()
+
+
+class ModelUsage(Base):
+    """Model calls and tokens of one user on one UTC day, per kind of use (issue 13: cost in view).
+
+    `kind` is chat, onboarding, compaction, extraction, day_summary or graph. Counts only, never text;
+    deleted with the user.
+    """
+
+    __tablename__ = "model_usage"
+
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    calls: Mapped[int] = mapped_column(Integer, default=0)
+    input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)

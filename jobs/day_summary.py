@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from datetime import UTC
 from typing import Any
 
 from pydantic_ai.exceptions import AgentRunError
 
 from agent.summaries import MAX_KEY_MOMENTS, Line, summarise_day
+from agent.usage import metering, store_usage
 from db.memory_repositories import DaySummaryRepository
 from db.repositories import user_present
 from jobs.context import JobContext
@@ -38,19 +40,21 @@ async def summarise_segment(
                 await DaySummaryRepository(session).finalise_unchanged(segment_id, ctx.clock.now())
         return False
     lines = [Line(m.id, m.role, m.content, m.sent_at) for m in messages]
-    result = await summarise_day(
-        ctx.summary_model,
-        ctx.settings,
-        day=segment.day,
-        previous=segment.summary,
-        lines=lines,
-        notes=notes,
-        final=final,
-    )
+    with metering() as meter:
+        result = await summarise_day(
+            ctx.summary_model,
+            ctx.settings,
+            day=segment.day,
+            previous=segment.summary,
+            lines=lines,
+            notes=notes,
+            final=final,
+        )
     key_moments: list[Any] = [{"text": text, "message_id": messages[-1].id} for text in result.key_moments]
     async with ctx.sessions() as session, session.begin():
         if not await user_present(session, segment.user_id):
             return False  # forgotten while the model was summarising
+        await store_usage(session, segment.user_id, ctx.clock.now().astimezone(UTC).date(), meter)
         stored = await DaySummaryRepository(session).store(
             segment,
             expected_last_id=segment.last_summarized_message_id,

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from sqlalchemy import update
 
 from agent.errors import UserForgottenError
 from agent.extraction import Extraction, OpenThread, extract
 from agent.summaries import Line
+from agent.usage import metering, store_usage_apart
 from db.memory_repositories import FactRepository, ThoughtRepository, ThreadRepository
 from db.models import Conversation, TranscriptMessage
 from db.repositories import TranscriptRepository, user_present
@@ -113,21 +114,25 @@ async def graph_stage(ctx: JobContext, item: Ingested, output: Extraction) -> in
         return 0
     source = f"conversation:{item.conversation_id}"
     episodes = [
-        ("user", "user facts", "\n".join(output.user_facts)),
-        ("relationship", "conversation", "\n".join([output.summary, *output.key_moments])),
-        ("persona", "thoughts", "\n".join(output.thoughts[:2])),
+        ("user", "user facts", output.user_facts),
+        ("relationship", "conversation", [output.summary, *output.key_moments]),
+        ("persona", "thoughts", output.thoughts[:2]),
     ]
     added = 0
-    for group, name, body in episodes:
-        if not body.strip():
+    for group, name, lines in episodes:
+        lines = [line for line in lines if line.strip()]
+        if not lines:
             continue
+        # The extraction's facts are written as they are (one graph call per fact at most), not
+        # extracted by graphiti a second time.
         await ctx.graph.add_episode(
             user_id=item.user_id,
             group=group,
             name=f"{name} ({source})",
-            body=body,
+            body="\n".join(lines),
             reference_time=item.ended_at,
             source_id=f"{source}:{group}",
+            facts=lines,
         )
         added += 1
     return added
@@ -171,9 +176,14 @@ async def _run_stages(ctx: JobContext, conversation_id: int) -> dict[str, int]:
     if not item.lines:  # nothing was said: nothing to remember
         await finalise(ctx, item, None)
         return {"empty": 1}
-    output = await extraction_stage(ctx, item)
-    counts = await memory_stage(ctx, item, output)
-    counts["graph_episodes"] = await graph_stage(ctx, item, output)
+    # Extraction and the graph's model calls count towards the user's usage, failed runs included.
+    with metering() as meter:
+        try:
+            output = await extraction_stage(ctx, item)
+            counts = await memory_stage(ctx, item, output)
+            counts["graph_episodes"] = await graph_stage(ctx, item, output)
+        finally:
+            await store_usage_apart(ctx.sessions, item.user_id, ctx.clock.now().astimezone(UTC).date(), meter)
     counts["day_summaries"] = await rollup_stage(ctx, item, output)
     counts["processed"] = int(await finalise(ctx, item, output))
     return counts

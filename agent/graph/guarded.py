@@ -7,6 +7,7 @@ before it deletes the user's groups. A write for a forgotten user raises `UserFo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -29,10 +30,12 @@ class GuardedGraphMemory:
         body: str,
         reference_time: datetime,
         source_id: str,
+        *,
+        facts: Sequence[str] | None = None,
     ) -> None:
         """Add the episode unless the user was forgotten (then `UserForgottenError`)."""
         async with self.guard.writing(user_id):
-            await self.graph.add_episode(user_id, group, name, body, reference_time, source_id)
+            await self.graph.add_episode(user_id, group, name, body, reference_time, source_id, facts=facts)
 
     async def add_fact(self, user_id: int, text: str, reference_time: datetime) -> None:
         """Add the fact unless the user was forgotten (then `UserForgottenError`)."""

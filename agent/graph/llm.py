@@ -15,6 +15,8 @@ from graphiti_core.llm_client.errors import RateLimitError
 from graphiti_core.prompts.models import Message
 from pydantic import BaseModel
 
+from agent.usage import record_call
+
 
 def model_name(model: str) -> str:
     """Strip PydanticAI's provider prefix: `anthropic:claude-haiku-4-5` -> `claude-haiku-4-5`."""
@@ -53,6 +55,7 @@ class SummaryModelClient(AnthropicClient):
         except anthropic.RateLimitError as exc:
             raise RateLimitError(str(exc)) from exc  # type: ignore[no-untyped-call]
         usage = (result.usage.input_tokens, result.usage.output_tokens)
+        record_call("graph", input_tokens=usage[0], output_tokens=usage[1])
         for block in result.content:
             if block.type == "tool_use":
                 data = block.input if isinstance(block.input, dict) else json.loads(str(block.input))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol, get_args
@@ -94,8 +95,14 @@ class GraphMemory(Protocol):
         body: str,
         reference_time: datetime,
         source_id: str,
+        *,
+        facts: Sequence[str] | None = None,
     ) -> None:
-        """Add an episode at its own time; the same `source_id` twice adds it once."""
+        """Add an episode at its own time; the same `source_id` twice adds it once.
+
+        `facts`: the episode's facts, one per line, already extracted (written as they are);
+        without them the graph extracts facts from `body` itself.
+        """
         ...
 
     async def add_fact(self, user_id: int, text: str, reference_time: datetime) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -19,6 +20,8 @@ class NullGraphMemory:
         body: str,
         reference_time: datetime,
         source_id: str,
+        *,
+        facts: Sequence[str] | None = None,
     ) -> None:
         """Do nothing."""
 

@@ -21,6 +21,8 @@ from graphiti_core.prompts.models import Message
 from pydantic import BaseModel
 
 from agent.errors import NikitaError
+from agent.tokens import get_counter
+from agent.usage import record_call
 
 Json = dict[str, Any]
 Handler = Callable[["ScriptedCall"], Json]
@@ -189,7 +191,12 @@ class ScriptedLLMClient(LLMClient):
         answer = handler(call)
         if response_model is not None:
             # Validate like a real client would, so a wrong script fails here and not deep in graphiti.
-            return response_model.model_validate(answer).model_dump()
+            answer = response_model.model_validate(answer).model_dump()
+        # Tokens as a provider would bill them: the real prompt in, the JSON answer out.
+        counter = get_counter()
+        record_call(
+            "graph", input_tokens=counter.count(call.text), output_tokens=counter.count(json.dumps(answer))
+        )
         return answer
 
     async def _generate_response(

@@ -1,9 +1,9 @@
 """Opening the knowledge graph from the settings, once per process; a graph that cannot open is off.
 
-The graph's LLM is SUMMARY_MODEL through the Anthropic SDK, so only an `anthropic:` model with a key
-can drive it. Any other summary model (`test`, an OpenAI-compatible local server) leaves the graph
-off with one log line: graphiti's prompts need forced tool calls that our adapter only speaks to
-Anthropic, and a scripted stand-in would write nonsense into a user's memory.
+The graph's LLM is SUMMARY_MODEL: an `anthropic:` model through our Anthropic SDK adapter (its
+`ANTHROPIC_BASE_URL` and usage), any other PydanticAI model string through PydanticAI itself
+(agent/graph/pydantic_client.py), an OpenAI-compatible local server included. Only `test` leaves
+the graph off: a scripted stand-in would write nonsense into a user's memory.
 """
 
 from __future__ import annotations
@@ -25,15 +25,24 @@ logger = logging.getLogger(__name__)
 
 
 def graph_llm_client(settings: Settings) -> LLMClient | None:
-    """graphiti's LLM on SUMMARY_MODEL, or None (graph off) when that is not an Anthropic model with a key."""
-    if not settings.summary_model.startswith("anthropic:") or settings.anthropic_api_key is None:
+    """graphiti's LLM on SUMMARY_MODEL; None (graph off) for `test` or an Anthropic model without a key."""
+    if settings.summary_model == "test":
         return None
-    from agent.graph.llm import anthropic_llm_client
+    if settings.summary_model.startswith("anthropic:"):
+        if settings.anthropic_api_key is None:
+            return None
+        from agent.graph.llm import anthropic_llm_client
 
-    return anthropic_llm_client(
-        settings.summary_model,
-        api_key=settings.anthropic_api_key.get_secret_value(),
-        timeout_seconds=settings.summary_timeout_seconds,
+        return anthropic_llm_client(
+            settings.summary_model,
+            api_key=settings.anthropic_api_key.get_secret_value(),
+            timeout_seconds=settings.summary_timeout_seconds,
+        )
+    from agent.agent import build_model
+    from agent.graph.pydantic_client import PydanticAIGraphClient
+
+    return PydanticAIGraphClient(
+        build_model(settings.summary_model, settings), timeout_seconds=settings.summary_timeout_seconds
     )
 
 
@@ -54,7 +63,7 @@ async def open_settings_graph(
     llm = llm_client or graph_llm_client(settings)
     if llm is None:
         logger.warning(
-            "knowledge graph off: SUMMARY_MODEL must be an anthropic: model with ANTHROPIC_API_KEY",
+            "knowledge graph off: SUMMARY_MODEL is `test`, or an anthropic: model without ANTHROPIC_API_KEY",
             extra={"summary_model": settings.summary_model},
         )
         return NullGraphMemory()

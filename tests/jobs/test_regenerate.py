@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.clock import FrozenClock
 from db.memory_repositories import DAY_SUMMARY_NOTE, DAY_SUMMARY_REGENERATED_NOTE, DaySummaryRepository
-from db.models import DaySegment, TranscriptMessage
+from db.models import DaySegment, ModelUsage, TranscriptMessage
 from jobs import regenerate
 from jobs.context import JobContext
 from jobs.registry import run_job
@@ -58,6 +58,12 @@ async def test_a_requested_rewrite_reads_the_whole_day_afresh(
     assert all(f"] m{i}" in prompt for i in range(10))
     assert "Previous summary:\n(none yet)" in prompt
     assert after.summary_updated_at == clock.now() and after.regenerate_requested_at is None
+    # The rewrite's model call is counted with the day summaries' (cost in view, issue 13).
+    async with sessions() as session:
+        calls = (
+            await session.execute(select(ModelUsage.calls).where(ModelUsage.kind == "day_summary"))
+        ).scalar_one()
+    assert calls == 2  # the first summary and the rewrite
     assert await _notes(sessions) == [DAY_SUMMARY_NOTE, DAY_SUMMARY_REGENERATED_NOTE]
     assert await run_job("day-summaries", ctx) == {"due": 0, "updated": 0, "failed": 0}
 

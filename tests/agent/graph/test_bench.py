@@ -11,20 +11,30 @@ from agent.graph.bench import run_graph_bench
 from .conftest import HAVE_FALKORDBLITE, IN_CI
 
 
-async def test_the_benchmark_reports_calls_per_episode_and_search_latency(tmp_path: Path) -> None:
+async def test_the_benchmark_reports_write_cost_and_both_read_recipes(tmp_path: Path) -> None:
     if not HAVE_FALKORDBLITE and not IN_CI:
         pytest.skip("falkordblite is not installed")
 
     figures = await run_graph_bench(
-        path=str(tmp_path / "graph.db"), episodes=3, corpus_episodes=20, searches=5
+        path=str(tmp_path / "graph.db"), conversations=2, scales=(40,), searches=5
     )
 
-    episode = figures["episode"]
-    # One episode: entities, edges, then per new fact a timestamp call (and a dedupe call once facts exist).
-    assert episode["llm_calls_first"] >= 3
-    assert episode["calls_by_prompt"]["ExtractedEntities"] == 3
-    assert episode["rerun_ms"] < episode["ms_mean"]  # an already-written source is skipped
-    search = figures["search"]
-    assert search["episodes_per_user"] == 20 and search["searches"] == 5
-    assert search["facts_returned_mean"] > 0
-    assert 0 < search["ms_p50"] <= search["ms_p95"] <= search["ms_max"]
+    writes = {write["mode"]: write for write in figures["writes"]}
+    extraction, facts = writes["graphiti extraction"], writes["extracted facts"]
+    # Each conversation's episodes cost model calls, and the scripted model counted their prompts' tokens.
+    assert extraction["llm_calls_mean"] >= 3 and extraction["input_tokens_mean"] > 1000
+    assert extraction["calls_by_prompt"]["ExtractedEntities"] == 6
+    # Written as triplets: only graphiti's dedupe/contradiction prompt, at most once per fact (5).
+    assert set(facts["calls_by_prompt"]) == {"EdgeDuplicate"} and facts["llm_calls_max"] <= 5
+    assert facts["llm_calls_mean"] * 2 <= extraction["llm_calls_mean"]
+    for write in writes.values():
+        assert write["rerun_ms"] < write["ms_mean"]  # an already-written source is skipped
+    reads = {read["recipe"]: read for read in figures["reads"]}
+    assert set(reads) == {"graphiti", "indexed"}
+    for read in reads.values():
+        assert read["episodes_per_user"] == 40 and read["searches"] == 5 + read["questions"]
+        assert read["facts_returned_mean"] > 0
+        assert 0 < read["ms_p50"] <= read["ms_p95"] <= read["ms_max"]
+        assert read["superseded_shown"] == 0
+    # The planted facts are found: the corpus and the questions are consistent.
+    assert reads["indexed"]["hit_at_10"] >= reads["graphiti"]["hit_at_10"] > 0

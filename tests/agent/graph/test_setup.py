@@ -19,6 +19,7 @@ from agent.graph import GraphMemoryError, NullGraphMemory
 from agent.graph.facts import GraphFactStore
 from agent.graph.graphiti_backend import GraphitiMemory
 from agent.graph.llm import SummaryModelClient
+from agent.graph.pydantic_client import PydanticAIGraphClient
 from agent.graph.setup import graph_llm_client, open_settings_graph
 from agent.graph.tier import GraphMemoryTier
 from agent.search.facts import SqlFactStore
@@ -43,12 +44,15 @@ def free_port() -> int:
     return port
 
 
-def test_the_graph_llm_is_the_summary_model_on_anthropic_only() -> None:
+def test_the_graph_llm_is_the_summary_model_whatever_its_provider(monkeypatch: pytest.MonkeyPatch) -> None:
     key = SecretStr("sk-test")
     client = graph_llm_client(settings(summary_model="anthropic:claude-haiku-4-5", anthropic_api_key=key))
     assert isinstance(client, SummaryModelClient) and str(client.model) == "claude-haiku-4-5"
     assert graph_llm_client(settings(summary_model="anthropic:claude-haiku-4-5")) is None
     assert graph_llm_client(settings(summary_model="test", anthropic_api_key=key)) is None
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
+    other = graph_llm_client(settings(summary_model="openai:gpt-4.1-mini"))
+    assert isinstance(other, PydanticAIGraphClient) and other.model == "gpt-4.1-mini"
 
 
 async def test_no_usable_summary_model_or_embedder_turns_the_graph_off(
@@ -57,7 +61,7 @@ async def test_no_usable_summary_model_or_embedder_turns_the_graph_off(
     caplog.set_level(logging.WARNING, logger="agent.graph.setup")
     off = await open_settings_graph(settings(summary_model="test"), embedder=HashingEmbedder(), clock=clock)
     assert isinstance(off, NullGraphMemory)
-    assert "SUMMARY_MODEL must be an anthropic: model" in caplog.text
+    assert "knowledge graph off: SUMMARY_MODEL is `test`" in caplog.text
     no_vectors = await open_settings_graph(
         settings(anthropic_api_key=SecretStr("sk-test")), embedder=None, clock=clock
     )

@@ -1,0 +1,92 @@
+"""Writing facts our extraction already made as graphiti triplets: no second extraction (issue 13).
+
+graphiti's `add_episode` re-reads an episode with 5-9 model calls (entities, edges, node resolution,
+one dedupe and one timestamp call per edge). Post-processing already has the facts, one per line,
+typed by the extraction's single call, so each line becomes one edge through graphiti's
+`add_triplet`: the edge carries its time (the conversation's end, so no timestamp call), and
+graphiti still runs its dedupe/contradiction prompt against the group's similar facts, which ends
+a contradicted fact (Paris, then Berlin) with the new fact's time, and folds a repeated fact into the
+existing edge (verbatim repeats without any model call). That is at most one call per fact, none
+for the first fact of a group.
+
+Every edge of a group joins the same two anchor entities (e.g. the user and "the user's life"), so
+every earlier fact of the group is a duplicate candidate of a new one.
+"""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+from collections.abc import Sequence
+from datetime import datetime
+
+from graphiti_core import Graphiti
+from graphiti_core.edges import EntityEdge
+from graphiti_core.errors import NodeNotFoundError
+from graphiti_core.nodes import EntityNode, EpisodicNode
+
+from agent.graph.memory import Group
+
+_NAMESPACE = uuidlib.UUID("0b7d3f0e-3c55-4d8e-9a57-5f1d7c2a6e11")
+# Subject and object of every fact of a group.
+ANCHORS: dict[Group, tuple[str, str]] = {
+    "user": ("User", "User's life"),
+    "relationship": ("User", "Nikita"),
+    "persona": ("Nikita", "Nikita's life"),
+}
+RELATION = "STATES"
+
+
+def fact_text(line: str) -> str:
+    """A fact as graphiti words them: one sentence, no closing full stop."""
+    return line.strip().removesuffix(".").strip()
+
+
+def _stable(*parts: str) -> str:
+    return str(uuidlib.uuid5(_NAMESPACE, "/".join(parts)))
+
+
+async def _anchor(scope: Graphiti, gid: str, name: str, now: datetime) -> EntityNode:
+    """The group's entity called `name`, created (with its embedding) the first time."""
+    node_id = _stable(gid, name)
+    try:
+        found: EntityNode = await EntityNode.get_by_uuid(scope.driver, node_id)
+        return found
+    except NodeNotFoundError:
+        node = EntityNode(
+            uuid=node_id, name=name, group_id=gid, labels=["Entity"], summary="", created_at=now
+        )
+        await node.generate_name_embedding(scope.embedder)
+        await node.save(scope.driver)
+        return node
+
+
+async def write_facts(
+    scope: Graphiti, gid: str, group: Group, episode: EpisodicNode, lines: Sequence[str], now: datetime
+) -> list[str]:
+    """Add each line as a fact of the episode's time; returns the edges the episode now states.
+
+    A rerun of the same episode reuses its edges' ids, finds them verbatim and asks no model.
+    """
+    subject_name, object_name = ANCHORS[group]
+    subject = await _anchor(scope, gid, subject_name, now)
+    target = await _anchor(scope, gid, object_name, now)
+    stated: list[str] = []
+    for index, line in enumerate(lines):
+        text = fact_text(line)
+        if not text:
+            continue
+        edge = EntityEdge(
+            uuid=_stable(episode.uuid, str(index)),
+            source_node_uuid=subject.uuid,
+            target_node_uuid=target.uuid,
+            name=RELATION,
+            fact=text,
+            group_id=gid,
+            episodes=[episode.uuid],
+            created_at=now,
+            valid_at=episode.valid_at,
+        )
+        result = await scope.add_triplet(subject, edge, target, episode)
+        # The first edge is the fact itself, or the existing one it duplicates; the rest were ended.
+        stated.append(result.edges[0].uuid)
+    return stated

@@ -1,0 +1,110 @@
+"""Model calls and tokens spent, metered per piece of work (issue 13: cost in view).
+
+A `UsageMeter` is opened around one piece of work (a turn, a conversation's post-processing); every
+model call inside it, however deep (PydanticAI runs, graphiti's LLM client), adds to it through a
+context variable, and the owner of the work stores the totals with `db.usage.UsageRepository`.
+Calls outside a meter are not counted anywhere (benchmarks and tests open their own).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Literal
+
+from pydantic_ai.usage import RunUsage
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from db.repositories import user_present
+from db.usage import UsageRepository
+
+UsageKind = Literal["chat", "onboarding", "compaction", "extraction", "day_summary", "graph"]
+
+
+@dataclass
+class Spend:
+    """Calls and tokens of one kind of use."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def add(self, calls: int, input_tokens: int, output_tokens: int) -> None:
+        """Count more calls and tokens."""
+        self.calls += calls
+        self.input_tokens += input_tokens
+        self.output_tokens += output_tokens
+
+
+@dataclass
+class UsageMeter:
+    """Spend per kind of use inside one piece of work."""
+
+    kinds: dict[UsageKind, Spend] = field(default_factory=dict)
+
+    def add(self, kind: UsageKind, *, calls: int, input_tokens: int, output_tokens: int) -> None:
+        """Count calls and tokens of one kind."""
+        self.kinds.setdefault(kind, Spend()).add(calls, input_tokens, output_tokens)
+
+    def total(self) -> Spend:
+        """Every kind together."""
+        spend = Spend()
+        for item in self.kinds.values():
+            spend.add(item.calls, item.input_tokens, item.output_tokens)
+        return spend
+
+
+_current: ContextVar[UsageMeter | None] = ContextVar("nikita_usage_meter", default=None)
+
+
+@contextlib.contextmanager
+def metering(meter: UsageMeter | None = None) -> Iterator[UsageMeter]:
+    """Count every model call made inside the block (tasks started inside inherit the meter)."""
+    meter = meter if meter is not None else UsageMeter()
+    token = _current.set(meter)
+    try:
+        yield meter
+    finally:
+        _current.reset(token)
+
+
+def record_call(kind: UsageKind, *, calls: int = 1, input_tokens: int, output_tokens: int) -> None:
+    """Count one model call (or several) on the current meter, if any."""
+    meter = _current.get()
+    if meter is not None:
+        meter.add(kind, calls=calls, input_tokens=input_tokens, output_tokens=output_tokens)
+
+
+def record_run(kind: UsageKind, usage: RunUsage) -> None:
+    """Count a PydanticAI run's requests and tokens on the current meter, if any."""
+    record_call(
+        kind, calls=usage.requests, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens
+    )
+
+
+async def store_usage(session: AsyncSession, user_id: int, day: date, meter: UsageMeter) -> None:
+    """Add the meter's counts to the user's counters of `day` (in the caller's transaction)."""
+    usage = UsageRepository(session)
+    for kind, spend in meter.kinds.items():
+        await usage.add(
+            user_id,
+            day,
+            kind,
+            calls=spend.calls,
+            input_tokens=spend.input_tokens,
+            output_tokens=spend.output_tokens,
+        )
+
+
+async def store_usage_apart(
+    sessions: async_sessionmaker[AsyncSession], user_id: int, day: date, meter: UsageMeter
+) -> None:
+    """Store the meter in a transaction of its own, unless it is empty or the user was forgotten."""
+    if not meter.kinds:
+        return
+    async with sessions() as session, session.begin():
+        if await user_present(session, user_id):
+            await store_usage(session, user_id, day, meter)

@@ -1,0 +1,80 @@
+"""Model usage per user, day and kind: counters added to in the caller's transaction (issue 13)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+
+from sqlalchemy import func, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from db.models import ModelUsage
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    """Calls and tokens of one day and kind (or a total over several)."""
+
+    day: date | None
+    kind: str
+    calls: int
+    input_tokens: int
+    output_tokens: int
+
+
+class UsageRepository:
+    """Adds to and reads the `model_usage` counters; never commits."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def add(
+        self, user_id: int, day: date, kind: str, *, calls: int, input_tokens: int, output_tokens: int
+    ) -> None:
+        """Add calls and tokens to the user's counter of that day and kind (created when missing)."""
+        if calls == 0 and input_tokens == 0 and output_tokens == 0:
+            return
+        dialect = self.session.get_bind().dialect.name
+        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+        stmt = insert(ModelUsage).values(
+            user_id=user_id,
+            day=day,
+            kind=kind,
+            calls=calls,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+        )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["user_id", "day", "kind"],
+            set_={
+                "calls": ModelUsage.calls + stmt.excluded.calls,
+                "input_tokens": ModelUsage.input_tokens + stmt.excluded.input_tokens,
+                "output_tokens": ModelUsage.output_tokens + stmt.excluded.output_tokens,
+            },
+        )
+        await self.session.execute(stmt)
+
+    async def for_user(self, user_id: int, *, since: date) -> list[UsageRow]:
+        """The user's counters from `since` on, newest day first, kinds in name order."""
+        rows = await self.session.execute(
+            select(ModelUsage)
+            .where(ModelUsage.user_id == user_id, ModelUsage.day >= since)
+            .order_by(ModelUsage.day.desc(), ModelUsage.kind)
+        )
+        return [UsageRow(u.day, u.kind, u.calls, u.input_tokens, u.output_tokens) for u in rows.scalars()]
+
+    async def totals_by_kind(self, *, since: date) -> list[UsageRow]:
+        """Every user's counters from `since` on, summed per kind."""
+        rows = await self.session.execute(
+            select(
+                ModelUsage.kind,
+                func.sum(ModelUsage.calls),
+                func.sum(ModelUsage.input_tokens),
+                func.sum(ModelUsage.output_tokens),
+            )
+            .where(ModelUsage.day >= since)
+            .group_by(ModelUsage.kind)
+            .order_by(ModelUsage.kind)
+        )
+        return [UsageRow(None, kind, int(c or 0), int(i or 0), int(o or 0)) for kind, c, i, o in rows]
