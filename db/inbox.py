@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import (
+    BigInteger,
     Integer,
     String,
     Table,
@@ -27,6 +28,7 @@ from sqlalchemy import (
     delete,
     exists,
     func,
+    literal,
     or_,
     select,
     text,
@@ -93,12 +95,52 @@ def _claim_statement() -> Any:
     )
 
 
+def _insert_leased_statement(insert: Any) -> Any:
+    # One update, stored and leased in one statement (one round trip instead of two): leased when
+    # its sender has no other open row, so it is the head of their queue (the claim's own rule).
+    sender = bindparam("sender", type_=BigInteger())
+    other = _T.alias("other")
+    free = (
+        select((~exists().where(other.c.telegram_user_id == sender, other.c.status.in_(OPEN))).label("free"))
+        .subquery("sender_free")
+        .c.free
+    )
+    values = {
+        _T.c.update_id: bindparam("update_id", type_=BigInteger()),
+        _T.c.telegram_user_id: sender,
+        _T.c.chat_id: bindparam("chat_id", type_=BigInteger()),
+        _T.c.payload: bindparam("payload", type_=_T.c.payload.type),
+        _T.c.status: literal("pending"),
+        _T.c.received_at: _NOW,
+        _T.c.available_at: _NOW,
+        _T.c.attempts: case((free, 1), else_=0),
+        _T.c.reply_chunks_sent: literal(0),
+        _T.c.resumed_sends: literal(0),
+        _T.c.lease_owner: case((free, _OWNER)),
+        _T.c.lease_expires_at: case((free, bindparam("expires", type_=UTCDateTime()))),
+    }
+    # The WHERE keeps SQLite from reading ON CONFLICT as a join's ON.
+    source = select(*values.values()).where(literal(True))
+    return (
+        insert(_T)
+        .from_select(list(values), source)
+        .on_conflict_do_nothing(index_elements=["update_id"])
+        .returning(_T.c.id, _T.c.lease_owner, _T.c.payload)  # the payload as stored (NULs removed)
+    )
+
+
 _CLAIM = _claim_statement()
-_INSERT_PG = postgresql.insert(_T).on_conflict_do_nothing(index_elements=["update_id"]).returning(_T.c.id)
-_INSERT_SQLITE = sqlite.insert(_T).on_conflict_do_nothing(index_elements=["update_id"]).returning(_T.c.id)
+_INSERT_LEASED = {
+    "postgresql": _insert_leased_statement(postgresql.insert),
+    "sqlite": _insert_leased_statement(sqlite.insert),
+}
 _RENEW = (
     update(_T)
-    .where(_T.c.lease_owner == _OWNER, _T.c.status.in_(OPEN))
+    .where(
+        _T.c.lease_owner == _OWNER,
+        _T.c.status.in_(OPEN),
+        _T.c.id.in_(bindparam("row_ids", type_=BigInteger(), expanding=True)),
+    )
     .values(lease_expires_at=bindparam("expires", type_=UTCDateTime()))
     .returning(_T.c.id)
 )
@@ -219,6 +261,35 @@ class InboxRepository:
         )
         return len((await self.session.execute(stmt)).all())
 
+    async def add_leased(
+        self, update: NewUpdate, *, owner: str, now: datetime, lease: timedelta
+    ) -> tuple[bool, LeasedUpdate | None]:
+        """Insert one update with a sender and lease it to `owner` when it heads its sender's queue.
+
+        Returns whether it was new, and the leased row (None when it waits behind an earlier one).
+        """
+        assert update.telegram_user_id is not None, "an update without a sender is stored done"
+        params = {
+            "update_id": update.update_id,
+            "sender": update.telegram_user_id,
+            "chat_id": update.chat_id,
+            "payload": update.payload,
+            "now": now,
+            "owner": owner,
+            "expires": now + lease,
+        }
+        stmt = _INSERT_LEASED["postgresql" if self.postgres else "sqlite"]
+        row = (await self.session.execute(stmt, params)).one_or_none()
+        if row is None:
+            return False, None
+        row_id, lease_owner, payload = row
+        if lease_owner is None:
+            return True, None
+        u = update
+        return True, LeasedUpdate(
+            row_id, u.update_id, u.telegram_user_id, u.chat_id, payload, "pending", None, 0, 1
+        )
+
     async def claim(self, *, owner: str, now: datetime, lease: timedelta, limit: int) -> list[LeasedUpdate]:
         """Lease up to `limit` claimable rows, oldest first, at most one per sender."""
         if limit <= 0:
@@ -227,9 +298,16 @@ class InboxRepository:
         rows = (await self.session.execute(_CLAIM, params)).all()
         return sorted((LeasedUpdate(*row) for row in rows), key=lambda row: row.update_id)
 
-    async def renew(self, *, owner: str, now: datetime, lease: timedelta) -> set[int]:
-        """Extend every lease the owner holds; return the ids still held."""
-        return set((await self.session.execute(_RENEW, {"owner": owner, "expires": now + lease})).scalars())
+    async def renew(self, row_ids: Sequence[int], *, owner: str, now: datetime, lease: timedelta) -> set[int]:
+        """Extend the owner's leases of these rows (the ones it works); return the ids still held.
+
+        Only the rows named: a row its worker gave up on (say, one whose commit was reported failed
+        but happened) runs out of lease and is taken again, instead of staying held for good.
+        """
+        if not row_ids:
+            return set()
+        params = {"owner": owner, "expires": now + lease, "row_ids": list(row_ids)}
+        return set((await self.session.execute(_RENEW, params)).scalars())
 
     async def record_reply(self, row_id: int, *, owner: str, text: str) -> bool:
         """Inside the turn's transaction: the reply to send; False when the row is no longer ours."""

@@ -172,6 +172,7 @@ class Crowd:
     burst: int = 0  # the first user forwards this many messages at once instead
     answers: Counter[str] = field(default_factory=Counter)
     latencies: dict[str, float] = field(default_factory=dict)
+    first_answers: list[str] = field(default_factory=list)  # tokens, in the order first answered
     _pushed: dict[str, float] = field(default_factory=dict)
     _answered: dict[str, asyncio.Event] = field(default_factory=dict)
     _seen: int = 0
@@ -188,16 +189,19 @@ class Crowd:
         return len(self.answers)
 
     def _scan(self) -> None:
-        sent = self.tg.sent
-        for record in sent[self._seen :]:
+        # The fake's thread appends while this reads: take a slice and count exactly what it held.
+        new = self.tg.sent[self._seen :]
+        self._seen += len(new)
+        for record in new:
             if record.text.startswith(ECHO) and (match := TOKEN.search(record.text)):
                 token = match.group(0)
                 self.answers[token] += 1
+                if self.answers[token] == 1:
+                    self.first_answers.append(token)
                 if token in self._pushed and token not in self.latencies:
                     self.latencies[token] = record.at - self._pushed[token]
                 if (event := self._answered.get(token)) is not None:
                     event.set()
-        self._seen = len(sent)
 
     def _push(self, user: int, token: str) -> None:
         self._pushed[token] = time.monotonic()
@@ -247,13 +251,17 @@ class Tally:
     unanswered: int
     answered_twice: int
     stored_twice: int
+    # Users whose messages were stored, or first answered, in another order than they were sent.
+    out_of_order: int
     resumed_sends: int
     latencies_ms: list[float]
     seconds: float
 
     def exactly_once(self) -> bool:
         """Every message stored once and answered once."""
-        return not (self.lost or self.unanswered or self.answered_twice or self.stored_twice)
+        return not (
+            self.lost or self.unanswered or self.answered_twice or self.stored_twice or self.out_of_order
+        )
 
 
 async def tally(crowd: Crowd, database_url: str, seconds: float) -> Tally:
@@ -262,21 +270,19 @@ async def tally(crowd: Crowd, database_url: str, seconds: float) -> Tally:
     engine = create_engine(database_url)
     try:
         async with engine.connect() as conn:
-            stored = Counter(
-                {
-                    content: int(n)
-                    for content, n in await conn.execute(
-                        select(TranscriptMessage.content, func.count())
-                        .where(TranscriptMessage.role == "user")
-                        .group_by(TranscriptMessage.content)
-                    )
-                }
+            in_stored_order = list(
+                await conn.scalars(
+                    select(TranscriptMessage.content)
+                    .where(TranscriptMessage.role == "user")
+                    .order_by(TranscriptMessage.id)
+                )
             )
             resumed = int(
                 await conn.scalar(select(func.coalesce(func.sum(InboxUpdate.resumed_sends), 0))) or 0
             )
     finally:
         await engine.dispose()
+    stored = Counter(in_stored_order)
     tokens = crowd.tokens
     return Tally(
         sent=len(tokens),
@@ -284,6 +290,7 @@ async def tally(crowd: Crowd, database_url: str, seconds: float) -> Tally:
         unanswered=sum(1 for t in tokens if not crowd.answers[t]),
         answered_twice=sum(1 for t in tokens if crowd.answers[t] > 1),
         stored_twice=sum(1 for t in tokens if stored[t] > 1),
+        out_of_order=len(_out_of_order(in_stored_order) | _out_of_order(crowd.first_answers)),
         resumed_sends=resumed,
         # In a burst, the latency that matters is everyone else's.
         latencies_ms=[
@@ -291,6 +298,16 @@ async def tally(crowd: Crowd, database_url: str, seconds: float) -> Tally:
         ],
         seconds=seconds,
     )
+
+
+def _out_of_order(tokens: list[str]) -> set[str]:
+    """The users ("u3") whose tokens ("u3-m7") come in another order than they were sent."""
+    seen: dict[str, list[int]] = {}
+    for token in tokens:
+        if match := TOKEN.fullmatch(token):
+            user, _, number = match.group(0).partition("-m")
+            seen.setdefault(user, []).append(int(number))
+    return {user for user, numbers in seen.items() if numbers != sorted(numbers)}
 
 
 Fault = Callable[[], Awaitable[None]]

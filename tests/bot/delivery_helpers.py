@@ -94,3 +94,27 @@ async def eventually(condition: Callable[[], Any], seconds: float = 10.0) -> Non
             return
         await asyncio.sleep(0.02)
     raise AssertionError("condition not met in time")
+
+
+@asynccontextmanager
+async def slow_commit_of_inbox_rows(
+    sessions: async_sessionmaker[AsyncSession], *, seconds: float, refuse: str | None = None
+) -> AsyncIterator[None]:
+    """PostgreSQL only: committing an inbox row takes `seconds` (a deferred constraint trigger), and
+    fails when its JSON contains `refuse`, after the statement itself succeeded."""
+    check = f"IF NEW.payload::text LIKE '%{refuse}%' THEN RAISE EXCEPTION 'commit refused'; END IF;"
+    statements = [
+        "CREATE FUNCTION inbox_commit_hook() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"PERFORM pg_sleep({seconds}); {check if refuse else ''} RETURN NULL; END $$",
+        "CREATE CONSTRAINT TRIGGER inbox_commit_hook AFTER INSERT ON inbox_updates "
+        "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION inbox_commit_hook()",
+    ]
+    async with sessions() as session, session.begin():
+        for statement in statements:
+            await session.execute(text(statement))
+    try:
+        yield
+    finally:
+        async with sessions() as session, session.begin():
+            await session.execute(text("DROP TRIGGER inbox_commit_hook ON inbox_updates"))
+            await session.execute(text("DROP FUNCTION inbox_commit_hook()"))

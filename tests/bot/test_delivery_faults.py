@@ -91,6 +91,7 @@ def assert_exactly_once(result: Tally, bots: list[BotProcess], *, crashed: bool)
     logs = "\n".join(bot.log_tail() for bot in bots)
     assert result.sent == USERS * MESSAGES
     assert (result.lost, result.unanswered, result.stored_twice) == (0, 0, 0), (result, logs)
+    assert result.out_of_order == 0, (result, logs)  # each user's messages stored and answered in order
     if crashed:
         # Only the crash window can repeat an answer, and only for a row resumed with its reply.
         assert result.answered_twice <= result.resumed_sends, (result, logs)

@@ -206,3 +206,21 @@ async def test_connections_terminated_mid_turn_are_retried_not_apologised_for(
             ("assistant", "echo: and after"),
         ]
     await admin.dispose()
+
+
+async def test_a_row_whose_lease_ran_out_while_worked_here_is_not_worked_twice(
+    settings_factory: Callable[..., Settings], tg: FakeTelegram, engine: Any, brain: Brain
+) -> None:
+    brain.delay = 2.0
+    async with running_bot(settings_factory(onboarding_enabled=False), brain) as (runtime, _, runner):
+        tg.user_message(5, "slow one")
+        await eventually(lambda: brain.in_flight == 1)
+        async with runtime.sessions() as session, session.begin():
+            # A renewal that came too late: the lease is over while the turn still runs.
+            await session.execute(text("UPDATE inbox_updates SET lease_expires_at = received_at"))
+        claims = runner.dispatcher.worked
+        await eventually(lambda: brain.in_flight == 0)
+        assert [m.text for m in await tg.wait_for_messages(1, chat_id=5)] == ["echo: slow one"]
+        await asyncio.sleep(0.5)
+        assert brain.chat_calls == ["slow one"] and len(tg.messages_to(5)) == 1
+        assert runner.dispatcher.worked == claims + 1

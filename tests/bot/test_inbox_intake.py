@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,7 @@ from tests.bot.delivery_helpers import (
     inbox_rows,
     inbox_table_away,
     running_bot,
+    slow_commit_of_inbox_rows,
     transcript,
     webhook_client,
     webhook_settings,
@@ -85,6 +87,57 @@ async def test_a_failed_commit_is_a_503_and_telegrams_retry_is_answered_once(
         assert [m.text for m in await tg.wait_for_messages(1, chat_id=5)] == ["echo: are you there?"]
         await eventually(lambda: brain.chat_calls == ["are you there?"])
         assert len(await inbox_rows(runtime.sessions)) == 1
+
+
+async def test_the_turn_starts_while_the_update_commits_and_its_reply_waits_for_the_commit(
+    settings_factory: Callable[..., Settings], tg: FakeTelegram, engine: Any, database_url: str, brain: Brain
+) -> None:
+    if not database_url.startswith("postgresql"):
+        pytest.skip("a commit slowed by a deferred constraint trigger is PostgreSQL's")
+    settings = webhook_settings(settings_factory)
+    async with (
+        running_bot(settings, brain, webhook=True) as (runtime, app, _),
+        webhook_client(app, runtime) as http,
+        slow_commit_of_inbox_rows(runtime.sessions, seconds=1.5),
+    ):
+        update = tg.user_message(5, "quick")
+        post = asyncio.create_task(http.post(WEBHOOK_PATH, json=update, headers=WEBHOOK_HEADERS))
+        # The model was asked while the update's commit (and so Telegram's 200) was still going on...
+        await eventually(lambda: brain.chat_calls == ["quick"])
+        assert not post.done()
+        # ...and the answer is recorded and sent only once the update is committed.
+        await asyncio.sleep(0.3)
+        assert not post.done() and tg.messages_to(5) == []
+        assert (await post).status_code == 200
+        assert [m.text for m in await tg.wait_for_messages(1, chat_id=5)] == ["echo: quick"]
+        assert await transcript(runtime.sessions) == [("user", "quick"), ("assistant", "echo: quick")]
+
+
+async def test_a_commit_failing_after_the_turn_started_sends_nothing_and_the_retry_is_answered_once(
+    settings_factory: Callable[..., Settings], tg: FakeTelegram, engine: Any, database_url: str, brain: Brain
+) -> None:
+    if not database_url.startswith("postgresql"):
+        pytest.skip("a commit refused by a deferred constraint trigger is PostgreSQL's")
+    settings = webhook_settings(settings_factory)
+    async with (
+        running_bot(settings, brain, webhook=True) as (runtime, app, _),
+        webhook_client(app, runtime) as http,
+    ):
+        update = tg.user_message(5, "refused at commit")
+        async with slow_commit_of_inbox_rows(runtime.sessions, seconds=0.5, refuse="refused at commit"):
+            response = await http.post(WEBHOOK_PATH, json=update, headers=WEBHOOK_HEADERS)
+            assert response.status_code == 503
+            assert brain.chat_calls == ["refused at commit"]  # the turn had started
+            await asyncio.sleep(0.3)
+            assert tg.messages_to(5) == [] and await inbox_rows(runtime.sessions) == []
+        # Telegram delivers it again: answered once, and stored once.
+        assert (await http.post(WEBHOOK_PATH, json=update, headers=WEBHOOK_HEADERS)).status_code == 200
+        assert [m.text for m in await tg.wait_for_messages(1, chat_id=5)] == ["echo: refused at commit"]
+        await eventually(lambda: len(tg.messages_to(5)) == 1)
+        assert await transcript(runtime.sessions) == [
+            ("user", "refused at commit"),
+            ("assistant", "echo: refused at commit"),
+        ]
 
 
 async def test_text_with_nul_characters_through_the_webhook_is_stored_and_answered(

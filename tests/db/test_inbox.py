@@ -48,6 +48,33 @@ async def test_a_repeated_update_id_is_stored_once(sessions: async_sessionmaker[
         assert list(ids) == [1, 2, 3]
 
 
+async def test_a_lone_update_is_stored_and_leased_in_one_statement_when_it_heads_its_senders_queue(
+    sessions: async_sessionmaker[AsyncSession],
+) -> None:
+    async def add_leased(u: NewUpdate, owner: str = "a") -> tuple[bool, int | None]:
+        async with sessions() as session, session.begin():
+            new, row = await InboxRepository(session).add_leased(u, owner=owner, now=NOW, lease=LEASE)
+        return new, row.update_id if row is not None else None
+
+    assert await add_leased(update(1, 7, "nul\x00inside")) == (True, 1)
+    assert await add_leased(update(2, 7)) == (True, None)  # its sender has a row in flight: it waits
+    assert await add_leased(update(1, 7)) == (False, None)  # a repeat changes nothing
+    assert await add_leased(update(3, 8), owner="b") == (True, 3)
+    async with sessions() as session:
+        rows = (await session.execute(select(InboxUpdate).order_by(InboxUpdate.update_id))).scalars().all()
+    leases = [(r.update_id, r.status, r.lease_owner, r.attempts, r.lease_expires_at) for r in rows]
+    assert leases == [
+        (1, "pending", "a", 1, NOW + LEASE),
+        (2, "pending", None, 0, None),
+        (3, "pending", "b", 1, NOW + LEASE),
+    ]
+    assert rows[0].payload is not None and rows[0].payload["message"]["text"] == "nulinside"
+    # The waiting row is the claim's once the first is done; the leased ones are nobody else's.
+    assert await claim(sessions, "c") == []
+    await finish(sessions, 1)
+    assert await claim(sessions, "c") == [2]
+
+
 async def test_updates_without_a_sender_are_stored_done_without_their_json(
     sessions: async_sessionmaker[AsyncSession],
 ) -> None:
@@ -109,8 +136,10 @@ async def test_renew_keeps_the_rows_and_release_gives_them_back_for_later(
     assert await claim(sessions) == [1, 2]
     async with sessions() as session, session.begin():
         repo = InboxRepository(session)
-        held = await repo.renew(owner="a", now=NOW + LEASE, lease=LEASE)
-        assert len(held) == 2
+        ids = list((await session.execute(select(InboxUpdate.id).order_by(InboxUpdate.id))).scalars())
+        held = await repo.renew(ids, owner="a", now=NOW + LEASE, lease=LEASE)
+        assert held == set(ids)
+        assert await repo.renew(ids, owner="b", now=NOW + LEASE, lease=LEASE) == set()
         first = min(held)
         await repo.release(first, owner="a", available_at=NOW + LEASE * 3, error="database restarting")
     assert await claim(sessions, "b", at=NOW + LEASE * 3 / 2) == []  # row 2 still leased, row 1 backs off
