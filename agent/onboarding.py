@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from agent.errors import UserNotFoundError
 from agent.locks import UserLocks
 from agent.service import TurnReceipt
 from agent.timezones import resolve_timezone
+from agent.usage import UsageMeter, metering, record_run, store_usage
 from db.models import TranscriptMessage, User
 from db.repositories import TranscriptRepository
 from db.transient import is_transient
@@ -276,6 +277,7 @@ async def run_onboarding_turn(
         else:
             logger.exception("onboarding run failed", extra=extra)
         return OnboardingTurn(_fallback(deps), OnboardingDeps.start(context.profile), failed=True)
+    record_run("onboarding", result.usage)
     text = result.output.replace("\x00", "").strip() or _fallback(deps)
     return OnboardingTurn(text, deps)
 
@@ -359,12 +361,13 @@ class OnboardingService:
                 text, message_id = stored.content, stored.id
                 context = await load_context(self.sessions, user, sent_at, before_id=stored.id)
                 user_messages = await self._count_user_messages(user_id)
-            turn = await run_onboarding_turn(context, text, model=self.model)
+            with metering() as meter:
+                turn = await run_onboarding_turn(context, text, model=self.model)
             deps = turn.deps
             if not deps.finished and user_messages >= self.max_user_messages:
                 deps.name = deps.name or fallback_name or "friend"
                 deps.finished = True
-            await self._persist(user_id, message_id, turn.text, sent_at, deps, receipt)
+            await self._persist(user_id, message_id, turn.text, sent_at, deps, receipt, meter)
             return OnboardingReply(turn.text, deps.finished, failed=turn.failed)
 
     async def complete_with_defaults(self, user_id: int, fallback_name: str | None) -> None:
@@ -417,11 +420,13 @@ class OnboardingService:
         at: datetime,
         deps: OnboardingDeps,
         receipt: TurnReceipt | None,
+        meter: UsageMeter,
     ) -> None:
         async with self.sessions() as session, session.begin():
             user = await session.get(User, user_id)
             if user is None:  # forgotten while the model was thinking
                 return
+            await store_usage(session, user_id, at.astimezone(UTC).date(), meter)
             await TranscriptRepository(session).add(
                 user_id=user_id,
                 conversation_id=None,

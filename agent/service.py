@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from pydantic_ai.exceptions import AgentRunError
@@ -23,6 +24,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from agent import attachments as files
 from agent.agent import TurnDeps, build_chat_model, chat_agent, chat_model_settings
 from agent.clock import Clock, ensure_utc, local_day
 from agent.context import BuiltContext, ContextBuilder
@@ -32,7 +34,9 @@ from agent.search.recall import Recall
 from agent.session_history import SessionHistories, StoredHistory
 from agent.sessions import session_expired
 from agent.settings import Settings
+from agent.streaming import TurnProgress, can_stream, event_handler
 from agent.tokens import get_counter
+from agent.usage import UsageMeter, metering, record_run, store_usage
 from db.memory_repositories import flag_summary_due
 from db.models import Conversation, TranscriptMessage, User
 from db.repositories import (
@@ -87,6 +91,7 @@ class _Prepared:
     new_session: bool
     closed_id: int | None
     previous_message_at: datetime | None
+    attachments: tuple[files.Attachment, ...] = ()
 
 
 class TurnService:
@@ -144,23 +149,32 @@ class TurnService:
         *,
         telegram_message_id: int | None = None,
         receipt: TurnReceipt | None = None,
+        progress: TurnProgress | None = None,
+        kind: str = "text",
+        attachments: Sequence[files.Attachment] = (),
     ) -> TurnResult:
-        """Answer one message; the message is stored before the model is called and never lost."""
+        """Answer one message; the message is stored before the model is called and never lost.
+
+        With `progress`, the answer is streamed to it while the model writes (a preview only).
+        With `attachments` (photos, text files), `text` is how the transcript shows the message
+        ("[photo] caption"); the model sees the files this turn only (agent/attachments.py).
+        """
         sent_at = ensure_utc(sent_at)
         text = text.replace("\x00", "")  # what the model reads is what is stored (PostgreSQL refuses NUL)
         async with self.locks.hold(user_id):
-            prepared = await self._prepare(user_id, text, sent_at, telegram_message_id)
+            prepared = await self._prepare(user_id, text, sent_at, telegram_message_id, kind)
             if isinstance(prepared, TurnResult):
                 return prepared
-            return await self._run_and_persist(prepared, sent_at, receipt)
+            prepared = replace(prepared, attachments=tuple(attachments))
+            return await self._run_and_persist(prepared, sent_at, receipt, progress)
 
     async def _prepare(
-        self, user_id: int, text: str, sent_at: datetime, telegram_message_id: int | None
+        self, user_id: int, text: str, sent_at: datetime, telegram_message_id: int | None, kind: str
     ) -> _Prepared | TurnResult:
         stored = await self._stored(user_id, telegram_message_id)
         if stored is None:
             try:
-                return await self._store_user_message(user_id, text, sent_at, telegram_message_id)
+                return await self._store_user_message(user_id, text, sent_at, telegram_message_id, kind)
             except IntegrityError:
                 # Another process stored the same Telegram message between our check and insert.
                 stored = await self._stored(user_id, telegram_message_id)
@@ -218,7 +232,7 @@ class TurnService:
         return _Prepared(user, conversation, message.content, message.id, False, None, previous)
 
     async def _store_user_message(
-        self, user_id: int, text: str, sent_at: datetime, telegram_message_id: int | None
+        self, user_id: int, text: str, sent_at: datetime, telegram_message_id: int | None, kind: str
     ) -> _Prepared:
         async with self.sessions() as session, session.begin():
             user = await UserRepository(session).get(user_id)
@@ -249,6 +263,7 @@ class TurnService:
                 user_id=user_id,
                 conversation_id=conversation.id,
                 role="user",
+                kind=kind,
                 content=text,
                 sent_at=sent_at,
                 telegram_message_id=telegram_message_id,
@@ -262,13 +277,32 @@ class TurnService:
         return _Prepared(user, conversation, text, message.id, new_session, closed_id, previous_message_at)
 
     async def _run_and_persist(
-        self, prepared: _Prepared, sent_at: datetime, receipt: TurnReceipt | None
+        self,
+        prepared: _Prepared,
+        sent_at: datetime,
+        receipt: TurnReceipt | None,
+        progress: TurnProgress | None = None,
     ) -> TurnResult:
-        user, conversation, text = prepared.user, prepared.conversation, prepared.text
+        conversation = prepared.conversation
         # The count includes this turn's user message, stored a moment ago.
         stored_history = await self.histories.load(
             self.sessions, conversation.id, conversation.message_count - 1
         )
+        # Every model call of the turn (compaction, the chat run) counts towards the user's usage.
+        meter = UsageMeter()
+        with metering(meter):
+            return await self._metered_run(prepared, stored_history, sent_at, receipt, meter, progress)
+
+    async def _metered_run(
+        self,
+        prepared: _Prepared,
+        stored_history: StoredHistory,
+        sent_at: datetime,
+        receipt: TurnReceipt | None,
+        meter: UsageMeter,
+        progress: TurnProgress | None,
+    ) -> TurnResult:
+        user, conversation, text = prepared.user, prepared.conversation, prepared.text
         stored = stored_history.messages
         # Tiers, compaction and the budget (history included) in one place; each tier in its own session.
         context = await self.context_builder.build(
@@ -292,16 +326,27 @@ class TurnService:
             recall=self.recall,
         )
         failed = False
+        stored_text = text  # how the transcript shows the message once the model described its files
         try:
             result = await chat_agent.run(
-                text,
+                files.prompt(text, prepared.attachments) if prepared.attachments else text,
                 message_history=history,
                 deps=deps,
                 model=self.model,
                 model_settings=chat_model_settings(self.settings),
+                event_stream_handler=(
+                    event_handler(progress, files.visible)
+                    if progress is not None and can_stream(self.model)
+                    else None
+                ),
             )
+            record_run("chat", result.usage)
             answer = result.output.replace("\x00", "")
             new_messages = result.new_messages()
+            if prepared.attachments:
+                description, answer = files.split_description(answer)
+                stored_text = files.remembered(text, description)
+                new_messages = files.without_files(new_messages, stored_text)
         except Exception as exc:
             # Whatever the run raised (the model, a tool, a bug), the exchange is stored with an
             # apology, so the message is answered and the next turn's history stays valid. A database
@@ -322,8 +367,10 @@ class TurnService:
                 ModelResponse(parts=[TextPart(answer)], timestamp=sent_at),
             ]
         snapshot: dict[str, object] = {**context.snapshot, "model_failed": failed}
+        if stored_text != text:
+            prepared = replace(prepared, text=stored_text)
         reply_id = await self._persist(
-            prepared, stored_history, new_messages, answer, context, snapshot, sent_at, failed, receipt
+            prepared, stored_history, new_messages, answer, context, snapshot, sent_at, failed, receipt, meter
         )
         if self.recall is not None:
             # Full text was indexed in the transactions (triggers / generated columns); embeddings
@@ -353,6 +400,7 @@ class TurnService:
         at: datetime,
         failed: bool,
         receipt: TurnReceipt | None,
+        meter: UsageMeter,
     ) -> int:
         # The full stored history grows; trimming only shapes what the model is sent.
         async with self.sessions() as session, session.begin():
@@ -362,6 +410,11 @@ class TurnService:
             conversation.message_count += 1
             updated = stored.extended(new_messages, conversation.message_count)
             conversation.messages = updated.raw
+            if prepared.attachments:
+                # The description the model gave replaces the placeholder, for search and summaries.
+                message = await session.get(TranscriptMessage, prepared.message_id)
+                if message is not None:
+                    message.content = prepared.text
             segment = await DaySegmentRepository(session).open(
                 prepared.user.id, local_day(at, prepared.user.timezone), prepared.user.timezone, at
             )
@@ -392,6 +445,7 @@ class TurnService:
                 snapshot=dict(snapshot),
                 created_at=at,
             )
+            await store_usage(session, prepared.user.id, at.astimezone(UTC).date(), meter)
             if receipt is not None:
                 await receipt(session, answer)
         self.histories.remember(prepared.conversation.id, updated, user_id=prepared.user.id)

@@ -102,6 +102,25 @@ class Settings(BaseSettings):
     # Telegram surface (issue 3): turns (model calls) running at once across users. On PostgreSQL
     # each holds its advisory lock on a connection of the lock pool (agent/locks.py, 50).
     max_concurrent_turns: int = 32
+    # Telegram experience (issue 14): in private chats the reply streams as a draft
+    # (sendMessageDraft) at most every STREAM_INTERVAL_SECONDS, then arrives as formatted messages.
+    # TELEGRAM_FILE_BASE_URL is where files are downloaded (derived from TELEGRAM_API_BASE_URL when
+    # unset). Photos and text documents larger than these caps are declined with a short answer.
+    # Voice notes are transcribed by an OpenAI-compatible /v1/audio/transcriptions endpoint when
+    # TRANSCRIPTION_URL is set (its key in TRANSCRIPTION_API_KEY); unset, they keep the short answer.
+    stream_replies: bool = True
+    stream_interval_seconds: float = Field(default=0.7, ge=0.1)
+    # Where drafts are not available (groups; Telegram refusing them) send a preview message and
+    # edit it at most every max(STREAM_INTERVAL_SECONDS, 1 s) (groups 3 s); false: no preview there.
+    stream_edit_fallback: bool = True
+    telegram_file_base_url: str | None = None
+    photo_max_bytes: int = 5_000_000
+    document_max_bytes: int = 64_000
+    voice_max_bytes: int = 10_000_000
+    transcription_url: str | None = None
+    transcription_api_key: SecretStr | None = None
+    transcription_model: str = "whisper-1"
+    transcription_timeout_seconds: float = 60.0
 
     # Voice calls (issue 16): the memory as server tools for an ElevenLabs voice agent, at /voice/*
     # in the web app; off while VOICE_TOKEN_SECRET is unset. POST /voice/initiate needs
@@ -256,6 +275,14 @@ class Settings(BaseSettings):
                 if secret is not None and secret.get_secret_value() in {"changethis", "change-me", ""}:
                     raise ValueError(f"{name.upper()} still holds a placeholder value")
         return self
+
+    @property
+    def telegram_files_url(self) -> str:
+        """Where python-telegram-bot downloads files (Telegram's default sits next to the API URL)."""
+        if self.telegram_file_base_url:
+            return self.telegram_file_base_url
+        base = self.telegram_api_base_url.rstrip("/")
+        return base.removesuffix("/bot") + "/file/bot"
 
     def require(self, *names: str) -> None:
         """Fail at start, naming the setting, when something a command needs is missing."""

@@ -21,7 +21,7 @@ from telegram.ext import (
 
 from agent.onboarding import OnboardingService
 from agent.settings import Settings
-from bot import admin, commands, handlers
+from bot import admin, commands, handlers, media
 from bot.delivery.runner import DeliveryRunner, build_delivery
 from bot.delivery.signals import SignalFreeServer, on_stop_signal
 from bot.ratelimit import RateLimiter
@@ -48,6 +48,7 @@ def build_application(runtime: Runtime, *, webhook: bool | None = None) -> AnyAp
         ApplicationBuilder()
         .token(settings.telegram_bot_token.get_secret_value())
         .base_url(settings.telegram_api_base_url)
+        .base_file_url(settings.telegram_files_url)
         .updater(None)
         .post_init(_post_init)
         .post_shutdown(_post_shutdown)
@@ -98,6 +99,9 @@ def _register(application: AnyApplication, settings: Settings) -> None:
     application.add_handler(CallbackQueryHandler(commands.on_forget_button, pattern=r"^forget:"))
     application.add_handler(MessageHandler(filters.COMMAND & private, handlers.on_unknown_command))
     application.add_handler(MessageHandler(filters.TEXT & private, handlers.on_text))
+    application.add_handler(MessageHandler(filters.PHOTO & private, media.on_photo))
+    application.add_handler(MessageHandler(filters.Document.ALL & private, media.on_document))
+    application.add_handler(MessageHandler(filters.VOICE & private, media.on_voice))
     application.add_handler(
         MessageHandler(private & ~filters.TEXT & ~filters.StatusUpdate.ALL, handlers.on_other)
     )

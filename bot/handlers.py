@@ -4,26 +4,34 @@ from __future__ import annotations
 
 import logging
 import traceback
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
+from dataclasses import dataclass
 from datetime import timedelta
 
 from telegram import Message, Update
 from telegram.error import TelegramError
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 
+from agent.attachments import Attachment
 from bot.delivery.dispatcher import ERROR_REPLY, is_retryable
+from bot.delivery.reply import LeaseLostError
 from bot.inbox import store_unanswered
 from bot.sending import send_text, typing
 from bot.services import services
+from bot.streaming import preview
 
 logger = logging.getLogger(__name__)
 
 UNKNOWN_COMMAND = "I don't know that command. /help lists what I can do."
+OTHER_REPLY = "I can only read text for now."
 
 # What arrived -> (how the transcript shows it, what the bot says back).
 _REPLIES = {
     "sticker": "Ha, nice sticker! I can only read words though, so tell me what's on your mind.",
-    "photo": "I can't see pictures yet, sorry! Tell me about it in words?",
+    # Photos, text files and (with transcription set up) voice notes reach the model once onboarding
+    # is complete (bot/media.py); until then, and otherwise, these answers stand.
+    "photo": "I'll look at pictures once we've finished getting to know each other. Tell me in words?",
     "voice": "I can't listen to voice messages yet. Could you type it for me?",
     "video": "I can't watch videos yet. What's it about?",
     "video_note": "I can't watch video messages yet. Could you type it for me?",
@@ -59,36 +67,87 @@ def describe(message: Message) -> tuple[str, str]:
 
 async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """A text message: onboarding until it is complete, then the turn (the inbox sends the answer)."""
+    message = update.effective_message
+    if message is not None and message.text is not None:
+        await answer(update, context, message.text)
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A media message made ready for the model: its transcript text and files, or a short refusal."""
+
+    text: str
+    attachments: Sequence[Attachment] = ()
+    refusal: str | None = None
+
+
+Fetch = Callable[[], Awaitable[Fetched]]
+
+
+async def answer(
+    update: Update,
+    context: ContextTypes.DEFAULT_TYPE,
+    text: str,
+    *,
+    kind: str = "text",
+    fetch: Fetch | None = None,
+) -> None:
+    """Run the turn for a message (`text` is what the transcript shows).
+
+    Media (`fetch` downloads or transcribes them, in order, after the limits) wait for onboarding.
+    """
     message, person = update.effective_message, update.effective_user
-    if message is None or person is None or message.text is None:
+    if message is None or person is None:
         return
     s = services(context)
-    receipt = s.inbox_row(update).receipt
+    row = s.inbox_row(update)
+    receipt = row.receipt
     async with s.order.hold(person.id):
         # Limits are counted per Telegram identity before any row is written for the message.
         if await s.over_limit(context.bot, person, message.chat_id, message.date):
             return
         user, _ = await s.account(person, message.date)
         onboarding = user.onboarding_status != "complete"
+        if onboarding and kind != "text":
+            await store_short_answer(update, context, user.id, kind, text, _REPLIES.get(kind, OTHER_REPLY))
+            return
         if onboarding and await s.over_limit(
             context.bot, person, message.chat_id, message.date, "onboarding"
         ):
             return
-        async with s.turn_slots, typing(context.bot, message.chat_id):
+        attachments: Sequence[Attachment] = ()
+        if fetch is not None:
+            fetched = await fetch()
+            if fetched.refusal is not None:
+                await store_short_answer(update, context, user.id, kind, fetched.text, fetched.refusal)
+                return
+            text, attachments = fetched.text, fetched.attachments
+        async with (
+            s.turn_slots,
+            typing(context.bot, message.chat_id),
+            preview(context.bot, message, s.runtime.settings, row) as progress,
+        ):
             if onboarding:
-                answer = await s.onboarding.handle(
+                answered = await s.onboarding.handle(
                     user.id,
-                    message.text,
+                    text,
                     message.date,
                     telegram_message_id=message.message_id,
                     fallback_name=person.first_name,
                     receipt=receipt,
                 )
-                if answer is not None:
+                if answered is not None:
                     return
-            # A repeated delivery records nothing, so nothing is sent twice.
+            # A repeated delivery records nothing, so nothing is sent twice; drafts are only a preview.
             await s.runtime.turns.reply(
-                user.id, message.text, message.date, telegram_message_id=message.message_id, receipt=receipt
+                user.id,
+                text,
+                message.date,
+                telegram_message_id=message.message_id,
+                receipt=receipt,
+                progress=progress,
+                kind=kind,
+                attachments=attachments,
             )
 
 
@@ -145,27 +204,46 @@ async def on_skip(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 async def on_other(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Stickers, photos, voice, files...: stored as what they are, a short reply, no model call."""
+    message = update.effective_message
+    if message is not None:
+        kind, content = describe(message)
+        await short_answer(update, context, kind, content, _REPLIES.get(kind, OTHER_REPLY))
+
+
+async def short_answer(
+    update: Update, context: ContextTypes.DEFAULT_TYPE, kind: str, content: str, reply: str
+) -> None:
+    """Store a message the model does not see, with `reply` as its answer (the inbox sends it)."""
     message, person = update.effective_message, update.effective_user
     if message is None or person is None:
         return
     s = services(context)
-    kind, content = describe(message)
     async with s.order.hold(person.id):
         if await s.over_limit(context.bot, person, message.chat_id, message.date):
             return
         user, _ = await s.account(person, message.date)
-        # Stored with its short answer in one transaction; the inbox sends the answer.
-        await store_unanswered(
-            s.runtime.sessions,
-            user.id,
-            kind=kind,
-            content=content,
-            sent_at=message.date,
-            session_timeout=timedelta(minutes=s.runtime.settings.session_timeout_minutes),
-            telegram_message_id=message.message_id,
-            answer=_REPLIES.get(kind, "I can only read text for now."),
-            receipt=s.inbox_row(update).receipt,
-        )
+        await store_short_answer(update, context, user.id, kind, content, reply)
+
+
+async def store_short_answer(
+    update: Update, context: ContextTypes.DEFAULT_TYPE, user_id: int, kind: str, content: str, reply: str
+) -> None:
+    """The storing half of `short_answer`, for callers that already hold the sender's order."""
+    message = update.effective_message
+    assert message is not None
+    s = services(context)
+    # Stored with its short answer in one transaction; the inbox sends the answer.
+    await store_unanswered(
+        s.runtime.sessions,
+        user_id,
+        kind=kind,
+        content=content,
+        sent_at=message.date,
+        session_timeout=timedelta(minutes=s.runtime.settings.session_timeout_minutes),
+        telegram_message_id=message.message_id,
+        answer=reply,
+        receipt=s.inbox_row(update).receipt,
+    )
 
 
 async def on_unknown_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -198,6 +276,9 @@ async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
             chat_id = update.effective_chat.id
     if row is not None and error is not None and is_retryable(error):
         logger.warning("update failed; the inbox retries it", extra=details)
+    elif row is not None and isinstance(error, LeaseLostError):
+        # Another worker holds the row, or its intake commit failed: the dispatcher handles it.
+        logger.warning("update left to the inbox: %s", type(error).__name__, extra=details)
     else:
         trace = "".join(traceback.format_exception(error)) if error is not None else ""
         logger.error("update failed: %r\n%s", error, trace, extra=details)

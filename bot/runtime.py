@@ -111,7 +111,9 @@ async def build_runtime(
     try:
         if graph_on:
             guarded = GuardedGraphMemory(memory, guard)
-            graph_facts = GraphFactStore(guarded, recall.facts, clock=clock, search_timeout_seconds=timeout)
+            graph_facts = GraphFactStore(
+                guarded, recall.facts, clock=clock, search_timeout_seconds=timeout, sessions=sessions
+            )
             recall.facts = graph_facts
         tier = GraphMemoryTier(memory, timeout_seconds=timeout)
         turns = TurnService(

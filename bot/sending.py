@@ -13,7 +13,7 @@ from telegram.error import TelegramError
 
 LIMIT = int(MessageLimit.MAX_TEXT_LENGTH)
 # Where a cut reads best, in order of preference: paragraph, line, sentence, word.
-_BOUNDARIES = ("\n\n", "\n", ". ", "! ", "? ", "; ", ", ", " ")
+BOUNDARIES = ("\n\n", "\n", ". ", "! ", "? ", "; ", ", ", " ")
 
 
 def split_text(text: str, limit: int = LIMIT) -> list[str]:
@@ -36,7 +36,7 @@ def split_text(text: str, limit: int = LIMIT) -> list[str]:
 
 def _cut_point(text: str, limit: int) -> int:
     window = text[:limit]
-    for boundary in _BOUNDARIES:
+    for boundary in BOUNDARIES:
         at = window.rfind(boundary)
         # A cut in the first half would leave tiny messages; try a weaker boundary instead.
         if at >= limit // 2:

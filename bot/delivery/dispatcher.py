@@ -4,9 +4,10 @@
   `db/inbox.py`), so a sender's updates are handled in order across processes, and a burst of 300
   messages from one person occupies one worker slot while everyone else's rows go past it. At most
   `concurrency` rows are worked at once (MAX_CONCURRENT_TURNS).
-- Leases: a worked row is leased to this process; one heartbeat renews all of them. A process that
-  dies stops renewing, and any instance takes its rows over when the leases run out. Rows are also
-  claimed at start and every `poll_seconds`, which resumes whatever a stopped process left.
+- Leases: a worked row is leased to this process; one heartbeat renews the rows being worked. A
+  process that dies (or a worker that gave a row up) stops renewing, and any instance takes the
+  rows over when the leases run out. Rows are also claimed at start and every `poll_seconds`,
+  which resumes whatever a stopped process left.
 - Retries, in this one place: a transient error anywhere in a row's work (db/transient.py, or
   Telegram's network errors) re-runs the row with backoff; every step is idempotent (the inbox
   dedupes updates, the transcript dedupes messages, a recorded reply is only sent). After
@@ -99,6 +100,7 @@ class Dispatcher:
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._reserved = 0  # slots promised to an intake that leases its own rows
         self._deliveries: dict[int, Delivery] = {}
+        self._unstored: dict[int, asyncio.Future[bool]] = {}  # rows whose intake is still committing
         self._finished: dict[int, asyncio.Event] = {}
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
@@ -144,11 +146,17 @@ class Dispatcher:
         self._reserved += granted
         return granted
 
-    def adopt(self, rows: list[LeasedUpdate], reserved: int) -> None:
-        """Work the rows an intake leased for this process (and give back the unused promise)."""
+    def adopt(
+        self, rows: list[LeasedUpdate], reserved: int, stored: asyncio.Future[bool] | None = None
+    ) -> None:
+        """Work the rows an intake leased for this process (and give back the unused promise).
+
+        `stored` resolves once the intake's transaction ended (True: committed); until then the
+        rows are worked without writing to them, and their leases are not checked.
+        """
         self._reserved -= reserved
         for row in rows:
-            self._start(row)
+            self._start(row, stored)
         self.wake()
 
     # -- what the web app asks ---------------------------------------------------------------------
@@ -216,24 +224,35 @@ class Dispatcher:
             self._start(row)
         return len(rows)
 
-    def _start(self, row: LeasedUpdate) -> None:
-        self._tasks[row.id] = asyncio.create_task(self._work(row), name=f"inbox-{row.update_id}")
+    def _start(self, row: LeasedUpdate, stored: asyncio.Future[bool] | None = None) -> None:
+        if row.id in self._tasks:
+            # Still worked here: its lease ran out (a renewal came late) and this process took it
+            # again. The worker goes on under the new lease; a second one would answer twice.
+            return
+        self._tasks[row.id] = asyncio.create_task(self._work(row, stored), name=f"inbox-{row.update_id}")
+        if stored is not None and not stored.done():
+            self._unstored[row.id] = stored
+            stored.add_done_callback(lambda _: self._unstored.pop(row.id, None))
 
     async def _heartbeat(self) -> None:
         while True:
             await asyncio.sleep(self.lease.total_seconds() / 3)
             if not self._tasks:
                 continue
+            # Only the rows worked now: one claimed while the renewal runs was not asked about. A row
+            # whose intake has not committed yet is invisible to the renewal, and not lost either.
+            working = [row_id for row_id in self._tasks if row_id not in self._unstored]
             try:
                 async with self.sessions() as session, session.begin():
                     repo = InboxRepository(session)
                     await repo.relax_durability()
-                    held = await repo.renew(owner=self.owner, now=self.clock.now(), lease=self.lease)
+                    held = await repo.renew(working, owner=self.owner, now=self.clock.now(), lease=self.lease)
             except ROW_ERRORS as exc:
                 logger.warning("inbox lease renewal failed", extra={"error": repr(exc)})
                 continue
-            for row_id, task in list(self._tasks.items()):
-                if row_id not in held and not task.done():
+            for row_id in working:
+                task = self._tasks.get(row_id)
+                if row_id not in held and task is not None and not task.done():
                     logger.warning("inbox lease lost; another worker has the row", extra={"row_id": row_id})
                     task.cancel()
 
@@ -252,13 +271,13 @@ class Dispatcher:
             logger.info("inbox pruned", extra={"rows": pruned})
 
     # -- one row ---------------------------------------------------------------------------------------
-    async def _work(self, row: LeasedUpdate) -> None:
-        delivery = Delivery(row, self.owner, self.sessions, self.clock)
+    async def _work(self, row: LeasedUpdate, stored: asyncio.Future[bool] | None) -> None:
+        delivery = Delivery(row, self.owner, self.sessions, self.clock, stored=stored)
         self._deliveries[row.update_id] = delivery
         try:
             await self._work_until_done(delivery)
-        except LeaseLostError:
-            logger.info("inbox row taken over by another worker", extra={"update_id": row.update_id})
+        except LeaseLostError as exc:
+            logger.info("inbox row left", extra={"update_id": row.update_id, "why": str(exc)})
         except asyncio.CancelledError:
             await self._release(delivery, "stopped before it finished")
             raise
@@ -342,7 +361,7 @@ class Dispatcher:
         if delivery.chat_id is None:
             return False
         try:
-            await self.bot.send_message(chat_id=delivery.chat_id, text=text)
+            await delivery.tell(self.bot, text)
         except TelegramError as exc:
             logger.warning("could not tell the user", extra={"error": repr(exc)})
             return False
@@ -350,7 +369,9 @@ class Dispatcher:
 
     async def _release(self, delivery: Delivery, why: str, *, delay: float = 0.0) -> None:
         at = self.clock.now() + timedelta(seconds=delay)
-        with suppress(*ROW_ERRORS, asyncio.CancelledError):
+        with suppress(*ROW_ERRORS, LeaseLostError, asyncio.CancelledError):
+            async with asyncio.timeout(2):
+                await delivery.wait_stored()
             async with asyncio.timeout(2), self.sessions() as session, session.begin():
                 await InboxRepository(session).release(
                     delivery.row.id, owner=self.owner, available_at=at, error=why

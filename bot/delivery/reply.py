@@ -6,21 +6,28 @@ after Telegram accepts a chunk, the count of chunks sent is committed (the last 
 done in the same statement). The one window left is between Telegram accepting a chunk and that
 commit: a crash inside it sends that chunk again when the row is resumed (at least once, never
 lost), and the row's `resumed_sends` counts every resumption that may have hit it.
+
+A streamed preview message (bot/edit_stream.py) that this process sent for the row becomes the
+answer's first chunk by an edit, counted like a sent chunk; if Telegram refuses the edit the preview
+is deleted and the chunk sent. After a crash the resumed row sends the answer fresh (the preview id
+lived in this process only), leaving the preview as a partial message.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import suppress
 from dataclasses import dataclass
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from telegram import Bot
+from telegram.error import BadRequest, TelegramError
 
 from agent.clock import Clock
 from agent.errors import NikitaError
-from bot.sending import split_text
+from bot.formatting import Chunk, render
 from db.inbox import InboxRepository, LeasedUpdate
 from db.models import InboxUpdate
 
@@ -29,6 +36,10 @@ logger = logging.getLogger(__name__)
 
 class LeaseLostError(NikitaError):
     """Another worker holds the row now (this one's lease ran out); this worker stops touching it."""
+
+
+class NotStoredError(LeaseLostError):
+    """The intake's commit of the row failed: the update was not acknowledged and comes again."""
 
 
 @dataclass
@@ -46,6 +57,10 @@ class Delivery:
     outcome: str = "handled"
     # The send in progress, which a graceful stop lets finish (it is the crash window).
     sending: asyncio.Task[None] | None = None
+    # The intake's commit of the row, when the row was handed over before it (bot/delivery/intake.py).
+    stored: asyncio.Future[bool] | None = None
+    # The streamed preview message this process sent for the row, until the answer replaces it.
+    preview_message_id: int | None = None
 
     def __post_init__(self) -> None:
         self.status, self.reply, self.sent = self.row.status, self.row.reply_text, self.row.reply_chunks_sent
@@ -55,8 +70,26 @@ class Delivery:
         """Where replies go."""
         return self.row.chat_id
 
+    async def wait_stored(self) -> None:
+        """Wait for the intake's commit of the row; raise NotStoredError if it did not happen."""
+        if self.stored is None:
+            return
+        if not await asyncio.shield(self.stored):
+            # Failed, or unknown (the connection broke during COMMIT, which may have succeeded):
+            # the database says. A committed row is worked as usual; it is ours to finish.
+            async with self.sessions() as session:
+                owner = await session.scalar(
+                    select(InboxUpdate.lease_owner).where(
+                        InboxUpdate.id == self.row.id, InboxUpdate.update_id == self.row.update_id
+                    )
+                )
+            if owner != self.owner:
+                raise NotStoredError(f"inbox row {self.row.id} was not committed")
+        self.stored = None
+
     async def receipt(self, session: AsyncSession, answer: str) -> None:
         """The turn's receipt: record the answer on the row, in the turn's transaction."""
+        await self.wait_stored()
         if not await InboxRepository(session).record_reply(self.row.id, owner=self.owner, text=answer):
             raise LeaseLostError(f"inbox row {self.row.id} is no longer held by {self.owner}")
         # Taken as recorded once the handler returns; after a failure `reload` reads what committed.
@@ -64,6 +97,7 @@ class Delivery:
 
     async def reload(self) -> None:
         """Read the row again (after a failure: did the turn's transaction commit its reply?)."""
+        await self.wait_stored()
         async with self.sessions() as session:
             row = (
                 await session.execute(
@@ -90,7 +124,8 @@ class Delivery:
         if self.status == "done":
             return
         if self.status == "replying" and self.reply is not None and self.chat_id is not None:
-            chunks = split_text(self.reply) or ["…"]
+            # The model's Markdown as text + entities; the same reply always gives the same chunks.
+            chunks = render(self.reply) or [Chunk("…")]
             while self.sent < len(chunks):
                 # Shielded: a graceful stop waits for a send in progress instead of cutting it.
                 self.sending = asyncio.create_task(self._send_chunk(bot, chunks))
@@ -105,13 +140,54 @@ class Delivery:
             return
         await self.close(self.outcome)
 
-    async def _send_chunk(self, bot: Bot, chunks: list[str]) -> None:
+    async def _send_chunk(self, bot: Bot, chunks: list[Chunk]) -> None:
         assert self.chat_id is not None
-        await bot.send_message(chat_id=self.chat_id, text=chunks[self.sent])
+        chunk = chunks[self.sent]
+        if self.sent > 0 or not await self._into_preview(bot, chunk):
+            try:
+                await bot.send_message(chat_id=self.chat_id, text=chunk.text, entities=chunk.entities or None)
+            except BadRequest as exc:
+                if not chunk.entities:
+                    raise
+                # Formatting must never cost the reply: the same words without entities.
+                logger.warning("formatted chunk refused; sending it plain", extra={"error": exc.message})
+                await bot.send_message(chat_id=self.chat_id, text=chunk.text)
         self.sent += 1
         await self._record(self.sent, len(chunks))
 
+    async def tell(self, bot: Bot, text: str) -> None:
+        """A message outside the recorded reply (an apology, "still working"): in place of the
+        preview when there is one."""
+        assert self.chat_id is not None
+        if not await self._into_preview(bot, Chunk(text)):
+            await bot.send_message(chat_id=self.chat_id, text=text)
+
+    async def _into_preview(self, bot: Bot, chunk: Chunk) -> bool:
+        """Edit the preview message into `chunk`: True when it shows it, False when there is no
+        preview (any more: a refused edit deletes it). Flood control and network errors raise with
+        the preview kept, so the retry edits it again."""
+        message_id, chat_id = self.preview_message_id, self.chat_id
+        if message_id is None or chat_id is None:
+            return False
+        try:
+            try:
+                await _edit(bot, chat_id, message_id, chunk)
+            except BadRequest as exc:
+                if not chunk.entities:
+                    raise
+                logger.warning("formatted edit refused; editing it plain", extra={"error": exc.message})
+                await _edit(bot, chat_id, message_id, Chunk(chunk.text))
+        except BadRequest as exc:
+            logger.warning("preview could not become the answer; replaced", extra={"error": exc.message})
+            self.preview_message_id = None
+            with suppress(TelegramError):
+                await bot.delete_message(chat_id=chat_id, message_id=message_id)
+            return False
+        self.preview_message_id = None
+        return True
+
     async def _record(self, sent: int, total: int) -> None:
+        await self.wait_stored()
         async with self.sessions() as session, session.begin():
             repo = InboxRepository(session)
             # Not waiting for the disk keeps this commit, the crash window, short; only a crash of
@@ -126,8 +202,19 @@ class Delivery:
 
     async def close(self, outcome: str, error: str | None = None) -> None:
         """Mark the row done without (more) sending."""
+        await self.wait_stored()
         async with self.sessions() as session, session.begin():
             repo = InboxRepository(session)
             await repo.relax_durability()
             await repo.finish(self.row.id, now=self.clock.now(), outcome=outcome, sent=self.sent, error=error)
         self.status, self.outcome = "done", outcome
+
+
+async def _edit(bot: Bot, chat_id: int, message_id: int, chunk: Chunk) -> None:
+    try:
+        await bot.edit_message_text(
+            chat_id=chat_id, message_id=message_id, text=chunk.text, entities=chunk.entities or None
+        )
+    except BadRequest as exc:
+        if "not modified" not in exc.message:  # else the preview already shows exactly this
+            raise

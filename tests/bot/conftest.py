@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,13 +19,16 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
+from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agent.settings import Settings
 from bot.app import AnyApplication, build_application, running
 from bot.runtime import Runtime, build_runtime
+from db.models import TranscriptMessage
 from tests.fakes.telegram_api import FakeTelegram
 
 TOKEN = "123:ABC"
@@ -154,3 +158,26 @@ async def app(runtime: Runtime) -> AsyncIterator[AnyApplication]:
     application = build_application(runtime, webhook=False)
     async with running(application, poll_timeout=1):
         yield application
+
+
+@asynccontextmanager
+async def running_bot(settings: Settings, model: Model) -> AsyncIterator[Runtime]:
+    """A runtime with `model` and its polling application, both closed on the way out."""
+    rt = await build_runtime(settings, model=model, migrate=False, summary_model=TestModel())
+    application = build_application(rt, webhook=False)
+    try:
+        async with running(application, poll_timeout=1):
+            yield rt
+    finally:
+        await rt.close()
+
+
+async def transcript_rows(runtime: Runtime) -> list[tuple[str, str, str]]:
+    """(role, kind, content) of every transcript row, oldest first."""
+    async with runtime.sessions() as session:
+        rows = await session.execute(
+            select(TranscriptMessage.role, TranscriptMessage.kind, TranscriptMessage.content).order_by(
+                TranscriptMessage.id
+            )
+        )
+        return [(role, kind, content) for role, kind, content in rows]

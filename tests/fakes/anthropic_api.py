@@ -22,21 +22,20 @@ import asyncio
 import itertools
 import json
 import re
-import socket
 import threading
-import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from pydantic_ai.models import override_allow_model_requests
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from tests.fakes.serving import LocalServer
 
 Json = dict[str, Any]
 
@@ -257,9 +256,6 @@ class FakeAnthropic:
         self._queue: deque[ScriptItem] = deque()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._socket: socket.socket | None = None
         self._base_url: str | None = None
         self.app = Starlette(
             routes=[
@@ -268,6 +264,7 @@ class FakeAnthropic:
                 Route("/{path:path}", self._not_found, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
             ]
         )
+        self._local = LocalServer(self.app, "FakeAnthropic")
 
     @property
     def base_url(self) -> str:
@@ -292,30 +289,13 @@ class FakeAnthropic:
 
     def start(self) -> FakeAnthropic:
         """Serve in a background thread; returns once the port accepts connections."""
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._socket.bind(("127.0.0.1", 0))
-        self._base_url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
-        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off")
-        server = self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=server.run, kwargs={"sockets": [self._socket]}, daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 5
-        while not server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError("FakeAnthropic failed to start")
-            time.sleep(0.002)
+        self._base_url = self._local.start()
         return self
 
     def stop(self) -> None:
         """Stop the server and wait for its thread."""
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        if self._socket is not None:
-            self._socket.close()
-        self._server, self._thread, self._socket, self._base_url = None, None, None, None
+        self._local.stop()
+        self._base_url = None
 
     def __enter__(self) -> FakeAnthropic:
         return self.start()
@@ -329,6 +309,8 @@ class FakeAnthropic:
             body = json.loads(await request.body() or b"null")
         except json.JSONDecodeError:
             body = None
+        except ClientDisconnect:  # the bot process was killed mid-request: nobody to answer
+            return _error(400, "invalid_request_error", "client disconnected")
         headers = request.headers
         self.requests.append(
             RecordedRequest(request.url.path, dict(headers), body if isinstance(body, dict) else {})

@@ -22,14 +22,15 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from tests.fakes.telegram_markup import ApiError, bad_request, visible_text
+from tests.fakes.telegram_files import FileApi
+from tests.fakes.telegram_markup import ApiError, bad_request, check_entities, utf16_len, visible_text
 from tests.fakes.telegram_params import read_params
-from tests.fakes.telegram_records import ApiCall, SentDocument, SentMessage
+from tests.fakes.telegram_records import ApiCall, SentDocument, SentDraft, SentEdit, SentMessage
 from tests.fakes.telegram_updates import UpdateFactory
 from tests.fakes.telegram_webapp import WebAppApi, check_web_app_buttons
 from tests.fakes.telegram_webhook import WebhookPusher, on_loop
 
-__all__ = ["ApiCall", "FakeTelegram", "SentDocument", "SentMessage"]
+__all__ = ["ApiCall", "FakeTelegram", "SentDocument", "SentDraft", "SentEdit", "SentMessage"]
 
 Json = dict[str, Any]
 MAX_TEXT_LENGTH = 4096
@@ -38,13 +39,14 @@ MAX_DOCUMENT_BYTES = 50 * 1024 * 1024
 _DEFAULT_EXCLUDED = frozenset({"chat_member", "message_reaction", "message_reaction_count"})
 
 
-def _checked_text(p: Json) -> str:
+def _checked_text(p: Json, *, may_be_empty: bool = False) -> str:
     """The visible text of a sendMessage/editMessageText call, rejected as Telegram rejects it."""
     visible = visible_text(str(p.get("text", "")), p.get("parse_mode"))
-    if not visible.strip():
+    if not visible.strip() and not may_be_empty:
         raise bad_request("message text is empty")
-    if len(visible) > MAX_TEXT_LENGTH:
+    if utf16_len(visible) > MAX_TEXT_LENGTH:
         raise bad_request("message is too long")
+    check_entities(visible, p.get("entities"))
     return visible
 
 
@@ -58,7 +60,7 @@ def _error(code: int, description: str, parameters: Json | None = None) -> JSONR
 Handler = Callable[[Json, dict[str, tuple[str, bytes, str]]], Awaitable[Any]]
 
 
-class FakeTelegram(UpdateFactory, WebAppApi):
+class FakeTelegram(FileApi, UpdateFactory, WebAppApi):
     """Telegram's Bot API on 127.0.0.1, served by uvicorn in a background thread; records every call."""
 
     def __init__(
@@ -82,6 +84,10 @@ class FakeTelegram(UpdateFactory, WebAppApi):
         self.calls: list[ApiCall] = []
         self.sent: list[SentMessage] = []
         self.documents: list[SentDocument] = []
+        self.drafts: list[SentDraft] = []
+        self.edits: list[SentEdit] = []
+        self.deleted: list[tuple[int | str, int]] = []  # (chat_id, message_id) of deleted messages
+        self.drafts_refused = False  # True: every sendMessageDraft fails like a server without drafts
         self.commands: dict[tuple[str, str], list[Json]] = {}
         self.webhook_url = ""
         self.webhook_secret: str | None = None
@@ -96,6 +102,7 @@ class FakeTelegram(UpdateFactory, WebAppApi):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wakeup: asyncio.Event | None = None
         self._init_web_app()
+        self._init_files()
         self._methods: dict[str, Handler] = {
             name.lower(): getattr(self, f"_api_{name}")
             for name in (
@@ -112,13 +119,21 @@ class FakeTelegram(UpdateFactory, WebAppApi):
                 "deleteMyCommands",
                 "answerCallbackQuery",
                 "editMessageText",
+                "deleteMessage",
+                "sendMessageDraft",
+                "getFile",
                 "setChatMenuButton",
                 "getChatMenuButton",
                 "close",
                 "logOut",
             )
         }
-        app = Starlette(routes=[Route("/bot{token}/{method}", self._endpoint, methods=["GET", "POST"])])
+        app = Starlette(
+            routes=[
+                Route("/bot{token}/{method}", self._endpoint, methods=["GET", "POST"]),
+                Route("/file/bot{token}/{path:path}", self._download, methods=["GET"]),
+            ]
+        )
         config = uvicorn.Config(
             app,
             log_config=None,
@@ -142,7 +157,7 @@ class FakeTelegram(UpdateFactory, WebAppApi):
 
     @property
     def base_file_url(self) -> str:
-        """Pass to `.base_file_url(...)`; file downloads are not served yet."""
+        """Pass to `.base_file_url(...)`; serves the files of `add_file` (see telegram_files.py)."""
         return f"http://127.0.0.1:{self.port}/file/bot"
 
     def start(self) -> FakeTelegram:
@@ -298,8 +313,34 @@ class FakeTelegram(UpdateFactory, WebAppApi):
                 "message is not modified: specified new message content and reply markup are "
                 "exactly the same as a current content and reply markup of the message"
             )
-        old.update(text=visible, edit_date=int(self._now()))
+        old.update(text=visible, entities=p.get("entities"), edit_date=int(self._now()))
+        self.edits.append(SentEdit(key[0], key[1], visible, list(p.get("entities") or [])))
         return old
+
+    async def _api_deleteMessage(self, p: Json, files: Any) -> bool:
+        key = (p.get("chat_id", ""), int(p.get("message_id", 0)))
+        if self._bot_messages.pop(key, None) is None:
+            raise bad_request("message to delete not found")
+        self.deleted.append(key)
+        return True
+
+    def chat_view(self, chat_id: int | str) -> list[str]:
+        """The bot's messages in a chat as a user sees them now: edits applied, deleted ones gone."""
+        with self._lock:
+            shown = sorted((mid, m) for (chat, mid), m in list(self._bot_messages.items()) if chat == chat_id)
+        return [message.get("text", "") for _, message in shown]
+
+    async def _api_sendMessageDraft(self, p: Json, files: Any) -> bool:
+        if self.drafts_refused:
+            raise bad_request("method sendMessageDraft is not available")
+        chat_id, draft_id = p.get("chat_id"), p.get("draft_id")
+        if not isinstance(chat_id, int) or chat_id <= 0:
+            raise bad_request("drafts can be sent only to private chats")
+        if not isinstance(draft_id, int) or draft_id == 0:
+            raise bad_request("draft_id must be non-zero")
+        text = _checked_text(p, may_be_empty=True)  # empty text shows "Thinking..."
+        self.drafts.append(SentDraft(chat_id, draft_id, text, list(p.get("entities") or [])))
+        return True
 
     async def _set_webhook(self, url: str, secret: str | None, max_connections: int = 40) -> None:
         if self.webhook is not None:

@@ -153,3 +153,56 @@ def visible_text(text: str, parse_mode: str | None) -> str:
     if mode == "html":
         return plain_from_html(text)
     return plain_from_markdown_v2(text) if mode == "markdownv2" else text
+
+
+_ENTITY_TYPES = frozenset(
+    {
+        "mention",
+        "hashtag",
+        "cashtag",
+        "bot_command",
+        "url",
+        "email",
+        "phone_number",
+        "bold",
+        "italic",
+        "underline",
+        "strikethrough",
+        "spoiler",
+        "blockquote",
+        "expandable_blockquote",
+        "code",
+        "pre",
+        "text_link",
+        "text_mention",
+        "custom_emoji",
+        "date_time",
+    }
+)
+
+
+def utf16_len(text: str) -> int:
+    """Length in UTF-16 code units, the unit of Telegram's entity offsets."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def check_entities(text: str, entities: Any) -> None:
+    """Reject `entities` as Telegram does: known types, offsets and lengths in UTF-16 inside the text."""
+    if entities is None:
+        return
+    if not isinstance(entities, list):
+        raise bad_request("can't parse entities JSON object")
+    size = utf16_len(text)
+    for entity in entities:
+        kind, offset, length = entity.get("type"), entity.get("offset"), entity.get("length")
+        if kind not in _ENTITY_TYPES:
+            raise bad_request(f"unsupported entity type {kind!r}")
+        if not isinstance(offset, int) or not isinstance(length, int) or offset < 0 or length <= 0:
+            raise bad_request(f"can't parse entities: wrong offset or length of {kind} entity")
+        if offset + length > size:
+            raise bad_request(f"entity {kind} at {offset}+{length} is outside the text ({size} UTF-16 units)")
+        url = str(entity.get("url", ""))
+        if kind == "text_link" and not url.startswith(("http://", "https://", "tg://")):
+            raise bad_request("can't parse entities: wrong HTTP URL")
+        if kind == "pre" and not isinstance(entity.get("language", ""), str):
+            raise bad_request("can't parse entities: wrong pre language")

@@ -16,6 +16,7 @@ Json = dict[str, Any]
 _STRING_PARAMS = frozenset(
     {
         "text",
+        "file_id",
         "caption",
         "parse_mode",
         "url",

@@ -40,3 +40,25 @@ class SentDocument:
     mime_type: str | None
     caption: str | None
     message_id: int
+
+
+@dataclass(frozen=True)
+class SentDraft:
+    """One accepted sendMessageDraft call (a streamed preview; never a message in the chat)."""
+
+    chat_id: int
+    draft_id: int
+    text: str
+    entities: list[Json]
+    at: float = field(default_factory=time.monotonic)
+
+
+@dataclass(frozen=True)
+class SentEdit:
+    """One accepted editMessageText call (of a message the bot sent)."""
+
+    chat_id: int | str
+    message_id: int
+    text: str
+    entities: list[Json]
+    at: float = field(default_factory=time.monotonic)

@@ -24,6 +24,10 @@ class UpdateFactory:
         """Queue one update (implemented by the server)."""
         raise NotImplementedError
 
+    def keep_file(self, file: Json, content: bytes) -> None:
+        """Serve `content` for this file through getFile (implemented by the server)."""
+        raise NotImplementedError
+
     def _next_message_id(self, chat_id: int | str) -> int:
         with self._ids_lock:
             self._message_ids[chat_id] = self._message_ids.get(chat_id, 0) + 1
@@ -79,14 +83,32 @@ class UpdateFactory:
         )
         return self._user_message(user_id, first_name, None, None, sticker=sticker)
 
-    def photo(self, user_id: int, *, caption: str | None = None, first_name: str = "Alice") -> Json:
-        """A private photo message (two sizes), optionally captioned."""
-        sizes = [self._file("photo", width=90, height=90), self._file("photo", width=800, height=800)]
+    def photo(
+        self,
+        user_id: int,
+        *,
+        caption: str | None = None,
+        first_name: str = "Alice",
+        content: bytes | None = None,
+    ) -> Json:
+        """A private photo message (two sizes), optionally captioned; `content` is served for download."""
+        size = len(content) if content else None
+        # Both sizes serve the same bytes: enough to tell which one a bot chose by its file_id.
+        sizes = [self._file("photo", width=90, height=90, file_size=size)]
+        sizes.append(self._file("photo", width=800, height=800, file_size=size))
+        if content is not None:
+            for photo in sizes:
+                self.keep_file(photo, content)
         return self._user_message(user_id, first_name, None, None, photo=sizes, caption=caption)
 
-    def voice(self, user_id: int, *, duration: int = 3, first_name: str = "Alice") -> Json:
-        """A private voice note."""
-        voice = self._file("voice", duration=duration, mime_type="audio/ogg", file_size=4096)
+    def voice(
+        self, user_id: int, *, duration: int = 3, first_name: str = "Alice", content: bytes | None = None
+    ) -> Json:
+        """A private voice note; `content` is served for download when given."""
+        size = len(content) if content is not None else 4096
+        voice = self._file("voice", duration=duration, mime_type="audio/ogg", file_size=size)
+        if content is not None:
+            self.keep_file(voice, content)
         return self._user_message(user_id, first_name, None, None, voice=voice)
 
     def document(
@@ -96,9 +118,14 @@ class UpdateFactory:
         file_name: str = "notes.txt",
         caption: str | None = None,
         first_name: str = "Alice",
+        content: bytes | None = None,
+        mime_type: str = "text/plain",
     ) -> Json:
-        """A private document message."""
-        doc = self._file("document", file_name=file_name, mime_type="text/plain", file_size=42)
+        """A private document message; `content` is served for download when given."""
+        size = len(content) if content is not None else 42
+        doc = self._file("document", file_name=file_name, mime_type=mime_type, file_size=size)
+        if content is not None:
+            self.keep_file(doc, content)
         return self._user_message(user_id, first_name, None, None, document=doc, caption=caption)
 
     def edited_message(

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
-from telegram import Bot, BotCommand, Update
+from telegram import Bot, BotCommand, MessageEntity, Update
 from telegram.error import BadRequest, Conflict, Forbidden, InvalidToken, RetryAfter
 from telegram.ext import (
     Application,
@@ -236,3 +236,36 @@ def test_sync_use_and_clean_restart() -> None:
             assert fake.wait_sent(1, chat_id=5, timeout=1)[0].text == "12"
             with pytest.raises(AssertionError, match="waited for 2 messages"):
                 fake.wait_sent(2, timeout=0.05)
+
+
+async def test_entity_offsets_count_utf16_units(bot: Bot, tg: FakeTelegram) -> None:
+    # "😀" is one Python character but two UTF-16 units: the text is 7 units long, "bold" is 3-7.
+    await bot.send_message(42, "😀 bold", entities=[MessageEntity("bold", 3, 4)])
+    with pytest.raises(BadRequest, match="outside the text"):
+        await bot.send_message(42, "😀 bold", entities=[MessageEntity("bold", 3, 5)])
+    with pytest.raises(BadRequest, match="nsupported entity type"):
+        await bot.send_message(42, "hi", entities=[MessageEntity("shouting", 0, 2)])
+    with pytest.raises(BadRequest, match=r"(?i)wrong http url"):
+        await bot.send_message(42, "hi", entities=[MessageEntity("text_link", 0, 2, url="javascript:x")])
+    assert [m.text for m in tg.messages_to(42)] == ["😀 bold"]
+
+
+async def test_drafts_go_to_private_chats_only(bot: Bot, tg: FakeTelegram) -> None:
+    assert await bot.send_message_draft(42, 7, "writing…", entities=[MessageEntity("italic", 0, 7)])
+    assert await bot.send_message_draft(42, 7, "")  # the "Thinking..." placeholder
+    with pytest.raises(BadRequest, match="private chats"):
+        await bot.send_message_draft(-100, 7, "x")
+    with pytest.raises(BadRequest, match="non-zero"):
+        await bot.send_message_draft(42, 0, "x")
+    assert [(d.draft_id, d.text) for d in tg.drafts] == [(7, "writing…"), (7, "")]
+    assert tg.messages_to(42) == []  # a draft is never a message
+
+
+async def test_get_file_then_download(bot: Bot, tg: FakeTelegram) -> None:
+    update = tg.photo(42, content=b"\xff\xd8 jpeg bytes")
+    large = update["message"]["photo"][-1]
+    file = await bot.get_file(large["file_id"])
+    assert file.file_size == len(b"\xff\xd8 jpeg bytes")
+    assert bytes(await file.download_as_bytearray()) == b"\xff\xd8 jpeg bytes"
+    with pytest.raises(BadRequest, match="nvalid file_id"):
+        await bot.get_file("nope")

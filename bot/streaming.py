@@ -1,0 +1,104 @@
+"""Streaming a reply into a private chat with Telegram's draft messages (sendMessageDraft).
+
+A draft is an ephemeral preview: the final answer still goes through the inbox's recorded-reply
+path (bot/delivery/reply.py), so a resumed delivery never duplicates anything a draft showed. Drafts
+are sent from a background task at most every `interval` seconds with the newest text, so a slow
+Telegram never slows the model down. RetryAfter waits as long as Telegram asks; a BadRequest (a
+server without drafts, a refused entity) stops the drafts for this turn and, with
+STREAM_EDIT_FALLBACK, hands the preview to an `EditStream` (send, then edit; bot/edit_stream.py),
+which groups use from the start; other errors skip one update. Nothing here can fail the turn.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from telegram import Bot, Message
+from telegram.constants import ChatType
+from telegram.error import BadRequest
+
+from agent.settings import Settings
+from bot.delivery.reply import Delivery
+from bot.edit_stream import GROUP_INTERVAL, EditStream
+from bot.formatting import Chunk
+from bot.preview import LivePreview
+
+logger = logging.getLogger(__name__)
+
+
+class DraftStream(LivePreview):
+    """A `TurnProgress` that shows the answer as a growing draft in one private chat."""
+
+    def __init__(
+        self, bot: Bot, chat_id: int, draft_id: int, *, interval: float, fallback: EditStream | None = None
+    ) -> None:
+        super().__init__(bot, chat_id, interval=interval)
+        self.draft_id = draft_id
+        # Shows the preview instead once Telegram refuses drafts (None: no preview then).
+        self.fallback, self.fell_back = fallback, False
+        self.sent = 0  # drafts Telegram accepted
+
+    def show(self, latest: Chunk | str) -> None:
+        """Show `latest` as the next draft, or through the fallback once drafts were refused."""
+        if self.fell_back and self.fallback is not None:
+            self.fallback.show(latest)
+        else:
+            super().show(latest)
+
+    async def _put(self, chunk: Chunk) -> None:
+        await self.bot.send_message_draft(
+            chat_id=self.chat_id, draft_id=self.draft_id, text=chunk.text, entities=chunk.entities or None
+        )
+        self.sent += 1
+
+    def _refused(self, exc: BadRequest, chunk: Chunk) -> bool:
+        logger.info("drafts refused for this turn", extra={"error": exc.message})
+        if self.fallback is not None and self._latest is not None:
+            self.fell_back = True
+            self.fallback.show(self._latest)
+        return False
+
+    async def close(self) -> None:
+        """Stop previewing (the turn is over; the final message follows through the inbox)."""
+        await super().close()
+        if self.fallback is not None:
+            await self.fallback.close()
+
+
+@contextlib.asynccontextmanager
+async def preview(
+    bot: Bot, message: Message, settings: Settings, delivery: Delivery
+) -> AsyncIterator[LivePreview | None]:
+    """The live preview of the answer to `message`: drafts in a private chat, falling back to send
+    then edit (STREAM_EDIT_FALLBACK), which groups use directly. The preview message, if one was
+    sent, is handed to `delivery`, whose reply turns it into the answer."""
+    private, fallback = message.chat.type == ChatType.PRIVATE, settings.stream_edit_fallback
+    if not settings.stream_replies or not (private or fallback):
+        yield None
+        return
+    interval = settings.stream_interval_seconds
+    # A retried turn edits the preview its failed try left, if any, instead of sending another.
+    edits = (
+        EditStream(
+            bot,
+            message.chat_id,
+            interval=interval if private else max(interval, GROUP_INTERVAL),
+            message_id=delivery.preview_message_id,
+        )
+        if fallback
+        else None
+    )
+    stream: LivePreview | None = (
+        DraftStream(bot, message.chat_id, message.message_id, interval=interval, fallback=edits)
+        if private
+        else edits
+    )
+    assert stream is not None
+    try:
+        yield stream
+    finally:
+        await stream.close()  # a draft stream closes its fallback too
+        if edits is not None:
+            delivery.preview_message_id = edits.message_id
