@@ -27,7 +27,7 @@ import socket
 import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -38,6 +38,7 @@ from agent.clock import Clock
 from bot.delivery.reply import Delivery, LeaseLostError
 from db.inbox import InboxRepository, LeasedUpdate
 from db.transient import Backoff, is_transient
+from db.uninterrupted import collect_abandoned_connections, uninterrupted
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +132,8 @@ class Dispatcher:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
+            if pending:
+                collect_abandoned_connections()  # a turn cut mid-write must not lock out the release
             # A send cut short here would be the crash window: let it finish (one HTTP call).
             sending = [d.sending for d in self._deliveries.values() if d.sending is not None]
             if sending:
@@ -243,10 +246,7 @@ class Dispatcher:
             # whose intake has not committed yet is invisible to the renewal, and not lost either.
             working = [row_id for row_id in self._tasks if row_id not in self._unstored]
             try:
-                async with self.sessions() as session, session.begin():
-                    repo = InboxRepository(session)
-                    await repo.relax_durability()
-                    held = await repo.renew(working, owner=self.owner, now=self.clock.now(), lease=self.lease)
+                held = await uninterrupted(self._renew(working))
             except ROW_ERRORS as exc:
                 logger.warning("inbox lease renewal failed", extra={"error": repr(exc)})
                 continue
@@ -255,6 +255,12 @@ class Dispatcher:
                 if row_id not in held and task is not None and not task.done():
                     logger.warning("inbox lease lost; another worker has the row", extra={"row_id": row_id})
                     task.cancel()
+
+    async def _renew(self, working: list[int]) -> set[int]:
+        async with self.sessions() as session, session.begin():
+            repo = InboxRepository(session)
+            await repo.relax_durability()
+            return await repo.renew(working, owner=self.owner, now=self.clock.now(), lease=self.lease)
 
     async def _maybe_prune(self) -> None:
         loop_time = asyncio.get_running_loop().time()
@@ -372,16 +378,22 @@ class Dispatcher:
         with suppress(*ROW_ERRORS, LeaseLostError, asyncio.CancelledError):
             async with asyncio.timeout(2):
                 await delivery.wait_stored()
-            async with asyncio.timeout(2), self.sessions() as session, session.begin():
-                await InboxRepository(session).release(
-                    delivery.row.id, owner=self.owner, available_at=at, error=why
-                )
+            async with asyncio.timeout(2):
+                await uninterrupted(self._release_row(delivery.row.id, at, why))
+
+    async def _release_row(self, row_id: int, at: datetime, why: str) -> None:
+        async with self.sessions() as session, session.begin():
+            await InboxRepository(session).release(row_id, owner=self.owner, available_at=at, error=why)
 
     async def _release_all(self, *, everyone: bool = False) -> None:
         with suppress(*ROW_ERRORS):
-            async with asyncio.timeout(3), self.sessions() as session, session.begin():
-                repo = InboxRepository(session)
-                await repo.relax_durability()
-                released = await repo.release_all(owner=None if everyone else self.owner)
+            async with asyncio.timeout(3):
+                released = await uninterrupted(self._release_rows(everyone))
             if released:
                 logger.info("inbox leases released", extra={"rows": released, "everyone": everyone})
+
+    async def _release_rows(self, everyone: bool) -> int:
+        async with self.sessions() as session, session.begin():
+            repo = InboxRepository(session)
+            await repo.relax_durability()
+            return await repo.release_all(owner=None if everyone else self.owner)

@@ -18,6 +18,7 @@ from telegram import Update
 from agent.clock import Clock
 from agent.errors import NikitaError
 from db.inbox import InboxRepository, LeasedUpdate, NewUpdate
+from db.uninterrupted import uninterrupted
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +96,11 @@ class Inbox:
 
         Raises what the database raises: the caller must then not acknowledge the updates.
         """
+        # A stop (the polling loop cancelled, uvicorn cutting a request) waits for this commit: a
+        # cancelled SQLite write would hold the database's lock (db/uninterrupted.py).
+        return await uninterrupted(self._store(updates))
+
+    async def _store(self, updates: Sequence[NewUpdate]) -> int:
         d = self.dispatcher
         senders = [u for u in updates if u.telegram_user_id is not None]
         reserved = d.reserve(len(senders)) if d is not None else 0

@@ -30,6 +30,7 @@ from agent.errors import NikitaError
 from bot.formatting import Chunk, render
 from db.inbox import InboxRepository, LeasedUpdate
 from db.models import InboxUpdate
+from db.uninterrupted import uninterrupted
 
 logger = logging.getLogger(__name__)
 
@@ -203,11 +204,14 @@ class Delivery:
     async def close(self, outcome: str, error: str | None = None) -> None:
         """Mark the row done without (more) sending."""
         await self.wait_stored()
+        await uninterrupted(self._finish(outcome, error))  # a stop waits for it (db/uninterrupted.py)
+        self.status, self.outcome = "done", outcome
+
+    async def _finish(self, outcome: str, error: str | None) -> None:
         async with self.sessions() as session, session.begin():
             repo = InboxRepository(session)
             await repo.relax_durability()
             await repo.finish(self.row.id, now=self.clock.now(), outcome=outcome, sent=self.sent, error=error)
-        self.status, self.outcome = "done", outcome
 
 
 async def _edit(bot: Bot, chat_id: int, message_id: int, chunk: Chunk) -> None:
