@@ -7,6 +7,11 @@ survive /forget (a new user row would otherwise start from zero), restarts and s
 The raw Telegram id is not stored, because the person may have asked to be forgotten; rows older
 than a day are deleted. Refused requests are not counted.
 
+The friendly "over the limit" answer is sent once per window, not once per refused request: a
+person who forwards 300 messages gets one note, not 280. The first refusal in a window leaves a
+marker row (scope `<scope>!m` or `<scope>!d`, never counted as a request), and later refusals in
+the same window find it and stay quiet.
+
 A request is inserted first and counted with the others in the same transaction (removed again
 when it is one too many): on SQLite the insert takes the database's write lock, so the next check
 waits for this one; on PostgreSQL a transaction-level advisory lock on the identity does the same.
@@ -76,6 +81,8 @@ class Verdict:
     allowed: bool
     scope: Scope | None = None
     window: Window | None = None
+    # Whether to answer the refusal (the first one in its window) or drop it quietly.
+    tell: bool = True
 
     @property
     def limit(self) -> Window | None:
@@ -168,9 +175,27 @@ class RateLimiter:
                 verdict = Verdict(False, scope, "day")
             if not verdict.allowed:
                 await session.delete(event)
+                verdict = await self._told_once(session, subject, verdict, now)
         if not verdict.allowed:
             logger.info("rate limited", extra={"scope": scope, "window": verdict.window})
         await self._prune(now)
+        return verdict
+
+    async def _told_once(
+        self, session: AsyncSession, subject: str, verdict: Verdict, now: datetime
+    ) -> Verdict:
+        """The refusal, to be answered only if it is the first in its window (a marker row says so)."""
+        assert verdict.scope is not None and verdict.window is not None
+        marker = f"{verdict.scope}!{verdict.window[0]}"  # "message!m": at most 16 characters
+        since = now - (MINUTE if verdict.window == "minute" else DAY)
+        told = await session.scalar(
+            select(func.count()).where(
+                RateLimitEvent.subject == subject, RateLimitEvent.scope == marker, RateLimitEvent.at > since
+            )
+        )
+        if told:
+            return Verdict(False, verdict.scope, verdict.window, tell=False)
+        session.add(RateLimitEvent(subject=subject, scope=marker, at=now))
         return verdict
 
     async def _prune(self, now: datetime) -> None:

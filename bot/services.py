@@ -96,9 +96,10 @@ class BotServices:
     async def over_limit(
         self, bot: Bot, person: TelegramUser, chat_id: int, now: datetime, scope: Scope = "message"
     ) -> bool:
-        """True, after a friendly answer, when the person is over the scope's limit (then stop)."""
+        """True when the person is over the scope's limit (then stop); the first refusal in a window
+        gets a friendly answer, the others none."""
         verdict = await self.limiter.check(telegram_identity(person), now, scope)
-        if not verdict.allowed:
+        if not verdict.allowed and verdict.tell:
             await send_text(bot, chat_id, verdict.message)
         return not verdict.allowed
 

@@ -34,6 +34,28 @@ async def test_the_minute_window_slides(sessions: async_sessionmaker[AsyncSessio
     assert (await limits.check(ANA, NOW + timedelta(seconds=61))).allowed
 
 
+async def test_a_burst_is_told_once_per_window(sessions: async_sessionmaker[AsyncSession]) -> None:
+    limits = limiter(sessions, minute=2, day=6)
+    at = [NOW + timedelta(seconds=s) for s in range(10)]
+    assert all([(await limits.check(ANA, at[0])).allowed, (await limits.check(ANA, at[1])).allowed])
+    refusals = [await limits.check(ANA, t) for t in at[2:6]]
+    assert [(r.allowed, r.window, r.tell) for r in refusals] == [(False, "minute", True)] + [
+        (False, "minute", False)
+    ] * 3
+    # Bo's own first refusal is told: the marker is per person.
+    for t in at[:2]:
+        await limits.check(BO, t)
+    assert (await limits.check(BO, at[2])).tell
+    # A new minute, a new note; the day's limit has a note of its own, once.
+    later = NOW + timedelta(minutes=2)
+    assert [(await limits.check(ANA, later + timedelta(seconds=s))).allowed for s in range(2)] == [True, True]
+    assert (await limits.check(ANA, later + timedelta(seconds=3))).tell
+    evening = NOW + timedelta(minutes=10)
+    assert (await limits.check(ANA, evening)).allowed and (await limits.check(ANA, evening)).allowed
+    over_day = [await limits.check(ANA, evening + timedelta(minutes=m)) for m in (2, 4, 6)]
+    assert [(r.window, r.tell) for r in over_day] == [("day", True), ("day", False), ("day", False)]
+
+
 async def test_the_day_survives_forget_and_a_restart(sessions: async_sessionmaker[AsyncSession]) -> None:
     user, _ = await get_or_create_user(sessions, key=ANA, now=NOW, timezone="UTC")
     limits = limiter(sessions, day=3)
@@ -92,5 +114,8 @@ async def test_concurrent_requests_never_pass_the_limit(
     finally:
         await other_engine.dispose()
     assert sum(v.allowed for v in verdicts) == 5
+    # Fifteen refusals, across both instances, and one friendly note for them.
+    assert sum(v.tell for v in verdicts if not v.allowed) == 1
     async with sessions() as session:
-        assert len((await session.execute(select(RateLimitEvent))).scalars().all()) == 5
+        scopes = sorted((await session.execute(select(RateLimitEvent.scope))).scalars().all())
+    assert scopes == ["message"] * 5 + ["message!m"]
