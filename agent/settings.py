@@ -116,6 +116,10 @@ class Settings(BaseSettings):
     telegram_file_base_url: str | None = None
     photo_max_bytes: int = 5_000_000
     document_max_bytes: int = 64_000
+    # PDFs: the file up to PDF_MAX_BYTES, the text of its first PDF_MAX_PAGES pages, at most
+    # DOCUMENT_MAX_BYTES characters of it (agent/pdf.py).
+    pdf_max_bytes: int = 5_000_000
+    pdf_max_pages: int = 30
     voice_max_bytes: int = 10_000_000
     transcription_url: str | None = None
     transcription_api_key: SecretStr | None = None

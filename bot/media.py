@@ -1,4 +1,4 @@
-"""Photos, text documents and voice notes: downloaded in the turn, then answered like text (issue 14).
+"""Photos, text documents, PDFs and voice notes: downloaded in the turn, then answered like text (issue 14).
 
 The inbox stores the update; the file is fetched (getFile + download) only when the update is
 worked, capped in size before and after the download. A photo or document reaches the model as an
@@ -9,6 +9,7 @@ stored like the other media (bot/handlers.py).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import PurePosixPath
 
@@ -18,6 +19,7 @@ from telegram.ext import ContextTypes
 
 from agent.attachments import Attachment
 from agent.errors import NikitaError
+from agent.pdf import UnreadablePdfError, pdf_text
 from bot.handlers import Fetched, answer, describe, on_other
 from bot.services import services
 from bot.transcribe import TranscriptionError, transcribe
@@ -25,8 +27,13 @@ from bot.transcribe import TranscriptionError, transcribe
 logger = logging.getLogger(__name__)
 
 TEXT_TYPES = {".txt": "text/plain", ".md": "text/markdown", ".csv": "text/csv", ".json": "application/json"}
+PDF = ".pdf"
 TOO_BIG = "That {what} is too big for me to look at (I take up to {limit}). Could you send a smaller one?"
 UNHEARD = "I couldn't make out that voice note, sorry. Could you type it for me?"
+UNREADABLE_PDF = (
+    "I couldn't read any text in that PDF (it may be scanned pages, or protected by a password). "
+    "Could you paste the part you mean?"
+)
 
 
 class FileTooLargeError(NikitaError):
@@ -76,16 +83,18 @@ async def on_photo(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 
 async def on_document(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """A text file (txt, md, csv, json) is read like a photo is seen; other files get the short answer."""
+    """A text file (txt, md, csv, json) or a PDF's text is read like a photo is seen; other files get
+    the short answer."""
     message = update.effective_message
     document = message.document if message is not None else None
     if message is None or document is None:
         return
     suffix = PurePosixPath(document.file_name or "").suffix.lower()
-    if suffix not in TEXT_TYPES:
+    if suffix not in TEXT_TYPES and suffix != PDF:
         await on_other(update, context)
         return
-    cap = services(context).runtime.settings.document_max_bytes
+    settings = services(context).runtime.settings
+    cap = settings.pdf_max_bytes if suffix == PDF else settings.document_max_bytes
     kind, content = describe(message)
 
     async def fetch() -> Fetched:
@@ -93,8 +102,20 @@ async def on_document(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
             data = await _download(context, document.file_id, document.file_size, cap)
         except FileTooLargeError:
             return Fetched(content, refusal=TOO_BIG.format(what="file", limit=_limit(cap)))
-        text = data.decode("utf-8", errors="replace").replace("\x00", "")
-        item = Attachment("document", TEXT_TYPES[suffix], text=text, name=document.file_name)
+        if suffix == PDF:
+            try:
+                # Parsing is CPU work: a thread keeps the other people's turns going meanwhile.
+                text = await asyncio.to_thread(
+                    pdf_text, data, max_pages=settings.pdf_max_pages, max_chars=settings.document_max_bytes
+                )
+            except UnreadablePdfError as exc:
+                logger.info("PDF not read", extra={"error": str(exc)})
+                return Fetched(content, refusal=UNREADABLE_PDF)
+            media_type = "application/pdf"
+        else:
+            text = data.decode("utf-8", errors="replace").replace("\x00", "")
+            media_type = TEXT_TYPES[suffix]
+        item = Attachment("document", media_type, text=text, name=document.file_name)
         return Fetched(content, [item])
 
     await answer(update, context, content, kind=kind, fetch=fetch)

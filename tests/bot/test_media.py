@@ -13,11 +13,12 @@ from sqlalchemy import select
 
 from agent.agent import build_model
 from agent.settings import Settings
-from bot.media import TOO_BIG, UNHEARD
+from bot.media import TOO_BIG, UNHEARD, UNREADABLE_PDF
 from bot.runtime import Runtime
 from db.models import Conversation
 from tests.bot.conftest import running_bot, transcript_rows
 from tests.fakes.anthropic_api import FakeAnthropic, fake_anthropic_server
+from tests.fakes.pdf import make_pdf
 from tests.fakes.telegram_api import FakeTelegram
 from tests.fakes.transcription_api import FakeTranscriber
 
@@ -111,6 +112,27 @@ async def test_a_text_file_is_read_and_a_big_photo_is_declined(
     rows = await transcript_rows(bot_runtime)
     assert rows[0] == ("user", "document", "[document list.csv: A shopping list.] for later")
     assert rows[2][:2] == ("user", "photo")
+
+
+async def test_a_pdf_is_read_page_by_page_and_a_scanned_one_is_declined(
+    bot_runtime: Runtime, tg: FakeTelegram, claude: FakeAnthropic
+) -> None:
+    claude.script("<attachment_description>A two-day trip plan.</attachment_description>Porto on day 2!")
+    plan = make_pdf([["Trip plan", "Day 1: Lisbon"], ["Day 2: Porto"]])
+    tg.document(ALICE, file_name="plan.pdf", caption="our trip", content=plan)
+    [reply] = await tg.wait_for_messages(1, chat_id=ALICE)
+    assert reply.text == "Porto on day 2!"
+    text = json.dumps(_blocks(claude.message_bodies()[0]))
+    assert '<document name=\\"plan.pdf\\">' in text
+    assert "[page 1]\\nTrip plan\\nDay 1: Lisbon" in text and "[page 2]\\nDay 2: Porto" in text
+    # A PDF of images only: an honest answer, no model call.
+    tg.document(ALICE, file_name="scan.pdf", content=make_pdf([[]]))
+    replies = await tg.wait_for_messages(2, chat_id=ALICE)
+    assert replies[1].text == UNREADABLE_PDF
+    assert len(claude.message_bodies()) == 1
+    rows = await transcript_rows(bot_runtime)
+    assert rows[0] == ("user", "document", "[document plan.pdf: A two-day trip plan.] our trip")
+    assert rows[2][:2] == ("user", "document") and "scan.pdf" in rows[2][2]
 
 
 async def test_a_voice_note_is_transcribed_and_answered_as_text(
