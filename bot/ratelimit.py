@@ -1,6 +1,7 @@
 """Rate limits per Telegram identity, counted in the database (issue 11).
 
-Each limited action (a message, an onboarding model call, /start, /export, /memory) has a sliding
+Each limited action (a message, an onboarding model call, /start, /export, /memory, the timeline's
+"Regenerate summary") has a sliding
 one-minute and a rolling 24-hour limit. Every allowed request is one `rate_limit_events` row keyed
 by a keyed hash (HMAC-SHA256) of the identity ("telegram:<id>"), never by the user row: the counts
 survive /forget (a new user row would otherwise start from zero), restarts and several instances.
@@ -43,7 +44,7 @@ PRUNE_EVERY = timedelta(minutes=10)
 RATE_LOCK_SPACE = 3 << 56
 _DEVELOPMENT_KEY = b"nikita rate limits (development key: set RATE_LIMIT_HASH_KEY)"
 
-Scope = Literal["message", "onboarding", "start", "export", "memory"]
+Scope = Literal["message", "onboarding", "start", "export", "memory", "regenerate"]
 Window = Literal["minute", "day"]
 
 _MESSAGES: dict[tuple[Scope, Window], str] = {
@@ -63,6 +64,8 @@ _MESSAGES: dict[tuple[Scope, Window], str] = {
     ("export", "day"): "You've asked for your data a few times today already. You can ask again tomorrow.",
     ("memory", "minute"): "Give me a minute before I go through my memory again.",
     ("memory", "day"): "I've shown you what I remember a lot today. Ask me again tomorrow!",
+    ("regenerate", "minute"): "You asked for new summaries a lot; try again in a minute.",
+    ("regenerate", "day"): "You asked for new summaries a lot today; try again tomorrow.",
 }
 
 
@@ -106,6 +109,7 @@ def limits_from(settings: Settings) -> dict[Scope, Limit]:
         "start": Limit(s.rate_limit_start_per_minute, s.rate_limit_start_per_day),
         "export": Limit(s.rate_limit_export_per_minute, s.rate_limit_export_per_day),
         "memory": Limit(s.rate_limit_memory_per_minute, s.rate_limit_memory_per_day),
+        "regenerate": Limit(s.timeline_regenerate_per_minute, s.timeline_regenerate_per_day),
     }
 
 

@@ -21,9 +21,9 @@ from agent.search.get import MessagesOut, RecallNotFoundError, SummaryOut
 from agent.search.recall import Recall
 from agent.timeline import DayView, Entry, Timeline, TimelineUser, parse_summary
 from agent.tools import hit_dict
+from bot.ratelimit import RateLimiter
 from bot.runtime import Runtime
 from bot.timeline.auth import SCHEME, InitDataError, init_data_from_header, validate_init_data
-from bot.timeline.limits import RegenerateLimit
 
 logger = logging.getLogger(__name__)
 
@@ -108,9 +108,9 @@ class TimelineApi:
         self.timeline = Timeline(runtime.sessions)
         self.bot_token = bot_token
         self.max_age = timedelta(seconds=settings.timeline_auth_max_age_seconds)
-        self.limit = RegenerateLimit(
-            per_minute=settings.timeline_regenerate_per_minute, per_day=settings.timeline_regenerate_per_day
-        )
+        # The bot's own limits (bot/ratelimit.py): counted in the database, across instances and
+        # restarts, keyed like every other limit by the Telegram identity.
+        self.limits = RateLimiter.from_settings(runtime.sessions, settings)
 
     # --- sign-in ------------------------------------------------------------------------------
 
@@ -183,10 +183,9 @@ class TimelineApi:
         if user is None:
             raise ApiError(404, "no messages that day")
         now = self.runtime.clock.now()
-        window = self.limit.check(f"telegram:{who.telegram_id}", now)
-        if window is not None:
-            wait = "a minute" if window == "minute" else "tomorrow"
-            raise ApiError(429, f"You asked for new summaries a lot; try again {wait}.")
+        verdict = await self.limits.check(f"telegram:{who.telegram_id}", now, "regenerate")
+        if not verdict.allowed:
+            raise ApiError(429, verdict.message)
         outcome = await self.timeline.request_regeneration(user, day, now)
         if outcome == "no_messages":
             raise ApiError(404, "no messages that day")

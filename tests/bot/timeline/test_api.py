@@ -8,6 +8,7 @@ import httpx
 from sqlalchemy import select
 
 from bot.runtime import Runtime
+from bot.web_cli import build_pages_app
 from db.models import DaySegment, TranscriptMessage
 from jobs.registry import run_job
 from tests.bot.timeline.conftest import Auth
@@ -208,7 +209,12 @@ async def test_regenerate_queues_the_day_summary_job_and_is_rate_limited(
     assert (first.status_code, first.json()) == (200, {"status": "queued"})
     assert (await client.post(path, headers=auth(ANA))).json() == {"status": "already_queued"}
     limited = await client.post(path, headers=auth(ANA))  # TIMELINE_REGENERATE_PER_MINUTE=2
-    assert limited.status_code == 429 and "try again a minute" in limited.json()["error"]
+    assert limited.status_code == 429 and "try again in a minute" in limited.json()["error"]
+    # Counted in the database like the bot's other limits: a second web app (another instance, or
+    # this one restarted) refuses too.
+    transport = httpx.ASGITransport(app=build_pages_app(timeline_runtime))
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as other:
+        assert (await other.post(path, headers=auth(ANA))).status_code == 429
     assert (
         await client.post("/timeline/api/days/2026-02-11/regenerate", headers=auth(BEN))
     ).status_code == 404
