@@ -20,8 +20,8 @@ def alembic_config(database_url: str) -> Config:
 
 
 def upgrade_to_head(database_url: str) -> None:
-    """Bring every migration branch to its newest revision (blocking; async code uses the twin)."""
-    command.upgrade(alembic_config(database_url), "heads")
+    """Bring the schema to the newest revision (blocking; async code uses the twin)."""
+    command.upgrade(alembic_config(database_url), "head")
 
 
 async def upgrade_to_head_async(database_url: str) -> None:

@@ -1,14 +1,16 @@
-"""Migrations: `upgrade heads` builds exactly the schema the models describe, on both databases."""
+"""Migrations: one head, and `upgrade head` builds the schema the models describe, on both databases."""
 
 from __future__ import annotations
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import Connection
 
 from bot.bench.common import scratch_database
 from db.engine import create_engine
+from db.migrate import alembic_config
 from db.schema import Base
 
 
@@ -35,3 +37,8 @@ async def test_migrations_match_the_models(backend: str, postgres_url: str | Non
 def _is_search_ddl(difference: object) -> bool:
     text = repr(difference)
     return "fts" in text.lower() or "tsv" in text.lower()
+
+
+def test_the_migrations_have_exactly_one_head() -> None:
+    heads = ScriptDirectory.from_config(alembic_config("sqlite+aiosqlite://")).get_heads()
+    assert len(heads) == 1, f"several Alembic heads: {heads}; a new migration revises the newest one"

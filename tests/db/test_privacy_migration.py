@@ -49,8 +49,10 @@ def _upgrade(url: str, *targets: str) -> None:
 
 
 def _heads_before(url: str) -> list[str]:
-    heads = ScriptDirectory.from_config(alembic_config(url)).get_heads()
-    return [h for h in heads if h != REVISION]
+    """The revisions beside this one that the one-head merge joins: the schema just before it."""
+    merge = ScriptDirectory.from_config(alembic_config(url)).get_revision("0014_one_head")
+    assert merge is not None
+    return [h for h in merge._versioned_down_revisions if h != REVISION]
 
 
 async def _fill(engine: AsyncEngine) -> list[int]:
@@ -104,7 +106,7 @@ async def test_upgrade_keeps_every_row_and_never_reuses_an_id(empty_url: str) ->
     assert before == {"users": 2, "conversations": 2, "transcript_messages": 2}
     await engine.dispose()
 
-    await asyncio.to_thread(_upgrade, empty_url, "heads")
+    await asyncio.to_thread(_upgrade, empty_url, "head")
 
     engine = create_engine(empty_url)
     try:
