@@ -11,7 +11,7 @@ import pytest
 from agent.errors import ConfigurationError, StartupError
 from agent.settings import Settings
 from bot.preflight import check_anthropic, check_database, check_telegram, listen, one_line, preflight
-from tests.fakes.anthropic_api import FakeAnthropic
+from tests.fakes.anthropic_api import FakeAnthropic, Lifecycle
 from tests.fakes.telegram_api import FakeTelegram
 
 TOKEN = "123:ABC"
@@ -85,7 +85,8 @@ async def test_other_providers_are_not_called(anthropic_fake: FakeAnthropic) -> 
 
 
 async def test_a_refused_key_names_the_setting(anthropic_fake: FakeAnthropic) -> None:
-    with pytest.raises(ConfigurationError, match=r"^ANTHROPIC_API_KEY was refused by Anthropic at 127\.0\.0\.1"):
+    refused = r"^ANTHROPIC_API_KEY was refused by Anthropic at 127\.0\.0\.1"
+    with pytest.raises(ConfigurationError, match=refused):
         await check_anthropic(settings(anthropic_api_key="sk-wrong"))
 
 
@@ -95,9 +96,11 @@ async def test_an_unknown_model_names_its_setting(anthropic_fake: FakeAnthropic)
     assert str(caught.value).startswith("SUMMARY_MODEL sonnet-4-5 is not a model Anthropic knows")
 
 
-async def test_a_retired_model_is_refused_and_a_deprecated_one_passes(monkeypatch: pytest.MonkeyPatch) -> None:
-    models = {"claude-sonnet-4-5": "deprecated", "claude-3-haiku-20240307": "retired"}
-    with FakeAnthropic(models=models) as fake:  # type: ignore[arg-type]
+async def test_a_retired_model_is_refused_and_a_deprecated_one_passes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    models: dict[str, Lifecycle] = {"claude-sonnet-4-5": "deprecated", "claude-3-haiku-20240307": "retired"}
+    with FakeAnthropic(models=models) as fake:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
         await check_anthropic(settings(summary_model="test"))
         with pytest.raises(ConfigurationError, match="SUMMARY_MODEL claude-3-haiku-20240307 was retired"):
@@ -138,14 +141,15 @@ async def test_preflight_reports_telegram_first_when_nothing_answers(monkeypatch
         telegram_api_base_url=f"http://127.0.0.1:{closed_port()}/bot",
         database_url=f"postgresql://postgres@127.0.0.1:{closed_port()}/x",
     )
-    with pytest.raises(StartupError, match="^cannot reach Telegram"):
+    with pytest.raises(StartupError, match=r"^cannot reach Telegram"):
         await preflight(everything_down)
 
 
 def test_a_port_in_use_is_one_line() -> None:
     with listen(closed_port()) as held:
         held.listen()  # another server on the port
-        with pytest.raises(StartupError, match=r"^cannot listen on PORT \d+ \(OSError: .*\): another process"):
+        in_use = r"^cannot listen on PORT \d+ \(OSError: .*\): another process"
+        with pytest.raises(StartupError, match=in_use):
             listen(held.getsockname()[1])
 
 
