@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from agent.errors import ConfigurationError, StartupError
 from agent.settings import Settings, load_settings
 from bot.hosting import require_durable_storage
-from bot.preflight import one_line
+from bot.preflight import check_database, one_line
 from bot.runtime import configure_logging
 
 logger = logging.getLogger("bot")
@@ -58,8 +58,9 @@ def _add_jobs_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
 # disk is ephemeral (bot/hosting.py). `bench`, `chat` and `reindex` are tools for a machine with a disk.
 _KEEPS_DATA = {"run", "web", "migrate", "jobs"}
 _OPENS_GRAPH = {"run", "jobs"}
-# Long-running servers: whatever stops them is told in one line on stderr, not a traceback.
-_SERVERS = {"run", "web"}
+# Commands hosts run unattended (servers, release phase, schedulers): whatever stops them is told in
+# one line on stderr, not a traceback.
+_ONE_LINE_FAILURES = {"run", "web", "migrate", "jobs"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -77,11 +78,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:  # the process boundary of a server: one line, then exit
-        if args.command not in _SERVERS:
+    except Exception as exc:  # the process boundary: one line, then exit
+        if args.command not in _ONE_LINE_FAILURES:
             raise
         logger.debug("stopped by an error", exc_info=True)
-        _say(f"{args.command} stopped: {one_line(exc)} (LOG_LEVEL=DEBUG logs where it came from)")
+        _say(f"{args.command} failed: {one_line(exc)} (LOG_LEVEL=DEBUG logs where it came from)")
         return 1
 
 
@@ -96,6 +97,7 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "migrate":
         from db.migrate import upgrade_to_head
 
+        asyncio.run(check_database(settings))  # an unreachable database named by its host, in one line
         upgrade_to_head(settings.database_url)
         print("database is at the newest revision")
         return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -158,3 +159,17 @@ def test_one_line_drops_sqlalchemy_boilerplate_and_masks() -> None:
 
     error = OperationalError("SELECT 1", {}, Exception("boom\nat pw-123"))
     assert one_line(error, hide="pw-123") == "OperationalError: (builtins.Exception) boom at ***"
+
+
+def test_migrate_names_the_database_it_cannot_reach(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from bot.__main__ import main
+
+    monkeypatch.chdir(tmp_path)
+    port = closed_port()
+    monkeypatch.setenv("DATABASE_URL", f"postgresql://nikita:hunter2secret@127.0.0.1:{port}/nikita")
+    assert main(["migrate"]) == 1
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"start-up check failed: cannot reach the database at 127.0.0.1:{port} (")
+    assert "hunter2secret" not in line
