@@ -66,7 +66,7 @@ class Settings(BaseSettings):
     database_url: str = DEFAULT_DATABASE_URL
     data_dir: str = "./data"
 
-    # Start-up (bot/preflight.py, bot/platform.py): each network check at start gives up after this
+    # Start-up (bot/preflight.py, bot/hosting.py): each network check at start gives up after this
     # long. Cloud Run sets K_SERVICE and Heroku sets DYNO; their disks are lost at every deploy, so
     # SQLite and the embedded graph are refused there unless ALLOW_EPHEMERAL_STORAGE is true.
     startup_check_timeout_seconds: float = Field(default=10.0, gt=0)
