@@ -143,6 +143,7 @@ async def build_runtime(
         )
     except BaseException:
         await memory.close()  # an embedded graph runs a server process: never leave it behind
+        await engine.dispose()
         raise
     data_stores: list[UserDataStore] = [
         recall,
