@@ -11,6 +11,10 @@ class ConfigurationError(NikitaError):
     """A setting is missing or invalid; raised at start, never mid-conversation."""
 
 
+class StartupError(NikitaError):
+    """Something the process needs at start does not answer (network, database, port): one line, exit."""
+
+
 class UserNotFoundError(NikitaError):
     """No user with that key exists."""
 

@@ -12,6 +12,7 @@ from pydantic_settings.exceptions import SettingsError
 from agent.errors import ConfigurationError
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./data/nikita.db"
+DEFAULT_PORT = 8080
 
 
 def normalise_database_url(url: str) -> str:
@@ -41,7 +42,9 @@ class Settings(BaseSettings):
     telegram_api_base_url: str = "https://api.telegram.org/bot"
     webhook_url: str | None = None
     webhook_secret: SecretStr | None = None
-    port: int = 8080
+    # The port the platform gives (Cloud Run and Heroku set PORT). Given, `run` serves the web app
+    # on it in polling mode too; unset, webhook mode and `web` use DEFAULT_PORT, polling serves none.
+    port: int | None = None
     admin_ids: Annotated[list[int], NoDecode] = Field(default_factory=list)
     rate_limit_per_minute: int = 20
     rate_limit_per_day: int = 500
@@ -62,6 +65,14 @@ class Settings(BaseSettings):
     # Storage
     database_url: str = DEFAULT_DATABASE_URL
     data_dir: str = "./data"
+
+    # Start-up (bot/preflight.py, bot/hosting.py): each network check at start gives up after this
+    # long. Cloud Run sets K_SERVICE and Heroku sets DYNO; their disks are lost at every deploy, so
+    # SQLite and the embedded graph are refused there unless ALLOW_EPHEMERAL_STORAGE is true.
+    startup_check_timeout_seconds: float = Field(default=10.0, gt=0)
+    cloud_run_service: str | None = Field(default=None, alias="K_SERVICE")
+    heroku_dyno: str | None = Field(default=None, alias="DYNO")
+    allow_ephemeral_storage: bool = False
 
     # Time and sessions
     session_timeout_minutes: int = 15
@@ -279,6 +290,11 @@ class Settings(BaseSettings):
                 if secret is not None and secret.get_secret_value() in {"changethis", "change-me", ""}:
                     raise ValueError(f"{name.upper()} still holds a placeholder value")
         return self
+
+    @property
+    def web_port(self) -> int:
+        """Where a web server listens: $PORT, or DEFAULT_PORT when the platform gave none."""
+        return DEFAULT_PORT if self.port is None else self.port
 
     @property
     def telegram_files_url(self) -> str:

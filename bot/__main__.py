@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 from collections.abc import Sequence
 
-from agent.errors import ConfigurationError
+from agent.errors import ConfigurationError, StartupError
 from agent.settings import Settings, load_settings
+from bot.hosting import require_durable_storage
+from bot.preflight import check_database, one_line
 from bot.runtime import configure_logging
+
+logger = logging.getLogger("bot")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -49,6 +54,15 @@ def _add_jobs_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     run.add_argument("--limit", type=int, default=None, help="postprocess: at most this many conversations")
 
 
+# Commands that keep data: refused on SQLite (and the second set on the embedded graph) where the
+# disk is ephemeral (bot/hosting.py). `bench`, `chat` and `reindex` are tools for a machine with a disk.
+_KEEPS_DATA = {"run", "web", "migrate", "jobs"}
+_OPENS_GRAPH = {"run", "jobs"}
+# Commands hosts run unattended (servers, release phase, schedulers): whatever stops them is told in
+# one line on stderr, not a traceback.
+_ONE_LINE_FAILURES = {"run", "web", "migrate", "jobs"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     args = _parser().parse_args(argv)
@@ -57,14 +71,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure_logging(settings.log_level)
         return _dispatch(args, settings)
     except ConfigurationError as exc:
-        print(f"configuration error: {exc}", file=sys.stderr)
+        _say(f"configuration error: {exc}")
         return 2
+    except StartupError as exc:
+        _say(f"start-up check failed: {exc}")
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # the process boundary: one line, then exit
+        if args.command not in _ONE_LINE_FAILURES:
+            raise
+        logger.debug("stopped by an error", exc_info=True)
+        _say(f"{args.command} failed: {one_line(exc)} (LOG_LEVEL=DEBUG logs where it came from)")
+        return 1
+
+
+def _say(line: str) -> None:
+    # One line, so the reason is the last line an operator sees in the host's log.
+    print(" ".join(line.split()), file=sys.stderr, flush=True)
 
 
 def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
+    if args.command in _KEEPS_DATA:
+        require_durable_storage(settings, graph=args.command in _OPENS_GRAPH)
     if args.command == "migrate":
         from db.migrate import upgrade_to_head
 
+        asyncio.run(check_database(settings))  # an unreachable database named by its host, in one line
         upgrade_to_head(settings.database_url)
         print("database is at the newest revision")
         return 0
@@ -137,6 +170,8 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "run":
         settings.require("telegram_bot_token")
         settings.require_model_keys()
+        if settings.webhook_url:
+            settings.require("webhook_secret")  # webhook mode rejects forged updates with it
         from bot.app import run_bot
 
         run_bot(settings)

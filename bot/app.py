@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import uvicorn
 from telegram import BotCommand
+from telegram.error import BadRequest
 from telegram.ext import (
     Application,
     ApplicationBuilder,
@@ -19,11 +21,13 @@ from telegram.ext import (
     filters,
 )
 
+from agent.errors import ConfigurationError
 from agent.onboarding import OnboardingService
 from agent.settings import Settings
 from bot import admin, commands, handlers, media
 from bot.delivery.runner import DeliveryRunner, build_delivery
 from bot.delivery.signals import SignalFreeServer, on_stop_signal
+from bot.preflight import listen, one_line, preflight
 from bot.ratelimit import RateLimiter
 from bot.runtime import Runtime, build_runtime
 from bot.services import SERVICES_KEY, BotServices, services
@@ -115,11 +119,17 @@ async def _post_init(application: AnyApplication) -> None:
     await timeline_command.point_menu_button(application.bot, settings)
     if application.bot_data.get("webhook"):
         assert settings.webhook_url is not None and settings.webhook_secret is not None
-        await application.bot.set_webhook(
-            url=settings.webhook_url,
-            secret_token=settings.webhook_secret.get_secret_value(),
-            allowed_updates=ALLOWED_UPDATES,
-        )
+        try:
+            await application.bot.set_webhook(
+                url=settings.webhook_url,
+                secret_token=settings.webhook_secret.get_secret_value(),
+                allowed_updates=ALLOWED_UPDATES,
+            )
+        except BadRequest as exc:
+            raise ConfigurationError(
+                f"Telegram refused the webhook {settings.webhook_url} ({one_line(exc)}): check WEBHOOK_URL "
+                "(a public https:// address ending in /telegram/webhook) and WEBHOOK_SECRET"
+            ) from exc
         logger.info("webhook registered", extra={"url": settings.webhook_url})
     if application.job_queue is not None:
         schedule_jobs(application.job_queue.scheduler, s.runtime.jobs)
@@ -164,29 +174,48 @@ async def running(
 
 
 async def serve(settings: Settings) -> None:
-    """Run until SIGTERM/SIGINT: long polling, or the webhook web app on $PORT when WEBHOOK_URL is set."""
-    runtime = await build_runtime(settings)
+    """Run until SIGTERM/SIGINT: long polling, or the webhook on $PORT when WEBHOOK_URL is set.
+
+    Polling with $PORT given (Cloud Run, Heroku) serves the web app there too, without the webhook
+    route. The start-up checks come first, so a failing one leaves nothing to clean up; anything
+    failing after them still closes the runtime (the embedded graph's server with it).
+    """
+    await preflight(settings)
+    listener = listen(settings.web_port) if settings.webhook_url or settings.port is not None else None
+    try:
+        stop = asyncio.Event()
+        on_stop_signal(stop.set)  # a stop during start-up stops the bot once it has started
+        runtime = await build_runtime(settings)
+        try:
+            await _serve_runtime(runtime, stop, listener)
+        finally:
+            await runtime.close()
+    finally:
+        if listener is not None:
+            listener.close()
+
+
+async def _serve_runtime(runtime: Runtime, stop: asyncio.Event, listener: socket.socket | None) -> None:
+    settings = runtime.settings
     application = build_application(runtime)
-    stop = asyncio.Event()
-    on_stop_signal(stop.set)
-    if not settings.webhook_url:
+    if listener is None:
         async with running(application):
             logger.info("polling for updates")
             await stop.wait()
         return
     from bot.web import build_web_app
 
-    web = build_web_app(application, runtime)
-    server = SignalFreeServer(
-        uvicorn.Config(web, host="0.0.0.0", port=settings.port, log_config=None, timeout_graceful_shutdown=2)
-    )
+    webhook = bool(settings.webhook_url)
+    web = build_web_app(application, runtime, webhook=webhook)
+    server = SignalFreeServer(uvicorn.Config(web, log_config=None, timeout_graceful_shutdown=2))
     async with running(application) as runner:
-        logger.info("serving webhook", extra={"port": settings.port})
-        served = asyncio.create_task(server.serve())
+        what = "serving webhook" if webhook else "polling for updates; serving HTTP"
+        logger.info(what, extra={"port": settings.web_port})
+        served = asyncio.create_task(server.serve(sockets=[listener]))
         stopping = asyncio.create_task(stop.wait())
         await asyncio.wait({served, stopping}, return_when=asyncio.FIRST_COMPLETED)
         stopping.cancel()
-        # Both at once: the web server stops taking updates while the inbox drains (the grace
+        # Both at once: the web server stops taking requests while the inbox drains (the grace
         # period counts from the signal, so the whole stop fits the host's kill delay).
         server.should_exit = True
         await asyncio.gather(served, runner.stop())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from typing import Literal
@@ -48,6 +49,7 @@ class Runtime:
     graph: GraphMemory = field(default_factory=NullGraphMemory)
     # Writers /forget waits for (issue 11); every graph write and indexing pass registers here.
     guard: WriteGuard | None = None
+    _closed: bool = field(default=False, init=False, repr=False)
 
     async def forget(self, user_id: int) -> ForgetResult:
         """/forget: the user's rows, then (after their writers in flight) every store and cache."""
@@ -67,13 +69,18 @@ class Runtime:
             await self.recall.facts.drain()
 
     async def close(self) -> None:
-        """Release connections."""
-        await self.settle()
-        await self.turns.close()
-        await self.graph.close()
-        if self.guard is not None:
-            await self.guard.close()
-        await self.engine.dispose()
+        """Release connections (and stop an embedded graph's server); a second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        # Each step runs even when an earlier one fails: the graph's server must never outlive us.
+        async with contextlib.AsyncExitStack() as steps:
+            steps.push_async_callback(self.engine.dispose)
+            if self.guard is not None:
+                steps.push_async_callback(self.guard.close)
+            steps.push_async_callback(self.graph.close)
+            steps.push_async_callback(self.turns.close)
+            await self.settle()
 
 
 async def build_runtime(
@@ -136,6 +143,7 @@ async def build_runtime(
         )
     except BaseException:
         await memory.close()  # an embedded graph runs a server process: never leave it behind
+        await engine.dispose()
         raise
     data_stores: list[UserDataStore] = [
         recall,

@@ -7,7 +7,6 @@ import json
 import logging
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -20,6 +19,7 @@ from bot import timeline, voice
 from bot.app import services_of
 from bot.delivery import routes as delivery_routes
 from bot.delivery.intake import NotAnUpdateError, parse_update
+from bot.health import health_route
 from bot.runtime import Runtime
 
 logger = logging.getLogger(__name__)
@@ -33,17 +33,19 @@ def _same(given: str | None, expected: str) -> bool:
     return given is not None and hmac.compare_digest(given.encode(), expected.encode())
 
 
-def build_web_app(application: Application[Any, Any, Any, Any, Any, Any], runtime: Runtime) -> Starlette:
-    """Starlette routes: POST /telegram/webhook, GET /healthz, POST /tasks/{name}."""
+def build_web_app(
+    application: Application[Any, Any, Any, Any, Any, Any], runtime: Runtime, *, webhook: bool = True
+) -> Starlette:
+    """Starlette routes: POST /telegram/webhook (unless `webhook=False`), GET /healthz, POST /tasks/{name}."""
     settings = runtime.settings
-    if settings.webhook_secret is None or not settings.webhook_secret.get_secret_value():
+    secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret else ""
+    if webhook and not secret:
         raise ConfigurationError("WEBHOOK_SECRET is not set; webhook mode needs it to reject forged updates")
-    webhook_secret = settings.webhook_secret.get_secret_value()
     tasks_secret = settings.tasks_secret.get_secret_value() if settings.tasks_secret else None
     delivery = services_of(application).delivery
 
     async def telegram_webhook(request: Request) -> Response:
-        if not _same(request.headers.get(SECRET_HEADER), webhook_secret):
+        if not _same(request.headers.get(SECRET_HEADER), secret):
             return Response("forbidden", status_code=403)
         try:
             incoming = parse_update(await request.json())
@@ -63,15 +65,6 @@ def build_web_app(application: Application[Any, Any, Any, Any, Any, Any], runtim
             )
         return Response(status_code=200)
 
-    async def healthz(request: Request) -> Response:
-        try:
-            async with runtime.engine.connect() as conn:
-                await conn.execute(text("SELECT 1"))
-        except (SQLAlchemyError, OSError) as exc:
-            logger.error("health check: database unreachable", extra={"error": repr(exc)})
-            return JSONResponse({"ok": False, "database": "unreachable"}, status_code=503)
-        return JSONResponse({"ok": True})
-
     def tasks_authorized(request: Request) -> bool:
         given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip() or None
         return tasks_secret is not None and _same(given, tasks_secret)
@@ -90,8 +83,8 @@ def build_web_app(application: Application[Any, Any, Any, Any, Any, Any], runtim
 
     # Capabilities append their own routes here; `/tasks/{name}` stays last, it matches any task.
     routes: list[BaseRoute] = [
-        Route(WEBHOOK_PATH, telegram_webhook, methods=["POST"]),
-        Route("/healthz", healthz, methods=["GET"]),
+        *([Route(WEBHOOK_PATH, telegram_webhook, methods=["POST"])] if webhook else []),
+        health_route(runtime.engine),
         *delivery_routes.routes(delivery, authorized=tasks_authorized),
         Route("/tasks/{name}", run_task, methods=["POST"]),
         *voice.routes(runtime),

@@ -1,7 +1,8 @@
 """`python -m bot web`: the web pages and APIs without the webhook, for polling deployments.
 
-A polling bot (`python -m bot run`) serves no HTTP; this process serves what users open in a
-browser (the timeline Mini App) against the same database, on $PORT. It runs no jobs and opens no
+A polling bot started without $PORT (`python -m bot run` on a laptop or VM) serves no HTTP; this
+process serves what users open in a browser (the timeline Mini App) and GET /healthz against the
+same database, on $PORT (8080 when unset). It runs no jobs and opens no
 knowledge graph (an embedded graph belongs to the bot process). The database must be migrated
 already (`python -m bot migrate`, or the bot's own start), as for `python -m bot jobs`.
 """
@@ -18,6 +19,8 @@ from starlette.routing import BaseRoute
 from agent.graph import NullGraphMemory
 from agent.settings import Settings
 from bot import timeline
+from bot.health import health_route
+from bot.preflight import check_database, listen
 from bot.runtime import Runtime, build_runtime
 
 logger = logging.getLogger(__name__)
@@ -29,21 +32,22 @@ def web_routes(runtime: Runtime) -> list[BaseRoute]:
 
 
 def build_pages_app(runtime: Runtime) -> Starlette:
-    """The Starlette app of `python -m bot web`."""
-    return Starlette(routes=web_routes(runtime))
+    """The Starlette app of `python -m bot web`: the pages and GET /healthz."""
+    return Starlette(routes=[health_route(runtime.engine), *web_routes(runtime)])
 
 
 async def serve_pages(settings: Settings) -> None:
-    """Serve until SIGTERM/SIGINT (uvicorn handles them)."""
+    """Serve until SIGTERM/SIGINT (uvicorn handles them); a database that does not answer stops the start."""
+    await check_database(settings)
     runtime = await build_runtime(settings, migrate=False, graph=NullGraphMemory())
     try:
-        app = build_pages_app(runtime)
-        server = uvicorn.Server(uvicorn.Config(app, host="0.0.0.0", port=settings.port, log_config=None))
-        # uvicorn stops gracefully on SIGTERM/SIGINT, then raises the signal again for the handler
-        # it found; a no-op one lets this process close the runtime and exit 0 instead of dying.
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda number, frame: None)
-        logger.info("serving web pages", extra={"port": settings.port})
-        await server.serve()
+        with listen(settings.web_port) as listener:
+            server = uvicorn.Server(uvicorn.Config(build_pages_app(runtime), log_config=None))
+            # uvicorn stops gracefully on SIGTERM/SIGINT, then raises the signal again for the handler
+            # it found; a no-op one lets this process close the runtime and exit 0 instead of dying.
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda number, frame: None)
+            logger.info("serving web pages", extra={"port": settings.web_port})
+            await server.serve(sockets=[listener])
     finally:
         await runtime.close()

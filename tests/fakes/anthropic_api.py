@@ -13,6 +13,8 @@ Real-API rules it enforces (400 `invalid_request_error` unless noted):
 - `tool_use` ids are unique; each assistant `tool_use` is answered by a `tool_result` in the next message
   (when there is one); each `tool_result` names a `tool_use` of the immediately previous assistant message;
   `tool_result` blocks come first in their message.
+`GET /v1/models/{model_id}` answers a `ModelInfo` for the models it knows (`models=`: id -> lifecycle; by
+default every `claude-` id, active) and 404 `not_found_error` for others, after the same key check.
 Unknown paths answer 404 `not_found_error`. Error replies carry `retry-after-ms: 1`, so SDK retries stay fast.
 """
 
@@ -25,9 +27,9 @@ import re
 import threading
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic_ai.models import override_allow_model_requests
 from starlette.applications import Starlette
@@ -83,6 +85,7 @@ class ApiError:
 
 
 Outcome = Reply | ApiError | str
+Lifecycle = Literal["active", "deprecated", "retired"]
 Responder = Callable[[Json], Outcome]
 ScriptItem = Outcome | Responder
 
@@ -247,8 +250,10 @@ class FakeAnthropic:
         responder: Responder = default_responder,
         strict_alternation: bool = False,
         delay: float = 0.0,
+        models: Mapping[str, Lifecycle] | None = None,
     ) -> None:
         self.api_key = api_key  # when set, any other key is refused
+        self.models = models  # what GET /v1/models/{id} knows; None: every `claude-` id, active
         self.responder = responder  # asked when the script is empty
         self.strict_alternation = strict_alternation
         self.delay = delay  # seconds each /v1/messages answer takes, like a model thinking
@@ -261,6 +266,7 @@ class FakeAnthropic:
             routes=[
                 Route("/v1/messages", self._messages, methods=["POST"]),
                 Route("/v1/messages/count_tokens", self._count_tokens, methods=["POST"]),
+                Route("/v1/models/{model_id}", self._model, methods=["GET"]),
                 Route("/{path:path}", self._not_found, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
             ]
         )
@@ -315,13 +321,9 @@ class FakeAnthropic:
         self.requests.append(
             RecordedRequest(request.url.path, dict(headers), body if isinstance(body, dict) else {})
         )
-        key = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ").strip()
-        if not key:
-            return _error(401, "authentication_error", "x-api-key header is required")
-        if self.api_key is not None and key != self.api_key:
-            return _error(401, "authentication_error", "invalid x-api-key")
-        if "anthropic-version" not in headers:
-            return _error(400, "invalid_request_error", "anthropic-version: header is required")
+        refused = self._refusal(request)
+        if refused is not None:
+            return refused
         if not isinstance(body, dict):
             return _error(
                 400, "invalid_request_error", "There was an error parsing the body as a JSON object"
@@ -330,6 +332,36 @@ class FakeAnthropic:
             body, strict_alternation=self.strict_alternation, needs_max_tokens=needs_max_tokens
         )
         return body if problem is None else _error(400, "invalid_request_error", problem)
+
+    def _refusal(self, request: Request) -> Response | None:
+        """The 401 or 400 every endpoint gives a request without a valid key or API version."""
+        headers = request.headers
+        key = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ").strip()
+        if not key:
+            return _error(401, "authentication_error", "x-api-key header is required")
+        if self.api_key is not None and key != self.api_key:
+            return _error(401, "authentication_error", "invalid x-api-key")
+        if "anthropic-version" not in headers:
+            return _error(400, "invalid_request_error", "anthropic-version: header is required")
+        return None
+
+    async def _model(self, request: Request) -> Response:
+        self.requests.append(RecordedRequest(request.url.path, dict(request.headers)))
+        refused = self._refusal(request)
+        if refused is not None:
+            return refused
+        model_id = request.path_params["model_id"]
+        known = {model_id: "active"} if self.models is None and model_id.startswith("claude-") else {}
+        lifecycle = (self.models if self.models is not None else known).get(model_id)
+        if lifecycle is None:
+            return _error(404, "not_found_error", f"model: {model_id}")
+        line = next((name for name in ("haiku", "sonnet", "opus") if name in model_id), None)
+        info: Json = {"type": "model", "id": model_id, "display_name": model_id.replace("-", " ").title()}
+        info |= {"created_at": "2025-09-29T00:00:00Z", "lifecycle": lifecycle, "line": line}
+        info |= {"deprecated_at": None if lifecycle == "active" else "2026-01-01T00:00:00Z"}
+        info |= {"retires_at": None if lifecycle == "active" else "2026-06-01T00:00:00Z"}
+        info |= {"max_input_tokens": 200_000, "max_tokens": 64_000, "capabilities": None}
+        return JSONResponse(info, headers={"request-id": f"req_fake_{uuid.uuid4().hex[:20]}"})
 
     async def _messages(self, request: Request) -> Response:
         body = await self._read(request, needs_max_tokens=True)

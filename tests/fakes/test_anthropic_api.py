@@ -7,6 +7,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import anthropic
 import httpx
 import pytest
 from anthropic import AsyncAnthropic
@@ -358,3 +359,19 @@ def test_count_tokens_and_unknown_paths(fake: FakeAnthropic) -> None:
     assert counted.status_code == 200 and counted.json()["input_tokens"] > 40
     missing = httpx.get(f"{fake.base_url}/v1/models", headers=HEADERS)
     assert missing.status_code == 404 and missing.json()["error"]["type"] == "not_found_error"
+
+
+async def test_model_lookup_speaks_the_sdks_model_info(fake: FakeAnthropic) -> None:
+    fake.api_key = "the-right-key"
+    async with AsyncAnthropic(base_url=fake.base_url, api_key="the-right-key", max_retries=0) as client:
+        info = await client.models.retrieve("claude-haiku-4-5")
+        raw = await client.models.with_raw_response.retrieve("claude-sonnet-4-5")
+        with pytest.raises(anthropic.NotFoundError):
+            await client.models.retrieve("gpt-4o")
+    assert (info.id, info.type, info.lifecycle, info.line) == ("claude-haiku-4-5", "model", "active", "haiku")
+    assert info.created_at.year == 2025 and info.deprecated_at is None
+    # Every field the SDK's type declares is in the body, and nothing else.
+    assert set(raw.http_response.json()) == set(anthropic.types.ModelInfo.model_fields)
+    async with AsyncAnthropic(base_url=fake.base_url, api_key="wrong", max_retries=0) as client:
+        with pytest.raises(anthropic.AuthenticationError):
+            await client.models.retrieve("claude-haiku-4-5")
