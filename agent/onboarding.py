@@ -271,9 +271,9 @@ async def run_onboarding_turn(
         # that is briefly away is retried by the inbox instead.
         if is_transient(exc):
             raise
-        extra = {"user_id": context.user_id, "error": repr(exc)}
+        extra = {"user_id": context.user_id}
         if isinstance(exc, AgentRunError | TimeoutError):
-            logger.warning("onboarding model call failed", extra=extra)
+            logger.warning("onboarding model call failed", extra=extra, exc_info=exc)
         else:
             logger.exception("onboarding run failed", extra=extra)
         return OnboardingTurn(_fallback(deps), OnboardingDeps.start(context.profile), failed=True)

@@ -354,9 +354,9 @@ class TurnService:
             if is_transient(exc):
                 raise
             model_side = isinstance(exc, AgentRunError | TimeoutError)
-            extra = {"user_id": user.id, "conversation_id": conversation.id, "error": type(exc).__name__}
+            extra = {"user_id": user.id, "conversation_id": conversation.id}
             if model_side:
-                logger.warning("model call failed", extra=extra)
+                logger.warning("model call failed", extra=extra, exc_info=exc)
             else:
                 logger.exception("agent run failed", extra=extra)
             failed = True

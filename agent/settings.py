@@ -240,6 +240,12 @@ class Settings(BaseSettings):
     graph_search_timeout_seconds: float = 2.0
     graph_episode_timeout_seconds: float = 120.0
 
+    # Operations (docs/logging.md, docs/persona.md): LOG_FORMAT=json writes one JSON object per line
+    # (Cloud Logging's fields); PERSONA_FILE is a Markdown file that replaces the shipped persona
+    # prompt (agent/persona.md), its {persona_name} placeholders filled with PERSONA_NAME.
+    log_format: Literal["text", "json"] = "text"
+    persona_file: str | None = None
+
     @field_validator("database_url")
     @classmethod
     def _normalise_url(cls, value: str) -> str:

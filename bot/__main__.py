@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from agent.errors import ConfigurationError
 from agent.settings import Settings, load_settings
-from bot.runtime import configure_logging
+from bot.logs import configure_logging
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -54,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         settings = load_settings()
-        configure_logging(settings.log_level)
+        configure_logging(settings.log_level, log_format=settings.log_format)
         return _dispatch(args, settings)
     except ConfigurationError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -157,9 +156,3 @@ async def build_runtime(
         guard=guard,
     )
 
-
-def configure_logging(level: str) -> None:
-    """Log once, to stderr, with structured extras appended."""
-    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    for noisy in ("httpx", "httpcore", "apscheduler", "telegram.ext"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -188,9 +188,7 @@ class Compactor:
             return done(history, "timeout", error="TimeoutError")
         except (AgentRunError, UserError, RuntimeError, OSError) as exc:
             # RuntimeError: pydantic-ai refuses model requests when they are disabled (tests).
-            logger.warning(
-                "compaction failed", extra={"conversation_id": conversation_id, "error": type(exc).__name__}
-            )
+            logger.warning("compaction failed", extra={"conversation_id": conversation_id}, exc_info=exc)
             return done(history, "failed", error=type(exc).__name__)
         if not summary:
             return done(history, "failed", error="empty summary")
@@ -293,5 +291,6 @@ class Compactor:
             # away under /forget): the summary is still used for this turn.
             logger.info(
                 "compaction not cached",
-                extra={"conversation_id": conversation_id, "error": type(exc).__name__},
+                extra={"conversation_id": conversation_id},
+                exc_info=exc,
             )
