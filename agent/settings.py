@@ -48,9 +48,11 @@ class Settings(BaseSettings):
     onboarding_enabled: bool = True
     tasks_secret: SecretStr | None = None
 
-    # Models
-    model: str = "anthropic:claude-sonnet-4-5"
-    summary_model: str = "anthropic:claude-haiku-4-5"
+    # Models. The defaults are the newest Sonnet and Haiku that the anthropic SDK knows and has not
+    # deprecated, and that PydanticAI and genai-prices (cost estimates) know too (agent/model_lifecycle.py
+    # warns at start about a configured model in the SDK's DEPRECATED_MODELS).
+    model: str = "anthropic:claude-sonnet-5-5"
+    summary_model: str = "anthropic:claude-haiku-5-5"
     anthropic_api_key: SecretStr | None = None
     model_timeout_seconds: float = 60.0
     # None: the model's own maximum (PydanticAI then streams the response over SSE).

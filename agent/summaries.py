@@ -12,6 +12,7 @@ from pydantic_ai import Agent
 from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 
+from agent.model_lifecycle import sampling_allowed
 from agent.settings import Settings
 from agent.usage import record_run
 
@@ -68,12 +69,13 @@ day_summary_agent: Agent[None, DaySummary] = Agent(
 
 
 def summary_model_settings(settings: Settings) -> ModelSettings:
-    """Low temperature, an output cap and a timeout for extraction and summaries (SUMMARY_* settings)."""
-    return ModelSettings(
-        temperature=settings.summary_temperature,
-        max_tokens=settings.summary_max_tokens,
-        timeout=settings.summary_timeout_seconds,
+    """Low temperature (where the model takes one), an output cap and a timeout (SUMMARY_* settings)."""
+    model_settings = ModelSettings(
+        max_tokens=settings.summary_max_tokens, timeout=settings.summary_timeout_seconds
     )
+    if sampling_allowed(settings.summary_model):
+        model_settings["temperature"] = settings.summary_temperature
+    return model_settings
 
 
 def format_lines(lines: Sequence[Line]) -> str:

@@ -19,6 +19,7 @@ from telegram.ext import (
     filters,
 )
 
+from agent.model_lifecycle import model_warnings
 from agent.onboarding import OnboardingService
 from agent.settings import Settings
 from bot import admin, commands, handlers, media
@@ -166,6 +167,8 @@ async def running(
 async def serve(settings: Settings) -> None:
     """Run until SIGTERM/SIGINT: long polling, or the webhook web app on $PORT when WEBHOOK_URL is set."""
     runtime = await build_runtime(settings)
+    for warning in model_warnings(settings, runtime.clock.now().date()):
+        logger.warning(warning)
     application = build_application(runtime)
     stop = asyncio.Event()
     on_stop_signal(stop.set)

@@ -155,4 +155,3 @@ async def build_runtime(
         graph=memory,
         guard=guard,
     )
-

@@ -49,6 +49,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.context.budget import truncate_text
 from agent.history import sanitize_history
+from agent.model_lifecycle import sampling_allowed
 from agent.settings import Settings
 from agent.tokens import TokenCounter
 from agent.usage import record_run
@@ -251,14 +252,18 @@ class Compactor:
             prompt,
             model=self.model,
             instructions=SUMMARY_INSTRUCTIONS.format(max_words=max_tokens * 3 // 4),
-            model_settings=ModelSettings(
-                max_tokens=max_tokens,
-                temperature=self.settings.summary_temperature,
-                timeout=self.settings.compaction_timeout_seconds,
-            ),
+            model_settings=self._model_settings(max_tokens),
         )
         record_run("compaction", result.usage)
         return truncate_text(result.output.strip(), max_tokens, self.counter)
+
+    def _model_settings(self, max_tokens: int) -> ModelSettings:
+        model_settings = ModelSettings(
+            max_tokens=max_tokens, timeout=self.settings.compaction_timeout_seconds
+        )
+        if sampling_allowed(self.settings.summary_model):  # the newest models refuse temperature
+            model_settings["temperature"] = self.settings.summary_temperature
+        return model_settings
 
     async def _store(
         self,
