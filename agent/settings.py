@@ -227,8 +227,9 @@ class Settings(BaseSettings):
     search_neighbour_chars: int = 160
     # At start, the vectors of this many most recently active users are loaded into the cache.
     search_warm_users: int = 8
-    # The persona's name: messages are embedded as "<speaker>: <text>" (the user's is users.name),
-    # and both names are left out of the lexical side of a search.
+    # The persona's name, in every prompt and bot text (docs/persona.md); messages are embedded as
+    # "<speaker>: <text>" (the user's is users.name), and both names are left out of the lexical side
+    # of a search.
     persona_name: str = "Nikita"
     memory_search_limit: int = 8
     memory_fact_max_chars: int = 300
@@ -247,6 +248,16 @@ class Settings(BaseSettings):
     # prompt (agent/persona.md), its {persona_name} placeholders filled with PERSONA_NAME.
     log_format: Literal["text", "json"] = "text"
     persona_file: str | None = None
+
+    @field_validator("persona_file")
+    @classmethod
+    def _readable_persona_file(cls, value: str | None) -> str | None:
+        # Checked with the other settings, so a wrong path stops every command at start, in one line.
+        if value is not None:
+            from agent.persona import read_persona_file
+
+            read_persona_file(value)
+        return value
 
     @field_validator("database_url")
     @classmethod

@@ -13,6 +13,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 
 from agent.model_lifecycle import sampling_allowed
+from agent.persona import with_name
 from agent.settings import Settings
 from agent.usage import record_run
 
@@ -54,7 +55,7 @@ class DaySummary(BaseModel):
 
 
 SUMMARY_INSTRUCTIONS = """\
-You keep the diary of one user's day with a companion called Nikita.
+You keep the diary of one user's day with a companion called {persona_name}.
 Update the day's summary from the previous summary (if any) and the new messages.
 Keep everything still true from the previous summary; add what is new; be concise and factual.
 Never invent facts. Key moments: at most 5, the most meaningful of the whole day.
@@ -62,7 +63,6 @@ Never invent facts. Key moments: at most 5, the most meaningful of the whole day
 
 day_summary_agent: Agent[None, DaySummary] = Agent(
     output_type=DaySummary,
-    instructions=SUMMARY_INSTRUCTIONS,
     name="day-summary",
     defer_model_check=True,
 )
@@ -107,6 +107,7 @@ async def summarise_day(
         result = await day_summary_agent.run(
             _prompt(day, previous, lines, notes, final),
             model=model,
+            instructions=with_name(SUMMARY_INSTRUCTIONS, settings.persona_name),
             model_settings=summary_model_settings(settings),
         )
     record_run("day_summary", result.usage)

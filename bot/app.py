@@ -21,6 +21,7 @@ from telegram.ext import (
 
 from agent.model_lifecycle import model_warnings
 from agent.onboarding import OnboardingService
+from agent.persona import persona_for
 from agent.settings import Settings
 from bot import admin, commands, handlers, media
 from bot.delivery.runner import DeliveryRunner, build_delivery
@@ -58,7 +59,10 @@ def build_application(runtime: Runtime, *, webhook: bool | None = None) -> AnyAp
     application.bot_data[SERVICES_KEY] = BotServices(
         runtime=runtime,
         onboarding=OnboardingService(
-            sessions=runtime.sessions, locks=runtime.turns.locks, model=runtime.turns.model
+            sessions=runtime.sessions,
+            locks=runtime.turns.locks,
+            model=runtime.turns.model,
+            persona=persona_for(settings),
         ),
         limiter=RateLimiter.from_settings(runtime.sessions, settings),
         turn_slots=asyncio.Semaphore(max(1, settings.max_concurrent_turns)),

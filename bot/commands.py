@@ -30,13 +30,19 @@ USER_COMMANDS: tuple[tuple[str, str], ...] = (
     ("forget", "delete everything I know about you"),
     ("timeline", "our days, their summaries and search, in a Mini App"),
 )
-HELP = "\n".join(
-    [
-        "I'm Nikita. Just write to me like you would to a friend; I remember our conversations.",
-        "",
-        *(f"/{name} - {text}" for name, text in USER_COMMANDS),
-    ]
-)
+
+
+def help_text(persona_name: str) -> str:
+    """/help: who the bot is and the commands it offers."""
+    return "\n".join(
+        [
+            f"I'm {persona_name}. Just write to me like you would to a friend; I remember our conversations.",
+            "",
+            *(f"/{name} - {text}" for name, text in USER_COMMANDS),
+        ]
+    )
+
+
 FORGET_CONFIRM = "forget:confirm"
 FORGET_CANCEL = "forget:cancel"
 FORGET_ASK = (
@@ -54,7 +60,8 @@ FORGOTTEN_PENDING = (
 async def on_help(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """/help: the user commands."""
     if update.effective_message is not None:
-        await send_text(context.bot, update.effective_message.chat_id, HELP)
+        name = services(context).runtime.settings.persona_name
+        await send_text(context.bot, update.effective_message.chat_id, help_text(name))
 
 
 async def on_memory(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

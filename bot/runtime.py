@@ -19,6 +19,7 @@ from agent.graph.setup import open_settings_graph
 from agent.graph.store import GraphDataStore
 from agent.graph.tier import GraphMemoryTier
 from agent.history import TextCaches
+from agent.persona import persona_for
 from agent.search.recall import Recall, build_recall, shared_embedder
 from agent.service import TurnService
 from agent.settings import Settings
@@ -86,6 +87,7 @@ async def build_runtime(
     graph: GraphMemory | Literal["settings"] = "settings",
 ) -> Runtime:
     """Upgrade the schema to head and wire the services; `graph=` lets tests pass their own graph."""
+    persona_for(settings)  # PERSONA_FILE is read now: a missing or empty file stops the start
     if migrate:
         await upgrade_to_head_async(settings.database_url)
     engine = create_engine(settings.database_url)
