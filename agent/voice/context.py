@@ -124,6 +124,7 @@ class VoiceContext:
         if recent := render_recent(built.history or [], persona_name=self.persona.name):
             parts.append("\n".join([RECENT_HEADING, *recent]))
         variables = {
+            "persona_name": self.persona.name,
             "user_name": user.name or "",
             "local_time": local_time(user, now),
             "time_since_last_contact": since_last_contact(user, now),
