@@ -18,11 +18,13 @@ from typing import Literal, TextIO
 
 LogFormat = Literal["text", "json"]
 
-# The attributes every LogRecord has; anything else on a record came from `extra=`.
+# The attributes every LogRecord has; anything else on a record came from `extra=` (uvicorn's
+# `color_message` is the message again with terminal colours).
 _RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "message",
     "asctime",
     "taskName",
+    "color_message",
 }
 # Cloud Logging's severity names, by Python level (custom levels round down to the nearest).
 _SEVERITIES = ((logging.CRITICAL, "CRITICAL"), (logging.ERROR, "ERROR"), (logging.WARNING, "WARNING"))
@@ -108,7 +110,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
         }
         for key, value in record_extras(record).items():
-            payload[f"extra_{key}" if key in _JSON_RESERVED else key] = value
+            payload[f"extra_{key}" if key in _JSON_RESERVED else key] = _json_value(value)
         exc = _exception(record)
         if exc is not None and record.exc_info:
             trace = "".join(traceback.format_exception(*record.exc_info))
@@ -120,16 +122,16 @@ class JsonFormatter(logging.Formatter):
             }
         if record.stack_info:
             payload["stack"] = record.stack_info
-        try:
-            return json.dumps(payload, default=str, ensure_ascii=False, allow_nan=False)
-        except ValueError:  # NaN or infinity, or a circular structure: fall back to strings
-            return json.dumps({key: _json_safe(value) for key, value in payload.items()}, ensure_ascii=False)
+        return json.dumps(payload, default=str, ensure_ascii=False, allow_nan=False)
 
 
-def _json_safe(value: object) -> object:
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    return str(value)
+def _json_value(value: object) -> object:
+    """The value when JSON can hold it (objects become their str()), else its str()."""
+    try:
+        json.dumps(value, default=str, allow_nan=False)
+    except (ValueError, TypeError):  # NaN, infinity, a circular structure
+        return str(value)
+    return value
 
 
 def configure_logging(

@@ -51,7 +51,10 @@ def _fail(message: str) -> ValueError:
 def test_json_lines_carry_severity_time_extras_and_exception(configure: Configure) -> None:
     stream = configure("json")
     log = logging.getLogger("nikita.test.json")
-    log.info("turn done", extra={"user_id": 7, "ms": 12.5, "thing": Unprintable(), "names": ["a", "b"]})
+    log.info(
+        "turn done",
+        extra={"user_id": 7, "ms": 12.5, "thing": Unprintable(), "names": ["a", "b"], "color_message": "x"},
+    )
     log.warning("model call failed", extra={"user_id": 7}, exc_info=_fail("overloaded right now"))
     log.debug("not shown at INFO")
     lines = stream.getvalue().splitlines()
@@ -65,7 +68,7 @@ def test_json_lines_carry_severity_time_extras_and_exception(configure: Configur
     assert info["thing"] == "<unprintable thing>"
     assert datetime.fromisoformat(info["time"]).tzinfo is not None
     assert info["time"].endswith("Z")
-    assert "exception" not in info
+    assert "exception" not in info and "color_message" not in info
 
     assert warning["severity"] == "WARNING"
     assert warning["error"] == "ValueError: overloaded right now"
@@ -79,12 +82,15 @@ def test_json_severity_names_and_reserved_extras(configure: Configure) -> None:
     stream = configure("json")
     log = logging.getLogger("nikita.test.levels")
     log.error("e", extra={"severity": "mine", "time": "also mine"})
-    log.critical("c", extra={"value": float("nan")})
+    loop: list[object] = []
+    loop.append(loop)
+    log.critical("c", extra={"value": float("nan"), "loop": loop}, exc_info=_fail("and a cause"))
     first, second = (json.loads(line) for line in stream.getvalue().splitlines())
     assert first["severity"] == "ERROR"
     assert first["extra_severity"] == "mine" and first["extra_time"] == "also mine"
     assert second["severity"] == "CRITICAL"
-    assert second["value"] == "nan"  # NaN is not JSON: written as a string
+    assert second["value"] == "nan" and second["loop"] == "[[...]]"  # not JSON: written as strings
+    assert second["exception"]["type"] == "ValueError"
 
 
 def test_text_shows_extras_quoted_and_a_known_failure_on_one_line(configure: Configure) -> None:
