@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import tempfile
 from pathlib import Path
 
@@ -113,7 +114,10 @@ async def on_export(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         user, _ = await s.account(person, message.date)
         # Written to a private temporary folder part by part, sent, and deleted right after.
         with tempfile.TemporaryDirectory(prefix="nikita-export-") as folder:
-            writer = PartWriter(Path(folder), part_bytes=s.runtime.settings.export_part_bytes)
+            settings = s.runtime.settings
+            writer = PartWriter(
+                Path(folder), part_bytes=settings.export_part_bytes, stem=export_stem(settings.persona_name)
+            )
             parts = await writer.write_all(export_events(s.runtime.sessions, user.id, s.runtime.data_stores))
             for number, path in enumerate(parts, start=1):
                 with path.open("rb") as document:
@@ -124,6 +128,12 @@ async def on_export(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
                         caption=export_caption(number, len(parts)),
                     )
         logger.info("export sent", extra={"user_id": user.id, "parts": len(parts)})
+
+
+def export_stem(persona_name: str) -> str:
+    """The export's file name before `.json`: "nikita-export", or after PERSONA_NAME=Ada "ada-export"."""
+    slug = re.sub(r"[^a-z0-9]+", "-", persona_name.lower()).strip("-")
+    return f"{slug}-export" if slug else "export"
 
 
 def export_caption(number: int, total: int) -> str:

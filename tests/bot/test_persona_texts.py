@@ -57,11 +57,14 @@ async def test_the_bot_introduces_itself_by_the_configured_name(
         tg.command(ALICE, "/help")
         tg.command(ALICE, "/start")
         sent = [m.text for m in await tg.wait_for_messages(5, chat_id=ALICE)]
+        tg.command(ALICE, "/export")
+        await tg.wait_for_calls("sendDocument")
 
     assert sent[2] == "echo: how are you?"  # onboarding finished; the chat agent answered
     assert sent[3].startswith("I'm Ada. ")
     assert sent[4].startswith("Hi Sam! I'm Ada.")
     assert not any("Nikita" in text for text in sent)
+    assert tg.documents[0].filename == "ada-export.json"
     onboarding = [p for p in recorder.prompts if "Getting to know someone new" in p]
     chat = [p for p in recorder.prompts if p.startswith("# Who you are")]
     assert onboarding and chat
