@@ -150,7 +150,8 @@ async def _clear_stores(
             errors.append(f"{store.name}: {type(exc).__name__}: {exc}"[:300])
             logger.warning(
                 "a store could not forget the user; the forget job retries",
-                extra={"user_id": user_id, "store": store.name, "error": type(exc).__name__},
+                extra={"user_id": user_id, "store": store.name},
+                exc_info=exc,
             )
     async with sessions() as session, session.begin():
         pending = await session.get(PendingForget, user_id)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import Agent, RunContext
@@ -20,14 +18,6 @@ from agent.settings import Settings
 if TYPE_CHECKING:
     from agent.search.recall import Recall
 
-PERSONA_PATH = Path(__file__).with_name("persona.md")
-
-
-@cache
-def persona() -> str:
-    """The persona prompt, read once from its Markdown file."""
-    return PERSONA_PATH.read_text(encoding="utf-8").strip()
-
 
 @dataclass
 class TurnDeps:
@@ -38,6 +28,8 @@ class TurnDeps:
     now: datetime
     timezone: str
     sessions: async_sessionmaker[AsyncSession]
+    # The persona prompt (agent/persona.py: PERSONA_NAME filled in, or PERSONA_FILE's text).
+    persona: str
     context: str = ""
     extras: dict[str, Any] = field(default_factory=dict)
     # Search and memory services for the recall tools (agent/tools.py); None turns them into no-ops.
@@ -52,8 +44,8 @@ chat_agent: Agent[TurnDeps, str] = Agent(
 
 
 @chat_agent.instructions
-def _persona_instructions() -> str:
-    return persona()
+def _persona_instructions(ctx: RunContext[TurnDeps]) -> str:
+    return ctx.deps.persona
 
 
 @chat_agent.instructions

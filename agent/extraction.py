@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 from pydantic_ai import Agent
 from pydantic_ai.models import Model
 
+from agent.persona import with_name
 from agent.settings import Settings
 from agent.summaries import Line, format_lines, summary_model_settings
 from agent.usage import record_run
@@ -41,7 +42,7 @@ class Extraction(BaseModel):
     resolved_thread_ids: list[int] = Field(
         default_factory=list, description="Ids of the listed open threads this conversation resolved."
     )
-    thoughts: list[str] = Field(default_factory=list, description="Nikita's own thoughts for later.")
+    thoughts: list[str] = Field(default_factory=list, description="The companion's own thoughts for later.")
     emotional_markers: list[EmotionalMarker] = Field(default_factory=list)
     key_moments: list[str] = Field(default_factory=list)
     summary: str = Field(description="Two to four sentences about the conversation.")
@@ -58,18 +59,17 @@ class OpenThread:
 
 
 EXTRACTION_INSTRUCTIONS = """\
-You read one finished conversation between a user and Nikita, a companion, and extract memory.
+You read one finished conversation between a user and {persona_name}, a companion, and extract memory.
 - user_facts: durable facts or preferences about the user (not passing moods), each one short sentence.
 - threads_to_open: things to follow up, questions left open, promises made, topics, curiosities, callbacks.
 - resolved_thread_ids: ids from the open threads list that this conversation settled; only those ids.
-- thoughts: what Nikita might think about or want to share later.
+- thoughts: what {persona_name} might think about or want to share later.
 - emotional_markers, key_moments, a short summary and the overall tone.
 Use only what the conversation says. Empty lists are fine.
 """
 
 extraction_agent: Agent[None, Extraction] = Agent(
     output_type=Extraction,
-    instructions=EXTRACTION_INSTRUCTIONS,
     name="extraction",
     defer_model_check=True,
 )
@@ -89,6 +89,7 @@ async def extract(
         result = await extraction_agent.run(
             extraction_prompt(lines, open_threads),
             model=model,
+            instructions=with_name(EXTRACTION_INSTRUCTIONS, settings.persona_name),
             model_settings=summary_model_settings(settings),
         )
     record_run("extraction", result.usage)

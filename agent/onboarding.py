@@ -12,8 +12,6 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -35,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.context.fence import fence, neutralise
 from agent.errors import UserNotFoundError
 from agent.locks import UserLocks
+from agent.persona import Persona, default_persona, with_name
 from agent.service import TurnReceipt
 from agent.timezones import resolve_timezone
 from agent.usage import UsageMeter, metering, record_run, store_usage
@@ -44,16 +43,9 @@ from db.transient import is_transient
 
 logger = logging.getLogger(__name__)
 
-PROMPT_PATH = Path(__file__).with_name("onboarding.md")
 KIND = "onboarding"
 LOAD_LIMIT = 20  # stored messages loaded per turn
 PROMPT_LIMIT = 15  # of those, the newest sent to the model
-
-
-@cache
-def onboarding_prompt() -> str:
-    """The onboarding agent's instructions, read once from Markdown."""
-    return PROMPT_PATH.read_text(encoding="utf-8").strip()
 
 
 class OnboardingProfile(BaseModel):
@@ -94,21 +86,26 @@ class OnboardingContext(BaseModel):
     loaded_at: datetime
 
 
-def system_prompt(profile: OnboardingProfile) -> str:
+def system_prompt(profile: OnboardingProfile, persona: Persona | None = None) -> str:
     """The instructions plus what is already known, so the agent never asks twice."""
+    prompt = (persona or default_persona()).onboarding
     known = [f"- {key}: {neutralise(str(value))}" for key, value in profile.model_dump().items() if value]
     # The person's own answers: quoted data in a tag, never structure of the instructions (issue 11).
     collected = fence("collected_so_far", known or ["- nothing yet"])
-    return f"{onboarding_prompt()}\n\n## Collected so far (their answers, data only)\n{collected}"
+    return f"{prompt}\n\n## Collected so far (their answers, data only)\n{collected}"
 
 
-def build_messages(context: OnboardingContext, message: str) -> list[ModelMessage]:
+def build_messages(
+    context: OnboardingContext, message: str, persona: Persona | None = None
+) -> list[ModelMessage]:
     """System prompt, then the newest PROMPT_LIMIT history messages, then the current message.
 
     Malformed history entries are skipped; consecutive messages of one side are merged so the
     model always sees alternating requests and responses. Content is never altered.
     """
-    messages: list[ModelMessage] = [ModelRequest(parts=[SystemPromptPart(system_prompt(context.profile))])]
+    messages: list[ModelMessage] = [
+        ModelRequest(parts=[SystemPromptPart(system_prompt(context.profile, persona))])
+    ]
     for entry in context.conversation_history[-PROMPT_LIMIT:]:
         role, content = entry.get("role"), entry.get("content")
         if not isinstance(content, str) or role not in ("user", "assistant"):
@@ -252,39 +249,40 @@ class OnboardingTurn:
 
 
 FALLBACK_REPLY = (
-    "Hi! I'm Nikita. Before we really start: what should I call you, and which city are you in "
+    "Hi! I'm {persona_name}. Before we really start: what should I call you, and which city are you in "
     "(so I know your time of day)?"
 )
 
 
 async def run_onboarding_turn(
-    context: OnboardingContext, message: str, *, model: Model | str
+    context: OnboardingContext, message: str, *, model: Model | str, persona: Persona | None = None
 ) -> OnboardingTurn:
     """Run the onboarding agent on one message; a model failure gives a usable fallback question."""
+    persona = persona or default_persona()
     deps = OnboardingDeps.start(context.profile)
     try:
         result = await onboarding_agent.run(
-            None, message_history=build_messages(context, message), deps=deps, model=model
+            None, message_history=build_messages(context, message, persona), deps=deps, model=model
         )
     except Exception as exc:
         # Any failure still gets an answer that is stored with the message (issue 10); a database
         # that is briefly away is retried by the inbox instead.
         if is_transient(exc):
             raise
-        extra = {"user_id": context.user_id, "error": repr(exc)}
+        extra = {"user_id": context.user_id}
         if isinstance(exc, AgentRunError | TimeoutError):
-            logger.warning("onboarding model call failed", extra=extra)
+            logger.warning("onboarding model call failed", extra=extra, exc_info=exc)
         else:
             logger.exception("onboarding run failed", extra=extra)
-        return OnboardingTurn(_fallback(deps), OnboardingDeps.start(context.profile), failed=True)
+        return OnboardingTurn(_fallback(deps, persona), OnboardingDeps.start(context.profile), failed=True)
     record_run("onboarding", result.usage)
-    text = result.output.replace("\x00", "").strip() or _fallback(deps)
+    text = result.output.replace("\x00", "").strip() or _fallback(deps, persona)
     return OnboardingTurn(text, deps)
 
 
-def _fallback(deps: OnboardingDeps) -> str:
+def _fallback(deps: OnboardingDeps, persona: Persona) -> str:
     if deps.name is None:
-        return FALLBACK_REPLY
+        return with_name(FALLBACK_REPLY, persona.name)
     if deps.timezone is None:
         return f"Sorry {deps.name}, I lost my train of thought. Which city are you in?"
     return "Sorry, I lost my train of thought for a second. Could you say that again?"
@@ -314,10 +312,12 @@ class OnboardingService:
         locks: UserLocks,
         model: Model | str,
         max_user_messages: int = 12,
+        persona: Persona | None = None,
     ) -> None:
         self.sessions = sessions
         self.locks = locks
         self.model = model
+        self.persona = persona or default_persona()
         # A model that never calls finish_onboarding must not trap the user in onboarding.
         self.max_user_messages = max_user_messages
 
@@ -362,7 +362,7 @@ class OnboardingService:
                 context = await load_context(self.sessions, user, sent_at, before_id=stored.id)
                 user_messages = await self._count_user_messages(user_id)
             with metering() as meter:
-                turn = await run_onboarding_turn(context, text, model=self.model)
+                turn = await run_onboarding_turn(context, text, model=self.model, persona=self.persona)
             deps = turn.deps
             if not deps.finished and user_messages >= self.max_user_messages:
                 deps.name = deps.name or fallback_name or "friend"

@@ -30,6 +30,7 @@ from agent.clock import Clock, ensure_utc, local_day
 from agent.context import BuiltContext, ContextBuilder
 from agent.errors import UserNotFoundError
 from agent.locks import UserLocks
+from agent.persona import persona_for
 from agent.search.recall import Recall
 from agent.session_history import SessionHistories, StoredHistory
 from agent.sessions import session_expired
@@ -322,6 +323,7 @@ class TurnService:
             now=sent_at,
             timezone=user.timezone,
             sessions=self.sessions,
+            persona=persona_for(self.settings).chat,
             context=context.text,
             recall=self.recall,
         )
@@ -354,9 +356,9 @@ class TurnService:
             if is_transient(exc):
                 raise
             model_side = isinstance(exc, AgentRunError | TimeoutError)
-            extra = {"user_id": user.id, "conversation_id": conversation.id, "error": type(exc).__name__}
+            extra = {"user_id": user.id, "conversation_id": conversation.id}
             if model_side:
-                logger.warning("model call failed", extra=extra)
+                logger.warning("model call failed", extra=extra, exc_info=exc)
             else:
                 logger.exception("agent run failed", extra=extra)
             failed = True

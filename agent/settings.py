@@ -51,9 +51,11 @@ class Settings(BaseSettings):
     onboarding_enabled: bool = True
     tasks_secret: SecretStr | None = None
 
-    # Models
-    model: str = "anthropic:claude-sonnet-4-5"
-    summary_model: str = "anthropic:claude-haiku-4-5"
+    # Models. The defaults are the newest Sonnet and Haiku that the anthropic SDK knows and has not
+    # deprecated, and that PydanticAI and genai-prices (cost estimates) know too (agent/model_lifecycle.py
+    # warns at start about a configured model in the SDK's DEPRECATED_MODELS).
+    model: str = "anthropic:claude-sonnet-5-5"
+    summary_model: str = "anthropic:claude-haiku-5-5"
     anthropic_api_key: SecretStr | None = None
     model_timeout_seconds: float = 60.0
     # None: the model's own maximum (PydanticAI then streams the response over SSE).
@@ -236,8 +238,9 @@ class Settings(BaseSettings):
     search_neighbour_chars: int = 160
     # At start, the vectors of this many most recently active users are loaded into the cache.
     search_warm_users: int = 8
-    # The persona's name: messages are embedded as "<speaker>: <text>" (the user's is users.name),
-    # and both names are left out of the lexical side of a search.
+    # The persona's name, in every prompt and bot text (docs/persona.md); messages are embedded as
+    # "<speaker>: <text>" (the user's is users.name), and both names are left out of the lexical side
+    # of a search.
     persona_name: str = "Nikita"
     memory_search_limit: int = 8
     memory_fact_max_chars: int = 300
@@ -250,6 +253,22 @@ class Settings(BaseSettings):
     graph_path: str = "./data/graph.db"
     graph_search_timeout_seconds: float = 2.0
     graph_episode_timeout_seconds: float = 120.0
+
+    # Operations (docs/logging.md, docs/persona.md): LOG_FORMAT=json writes one JSON object per line
+    # (Cloud Logging's fields); PERSONA_FILE is a Markdown file that replaces the shipped persona
+    # prompt (agent/persona.md), its {persona_name} placeholders filled with PERSONA_NAME.
+    log_format: Literal["text", "json"] = "text"
+    persona_file: str | None = None
+
+    @field_validator("persona_file")
+    @classmethod
+    def _readable_persona_file(cls, value: str | None) -> str | None:
+        # Checked with the other settings, so a wrong path stops every command at start, in one line.
+        if value is not None:
+            from agent.persona import read_persona_file
+
+            read_persona_file(value)
+        return value
 
     @field_validator("database_url")
     @classmethod

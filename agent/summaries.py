@@ -12,6 +12,8 @@ from pydantic_ai import Agent
 from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 
+from agent.model_lifecycle import sampling_allowed
+from agent.persona import with_name
 from agent.settings import Settings
 from agent.usage import record_run
 
@@ -53,7 +55,7 @@ class DaySummary(BaseModel):
 
 
 SUMMARY_INSTRUCTIONS = """\
-You keep the diary of one user's day with a companion called Nikita.
+You keep the diary of one user's day with a companion called {persona_name}.
 Update the day's summary from the previous summary (if any) and the new messages.
 Keep everything still true from the previous summary; add what is new; be concise and factual.
 Never invent facts. Key moments: at most 5, the most meaningful of the whole day.
@@ -61,19 +63,19 @@ Never invent facts. Key moments: at most 5, the most meaningful of the whole day
 
 day_summary_agent: Agent[None, DaySummary] = Agent(
     output_type=DaySummary,
-    instructions=SUMMARY_INSTRUCTIONS,
     name="day-summary",
     defer_model_check=True,
 )
 
 
 def summary_model_settings(settings: Settings) -> ModelSettings:
-    """Low temperature, an output cap and a timeout for extraction and summaries (SUMMARY_* settings)."""
-    return ModelSettings(
-        temperature=settings.summary_temperature,
-        max_tokens=settings.summary_max_tokens,
-        timeout=settings.summary_timeout_seconds,
+    """Low temperature (where the model takes one), an output cap and a timeout (SUMMARY_* settings)."""
+    model_settings = ModelSettings(
+        max_tokens=settings.summary_max_tokens, timeout=settings.summary_timeout_seconds
     )
+    if sampling_allowed(settings.summary_model):
+        model_settings["temperature"] = settings.summary_temperature
+    return model_settings
 
 
 def format_lines(lines: Sequence[Line]) -> str:
@@ -105,6 +107,7 @@ async def summarise_day(
         result = await day_summary_agent.run(
             _prompt(day, previous, lines, notes, final),
             model=model,
+            instructions=with_name(SUMMARY_INSTRUCTIONS, settings.persona_name),
             model_settings=summary_model_settings(settings),
         )
     record_run("day_summary", result.usage)

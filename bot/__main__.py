@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from agent.errors import ConfigurationError, StartupError
 from agent.settings import Settings, load_settings
 from bot.hosting import require_durable_storage
+from bot.logs import configure_logging
 from bot.preflight import check_database, one_line
-from bot.runtime import configure_logging
 
 logger = logging.getLogger("bot")
 
@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         settings = load_settings()
-        configure_logging(settings.log_level)
+        configure_logging(settings.log_level, log_format=settings.log_format)
         return _dispatch(args, settings)
     except ConfigurationError as exc:
         _say(f"configuration error: {exc}")

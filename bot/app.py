@@ -22,7 +22,9 @@ from telegram.ext import (
 )
 
 from agent.errors import ConfigurationError
+from agent.model_lifecycle import model_warnings
 from agent.onboarding import OnboardingService
+from agent.persona import persona_for
 from agent.settings import Settings
 from bot import admin, commands, handlers, media
 from bot.delivery.runner import DeliveryRunner, build_delivery
@@ -61,7 +63,10 @@ def build_application(runtime: Runtime, *, webhook: bool | None = None) -> AnyAp
     application.bot_data[SERVICES_KEY] = BotServices(
         runtime=runtime,
         onboarding=OnboardingService(
-            sessions=runtime.sessions, locks=runtime.turns.locks, model=runtime.turns.model
+            sessions=runtime.sessions,
+            locks=runtime.turns.locks,
+            model=runtime.turns.model,
+            persona=persona_for(settings),
         ),
         limiter=RateLimiter.from_settings(runtime.sessions, settings),
         turn_slots=asyncio.Semaphore(max(1, settings.max_concurrent_turns)),
@@ -186,6 +191,8 @@ async def serve(settings: Settings) -> None:
         stop = asyncio.Event()
         on_stop_signal(stop.set)  # a stop during start-up stops the bot once it has started
         runtime = await build_runtime(settings)
+        for warning in model_warnings(settings, runtime.clock.now().date()):
+            logger.warning(warning)
         try:
             await _serve_runtime(runtime, stop, listener)
         finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import tempfile
 from pathlib import Path
 
@@ -30,13 +31,19 @@ USER_COMMANDS: tuple[tuple[str, str], ...] = (
     ("forget", "delete everything I know about you"),
     ("timeline", "our days, their summaries and search, in a Mini App"),
 )
-HELP = "\n".join(
-    [
-        "I'm Nikita. Just write to me like you would to a friend; I remember our conversations.",
-        "",
-        *(f"/{name} - {text}" for name, text in USER_COMMANDS),
-    ]
-)
+
+
+def help_text(persona_name: str) -> str:
+    """/help: who the bot is and the commands it offers."""
+    return "\n".join(
+        [
+            f"I'm {persona_name}. Just write to me like you would to a friend; I remember our conversations.",
+            "",
+            *(f"/{name} - {text}" for name, text in USER_COMMANDS),
+        ]
+    )
+
+
 FORGET_CONFIRM = "forget:confirm"
 FORGET_CANCEL = "forget:cancel"
 FORGET_ASK = (
@@ -54,7 +61,8 @@ FORGOTTEN_PENDING = (
 async def on_help(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """/help: the user commands."""
     if update.effective_message is not None:
-        await send_text(context.bot, update.effective_message.chat_id, HELP)
+        name = services(context).runtime.settings.persona_name
+        await send_text(context.bot, update.effective_message.chat_id, help_text(name))
 
 
 async def on_memory(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -106,7 +114,10 @@ async def on_export(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         user, _ = await s.account(person, message.date)
         # Written to a private temporary folder part by part, sent, and deleted right after.
         with tempfile.TemporaryDirectory(prefix="nikita-export-") as folder:
-            writer = PartWriter(Path(folder), part_bytes=s.runtime.settings.export_part_bytes)
+            settings = s.runtime.settings
+            writer = PartWriter(
+                Path(folder), part_bytes=settings.export_part_bytes, stem=export_stem(settings.persona_name)
+            )
             parts = await writer.write_all(export_events(s.runtime.sessions, user.id, s.runtime.data_stores))
             for number, path in enumerate(parts, start=1):
                 with path.open("rb") as document:
@@ -117,6 +128,12 @@ async def on_export(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
                         caption=export_caption(number, len(parts)),
                     )
         logger.info("export sent", extra={"user_id": user.id, "parts": len(parts)})
+
+
+def export_stem(persona_name: str) -> str:
+    """The export's file name before `.json`: "nikita-export", or after PERSONA_NAME=Ada "ada-export"."""
+    slug = re.sub(r"[^a-z0-9]+", "-", persona_name.lower()).strip("-")
+    return f"{slug}-export" if slug else "export"
 
 
 def export_caption(number: int, total: int) -> str:

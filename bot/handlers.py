@@ -166,7 +166,8 @@ async def on_start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
             await send_text(
                 context.bot,
                 message.chat_id,
-                f"Hi {name}! I'm Nikita. Just write to me whenever you like. /help lists what else I can do.",
+                f"Hi {name}! I'm {s.runtime.settings.persona_name}. Just write to me whenever you like. "
+                "/help lists what else I can do.",
             )
             return
         # Onboarding's answer to /start is a model call: it counts as one.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -21,6 +20,7 @@ from agent.graph.setup import open_settings_graph
 from agent.graph.store import GraphDataStore
 from agent.graph.tier import GraphMemoryTier
 from agent.history import TextCaches
+from agent.persona import persona_for
 from agent.search.recall import Recall, build_recall, shared_embedder
 from agent.service import TurnService
 from agent.settings import Settings
@@ -94,6 +94,7 @@ async def build_runtime(
     graph: GraphMemory | Literal["settings"] = "settings",
 ) -> Runtime:
     """Upgrade the schema to head and wire the services; `graph=` lets tests pass their own graph."""
+    persona_for(settings)  # PERSONA_FILE is read now: a missing or empty file stops the start
     if migrate:
         await upgrade_to_head_async(settings.database_url)
     engine = create_engine(settings.database_url)
@@ -164,10 +165,3 @@ async def build_runtime(
         graph=memory,
         guard=guard,
     )
-
-
-def configure_logging(level: str) -> None:
-    """Log once, to stderr, with structured extras appended."""
-    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    for noisy in ("httpx", "httpcore", "apscheduler", "telegram.ext"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -34,8 +34,8 @@ async def process_one(ctx: JobContext, conversation_id: int) -> bool:
         )
         logger.warning(
             "post-processing failed",
-            extra={"conversation_id": conversation_id, "error": type(exc).__name__, "status": status},
-            exc_info=True,
+            extra={"conversation_id": conversation_id, "status": status},
+            exc_info=exc,
         )
         return False
     logger.info("conversation processed", extra={"conversation_id": conversation_id, **counts})

@@ -76,7 +76,7 @@ def _default_summary_model(settings: Settings) -> Model | str | None:
     try:
         return build_model(settings.summary_model, settings)
     except (UserError, ValueError, ImportError) as exc:
-        logger.warning("summary model unavailable, compaction off", extra={"error": type(exc).__name__})
+        logger.warning("summary model unavailable, compaction off", exc_info=exc)
         return None
 
 
@@ -213,7 +213,7 @@ class ContextBuilder:
             logger.warning("context tier timed out", extra={"tier": name, "timeout": limit_seconds})
             return _Loaded(name, None, "timeout", ms(), f"timed out after {limit_seconds:g} s")
         except TIER_ERRORS as exc:
-            logger.warning("context tier failed", extra={"tier": name, "error": type(exc).__name__})
+            logger.warning("context tier failed", extra={"tier": name}, exc_info=exc)
             return _Loaded(name, None, "failed", ms(), f"{type(exc).__name__}: {exc}"[:300])
         if name == "memory" and self.memory is None:
             return _Loaded(name, None, "not configured", ms())
@@ -235,7 +235,7 @@ class ContextBuilder:
             )
         except TIER_ERRORS as exc:
             # The cache could not be read or written: plain truncation, as on a summary failure.
-            logger.warning("compaction unavailable", extra={"error": type(exc).__name__})
+            logger.warning("compaction unavailable", exc_info=exc)
             return Compacted(list(history), "failed", error=f"{type(exc).__name__}: {exc}"[:300])
 
     def _snapshot(

@@ -49,6 +49,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.context.budget import truncate_text
 from agent.history import sanitize_history
+from agent.model_lifecycle import sampling_allowed
 from agent.settings import Settings
 from agent.tokens import TokenCounter
 from agent.usage import record_run
@@ -61,10 +62,10 @@ logger = logging.getLogger(__name__)
 RECALL_TOOLS = frozenset({"conversation_search", "conversation_get", "memory_search"})
 
 SUMMARY_INSTRUCTIONS = """\
-You condense the earlier part of a chat between a person and their companion, Nikita, so the
+You condense the earlier part of a chat between a person and their companion, {persona_name}, so the
 conversation can go on without the full transcript. Write in the third person, plain prose and
 short bullet lists, at most {max_words} words. Keep: what the person told about themselves and
-their situation, what they asked for, what Nikita said, promised or asked, decisions, feelings,
+their situation, what they asked for, what {persona_name} said, promised or asked, decisions, feelings,
 and anything left open to follow up. Merge the previous summary, if given, with the new turns.
 Output only the summary."""
 
@@ -98,7 +99,7 @@ def with_summary(summary: str, tail: Sequence[ModelMessage]) -> list[ModelMessag
     return [head, *tail[1:]]
 
 
-def render_for_summary(messages: Sequence[ModelMessage]) -> list[str]:
+def render_for_summary(messages: Sequence[ModelMessage], *, persona_name: str) -> list[str]:
     """The turns as plain lines, without system parts, earlier summaries or recall tool traffic."""
     lines: list[str] = []
     for message in messages:
@@ -106,9 +107,9 @@ def render_for_summary(messages: Sequence[ModelMessage]) -> list[str]:
             if isinstance(part, UserPromptPart) and isinstance(part.content, str):
                 lines.append(f"Person: {part.content}")
             elif isinstance(part, TextPart) and part.content.strip():
-                lines.append(f"Nikita: {part.content}")
+                lines.append(f"{persona_name}: {part.content}")
             elif isinstance(part, BaseToolCallPart) and part.tool_name not in RECALL_TOOLS:
-                lines.append(f"(Nikita used {part.tool_name}: {part.args_as_json_str()})")
+                lines.append(f"({persona_name} used {part.tool_name}: {part.args_as_json_str()})")
             elif isinstance(part, BaseToolReturnPart) and part.tool_name not in RECALL_TOOLS:
                 lines.append(f"({part.tool_name} returned: {part.model_response_str()})")
             # System prompts, compaction parts, thinking and bookkeeping parts are left out.
@@ -188,9 +189,7 @@ class Compactor:
             return done(history, "timeout", error="TimeoutError")
         except (AgentRunError, UserError, RuntimeError, OSError) as exc:
             # RuntimeError: pydantic-ai refuses model requests when they are disabled (tests).
-            logger.warning(
-                "compaction failed", extra={"conversation_id": conversation_id, "error": type(exc).__name__}
-            )
+            logger.warning("compaction failed", extra={"conversation_id": conversation_id}, exc_info=exc)
             return done(history, "failed", error=type(exc).__name__)
         if not summary:
             return done(history, "failed", error="empty summary")
@@ -233,7 +232,7 @@ class Compactor:
         return row
 
     async def _summarise(self, previous: str, messages: Sequence[ModelMessage]) -> str:
-        lines = render_for_summary(sanitize_history(messages))
+        lines = render_for_summary(sanitize_history(messages), persona_name=self.settings.persona_name)
         # Bound the input: the oldest lines go first (the transcript keeps them, search finds them).
         budget = self.settings.compaction_input_max_tokens
         kept: list[str] = []
@@ -252,15 +251,21 @@ class Compactor:
         result = await summary_agent.run(
             prompt,
             model=self.model,
-            instructions=SUMMARY_INSTRUCTIONS.format(max_words=max_tokens * 3 // 4),
-            model_settings=ModelSettings(
-                max_tokens=max_tokens,
-                temperature=self.settings.summary_temperature,
-                timeout=self.settings.compaction_timeout_seconds,
+            instructions=SUMMARY_INSTRUCTIONS.format(
+                max_words=max_tokens * 3 // 4, persona_name=self.settings.persona_name
             ),
+            model_settings=self._model_settings(max_tokens),
         )
         record_run("compaction", result.usage)
         return truncate_text(result.output.strip(), max_tokens, self.counter)
+
+    def _model_settings(self, max_tokens: int) -> ModelSettings:
+        model_settings = ModelSettings(
+            max_tokens=max_tokens, timeout=self.settings.compaction_timeout_seconds
+        )
+        if sampling_allowed(self.settings.summary_model):  # the newest models refuse temperature
+            model_settings["temperature"] = self.settings.summary_temperature
+        return model_settings
 
     async def _store(
         self,
@@ -293,5 +298,6 @@ class Compactor:
             # away under /forget): the summary is still used for this turn.
             logger.info(
                 "compaction not cached",
-                extra={"conversation_id": conversation_id, "error": type(exc).__name__},
+                extra={"conversation_id": conversation_id},
+                exc_info=exc,
             )

@@ -111,7 +111,7 @@ class Recall:
                 async with self.sessions() as session:
                     await self.cache.get(session, user_id)
         except SQLAlchemyError as exc:
-            logger.warning("vector warm-up failed", extra={"error": type(exc).__name__})
+            logger.warning("vector warm-up failed", exc_info=exc)
             return
         logger.info(
             "search vectors warmed",
@@ -178,7 +178,8 @@ class Recall:
         except INDEX_ERRORS as exc:
             logger.warning(
                 "indexing failed; left for the next search or reindex",
-                extra={"user_id": user_id, "error": type(exc).__name__},
+                extra={"user_id": user_id},
+                exc_info=exc,
             )
             return None
 
@@ -253,8 +254,10 @@ class Recall:
         if self.embedder is not None:
             try:
                 query_vector = (await self.embedder.embed([query]))[0]
-            except EmbedderUnavailableError:
-                logger.warning("query embedding failed; full text only", extra={"user_id": user_id})
+            except EmbedderUnavailableError as exc:
+                logger.warning(
+                    "query embedding failed; full text only", extra={"user_id": user_id}, exc_info=exc
+                )
         # Registered: the vector cache is filled here, and /forget must not clear it under a search.
         async with self.guard.registered(user_id), self.sessions() as session:
             # The speakers' names are left out of the lexical side (see search.without_speakers).

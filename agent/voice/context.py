@@ -13,8 +13,6 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import cache
-from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -25,6 +23,7 @@ from agent.clock import ensure_utc
 from agent.context import BuiltContext, ContextBuilder, describe_gap, part_of_day
 from agent.context.compaction import render_for_summary
 from agent.graph import STANDARD_LIMITS, GraphMemory, GraphMemoryError, MemoryFact, NullGraphMemory
+from agent.persona import Persona
 from agent.search.facts import FactStore
 from agent.session_history import SessionHistories
 from agent.sessions import session_expired
@@ -33,17 +32,10 @@ from db.repositories import ConversationRepository
 
 logger = logging.getLogger(__name__)
 
-VOICE_PERSONA_PATH = Path(__file__).with_name("persona.md")
 RECENT_HEADING = "## Just before this call, by text"
 
 
-@cache
-def voice_persona() -> str:
-    """The voice persona prompt, read once from its Markdown file."""
-    return VOICE_PERSONA_PATH.read_text(encoding="utf-8").strip()
-
-
-def render_recent(messages: Sequence[ModelMessage]) -> list[str]:
+def render_recent(messages: Sequence[ModelMessage], *, persona_name: str) -> list[str]:
     """A text session's fitted history as lines for the call's prompt (a compaction summary first)."""
     summaries = [
         f"(Earlier in that chat: {part.content})"
@@ -51,7 +43,7 @@ def render_recent(messages: Sequence[ModelMessage]) -> list[str]:
         for part in message.parts
         if isinstance(part, CompactionPart) and isinstance(part.content, str)
     ]
-    return [*summaries, *render_for_summary(messages)]
+    return [*summaries, *render_for_summary(messages, persona_name=persona_name)]
 
 
 def local_time(user: User, now: datetime) -> str:
@@ -94,7 +86,9 @@ class VoiceContext:
         saved_facts: FactStore,
         session_timeout: timedelta,
         graph_timeout_seconds: float,
+        persona: Persona,
     ) -> None:
+        self.persona = persona
         self.sessions = sessions
         self.builder = builder
         self.histories = histories
@@ -126,10 +120,11 @@ class VoiceContext:
             previous_message_at=user.last_message_at,
             history=history,
         )
-        parts = [voice_persona(), built.text]
-        if recent := render_recent(built.history or []):
+        parts = [self.persona.voice, built.text]
+        if recent := render_recent(built.history or [], persona_name=self.persona.name):
             parts.append("\n".join([RECENT_HEADING, *recent]))
         variables = {
+            "persona_name": self.persona.name,
             "user_name": user.name or "",
             "local_time": local_time(user, now),
             "time_since_last_contact": since_last_contact(user, now),
@@ -155,7 +150,7 @@ class VoiceContext:
             "yesterday": _items(built, "yesterday"),
             "open_threads": _items(built, "threads"),
             "last_conversation": _items(built, "last_conversation"),
-            "recent_text_messages": render_recent(built.history or []),
+            "recent_text_messages": render_recent(built.history or [], persona_name=self.persona.name),
             "memory": memory,
             "failures": failures,
         }

@@ -18,6 +18,7 @@ from agent.clock import Clock
 from agent.context import ContextBuilder
 from agent.graph import GraphMemory
 from agent.locks import UserLocks
+from agent.persona import persona_for
 from agent.search.facts import SqlFactStore
 from agent.search.recall import Recall
 from agent.session_history import SessionHistories
@@ -178,6 +179,7 @@ def build_voice_service(
         saved_facts=SqlFactStore(sessions),
         session_timeout=timedelta(minutes=settings.session_timeout_minutes),
         graph_timeout_seconds=settings.graph_search_timeout_seconds,
+        persona=persona_for(settings),
     )
     store = VoiceStore(settings=settings, sessions=sessions, facts=recall.facts, locks=locks)
     tools = VoiceTools(

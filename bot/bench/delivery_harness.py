@@ -72,7 +72,7 @@ def bot_env(
         "DATABASE_URL": database_url,
         "TELEGRAM_BOT_TOKEN": TOKEN_AND_SECRET[0],
         "TELEGRAM_API_BASE_URL": telegram_url,
-        "MODEL": "anthropic:claude-sonnet-4-5",
+        "MODEL": "anthropic:claude-sonnet-5-5",
         "ANTHROPIC_API_KEY": "sk-fake",
         "ANTHROPIC_BASE_URL": model_url,
         "SUMMARY_MODEL": "test",

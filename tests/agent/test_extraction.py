@@ -14,8 +14,13 @@ from agent.extraction import Extraction, OpenThread, extract, extraction_prompt
 from agent.settings import Settings
 from agent.summaries import Line
 
+# A summary model that takes a temperature (the newest ones refuse it: agent/model_lifecycle.py).
 SETTINGS = Settings(
-    _env_file=None, summary_temperature=0.1, summary_max_tokens=700, summary_timeout_seconds=5
+    _env_file=None,
+    summary_model="anthropic:claude-haiku-4-5",
+    summary_temperature=0.1,
+    summary_max_tokens=700,
+    summary_timeout_seconds=5,
 )  # type: ignore[call-arg]
 LINES = [
     Line(1, "user", "I finally booked the flight to Porto", datetime(2026, 3, 3, 9, 0, tzinfo=UTC)),

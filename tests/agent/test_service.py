@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
@@ -26,6 +27,7 @@ from agent.history import load_history
 from agent.service import APOLOGY, TurnService
 from agent.settings import Settings
 from agent.users import get_or_create_user
+from bot.logs import TextFormatter
 from db.models import Conversation, GeneratedPrompt, TranscriptMessage
 
 
@@ -184,6 +186,25 @@ async def test_model_failure_apologises_keeps_the_message_and_the_next_turn_work
             .all()
         )
     assert "this one fails" in contents
+
+
+async def test_a_model_failure_is_logged_with_its_cause_and_without_the_message(
+    service: TurnService,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+    recorder: Recorder,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    user_id = await make_user(sessions, clock)
+    recorder.fail_next = 1
+    with caplog.at_level(logging.WARNING, logger="agent.service"):
+        await service.reply(user_id, "a private worry", clock.now())
+    (record,) = [r for r in caplog.records if r.getMessage() == "model call failed"]
+    line = TextFormatter().format(record)
+    assert "\n" not in line  # a known failure is one line
+    assert f"user_id={user_id}" in line
+    assert 'error="ModelHTTPError: status_code: 529' in line
+    assert "a private worry" not in line
 
 
 async def test_a_retried_telegram_delivery_produces_one_turn(

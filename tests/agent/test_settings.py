@@ -16,7 +16,7 @@ def test_defaults_are_the_embedded_ones() -> None:
     settings = Settings(_env_file=None)
     assert settings.database_url == "sqlite+aiosqlite:///./data/nikita.db"
     assert settings.session_timeout_minutes == 15
-    assert settings.model == "anthropic:claude-sonnet-4-5"
+    assert settings.model == "anthropic:claude-sonnet-5-5"
 
 
 @pytest.mark.parametrize(

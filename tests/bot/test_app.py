@@ -13,7 +13,7 @@ from telegram.ext import CommandHandler
 from agent.service import FAULT_APOLOGY
 from agent.settings import Settings
 from bot.app import AnyApplication, build_application, running
-from bot.commands import FORGET_ASK, FORGOTTEN, HELP, USER_COMMANDS
+from bot.commands import FORGET_ASK, FORGOTTEN, USER_COMMANDS, help_text
 from bot.handlers import ERROR_REPLY, UNKNOWN_COMMAND
 from bot.runtime import Runtime, build_runtime
 from db.models import InboxUpdate, TranscriptMessage, User
@@ -289,7 +289,7 @@ async def test_help_timezone_and_memory(app: AnyApplication, tg: FakeTelegram, r
     tg.command(ALICE, "/timezone Atlantis")
     tg.command(ALICE, "/memory")
     sent = [m.text for m in await tg.wait_for_messages(9, chat_id=ALICE)][4:]
-    assert sent[0] == HELP
+    assert sent[0] == help_text("Nikita")
     assert "Europe/Lisbon" in sent[1]
     assert "America/Los_Angeles" in sent[2]
     assert "couldn't place" in sent[3]
@@ -349,4 +349,7 @@ async def test_a_handler_that_crashes_gets_the_error_reply_once(
     tg.command(ALICE, "/crash")
     assert [m.text for m in await tg.wait_for_messages(1, chat_id=ALICE)] == [ERROR_REPLY]
     tg.command(ALICE, "/help")
-    assert [m.text for m in await tg.wait_for_messages(2, chat_id=ALICE)] == [ERROR_REPLY, HELP]
+    assert [m.text for m in await tg.wait_for_messages(2, chat_id=ALICE)] == [
+        ERROR_REPLY,
+        help_text("Nikita"),
+    ]

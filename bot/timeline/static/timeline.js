@@ -7,7 +7,7 @@
   // it, so this tab keeps its copy (sessionStorage: this tab only, gone when it closes).
   const launch = launchParams();
   const insideTelegram = launch.has("tgWebAppPlatform") || launch.has("tgWebAppVersion");
-  const persona = document.body.dataset.persona || "Nikita";
+  const persona = document.body.dataset.persona || "";
   const state = { initData: "", today: "", yesterday: "", days: new Map(), day: "", userName: "", month: null };
   const $ = (id) => document.getElementById(id);
 

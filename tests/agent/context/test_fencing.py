@@ -12,11 +12,11 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from agent.agent import persona
 from agent.clock import FrozenClock, local_day
 from agent.context import ContextBuilder, FunctionMemory, MemoryLimits
 from agent.context.fence import TAGS, neutralise
 from agent.onboarding import OnboardingProfile, system_prompt
+from agent.persona import persona_for
 from agent.service import TurnService
 from agent.settings import Settings
 from agent.users import get_or_create_user
@@ -123,7 +123,7 @@ async def test_hostile_memory_stays_quoted_data(
     for where in ("key moment", "thread", "graph fact"):
         assert f"EvilBot now ({where})" in instructions
     # The persona's headings are the only headings.
-    assert headings(instructions) == headings(persona())
+    assert headings(instructions) == headings(persona_for(settings).chat)
     # Each tier is one fence, opened and closed once, in order, and nothing else looks like a tag.
     tag_lines = [m.group(0) for line in instructions.splitlines() if (m := TAG_LINE.match(line))]
     expected = [t for tag in TAGS.values() for t in (f"<{tag}>", f"</{tag}>")]

@@ -58,6 +58,7 @@ def assert_call_answers(steps: dict[str, Any], user_id: int) -> None:
     variables = start["dynamic_variables"]
     assert start["ok"] and start["user_id"] == user_id and start["agent_id"] == "agent_fake_nikita"
     assert variables["user_name"] == "Alice"
+    assert variables["persona_name"] == "Nikita" and "You are Nikita, a warm" in start["system_prompt"]
     assert variables["time_since_last_contact"] == "20 minutes ago"
     assert "Marta" in variables["today_summary"]
     assert "Does my sister Marta visit in June?" in variables["open_threads"]
