@@ -9,19 +9,21 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import uvicorn
-from telegram import BotCommand
+from telegram import BotCommand, Update
 from telegram.ext import (
     Application,
     ApplicationBuilder,
     CallbackQueryHandler,
     CommandHandler,
     MessageHandler,
+    TypeHandler,
     filters,
 )
 
+from agent.access import AccessPolicy
 from agent.onboarding import OnboardingService
 from agent.settings import Settings
-from bot import admin, commands, handlers, media
+from bot import access, admin, commands, handlers, media
 from bot.delivery.runner import DeliveryRunner, build_delivery
 from bot.delivery.signals import SignalFreeServer, on_stop_signal
 from bot.ratelimit import RateLimiter
@@ -57,9 +59,13 @@ def build_application(runtime: Runtime, *, webhook: bool | None = None) -> AnyAp
     application.bot_data[SERVICES_KEY] = BotServices(
         runtime=runtime,
         onboarding=OnboardingService(
-            sessions=runtime.sessions, locks=runtime.turns.locks, model=runtime.turns.model
+            sessions=runtime.sessions,
+            locks=runtime.turns.locks,
+            model=runtime.turns.model,
+            budget=runtime.turns.budget,
         ),
         limiter=RateLimiter.from_settings(runtime.sessions, settings),
+        access=AccessPolicy.from_settings(runtime.sessions, settings, runtime.clock),
         turn_slots=asyncio.Semaphore(max(1, settings.max_concurrent_turns)),
         delivery=build_delivery(application, runtime, webhook=use_webhook, allowed_updates=ALLOWED_UPDATES),
     )
@@ -70,6 +76,8 @@ def build_application(runtime: Runtime, *, webhook: bool | None = None) -> AnyAp
 
 def _register(application: AnyApplication, settings: Settings) -> None:
     private = filters.ChatType.PRIVATE
+    # Before every other handler: strangers under ACCESS=allowlist and denied people stop here.
+    application.add_handler(TypeHandler(Update, access.gate), group=-1)
     application.add_handler(
         MessageHandler(filters.UpdateType.EDITED | filters.UpdateType.CHANNEL_POSTS, handlers.on_ignored)
     )
@@ -93,6 +101,9 @@ def _register(application: AnyApplication, settings: Settings) -> None:
         "prompt": admin.on_prompt,
         "reprocess": admin.on_reprocess,
         "jobs": admin.on_jobs,
+        "allow": admin.on_allow,
+        "deny": admin.on_deny,
+        "access": admin.on_access,
     }
     for name, callback in admin_commands.items():
         application.add_handler(CommandHandler(name, callback, filters=admins))

@@ -413,3 +413,28 @@ class ModelUsage(Base):
     calls: Mapped[int] = mapped_column(Integer, default=0)
     input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class AccessRule(Base):
+    """An admin's /allow or /deny of one Telegram user, by id ("123") or username ("alice").
+
+    Read by every instance (cached for a few seconds, agent/access.py); the latest command for a
+    key wins. Names only the people the operator chose to name.
+    """
+
+    __tablename__ = "access_rules"
+
+    key: Mapped[str] = mapped_column(String(40), primary_key=True)
+    rule: Mapped[str] = mapped_column(String(8))  # allow | deny
+    changed_at: Mapped[datetime]
+    changed_by: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class DailyCount(Base):
+    """A bot-wide counter of one UTC day: refused strangers, budget refusals. Counts only, no ids."""
+
+    __tablename__ = "daily_counts"
+
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    count: Mapped[int] = mapped_column(BigInteger, default=0)
