@@ -21,6 +21,9 @@ from db.access import AccessRepository
 
 logger = logging.getLogger(__name__)
 
+# The handler group the gate runs in: before group 0 (every handler) and group -1.
+GATE_GROUP = -10
+
 
 async def gate(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Let the update through, or refuse it here (ApplicationHandlerStop: no other handler runs)."""

@@ -76,8 +76,9 @@ def build_application(runtime: Runtime, *, webhook: bool | None = None) -> AnyAp
 
 def _register(application: AnyApplication, settings: Settings) -> None:
     private = filters.ChatType.PRIVATE
-    # Before every other handler: strangers under ACCESS=allowlist and denied people stop here.
-    application.add_handler(TypeHandler(Update, access.gate), group=-1)
+    # Before every other handler: strangers under ACCESS=allowlist and denied people stop here. A
+    # group of its own: it matches every update, so it would shadow anything else in its group.
+    application.add_handler(TypeHandler(Update, access.gate), group=access.GATE_GROUP)
     application.add_handler(
         MessageHandler(filters.UpdateType.EDITED | filters.UpdateType.CHANNEL_POSTS, handlers.on_ignored)
     )
