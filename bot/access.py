@@ -36,20 +36,19 @@ async def gate(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     now = s.runtime.clock.now()
     chat = update.effective_chat
     row = s.delivery.dispatcher.delivery(update.update_id)
-    tell = False
+    answer: str | None = None
     if chat is not None and chat.type == ChatType.PRIVATE and row is not None:
         verdict = await s.limiter.first_refusal(telegram_identity(person), now, "stranger")
-        tell = verdict.tell
+        answer = verdict.message if verdict.tell else None
     async with s.runtime.sessions() as session, session.begin():
         counters = AccessRepository(session)
         day = now.astimezone(UTC).date()
         await counters.bump(day, REFUSED)
-        if tell:
+        if answer is not None and row is not None:
             await counters.bump(day, STRANGERS)
-            assert row is not None
             # Recorded on the inbox row with the counts; the inbox sends it, as it sends every answer.
-            await row.receipt(session, verdict.message)
-    if row is not None and not tell:
+            await row.receipt(session, answer)
+    if row is not None and answer is None:
         row.outcome = "refused"
-    logger.info("update refused", extra={"update_id": update.update_id, "told": tell})
+    logger.info("update refused", extra={"update_id": update.update_id, "told": answer is not None})
     raise ApplicationHandlerStop
