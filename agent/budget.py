@@ -51,12 +51,14 @@ class TokenBudget:
         """Which cap the user's UTC day of `at` has reached ("bot" first), or None to go on."""
         if self.per_user <= 0 and self.bot_wide <= 0:
             return None
+        day = at.astimezone(UTC).date()
         async with sessions() as session:
-            mine, everyone = await UsageRepository(session).day_tokens(at.astimezone(UTC).date(), user_id)
-        if 0 < self.bot_wide <= everyone:
-            return "bot"
-        if 0 < self.per_user <= mine:
-            return "user"
+            usage = UsageRepository(session)
+            # The day's rows (ix_model_usage_day), then the user's row per kind (the primary key).
+            if self.bot_wide > 0 and await usage.day_tokens(day) >= self.bot_wide:
+                return "bot"
+            if self.per_user > 0 and await usage.day_tokens(day, user_id=user_id) >= self.per_user:
+                return "user"
         return None
 
 

@@ -406,6 +406,8 @@ class ModelUsage(Base):
     """
 
     __tablename__ = "model_usage"
+    # The day's rows of everyone: the bot-wide budget sums them before turns (agent/budget.py).
+    __table_args__ = (Index("ix_model_usage_day", "day"),)
 
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
     day: Mapped[date] = mapped_column(Date, primary_key=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date
 
-from sqlalchemy import case, func, select
+from sqlalchemy import func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -79,15 +79,11 @@ class UsageRepository:
         )
         return [UsageRow(None, kind, int(c or 0), int(i or 0), int(o or 0)) for kind, c, i, o in rows]
 
-    async def day_tokens(self, day: date, user_id: int) -> tuple[int, int]:
-        """Tokens (input + output, every kind) of `day`: the user's, and everyone's together."""
-        tokens = ModelUsage.input_tokens + ModelUsage.output_tokens
-        mine = case((ModelUsage.user_id == user_id, tokens), else_=0)
-        row = (
-            await self.session.execute(
-                select(func.coalesce(func.sum(mine), 0), func.coalesce(func.sum(tokens), 0)).where(
-                    ModelUsage.day == day
-                )
-            )
-        ).one()
-        return int(row[0]), int(row[1])
+    async def day_tokens(self, day: date, *, user_id: int | None = None) -> int:
+        """Tokens (input + output, every kind) of `day`: the user's, or everyone's when None."""
+        stmt = select(func.coalesce(func.sum(ModelUsage.input_tokens + ModelUsage.output_tokens), 0)).where(
+            ModelUsage.day == day
+        )
+        if user_id is not None:
+            stmt = stmt.where(ModelUsage.user_id == user_id)
+        return int(await self.session.scalar(stmt) or 0)

@@ -114,7 +114,9 @@ async def test_budgets_sum_every_kind_of_the_utc_day(
             alice, now.date() - timedelta(days=1), "chat", calls=1, input_tokens=9999, output_tokens=0
         )
     async with sessions() as session:
-        assert await UsageRepository(session).day_tokens(now.date(), alice) == (1000, 1300)
+        usage = UsageRepository(session)
+        assert await usage.day_tokens(now.date(), user_id=alice) == 1000
+        assert await usage.day_tokens(now.date()) == 1300
     assert await TokenBudget(per_user=1000).over(sessions, alice, now) == "user"
     assert await TokenBudget(per_user=1001).over(sessions, alice, now) is None
     assert await TokenBudget(per_user=1000).over(sessions, bob, now) is None

@@ -1,4 +1,5 @@
-"""access: admins' /allow and /deny rules, and bot-wide daily counters (refused strangers, budgets)
+"""access: admins' /allow and /deny rules, bot-wide daily counters (refused strangers, budgets), and
+an index on model_usage.day for the bot-wide budget's daily sum
 
 Revision ID: 0015_access
 Revises: 0014_one_head
@@ -36,8 +37,10 @@ def upgrade() -> None:
         sa.Column("count", sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint("day", "name", name=op.f("pk_daily_counts")),
     )
+    op.create_index("ix_model_usage_day", "model_usage", ["day"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_model_usage_day", table_name="model_usage")
     op.drop_table("daily_counts")
     op.drop_table("access_rules")
