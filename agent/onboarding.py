@@ -30,6 +30,7 @@ from sqlalchemy import func, select, true
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agent.budget import BUDGET_REPLY, TokenBudget, counting
 from agent.context.fence import fence, neutralise
 from agent.errors import UserNotFoundError
 from agent.locks import UserLocks
@@ -313,8 +314,11 @@ class OnboardingService:
         model: Model | str,
         max_user_messages: int = 12,
         persona: Persona | None = None,
+        budget: TokenBudget | None = None,
     ) -> None:
         self.sessions = sessions
+        # Daily token caps (agent/budget.py), checked before each onboarding model call.
+        self.budget = budget or TokenBudget()
         self.locks = locks
         self.model = model
         self.persona = persona or default_persona()
@@ -361,8 +365,14 @@ class OnboardingService:
                 text, message_id = stored.content, stored.id
                 context = await load_context(self.sessions, user, sent_at, before_id=stored.id)
                 user_messages = await self._count_user_messages(user_id)
+            over = await self.budget.over(self.sessions, user_id, sent_at)
             with metering() as meter:
-                turn = await run_onboarding_turn(context, text, model=self.model, persona=self.persona)
+                if over is None:
+                    turn = await run_onboarding_turn(context, text, model=self.model, persona=self.persona)
+                else:
+                    logger.info("token budget reached", extra={"user_id": user_id, "budget": over})
+                    turn = OnboardingTurn(BUDGET_REPLY, OnboardingDeps.start(context.profile))
+                    receipt = counting(receipt, over, sent_at)
             deps = turn.deps
             if not deps.finished and user_messages >= self.max_user_messages:
                 deps.name = deps.name or fallback_name or "friend"

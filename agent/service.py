@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent import attachments as files
 from agent.agent import TurnDeps, build_chat_model, chat_agent, chat_model_settings
+from agent.budget import BUDGET_REPLY, Over, TokenBudget, counting
 from agent.clock import Clock, ensure_utc, local_day
 from agent.context import BuiltContext, ContextBuilder
 from agent.errors import UserNotFoundError
@@ -118,6 +119,8 @@ class TurnService:
         self.counter = get_counter()
         # Conversation search and memory tools (issue 6); None leaves the tools answering "unavailable".
         self.recall = recall
+        # Daily token caps, checked before each turn's model call (agent/budget.py).
+        self.budget = TokenBudget.from_settings(settings)
         self.histories = SessionHistories(
             max_sessions=settings.history_cache_sessions, max_bytes=settings.history_cache_max_bytes
         )
@@ -167,6 +170,9 @@ class TurnService:
             if isinstance(prepared, TurnResult):
                 return prepared
             prepared = replace(prepared, attachments=tuple(attachments))
+            over = await self.budget.over(self.sessions, user_id, sent_at)
+            if over is not None:
+                return await self._refuse(prepared, sent_at, receipt, over)
             return await self._run_and_persist(prepared, sent_at, receipt, progress)
 
     async def _prepare(
@@ -277,6 +283,32 @@ class TurnService:
             )
         return _Prepared(user, conversation, text, message.id, new_session, closed_id, previous_message_at)
 
+    async def _refuse(
+        self, prepared: _Prepared, sent_at: datetime, receipt: TurnReceipt | None, over: Over
+    ) -> TurnResult:
+        # Over a daily token cap: the message stays stored and gets BUDGET_REPLY, without a model call.
+        logger.info("token budget reached", extra={"user_id": prepared.user.id, "budget": over})
+        conversation = prepared.conversation
+        stored_history = await self.histories.load(
+            self.sessions, conversation.id, conversation.message_count - 1
+        )
+        new_messages: list[ModelMessage] = [
+            ModelRequest(parts=[UserPromptPart(prepared.text, timestamp=sent_at)]),
+            ModelResponse(parts=[TextPart(BUDGET_REPLY)], timestamp=sent_at),
+        ]
+        counted, none = counting(receipt, over, sent_at), UsageMeter()
+        reply_id = await self._persist(
+            prepared, stored_history, new_messages, BUDGET_REPLY, None, {}, sent_at, "budget", counted, none
+        )
+        return TurnResult(
+            text=BUDGET_REPLY,
+            conversation_id=conversation.id,
+            message_id=prepared.message_id,
+            reply_id=reply_id,
+            new_session=prepared.new_session,
+            closed_conversation_id=prepared.closed_id,
+        )
+
     async def _run_and_persist(
         self,
         prepared: _Prepared,
@@ -371,8 +403,9 @@ class TurnService:
         snapshot: dict[str, object] = {**context.snapshot, "model_failed": failed}
         if stored_text != text:
             prepared = replace(prepared, text=stored_text)
+        kind = "apology" if failed else "text"
         reply_id = await self._persist(
-            prepared, stored_history, new_messages, answer, context, snapshot, sent_at, failed, receipt, meter
+            prepared, stored_history, new_messages, answer, context, snapshot, sent_at, kind, receipt, meter
         )
         if self.recall is not None:
             # Full text was indexed in the transactions (triggers / generated columns); embeddings
@@ -397,10 +430,10 @@ class TurnService:
         stored: StoredHistory,
         new_messages: list[ModelMessage],
         answer: str,
-        context: BuiltContext,
+        context: BuiltContext | None,
         snapshot: dict[str, object],
         at: datetime,
-        failed: bool,
+        reply_kind: str,
         receipt: TurnReceipt | None,
         meter: UsageMeter,
     ) -> int:
@@ -426,7 +459,7 @@ class TurnService:
                 role="assistant",
                 content=answer,
                 sent_at=at,
-                kind="apology" if failed else "text",
+                kind=reply_kind,
                 reply_to_id=prepared.message_id,
                 day_segment_id=segment.id,
             )
@@ -439,14 +472,15 @@ class TurnService:
                 token_budget=self.settings.day_raw_token_budget,
                 count_tokens=self.counter.count,
             )
-            await PromptRepository(session).add(
-                user_id=prepared.user.id,
-                conversation_id=conversation.id,
-                message_id=prepared.message_id,
-                instructions=context.text,
-                snapshot=dict(snapshot),
-                created_at=at,
-            )
+            if context is not None:  # None: no model call, so no context was built
+                await PromptRepository(session).add(
+                    user_id=prepared.user.id,
+                    conversation_id=conversation.id,
+                    message_id=prepared.message_id,
+                    instructions=context.text,
+                    snapshot=dict(snapshot),
+                    created_at=at,
+                )
             await store_usage(session, prepared.user.id, at.astimezone(UTC).date(), meter)
             if receipt is not None:
                 await receipt(session, answer)

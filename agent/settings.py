@@ -9,6 +9,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
+from agent.access_keys import access_key
 from agent.errors import ConfigurationError
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./data/nikita.db"
@@ -269,6 +270,30 @@ class Settings(BaseSettings):
 
             read_persona_file(value)
         return value
+
+    # Access and spend (docs/access.md). ACCESS=allowlist answers only ADMIN_IDS, ALLOWED_USERS
+    # (Telegram ids and @usernames, comma or space separated; usernames case-insensitive) and
+    # whoever an admin /allow-ed; /deny blocks someone in either mode. USER_DAILY_TOKENS (per user)
+    # and DAILY_TOKENS (everyone) cap the model tokens (input + output, every kind of call) of a UTC
+    # day: over either, a turn stores the message and answers without a model call. 0 = no cap.
+    access: Literal["open", "allowlist"] = "open"
+    allowed_users: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    user_daily_tokens: int = Field(default=2_000_000, ge=0)
+    daily_tokens: int = Field(default=0, ge=0)
+
+    @field_validator("allowed_users", mode="before")
+    @classmethod
+    def _parse_allowed(cls, value: object) -> object:
+        parts = value.replace(",", " ").split() if isinstance(value, str) else value
+        if not isinstance(parts, list | tuple):
+            return value
+        entries = []
+        for part in parts:
+            entry = access_key(str(part))
+            if entry is None:
+                raise ValueError(f"ALLOWED_USERS: {part!r} is neither a Telegram id nor a @username")
+            entries.append(entry)
+        return entries
 
     @field_validator("database_url")
     @classmethod

@@ -5,12 +5,14 @@ from __future__ import annotations
 from telegram import Update
 from telegram.ext import ContextTypes
 
-from bot.reports import prompt_report, stats_report, user_report
+from agent.access import Rule
+from agent.access_keys import access_key
+from bot.reports import access_report, prompt_report, stats_report, user_report
 from bot.sending import send_text
 from bot.services import services
 from jobs.queue import queue_stats, requeue
 
-ADMIN_COMMANDS = ("stats", "user", "prompt", "reprocess", "jobs")
+ADMIN_COMMANDS = ("stats", "user", "prompt", "reprocess", "jobs", "allow", "deny", "access")
 
 
 def _one_int(args: list[str] | None) -> int | None:
@@ -33,6 +35,7 @@ async def on_stats(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         update.effective_message.date,
         queue_depth=queue.queued + queue.processing,
         failures=queue.failed,
+        settings=s.runtime.settings,
     )
     await send_text(context.bot, update.effective_message.chat_id, report)
 
@@ -84,3 +87,40 @@ async def on_jobs(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         return
     stats = await queue_stats(services(context).runtime.sessions)
     await send_text(context.bot, update.effective_message.chat_id, stats.format())
+
+
+async def on_allow(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/allow <id|@username>: let this person use the bot (under ACCESS=allowlist; lifts a /deny)."""
+    await _set_rule(update, context, "allow")
+
+
+async def on_deny(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/deny <id|@username>: block this person, in either access mode (admins excepted)."""
+    await _set_rule(update, context, "deny")
+
+
+async def _set_rule(update: Update, context: ContextTypes.DEFAULT_TYPE, rule: Rule) -> None:
+    message, person = update.effective_message, update.effective_user
+    if message is None or person is None:
+        return
+    s = services(context)
+    key = access_key(context.args[0]) if context.args and len(context.args) == 1 else None
+    if key is None:
+        text = f"Usage: /{rule} <telegram id or @username>"
+    elif rule == "deny" and key.isdigit() and int(key) in s.access.admins:
+        text = f"{key} is an admin (ADMIN_IDS) and always allowed."
+    else:
+        await s.access.set_rule(key, rule, by=person.id)
+        shown = key if key.isdigit() else f"@{key}"
+        text = f"{shown} is {'allowed' if rule == 'allow' else 'denied'} from now on."
+        if rule == "allow" and s.access.mode == "open":
+            text += " (ACCESS is open: everyone not denied may use the bot anyway.)"
+    await send_text(context.bot, message.chat_id, text)
+
+
+async def on_access(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/access: the access mode, the admins, ALLOWED_USERS and the /allow and /deny rules."""
+    if update.effective_message is None:
+        return
+    listing = await services(context).access.listing()
+    await send_text(context.bot, update.effective_message.chat_id, access_report(listing))

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import uvicorn
-from telegram import BotCommand
+from telegram import BotCommand, Update
 from telegram.error import BadRequest
 from telegram.ext import (
     Application,
@@ -18,15 +18,17 @@ from telegram.ext import (
     CallbackQueryHandler,
     CommandHandler,
     MessageHandler,
+    TypeHandler,
     filters,
 )
 
+from agent.access import AccessPolicy
 from agent.errors import ConfigurationError
 from agent.model_lifecycle import model_warnings
 from agent.onboarding import OnboardingService
 from agent.persona import persona_for
 from agent.settings import Settings
-from bot import admin, commands, handlers, media
+from bot import access, admin, commands, handlers, media
 from bot.delivery.runner import DeliveryRunner, build_delivery
 from bot.delivery.signals import SignalFreeServer, on_stop_signal
 from bot.preflight import listen, one_line, preflight
@@ -67,8 +69,10 @@ def build_application(runtime: Runtime, *, webhook: bool | None = None) -> AnyAp
             locks=runtime.turns.locks,
             model=runtime.turns.model,
             persona=persona_for(settings),
+            budget=runtime.turns.budget,
         ),
         limiter=RateLimiter.from_settings(runtime.sessions, settings),
+        access=AccessPolicy.from_settings(runtime.sessions, settings, runtime.clock),
         turn_slots=asyncio.Semaphore(max(1, settings.max_concurrent_turns)),
         delivery=build_delivery(application, runtime, webhook=use_webhook, allowed_updates=ALLOWED_UPDATES),
     )
@@ -79,6 +83,9 @@ def build_application(runtime: Runtime, *, webhook: bool | None = None) -> AnyAp
 
 def _register(application: AnyApplication, settings: Settings) -> None:
     private = filters.ChatType.PRIVATE
+    # Before every other handler: strangers under ACCESS=allowlist and denied people stop here. A
+    # group of its own: it matches every update, so it would shadow anything else in its group.
+    application.add_handler(TypeHandler(Update, access.gate), group=access.GATE_GROUP)
     application.add_handler(
         MessageHandler(filters.UpdateType.EDITED | filters.UpdateType.CHANNEL_POSTS, handlers.on_ignored)
     )
@@ -102,6 +109,9 @@ def _register(application: AnyApplication, settings: Settings) -> None:
         "prompt": admin.on_prompt,
         "reprocess": admin.on_reprocess,
         "jobs": admin.on_jobs,
+        "allow": admin.on_allow,
+        "deny": admin.on_deny,
+        "access": admin.on_access,
     }
     for name, callback in admin_commands.items():
         application.add_handler(CommandHandler(name, callback, filters=admins))

@@ -42,9 +42,11 @@ DAY = timedelta(days=1)
 PRUNE_EVERY = timedelta(minutes=10)
 # Advisory lock keys: the top bits say what is locked (turns 1 << 56, writers 2 << 56).
 RATE_LOCK_SPACE = 3 << 56
+STRANGER_REPLY = "Hi! This bot is private. If you know its owner, ask them to add you."
 _DEVELOPMENT_KEY = b"nikita rate limits (development key: set RATE_LIMIT_HASH_KEY)"
 
-Scope = Literal["message", "onboarding", "start", "export", "memory", "regenerate"]
+# "stranger" is never counted: only its one-note-per-window marker is used (`first_refusal`).
+Scope = Literal["message", "onboarding", "start", "export", "memory", "regenerate", "stranger"]
 Window = Literal["minute", "day"]
 
 _MESSAGES: dict[tuple[Scope, Window], str] = {
@@ -66,6 +68,8 @@ _MESSAGES: dict[tuple[Scope, Window], str] = {
     ("memory", "day"): "I've shown you what I remember a lot today. Ask me again tomorrow!",
     ("regenerate", "minute"): "You asked for new summaries a lot; try again in a minute.",
     ("regenerate", "day"): "You asked for new summaries a lot today; try again tomorrow.",
+    ("stranger", "minute"): STRANGER_REPLY,
+    ("stranger", "day"): STRANGER_REPLY,
 }
 
 
@@ -154,9 +158,7 @@ class RateLimiter:
             return Verdict(True)
         subject = self.subject(identity)
         async with self.sessions() as session, session.begin():
-            if session.get_bind().dialect.name == "postgresql":
-                key = RATE_LOCK_SPACE | int(subject[:13], 16)  # 52 bits of the hash
-                await session.execute(select(func.pg_advisory_xact_lock(key)))
+            await _lock(session, subject)
             event = RateLimitEvent(subject=subject, scope=scope, at=now)
             session.add(event)
             await session.flush()  # SQLite: the write lock is ours until commit
@@ -185,6 +187,15 @@ class RateLimiter:
         await self._prune(now)
         return verdict
 
+    async def first_refusal(self, identity: str, now: datetime, scope: Scope) -> Verdict:
+        """A refusal decided elsewhere (access): answered only if it is the first in a day."""
+        subject = self.subject(identity)
+        async with self.sessions() as session, session.begin():
+            await _lock(session, subject)
+            verdict = await self._told_once(session, subject, Verdict(False, scope, "day"), now)
+        await self._prune(now)
+        return verdict
+
     async def _told_once(
         self, session: AsyncSession, subject: str, verdict: Verdict, now: datetime
     ) -> Verdict:
@@ -209,3 +220,10 @@ class RateLimiter:
         self._pruned_at = now
         async with self.sessions() as session, session.begin():
             await session.execute(delete(RateLimitEvent).where(RateLimitEvent.at <= now - DAY))
+
+
+async def _lock(session: AsyncSession, subject: str) -> None:
+    # PostgreSQL: one transaction per identity at a time (SQLite has one writer anyway).
+    if session.get_bind().dialect.name == "postgresql":
+        key = RATE_LOCK_SPACE | int(subject[:13], 16)  # 52 bits of the hash
+        await session.execute(select(func.pg_advisory_xact_lock(key)))

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agent.access import REFUSED, STRANGERS, AccessListing
+from agent.budget import COUNTERS
 from agent.clock import local_day
 from agent.context.snapshot import format_snapshot
 from agent.graph import GraphMemory, GraphMemoryError, GroupLimits, NullGraphMemory
+from agent.prices import estimate_cost, model_for
+from agent.settings import Settings
+from db.access import AccessRepository
 from db.models import (
     Conversation,
     ConversationThread,
@@ -114,8 +120,10 @@ async def stats_report(
     *,
     queue_depth: int | None,
     failures: int | None,
+    settings: Settings | None = None,
 ) -> str:
-    """Users, active in the last 24 hours, conversations, messages, job queue depth and failures."""
+    """Users, activity, job queue, failures, model use and its estimated cost (priced when `settings`
+    name the models), refused strangers and budget refusals of the UTC day."""
     async with sessions() as session:
         users = await session.scalar(select(func.count()).select_from(User))
         active = await session.scalar(
@@ -131,6 +139,7 @@ async def stats_report(
         today = _utc_day(now)
         usage_today = await UsageRepository(session).totals_by_kind(since=today)
         usage_week = await UsageRepository(session).totals_by_kind(since=today - timedelta(days=6))
+        counts = await AccessRepository(session).counts(today)
     return "\n".join(
         [
             f"users: {users or 0}",
@@ -141,7 +150,53 @@ async def stats_report(
             f"failed post-processing: {'n/a' if failures is None else failures}",
             f"model failures in the last 24 h: {apologies or 0}",
             f"model use today (UTC): {format_usage(usage_today)}",
+            *format_spend(usage_today, settings),
             f"model use in the last 7 days: {format_usage(usage_week)}",
+            *format_spend(usage_week, settings),
+            f"refused today (UTC): {counts.get(REFUSED, 0)} updates from people not allowed; "
+            f"{counts.get(STRANGERS, 0)} strangers told the bot is private",
+            f"budget refusals today (UTC): {counts.get(COUNTERS['user'], 0)} over USER_DAILY_TOKENS, "
+            f"{counts.get(COUNTERS['bot'], 0)} over DAILY_TOKENS",
+        ]
+    )
+
+
+def format_spend(rows: list[UsageRow], settings: Settings | None) -> list[str]:
+    """One line per kind: tokens and the estimated cost at the model making those calls."""
+    lines: list[str] = []
+    total = Decimal(0)
+    unknown = False
+    for row in rows:
+        tokens = f"  {row.kind}: {row.input_tokens + row.output_tokens} tokens"
+        model = model_for(row.kind, settings) if settings is not None else None
+        cost = estimate_cost(model, row.input_tokens, row.output_tokens) if model else None
+        if cost is None:
+            unknown = True
+            lines.append(f"{tokens}, price unknown ({model or 'model not given'})")
+            continue
+        total += cost
+        lines.append(f"{tokens}, ~${cost:.4f} ({model})")
+    if rows:
+        lines.append(f"  estimated cost: ~${total:.4f}{' + what is unpriced' if unknown else ''}")
+    return lines
+
+
+def access_report(listing: AccessListing) -> str:
+    """What /access shows: the mode, who is allowed by setting, and the admins' rules."""
+
+    def shown(key: str) -> str:
+        return key if key.isdigit() else f"@{key}"
+
+    allowed = [shown(k) for k, rule in sorted(listing.rules.items()) if rule == "allow"]
+    denied = [shown(k) for k, rule in sorted(listing.rules.items()) if rule == "deny"]
+    return "\n".join(
+        [
+            f"access: {listing.mode}"
+            + (" (everyone not denied)" if listing.mode == "open" else " (only the people below)"),
+            f"admins (ADMIN_IDS, always allowed): {_join(list(listing.admins))}",
+            f"ALLOWED_USERS: {_join([shown(k) for k in listing.allowed_by_setting])}",
+            f"allowed by /allow: {_join(allowed)}",
+            f"denied by /deny: {_join(denied)}",
         ]
     )
 

@@ -13,6 +13,7 @@ from telegram import Bot, Update
 from telegram import User as TelegramUser
 from telegram.ext import CallbackContext
 
+from agent.access import AccessPolicy
 from agent.onboarding import OnboardingService
 from agent.users import get_or_create_user
 from bot.delivery.reply import Delivery
@@ -64,6 +65,8 @@ class BotServices:
     runtime: Runtime
     onboarding: OnboardingService
     limiter: RateLimiter
+    # Who may use the bot (ACCESS, ALLOWED_USERS, /allow, /deny); bot/access.py's gate asks it.
+    access: AccessPolicy
     # The inbox, its dispatcher and the poller (issue 10): every update reaches the handlers through it.
     delivery: DeliveryRunner
     # Bounds turns in flight (see MAX_CONCURRENT_TURNS); waiting here holds no database connection.

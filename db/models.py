@@ -406,6 +406,8 @@ class ModelUsage(Base):
     """
 
     __tablename__ = "model_usage"
+    # The day's rows of everyone: the bot-wide budget sums them before turns (agent/budget.py).
+    __table_args__ = (Index("ix_model_usage_day", "day"),)
 
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
     day: Mapped[date] = mapped_column(Date, primary_key=True)
@@ -413,3 +415,28 @@ class ModelUsage(Base):
     calls: Mapped[int] = mapped_column(Integer, default=0)
     input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class AccessRule(Base):
+    """An admin's /allow or /deny of one Telegram user, by id ("123") or username ("alice").
+
+    Read by every instance (cached for a few seconds, agent/access.py); the latest command for a
+    key wins. Names only the people the operator chose to name.
+    """
+
+    __tablename__ = "access_rules"
+
+    key: Mapped[str] = mapped_column(String(40), primary_key=True)
+    rule: Mapped[str] = mapped_column(String(8))  # allow | deny
+    changed_at: Mapped[datetime]
+    changed_by: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class DailyCount(Base):
+    """A bot-wide counter of one UTC day: refused strangers, budget refusals. Counts only, no ids."""
+
+    __tablename__ = "daily_counts"
+
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    count: Mapped[int] = mapped_column(BigInteger, default=0)

@@ -78,3 +78,12 @@ class UsageRepository:
             .order_by(ModelUsage.kind)
         )
         return [UsageRow(None, kind, int(c or 0), int(i or 0), int(o or 0)) for kind, c, i, o in rows]
+
+    async def day_tokens(self, day: date, *, user_id: int | None = None) -> int:
+        """Tokens (input + output, every kind) of `day`: the user's, or everyone's when None."""
+        stmt = select(func.coalesce(func.sum(ModelUsage.input_tokens + ModelUsage.output_tokens), 0)).where(
+            ModelUsage.day == day
+        )
+        if user_id is not None:
+            stmt = stmt.where(ModelUsage.user_id == user_id)
+        return int(await self.session.scalar(stmt) or 0)

@@ -1,0 +1,74 @@
+"""Daily token budgets: USER_DAILY_TOKENS per user and DAILY_TOKENS for everyone (0 = no cap).
+
+A day is a UTC day, the day `model_usage` counts in. The check runs before a turn's (or an
+onboarding answer's) model call and reads what is already metered: every kind of call of that
+day, post-processing included. The turn that crosses a cap finishes; the next one is refused.
+A refused message is still stored, with BUDGET_REPLY as its answer and no model call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal, Protocol
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from agent.settings import Settings
+from db.access import AccessRepository
+from db.usage import UsageRepository
+
+BUDGET_REPLY = "I've reached my limit for today — let's pick this up tomorrow."
+
+Over = Literal["user", "bot"]
+# Bot-wide counters of a UTC day (daily_counts.name), one per cap.
+COUNTERS: dict[Over, str] = {"user": "budget_user", "bot": "budget_bot"}
+
+
+class Receipt(Protocol):
+    """agent.service.TurnReceipt (which imports this module): runs in the answer's transaction."""
+
+    async def __call__(self, session: AsyncSession, answer: str) -> None:
+        """Record, with the answer, what the caller needs to deliver it."""
+        ...
+
+
+@dataclass(frozen=True)
+class TokenBudget:
+    """The two daily caps."""
+
+    per_user: int = 0
+    bot_wide: int = 0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> TokenBudget:
+        """The caps the settings describe."""
+        return cls(per_user=settings.user_daily_tokens, bot_wide=settings.daily_tokens)
+
+    async def over(
+        self, sessions: async_sessionmaker[AsyncSession], user_id: int, at: datetime
+    ) -> Over | None:
+        """Which cap the user's UTC day of `at` has reached ("bot" first), or None to go on."""
+        if self.per_user <= 0 and self.bot_wide <= 0:
+            return None
+        day = at.astimezone(UTC).date()
+        async with sessions() as session:
+            usage = UsageRepository(session)
+            # The day's rows (ix_model_usage_day), then the user's row per kind (the primary key).
+            if self.bot_wide > 0 and await usage.day_tokens(day) >= self.bot_wide:
+                return "bot"
+            if self.per_user > 0 and await usage.day_tokens(day, user_id=user_id) >= self.per_user:
+                return "user"
+        return None
+
+
+def counting(receipt: Receipt | None, over: Over, at: datetime) -> Receipt:
+    """A turn receipt that also counts the refusal in the day's bot-wide counters, in the same
+    transaction as the stored answer."""
+
+    async def counted(session: AsyncSession, answer: str) -> None:
+        await AccessRepository(session).bump(at.astimezone(UTC).date(), COUNTERS[over])
+        if receipt is not None:
+            await receipt(session, answer)
+
+    return counted

@@ -1,0 +1,54 @@
+"""The access gate: runs before every handler and stops updates from people who may not use the bot.
+
+A refused update leaves no user row, no transcript row and no model call: its inbox row ends done
+with its payload dropped, like every finished row, and the day's bot-wide counters go up (refused
+updates; strangers told, who are counted by the rate limiter's keyed hash, never by id). A stranger
+in a private chat is told STRANGER_REPLY once a day; whatever else they send is dropped quietly.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC
+
+from telegram import Update
+from telegram.constants import ChatType
+from telegram.ext import ApplicationHandlerStop, ContextTypes
+
+from agent.access import REFUSED, STRANGERS
+from bot.services import services, telegram_identity
+from db.access import AccessRepository
+
+logger = logging.getLogger(__name__)
+
+# The handler group the gate runs in: before group 0 (every handler) and group -1.
+GATE_GROUP = -10
+
+
+async def gate(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Let the update through, or refuse it here (ApplicationHandlerStop: no other handler runs)."""
+    person = update.effective_user
+    if person is None:
+        return
+    s = services(context)
+    if await s.access.allows(person.id, person.username):
+        return
+    now = s.runtime.clock.now()
+    chat = update.effective_chat
+    row = s.delivery.dispatcher.delivery(update.update_id)
+    answer: str | None = None
+    if chat is not None and chat.type == ChatType.PRIVATE and row is not None:
+        verdict = await s.limiter.first_refusal(telegram_identity(person), now, "stranger")
+        answer = verdict.message if verdict.tell else None
+    async with s.runtime.sessions() as session, session.begin():
+        counters = AccessRepository(session)
+        day = now.astimezone(UTC).date()
+        await counters.bump(day, REFUSED)
+        if answer is not None and row is not None:
+            await counters.bump(day, STRANGERS)
+            # Recorded on the inbox row with the counts; the inbox sends it, as it sends every answer.
+            await row.receipt(session, answer)
+    if row is not None and answer is None:
+        row.outcome = "refused"
+    logger.info("update refused", extra={"update_id": update.update_id, "told": answer is not None})
+    raise ApplicationHandlerStop
