@@ -24,7 +24,7 @@ def _parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="print benchmark figures")
     bench.add_argument(
         "name",
-        choices=["turn", "postprocess", "context", "recall", "search", "graph", "delivery"],
+        choices=["turn", "postprocess", "context", "recall", "search", "graph", "delivery", "memory"],
         help="which benchmark",
     )
     bench.add_argument("paths", nargs="*", help="recall: LoCoMo-format JSON files")
@@ -123,6 +123,11 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         from bot.bench.delivery import run_delivery_bench
 
         asyncio.run(run_delivery_bench(settings, quick=args.quick))
+        return 0
+    if args.command == "bench" and args.name == "memory":
+        from bot.bench.memory import run_memory_bench
+
+        asyncio.run(run_memory_bench(settings, quick=args.quick))
         return 0
     if args.command == "bench" and args.name == "context":
         from bot.bench.context import run_context_bench
