@@ -134,7 +134,10 @@ class MiniLMEmbedder:
             if not path.is_file():
                 raise EmbedderUnavailableError(f"model file missing: {path}")
             return onnxruntime.InferenceSession(
-                str(path), options, providers=["CPUExecutionProvider"], disabled_optimizers=["ConstantFolding"]
+                str(path),
+                options,
+                providers=["CPUExecutionProvider"],
+                disabled_optimizers=["ConstantFolding"],
             )
 
     async def embed(self, texts: Sequence[str]) -> Vectors:

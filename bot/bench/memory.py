@@ -28,7 +28,7 @@ from typing import Any
 from agent.settings import Settings
 from bot.bench.common import scratch_database
 from bot.bench.delivery import free_port
-from bot.bench.delivery_harness import BotProcess, Crowd, FakeBotApi, bot_env, echo, run_crowd
+from bot.bench.delivery_harness import BotProcess, Crowd, bot_env, echo, run_crowd
 
 MODEL_SECONDS = 0.15
 SAMPLE_SECONDS = 0.05
@@ -154,7 +154,7 @@ def falkordb_server(folder: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]
 
 async def measure(
     *,
-    tg: FakeBotApi,
+    tg: Any,  # FakeBotApi (tests/fakes/telegram_api.py)
     model_url: str,
     database_url: str,
     folder: Path,
@@ -172,12 +172,9 @@ async def measure(
         if graph_url
         else {}
     )
-    env = bot_env(
-        database_url=database_url,
-        telegram_url=tg.base_url,
-        model_url=model_url,
-        **(DEPLOYED_ENV | {"EMBEDDER": "minilm", "LOG_LEVEL": "WARNING"} | graph | settings),
-    )
+    production = {"EMBEDDER": "minilm", "LOG_LEVEL": "WARNING"}
+    env = bot_env(database_url=database_url, telegram_url=tg.base_url, model_url=model_url)
+    env |= DEPLOYED_ENV | production | graph | settings
     bot = BotProcess(f"memory-{'falkordb' if graph_url else 'none'}", env, folder)
     bot.start()
     assert bot.proc is not None
