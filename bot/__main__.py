@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from agent.errors import ConfigurationError
 from agent.settings import Settings, load_settings
+from bot.allocator import tune_allocator
 from bot.runtime import configure_logging
 
 
@@ -52,6 +53,7 @@ def _add_jobs_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     args = _parser().parse_args(argv)
+    tune_allocator()  # before the threads that would each take a malloc arena of their own
     try:
         settings = load_settings()
         configure_logging(settings.log_level)
