@@ -11,8 +11,6 @@ from __future__ import annotations
 import io
 import logging
 
-from pypdf import PdfReader
-
 from agent.errors import NikitaError
 
 logger = logging.getLogger(__name__)
@@ -24,6 +22,8 @@ class UnreadablePdfError(NikitaError):
 
 def pdf_text(data: bytes, *, max_pages: int, max_chars: int) -> str:
     """The text of the first `max_pages` pages, at most `max_chars` characters, page by page."""
+    from pypdf import PdfReader  # imported on the first PDF: 6 MB resident that most processes never use
+
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):

@@ -172,7 +172,7 @@ class Settings(BaseSettings):
     export_part_bytes: int = Field(default=45_000_000, ge=10_000, le=50_000_000)
     history_cache_sessions: int = 256
     history_cache_max_bytes: int = 16_000_000
-    search_vector_cache_bytes: int = 256_000_000
+    search_vector_cache_bytes: int = 64_000_000
     search_indexed_users: int = 10_000
     # Durable delivery (issue 10): every update is committed to the inbox before Telegram hears we
     # have it, then worked per sender in order under a lease that another instance takes over when

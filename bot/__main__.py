@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from agent.errors import ConfigurationError, StartupError
 from agent.settings import Settings, load_settings
+from bot.allocator import tune_allocator
 from bot.hosting import require_durable_storage
 from bot.logs import configure_logging
 from bot.preflight import check_database, one_line
@@ -29,7 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="print benchmark figures")
     bench.add_argument(
         "name",
-        choices=["turn", "postprocess", "context", "recall", "search", "graph", "delivery"],
+        choices=["turn", "postprocess", "context", "recall", "search", "graph", "delivery", "memory"],
         help="which benchmark",
     )
     bench.add_argument("paths", nargs="*", help="recall: LoCoMo-format JSON files")
@@ -66,6 +67,7 @@ _ONE_LINE_FAILURES = {"run", "web", "migrate", "jobs"}
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     args = _parser().parse_args(argv)
+    tune_allocator()  # before the threads that would each take a malloc arena of their own
     try:
         settings = load_settings()
         configure_logging(settings.log_level, log_format=settings.log_format)
@@ -156,6 +158,11 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         from bot.bench.delivery import run_delivery_bench
 
         asyncio.run(run_delivery_bench(settings, quick=args.quick))
+        return 0
+    if args.command == "bench" and args.name == "memory":
+        from bot.bench.memory import run_memory_bench
+
+        asyncio.run(run_memory_bench(settings, quick=args.quick))
         return 0
     if args.command == "bench" and args.name == "context":
         from bot.bench.context import run_context_bench
