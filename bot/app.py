@@ -36,6 +36,7 @@ from bot.ratelimit import RateLimiter
 from bot.runtime import Runtime, build_runtime
 from bot.services import SERVICES_KEY, BotServices, services
 from bot.timeline import command as timeline_command
+from db.migrate import upgrade_in_child
 from jobs.scheduler import schedule_jobs
 
 logger = logging.getLogger(__name__)
@@ -200,7 +201,9 @@ async def serve(settings: Settings) -> None:
     try:
         stop = asyncio.Event()
         on_stop_signal(stop.set)  # a stop during start-up stops the bot once it has started
-        runtime = await build_runtime(settings)
+        # In a child process: the migration machinery never stays resident in the serving process.
+        await upgrade_in_child(settings.database_url)
+        runtime = await build_runtime(settings, migrate=False)
         for warning in model_warnings(settings, runtime.clock.now().date()):
             logger.warning(warning)
         try:

@@ -1,18 +1,33 @@
-"""Run Alembic migrations from code: `python -m bot migrate` and the app's start both call this."""
+"""Run Alembic migrations from code: `python -m bot migrate`, the app's start and the tests call this.
+
+Alembic is imported only when a migration runs. The long-running bot migrates in a child process
+(`upgrade_in_child`), so the migration machinery (Alembic, Mako, the revision scripts: about 10 MB)
+never stays resident in a process that serves for days on a 512 MB instance.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+_URL_VARIABLE = "DATABASE_URL"
+
+
+class MigrationError(RuntimeError):
+    """The schema upgrade failed; the message is the migration's own last line."""
 
 
 def alembic_config(database_url: str) -> Config:
     """An Alembic config pointing at our migrations and the given database."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     config.set_main_option("sqlalchemy.url", database_url.replace("%", "%%"))
@@ -20,10 +35,42 @@ def alembic_config(database_url: str) -> Config:
 
 
 def upgrade_to_head(database_url: str) -> None:
-    """Bring the schema to the newest revision (blocking; async code uses the twin)."""
+    """Bring the schema to the newest revision (blocking; async code uses the twins)."""
+    from alembic import command
+
     command.upgrade(alembic_config(database_url), "head")
 
 
 async def upgrade_to_head_async(database_url: str) -> None:
-    """Upgrade from async code without blocking the event loop."""
+    """Upgrade from async code without blocking the event loop (Alembic stays loaded afterwards)."""
     await asyncio.to_thread(upgrade_to_head, database_url)
+
+
+async def upgrade_in_child(database_url: str) -> None:
+    """Upgrade in a child Python process and wait for it; its error becomes a `MigrationError`.
+
+    The URL travels in the child's environment, never on its command line (which `ps` shows).
+    """
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "db.migrate",
+        env=os.environ | {_URL_VARIABLE: database_url, "PYTHONPATH": _import_path()},
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await child.communicate()
+    if child.returncode != 0:
+        lines = [line for line in err.decode(errors="replace").splitlines() if line.strip()]
+        raise MigrationError(f"schema upgrade failed: {lines[-1] if lines else f'exit {child.returncode}'}")
+
+
+def _import_path() -> str:
+    """PYTHONPATH for the child: this project's root first, so it imports this very code from any cwd."""
+    inherited = os.environ.get("PYTHONPATH")
+    root = str(Path(__file__).resolve().parents[1])
+    return os.pathsep.join([root, inherited] if inherited else [root])
+
+
+if __name__ == "__main__":
+    upgrade_to_head(os.environ[_URL_VARIABLE])

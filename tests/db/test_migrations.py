@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection
+from sqlalchemy import Connection, text
 
 from bot.bench.common import scratch_database
 from db.engine import create_engine
-from db.migrate import alembic_config
+from db.migrate import MigrationError, alembic_config, upgrade_in_child
 from db.schema import Base
 
 
@@ -42,3 +44,36 @@ def _is_search_ddl(difference: object) -> bool:
 def test_the_migrations_have_exactly_one_head() -> None:
     heads = ScriptDirectory.from_config(alembic_config("sqlite+aiosqlite://")).get_heads()
     assert len(heads) == 1, f"several Alembic heads: {heads}; a new migration revises the newest one"
+
+
+async def test_the_bot_migrates_in_a_child_process(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'child.db'}"
+    await upgrade_in_child(url)
+    engine = create_engine(url)
+    async with engine.connect() as conn:
+        differences = await conn.run_sync(_diff)
+        (version,) = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalars()
+    await engine.dispose()
+    assert [d for d in differences if not _is_search_ddl(d)] == []
+    assert [version] == ScriptDirectory.from_config(alembic_config(url)).get_heads()
+
+
+async def test_a_failed_child_migration_says_why(tmp_path: Path) -> None:
+    (tmp_path / "a file").write_text("not a directory")
+    unreachable = f"sqlite+aiosqlite:///{tmp_path / 'a file' / 'bot.db'}"
+    with pytest.raises(MigrationError, match=r"schema upgrade failed: .+") as failed:
+        await upgrade_in_child(unreachable)
+    assert "Traceback" not in str(failed.value)
+
+
+async def test_the_child_migration_runs_from_any_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # where no `db` package can be imported from
+    url = f"sqlite+aiosqlite:///{tmp_path / 'elsewhere.db'}"
+    await upgrade_in_child(url)
+    engine = create_engine(url)
+    async with engine.connect() as conn:
+        (version,) = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalars()
+    await engine.dispose()
+    assert [version] == ScriptDirectory.from_config(alembic_config(url)).get_heads()
