@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
+import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from agent.errors import ConfigurationError, StartupError
 from agent.settings import Settings, load_settings
@@ -27,15 +30,9 @@ def _parser() -> argparse.ArgumentParser:
     chat = commands.add_parser("chat", help="chat with the agent in the terminal")
     chat.add_argument("--user", default="me", help="who you are (one memory per name)")
     chat.add_argument("--model", default=None, help="a PydanticAI model string, e.g. 'test' for offline")
-    bench = commands.add_parser("bench", help="print benchmark figures")
-    bench.add_argument(
-        "name",
-        choices=["turn", "postprocess", "context", "recall", "search", "graph", "delivery", "memory"],
-        help="which benchmark",
-    )
-    bench.add_argument("paths", nargs="*", help="recall: LoCoMo-format JSON files")
-    bench.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite", help="recall: database")
-    bench.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    # The benchmarks live beside the product (bench/), never inside it: `bench ...` runs `python -m bench`.
+    bench = commands.add_parser("bench", help="print benchmark figures (python -m bench)", add_help=False)
+    bench.add_argument("arguments", nargs=argparse.REMAINDER, help="NAME [--quick] ...")
     reindex = commands.add_parser("reindex", help="rebuild the conversation search indexes")
     reindex.add_argument("--user", default=None, help="only this user key (e.g. telegram:42 or cli:me)")
     _add_jobs_parser(commands)
@@ -66,7 +63,10 @@ _ONE_LINE_FAILURES = {"run", "web", "migrate", "jobs"}
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status."""
-    args = _parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["bench"]:  # its options, --help included, are the benchmarks' own
+        return _bench(arguments[1:])
+    args = _parser().parse_args(arguments)
     tune_allocator()  # before the threads that would each take a malloc arena of their own
     try:
         settings = load_settings()
@@ -86,6 +86,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.debug("stopped by an error", exc_info=True)
         _say(f"{args.command} failed: {one_line(exc)} (LOG_LEVEL=DEBUG logs where it came from)")
         return 1
+
+
+def _bench(arguments: list[str]) -> int:
+    """Run the benchmarks of this checkout in a child process and return its exit status."""
+    root = Path(__file__).resolve().parents[1]
+    if not (root / "bench" / "__main__.py").is_file():
+        _say("the benchmarks are in a checkout of the project (bench/), not in an installed bot")
+        return 2
+    paths = [str(root), os.environ.get("PYTHONPATH", "")]
+    env = os.environ | {"PYTHONPATH": os.pathsep.join(path for path in paths if path)}
+    return subprocess.run([sys.executable, "-m", "bench", *arguments], env=env, check=False).returncode
 
 
 def _say(line: str) -> None:
@@ -131,49 +142,6 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         from bot.reindex import run_reindex
 
         return asyncio.run(run_reindex(settings, user_key=args.user))
-    if args.command == "bench" and args.name == "recall":
-        from bot.bench.recall import load_samples, run_recall_bench
-
-        if not args.paths:
-            print("bench recall needs LoCoMo-format JSON files", file=sys.stderr)
-            return 2
-        asyncio.run(run_recall_bench(settings, load_samples(args.paths), backend=args.backend))
-        return 0
-    if args.command == "bench" and args.name == "search":
-        from bot.bench.search import run_search_bench
-
-        asyncio.run(run_search_bench(settings, quick=args.quick))
-        return 0
-    if args.command == "bench" and args.name == "graph":
-        from bot.bench.graph import run_graph_bench_command
-
-        asyncio.run(run_graph_bench_command(settings, quick=args.quick))
-        return 0
-    if args.command == "bench" and args.name == "postprocess":
-        from bot.bench.postprocess import run_postprocess_bench
-
-        asyncio.run(run_postprocess_bench(settings, quick=args.quick))
-        return 0
-    if args.command == "bench" and args.name == "delivery":
-        from bot.bench.delivery import run_delivery_bench
-
-        asyncio.run(run_delivery_bench(settings, quick=args.quick))
-        return 0
-    if args.command == "bench" and args.name == "memory":
-        from bot.bench.memory import run_memory_bench
-
-        asyncio.run(run_memory_bench(settings, quick=args.quick))
-        return 0
-    if args.command == "bench" and args.name == "context":
-        from bot.bench.context import run_context_bench
-
-        asyncio.run(run_context_bench(settings, quick=args.quick))
-        return 0
-    if args.command == "bench":
-        from bot.bench.turn import run_turn_bench
-
-        asyncio.run(run_turn_bench(settings, quick=args.quick))
-        return 0
     if args.command == "run":
         settings.require("telegram_bot_token")
         settings.require_model_keys()

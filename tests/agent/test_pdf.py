@@ -8,7 +8,7 @@ import pytest
 from pypdf import PdfWriter
 
 from agent.pdf import UnreadablePdfError, pdf_text
-from tests.fakes.pdf import make_pdf
+from bench.fakes.pdf import make_pdf
 
 
 def test_pages_are_read_in_order_and_marked() -> None:

@@ -14,8 +14,8 @@ from agent.clock import FrozenClock
 from agent.service import APOLOGY, TurnService
 from agent.settings import Settings
 from agent.users import get_or_create_user
+from bench.fakes.anthropic_api import ApiError, FakeAnthropic, Reply, fake_anthropic_server
 from db.models import TranscriptMessage
-from tests.fakes.anthropic_api import ApiError, FakeAnthropic, Reply, fake_anthropic_server
 
 # Not the default model: the SDK warns that claude-sonnet-4-5 is deprecated, and warnings fail tests.
 MODEL = "anthropic:claude-haiku-4-5"

@@ -26,10 +26,10 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agent.settings import Settings
+from bench.fakes.telegram_api import FakeTelegram
 from bot.app import AnyApplication, build_application, running
 from bot.runtime import Runtime, build_runtime
 from db.models import TranscriptMessage
-from tests.fakes.telegram_api import FakeTelegram
 
 TOKEN = "123:ABC"
 ADMIN = 999

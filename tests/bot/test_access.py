@@ -20,13 +20,13 @@ from sqlalchemy import func, select
 
 from agent.budget import BUDGET_REPLY
 from agent.settings import Settings
+from bench.fakes.telegram_api import FakeTelegram
 from bot.app import build_application, running, services_of
 from bot.handlers import UNKNOWN_COMMAND
 from bot.ratelimit import STRANGER_REPLY
 from bot.runtime import Runtime, build_runtime
 from db.models import InboxUpdate, ModelUsage, TranscriptMessage, User
 from tests.bot.conftest import ADMIN, Brain, transcript_rows
-from tests.fakes.telegram_api import FakeTelegram
 
 FRIEND = 42
 STRANGER = 66

@@ -12,13 +12,13 @@ from telegram.ext import CommandHandler
 
 from agent.service import FAULT_APOLOGY
 from agent.settings import Settings
+from bench.fakes.telegram_api import FakeTelegram
 from bot.app import AnyApplication, build_application, running
 from bot.commands import FORGET_ASK, FORGOTTEN, USER_COMMANDS, help_text
 from bot.handlers import ERROR_REPLY, UNKNOWN_COMMAND
 from bot.runtime import Runtime, build_runtime
 from db.models import InboxUpdate, TranscriptMessage, User
 from tests.bot.conftest import ADMIN, Brain
-from tests.fakes.telegram_api import FakeTelegram
 from tests.privacy import rows_of
 
 ALICE = 42

@@ -10,10 +10,10 @@ from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.test import TestModel
 
 from agent.settings import Settings
+from bench.fakes.telegram_api import FakeTelegram
 from bot.app import build_application, running
 from bot.runtime import build_runtime
 from tests.bot.conftest import Brain
-from tests.fakes.telegram_api import FakeTelegram
 
 USERS = 30
 MESSAGES = 5

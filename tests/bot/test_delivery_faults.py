@@ -19,15 +19,15 @@ from typing import Any
 
 import pytest
 
-from bot.bench.common import scratch_database
-from bot.bench.delivery import Scenario, run_scenario
-from bot.bench.delivery_harness import BotProcess, Tally, echo
-from bot.bench.pg_cluster import ClusterUnavailableError, PrivateCluster
+from bench.common import scratch_database
+from bench.delivery import Scenario, run_scenario
+from bench.delivery_harness import BotProcess, Tally, echo
+from bench.fakes.anthropic_api import FakeAnthropic
+from bench.fakes.balancer import Balancer
+from bench.fakes.telegram_api import FakeTelegram
+from bench.pg_cluster import ClusterUnavailableError, PrivateCluster
 from db.migrate import upgrade_to_head
 from tests.conftest import IN_CI, POSTGRES_ADMIN_URL, _admin
-from tests.fakes.anthropic_api import FakeAnthropic
-from tests.fakes.balancer import Balancer
-from tests.fakes.telegram_api import FakeTelegram
 
 pytestmark = pytest.mark.slow
 

@@ -16,12 +16,12 @@ from telegram import Bot, Message
 
 from agent.clock import Clock
 from agent.settings import Settings
+from bench.fakes.telegram_api import FakeTelegram
 from bot.delivery.reply import Delivery
 from bot.edit_stream import GROUP_INTERVAL, EditStream
 from bot.streaming import preview
 from db.inbox import LeasedUpdate
 from tests.bot.conftest import TOKEN
-from tests.fakes.telegram_api import FakeTelegram
 
 GROUP = -100123
 

@@ -12,6 +12,7 @@ from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.test import TestModel
 
 from agent.settings import Settings
+from bench.fakes.telegram_api import MAX_DOCUMENT_BYTES, FakeTelegram
 from bot.app import build_application, running
 from bot.commands import export_caption
 from bot.runtime import build_runtime
@@ -19,7 +20,6 @@ from db.models import TranscriptMessage
 from tests.agent.test_export import deep_merge
 from tests.bot.conftest import Brain
 from tests.bot.test_app import ALICE, onboard, user_row
-from tests.fakes.telegram_api import MAX_DOCUMENT_BYTES, FakeTelegram
 
 PART_BYTES = 40_000
 

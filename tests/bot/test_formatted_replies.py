@@ -9,11 +9,11 @@ import pytest
 from pydantic_ai.models.function import FunctionModel
 
 from agent.settings import Settings
+from bench.fakes.telegram_api import FakeTelegram
 from bot.formatting import render
 from bot.runtime import Runtime
 from tests.bot.conftest import Brain, running_bot
 from tests.bot.test_formatting import EVERY_ENTITY
-from tests.fakes.telegram_api import FakeTelegram
 
 ALICE = 42
 

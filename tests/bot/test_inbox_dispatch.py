@@ -12,6 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.settings import Settings
+from bench.fakes.telegram_api import FakeTelegram
 from bot.commands import FORGOTTEN
 from bot.delivery.dispatcher import ERROR_REPLY
 from bot.web import WEBHOOK_PATH
@@ -27,7 +28,6 @@ from tests.bot.delivery_helpers import (
     webhook_client,
     webhook_settings,
 )
-from tests.fakes.telegram_api import FakeTelegram
 
 
 async def store(sessions: async_sessionmaker[AsyncSession], update: dict[str, Any], **values: Any) -> None:

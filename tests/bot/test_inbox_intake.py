@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import select
 
 from agent.settings import Settings
+from bench.fakes.telegram_api import FakeTelegram
 from bot.web import WEBHOOK_PATH
 from db.models import InboxUpdate
 from tests.bot.conftest import Brain
@@ -24,7 +25,6 @@ from tests.bot.delivery_helpers import (
     webhook_client,
     webhook_settings,
 )
-from tests.fakes.telegram_api import FakeTelegram
 
 
 async def test_the_webhook_answers_200_only_after_the_update_is_committed(

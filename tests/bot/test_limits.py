@@ -11,12 +11,12 @@ from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.test import TestModel
 
 from agent.settings import Settings
+from bench.fakes.telegram_api import FakeTelegram
 from bot.app import build_application, running
 from bot.commands import FORGOTTEN
 from bot.runtime import build_runtime
 from tests.bot.conftest import Brain
 from tests.bot.test_app import onboard
-from tests.fakes.telegram_api import FakeTelegram
 
 ALICE = 42
 

@@ -13,14 +13,14 @@ from sqlalchemy import select
 
 from agent.agent import build_model
 from agent.settings import Settings
+from bench.fakes.anthropic_api import FakeAnthropic, fake_anthropic_server
+from bench.fakes.pdf import make_pdf
+from bench.fakes.telegram_api import FakeTelegram
+from bench.fakes.transcription_api import FakeTranscriber
 from bot.media import TOO_BIG, UNHEARD, UNREADABLE_PDF
 from bot.runtime import Runtime
 from db.models import Conversation
 from tests.bot.conftest import running_bot, transcript_rows
-from tests.fakes.anthropic_api import FakeAnthropic, fake_anthropic_server
-from tests.fakes.pdf import make_pdf
-from tests.fakes.telegram_api import FakeTelegram
-from tests.fakes.transcription_api import FakeTranscriber
 
 ALICE = 42
 MODEL = "anthropic:claude-haiku-4-5"

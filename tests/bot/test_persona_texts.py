@@ -17,8 +17,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agent.settings import Settings
+from bench.fakes.telegram_api import FakeTelegram
 from tests.bot.conftest import _onboarding_calls, last_user_text, running_bot
-from tests.fakes.telegram_api import FakeTelegram
 
 ALICE = 42
 

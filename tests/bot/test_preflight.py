@@ -11,9 +11,9 @@ import pytest
 
 from agent.errors import ConfigurationError, StartupError
 from agent.settings import Settings
+from bench.fakes.anthropic_api import FakeAnthropic, Lifecycle
+from bench.fakes.telegram_api import FakeTelegram
 from bot.preflight import check_anthropic, check_database, check_telegram, listen, one_line, preflight
-from tests.fakes.anthropic_api import FakeAnthropic, Lifecycle
-from tests.fakes.telegram_api import FakeTelegram
 
 TOKEN = "123:ABC"
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.bench.delivery_harness import TOKEN_AND_SECRET, BotProcess, bot_env, echo
-from tests.fakes.anthropic_api import FakeAnthropic
-from tests.fakes.telegram_api import FakeTelegram
+from bench.delivery_harness import TOKEN_AND_SECRET, BotProcess, bot_env, echo
+from bench.fakes.anthropic_api import FakeAnthropic
+from bench.fakes.telegram_api import FakeTelegram
 
 WEBHOOK_URL = "https://nikita.example/telegram/webhook"
 

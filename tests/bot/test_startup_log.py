@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.bench.delivery_harness import TOKEN_AND_SECRET, BotProcess, bot_env, echo
+from bench.delivery_harness import TOKEN_AND_SECRET, BotProcess, bot_env, echo
+from bench.fakes.anthropic_api import FakeAnthropic
+from bench.fakes.telegram_api import FakeTelegram
 from db.migrate import upgrade_to_head_async
-from tests.fakes.anthropic_api import FakeAnthropic
-from tests.fakes.telegram_api import FakeTelegram
 
 pytestmark = pytest.mark.slow
 

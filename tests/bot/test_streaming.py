@@ -16,11 +16,11 @@ from sqlalchemy import select
 
 from agent.service import FAULT_APOLOGY
 from agent.settings import Settings
+from bench.fakes.telegram_api import FakeTelegram
 from bot.preview import TOOL_STATUS
 from bot.runtime import Runtime
 from db.models import Conversation
 from tests.bot.conftest import Brain, last_user_text, running_bot, transcript_rows
-from tests.fakes.telegram_api import FakeTelegram
 
 ALICE = 42
 PIECES = ["Here is ", "**the plan**", ":\n\n", "- first\n", "- second 😀"]

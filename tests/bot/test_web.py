@@ -12,11 +12,11 @@ from pydantic_ai.models.test import TestModel
 
 from agent.errors import ConfigurationError
 from agent.settings import Settings
+from bench.fakes.telegram_api import FakeTelegram
 from bot.app import build_application, running
 from bot.runtime import Runtime, build_runtime
 from bot.web import SECRET_HEADER, WEBHOOK_PATH, build_web_app
 from tests.bot.conftest import Brain
-from tests.fakes.telegram_api import FakeTelegram
 
 URL = "https://nikita.example/telegram/webhook"
 

@@ -10,7 +10,7 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, text
 
-from bot.bench.common import scratch_database
+from bench.common import scratch_database
 from db.engine import create_engine
 from db.migrate import MigrationError, alembic_config, upgrade_in_child
 from db.schema import Base

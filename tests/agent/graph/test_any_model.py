@@ -12,11 +12,11 @@ from pydantic_ai.models import override_allow_model_requests
 
 from agent.graph import STANDARD_LIMITS
 from agent.graph.pydantic_client import PydanticAIGraphClient
-from agent.graph.scripted import ScriptedCall
 from agent.graph.setup import graph_llm_client
 from agent.settings import Settings
 from agent.usage import metering
-from tests.fakes.openai_api import FakeOpenAI
+from bench.fakes.graph_llm import ScriptedCall
+from bench.fakes.openai_api import FakeOpenAI
 
 from .conftest import GraphFactory
 from .test_graphiti_backend import contradict_where_one_lives

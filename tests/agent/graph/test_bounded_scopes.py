@@ -15,7 +15,7 @@ from agent.embeddings import HashingEmbedder
 from agent.graph import STANDARD_LIMITS
 from agent.graph.connect import open_connection
 from agent.graph.graphiti_backend import GraphitiMemory
-from agent.graph.scripted import ScriptedLLMClient
+from bench.fakes.graph_llm import ScriptedLLMClient
 
 from .conftest import HAVE_FALKORDBLITE, IN_CI
 

@@ -23,9 +23,9 @@ from agent.embeddings import HashingEmbedder, Vectors
 from agent.errors import UserForgottenError
 from agent.graph import GROUPS, group_id, open_graph_memory
 from agent.graph.graphiti_backend import GraphitiMemory
-from agent.graph.scripted import ScriptedLLMClient
 from agent.settings import Settings
 from agent.users import get_or_create_user
+from bench.fakes.graph_llm import ScriptedLLMClient
 from bot.runtime import Runtime, build_runtime
 from jobs.registry import run_job
 from tests.jobs.conftest import ScriptedSummaries, extraction_reply, seed_conversation

@@ -11,7 +11,7 @@ from graphiti_core.llm_client.errors import RateLimitError
 from agent.graph import GROUPS, STANDARD_LIMITS, GraphMemoryError, GroupLimits, group_id
 from agent.graph.graphiti_backend import GraphitiMemory
 from agent.graph.records import rows
-from agent.graph.scripted import ScriptedCall, ScriptedLLMClient
+from bench.fakes.graph_llm import ScriptedCall, ScriptedLLMClient
 
 from .conftest import GraphFactory
 
@@ -125,7 +125,7 @@ async def test_a_rerun_after_a_failed_extraction_completes_the_same_episode(open
     def flaky_entities(call: ScriptedCall) -> dict[str, Any]:
         if next(failures, False):
             raise RateLimitError("model overloaded")  # type: ignore[no-untyped-call]
-        from agent.graph.scripted import extract_entities
+        from bench.fakes.graph_llm import extract_entities
 
         return extract_entities(call)
 

@@ -10,8 +10,8 @@ from graphiti_core.prompts.models import Message
 
 from agent.graph import STANDARD_LIMITS
 from agent.graph.llm import anthropic_llm_client, model_name
-from agent.graph.scripted import DEFAULT_HANDLERS, ScriptedCall
-from tests.fakes.anthropic_api import FakeAnthropic, Reply
+from bench.fakes.anthropic_api import FakeAnthropic, Reply
+from bench.fakes.graph_llm import DEFAULT_HANDLERS, ScriptedCall
 
 from .conftest import GraphFactory
 

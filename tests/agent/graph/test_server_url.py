@@ -13,7 +13,7 @@ from agent.clock import FrozenClock
 from agent.embeddings import HashingEmbedder
 from agent.graph import STANDARD_LIMITS, open_graph_memory
 from agent.graph.graphiti_backend import GraphitiMemory
-from agent.graph.scripted import ScriptedLLMClient
+from bench.fakes.graph_llm import ScriptedLLMClient
 
 from .conftest import HAVE_FALKORDBLITE, IN_CI
 

@@ -16,9 +16,9 @@ from agent.graph import STANDARD_LIMITS, GraphMemoryError, group_id
 from agent.graph.facts import GraphFactStore
 from agent.graph.graphiti_backend import GraphitiMemory
 from agent.graph.records import rows
-from agent.graph.scripted import ScriptedCall, ScriptedLLMClient
 from agent.search.facts import SqlFactStore
 from agent.users import get_or_create_user
+from bench.fakes.graph_llm import ScriptedCall, ScriptedLLMClient
 from db.models import ModelUsage
 
 from .conftest import GraphFactory

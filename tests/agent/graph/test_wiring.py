@@ -29,10 +29,10 @@ from agent.embeddings import HashingEmbedder
 from agent.graph import GROUPS, STANDARD_LIMITS, NullGraphMemory, group_id, open_graph_memory
 from agent.graph.graphiti_backend import GraphitiMemory
 from agent.graph.guarded import GuardedGraphMemory
-from agent.graph.scripted import ScriptedLLMClient
 from agent.graph.tier import GraphMemoryTier
 from agent.settings import Settings
 from agent.users import get_or_create_user
+from bench.fakes.graph_llm import ScriptedLLMClient
 from bot.reports import memory_report
 from bot.runtime import Runtime, build_runtime
 from jobs.registry import run_job

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from agent.voice.auth import CallTokens, sign_webhook, verify_webhook
 from agent.voice.errors import VoiceAuthError
-from tests.fakes.voice_agent import elevenlabs_signature
+from bench.fakes.voice_agent import elevenlabs_signature
 
 NOW = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
 TTL = timedelta(hours=1)

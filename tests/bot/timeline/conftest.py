@@ -12,11 +12,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agent.clock import FrozenClock
 from agent.settings import Settings
+from bench.fakes.telegram_webapp import sign_init_data
 from bot.runtime import Runtime, build_runtime
 from bot.web_cli import build_pages_app
 from tests.bot.conftest import TOKEN
 from tests.bot.timeline.seed import NOW, Seeded, seed_timeline
-from tests.fakes.telegram_webapp import sign_init_data
 
 Auth = Callable[..., dict[str, str]]
 

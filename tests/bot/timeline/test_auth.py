@@ -12,13 +12,13 @@ import httpx
 import pytest
 from sqlalchemy import select
 
+from bench.fakes.telegram_webapp import sign_init_data
 from bot.runtime import Runtime
 from bot.timeline.auth import InitDataError, init_data_from_header, validate_init_data
 from db.models import DaySegment
 from tests.bot.conftest import TOKEN
 from tests.bot.timeline.conftest import Auth
 from tests.bot.timeline.seed import ANA, BEN, NOW, Seeded
-from tests.fakes.telegram_webapp import sign_init_data
 
 DAY = timedelta(days=1)
 ANA_USER = {"id": ANA, "first_name": "Ana", "username": "ana_cello", "language_code": "pt"}

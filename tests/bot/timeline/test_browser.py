@@ -32,11 +32,11 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from agent.clock import FrozenClock
 from agent.settings import Settings
+from bench.fakes.telegram_webapp import launch_fragment, sign_init_data
 from bot.runtime import build_runtime
 from bot.web_cli import build_pages_app
 from tests.bot.conftest import TOKEN
 from tests.bot.timeline.seed import ANA, NOW, seed_timeline
-from tests.fakes.telegram_webapp import launch_fragment, sign_init_data
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"

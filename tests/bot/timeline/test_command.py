@@ -14,13 +14,13 @@ from telegram.error import BadRequest
 
 from agent.clock import FrozenClock
 from agent.settings import Settings
+from bench.fakes.telegram_api import FakeTelegram
 from bot.app import build_application, running
 from bot.runtime import build_runtime
 from bot.timeline.command import BUTTON_TEXT, NOT_SET_UP, OPEN_TEXT
 from bot.web import build_web_app
 from tests.bot.conftest import TOKEN
 from tests.bot.timeline.conftest import Auth
-from tests.fakes.telegram_api import FakeTelegram
 
 URL = "https://nikita.example/timeline"
 

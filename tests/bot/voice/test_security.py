@@ -9,9 +9,9 @@ import httpx
 from sqlalchemy import func, select
 
 from agent.account import forget_user
+from bench.fakes.voice_agent import FakeVoiceAgent
 from db.models import Conversation, UserFact
 from jobs.registry import run_job
-from tests.fakes.voice_agent import FakeVoiceAgent
 
 from .conftest import OpenApp, VoiceApp
 
@@ -107,7 +107,7 @@ async def test_call_ended_needs_elevenlabs_signature(open_app: OpenApp) -> None:
 
 
 async def _signed_headers(agent: FakeVoiceAgent, body: bytes) -> dict[str, str]:
-    from tests.fakes.voice_agent import elevenlabs_signature
+    from bench.fakes.voice_agent import elevenlabs_signature
 
     return {
         "ElevenLabs-Signature": elevenlabs_signature(

@@ -13,7 +13,7 @@ from agent.clock import FrozenClock
 from agent.service import TurnService
 from agent.settings import Settings
 from agent.users import get_or_create_user
-from bot.bench.common import describe, scratch_database
+from bench.common import describe, scratch_database
 from db.engine import create_engine, session_factory
 from db.models import Conversation, TranscriptMessage
 

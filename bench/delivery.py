@@ -35,9 +35,9 @@ from agent.clock import FrozenClock
 from agent.service import TurnService
 from agent.settings import Settings
 from agent.users import get_or_create_user
-from bot.bench.common import describe, percentile, scratch_database
-from bot.bench.delivery_harness import BotProcess, Crowd, Tally, bot_env, echo, run_crowd
-from bot.bench.pg_cluster import ClusterUnavailableError, PrivateCluster
+from bench.common import describe, percentile, scratch_database
+from bench.delivery_harness import BotProcess, Crowd, Tally, bot_env, echo, run_crowd
+from bench.pg_cluster import ClusterUnavailableError, PrivateCluster
 from bot.delivery.intake import Inbox
 from bot.delivery.reply import Delivery
 from db.engine import create_engine, session_factory
@@ -308,9 +308,9 @@ def _row(scenario: Scenario, result: Tally | None, note: str = "") -> str:
 
 async def run_delivery_bench(settings: Settings, *, quick: bool = False) -> dict[str, Any]:
     """Print the figures; return them (the quick test reads them)."""
-    from tests.fakes.anthropic_api import FakeAnthropic
-    from tests.fakes.balancer import Balancer
-    from tests.fakes.telegram_api import FakeTelegram
+    from bench.fakes.anthropic_api import FakeAnthropic
+    from bench.fakes.balancer import Balancer
+    from bench.fakes.telegram_api import FakeTelegram
 
     users, messages = (6, 4) if quick else (50, 20)
     scenarios = QUICK if quick else SCENARIOS

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from tests.fakes.telegram_params import read_params
+from bench.fakes.telegram_params import read_params
 
 
 @dataclass(frozen=True)

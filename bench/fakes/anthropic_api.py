@@ -37,7 +37,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.fakes.serving import LocalServer
+from bench.fakes.serving import LocalServer
 
 Json = dict[str, Any]
 

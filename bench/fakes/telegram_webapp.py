@@ -14,7 +14,7 @@ import json
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from tests.fakes.telegram_markup import bad_request
+from bench.fakes.telegram_markup import bad_request
 
 Json = dict[str, Any]
 

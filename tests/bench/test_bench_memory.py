@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.bench.common import scratch_database
-from bot.bench.delivery_harness import echo
-from bot.bench.memory import descendants, measure, rss_bytes, tree_rss
-from tests.fakes.anthropic_api import FakeAnthropic
-from tests.fakes.telegram_api import FakeTelegram
+from bench.common import scratch_database
+from bench.delivery_harness import echo
+from bench.fakes.anthropic_api import FakeAnthropic
+from bench.fakes.telegram_api import FakeTelegram
+from bench.memory import descendants, measure, rss_bytes, tree_rss
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""`python -m bot bench delivery --quick` runs end to end and prints the issue's figures."""
+"""`python -m bench delivery --quick` runs end to end and prints the issue's figures."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from bot.__main__ import main
+from bench.__main__ import main
 
 pytestmark = pytest.mark.slow
 
@@ -15,7 +15,7 @@ def test_bench_delivery_prints_losses_latency_burst_and_overhead(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("LOG_LEVEL", "WARNING")
-    assert main(["bench", "delivery", "--quick"]) == 0
+    assert main(["delivery", "--quick"]) == 0
 
     out = capsys.readouterr().out
     rows = re.findall(r"sent (\d+)  lost (\d+)  unanswered (\d+)  answered twice (\d+)", out)

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from agent.settings import Settings
-from bot.bench.common import scratch_database
-from bot.bench.delivery import free_port
-from bot.bench.delivery_harness import BotProcess, Crowd, bot_env, echo, run_crowd
+from bench.common import scratch_database
+from bench.delivery import free_port
+from bench.delivery_harness import BotProcess, Crowd, bot_env, echo, run_crowd
 
 MODEL_SECONDS = 0.15
 SAMPLE_SECONDS = 0.05
@@ -154,7 +154,7 @@ def falkordb_server(folder: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]
 
 async def measure(
     *,
-    tg: Any,  # FakeBotApi (tests/fakes/telegram_api.py)
+    tg: Any,  # FakeBotApi (bench/fakes/telegram_api.py)
     model_url: str,
     database_url: str,
     folder: Path,
@@ -209,8 +209,8 @@ def _row(found: Footprint) -> str:
 
 async def run_memory_bench(settings: Settings, *, quick: bool = False) -> list[Footprint]:
     """Print idle and peak RSS of `bot run` without and with a graph server; return the figures."""
-    from tests.fakes.anthropic_api import FakeAnthropic
-    from tests.fakes.telegram_api import FakeTelegram
+    from bench.fakes.anthropic_api import FakeAnthropic
+    from bench.fakes.telegram_api import FakeTelegram
 
     users, messages = (5, 4) if quick else (50, 20)
     env = " ".join(f"{k}={v}" for k, v in DEPLOYED_ENV.items())

@@ -1,4 +1,4 @@
-"""`python -m bot bench graph --quick` runs end to end and prints the issue's figures."""
+"""`python -m bench graph --quick` runs end to end and prints the issue's figures."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from bot.__main__ import main
+from bench.__main__ import main
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
@@ -19,7 +19,7 @@ def test_bench_graph_prints_write_cost_and_tier_latency_and_relevance(
         pytest.skip("falkordblite is not installed")
     monkeypatch.setenv("EMBEDDER", "none")  # the hashing stand-in: no model to load in a test
 
-    assert main(["bench", "graph", "--quick"]) == 0
+    assert main(["graph", "--quick"]) == 0
 
     out = capsys.readouterr().out
     assert "per closed conversation (3 episodes), graphiti extraction, x3: LLM calls" in out

@@ -22,13 +22,13 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from tests.fakes.telegram_files import FileApi
-from tests.fakes.telegram_markup import ApiError, bad_request, check_entities, utf16_len, visible_text
-from tests.fakes.telegram_params import read_params
-from tests.fakes.telegram_records import ApiCall, SentDocument, SentDraft, SentEdit, SentMessage
-from tests.fakes.telegram_updates import UpdateFactory
-from tests.fakes.telegram_webapp import WebAppApi, check_web_app_buttons
-from tests.fakes.telegram_webhook import WebhookPusher, on_loop
+from bench.fakes.telegram_files import FileApi
+from bench.fakes.telegram_markup import ApiError, bad_request, check_entities, utf16_len, visible_text
+from bench.fakes.telegram_params import read_params
+from bench.fakes.telegram_records import ApiCall, SentDocument, SentDraft, SentEdit, SentMessage
+from bench.fakes.telegram_updates import UpdateFactory
+from bench.fakes.telegram_webapp import WebAppApi, check_web_app_buttons
+from bench.fakes.telegram_webhook import WebhookPusher, on_loop
 
 __all__ = ["ApiCall", "FakeTelegram", "SentDocument", "SentDraft", "SentEdit", "SentMessage"]
 

@@ -18,7 +18,7 @@ from sqlalchemy import insert, select, update
 from agent.embeddings import MiniLMEmbedder
 from agent.search.recall import Recall
 from agent.settings import Settings
-from bot.bench.common import describe, scratch_database
+from bench.common import describe, scratch_database
 from db.engine import create_engine, session_factory
 from db.models import DaySegment, SearchChunk, TranscriptMessage, User
 

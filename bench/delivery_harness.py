@@ -35,7 +35,7 @@ TOKEN_AND_SECRET = ("123:ABC", "s3cret")
 
 
 class FakeBotApi(Protocol):
-    """What the harness uses of the fake Bot API (tests/fakes/telegram_api.py)."""
+    """What the harness uses of the fake Bot API (bench/fakes/telegram_api.py)."""
 
     base_url: str
     sent: list[Any]  # records with .chat_id, .text and .at (time.monotonic when accepted)

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.graph.bench import run_graph_bench
-
-from .conftest import HAVE_FALKORDBLITE, IN_CI
+from bench.graph import run_graph_bench
+from tests.agent.graph.conftest import HAVE_FALKORDBLITE, IN_CI
 
 
 async def test_the_benchmark_reports_write_cost_and_both_read_recipes(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from tests.fakes.telegram_markup import bad_request
+from bench.fakes.telegram_markup import bad_request
 
 Json = dict[str, Any]
 # Bots may download files of at most 20 MB (https://core.telegram.org/bots/api#getfile).

@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from tests.fakes.serving import LocalServer
+from bench.fakes.serving import LocalServer
 
 Json = dict[str, Any]
 Responder = Callable[[Json], Json | str]
@@ -58,8 +58,11 @@ class FakeOpenAI:
             finish = "stop"
         else:
             tool = body["tools"][0]["function"]["name"]
-            call = {"id": f"call_{len(self.bodies)}", "type": "function"}
-            call["function"] = {"name": tool, "arguments": json.dumps(answer)}
+            call: Json = {
+                "id": f"call_{len(self.bodies)}",
+                "type": "function",
+                "function": {"name": tool, "arguments": json.dumps(answer)},
+            }
             message, finish = {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
         return JSONResponse(
             {

@@ -31,7 +31,7 @@ from agent.search.indexer import IndexStats
 from agent.search.recall import Recall
 from agent.settings import Settings
 from agent.users import get_or_create_user
-from bot.bench.common import percentile, scratch_database
+from bench.common import percentile, scratch_database
 from db.engine import create_engine, session_factory
 from db.models import DaySegment, TranscriptMessage, User
 

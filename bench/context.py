@@ -12,7 +12,7 @@ from sqlalchemy import insert
 from agent.context import ContextBuilder, FunctionMemory, MemoryLimits
 from agent.settings import Settings
 from agent.tokens import get_counter
-from bot.bench.common import describe, scratch_database
+from bench.common import describe, scratch_database
 from db.engine import create_engine, session_factory
 from db.models import Conversation, ConversationThread, DaySegment, TranscriptMessage, User
 

@@ -1,0 +1,78 @@
+"""The benchmarks' command line: `python -m bench NAME [--quick]`, also reached as `python -m bot bench`.
+
+Each benchmark prints its figures. They run the product with the fake servers of `bench/fakes`, on
+throw-away databases; none of them needs a network or a model key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+
+from agent.settings import load_settings
+from bot.allocator import tune_allocator
+from bot.logs import configure_logging
+
+NAMES = ("turn", "postprocess", "context", "recall", "search", "graph", "delivery", "memory")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bot bench", description="print benchmark figures")
+    parser.add_argument("name", choices=NAMES, help="which benchmark")
+    parser.add_argument("paths", nargs="*", help="recall: LoCoMo-format JSON files")
+    parser.add_argument(
+        "--backend", choices=["sqlite", "postgres"], default="sqlite", help="recall: database"
+    )
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one benchmark; returns the exit status."""
+    args = _parser().parse_args(argv)
+    tune_allocator()
+    settings = load_settings()
+    configure_logging(settings.log_level, log_format=settings.log_format)
+    quick = args.quick
+    if args.name == "recall":
+        from bench.recall import load_samples, run_recall_bench
+
+        if not args.paths:
+            print("bench recall needs LoCoMo-format JSON files", file=sys.stderr)
+            return 2
+        asyncio.run(run_recall_bench(settings, load_samples(args.paths), backend=args.backend))
+    elif args.name == "search":
+        from bench.search import run_search_bench
+
+        asyncio.run(run_search_bench(settings, quick=quick))
+    elif args.name == "graph":
+        from bench.graph import run_graph_bench_command
+
+        asyncio.run(run_graph_bench_command(settings, quick=quick))
+    elif args.name == "postprocess":
+        from bench.postprocess import run_postprocess_bench
+
+        asyncio.run(run_postprocess_bench(settings, quick=quick))
+    elif args.name == "delivery":
+        from bench.delivery import run_delivery_bench
+
+        asyncio.run(run_delivery_bench(settings, quick=quick))
+    elif args.name == "memory":
+        from bench.memory import run_memory_bench
+
+        asyncio.run(run_memory_bench(settings, quick=quick))
+    elif args.name == "context":
+        from bench.context import run_context_bench
+
+        asyncio.run(run_context_bench(settings, quick=quick))
+    else:
+        from bench.turn import run_turn_bench
+
+        asyncio.run(run_turn_bench(settings, quick=quick))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
