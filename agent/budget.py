@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal, Protocol
+from typing import Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.settings import Settings
+from agent.transcript import TurnReceipt
 from db.access import AccessRepository
 from db.usage import UsageRepository
 
@@ -23,14 +24,6 @@ BUDGET_REPLY = "I've reached my limit for today — let's pick this up tomorrow.
 Over = Literal["user", "bot"]
 # Bot-wide counters of a UTC day (daily_counts.name), one per cap.
 COUNTERS: dict[Over, str] = {"user": "budget_user", "bot": "budget_bot"}
-
-
-class Receipt(Protocol):
-    """agent.service.TurnReceipt (which imports this module): runs in the answer's transaction."""
-
-    async def __call__(self, session: AsyncSession, answer: str) -> None:
-        """Record, with the answer, what the caller needs to deliver it."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -62,7 +55,7 @@ class TokenBudget:
         return None
 
 
-def counting(receipt: Receipt | None, over: Over, at: datetime) -> Receipt:
+def counting(receipt: TurnReceipt | None, over: Over, at: datetime) -> TurnReceipt:
     """A turn receipt that also counts the refusal in the day's bot-wide counters, in the same
     transaction as the stored answer."""
 

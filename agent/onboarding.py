@@ -35,11 +35,10 @@ from agent.context.fence import fence, neutralise
 from agent.errors import UserNotFoundError
 from agent.locks import UserLocks
 from agent.persona import Persona, default_persona, with_name
-from agent.service import TurnReceipt
 from agent.timezones import resolve_timezone
+from agent.transcript import TurnReceipt, delivered, write_message
 from agent.usage import UsageMeter, metering, record_run, store_usage
 from db.models import TranscriptMessage, User
-from db.repositories import TranscriptRepository
 from db.transient import is_transient
 
 logger = logging.getLogger(__name__)
@@ -349,13 +348,10 @@ class OnboardingService:
                     raise UserNotFoundError(f"no user with id {user_id}")
                 if user.onboarding_status == "complete":
                     return None
-                stored = None
-                if telegram_message_id is not None:
-                    stored = await TranscriptRepository(session).by_telegram_id(user_id, telegram_message_id)
-                    if stored is not None:
-                        answer = await TranscriptRepository(session).reply_to(stored.id)
-                        if answer is not None:
-                            return OnboardingReply(answer.content, False, duplicate=True)
+                found = await delivered(session, user_id, telegram_message_id)
+                if found is not None and found.answer is not None:
+                    return OnboardingReply(found.answer.content, False, duplicate=True)
+                stored = found.message if found is not None else None
             if stored is None:
                 context = await load_context(self.sessions, user, sent_at)
                 message_id, user_messages = await self._store_user_message(
@@ -398,14 +394,15 @@ class OnboardingService:
             user.onboarding_status = "in_progress"
             if user.last_message_at is None or sent_at > user.last_message_at:
                 user.last_message_at = sent_at
-            row = await TranscriptRepository(session).add(
-                user_id=user_id,
-                conversation_id=None,
+            row = await write_message(
+                session,
+                user,
                 role="user",
                 content=text,
                 sent_at=sent_at,
                 kind=KIND,
                 telegram_message_id=telegram_message_id,
+                in_day=False,
             )
         return row.id, await self._count_user_messages(user_id)
 
@@ -437,14 +434,15 @@ class OnboardingService:
             if user is None:  # forgotten while the model was thinking
                 return
             await store_usage(session, user_id, at.astimezone(UTC).date(), meter)
-            await TranscriptRepository(session).add(
-                user_id=user_id,
-                conversation_id=None,
+            await write_message(
+                session,
+                user,
                 role="assistant",
                 content=text,
                 sent_at=at,
                 kind=KIND,
                 reply_to_id=message_id,
+                in_day=False,
             )
             profile = dict(user.profile or {})
             profile.update(interests=list(deps.interests), boundaries=list(deps.boundaries))

@@ -15,7 +15,6 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
 
 from pydantic_ai.exceptions import AgentRunError
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
@@ -27,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from agent import attachments as files
 from agent.agent import TurnDeps, build_chat_model, chat_agent, chat_model_settings
 from agent.budget import BUDGET_REPLY, Over, TokenBudget, counting
-from agent.clock import Clock, ensure_utc, local_day
+from agent.clock import Clock, ensure_utc
 from agent.context import BuiltContext, ContextBuilder
 from agent.errors import UserNotFoundError
 from agent.locks import UserLocks
@@ -38,14 +37,13 @@ from agent.sessions import session_expired
 from agent.settings import Settings
 from agent.streaming import TurnProgress, can_stream, event_handler
 from agent.tokens import get_counter
+from agent.transcript import Delivered, TurnReceipt, delivered, write_message
 from agent.usage import UsageMeter, metering, record_run, store_usage
 from db.memory_repositories import flag_summary_due
-from db.models import Conversation, TranscriptMessage, User
+from db.models import Conversation, DaySegment, TranscriptMessage, User
 from db.repositories import (
     ConversationRepository,
-    DaySegmentRepository,
     PromptRepository,
-    TranscriptRepository,
     UserRepository,
 )
 from db.transient import is_transient
@@ -60,14 +58,6 @@ FAULT_APOLOGY = (
     "Sorry, something went wrong on my side while I was thinking about that. "
     "Your message is saved; please try again in a moment."
 )
-
-
-class TurnReceipt(Protocol):
-    """Runs inside the transaction that stores a turn's answer (a raise rolls the turn back)."""
-
-    async def __call__(self, session: AsyncSession, answer: str) -> None:
-        """Record, with the answer, whatever the caller needs to deliver it exactly once."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -187,25 +177,17 @@ class TurnService:
                 stored = await self._stored(user_id, telegram_message_id)
                 if stored is None:
                     raise
-                return self._duplicate(*stored)
-        message, answer = stored
+                return self._duplicate(stored.message, stored.answer)
+        message, answer = stored.message, stored.answer
         if answer is not None or message.conversation_id is None:
             return self._duplicate(message, answer)
         # Stored but never answered: the process stopped mid-turn. We hold the user's turn lock, so
         # no other process is answering it; its turn runs now, without storing it again.
         return await self._resume(message)
 
-    async def _stored(
-        self, user_id: int, telegram_message_id: int | None
-    ) -> tuple[TranscriptMessage, TranscriptMessage | None] | None:
-        if telegram_message_id is None:
-            return None
+    async def _stored(self, user_id: int, telegram_message_id: int | None) -> Delivered | None:
         async with self.sessions() as session:
-            transcript = TranscriptRepository(session)
-            stored = await transcript.by_telegram_id(user_id, telegram_message_id)
-            if stored is None:
-                return None
-            return stored, await transcript.reply_to(stored.id)
+            return await delivered(session, user_id, telegram_message_id)
 
     def _duplicate(self, stored: TranscriptMessage, answer: TranscriptMessage | None) -> TurnResult:
         logger.info("duplicate delivery", extra={"user_id": stored.user_id, "message_id": stored.id})
@@ -263,20 +245,16 @@ class TurnService:
             conversation.message_count += 1
             if user.last_message_at is None or sent_at > user.last_message_at:
                 user.last_message_at = sent_at
-            segment = await DaySegmentRepository(session).open(
-                user_id, local_day(sent_at, user.timezone), user.timezone, sent_at
-            )
-            message = await TranscriptRepository(session).add(
-                user_id=user_id,
-                conversation_id=conversation.id,
+            message = await write_message(
+                session,
+                user,
                 role="user",
                 kind=kind,
                 content=text,
                 sent_at=sent_at,
+                conversation_id=conversation.id,
                 telegram_message_id=telegram_message_id,
-                day_segment_id=segment.id,
             )
-            DaySegmentRepository.record_message(segment, message.id, sent_at)
         if closed_id is not None:
             logger.info(
                 "session closed by new message", extra={"user_id": user_id, "conversation_id": closed_id}
@@ -450,20 +428,19 @@ class TurnService:
                 message = await session.get(TranscriptMessage, prepared.message_id)
                 if message is not None:
                     message.content = prepared.text
-            segment = await DaySegmentRepository(session).open(
-                prepared.user.id, local_day(at, prepared.user.timezone), prepared.user.timezone, at
-            )
-            reply = await TranscriptRepository(session).add(
-                user_id=prepared.user.id,
-                conversation_id=conversation.id,
+            reply = await write_message(
+                session,
+                prepared.user,
                 role="assistant",
                 content=answer,
                 sent_at=at,
                 kind=reply_kind,
+                conversation_id=conversation.id,
                 reply_to_id=prepared.message_id,
-                day_segment_id=segment.id,
             )
-            DaySegmentRepository.record_message(segment, reply.id, at)
+            # The reply's day segment, still in the session's identity map: no query.
+            segment = await session.get(DaySegment, reply.day_segment_id)
+            assert segment is not None
             # Only a flag: the day-summaries job summarises, never the user's turn (issue 4).
             await flag_summary_due(
                 session,

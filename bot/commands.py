@@ -71,12 +71,11 @@ async def on_memory(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     if message is None or person is None:
         return
     s = services(context)
-    async with s.order.hold(person.id):
-        if await s.over_limit(context.bot, person, message.chat_id, message.date, "memory"):
-            return
-        user, _ = await s.account(person, message.date)
-        report = await memory_report(s.runtime.sessions, user.id, message.date, graph=s.runtime.graph)
-        await send_text(context.bot, message.chat_id, report)
+    if await s.over_limit(context.bot, person, message.chat_id, message.date, "memory"):
+        return
+    user, _ = await s.account(person, message.date)
+    report = await memory_report(s.runtime.sessions, user.id, message.date, graph=s.runtime.graph)
+    await send_text(context.bot, message.chat_id, report)
 
 
 async def on_timezone(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -86,20 +85,19 @@ async def on_timezone(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
         return
     s = services(context)
     wanted = " ".join(context.args or [])
-    async with s.order.hold(person.id):
-        user, _ = await s.account(person, message.date)
-        if not wanted:
-            text = f"Your time zone is {user.timezone}. To change it: /timezone Lisbon (or Europe/Lisbon)."
-        elif (zone := resolve_timezone(wanted)) is None:
-            text = f"I couldn't place {wanted!r}. Try the nearest big city, or a name like Europe/Lisbon."
-        else:
-            async with s.runtime.sessions() as session, session.begin():
-                stored = await session.get(User, user.id)
-                if stored is not None:
-                    stored.timezone = zone
-                    stored.profile = {**(stored.profile or {}), "timezone_confirmed": True}
-            text = f"Got it: your time zone is now {zone}."
-        await send_text(context.bot, message.chat_id, text)
+    user, _ = await s.account(person, message.date)
+    if not wanted:
+        text = f"Your time zone is {user.timezone}. To change it: /timezone Lisbon (or Europe/Lisbon)."
+    elif (zone := resolve_timezone(wanted)) is None:
+        text = f"I couldn't place {wanted!r}. Try the nearest big city, or a name like Europe/Lisbon."
+    else:
+        async with s.runtime.sessions() as session, session.begin():
+            stored = await session.get(User, user.id)
+            if stored is not None:
+                stored.timezone = zone
+                stored.profile = {**(stored.profile or {}), "timezone_confirmed": True}
+        text = f"Got it: your time zone is now {zone}."
+    await send_text(context.bot, message.chat_id, text)
 
 
 async def on_export(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -108,26 +106,25 @@ async def on_export(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     if message is None or person is None:
         return
     s = services(context)
-    async with s.order.hold(person.id):
-        if await s.over_limit(context.bot, person, message.chat_id, message.date, "export"):
-            return
-        user, _ = await s.account(person, message.date)
-        # Written to a private temporary folder part by part, sent, and deleted right after.
-        with tempfile.TemporaryDirectory(prefix="nikita-export-") as folder:
-            settings = s.runtime.settings
-            writer = PartWriter(
-                Path(folder), part_bytes=settings.export_part_bytes, stem=export_stem(settings.persona_name)
-            )
-            parts = await writer.write_all(export_events(s.runtime.sessions, user.id, s.runtime.data_stores))
-            for number, path in enumerate(parts, start=1):
-                with path.open("rb") as document:
-                    await context.bot.send_document(
-                        chat_id=message.chat_id,
-                        document=document,
-                        filename=path.name,
-                        caption=export_caption(number, len(parts)),
-                    )
-        logger.info("export sent", extra={"user_id": user.id, "parts": len(parts)})
+    if await s.over_limit(context.bot, person, message.chat_id, message.date, "export"):
+        return
+    user, _ = await s.account(person, message.date)
+    # Written to a private temporary folder part by part, sent, and deleted right after.
+    with tempfile.TemporaryDirectory(prefix="nikita-export-") as folder:
+        settings = s.runtime.settings
+        writer = PartWriter(
+            Path(folder), part_bytes=settings.export_part_bytes, stem=export_stem(settings.persona_name)
+        )
+        parts = await writer.write_all(export_events(s.runtime.sessions, user.id, s.runtime.data_stores))
+        for number, path in enumerate(parts, start=1):
+            with path.open("rb") as document:
+                await context.bot.send_document(
+                    chat_id=message.chat_id,
+                    document=document,
+                    filename=path.name,
+                    caption=export_caption(number, len(parts)),
+                )
+    logger.info("export sent", extra={"user_id": user.id, "parts": len(parts)})
 
 
 def export_stem(persona_name: str) -> str:
@@ -180,14 +177,13 @@ async def on_forget_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -
 
 async def _forget(context: ContextTypes.DEFAULT_TYPE, update: Update, telegram_id: int, chat_id: int) -> None:
     s = services(context)
-    async with s.order.hold(telegram_id):
-        async with s.runtime.sessions() as session:
-            user = await UserRepository(session).by_telegram_id(telegram_id)
-        pending: tuple[str, ...] = ()
-        if user is not None:
-            pending = (await s.runtime.forget(user.id)).stores_pending
-            logger.info("user forgotten", extra={"user_id": user.id, "stores_pending": len(pending)})
-        # The inbox's rows of this sender go too (their answered ones hold no text, but their id).
-        async with s.runtime.sessions() as session, session.begin():
-            await InboxRepository(session).forget_sender(telegram_id, current_update_id=update.update_id)
-        await send_text(context.bot, chat_id, FORGOTTEN_PENDING if pending else FORGOTTEN)
+    async with s.runtime.sessions() as session:
+        user = await UserRepository(session).by_telegram_id(telegram_id)
+    pending: tuple[str, ...] = ()
+    if user is not None:
+        pending = (await s.runtime.forget(user.id)).stores_pending
+        logger.info("user forgotten", extra={"user_id": user.id, "stores_pending": len(pending)})
+    # The inbox's rows of this sender go too (their answered ones hold no text, but their id).
+    async with s.runtime.sessions() as session, session.begin():
+        await InboxRepository(session).forget_sender(telegram_id, current_update_id=update.update_id)
+    await send_text(context.bot, chat_id, FORGOTTEN_PENDING if pending else FORGOTTEN)

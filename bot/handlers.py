@@ -14,9 +14,9 @@ from telegram.error import TelegramError
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 
 from agent.attachments import Attachment
+from agent.transcript import store_unanswered
 from bot.delivery.dispatcher import ERROR_REPLY, is_retryable
-from bot.delivery.reply import LeaseLostError
-from bot.inbox import store_unanswered
+from bot.delivery.reply import LeaseLostError, worked_row
 from bot.sending import send_text, typing
 from bot.services import services
 from bot.streaming import preview
@@ -100,55 +100,52 @@ async def answer(
     if message is None or person is None:
         return
     s = services(context)
-    row = s.inbox_row(update)
+    row = worked_row()
     receipt = row.receipt
-    async with s.order.hold(person.id):
-        # Limits are counted per Telegram identity before any row is written for the message.
-        if await s.over_limit(context.bot, person, message.chat_id, message.date):
+    # Limits are counted per Telegram identity before any row is written for the message.
+    if await s.over_limit(context.bot, person, message.chat_id, message.date):
+        return
+    user, _ = await s.account(person, message.date)
+    onboarding = user.onboarding_status != "complete"
+    if onboarding and kind != "text":
+        await store_short_answer(update, context, user.id, kind, text, _REPLIES.get(kind, OTHER_REPLY))
+        return
+    if onboarding and await s.over_limit(context.bot, person, message.chat_id, message.date, "onboarding"):
+        return
+    attachments: Sequence[Attachment] = ()
+    if fetch is not None:
+        fetched = await fetch()
+        if fetched.refusal is not None:
+            await store_short_answer(update, context, user.id, kind, fetched.text, fetched.refusal)
             return
-        user, _ = await s.account(person, message.date)
-        onboarding = user.onboarding_status != "complete"
-        if onboarding and kind != "text":
-            await store_short_answer(update, context, user.id, kind, text, _REPLIES.get(kind, OTHER_REPLY))
-            return
-        if onboarding and await s.over_limit(
-            context.bot, person, message.chat_id, message.date, "onboarding"
-        ):
-            return
-        attachments: Sequence[Attachment] = ()
-        if fetch is not None:
-            fetched = await fetch()
-            if fetched.refusal is not None:
-                await store_short_answer(update, context, user.id, kind, fetched.text, fetched.refusal)
-                return
-            text, attachments = fetched.text, fetched.attachments
-        async with (
-            s.turn_slots,
-            typing(context.bot, message.chat_id),
-            preview(context.bot, message, s.runtime.settings, row) as progress,
-        ):
-            if onboarding:
-                answered = await s.onboarding.handle(
-                    user.id,
-                    text,
-                    message.date,
-                    telegram_message_id=message.message_id,
-                    fallback_name=person.first_name,
-                    receipt=receipt,
-                )
-                if answered is not None:
-                    return
-            # A repeated delivery records nothing, so nothing is sent twice; drafts are only a preview.
-            await s.runtime.turns.reply(
+        text, attachments = fetched.text, fetched.attachments
+    async with (
+        s.turn_slots,
+        typing(context.bot, message.chat_id),
+        preview(context.bot, message, s.runtime.settings, row) as progress,
+    ):
+        if onboarding:
+            answered = await s.onboarding.handle(
                 user.id,
                 text,
                 message.date,
                 telegram_message_id=message.message_id,
+                fallback_name=person.first_name,
                 receipt=receipt,
-                progress=progress,
-                kind=kind,
-                attachments=attachments,
             )
+            if answered is not None:
+                return
+        # A repeated delivery records nothing, so nothing is sent twice; drafts are only a preview.
+        await s.runtime.turns.reply(
+            user.id,
+            text,
+            message.date,
+            telegram_message_id=message.message_id,
+            receipt=receipt,
+            progress=progress,
+            kind=kind,
+            attachments=attachments,
+        )
 
 
 async def on_start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -157,31 +154,30 @@ async def on_start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     if message is None or person is None:
         return
     s = services(context)
-    async with s.order.hold(person.id):
-        if await s.over_limit(context.bot, person, message.chat_id, message.date, "start"):
-            return
-        user, _ = await s.account(person, message.date)
-        if user.onboarding_status == "complete":
-            name = user.name or person.first_name
-            await send_text(
-                context.bot,
-                message.chat_id,
-                f"Hi {name}! I'm {s.runtime.settings.persona_name}. Just write to me whenever you like. "
-                "/help lists what else I can do.",
-            )
-            return
-        # Onboarding's answer to /start is a model call: it counts as one.
-        if await s.over_limit(context.bot, person, message.chat_id, message.date, "onboarding"):
-            return
-        async with s.turn_slots, typing(context.bot, message.chat_id):
-            await s.onboarding.handle(
-                user.id,
-                message.text or "/start",
-                message.date,
-                telegram_message_id=message.message_id,
-                fallback_name=person.first_name,
-                receipt=s.inbox_row(update).receipt,
-            )
+    if await s.over_limit(context.bot, person, message.chat_id, message.date, "start"):
+        return
+    user, _ = await s.account(person, message.date)
+    if user.onboarding_status == "complete":
+        name = user.name or person.first_name
+        await send_text(
+            context.bot,
+            message.chat_id,
+            f"Hi {name}! I'm {s.runtime.settings.persona_name}. Just write to me whenever you like. "
+            "/help lists what else I can do.",
+        )
+        return
+    # Onboarding's answer to /start is a model call: it counts as one.
+    if await s.over_limit(context.bot, person, message.chat_id, message.date, "onboarding"):
+        return
+    async with s.turn_slots, typing(context.bot, message.chat_id):
+        await s.onboarding.handle(
+            user.id,
+            message.text or "/start",
+            message.date,
+            telegram_message_id=message.message_id,
+            fallback_name=person.first_name,
+            receipt=worked_row().receipt,
+        )
 
 
 async def on_skip(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -190,17 +186,16 @@ async def on_skip(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     if message is None or person is None:
         return
     s = services(context)
-    async with s.order.hold(person.id):
-        user, _ = await s.account(person, message.date)
-        if user.onboarding_status == "complete":
-            await send_text(context.bot, message.chat_id, "Nothing to skip: we're already talking!")
-            return
-        await s.onboarding.complete_with_defaults(user.id, person.first_name)
-        await send_text(
-            context.bot,
-            message.chat_id,
-            f"No problem, {user.name or person.first_name}. Let's just talk! (/timezone sets where you are.)",
-        )
+    user, _ = await s.account(person, message.date)
+    if user.onboarding_status == "complete":
+        await send_text(context.bot, message.chat_id, "Nothing to skip: we're already talking!")
+        return
+    await s.onboarding.complete_with_defaults(user.id, person.first_name)
+    await send_text(
+        context.bot,
+        message.chat_id,
+        f"No problem, {user.name or person.first_name}. Let's just talk! (/timezone sets where you are.)",
+    )
 
 
 async def on_other(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -219,11 +214,10 @@ async def short_answer(
     if message is None or person is None:
         return
     s = services(context)
-    async with s.order.hold(person.id):
-        if await s.over_limit(context.bot, person, message.chat_id, message.date):
-            return
-        user, _ = await s.account(person, message.date)
-        await store_short_answer(update, context, user.id, kind, content, reply)
+    if await s.over_limit(context.bot, person, message.chat_id, message.date):
+        return
+    user, _ = await s.account(person, message.date)
+    await store_short_answer(update, context, user.id, kind, content, reply)
 
 
 async def store_short_answer(
@@ -243,7 +237,7 @@ async def store_short_answer(
         session_timeout=timedelta(minutes=s.runtime.settings.session_timeout_minutes),
         telegram_message_id=message.message_id,
         answer=reply,
-        receipt=s.inbox_row(update).receipt,
+        receipt=worked_row().receipt,
     )
 
 

@@ -2,7 +2,7 @@
 
 Handlers stay ordinary python-telegram-bot handlers. The dispatcher feeds each leased row through
 `application.process_update`; a handler that answers through a turn passes the row's receipt
-(`BotServices.receipt(update)`), and the dispatcher sends what the receipt recorded once the
+(`worked_row().receipt`), and the dispatcher sends what the receipt recorded once the
 handler returns. Replies a handler sends itself (commands, rate-limit notes) are sent at least
 once: a crash before the row is marked done runs the handler again on resume.
 """
@@ -21,7 +21,7 @@ from agent.settings import Settings
 from bot.delivery.dispatcher import Dispatcher
 from bot.delivery.intake import Inbox
 from bot.delivery.polling import Poller
-from bot.delivery.reply import Delivery
+from bot.delivery.reply import Delivery, working
 from bot.runtime import Runtime
 
 logger = logging.getLogger(__name__)
@@ -67,7 +67,8 @@ def build_delivery(
             )
             delivery.outcome = "ignored"
             return
-        await application.process_update(update)
+        with working(delivery):
+            await application.process_update(update)
 
     dispatcher = Dispatcher(
         sessions=runtime.sessions,

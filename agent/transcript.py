@@ -1,0 +1,137 @@
+"""The one writer of transcript rows: every message a user sends or the bot answers is stored here.
+
+The turn, onboarding and the store of messages the model does not answer (stickers, photos while
+onboarding, files) all write through `write_message`, inside their own transaction: the row goes
+into the day segment of its local calendar day (opened by the first message of that day), and a
+user's message carries its Telegram id, by which a repeated delivery is found (`delivered`) and,
+should two deliveries race, refused by the database's unique index.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from agent.clock import local_day
+from agent.sessions import session_expired
+from db.models import TranscriptMessage, User
+from db.repositories import ConversationRepository, DaySegmentRepository, TranscriptRepository
+
+
+class TurnReceipt(Protocol):
+    """Runs inside the transaction that stores a turn's answer (a raise rolls the turn back)."""
+
+    async def __call__(self, session: AsyncSession, answer: str) -> None:
+        """Record, with the answer, whatever the caller needs to deliver it exactly once."""
+        ...
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """A user's message stored before, and the answer to it if one was stored."""
+
+    message: TranscriptMessage
+    answer: TranscriptMessage | None
+
+
+async def delivered(session: AsyncSession, user_id: int, telegram_message_id: int | None) -> Delivered | None:
+    """The message with this Telegram id if it was stored already (a repeated delivery), else None."""
+    if telegram_message_id is None:
+        return None
+    transcript = TranscriptRepository(session)
+    message = await transcript.by_telegram_id(user_id, telegram_message_id)
+    if message is None:
+        return None
+    return Delivered(message, await transcript.reply_to(message.id))
+
+
+async def write_message(
+    session: AsyncSession,
+    user: User,
+    *,
+    role: str,
+    content: str,
+    sent_at: datetime,
+    kind: str = "text",
+    conversation_id: int | None = None,
+    telegram_message_id: int | None = None,
+    reply_to_id: int | None = None,
+    in_day: bool = True,
+) -> TranscriptMessage:
+    """Store one message in the caller's transaction and count it into its day.
+
+    `in_day=False` keeps the row out of the day segments (onboarding's exchange, which is not part
+    of the user's days). Raises `IntegrityError` at flush when the Telegram id is stored already.
+    """
+    segment = (
+        await DaySegmentRepository(session).open(
+            user.id, local_day(sent_at, user.timezone), user.timezone, sent_at
+        )
+        if in_day
+        else None
+    )
+    row = await TranscriptRepository(session).add(
+        user_id=user.id,
+        conversation_id=conversation_id,
+        role=role,
+        kind=kind,
+        content=content,
+        sent_at=sent_at,
+        telegram_message_id=telegram_message_id,
+        reply_to_id=reply_to_id,
+        day_segment_id=segment.id if segment is not None else None,
+    )
+    if segment is not None:
+        DaySegmentRepository.record_message(segment, row.id, sent_at)
+    return row
+
+
+async def store_unanswered(
+    sessions: async_sessionmaker[AsyncSession],
+    user_id: int,
+    *,
+    kind: str,
+    content: str,
+    sent_at: datetime,
+    session_timeout: timedelta,
+    telegram_message_id: int | None = None,
+    answer: str = "",
+    receipt: TurnReceipt | None = None,
+) -> bool:
+    """Store a user's message the model will not see ("[sticker 😀]"); False when stored already.
+
+    It joins the open session when there is one, so the transcript shows what happened, and starts
+    none. The short answer the caller sends is recorded through `receipt` in the same transaction,
+    so a message stored is a message whose answer will be sent.
+    """
+    try:
+        async with sessions() as session, session.begin():
+            if await delivered(session, user_id, telegram_message_id) is not None:
+                return False
+            user = await session.get(User, user_id)
+            if user is None:
+                return False
+            conversation = await ConversationRepository(session).active_for(user_id)
+            open_session = conversation is not None and not session_expired(
+                conversation.last_message_at, sent_at, session_timeout
+            )
+            await write_message(
+                session,
+                user,
+                role="user",
+                kind=kind,
+                content=content,
+                sent_at=sent_at,
+                conversation_id=conversation.id if conversation is not None and open_session else None,
+                telegram_message_id=telegram_message_id,
+            )
+            if receipt is not None:
+                await receipt(session, answer)
+    except IntegrityError:
+        # A concurrent retry of the same Telegram message stored it first.
+        return False
+    return True
