@@ -1,45 +1,22 @@
-"""The chat agent: module-level, with a small deps dataclass and the persona in Markdown."""
+"""The chat agent: module-level, its instructions (persona, then the built context) and its tools."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models import Model, infer_model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.settings import ModelSettings
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agent.deps import TurnDeps
 from agent.settings import Settings
-
-if TYPE_CHECKING:
-    from agent.search.recall import Recall
-
-
-@dataclass
-class TurnDeps:
-    """What one turn's run knows: the user (tools are scoped to it), the time and the built context."""
-
-    user_id: int
-    conversation_id: int
-    now: datetime
-    timezone: str
-    sessions: async_sessionmaker[AsyncSession]
-    # The persona prompt (agent/persona.py: PERSONA_NAME filled in, or PERSONA_FILE's text).
-    persona: str
-    context: str = ""
-    extras: dict[str, Any] = field(default_factory=dict)
-    # Search and memory services for the recall tools (agent/tools.py); None turns them into no-ops.
-    recall: Recall | None = None
-
+from agent.tools import recall_tools
 
 chat_agent: Agent[TurnDeps, str] = Agent(
     deps_type=TurnDeps,
     name="nikita",
     defer_model_check=True,
+    toolsets=[recall_tools],
 )
 
 
@@ -96,8 +73,3 @@ def chat_model_settings(settings: Settings) -> ModelSettings:
     if settings.model_max_tokens is not None:
         model_settings["max_tokens"] = settings.model_max_tokens
     return model_settings
-
-
-# The recall and memory tools register themselves on chat_agent (issue 6); imported last because
-# they need chat_agent and TurnDeps defined above.
-from agent import tools as _tools  # noqa: E402, F401

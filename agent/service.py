@@ -24,10 +24,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent import attachments as files
-from agent.agent import TurnDeps, build_chat_model, chat_agent, chat_model_settings
+from agent.agent import build_chat_model, chat_agent, chat_model_settings
 from agent.budget import BUDGET_REPLY, Over, TokenBudget, counting
 from agent.clock import Clock, ensure_utc
 from agent.context import BuiltContext, ContextBuilder
+from agent.deps import TurnDeps
 from agent.errors import UserNotFoundError
 from agent.locks import UserLocks
 from agent.persona import persona_for

@@ -23,7 +23,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import FunctionModel
 
-from agent.agent import TurnDeps
+from agent.deps import TurnDeps
 
 
 class TurnProgress(Protocol):

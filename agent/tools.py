@@ -10,9 +10,9 @@ from dataclasses import asdict
 from datetime import date
 from typing import Any
 
-from pydantic_ai import ModelRetry, RunContext
+from pydantic_ai import FunctionToolset, ModelRetry, RunContext
 
-from agent.agent import TurnDeps, chat_agent
+from agent.deps import TurnDeps
 from agent.search.facts import FactRejectedError, clean_fact
 from agent.search.get import MessagesOut, RecallInputError, RecallNotFoundError
 from agent.search.recall import Recall
@@ -37,6 +37,9 @@ _MESSAGE_FIELDS = (
 # Left out of a result when empty (a day's first or last message has no neighbour on that side).
 _OPTIONAL_FIELDS = ("when", "previous_turn", "next_turn")
 
+
+# The chat agent's tools (agent/agent.py gives them to the agent).
+recall_tools: FunctionToolset[TurnDeps] = FunctionToolset()
 
 # Ids are 64-bit in both databases; a larger number would fail in the driver, not as a tool error.
 MAX_ID = 2**63 - 1
@@ -71,7 +74,7 @@ def _parse_day(day: str | None) -> date | None:
         raise ModelRetry(f"day must be a date as YYYY-MM-DD, got {day!r}") from exc
 
 
-@chat_agent.tool
+@recall_tools.tool
 async def conversation_search(
     ctx: RunContext[TurnDeps],
     query: str,
@@ -124,7 +127,7 @@ async def conversation_search(
     return {"results": results}
 
 
-@chat_agent.tool
+@recall_tools.tool
 async def conversation_get(
     ctx: RunContext[TurnDeps],
     message_id: int | None = None,
@@ -167,7 +170,7 @@ async def conversation_get(
     return asdict(out)
 
 
-@chat_agent.tool
+@recall_tools.tool
 async def memory_search(ctx: RunContext[TurnDeps], query: str, limit: int = 8) -> dict[str, Any]:
     """Look up durable facts you saved about this person (job, family, preferences, standing requests).
 
@@ -187,7 +190,7 @@ async def memory_search(ctx: RunContext[TurnDeps], query: str, limit: int = 8) -
     return {"facts": [asdict(h) for h in hits]}
 
 
-@chat_agent.tool
+@recall_tools.tool
 async def memory_add(ctx: RunContext[TurnDeps], fact: str) -> dict[str, Any]:
     """Save one durable fact about this person to long-term memory.
 

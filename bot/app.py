@@ -34,8 +34,9 @@ from bot.delivery.signals import SignalFreeServer, on_stop_signal
 from bot.preflight import listen, one_line, preflight
 from bot.ratelimit import RateLimiter
 from bot.runtime import Runtime, build_runtime
-from bot.services import SERVICES_KEY, BotServices, services
+from bot.services import SERVICES_KEY, BotServices, services, services_of
 from bot.timeline import command as timeline_command
+from bot.web import build_web_app
 from db.migrate import upgrade_in_child
 from jobs.scheduler import schedule_jobs
 
@@ -155,13 +156,6 @@ async def _post_shutdown(application: AnyApplication) -> None:
     await services_of(application).runtime.close()
 
 
-def services_of(application: AnyApplication) -> BotServices:
-    """The services of an application built by `build_application`."""
-    found = application.bot_data[SERVICES_KEY]
-    assert isinstance(found, BotServices)
-    return found
-
-
 @asynccontextmanager
 async def running(
     application: AnyApplication, *, poll_timeout: int | None = None
@@ -223,8 +217,6 @@ async def _serve_runtime(runtime: Runtime, stop: asyncio.Event, listener: socket
             logger.info("polling for updates")
             await stop.wait()
         return
-    from bot.web import build_web_app
-
     webhook = bool(settings.webhook_url)
     web = build_web_app(application, runtime, webhook=webhook)
     server = SignalFreeServer(uvicorn.Config(web, log_config=None, timeout_graceful_shutdown=2))

@@ -9,7 +9,7 @@ from typing import Any
 
 from telegram import Bot
 from telegram import User as TelegramUser
-from telegram.ext import CallbackContext
+from telegram.ext import Application, CallbackContext
 
 from agent.access import AccessPolicy
 from agent.onboarding import OnboardingService
@@ -68,8 +68,13 @@ class BotServices:
         return not verdict.allowed
 
 
-def services(context: CallbackContext[Any, Any, Any, Any]) -> BotServices:
-    """The services stored by `build_application`."""
-    found = context.application.bot_data[SERVICES_KEY]
+def services_of(application: Application[Any, Any, Any, Any, Any, Any]) -> BotServices:
+    """The services of an application built by `bot.app.build_application`."""
+    found = application.bot_data[SERVICES_KEY]
     assert isinstance(found, BotServices)
     return found
+
+
+def services(context: CallbackContext[Any, Any, Any, Any]) -> BotServices:
+    """The services of the application running a handler."""
+    return services_of(context.application)

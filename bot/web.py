@@ -16,11 +16,11 @@ from telegram.ext import Application
 
 from agent.errors import ConfigurationError
 from bot import timeline, voice
-from bot.app import services_of
 from bot.delivery import routes as delivery_routes
 from bot.delivery.intake import NotAnUpdateError, parse_update
 from bot.health import health_route
 from bot.runtime import Runtime
+from bot.services import services_of
 
 logger = logging.getLogger(__name__)
 

@@ -21,10 +21,11 @@ from sqlalchemy import func, select
 from agent.budget import BUDGET_REPLY
 from agent.settings import Settings
 from bench.fakes.telegram_api import FakeTelegram
-from bot.app import build_application, running, services_of
+from bot.app import build_application, running
 from bot.handlers import UNKNOWN_COMMAND
 from bot.ratelimit import STRANGER_REPLY
 from bot.runtime import Runtime, build_runtime
+from bot.services import services_of
 from db.models import InboxUpdate, ModelUsage, TranscriptMessage, User
 from tests.bot.conftest import ADMIN, Brain, transcript_rows
 

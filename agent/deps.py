@@ -1,0 +1,29 @@
+"""What one run of the chat agent knows (`TurnDeps`): the agent, its tools and the turn share it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+if TYPE_CHECKING:
+    from agent.search.recall import Recall
+
+
+@dataclass
+class TurnDeps:
+    """What one turn's run knows: the user (tools are scoped to it), the time and the built context."""
+
+    user_id: int
+    conversation_id: int
+    now: datetime
+    timezone: str
+    sessions: async_sessionmaker[AsyncSession]
+    # The persona prompt (agent/persona.py: PERSONA_NAME filled in, or PERSONA_FILE's text).
+    persona: str
+    context: str = ""
+    extras: dict[str, Any] = field(default_factory=dict)
+    # Search and memory services for the recall tools (agent/tools.py); None turns them into no-ops.
+    recall: Recall | None = None
