@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from agent.errors import NikitaError
 from agent.search.get import MessagesOut, RecallNotFoundError, SummaryOut
 from agent.search.recall import Recall
 from agent.timeline import DayView, Entry, Timeline, TimelineUser, parse_summary
@@ -43,7 +44,7 @@ class SignedIn:
 Handler = Callable[[Request, SignedIn], Awaitable[dict[str, Any]]]
 
 
-class ApiError(Exception):
+class ApiError(NikitaError):
     """An answer other than 200, with a short message for the page."""
 
     def __init__(self, status: int, message: str) -> None:
