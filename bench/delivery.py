@@ -31,10 +31,10 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from agent.clock import FrozenClock
-from agent.service import TurnService
-from agent.settings import Settings
-from agent.users import get_or_create_user
+from agent.account.users import get_or_create_user
+from agent.core.clock import FrozenClock
+from agent.core.settings import Settings
+from agent.turn.service import TurnService
 from bench.common import describe, percentile, scratch_database
 from bench.delivery_harness import BotProcess, Crowd, Tally, bot_env, echo, run_crowd
 from bench.pg_cluster import ClusterUnavailableError, PrivateCluster

@@ -22,14 +22,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from agent.clock import FrozenClock
-from agent.embeddings import Embedder, HashingEmbedder
+from agent.core.clock import FrozenClock
+from agent.core.settings import Settings
+from agent.core.usage import metering
 from agent.graph import STANDARD_LIMITS, open_graph_memory
 from agent.graph.graphiti_backend import GraphitiMemory, SearchRecipe
 from agent.graph.memory import Group
+from agent.search.embeddings import Embedder, HashingEmbedder
 from agent.search.recall import shared_embedder
-from agent.settings import Settings
-from agent.usage import metering
 from bench.fakes.graph_llm import ScriptedCall, ScriptedLLMClient
 from bench.graph_corpus import PLANTED, START, SUPERSEDED, WORDS, load_corpus
 

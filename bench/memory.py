@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.settings import Settings
+from agent.core.settings import Settings
 from bench.common import scratch_database
 from bench.delivery import free_port
 from bench.delivery_harness import BotProcess, Crowd, bot_env, echo, run_crowd

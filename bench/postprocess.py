@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import func, insert, select
 
-from agent.settings import Settings
+from agent.core.settings import Settings
 from bench.common import scratch_database
 from db.engine import create_engine
 from db.models import Conversation, DaySegment, ModelUsage, TranscriptMessage, User

@@ -24,13 +24,13 @@ from typing import Any
 
 from sqlalchemy import update
 
-from agent.clock import Clock
-from agent.embeddings import Embedder, build_embedder
+from agent.account.users import get_or_create_user
+from agent.core.clock import Clock
+from agent.core.settings import Settings
+from agent.search.embeddings import Embedder, build_embedder
 from agent.search.fts import query_terms
 from agent.search.indexer import IndexStats
 from agent.search.recall import Recall
-from agent.settings import Settings
-from agent.users import get_or_create_user
 from bench.common import percentile, scratch_database
 from db.engine import create_engine, session_factory
 from db.models import DaySegment, TranscriptMessage, User

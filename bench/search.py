@@ -15,9 +15,9 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 from sqlalchemy import insert, select, update
 
-from agent.embeddings import MiniLMEmbedder
+from agent.core.settings import Settings
+from agent.search.embeddings import MiniLMEmbedder
 from agent.search.recall import Recall
-from agent.settings import Settings
 from bench.common import describe, scratch_database
 from db.engine import create_engine, session_factory
 from db.models import DaySegment, SearchChunk, TranscriptMessage, User

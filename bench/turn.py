@@ -9,10 +9,10 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import insert
 
-from agent.clock import FrozenClock
-from agent.service import TurnService
-from agent.settings import Settings
-from agent.users import get_or_create_user
+from agent.account.users import get_or_create_user
+from agent.core.clock import FrozenClock
+from agent.core.settings import Settings
+from agent.turn.service import TurnService
 from bench.common import describe, scratch_database
 from db.engine import create_engine, session_factory
 from db.models import Conversation, TranscriptMessage

@@ -11,8 +11,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from agent.errors import ConfigurationError, StartupError
-from agent.settings import Settings, load_settings
+from agent.core.errors import ConfigurationError, StartupError
+from agent.core.settings import Settings, load_settings
 from bot.allocator import tune_allocator
 from bot.hosting import require_durable_storage
 from bot.logs import configure_logging

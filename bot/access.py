@@ -15,7 +15,7 @@ from telegram import Update
 from telegram.constants import ChatType
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 
-from agent.access import REFUSED, STRANGERS
+from agent.account.access import REFUSED, STRANGERS
 from bot.services import services, telegram_identity
 from db.access import AccessRepository
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from telegram import Update
 from telegram.ext import ContextTypes
 
-from agent.access import Rule
-from agent.access_keys import access_key
+from agent.account.access import Rule
+from agent.account.access_keys import access_key
 from bot.reports import access_report, prompt_report, stats_report, user_report
 from bot.sending import send_text
 from bot.services import services

@@ -22,12 +22,12 @@ from telegram.ext import (
     filters,
 )
 
-from agent.access import AccessPolicy
-from agent.errors import ConfigurationError
-from agent.model_lifecycle import model_warnings
-from agent.onboarding import OnboardingService
-from agent.persona import persona_for
-from agent.settings import Settings
+from agent.account.access import AccessPolicy
+from agent.chat.persona import persona_for
+from agent.core.errors import ConfigurationError
+from agent.core.model_lifecycle import model_warnings
+from agent.core.settings import Settings
+from agent.onboarding.service import OnboardingService
 from bot import access, admin, commands, handlers, media
 from bot.delivery.runner import DeliveryRunner, build_delivery
 from bot.delivery.signals import SignalFreeServer, on_stop_signal

@@ -7,9 +7,9 @@ import sys
 from datetime import timedelta
 from typing import TextIO
 
+from agent.account.users import get_or_create_user
 from agent.context import format_snapshot
-from agent.settings import Settings
-from agent.users import get_or_create_user
+from agent.core.settings import Settings
 from bot.runtime import build_runtime
 from db.repositories import PromptRepository
 

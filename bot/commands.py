@@ -10,8 +10,8 @@ from pathlib import Path
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram.ext import ContextTypes
 
-from agent.export import PartWriter, export_events
-from agent.timezones import resolve_timezone
+from agent.account.export import PartWriter, export_events
+from agent.account.timezones import resolve_timezone
 from bot.reports import memory_report
 from bot.sending import send_text
 from bot.services import services

@@ -13,8 +13,8 @@ from telegram import Message, Update
 from telegram.error import TelegramError
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 
-from agent.attachments import Attachment
-from agent.transcript import store_unanswered
+from agent.chat.attachments import Attachment
+from agent.turn.transcript import store_unanswered
 from bot.delivery.dispatcher import ERROR_REPLY, is_retryable
 from bot.delivery.reply import LeaseLostError, worked_row
 from bot.sending import send_text, typing

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from sqlalchemy.engine import make_url
 
-from agent.errors import ConfigurationError
-from agent.settings import Settings
+from agent.core.errors import ConfigurationError
+from agent.core.settings import Settings
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 
-from agent.clock import Clock
+from agent.core.clock import Clock
+from agent.core.settings import Settings
 from agent.graph import NullGraphMemory
 from agent.graph.setup import open_settings_graph
 from agent.graph.store import GraphDataStore
 from agent.search.recall import shared_embedder
-from agent.settings import Settings
 from db.engine import create_engine, session_factory
 from jobs.context import build_job_context
 from jobs.registry import run_job

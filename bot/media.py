@@ -2,7 +2,7 @@
 
 The inbox stores the update; the file is fetched (getFile + download) only when the update is
 worked, capped in size before and after the download. A photo or document reaches the model as an
-attachment (agent/attachments.py); a voice note is transcribed when a transcription endpoint is
+attachment (agent/chat/attachments.py); a voice note is transcribed when a transcription endpoint is
 configured. Anything too large, of another type, or not transcribable gets a short honest answer,
 stored like the other media (bot/handlers.py).
 """
@@ -17,9 +17,9 @@ from telegram import Update
 from telegram.error import BadRequest
 from telegram.ext import ContextTypes
 
-from agent.attachments import Attachment
-from agent.errors import NikitaError
-from agent.pdf import UnreadablePdfError, pdf_text
+from agent.chat.attachments import Attachment
+from agent.chat.pdf import UnreadablePdfError, pdf_text
+from agent.core.errors import NikitaError
 from bot.handlers import Fetched, answer, describe, on_other
 from bot.services import services
 from bot.transcribe import TranscriptionError, transcribe

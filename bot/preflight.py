@@ -17,8 +17,8 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from agent.errors import ConfigurationError, StartupError
-from agent.settings import DEFAULT_DATABASE_URL, Settings
+from agent.core.errors import ConfigurationError, StartupError
+from agent.core.settings import DEFAULT_DATABASE_URL, Settings
 from db.engine import create_engine
 
 logger = logging.getLogger(__name__)

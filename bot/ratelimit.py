@@ -32,7 +32,7 @@ from typing import Literal
 from sqlalchemy import case, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.settings import Settings
+from agent.core.settings import Settings
 from db.models import RateLimitEvent
 
 logger = logging.getLogger(__name__)

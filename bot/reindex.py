@@ -7,10 +7,10 @@ import sys
 from sqlalchemy import func, select
 from tqdm import tqdm  # type: ignore[import-untyped]
 
-from agent.clock import Clock
+from agent.core.clock import Clock
+from agent.core.settings import Settings
 from agent.search.indexer import IndexStats
 from agent.search.recall import build_recall, shared_embedder
-from agent.settings import Settings
 from db.engine import create_engine, session_factory
 from db.migrate import upgrade_to_head_async
 from db.models import TranscriptMessage, User

@@ -10,13 +10,13 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.access import REFUSED, STRANGERS, AccessListing
-from agent.budget import COUNTERS
-from agent.clock import local_day
+from agent.account.access import REFUSED, STRANGERS, AccessListing
 from agent.context.snapshot import format_snapshot
+from agent.core.clock import local_day
+from agent.core.prices import estimate_cost, model_for
+from agent.core.settings import Settings
 from agent.graph import GraphMemory, GraphMemoryError, GroupLimits, NullGraphMemory
-from agent.prices import estimate_cost, model_for
-from agent.settings import Settings
+from agent.turn.budget import COUNTERS
 from db.access import AccessRepository
 from db.models import (
     Conversation,

@@ -9,22 +9,22 @@ from typing import Literal
 from pydantic_ai.models import Model
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from agent.account import ForgetResult, UserDataStore, forget_user
-from agent.clock import Clock
+from agent.account.forget import ForgetResult, UserDataStore, forget_user
+from agent.account.writers import WriteGuard
+from agent.chat.persona import persona_for
 from agent.context.builder import ContextBuilder
-from agent.embeddings import Embedder
+from agent.core.clock import Clock
+from agent.core.settings import Settings
 from agent.graph import GraphMemory, NullGraphMemory
 from agent.graph.facts import GraphFactStore
 from agent.graph.guarded import GuardedGraphMemory
 from agent.graph.setup import open_settings_graph
 from agent.graph.store import GraphDataStore
 from agent.graph.tier import GraphMemoryTier
-from agent.history import TextCaches
-from agent.persona import persona_for
+from agent.history.messages import TextCaches
+from agent.search.embeddings import Embedder
 from agent.search.recall import Recall, build_recall, shared_embedder
-from agent.service import TurnService
-from agent.settings import Settings
-from agent.writers import WriteGuard
+from agent.turn.service import TurnService
 from db.engine import create_engine, session_factory
 from db.migrate import upgrade_to_head_async
 from jobs.context import JobContext, build_job_context

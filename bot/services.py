@@ -11,9 +11,9 @@ from telegram import Bot
 from telegram import User as TelegramUser
 from telegram.ext import Application, CallbackContext
 
-from agent.access import AccessPolicy
-from agent.onboarding import OnboardingService
-from agent.users import get_or_create_user
+from agent.account.access import AccessPolicy
+from agent.account.users import get_or_create_user
+from agent.onboarding.service import OnboardingService
 from bot.delivery.runner import DeliveryRunner
 from bot.ratelimit import RateLimiter, Scope
 from bot.runtime import Runtime

@@ -19,7 +19,7 @@ from telegram import Bot, Message
 from telegram.constants import ChatType
 from telegram.error import BadRequest
 
-from agent.settings import Settings
+from agent.core.settings import Settings
 from bot.delivery.reply import Delivery
 from bot.edit_stream import GROUP_INTERVAL, EditStream
 from bot.formatting import Chunk

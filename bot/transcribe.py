@@ -10,8 +10,8 @@ import logging
 
 import httpx
 
-from agent.errors import NikitaError
-from agent.settings import Settings
+from agent.core.errors import NikitaError
+from agent.core.settings import Settings
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from agent.errors import ConfigurationError
+from agent.core.errors import ConfigurationError
 from agent.voice.errors import VoiceAuthError, VoiceRequestError, VoiceUserNotFoundError
 from agent.voice.service import VoiceService, build_voice_service
 from bot.runtime import Runtime

@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from telegram.ext import Application
 
-from agent.errors import ConfigurationError
+from agent.core.errors import ConfigurationError
 from bot import timeline, voice
 from bot.delivery import routes as delivery_routes
 from bot.delivery.intake import NotAnUpdateError, parse_update

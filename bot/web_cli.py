@@ -16,8 +16,8 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
+from agent.core.settings import Settings
 from agent.graph import NullGraphMemory
-from agent.settings import Settings
 from bot import timeline
 from bot.health import health_route
 from bot.preflight import check_database, listen

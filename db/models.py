@@ -406,7 +406,7 @@ class ModelUsage(Base):
     """
 
     __tablename__ = "model_usage"
-    # The day's rows of everyone: the bot-wide budget sums them before turns (agent/budget.py).
+    # The day's rows of everyone: the bot-wide budget sums them before turns (agent/turn/budget.py).
     __table_args__ = (Index("ix_model_usage_day", "day"),)
 
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
@@ -420,7 +420,7 @@ class ModelUsage(Base):
 class AccessRule(Base):
     """An admin's /allow or /deny of one Telegram user, by id ("123") or username ("alice").
 
-    Read by every instance (cached for a few seconds, agent/access.py); the latest command for a
+    Read by every instance (cached for a few seconds, agent/account/access.py); the latest command for a
     key wins. Names only the people the operator chose to name.
     """
 

@@ -10,12 +10,12 @@ from typing import Any
 from pydantic_ai.models import Model
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from agent.account import UserCache, UserDataStore
-from agent.agent import build_model
-from agent.clock import Clock
+from agent.account.forget import UserCache, UserDataStore
+from agent.account.writers import WriteGuard
+from agent.chat.agent import build_model
+from agent.core.clock import Clock
+from agent.core.settings import Settings
 from agent.graph.guarded import GuardedGraphMemory
-from agent.settings import Settings
-from agent.writers import WriteGuard
 
 
 @dataclass
@@ -54,7 +54,7 @@ def build_job_context(
     """A JobContext with the SUMMARY_MODEL built from settings unless one is given.
 
     The graph's writes go through the `WriteGuard` (one is made when none is given), so the graph
-    stage never writes for a user /forget deleted (agent/writers.py).
+    stage never writes for a user /forget deleted (agent/account/writers.py).
     """
     model = summary_model if summary_model is not None else build_model(settings.summary_model, settings)
     guard = guard if guard is not None else WriteGuard(sessions, engine=engine)

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic_ai.exceptions import AgentRunError
 
-from agent.clock import local_day
+from agent.core.clock import local_day
 from db.memory_repositories import DaySummaryRepository
 from jobs.context import JobContext
 from jobs.day_summary import summarise_segment

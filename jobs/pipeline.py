@@ -13,10 +13,10 @@ from datetime import UTC, datetime
 
 from sqlalchemy import update
 
-from agent.errors import UserForgottenError
-from agent.extraction import Extraction, OpenThread, extract
-from agent.summaries import Line
-from agent.usage import metering, store_usage_apart
+from agent.core.errors import UserForgottenError
+from agent.core.usage import metering, store_usage_apart
+from agent.digest.extraction import Extraction, OpenThread, extract
+from agent.digest.summaries import Line
 from db.memory_repositories import FactRepository, ThoughtRepository, ThreadRepository
 from db.models import Conversation, TranscriptMessage
 from db.repositories import TranscriptRepository, user_present

@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 from pydantic_ai.exceptions import AgentRunError
 
-from agent.summaries import MAX_KEY_MOMENTS, DaySummary, Line, summarise_day
-from agent.usage import metering, store_usage
+from agent.core.usage import metering, store_usage
+from agent.digest.summaries import MAX_KEY_MOMENTS, DaySummary, Line, summarise_day
 from db.memory_repositories import DaySummaryRepository
 from db.repositories import user_present
 from jobs.context import JobContext

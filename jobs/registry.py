@@ -7,7 +7,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from agent.errors import NikitaError
+from agent.core.errors import NikitaError
 from jobs.context import JobContext
 
 logger = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ async def _nightly(ctx: JobContext, **options: Any) -> dict[str, Any]:
 
 
 async def _forget(ctx: JobContext, **options: Any) -> dict[str, Any]:
-    from agent.account import finish_pending_forgets
+    from agent.account.forget import finish_pending_forgets
 
     return await finish_pending_forgets(ctx.sessions, ctx.data_stores, guard=ctx.guard, caches=ctx.caches)
 

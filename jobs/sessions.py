@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from agent.sessions import close_idle_sessions
+from agent.turn.sessions import close_idle_sessions
 from jobs.context import JobContext
 
 

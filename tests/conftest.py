@@ -14,7 +14,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from agent.clock import FrozenClock
+from agent.core.clock import FrozenClock
 from db.engine import create_engine, session_factory
 from db.schema import Base
 

@@ -91,7 +91,7 @@ def test_no_import_circles() -> None:
     assert _cycles(graph) == []
     # The scan finds a circle where there is one.
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert "agent.tools" in graph["agent.agent"]
+    assert "agent.chat.tools" in graph["agent.chat.agent"]
 
 
 def test_bench_runs_from_the_bot_command_line() -> None:

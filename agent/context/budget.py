@@ -1,7 +1,7 @@
 """The token budget manager: fits the tiers and the history into the total budget and the hard cap.
 
 1. Each tier is fitted to its own budget (items dropped from the end, the last one shortened).
-2. History is trimmed to its budget (`agent.history.trim_history`: tool outputs first, then the
+2. History is trimmed to its budget (`agent.history.messages.trim_history`: tool outputs first, then the
    oldest turns, never splitting a tool call from its return).
 3. Over the total budget, cut in `CUT_ORDER`: last conversation, threads, memory, yesterday,
    today, then history oldest first, never below `history_min` tokens.
@@ -20,9 +20,9 @@ from typing import Literal, TypeVar
 from pydantic_ai.messages import ModelMessage, ModelRequest, TextPart, UserPromptPart
 
 from agent.context.tiers import TierBlock, TierName
-from agent.history import trim_history
-from agent.settings import Settings
-from agent.tokens import TokenCounter
+from agent.core.settings import Settings
+from agent.history.messages import trim_history
+from agent.history.tokens import TokenCounter
 
 CUT_ORDER: tuple[TierName, ...] = ("last_conversation", "threads", "memory", "yesterday", "today")
 # Display order of the instructions text.

@@ -35,9 +35,9 @@ from agent.context.tiers import (
     profile_block,
     time_block,
 )
-from agent.errors import NikitaError
-from agent.settings import Settings
-from agent.tokens import TokenCounter, get_counter
+from agent.core.errors import NikitaError
+from agent.core.settings import Settings
+from agent.history.tokens import TokenCounter, get_counter
 from db.models import Conversation, User
 
 logger = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class _Loaded:
 
 def _default_summary_model(settings: Settings) -> Model | str | None:
     """The summary model from settings, or None (compaction off) when it cannot be built."""
-    from agent.agent import build_model
+    from agent.chat.agent import build_model
 
     if settings.summary_model.startswith("anthropic:") and settings.anthropic_api_key is None:
         return None

@@ -48,11 +48,11 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.context.budget import truncate_text
-from agent.history import sanitize_history
-from agent.model_lifecycle import sampling_allowed
-from agent.settings import Settings
-from agent.tokens import TokenCounter
-from agent.usage import record_run
+from agent.core.model_lifecycle import sampling_allowed
+from agent.core.settings import Settings
+from agent.core.usage import record_run
+from agent.history.messages import sanitize_history
+from agent.history.tokens import TokenCounter
 from db.models import HistoryCompaction
 from db.repositories import user_present
 

@@ -10,7 +10,7 @@ in its own XML-like tag, and inside it nothing can pass for structure of the ins
 - a `<` that starts something tag-like (`<tag`, `</tag`, `<!`, `<?`) becomes `&lt;`, so stored
   text can neither close its fence nor open a new one.
 
-The persona (agent/persona.md) tells the model that what is inside the tags is data, not
+The persona (agent/chat/persona.md) tells the model that what is inside the tags is data, not
 instructions. Only the display changes: the stored text itself is untouched.
 """
 

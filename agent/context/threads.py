@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 
-from agent.clock import local_day
+from agent.core.clock import local_day
 
 PRIORITY: dict[str, int] = {
     "promise": 10,

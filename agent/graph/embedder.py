@@ -6,8 +6,8 @@ from collections.abc import Iterable
 
 from graphiti_core.embedder.client import EmbedderClient
 
-from agent.embeddings import Embedder
-from agent.errors import NikitaError
+from agent.core.errors import NikitaError
+from agent.search.embeddings import Embedder
 
 
 class EmbeddingInputError(NikitaError):

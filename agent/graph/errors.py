@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent.errors import NikitaError
+from agent.core.errors import NikitaError
 
 
 class GraphMemoryError(NikitaError):

@@ -14,12 +14,12 @@ from datetime import UTC, datetime
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.clock import Clock
-from agent.errors import UserForgottenError
+from agent.core.clock import Clock
+from agent.core.errors import UserForgottenError
+from agent.core.usage import UsageMeter, metering, store_usage_apart
 from agent.graph.errors import GraphMemoryError
 from agent.graph.memory import GraphMemory, GroupLimits, MemoryFact
 from agent.search.facts import FactAdded, FactHit, FactStore
-from agent.usage import UsageMeter, metering, store_usage_apart
 
 logger = logging.getLogger(__name__)
 

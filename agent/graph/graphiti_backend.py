@@ -33,9 +33,8 @@ from neo4j.exceptions import DriverError, Neo4jError
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
-from agent.bounded import BoundedCache, KeyedLocks
-from agent.clock import Clock, ensure_utc
-from agent.embeddings import Embedder
+from agent.core.bounded import BoundedCache, KeyedLocks
+from agent.core.clock import Clock, ensure_utc
 from agent.graph.connect import GraphConnection
 from agent.graph.embedder import GraphitiEmbedder
 from agent.graph.errors import GraphMemoryError
@@ -43,6 +42,7 @@ from agent.graph.fast_search import ensure_vector_index, search_group
 from agent.graph.memory import GROUPS, Group, GroupLimits, MemoryFact, MemoryResults, group_id
 from agent.graph.records import export_group, recent_facts, to_datetime
 from agent.graph.triplets import write_facts
+from agent.search.embeddings import Embedder
 
 logger = logging.getLogger(__name__)
 

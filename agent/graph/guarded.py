@@ -1,4 +1,4 @@
-"""The graph with every write guarded against /forget (issue 11): see agent/writers.py.
+"""The graph with every write guarded against /forget (issue 11): see agent/account/writers.py.
 
 Post-processing's graph stage and `memory_add`'s background write both go through this wrapper, so
 an episode is written only while the user exists, and /forget waits for an episode in flight
@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from agent.account.writers import WriteGuard
 from agent.graph.memory import GraphMemory, Group, GroupLimits, MemoryResults
-from agent.writers import WriteGuard
 
 
 class GuardedGraphMemory:

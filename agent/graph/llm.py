@@ -15,7 +15,7 @@ from graphiti_core.llm_client.errors import RateLimitError
 from graphiti_core.prompts.models import Message
 from pydantic import BaseModel
 
-from agent.usage import record_call
+from agent.core.usage import record_call
 
 
 def model_name(model: str) -> str:

@@ -21,7 +21,7 @@ from pydantic_ai import Agent
 from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 
-from agent.usage import record_run
+from agent.core.usage import record_run
 
 # One agent for every graphiti prompt: the prompt's own system message becomes its instructions and
 # its response model the output type, per run.

@@ -7,7 +7,7 @@ from typing import Any
 
 from graphiti_core.driver.driver import GraphDriver
 
-from agent.clock import ensure_utc
+from agent.core.clock import ensure_utc
 
 # Endpoints stay unlabelled on purpose: FalkorDB 4.x answers `(a:Entity)-[r]->(b:Entity) WHERE r.group_id
 # = $gid` with no rows once the edge range index is used (seen at 1,500 edges); RELATES_TO only ever

@@ -12,7 +12,7 @@ import importlib.util
 import logging
 from typing import TYPE_CHECKING
 
-from agent.errors import ConfigurationError
+from agent.core.errors import ConfigurationError
 from agent.graph.errors import EMBEDDED_GRAPH_MISSING
 from agent.graph.memory import GraphMemory
 from agent.graph.null import NullGraphMemory
@@ -20,9 +20,9 @@ from agent.graph.null import NullGraphMemory
 if TYPE_CHECKING:
     from graphiti_core.llm_client import LLMClient
 
-    from agent.clock import Clock
-    from agent.embeddings import Embedder
-    from agent.settings import Settings
+    from agent.core.clock import Clock
+    from agent.core.settings import Settings
+    from agent.search.embeddings import Embedder
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ def graph_llm_client(settings: Settings) -> LLMClient | None:
             api_key=settings.anthropic_api_key.get_secret_value(),
             timeout_seconds=settings.summary_timeout_seconds,
         )
-    from agent.agent import build_model
+    from agent.chat.agent import build_model
     from agent.graph.pydantic_client import PydanticAIGraphClient
 
     return PydanticAIGraphClient(

@@ -1,4 +1,4 @@
-"""The knowledge graph as a `UserDataStore` (agent/account.py), so /export and /forget include it."""
+"""The knowledge graph as a `UserDataStore` (agent/account/forget.py), so /export and /forget include it."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from typing import Protocol
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.errors import NikitaError, UserForgottenError
+from agent.core.errors import NikitaError, UserForgottenError
 from agent.search.fts import query_terms
 from db.memory_repositories import FactRepository, fact_dedupe_key
 from db.models import UserFact

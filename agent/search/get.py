@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from agent.errors import NikitaError
+from agent.core.errors import NikitaError
 from db.models import DaySegment, TranscriptMessage
 
 

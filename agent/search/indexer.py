@@ -18,11 +18,11 @@ import numpy.typing as npt
 from sqlalchemy import and_, delete, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from agent.embeddings import Embedder
+from agent.core.settings import Settings
+from agent.history.tokens import TokenCounter
 from agent.search.chunks import Chunk, ChunkMessage, build_chunks, split_text
+from agent.search.embeddings import Embedder
 from agent.search.vectors import VectorCache
-from agent.settings import Settings
-from agent.tokens import TokenCounter
 from db.models import DaySegment, SearchChunk, TranscriptMessage, User
 
 logger = logging.getLogger(__name__)

@@ -10,13 +10,13 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from agent.core.settings import Settings
 from agent.search.dates import DayRange, describe_day, named_days
 from agent.search.fts import FullText, query_terms
 from agent.search.query import SearchHit, SearchQuery, allowed_rows, make_snippet, sort_key, without_speakers
 from agent.search.rescore import Signals, final_scores
 from agent.search.turns import TurnInfo, by_ids, named_role, neighbours, speaker_name, turn_info
 from agent.search.vectors import KIND_MESSAGES, UserVectors
-from agent.settings import Settings
 from db.models import DaySegment, TranscriptMessage
 
 

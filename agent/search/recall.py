@@ -15,20 +15,20 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.bounded import BoundedCache, KeyedLocks
-from agent.clock import local_day
-from agent.embeddings import Embedder, EmbedderUnavailableError, Preloadable, build_embedder
-from agent.errors import UserForgottenError
+from agent.account.writers import WriteGuard
+from agent.core.bounded import BoundedCache, KeyedLocks
+from agent.core.clock import local_day
+from agent.core.errors import UserForgottenError
+from agent.core.settings import Settings
+from agent.history.tokens import get_counter
 from agent.search import get as getters
+from agent.search.embeddings import Embedder, EmbedderUnavailableError, Preloadable, build_embedder
 from agent.search.facts import FactStore, SqlFactStore
 from agent.search.fts import full_text_for
 from agent.search.get import MessagesOut, RecallInputError, SummaryOut
 from agent.search.indexer import Indexer, IndexStats
 from agent.search.search import ConversationSearch, SearchHit, SearchQuery, recency_start
 from agent.search.vectors import VectorCache
-from agent.settings import Settings
-from agent.tokens import get_counter
-from agent.writers import WriteGuard
 from db.models import DaySegment, SearchChunk, TranscriptMessage, User
 from db.repositories import user_present
 
@@ -55,7 +55,7 @@ class Recall:
     ) -> None:
         self.settings = settings
         self.sessions = sessions
-        # Indexing passes register here, so /forget waits for one in flight (agent/writers.py).
+        # Indexing passes register here, so /forget waits for one in flight (agent/account/writers.py).
         self.guard = guard if guard is not None else WriteGuard(sessions)
         self.full_text = full_text_for(dialect, scan=settings.search_fts_scan_limit)
         self.embedder = embedder if embedder is not None and embedder.dimensions > 0 else None
@@ -315,7 +315,7 @@ class Recall:
                 max_messages=self.settings.search_get_max_messages,
             )
 
-    # --- UserDataStore (agent/account.py) -------------------------------------------------------------
+    # --- UserDataStore (agent/account/forget.py) ----------------------------------------------------
 
     async def export_user(self, user_id: int) -> Any:
         """Derived data only: how much of the user is indexed (the texts are in the core export)."""

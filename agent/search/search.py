@@ -14,6 +14,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from agent.core.settings import Settings
 from agent.search.fts import FullText, query_terms
 from agent.search.messages import MessageRanking
 from agent.search.query import (
@@ -26,7 +27,6 @@ from agent.search.query import (
     without_speakers,
 )
 from agent.search.vectors import KIND_SUMMARY, UserVectors
-from agent.settings import Settings
 from db.models import DaySegment
 
 __all__ = ["ConversationSearch", "SearchHit", "SearchQuery", "recency_start", "without_speakers"]

@@ -18,7 +18,7 @@ import numpy.typing as npt
 from sqlalchemy import Text, cast, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from agent.bounded import BoundedCache, KeyedLocks
+from agent.core.bounded import BoundedCache, KeyedLocks
 from db.models import DaySegment, SearchChunk
 
 KIND_MESSAGES = 0

@@ -19,14 +19,14 @@ from zoneinfo import ZoneInfo
 from pydantic_ai.messages import CompactionPart, ModelMessage
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.clock import ensure_utc
+from agent.chat.persona import Persona
 from agent.context import BuiltContext, ContextBuilder, describe_gap, part_of_day
 from agent.context.compaction import render_for_summary
+from agent.core.clock import ensure_utc
 from agent.graph import STANDARD_LIMITS, GraphMemory, GraphMemoryError, MemoryFact, NullGraphMemory
-from agent.persona import Persona
+from agent.history.sessions import SessionHistories
 from agent.search.facts import FactStore
-from agent.session_history import SessionHistories
-from agent.sessions import session_expired
+from agent.turn.sessions import session_expired
 from db.models import Conversation, User
 from db.repositories import ConversationRepository
 

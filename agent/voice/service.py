@@ -14,15 +14,15 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.clock import Clock
+from agent.chat.persona import persona_for
 from agent.context import ContextBuilder
+from agent.core.clock import Clock
+from agent.core.settings import Settings
 from agent.graph import GraphMemory
-from agent.locks import UserLocks
-from agent.persona import persona_for
+from agent.history.sessions import SessionHistories
 from agent.search.facts import SqlFactStore
 from agent.search.recall import Recall
-from agent.session_history import SessionHistories
-from agent.settings import Settings
+from agent.turn.locks import UserLocks
 from agent.voice.auth import CallToken, CallTokens, verify_webhook
 from agent.voice.calls import SESSION_VARIABLE, TOKEN_VARIABLE, parse_post_call
 from agent.voice.context import VoiceContext

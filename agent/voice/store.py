@@ -1,7 +1,7 @@
 """Every write the voice surface makes, each behind `_may_write`: the one place a /forget tombstone
 (issue 11) is to be checked before a call's transcript or a voice fact reaches the memory.
 
-A call is stored as the turn service stores messages (agent/service.py): transcript rows of kind
+A call is stored as the turn service stores messages (agent/turn/service.py): transcript rows of kind
 `voice` at their own times in their users' day segments, in a conversation of kind `voice` that is
 closed at once, so post-processing (jobs/queue.py) claims it like any ended session. The call id is
 unique, so a webhook delivered twice stores the call once. The user's turn lock is held meanwhile,
@@ -19,11 +19,11 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.clock import local_day
-from agent.locks import UserLocks
+from agent.core.clock import local_day
+from agent.core.settings import Settings
+from agent.history.tokens import get_counter
 from agent.search.facts import FactAdded, FactStore
-from agent.settings import Settings
-from agent.tokens import get_counter
+from agent.turn.locks import UserLocks
 from agent.voice.calls import EndedCall
 from db.memory_repositories import flag_summary_due
 from db.models import Conversation, DaySegment, User

@@ -18,11 +18,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agent.chat.tools import hit_dict
 from agent.context.tiers import load_threads
-from agent.errors import NikitaError
+from agent.core.errors import NikitaError
 from agent.search.facts import FactRejectedError, clean_fact
 from agent.search.recall import Recall
-from agent.tools import hit_dict
 from agent.voice.context import VoiceContext
 from agent.voice.errors import VoiceRequestError
 from agent.voice.store import VoiceStore

@@ -20,9 +20,9 @@ from graphiti_core.llm_client.config import DEFAULT_MAX_TOKENS, ModelSize
 from graphiti_core.prompts.models import Message
 from pydantic import BaseModel
 
-from agent.errors import NikitaError
-from agent.tokens import get_counter
-from agent.usage import record_call
+from agent.core.errors import NikitaError
+from agent.core.usage import record_call
+from agent.history.tokens import get_counter
 
 Json = dict[str, Any]
 Handler = Callable[["ScriptedCall"], Json]

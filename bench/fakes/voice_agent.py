@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from agent.clock import FrozenClock
+from agent.core.clock import FrozenClock
 
 Json = dict[str, Any]
 TOKEN_VARIABLE = "secret__nikita_token"

@@ -34,7 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from telegram import Bot
 from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError
 
-from agent.clock import Clock
+from agent.core.clock import Clock
 from bot.delivery.reply import Delivery, LeaseLostError
 from db.inbox import InboxRepository, LeasedUpdate
 from db.transient import Backoff, is_transient

@@ -15,8 +15,8 @@ from typing import Any, Protocol
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from telegram import Update
 
-from agent.clock import Clock
-from agent.errors import NikitaError
+from agent.core.clock import Clock
+from agent.core.errors import NikitaError
 from db.inbox import InboxRepository, LeasedUpdate, NewUpdate
 from db.uninterrupted import uninterrupted
 

@@ -27,8 +27,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from telegram import Bot
 from telegram.error import BadRequest, TelegramError
 
-from agent.clock import Clock
-from agent.errors import NikitaError
+from agent.core.clock import Clock
+from agent.core.errors import NikitaError
 from bot.formatting import Chunk, render
 from db.inbox import InboxRepository, LeasedUpdate
 from db.models import InboxUpdate

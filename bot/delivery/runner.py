@@ -17,7 +17,7 @@ from typing import Any
 from telegram import Update
 from telegram.ext import Application
 
-from agent.settings import Settings
+from agent.core.settings import Settings
 from bot.delivery.dispatcher import Dispatcher
 from bot.delivery.intake import Inbox
 from bot.delivery.polling import Poller

@@ -17,11 +17,11 @@ from zoneinfo import ZoneInfo
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from agent.errors import NikitaError
+from agent.account.timeline import DayView, Entry, Timeline, TimelineUser, parse_summary
+from agent.chat.tools import hit_dict
+from agent.core.errors import NikitaError
 from agent.search.get import MessagesOut, RecallNotFoundError, SummaryOut
 from agent.search.recall import Recall
-from agent.timeline import DayView, Entry, Timeline, TimelineUser, parse_summary
-from agent.tools import hit_dict
 from bot.ratelimit import RateLimiter
 from bot.runtime import Runtime
 from bot.timeline.auth import SCHEME, InitDataError, init_data_from_header, validate_init_data

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qsl
 
-from agent.errors import NikitaError
+from agent.core.errors import NikitaError
 
 SCHEME = "tma"
 # Telegram's clock and ours may differ a little; an auth_date further in the future is refused.

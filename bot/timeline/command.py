@@ -7,7 +7,7 @@ import logging
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, MenuButtonWebApp, Update, WebAppInfo
 from telegram.ext import ContextTypes
 
-from agent.settings import Settings
+from agent.core.settings import Settings
 from bot.sending import send_text
 from bot.services import services
 

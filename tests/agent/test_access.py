@@ -9,10 +9,10 @@ import pytest
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.access import REFRESH, AccessPolicy
-from agent.budget import COUNTERS, TokenBudget, counting
-from agent.clock import FrozenClock
-from agent.settings import Settings
+from agent.account.access import REFRESH, AccessPolicy
+from agent.core.clock import FrozenClock
+from agent.core.settings import Settings
+from agent.turn.budget import COUNTERS, TokenBudget, counting
 from db.access import AccessRepository
 from db.models import User
 from db.usage import UsageRepository

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic_ai.messages import BinaryContent, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
-from agent.attachments import Attachment, prompt, remembered, split_description, visible, without_files
+from agent.chat.attachments import Attachment, prompt, remembered, split_description, visible, without_files
 
 TAGGED = "<attachment_description> A cat\n on a sofa. </attachment_description>\n\nCute!"
 

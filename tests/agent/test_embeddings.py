@@ -1,4 +1,4 @@
-"""Tests for agent/embeddings.py: the local MiniLM model offline, and the two stand-ins."""
+"""Tests for agent/search/embeddings.py: the local MiniLM model offline, and the two stand-ins."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.embeddings import (
+from agent.search.embeddings import (
     Embedder,
     EmbedderUnavailableError,
     HashingEmbedder,
@@ -49,7 +49,7 @@ def _cos(a: np.ndarray, b: np.ndarray) -> float:
 
 _OFFLINE_SCRIPT = textwrap.dedent(
     """
-    from agent.embeddings import MiniLMEmbedder
+    from agent.search.embeddings import MiniLMEmbedder
 
     vectors = MiniLMEmbedder(threads=1).embed_sync(["offline hello"])
     assert not touched, touched
@@ -193,7 +193,7 @@ async def test_hashing_embedder_rewards_shared_words() -> None:
 
 def test_hashing_embedder_is_stable_across_processes(tmp_path: Path) -> None:
     script = (
-        "import asyncio; from agent.embeddings import HashingEmbedder; "
+        "import asyncio; from agent.search.embeddings import HashingEmbedder; "
         "print(asyncio.run(HashingEmbedder().embed(['stable words'])).tobytes().hex())"
     )
     env = {**os.environ, "PYTHONHASHSEED": "random"}

@@ -11,10 +11,10 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.account import export_user
-from agent.clock import FrozenClock
-from agent.export import PAGE_ROWS, PartWriter, export_events
-from agent.users import get_or_create_user
+from agent.account.export import PAGE_ROWS, PartWriter, export_events
+from agent.account.forget import export_user
+from agent.account.users import get_or_create_user
+from agent.core.clock import FrozenClock
 from db.models import Conversation, TranscriptMessage, UserFact
 
 MESSAGES = 8 * PAGE_ROWS + 17  # several pages, and a last page that is not full

@@ -10,11 +10,11 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
-from agent.extraction import Extraction, OpenThread, extract, extraction_prompt
-from agent.settings import Settings
-from agent.summaries import Line
+from agent.core.settings import Settings
+from agent.digest.extraction import Extraction, OpenThread, extract, extraction_prompt
+from agent.digest.summaries import Line
 
-# A summary model that takes a temperature (the newest ones refuse it: agent/model_lifecycle.py).
+# A summary model that takes a temperature (the newest ones refuse it: agent/core/model_lifecycle.py).
 SETTINGS = Settings(
     _env_file=None,
     summary_model="anthropic:claude-haiku-4-5",

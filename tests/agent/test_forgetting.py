@@ -12,12 +12,12 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from agent.account import forget_user
-from agent.clock import FrozenClock
-from agent.errors import UserForgottenError
-from agent.settings import Settings
-from agent.users import get_or_create_user
-from agent.writers import WriteGuard
+from agent.account.forget import forget_user
+from agent.account.users import get_or_create_user
+from agent.account.writers import WriteGuard
+from agent.core.clock import FrozenClock
+from agent.core.errors import UserForgottenError
+from agent.core.settings import Settings
 from db.engine import create_engine, session_factory
 from db.models import PendingForget
 from jobs.context import JobContext

@@ -28,7 +28,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from agent.history import (
+from agent.history.messages import (
     TrimResult,
     budget_processor,
     dump_history,
@@ -36,7 +36,7 @@ from agent.history import (
     sanitize_history,
     trim_history,
 )
-from agent.tokens import get_counter
+from agent.history.tokens import get_counter
 
 COUNTER = get_counter()
 MIN_TOKENS = 100
@@ -315,7 +315,7 @@ def test_dump_load_round_trip_strips_instructions() -> None:
     ],
 )
 def test_broken_stored_history_loads_as_empty(raw: Any, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="agent.history"):
+    with caplog.at_level(logging.WARNING, logger="agent.history.messages"):
         assert load_history(raw) == []
     assert "starting without it" in caplog.text
 

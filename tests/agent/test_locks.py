@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.clock import FrozenClock
-from agent.history import load_history
-from agent.users import get_or_create_user
+from agent.account.users import get_or_create_user
+from agent.core.clock import FrozenClock
+from agent.history.messages import load_history
 from db.models import Conversation, TranscriptMessage
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -27,12 +27,12 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from agent.clock import FrozenClock
-from agent.embeddings import HashingEmbedder
+from agent.account.writers import WriteGuard
+from agent.core.clock import FrozenClock
+from agent.core.settings import Settings
+from agent.search.embeddings import HashingEmbedder
 from agent.search.recall import build_recall
-from agent.service import TurnService
-from agent.settings import Settings
-from agent.writers import WriteGuard
+from agent.turn.service import TurnService
 from db.models import User
 
 USERS = int(os.environ.get("NIKITA_MANY_USERS", "10000"))

@@ -9,9 +9,9 @@ from anthropic.types import ModelParam
 from genai_prices import Usage, calc_price
 from pydantic_ai.models import known_model_names
 
-from agent.model_lifecycle import deprecated_models, model_warnings, parse_end_of_life, sampling_allowed
-from agent.settings import Settings
-from agent.summaries import summary_model_settings
+from agent.core.model_lifecycle import deprecated_models, model_warnings, parse_end_of_life, sampling_allowed
+from agent.core.settings import Settings
+from agent.digest.summaries import summary_model_settings
 
 
 def _settings(**values: str) -> Settings:

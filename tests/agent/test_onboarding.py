@@ -25,8 +25,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
-from agent.locks import UserLocks
-from agent.onboarding import (
+from agent.account.users import get_or_create_user
+from agent.onboarding.service import (
     LOAD_LIMIT,
     PROMPT_LIMIT,
     OnboardingContext,
@@ -36,7 +36,7 @@ from agent.onboarding import (
     history_entries,
     load_context,
 )
-from agent.users import get_or_create_user
+from agent.turn.locks import UserLocks
 from db.models import TranscriptMessage, User
 
 NOW = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)

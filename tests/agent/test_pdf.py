@@ -7,7 +7,7 @@ import io
 import pytest
 from pypdf import PdfWriter
 
-from agent.pdf import UnreadablePdfError, pdf_text
+from agent.chat.pdf import UnreadablePdfError, pdf_text
 from bench.fakes.pdf import make_pdf
 
 

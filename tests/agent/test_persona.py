@@ -12,15 +12,15 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from agent.clock import FrozenClock
-from agent.errors import ConfigurationError
-from agent.extraction import extract
-from agent.onboarding import OnboardingContext, OnboardingProfile, build_messages
-from agent.persona import persona_for
-from agent.service import TurnService
-from agent.settings import Settings, load_settings
-from agent.summaries import Line, summarise_day
-from agent.users import get_or_create_user
+from agent.account.users import get_or_create_user
+from agent.chat.persona import persona_for
+from agent.core.clock import FrozenClock
+from agent.core.errors import ConfigurationError
+from agent.core.settings import Settings, load_settings
+from agent.digest.extraction import extract
+from agent.digest.summaries import Line, summarise_day
+from agent.onboarding.service import OnboardingContext, OnboardingProfile, build_messages
+from agent.turn.service import TurnService
 
 ROOT = Path(__file__).resolve().parents[2]
 

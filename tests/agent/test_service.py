@@ -22,11 +22,11 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from agent.clock import FrozenClock
-from agent.history import load_history
-from agent.service import APOLOGY, TurnService
-from agent.settings import Settings
-from agent.users import get_or_create_user
+from agent.account.users import get_or_create_user
+from agent.core.clock import FrozenClock
+from agent.core.settings import Settings
+from agent.history.messages import load_history
+from agent.turn.service import APOLOGY, TurnService
 from bot.logs import TextFormatter
 from db.models import Conversation, GeneratedPrompt, TranscriptMessage
 
@@ -197,7 +197,7 @@ async def test_a_model_failure_is_logged_with_its_cause_and_without_the_message(
 ) -> None:
     user_id = await make_user(sessions, clock)
     recorder.fail_next = 1
-    with caplog.at_level(logging.WARNING, logger="agent.service"):
+    with caplog.at_level(logging.WARNING, logger="agent.turn.service"):
         await service.reply(user_id, "a private worry", clock.now())
     (record,) = [r for r in caplog.records if r.getMessage() == "model call failed"]
     line = TextFormatter().format(record)
@@ -246,7 +246,7 @@ async def test_tool_calls_round_trip_through_stored_history(
     sessions: async_sessionmaker[AsyncSession],
     clock: FrozenClock,
 ) -> None:
-    from agent.agent import chat_agent
+    from agent.chat.agent import chat_agent
 
     seen: list[list[ModelMessage]] = []
 

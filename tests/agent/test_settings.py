@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import ConfigurationError
-from agent.settings import Settings, load_settings, normalise_database_url
+from agent.core.errors import ConfigurationError
+from agent.core.settings import Settings, load_settings, normalise_database_url
 
 
 def test_defaults_are_the_embedded_ones() -> None:

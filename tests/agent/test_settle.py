@@ -12,12 +12,12 @@ import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from agent.clock import Clock
+from agent.core.clock import Clock
+from agent.core.settings import Settings
 from agent.graph import NullGraphMemory
 from agent.graph.facts import GraphFactStore
 from agent.search.facts import SqlFactStore
-from agent.service import TurnService
-from agent.settings import Settings
+from agent.turn.service import TurnService
 from db.engine import create_engine, session_factory
 
 

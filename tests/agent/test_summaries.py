@@ -7,8 +7,8 @@ from datetime import UTC, date, datetime
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from agent.settings import Settings
-from agent.summaries import DaySummary, Line, summarise_day
+from agent.core.settings import Settings
+from agent.digest.summaries import DaySummary, Line, summarise_day
 
 SETTINGS = Settings(_env_file=None)  # type: ignore[call-arg]
 

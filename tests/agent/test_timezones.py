@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.timezones import city_index, is_valid_timezone, resolve_timezone
+from agent.account.timezones import city_index, is_valid_timezone, resolve_timezone
 
 
 @pytest.mark.parametrize(

@@ -20,12 +20,12 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from agent.clock import FrozenClock
-from agent.embeddings import HashingEmbedder
+from agent.account.users import get_or_create_user
+from agent.core.clock import FrozenClock
+from agent.core.settings import Settings
+from agent.search.embeddings import HashingEmbedder
 from agent.search.recall import Recall
-from agent.service import TurnService
-from agent.settings import Settings
-from agent.users import get_or_create_user
+from agent.turn.service import TurnService
 from db.models import SearchChunk, UserFact
 
 

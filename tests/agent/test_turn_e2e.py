@@ -9,11 +9,11 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from agent.agent import build_model
-from agent.clock import FrozenClock
-from agent.service import APOLOGY, TurnService
-from agent.settings import Settings
-from agent.users import get_or_create_user
+from agent.account.users import get_or_create_user
+from agent.chat.agent import build_model
+from agent.core.clock import FrozenClock
+from agent.core.settings import Settings
+from agent.turn.service import APOLOGY, TurnService
 from bench.fakes.anthropic_api import ApiError, FakeAnthropic, Reply, fake_anthropic_server
 from db.models import TranscriptMessage
 
@@ -57,7 +57,7 @@ async def test_three_turns_with_a_tool_call_and_an_outage(
     monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
     settings = _settings(database_url, max_tokens=max_tokens)
     model = build_model(settings.model, settings)
-    from agent.agent import chat_agent
+    from agent.chat.agent import chat_agent
 
     def word_count(text: str) -> int:
         """Count the words in a text."""

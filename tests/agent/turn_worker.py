@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from agent.service import TurnService
-from agent.settings import Settings
+from agent.core.settings import Settings
+from agent.turn.service import TurnService
 from db.engine import create_engine, session_factory
 
 

@@ -25,7 +25,7 @@ from pydantic_ai.models.test import TestModel
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agent.settings import Settings
+from agent.core.settings import Settings
 from bench.fakes.telegram_api import FakeTelegram
 from bot.app import AnyApplication, build_application, running
 from bot.runtime import Runtime, build_runtime

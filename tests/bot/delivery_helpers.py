@@ -13,7 +13,7 @@ from pydantic_ai.models.test import TestModel
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.settings import Settings
+from agent.core.settings import Settings
 from bot.app import AnyApplication, build_application, running
 from bot.delivery.runner import DeliveryRunner
 from bot.runtime import Runtime, build_runtime

@@ -18,8 +18,8 @@ from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.test import TestModel
 from sqlalchemy import func, select
 
-from agent.budget import BUDGET_REPLY
-from agent.settings import Settings
+from agent.core.settings import Settings
+from agent.turn.budget import BUDGET_REPLY
 from bench.fakes.telegram_api import FakeTelegram
 from bot.app import build_application, running
 from bot.handlers import UNKNOWN_COMMAND

@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy import func, select
 from telegram.ext import CommandHandler
 
-from agent.service import FAULT_APOLOGY
-from agent.settings import Settings
+from agent.core.settings import Settings
+from agent.turn.service import FAULT_APOLOGY
 from bench.fakes.telegram_api import FakeTelegram
 from bot.app import AnyApplication, build_application, running
 from bot.commands import FORGET_ASK, FORGOTTEN, USER_COMMANDS, help_text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from agent.settings import Settings
+from agent.core.settings import Settings
 from bot.chat import run_chat
 
 

@@ -14,8 +14,8 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from telegram import Bot, Message
 
-from agent.clock import Clock
-from agent.settings import Settings
+from agent.core.clock import Clock
+from agent.core.settings import Settings
 from bench.fakes.telegram_api import FakeTelegram
 from bot.delivery.reply import Delivery
 from bot.edit_stream import GROUP_INTERVAL, EditStream

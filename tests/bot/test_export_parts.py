@@ -11,7 +11,7 @@ from typing import Any
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.test import TestModel
 
-from agent.settings import Settings
+from agent.core.settings import Settings
 from bench.fakes.telegram_api import MAX_DOCUMENT_BYTES, FakeTelegram
 from bot.app import build_application, running
 from bot.commands import export_caption

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic_ai.models.function import FunctionModel
 
-from agent.settings import Settings
+from agent.core.settings import Settings
 from bench.fakes.telegram_api import FakeTelegram
 from bot.formatting import render
 from bot.runtime import Runtime

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.settings import Settings
+from agent.core.settings import Settings
 from bot.__main__ import main
 from bot.hosting import require_durable_storage
 

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.settings import Settings
+from agent.core.settings import Settings
 from bench.fakes.telegram_api import FakeTelegram
 from bot.commands import FORGOTTEN
 from bot.delivery.dispatcher import ERROR_REPLY

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from agent.settings import Settings
+from agent.core.settings import Settings
 from bench.fakes.telegram_api import FakeTelegram
 from bot.web import WEBHOOK_PATH
 from db.models import InboxUpdate

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from agent.agent import build_model
-from agent.settings import Settings
+from agent.chat.agent import build_model
+from agent.core.settings import Settings
 from bench.fakes.anthropic_api import FakeAnthropic, fake_anthropic_server
 from bench.fakes.pdf import make_pdf
 from bench.fakes.telegram_api import FakeTelegram

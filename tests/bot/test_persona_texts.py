@@ -16,7 +16,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agent.settings import Settings
+from agent.core.settings import Settings
 from bench.fakes.telegram_api import FakeTelegram
 from tests.bot.conftest import _onboarding_calls, last_user_text, running_bot
 

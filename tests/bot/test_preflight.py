@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from agent.errors import ConfigurationError, StartupError
-from agent.settings import Settings
+from agent.core.errors import ConfigurationError, StartupError
+from agent.core.settings import Settings
 from bench.fakes.anthropic_api import FakeAnthropic, Lifecycle
 from bench.fakes.telegram_api import FakeTelegram
 from bot.preflight import check_anthropic, check_database, check_telegram, listen, one_line, preflight

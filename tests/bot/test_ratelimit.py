@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.account import forget_user
-from agent.settings import Settings
-from agent.users import get_or_create_user
+from agent.account.forget import forget_user
+from agent.account.users import get_or_create_user
+from agent.core.settings import Settings
 from bot.ratelimit import Limit, RateLimiter, hash_key
 from db.engine import create_engine, session_factory
 from db.models import RateLimitEvent

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from agent.settings import Settings
+from agent.core.settings import Settings
 from bot.reindex import run_reindex
 from db.engine import create_engine, session_factory
 from db.migrate import upgrade_to_head_async

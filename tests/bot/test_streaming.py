@@ -14,8 +14,8 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 from sqlalchemy import select
 
-from agent.service import FAULT_APOLOGY
-from agent.settings import Settings
+from agent.core.settings import Settings
+from agent.turn.service import FAULT_APOLOGY
 from bench.fakes.telegram_api import FakeTelegram
 from bot.preview import TOOL_STATUS
 from bot.runtime import Runtime

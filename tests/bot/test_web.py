@@ -10,8 +10,8 @@ import pytest
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.test import TestModel
 
-from agent.errors import ConfigurationError
-from agent.settings import Settings
+from agent.core.errors import ConfigurationError
+from agent.core.settings import Settings
 from bench.fakes.telegram_api import FakeTelegram
 from bot.app import build_application, running
 from bot.runtime import Runtime, build_runtime

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.clock import FrozenClock
+from agent.core.clock import FrozenClock
 from db.memory_repositories import (
     DaySummaryRepository,
     FactRepository,

@@ -13,9 +13,9 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Tool
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from agent.clock import FrozenClock, local_day
-from agent.settings import Settings
-from agent.users import get_or_create_user
+from agent.account.users import get_or_create_user
+from agent.core.clock import FrozenClock, local_day
+from agent.core.settings import Settings
 from db.models import Conversation
 from db.repositories import DaySegmentRepository, TranscriptRepository
 from jobs.context import JobContext

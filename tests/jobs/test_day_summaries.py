@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.clock import FrozenClock
-from agent.tokens import get_counter
+from agent.core.clock import FrozenClock
+from agent.history.tokens import get_counter
 from db.memory_repositories import DAY_SUMMARY_FINAL_NOTE, DAY_SUMMARY_NOTE, flag_summary_due
 from db.models import DaySegment, TranscriptMessage
 from jobs.context import JobContext

@@ -7,7 +7,7 @@ from datetime import timedelta
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.clock import FrozenClock
+from agent.core.clock import FrozenClock
 from db.memory_repositories import DAY_SUMMARY_NOTE
 from db.models import Conversation, ConversationThread, DaySegment, Thought, TranscriptMessage, UserFact
 from jobs.context import JobContext

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.clock import FrozenClock
+from agent.core.clock import FrozenClock
 from db.memory_repositories import DAY_SUMMARY_NOTE, DAY_SUMMARY_REGENERATED_NOTE, DaySummaryRepository
 from db.models import DaySegment, ModelUsage, TranscriptMessage
 from jobs import regenerate

@@ -8,7 +8,7 @@ from datetime import timedelta
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.clock import FrozenClock
+from agent.core.clock import FrozenClock
 from bot.reports import stats_report, user_report
 from db.models import ModelUsage, User
 from jobs.context import JobContext

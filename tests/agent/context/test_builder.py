@@ -10,11 +10,11 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.clock import FrozenClock
+from agent.account.users import get_or_create_user
 from agent.context import ContextBuilder, FunctionMemory, MemoryLimits, format_snapshot
-from agent.errors import NikitaError
-from agent.settings import Settings
-from agent.users import get_or_create_user
+from agent.core.clock import FrozenClock
+from agent.core.errors import NikitaError
+from agent.core.settings import Settings
 from db.models import Conversation, User
 
 

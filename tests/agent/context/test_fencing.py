@@ -12,14 +12,14 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from agent.clock import FrozenClock, local_day
+from agent.account.users import get_or_create_user
+from agent.chat.persona import persona_for
 from agent.context import ContextBuilder, FunctionMemory, MemoryLimits
 from agent.context.fence import TAGS, neutralise
-from agent.onboarding import OnboardingProfile, system_prompt
-from agent.persona import persona_for
-from agent.service import TurnService
-from agent.settings import Settings
-from agent.users import get_or_create_user
+from agent.core.clock import FrozenClock, local_day
+from agent.core.settings import Settings
+from agent.onboarding.service import OnboardingProfile, system_prompt
+from agent.turn.service import TurnService
 from db.models import Conversation, ConversationThread, DaySegment
 
 HEADING = re.compile(r"^ {0,3}#{1,6}(\s|$)")

@@ -18,13 +18,13 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from agent.clock import FrozenClock, local_day
+from agent.account.users import get_or_create_user
 from agent.context import ContextBuilder
-from agent.history import dump_history
-from agent.service import TurnService
-from agent.settings import Settings
-from agent.tokens import get_counter
-from agent.users import get_or_create_user
+from agent.core.clock import FrozenClock, local_day
+from agent.core.settings import Settings
+from agent.history.messages import dump_history
+from agent.history.tokens import get_counter
+from agent.turn.service import TurnService
 from db.models import Conversation, ConversationThread, DaySegment, GeneratedPrompt, HistoryCompaction, User
 
 counter = get_counter()

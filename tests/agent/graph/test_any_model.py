@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from pydantic_ai.models import override_allow_model_requests
 
+from agent.core.settings import Settings
+from agent.core.usage import metering
 from agent.graph import STANDARD_LIMITS
 from agent.graph.pydantic_client import PydanticAIGraphClient
 from agent.graph.setup import graph_llm_client
-from agent.settings import Settings
-from agent.usage import metering
 from bench.fakes.graph_llm import ScriptedCall
 from bench.fakes.openai_api import FakeOpenAI
 

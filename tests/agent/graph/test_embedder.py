@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from agent.embeddings import HashingEmbedder
 from agent.graph.embedder import EmbeddingInputError, GraphitiEmbedder
+from agent.search.embeddings import HashingEmbedder
 
 
 async def test_create_and_batch_give_the_embedders_unit_vectors() -> None:

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from graphiti_core.helpers import validate_group_id
 
-from agent.clock import FrozenClock
-from agent.errors import ConfigurationError
+from agent.core.clock import FrozenClock
+from agent.core.errors import ConfigurationError
 from agent.graph import (
     CRITICAL_LIMITS,
     FULL_LIMITS,

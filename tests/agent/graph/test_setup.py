@@ -12,10 +12,11 @@ import pytest
 from pydantic import SecretStr
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.clock import FrozenClock
+from agent.account.users import get_or_create_user
 from agent.context.memory import STANDARD
-from agent.embeddings import HashingEmbedder
-from agent.errors import ConfigurationError
+from agent.core.clock import FrozenClock
+from agent.core.errors import ConfigurationError
+from agent.core.settings import Settings
 from agent.graph import GraphMemoryError, NullGraphMemory
 from agent.graph.connect import open_connection
 from agent.graph.facts import GraphFactStore
@@ -24,9 +25,8 @@ from agent.graph.llm import SummaryModelClient
 from agent.graph.pydantic_client import PydanticAIGraphClient
 from agent.graph.setup import graph_llm_client, open_settings_graph
 from agent.graph.tier import GraphMemoryTier
+from agent.search.embeddings import HashingEmbedder
 from agent.search.facts import SqlFactStore
-from agent.settings import Settings
-from agent.users import get_or_create_user
 
 from .conftest import HAVE_FALKORDBLITE, IN_CI, GraphFactory
 

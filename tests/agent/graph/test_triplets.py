@@ -11,13 +11,13 @@ from graphiti_core.llm_client.errors import RateLimitError
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.clock import FrozenClock
+from agent.account.users import get_or_create_user
+from agent.core.clock import FrozenClock
 from agent.graph import STANDARD_LIMITS, GraphMemoryError, group_id
 from agent.graph.facts import GraphFactStore
 from agent.graph.graphiti_backend import GraphitiMemory
 from agent.graph.records import rows
 from agent.search.facts import SqlFactStore
-from agent.users import get_or_create_user
 from bench.fakes.graph_llm import ScriptedCall, ScriptedLLMClient
 from db.models import ModelUsage
 

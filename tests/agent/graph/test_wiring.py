@@ -22,16 +22,16 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from agent.account import export_user, forget_user
-from agent.clock import FrozenClock
+from agent.account.forget import export_user, forget_user
+from agent.account.users import get_or_create_user
 from agent.context.memory import STANDARD
-from agent.embeddings import HashingEmbedder
+from agent.core.clock import FrozenClock
+from agent.core.settings import Settings
 from agent.graph import GROUPS, STANDARD_LIMITS, NullGraphMemory, group_id, open_graph_memory
 from agent.graph.graphiti_backend import GraphitiMemory
 from agent.graph.guarded import GuardedGraphMemory
 from agent.graph.tier import GraphMemoryTier
-from agent.settings import Settings
-from agent.users import get_or_create_user
+from agent.search.embeddings import HashingEmbedder
 from bench.fakes.graph_llm import ScriptedLLMClient
 from bot.reports import memory_report
 from bot.runtime import Runtime, build_runtime

@@ -7,10 +7,10 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.embeddings import HashingEmbedder
+from agent.account.users import get_or_create_user
+from agent.core.settings import Settings
+from agent.search.embeddings import HashingEmbedder
 from agent.search.recall import Recall
-from agent.settings import Settings
-from agent.users import get_or_create_user
 from db.models import DaySegment, TranscriptMessage
 from db.repositories import DaySegmentRepository
 

@@ -8,8 +8,8 @@ from typing import Any
 from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.account import forget_user
-from agent.users import get_or_create_user
+from agent.account.forget import forget_user
+from agent.account.users import get_or_create_user
 from db.models import DaySegment, SearchChunk, User
 from tests.agent.search.corpus import add_day, add_user, make_recall, recall_settings, set_summary
 

@@ -14,9 +14,9 @@ _SCRIPT = textwrap.dedent(
     import asyncio
     from datetime import UTC, date, datetime
 
-    from agent.embeddings import MiniLMEmbedder
+    from agent.search.embeddings import MiniLMEmbedder
     from agent.search.recall import Recall
-    from agent.settings import Settings
+    from agent.core.settings import Settings
     from db.engine import create_engine, session_factory
     from db.migrate import upgrade_to_head_async
     from tests.agent.search.corpus import add_day, add_user

@@ -7,10 +7,10 @@ from datetime import UTC, date, datetime
 import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agent.account.users import get_or_create_user
 from agent.search.dates import DayRange
 from agent.search.rescore import Signals, final_scores, with_previous_turn
 from agent.search.turns import TurnInfo, named_role
-from agent.users import get_or_create_user
 from tests.agent.search.corpus import add_day, add_user, make_recall, recall_settings
 
 NOW = datetime(2026, 3, 3, 12, 0, tzinfo=UTC)

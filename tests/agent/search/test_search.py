@@ -7,9 +7,9 @@ from datetime import UTC, date, datetime
 import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agent.account.users import get_or_create_user
 from agent.search.get import RecallInputError
 from agent.search.search import without_speakers
-from agent.users import get_or_create_user
 from tests.agent.search.corpus import add_day, add_user, make_recall, recall_settings
 
 NOW = datetime(2026, 3, 3, 12, 0, tzinfo=UTC)

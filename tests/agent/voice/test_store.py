@@ -11,10 +11,10 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from agent.locks import UserLocks
+from agent.account.users import get_or_create_user
+from agent.core.settings import Settings
 from agent.search.facts import SqlFactStore
-from agent.settings import Settings
-from agent.users import get_or_create_user
+from agent.turn.locks import UserLocks
 from agent.voice.calls import CallTurn, EndedCall
 from agent.voice.store import VoiceStore
 from db.models import Conversation, DaySegment, TranscriptMessage, User, UserFact

@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.clock import local_day
-from agent.users import get_or_create_user
+from agent.account.users import get_or_create_user
+from agent.core.clock import local_day
 from db.memory_repositories import DaySummaryRepository
 from db.models import Conversation, DaySegment, HistoryCompaction, TranscriptMessage
 from db.repositories import DaySegmentRepository, TranscriptRepository

@@ -30,8 +30,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from agent.clock import FrozenClock
-from agent.settings import Settings
+from agent.core.clock import FrozenClock
+from agent.core.settings import Settings
 from bench.fakes.telegram_webapp import launch_fragment, sign_init_data
 from bot.runtime import build_runtime
 from bot.web_cli import build_pages_app

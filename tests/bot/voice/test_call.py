@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from agent.embeddings import HashingEmbedder
 from agent.graph import open_graph_memory
+from agent.search.embeddings import HashingEmbedder
 from bench.fakes.graph_llm import ScriptedLLMClient
 from db.models import Conversation, TranscriptMessage, UserFact
 from jobs.registry import run_job

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from agent.errors import ConfigurationError
+from agent.core.errors import ConfigurationError
 from db.models import ConversationThread, UserFact
 
 from .conftest import OpenApp, VoiceApp

@@ -8,7 +8,7 @@ import json
 import httpx
 from sqlalchemy import func, select
 
-from agent.account import forget_user
+from agent.account.forget import forget_user
 from bench.fakes.voice_agent import FakeVoiceAgent
 from db.models import Conversation, UserFact
 from jobs.registry import run_job
@@ -111,7 +111,7 @@ async def _signed_headers(agent: FakeVoiceAgent, body: bytes) -> dict[str, str]:
 
     return {
         "ElevenLabs-Signature": elevenlabs_signature(
-            body, agent.webhook_secret, int(agent.clock.now().timestamp())
+            body, agent.webhook_secret, int(agent.core.clock.now().timestamp())
         )
     }
 

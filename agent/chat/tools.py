@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic_ai import FunctionToolset, ModelRetry, RunContext
 
-from agent.deps import TurnDeps
+from agent.chat.deps import TurnDeps
 from agent.search.facts import FactRejectedError, clean_fact
 from agent.search.get import MessagesOut, RecallInputError, RecallNotFoundError
 from agent.search.recall import Recall
@@ -38,7 +38,7 @@ _MESSAGE_FIELDS = (
 _OPTIONAL_FIELDS = ("when", "previous_turn", "next_turn")
 
 
-# The chat agent's tools (agent/agent.py gives them to the agent).
+# The chat agent's tools (agent/chat/agent.py gives them to the agent).
 recall_tools: FunctionToolset[TurnDeps] = FunctionToolset()
 
 # Ids are 64-bit in both databases; a larger number would fail in the driver, not as a tool error.

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from agent.bounded import KeyedLocks
+from agent.core.bounded import KeyedLocks
 from db.engine import is_postgres
 
 # Advisory lock keys are one bigint; the top bits say what is locked so jobs can use other spaces.

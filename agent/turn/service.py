@@ -23,23 +23,23 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from agent import attachments as files
-from agent.agent import build_chat_model, chat_agent, chat_model_settings
-from agent.budget import BUDGET_REPLY, Over, TokenBudget, counting
-from agent.clock import Clock, ensure_utc
+from agent.chat import attachments as files
+from agent.chat.agent import build_chat_model, chat_agent, chat_model_settings
+from agent.chat.deps import TurnDeps
+from agent.chat.persona import persona_for
+from agent.chat.streaming import TurnProgress, can_stream, event_handler
 from agent.context import BuiltContext, ContextBuilder
-from agent.deps import TurnDeps
-from agent.errors import UserNotFoundError
-from agent.locks import UserLocks
-from agent.persona import persona_for
+from agent.core.clock import Clock, ensure_utc
+from agent.core.errors import UserNotFoundError
+from agent.core.settings import Settings
+from agent.core.usage import UsageMeter, metering, record_run, store_usage
+from agent.history.sessions import SessionHistories, StoredHistory
+from agent.history.tokens import get_counter
 from agent.search.recall import Recall
-from agent.session_history import SessionHistories, StoredHistory
-from agent.sessions import session_expired
-from agent.settings import Settings
-from agent.streaming import TurnProgress, can_stream, event_handler
-from agent.tokens import get_counter
-from agent.transcript import Delivered, TurnReceipt, delivered, write_message
-from agent.usage import UsageMeter, metering, record_run, store_usage
+from agent.turn.budget import BUDGET_REPLY, Over, TokenBudget, counting
+from agent.turn.locks import UserLocks
+from agent.turn.sessions import session_expired
+from agent.turn.transcript import Delivered, TurnReceipt, delivered, write_message
 from db.memory_repositories import flag_summary_due
 from db.models import Conversation, DaySegment, TranscriptMessage, User
 from db.repositories import (
@@ -110,7 +110,7 @@ class TurnService:
         self.counter = get_counter()
         # Conversation search and memory tools (issue 6); None leaves the tools answering "unavailable".
         self.recall = recall
-        # Daily token caps, checked before each turn's model call (agent/budget.py).
+        # Daily token caps, checked before each turn's model call (agent/turn/budget.py).
         self.budget = TokenBudget.from_settings(settings)
         self.histories = SessionHistories(
             max_sessions=settings.history_cache_sessions, max_bytes=settings.history_cache_max_bytes
@@ -152,7 +152,7 @@ class TurnService:
 
         With `progress`, the answer is streamed to it while the model writes (a preview only).
         With `attachments` (photos, text files), `text` is how the transcript shows the message
-        ("[photo] caption"); the model sees the files this turn only (agent/attachments.py).
+        ("[photo] caption"); the model sees the files this turn only (agent/chat/attachments.py).
         """
         sent_at = ensure_utc(sent_at)
         text = text.replace("\x00", "")  # what the model reads is what is stored (PostgreSQL refuses NUL)

@@ -16,8 +16,8 @@ from typing import Protocol
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.clock import local_day
-from agent.sessions import session_expired
+from agent.core.clock import local_day
+from agent.turn.sessions import session_expired
 from db.models import TranscriptMessage, User
 from db.repositories import ConversationRepository, DaySegmentRepository, TranscriptRepository
 

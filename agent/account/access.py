@@ -17,9 +17,9 @@ from typing import Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.access_keys import keys_of
-from agent.clock import Clock
-from agent.settings import Settings
+from agent.account.access_keys import keys_of
+from agent.core.clock import Clock
+from agent.core.settings import Settings
 from db.access import AccessRepository
 
 REFRESH = timedelta(seconds=5)

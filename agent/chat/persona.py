@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from agent.errors import ConfigurationError
-from agent.settings import Settings
+from agent.core.errors import ConfigurationError
+from agent.core.settings import Settings
 
 HERE = Path(__file__).parent
 CHAT_PERSONA_PATH = HERE / "persona.md"
 ONBOARDING_PATH = HERE / "onboarding.md"
-VOICE_PERSONA_PATH = HERE / "voice" / "persona.md"
+VOICE_PERSONA_PATH = HERE.parent / "voice" / "persona.md"
 PLACEHOLDER = "{persona_name}"
 
 

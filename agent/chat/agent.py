@@ -8,9 +8,9 @@ from pydantic_ai.models import Model, infer_model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.settings import ModelSettings
 
-from agent.deps import TurnDeps
-from agent.settings import Settings
-from agent.tools import recall_tools
+from agent.chat.deps import TurnDeps
+from agent.chat.tools import recall_tools
+from agent.core.settings import Settings
 
 chat_agent: Agent[TurnDeps, str] = Agent(
     deps_type=TurnDeps,

@@ -30,14 +30,14 @@ from sqlalchemy import func, select, true
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.budget import BUDGET_REPLY, TokenBudget, counting
+from agent.account.timezones import resolve_timezone
+from agent.chat.persona import Persona, default_persona, with_name
 from agent.context.fence import fence, neutralise
-from agent.errors import UserNotFoundError
-from agent.locks import UserLocks
-from agent.persona import Persona, default_persona, with_name
-from agent.timezones import resolve_timezone
-from agent.transcript import TurnReceipt, delivered, write_message
-from agent.usage import UsageMeter, metering, record_run, store_usage
+from agent.core.errors import UserNotFoundError
+from agent.core.usage import UsageMeter, metering, record_run, store_usage
+from agent.turn.budget import BUDGET_REPLY, TokenBudget, counting
+from agent.turn.locks import UserLocks
+from agent.turn.transcript import TurnReceipt, delivered, write_message
 from db.models import TranscriptMessage, User
 from db.transient import is_transient
 
@@ -316,7 +316,7 @@ class OnboardingService:
         budget: TokenBudget | None = None,
     ) -> None:
         self.sessions = sessions
-        # Daily token caps (agent/budget.py), checked before each onboarding model call.
+        # Daily token caps (agent/turn/budget.py), checked before each onboarding model call.
         self.budget = budget or TokenBudget()
         self.locks = locks
         self.model = model

@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import logging
 
-from agent.errors import NikitaError
+from agent.core.errors import NikitaError
 
 logger = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ class TurnDeps:
     now: datetime
     timezone: str
     sessions: async_sessionmaker[AsyncSession]
-    # The persona prompt (agent/persona.py: PERSONA_NAME filled in, or PERSONA_FILE's text).
+    # The persona prompt (agent/chat/persona.py: PERSONA_NAME filled in, or PERSONA_FILE's text).
     persona: str
     context: str = ""
     extras: dict[str, Any] = field(default_factory=dict)
-    # Search and memory services for the recall tools (agent/tools.py); None turns them into no-ops.
+    # Search and memory services for the recall tools (agent/chat/tools.py); None turns them into no-ops.
     recall: Recall | None = None

@@ -4,7 +4,7 @@
 yields them as events: a field at a path (`("user",)`), or one item of a list at a path
 (`("messages",)`, `("knowledge_graph", "groups", "user", "facts")`). Two consumers:
 
-- `collect` builds the one JSON document (`agent.account.export_user`, tests);
+- `collect` builds the one JSON document (`agent.account.forget.export_user`, tests);
 - `PartWriter` writes JSON files of at most `part_bytes` each (Telegram takes documents up to
   50 MB from bots). Every part is a complete JSON object with the same nesting; a list that does
   not fit continues in the next part. The parts *deep-merge* into the whole document: objects
@@ -143,7 +143,7 @@ async def export_events(
 ) -> AsyncIterator[Event]:
     """Everything stored about the user, as events (nothing at all when there is no such user).
 
-    `stores` are the runtime's `UserDataStore`s (agent/account.py), each exported under its name.
+    `stores` are the runtime's `UserDataStore`s (agent/account/forget.py), each exported under its name.
     """
     async with sessions() as session:
         user = await session.get(User, user_id)

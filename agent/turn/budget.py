@@ -14,8 +14,8 @@ from typing import Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.settings import Settings
-from agent.transcript import TurnReceipt
+from agent.core.settings import Settings
+from agent.turn.transcript import TurnReceipt
 from db.access import AccessRepository
 from db.usage import UsageRepository
 

@@ -22,7 +22,7 @@ from zoneinfo import ZoneInfo
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.clock import local_day
+from agent.core.clock import local_day
 from db.memory_repositories import DaySummaryRepository
 from db.models import DaySegment, HistoryCompaction, TranscriptMessage
 from db.repositories import DaySegmentRepository, UserRepository

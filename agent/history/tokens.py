@@ -25,7 +25,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from agent.errors import NikitaError
+from agent.core.errors import NikitaError
 
 # Role markers and separators the provider adds around every message; a rough, safe constant.
 MESSAGE_OVERHEAD = 4

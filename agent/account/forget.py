@@ -3,7 +3,7 @@
 The database rows go with the user row (every table references `users` with ON DELETE CASCADE).
 Stores outside those tables (search indexes, the knowledge graph) implement `UserDataStore` and
 are passed in, so `/forget` cannot silently miss one that the runtime knows about; writers of
-those stores register with the `WriteGuard` (agent/writers.py), so /forget is final.
+those stores register with the `WriteGuard` (agent/account/writers.py), so /forget is final.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from sqlalchemy import delete, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.clock import Clock
-from agent.errors import NikitaError
-from agent.export import collect, export_events
-from agent.writers import WriteGuard
+from agent.account.export import collect, export_events
+from agent.account.writers import WriteGuard
+from agent.core.clock import Clock
+from agent.core.errors import NikitaError
 from db.models import PendingForget, User
 
 logger = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ class UserCache(Protocol):
 async def export_user(
     sessions: async_sessionmaker[AsyncSession], user_id: int, stores: Sequence[UserDataStore] = ()
 ) -> dict[str, Any]:
-    """The user's data as one JSON-serialisable document (/export writes it in parts: agent/export.py)."""
+    """The user's data as one JSON-serialisable document (/export writes it in parts: account/export.py)."""
     return await collect(export_events(sessions, user_id, stores))
 
 

@@ -11,10 +11,10 @@ from pydantic import BaseModel, Field
 from pydantic_ai import Agent
 from pydantic_ai.models import Model
 
-from agent.persona import with_name
-from agent.settings import Settings
-from agent.summaries import Line, format_lines, summary_model_settings
-from agent.usage import record_run
+from agent.chat.persona import with_name
+from agent.core.settings import Settings
+from agent.core.usage import record_run
+from agent.digest.summaries import Line, format_lines, summary_model_settings
 
 ThreadType = Literal["follow_up", "question", "promise", "topic", "curiosity", "callback"]
 

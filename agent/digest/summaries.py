@@ -12,10 +12,10 @@ from pydantic_ai import Agent
 from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 
-from agent.model_lifecycle import sampling_allowed
-from agent.persona import with_name
-from agent.settings import Settings
-from agent.usage import record_run
+from agent.chat.persona import with_name
+from agent.core.model_lifecycle import sampling_allowed
+from agent.core.settings import Settings
+from agent.core.usage import record_run
 
 MAX_KEY_MOMENTS = 5
 

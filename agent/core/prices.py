@@ -14,10 +14,10 @@ from functools import cache
 
 from genai_prices import Usage, calc_price
 
-from agent.settings import Settings
+from agent.core.settings import Settings
 
 _REFERENCE = 1000  # tokens: well below any long-context tier
-# Kinds of call (agent/usage.py UsageKind) made by the chat model; every other kind uses SUMMARY_MODEL.
+# Kinds of call (agent/core/usage.py UsageKind) made by the chat model; every other kind uses SUMMARY_MODEL.
 CHAT_KINDS = frozenset({"chat", "onboarding"})
 
 

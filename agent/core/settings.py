@@ -9,8 +9,8 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
-from agent.access_keys import access_key
-from agent.errors import ConfigurationError
+from agent.account.access_keys import access_key
+from agent.core.errors import ConfigurationError
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./data/nikita.db"
 DEFAULT_PORT = 8080
@@ -53,8 +53,8 @@ class Settings(BaseSettings):
     tasks_secret: SecretStr | None = None
 
     # Models. The defaults are the newest Sonnet and Haiku that the anthropic SDK knows and has not
-    # deprecated, and that PydanticAI and genai-prices (cost estimates) know too (agent/model_lifecycle.py
-    # warns at start about a configured model in the SDK's DEPRECATED_MODELS).
+    # deprecated, and that PydanticAI and genai-prices (cost estimates) know too
+    # (agent/core/model_lifecycle.py warns at start about a configured model in DEPRECATED_MODELS).
     model: str = "anthropic:claude-sonnet-5-5"
     summary_model: str = "anthropic:claude-haiku-5-5"
     anthropic_api_key: SecretStr | None = None
@@ -114,7 +114,7 @@ class Settings(BaseSettings):
     compaction_timeout_seconds: float = 15.0
 
     # Telegram surface (issue 3): turns (model calls) running at once across users. On PostgreSQL
-    # each holds its advisory lock on a connection of the lock pool (agent/locks.py, 50).
+    # each holds its advisory lock on a connection of the lock pool (agent/turn/locks.py, 50).
     max_concurrent_turns: int = 32
     # Telegram experience (issue 14): in private chats the reply streams as a draft
     # (sendMessageDraft) at most every STREAM_INTERVAL_SECONDS, then arrives as formatted messages.
@@ -131,7 +131,7 @@ class Settings(BaseSettings):
     photo_max_bytes: int = 5_000_000
     document_max_bytes: int = 64_000
     # PDFs: the file up to PDF_MAX_BYTES, the text of its first PDF_MAX_PAGES pages, at most
-    # DOCUMENT_MAX_BYTES characters of it (agent/pdf.py).
+    # DOCUMENT_MAX_BYTES characters of it (agent/chat/pdf.py).
     pdf_max_bytes: int = 5_000_000
     pdf_max_pages: int = 30
     voice_max_bytes: int = 10_000_000
@@ -257,7 +257,7 @@ class Settings(BaseSettings):
 
     # Operations (docs/logging.md, docs/persona.md): LOG_FORMAT=json writes one JSON object per line
     # (Cloud Logging's fields); PERSONA_FILE is a Markdown file that replaces the shipped persona
-    # prompt (agent/persona.md), its {persona_name} placeholders filled with PERSONA_NAME.
+    # prompt (agent/chat/persona.md), its {persona_name} placeholders filled with PERSONA_NAME.
     log_format: Literal["text", "json"] = "text"
     persona_file: str | None = None
 
@@ -266,7 +266,7 @@ class Settings(BaseSettings):
     def _readable_persona_file(cls, value: str | None) -> str | None:
         # Checked with the other settings, so a wrong path stops every command at start, in one line.
         if value is not None:
-            from agent.persona import read_persona_file
+            from agent.chat.persona import read_persona_file
 
             read_persona_file(value)
         return value

@@ -23,7 +23,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_core import to_jsonable_python
 
-from agent.tokens import TokenCounter
+from agent.history.tokens import TokenCounter
 
 logger = logging.getLogger(__name__)
 

@@ -23,11 +23,11 @@ from contextlib import asynccontextmanager
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
-from agent.errors import UserForgottenError
-from agent.locks import advisory_lock
+from agent.core.errors import UserForgottenError
+from agent.turn.locks import advisory_lock
 from db.repositories import user_present
 
-# Advisory lock keys: the top bits say what is locked (agent/locks.py uses 1 << 56 for turns).
+# Advisory lock keys: the top bits say what is locked (agent/turn/locks.py uses 1 << 56 for turns).
 WRITER_LOCK_SPACE = 2 << 56
 
 

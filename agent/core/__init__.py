@@ -1,0 +1,1 @@
+"""Settings, the clock, the error hierarchy, bounded caches, usage metering and model prices."""

@@ -1,0 +1,1 @@
+"""The extraction and summary agents that the background jobs call."""
