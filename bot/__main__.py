@@ -116,12 +116,12 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     if args.command == "web":
         settings.require("telegram_bot_token")  # the Mini App's sign-in is signed with it
-        from bot.web_cli import serve_pages
+        from bot.web.serve import serve_pages
 
         asyncio.run(serve_pages(settings))
         return 0
     if args.command == "chat":
-        from bot.chat import run_chat
+        from bot.cli.chat import run_chat
 
         if args.model:
             update = {"model": args.model}
@@ -133,13 +133,13 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         asyncio.run(run_chat(settings, user_name=args.user))
         return 0
     if args.command == "jobs":
-        from bot.jobs_cli import run_jobs_command
+        from bot.cli.jobs import run_jobs_command
 
         return asyncio.run(
             run_jobs_command(settings, args.name, conversation_id=args.conversation, limit=args.limit)
         )
     if args.command == "reindex":
-        from bot.reindex import run_reindex
+        from bot.cli.reindex import run_reindex
 
         return asyncio.run(run_reindex(settings, user_key=args.user))
     if args.command == "run":

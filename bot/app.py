@@ -28,15 +28,15 @@ from agent.core.errors import ConfigurationError
 from agent.core.model_lifecycle import model_warnings
 from agent.core.settings import Settings
 from agent.onboarding.service import OnboardingService
-from bot import access, admin, commands, handlers, media
 from bot.delivery.runner import DeliveryRunner, build_delivery
 from bot.delivery.signals import SignalFreeServer, on_stop_signal
+from bot.handlers import access, admin, commands, media, messages
 from bot.preflight import listen, one_line, preflight
 from bot.ratelimit import RateLimiter
 from bot.runtime import Runtime, build_runtime
 from bot.services import SERVICES_KEY, BotServices, services, services_of
-from bot.timeline import command as timeline_command
-from bot.web import build_web_app
+from bot.web.app import build_web_app
+from bot.web.timeline import command as timeline_command
 from db.migrate import upgrade_in_child
 from jobs.scheduler import schedule_jobs
 
@@ -89,11 +89,11 @@ def _register(application: AnyApplication, settings: Settings) -> None:
     # group of its own: it matches every update, so it would shadow anything else in its group.
     application.add_handler(TypeHandler(Update, access.gate), group=access.GATE_GROUP)
     application.add_handler(
-        MessageHandler(filters.UpdateType.EDITED | filters.UpdateType.CHANNEL_POSTS, handlers.on_ignored)
+        MessageHandler(filters.UpdateType.EDITED | filters.UpdateType.CHANNEL_POSTS, messages.on_ignored)
     )
     user_commands = {
-        "start": handlers.on_start,
-        "skip": handlers.on_skip,
+        "start": messages.on_start,
+        "skip": messages.on_skip,
         "help": commands.on_help,
         "memory": commands.on_memory,
         "timezone": commands.on_timezone,
@@ -118,15 +118,15 @@ def _register(application: AnyApplication, settings: Settings) -> None:
     for name, callback in admin_commands.items():
         application.add_handler(CommandHandler(name, callback, filters=admins))
     application.add_handler(CallbackQueryHandler(commands.on_forget_button, pattern=r"^forget:"))
-    application.add_handler(MessageHandler(filters.COMMAND & private, handlers.on_unknown_command))
-    application.add_handler(MessageHandler(filters.TEXT & private, handlers.on_text))
+    application.add_handler(MessageHandler(filters.COMMAND & private, messages.on_unknown_command))
+    application.add_handler(MessageHandler(filters.TEXT & private, messages.on_text))
     application.add_handler(MessageHandler(filters.PHOTO & private, media.on_photo))
     application.add_handler(MessageHandler(filters.Document.ALL & private, media.on_document))
     application.add_handler(MessageHandler(filters.VOICE & private, media.on_voice))
     application.add_handler(
-        MessageHandler(private & ~filters.TEXT & ~filters.StatusUpdate.ALL, handlers.on_other)
+        MessageHandler(private & ~filters.TEXT & ~filters.StatusUpdate.ALL, messages.on_other)
     )
-    application.add_error_handler(handlers.on_error)
+    application.add_error_handler(messages.on_error)
 
 
 async def _post_init(application: AnyApplication) -> None:

@@ -15,9 +15,9 @@ from agent.account.access import AccessPolicy
 from agent.account.users import get_or_create_user
 from agent.onboarding.service import OnboardingService
 from bot.delivery.runner import DeliveryRunner
+from bot.delivery.sending import send_text
 from bot.ratelimit import RateLimiter, Scope
 from bot.runtime import Runtime
-from bot.sending import send_text
 from db.models import User
 
 SERVICES_KEY = "nikita"
@@ -35,7 +35,7 @@ class BotServices:
     runtime: Runtime
     onboarding: OnboardingService
     limiter: RateLimiter
-    # Who may use the bot (ACCESS, ALLOWED_USERS, /allow, /deny); bot/access.py's gate asks it.
+    # Who may use the bot (ACCESS, ALLOWED_USERS, /allow, /deny); bot/handlers/access.py's gate asks it.
     access: AccessPolicy
     # The inbox, its dispatcher and the poller (issue 10): every update reaches the handlers through it.
     delivery: DeliveryRunner

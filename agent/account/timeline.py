@@ -1,6 +1,6 @@
 """The timeline of one user (issue 15): their days, one day's summary card and folded transcript.
 
-Telegram-free: the Mini App in `bot/timeline` shows what this module returns.
+Telegram-free: the Mini App in `bot/web/timeline` shows what this module returns.
 
 "Covered" (seed 001 §3.4, "fold them once a summary has covered them"): a user or assistant
 message is covered when its day has a summary and the message is at or before the last message

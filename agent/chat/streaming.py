@@ -1,7 +1,7 @@
 """Watching a turn while the model writes it: the answer so far, and which tool is running.
 
 Telegram-free: a surface passes a `TurnProgress` to `TurnService.reply` and shows what it hears
-(bot/streaming.py turns it into Telegram drafts). What is streamed is a preview only: the stored
+(bot/delivery/streaming.py turns it into Telegram drafts). What is streamed is a preview only: the stored
 and delivered answer is still the run's final output, so a preview that never arrives costs nothing.
 """
 

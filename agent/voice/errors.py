@@ -1,4 +1,4 @@
-"""The voice surface's errors: each one maps to one HTTP answer in bot/voice.py, never to a 500."""
+"""The voice surface's errors: each one maps to one HTTP answer in bot/web/voice.py, never to a 500."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`VoiceService`: a call's three moments (initiate, server tools, call ended), Telegram- and HTTP-free.
 
-bot/voice.py turns requests into these calls and their errors into HTTP answers.
+bot/web/voice.py turns requests into these calls and their errors into HTTP answers.
 """
 
 from __future__ import annotations

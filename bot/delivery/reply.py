@@ -7,7 +7,7 @@ done in the same statement). The one window left is between Telegram accepting a
 commit: a crash inside it sends that chunk again when the row is resumed (at least once, never
 lost), and the row's `resumed_sends` counts every resumption that may have hit it.
 
-A streamed preview message (bot/edit_stream.py) that this process sent for the row becomes the
+A streamed preview message (bot/delivery/edit_stream.py) that this process sent for the row becomes the
 answer's first chunk by an edit, counted like a sent chunk; if Telegram refuses the edit the preview
 is deleted and the chunk sent. After a crash the resumed row sends the answer fresh (the preview id
 lived in this process only), leaving the preview as a partial message.
@@ -29,7 +29,7 @@ from telegram.error import BadRequest, TelegramError
 
 from agent.core.clock import Clock
 from agent.core.errors import NikitaError
-from bot.formatting import Chunk, render
+from bot.delivery.formatting import Chunk, render
 from db.inbox import InboxRepository, LeasedUpdate
 from db.models import InboxUpdate
 from db.uninterrupted import uninterrupted

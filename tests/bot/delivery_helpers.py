@@ -17,7 +17,7 @@ from agent.core.settings import Settings
 from bot.app import AnyApplication, build_application, running
 from bot.delivery.runner import DeliveryRunner
 from bot.runtime import Runtime, build_runtime
-from bot.web import build_web_app
+from bot.web.app import build_web_app
 from db.models import InboxUpdate, TranscriptMessage
 from tests.bot.conftest import Brain
 

@@ -22,7 +22,7 @@ from agent.core.settings import Settings
 from agent.turn.budget import BUDGET_REPLY
 from bench.fakes.telegram_api import FakeTelegram
 from bot.app import build_application, running
-from bot.handlers import UNKNOWN_COMMAND
+from bot.handlers.messages import UNKNOWN_COMMAND
 from bot.ratelimit import STRANGER_REPLY
 from bot.runtime import Runtime, build_runtime
 from bot.services import services_of

@@ -14,8 +14,8 @@ from agent.core.settings import Settings
 from agent.turn.service import FAULT_APOLOGY
 from bench.fakes.telegram_api import FakeTelegram
 from bot.app import AnyApplication, build_application, running
-from bot.commands import FORGET_ASK, FORGOTTEN, USER_COMMANDS, help_text
-from bot.handlers import ERROR_REPLY, UNKNOWN_COMMAND
+from bot.handlers.commands import FORGET_ASK, FORGOTTEN, USER_COMMANDS, help_text
+from bot.handlers.messages import ERROR_REPLY, UNKNOWN_COMMAND
 from bot.runtime import Runtime, build_runtime
 from db.models import InboxUpdate, TranscriptMessage, User
 from tests.bot.conftest import ADMIN, Brain

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 from agent.core.settings import Settings
-from bot.chat import run_chat
+from bot.cli.chat import run_chat
 
 
 async def test_terminal_chat_remembers_and_shows_the_context(tmp_path: object) -> None:

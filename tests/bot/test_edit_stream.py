@@ -17,9 +17,9 @@ from telegram import Bot, Message
 from agent.core.clock import Clock
 from agent.core.settings import Settings
 from bench.fakes.telegram_api import FakeTelegram
+from bot.delivery.edit_stream import GROUP_INTERVAL, EditStream
 from bot.delivery.reply import Delivery
-from bot.edit_stream import GROUP_INTERVAL, EditStream
-from bot.streaming import preview
+from bot.delivery.streaming import preview
 from db.inbox import LeasedUpdate
 from tests.bot.conftest import TOKEN
 

@@ -14,7 +14,7 @@ from pydantic_ai.models.test import TestModel
 from agent.core.settings import Settings
 from bench.fakes.telegram_api import MAX_DOCUMENT_BYTES, FakeTelegram
 from bot.app import build_application, running
-from bot.commands import export_caption
+from bot.handlers.commands import export_caption
 from bot.runtime import build_runtime
 from db.models import TranscriptMessage
 from tests.agent.test_export import deep_merge

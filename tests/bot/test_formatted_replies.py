@@ -10,7 +10,7 @@ from pydantic_ai.models.function import FunctionModel
 
 from agent.core.settings import Settings
 from bench.fakes.telegram_api import FakeTelegram
-from bot.formatting import render
+from bot.delivery.formatting import render
 from bot.runtime import Runtime
 from tests.bot.conftest import Brain, running_bot
 from tests.bot.test_formatting import EVERY_ENTITY

@@ -7,7 +7,7 @@ import telegramify_markdown
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.formatting import Chunk, render, utf16_len
+from bot.delivery.formatting import Chunk, render, utf16_len
 
 EVERY_ENTITY = (
     "**bold** _italic_ ~~gone~~ `code` [a link](https://example.com/x) ||secret|| 😀🎉\n\n"

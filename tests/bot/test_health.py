@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 from starlette.applications import Starlette
 
-from bot.health import health_route
+from bot.web.health import health_route
 from db.engine import create_engine
 from db.migrate import upgrade_to_head
 from tests.bot.conftest import TOKEN

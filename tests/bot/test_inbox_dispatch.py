@@ -13,9 +13,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.settings import Settings
 from bench.fakes.telegram_api import FakeTelegram
-from bot.commands import FORGOTTEN
 from bot.delivery.dispatcher import ERROR_REPLY
-from bot.web import WEBHOOK_PATH
+from bot.handlers.commands import FORGOTTEN
+from bot.web.app import WEBHOOK_PATH
 from db.engine import create_engine
 from db.inbox import InboxRepository, NewUpdate
 from tests.bot.conftest import Brain

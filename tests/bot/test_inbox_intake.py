@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from agent.core.settings import Settings
 from bench.fakes.telegram_api import FakeTelegram
-from bot.web import WEBHOOK_PATH
+from bot.web.app import WEBHOOK_PATH
 from db.models import InboxUpdate
 from tests.bot.conftest import Brain
 from tests.bot.delivery_helpers import (

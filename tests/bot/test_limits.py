@@ -13,7 +13,7 @@ from pydantic_ai.models.test import TestModel
 from agent.core.settings import Settings
 from bench.fakes.telegram_api import FakeTelegram
 from bot.app import build_application, running
-from bot.commands import FORGOTTEN
+from bot.handlers.commands import FORGOTTEN
 from bot.runtime import build_runtime
 from tests.bot.conftest import Brain
 from tests.bot.test_app import onboard

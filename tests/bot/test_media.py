@@ -17,7 +17,7 @@ from bench.fakes.anthropic_api import FakeAnthropic, fake_anthropic_server
 from bench.fakes.pdf import make_pdf
 from bench.fakes.telegram_api import FakeTelegram
 from bench.fakes.transcription_api import FakeTranscriber
-from bot.media import TOO_BIG, UNHEARD, UNREADABLE_PDF
+from bot.handlers.media import TOO_BIG, UNHEARD, UNREADABLE_PDF
 from bot.runtime import Runtime
 from db.models import Conversation
 from tests.bot.conftest import running_bot, transcript_rows

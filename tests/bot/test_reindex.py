@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import func, select
 
 from agent.core.settings import Settings
-from bot.reindex import run_reindex
+from bot.cli.reindex import run_reindex
 from db.engine import create_engine, session_factory
 from db.migrate import upgrade_to_head_async
 from db.models import SearchChunk

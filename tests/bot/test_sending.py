@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.sending import LIMIT, split_text
+from bot.delivery.sending import LIMIT, split_text
 
 
 @settings(max_examples=200)

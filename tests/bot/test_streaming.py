@@ -17,7 +17,7 @@ from sqlalchemy import select
 from agent.core.settings import Settings
 from agent.turn.service import FAULT_APOLOGY
 from bench.fakes.telegram_api import FakeTelegram
-from bot.preview import TOOL_STATUS
+from bot.delivery.preview import TOOL_STATUS
 from bot.runtime import Runtime
 from db.models import Conversation
 from tests.bot.conftest import Brain, last_user_text, running_bot, transcript_rows

@@ -15,7 +15,7 @@ from agent.core.settings import Settings
 from bench.fakes.telegram_api import FakeTelegram
 from bot.app import build_application, running
 from bot.runtime import Runtime, build_runtime
-from bot.web import SECRET_HEADER, WEBHOOK_PATH, build_web_app
+from bot.web.app import SECRET_HEADER, WEBHOOK_PATH, build_web_app
 from tests.bot.conftest import Brain
 
 URL = "https://nikita.example/telegram/webhook"

@@ -33,7 +33,7 @@ from agent.graph.guarded import GuardedGraphMemory
 from agent.graph.tier import GraphMemoryTier
 from agent.search.embeddings import HashingEmbedder
 from bench.fakes.graph_llm import ScriptedLLMClient
-from bot.reports import memory_report
+from bot.handlers.reports import memory_report
 from bot.runtime import Runtime, build_runtime
 from jobs.registry import run_job
 from tests.jobs.conftest import ScriptedSummaries, extraction_reply, seed_conversation

@@ -14,7 +14,7 @@ from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from bench.fakes.telegram_webapp import sign_init_data
 from bot.runtime import Runtime, build_runtime
-from bot.web_cli import build_pages_app
+from bot.web.serve import build_pages_app
 from tests.bot.conftest import TOKEN
 from tests.bot.timeline.seed import NOW, Seeded, seed_timeline
 

@@ -8,7 +8,7 @@ import httpx
 from sqlalchemy import select
 
 from bot.runtime import Runtime
-from bot.web_cli import build_pages_app
+from bot.web.serve import build_pages_app
 from db.models import DaySegment, TranscriptMessage
 from jobs.registry import run_job
 from tests.bot.timeline.conftest import Auth

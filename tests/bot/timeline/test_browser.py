@@ -34,7 +34,7 @@ from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from bench.fakes.telegram_webapp import launch_fragment, sign_init_data
 from bot.runtime import build_runtime
-from bot.web_cli import build_pages_app
+from bot.web.serve import build_pages_app
 from tests.bot.conftest import TOKEN
 from tests.bot.timeline.seed import ANA, NOW, seed_timeline
 

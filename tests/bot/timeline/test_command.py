@@ -17,8 +17,8 @@ from agent.core.settings import Settings
 from bench.fakes.telegram_api import FakeTelegram
 from bot.app import build_application, running
 from bot.runtime import build_runtime
-from bot.timeline.command import BUTTON_TEXT, NOT_SET_UP, OPEN_TEXT
-from bot.web import build_web_app
+from bot.web.app import build_web_app
+from bot.web.timeline.command import BUTTON_TEXT, NOT_SET_UP, OPEN_TEXT
 from tests.bot.conftest import TOKEN
 from tests.bot.timeline.conftest import Auth
 

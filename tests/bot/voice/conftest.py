@@ -30,7 +30,7 @@ from bench.fakes.telegram_api import FakeTelegram
 from bench.fakes.voice_agent import FakeVoiceAgent
 from bot.app import build_application, running
 from bot.runtime import Runtime, build_runtime
-from bot.web import SECRET_HEADER, WEBHOOK_PATH, build_web_app
+from bot.web.app import SECRET_HEADER, WEBHOOK_PATH, build_web_app
 
 INITIATE_SECRET = "initiate-secret-for-tests"
 TOKEN_SECRET = "token-signing-key-for-tests"

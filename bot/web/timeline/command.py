@@ -8,7 +8,7 @@ from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, MenuButton
 from telegram.ext import ContextTypes
 
 from agent.core.settings import Settings
-from bot.sending import send_text
+from bot.delivery.sending import send_text
 from bot.services import services
 
 logger = logging.getLogger(__name__)

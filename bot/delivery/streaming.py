@@ -5,7 +5,7 @@ path (bot/delivery/reply.py), so a resumed delivery never duplicates anything a 
 are sent from a background task at most every `interval` seconds with the newest text, so a slow
 Telegram never slows the model down. RetryAfter waits as long as Telegram asks; a BadRequest (a
 server without drafts, a refused entity) stops the drafts for this turn and, with
-STREAM_EDIT_FALLBACK, hands the preview to an `EditStream` (send, then edit; bot/edit_stream.py),
+STREAM_EDIT_FALLBACK, hands the preview to an `EditStream` (send, then edit; bot/delivery/edit_stream.py),
 which groups use from the start; other errors skip one update. Nothing here can fail the turn.
 """
 
@@ -20,10 +20,10 @@ from telegram.constants import ChatType
 from telegram.error import BadRequest
 
 from agent.core.settings import Settings
+from bot.delivery.edit_stream import GROUP_INTERVAL, EditStream
+from bot.delivery.formatting import Chunk
+from bot.delivery.preview import LivePreview
 from bot.delivery.reply import Delivery
-from bot.edit_stream import GROUP_INTERVAL, EditStream
-from bot.formatting import Chunk
-from bot.preview import LivePreview
 
 logger = logging.getLogger(__name__)
 

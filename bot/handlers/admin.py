@@ -7,8 +7,8 @@ from telegram.ext import ContextTypes
 
 from agent.account.access import Rule
 from agent.account.access_keys import access_key
-from bot.reports import access_report, prompt_report, stats_report, user_report
-from bot.sending import send_text
+from bot.delivery.sending import send_text
+from bot.handlers.reports import access_report, prompt_report, stats_report, user_report
 from bot.services import services
 from jobs.queue import queue_stats, requeue
 

@@ -18,10 +18,10 @@ from starlette.routing import BaseRoute
 
 from agent.core.settings import Settings
 from agent.graph import NullGraphMemory
-from bot import timeline
-from bot.health import health_route
 from bot.preflight import check_database, listen
 from bot.runtime import Runtime, build_runtime
+from bot.web import timeline
+from bot.web.health import health_route
 
 logger = logging.getLogger(__name__)
 

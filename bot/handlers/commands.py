@@ -12,8 +12,8 @@ from telegram.ext import ContextTypes
 
 from agent.account.export import PartWriter, export_events
 from agent.account.timezones import resolve_timezone
-from bot.reports import memory_report
-from bot.sending import send_text
+from bot.delivery.sending import send_text
+from bot.handlers.reports import memory_report
 from bot.services import services
 from db.inbox import InboxRepository
 from db.models import User

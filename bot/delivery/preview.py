@@ -17,7 +17,7 @@ from datetime import timedelta
 from telegram import Bot
 from telegram.error import BadRequest, RetryAfter, TelegramError
 
-from bot.formatting import Chunk, render
+from bot.delivery.formatting import Chunk, render
 
 logger = logging.getLogger(__name__)
 

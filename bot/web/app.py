@@ -15,12 +15,12 @@ from starlette.routing import BaseRoute, Route
 from telegram.ext import Application
 
 from agent.core.errors import ConfigurationError
-from bot import timeline, voice
 from bot.delivery import routes as delivery_routes
 from bot.delivery.intake import NotAnUpdateError, parse_update
-from bot.health import health_route
 from bot.runtime import Runtime
 from bot.services import services_of
+from bot.web import timeline, voice
+from bot.web.health import health_route
 
 logger = logging.getLogger(__name__)
 

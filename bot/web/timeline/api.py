@@ -24,7 +24,7 @@ from agent.search.get import MessagesOut, RecallNotFoundError, SummaryOut
 from agent.search.recall import Recall
 from bot.ratelimit import RateLimiter
 from bot.runtime import Runtime
-from bot.timeline.auth import SCHEME, InitDataError, init_data_from_header, validate_init_data
+from bot.web.timeline.auth import SCHEME, InitDataError, init_data_from_header, validate_init_data
 
 logger = logging.getLogger(__name__)
 

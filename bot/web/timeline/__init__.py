@@ -1,6 +1,6 @@
 """The timeline Telegram Mini App (issue 15): a page, its static files and its signed JSON API.
 
-`routes(runtime)` is added to the webhook's web app (`bot/web.py`) and served alone by
+`routes(runtime)` is added to the webhook's web app (`bot/web/app.py`) and served alone by
 `python -m bot web` next to a polling bot.
 """
 
@@ -12,8 +12,8 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from bot.runtime import Runtime
-from bot.timeline.api import TimelineApi
-from bot.timeline.page import CONTENT_SECURITY_POLICY, STATIC_DIR, asset_version, render_page
+from bot.web.timeline.api import TimelineApi
+from bot.web.timeline.page import CONTENT_SECURITY_POLICY, STATIC_DIR, asset_version, render_page
 
 PAGE_PATH = "/timeline"
 

@@ -17,9 +17,9 @@ from agent.chat.attachments import Attachment
 from agent.turn.transcript import store_unanswered
 from bot.delivery.dispatcher import ERROR_REPLY, is_retryable
 from bot.delivery.reply import LeaseLostError, worked_row
-from bot.sending import send_text, typing
+from bot.delivery.sending import send_text, typing
+from bot.delivery.streaming import preview
 from bot.services import services
-from bot.streaming import preview
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ OTHER_REPLY = "I can only read text for now."
 _REPLIES = {
     "sticker": "Ha, nice sticker! I can only read words though, so tell me what's on your mind.",
     # Photos, text files and (with transcription set up) voice notes reach the model once onboarding
-    # is complete (bot/media.py); until then, and otherwise, these answers stand.
+    # is complete (bot/handlers/media.py); until then, and otherwise, these answers stand.
     "photo": "I'll look at pictures once we've finished getting to know each other. Tell me in words?",
     "voice": "I can't listen to voice messages yet. Could you type it for me?",
     "video": "I can't watch videos yet. What's it about?",

@@ -4,7 +4,7 @@ The inbox stores the update; the file is fetched (getFile + download) only when 
 worked, capped in size before and after the download. A photo or document reaches the model as an
 attachment (agent/chat/attachments.py); a voice note is transcribed when a transcription endpoint is
 configured. Anything too large, of another type, or not transcribable gets a short honest answer,
-stored like the other media (bot/handlers.py).
+stored like the other media (bot/handlers/messages.py).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from telegram.ext import ContextTypes
 from agent.chat.attachments import Attachment
 from agent.chat.pdf import UnreadablePdfError, pdf_text
 from agent.core.errors import NikitaError
-from bot.handlers import Fetched, answer, describe, on_other
+from bot.handlers.messages import Fetched, answer, describe, on_other
+from bot.handlers.transcribe import TranscriptionError, transcribe
 from bot.services import services
-from bot.transcribe import TranscriptionError, transcribe
 
 logger = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from telegram import Bot
 from telegram.error import BadRequest
 
-from bot.formatting import Chunk
-from bot.preview import LivePreview
+from bot.delivery.formatting import Chunk
+from bot.delivery.preview import LivePreview
 
 MIN_INTERVAL = 1.0  # seconds between edits in a private chat
 GROUP_INTERVAL = 3.0  # seconds between edits in a group (~20 messages a minute per group)

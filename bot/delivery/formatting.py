@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import telegramify_markdown
 from telegram import MessageEntity
 
-from bot.sending import BOUNDARIES, LIMIT, split_text
+from bot.delivery.sending import BOUNDARIES, LIMIT, split_text
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""The command line's tools besides run: the terminal chat, one job run, reindexing."""
