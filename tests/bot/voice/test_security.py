@@ -111,7 +111,7 @@ async def _signed_headers(agent: FakeVoiceAgent, body: bytes) -> dict[str, str]:
 
     return {
         "ElevenLabs-Signature": elevenlabs_signature(
-            body, agent.webhook_secret, int(agent.core.clock.now().timestamp())
+            body, agent.webhook_secret, int(agent.clock.now().timestamp())
         )
     }
 
