@@ -1,11 +1,11 @@
 """`TurnService.reply`: the one Telegram-free entry point that answers a user's message.
 
-Delivery (issue 10): a surface that must answer each message exactly once passes a `TurnReceipt`;
-it runs inside the transaction that stores the answer, so "answered" and "the surface knows what to
-send" commit together. A message already stored under its Telegram id is never stored again: with
-its answer stored it is a repeated delivery; without one (the process stopped mid-turn) its turn
-runs now for the stored message. Whatever the agent run raises, the turn stores a paired
-request/apology, except a transient database error, which the inbox retries (db/transient.py).
+A turn reads in order: take the message in (agent/turn/intake.py: stored in its session, or found
+stored before), check the user's token budget, build the context, run the chat agent
+(agent/turn/run.py: a failure becomes an apology), then store the answer, the grown history, the
+context snapshot and the usage in one transaction. A surface that must answer each message exactly
+once passes a `TurnReceipt`; it runs inside that transaction, so "answered" and "the surface knows
+what to send" commit together.
 """
 
 from __future__ import annotations
@@ -16,49 +16,32 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
-from pydantic_ai.exceptions import AgentRunError
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models import Model
-from sqlalchemy import func, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.chat import attachments as files
-from agent.chat.agent import build_chat_model, chat_agent, chat_model_settings
+from agent.chat.agent import build_chat_model
 from agent.chat.deps import TurnDeps
 from agent.chat.persona import persona_for
-from agent.chat.streaming import TurnProgress, can_stream, event_handler
+from agent.chat.streaming import TurnProgress
 from agent.context import BuiltContext, ContextBuilder
 from agent.core.clock import Clock, ensure_utc
-from agent.core.errors import UserNotFoundError
 from agent.core.settings import Settings
-from agent.core.usage import UsageMeter, metering, record_run, store_usage
+from agent.core.usage import UsageMeter, metering, store_usage
 from agent.history.sessions import SessionHistories, StoredHistory
 from agent.history.tokens import get_counter
 from agent.search.recall import Recall
 from agent.turn.budget import BUDGET_REPLY, Over, TokenBudget, counting
+from agent.turn.intake import Intake, Prepared
 from agent.turn.locks import UserLocks
-from agent.turn.sessions import session_expired
-from agent.turn.transcript import Delivered, TurnReceipt, delivered, write_message
+from agent.turn.run import Outcome, run_chat
+from agent.turn.transcript import Delivered, TurnReceipt, write_message
 from db.memory_repositories import flag_summary_due
-from db.models import Conversation, DaySegment, TranscriptMessage, User
-from db.repositories import (
-    ConversationRepository,
-    PromptRepository,
-    UserRepository,
-)
-from db.transient import is_transient
+from db.models import DaySegment, TranscriptMessage
+from db.repositories import ConversationRepository, PromptRepository
 
 logger = logging.getLogger(__name__)
-
-APOLOGY = (
-    "Sorry, I couldn't think straight just now (my language model didn't answer). "
-    "Your message is saved; please try again in a moment."
-)
-FAULT_APOLOGY = (
-    "Sorry, something went wrong on my side while I was thinking about that. "
-    "Your message is saved; please try again in a moment."
-)
 
 
 @dataclass(frozen=True)
@@ -75,20 +58,8 @@ class TurnResult:
     failed: bool = False
 
 
-@dataclass(frozen=True)
-class _Prepared:
-    user: User
-    conversation: Conversation
-    text: str
-    message_id: int
-    new_session: bool
-    closed_id: int | None
-    previous_message_at: datetime | None
-    attachments: tuple[files.Attachment, ...] = ()
-
-
 class TurnService:
-    """Runs turns: session detection, context, history, model call, persistence."""
+    """Runs turns: one user's at a time, different users' side by side."""
 
     def __init__(
         self,
@@ -108,13 +79,14 @@ class TurnService:
         self.context_builder = context_builder or ContextBuilder(settings)
         self.model: Model | str = model if model is not None else build_chat_model(settings)
         self.counter = get_counter()
-        # Conversation search and memory tools (issue 6); None leaves the tools answering "unavailable".
+        # Conversation search and memory tools; None leaves the tools answering "unavailable".
         self.recall = recall
         # Daily token caps, checked before each turn's model call (agent/turn/budget.py).
         self.budget = TokenBudget.from_settings(settings)
         self.histories = SessionHistories(
             max_sessions=settings.history_cache_sessions, max_bytes=settings.history_cache_max_bytes
         )
+        self.intake = Intake(sessions, self.histories, self.session_timeout)
         self._background: set[asyncio.Task[object]] = set()
 
     async def settle(self) -> None:
@@ -157,177 +129,64 @@ class TurnService:
         sent_at = ensure_utc(sent_at)
         text = text.replace("\x00", "")  # what the model reads is what is stored (PostgreSQL refuses NUL)
         async with self.locks.hold(user_id):
-            prepared = await self._prepare(user_id, text, sent_at, telegram_message_id, kind)
-            if isinstance(prepared, TurnResult):
-                return prepared
-            prepared = replace(prepared, attachments=tuple(attachments))
+            taken = await self.intake.take(user_id, text, sent_at, telegram_message_id, kind)
+            if isinstance(taken, Delivered):
+                return _repeated(taken)
+            prepared = replace(taken, attachments=tuple(attachments))
+            stored = await self.histories.load(
+                # The count includes this turn's user message, stored a moment ago.
+                self.sessions,
+                prepared.conversation.id,
+                prepared.conversation.message_count - 1,
+            )
             over = await self.budget.over(self.sessions, user_id, sent_at)
             if over is not None:
-                return await self._refuse(prepared, sent_at, receipt, over)
-            return await self._run_and_persist(prepared, sent_at, receipt, progress)
-
-    async def _prepare(
-        self, user_id: int, text: str, sent_at: datetime, telegram_message_id: int | None, kind: str
-    ) -> _Prepared | TurnResult:
-        stored = await self._stored(user_id, telegram_message_id)
-        if stored is None:
-            try:
-                return await self._store_user_message(user_id, text, sent_at, telegram_message_id, kind)
-            except IntegrityError:
-                # Another process stored the same Telegram message between our check and insert.
-                stored = await self._stored(user_id, telegram_message_id)
-                if stored is None:
-                    raise
-                return self._duplicate(stored.message, stored.answer)
-        message, answer = stored.message, stored.answer
-        if answer is not None or message.conversation_id is None:
-            return self._duplicate(message, answer)
-        # Stored but never answered: the process stopped mid-turn. We hold the user's turn lock, so
-        # no other process is answering it; its turn runs now, without storing it again.
-        return await self._resume(message)
-
-    async def _stored(self, user_id: int, telegram_message_id: int | None) -> Delivered | None:
-        async with self.sessions() as session:
-            return await delivered(session, user_id, telegram_message_id)
-
-    def _duplicate(self, stored: TranscriptMessage, answer: TranscriptMessage | None) -> TurnResult:
-        logger.info("duplicate delivery", extra={"user_id": stored.user_id, "message_id": stored.id})
-        return TurnResult(
-            text=answer.content if answer else "",
-            conversation_id=stored.conversation_id or 0,
-            message_id=stored.id,
-            reply_id=answer.id if answer else None,
-            new_session=False,
-            duplicate=True,
-        )
-
-    async def _resume(self, message: TranscriptMessage) -> _Prepared:
-        async with self.sessions() as session:
-            user = await UserRepository(session).get(message.user_id)
-            assert message.conversation_id is not None
-            conversation = await ConversationRepository(session).get(message.conversation_id, history=False)
-            previous = await session.scalar(
-                select(func.max(TranscriptMessage.sent_at)).where(
-                    TranscriptMessage.user_id == message.user_id,
-                    TranscriptMessage.role == "user",
-                    TranscriptMessage.id < message.id,
-                )
-            )
-        if user is None or conversation is None:
-            raise UserNotFoundError(f"no user or conversation for message {message.id}")
-        logger.info(
-            "resuming an unanswered turn",
-            extra={"user_id": user.id, "conversation_id": conversation.id, "message_id": message.id},
-        )
-        return _Prepared(user, conversation, message.content, message.id, False, None, previous)
-
-    async def _store_user_message(
-        self, user_id: int, text: str, sent_at: datetime, telegram_message_id: int | None, kind: str
-    ) -> _Prepared:
-        async with self.sessions() as session, session.begin():
-            user = await UserRepository(session).get(user_id)
-            if user is None:
-                raise UserNotFoundError(f"no user with id {user_id}")
-            conversations = ConversationRepository(session)
-            conversation = await conversations.active_for(user_id)
-            closed_id: int | None = None
-            previous_message_at = user.last_message_at
-            if conversation is not None and session_expired(
-                conversation.last_message_at, sent_at, self.session_timeout
-            ):
-                await conversations.close(conversation, conversation.last_message_at)
-                closed_id = conversation.id
-                self.histories.forget(conversation.id)
-                conversation = None
-            new_session = conversation is None
-            if conversation is None:
-                conversation = await conversations.start(user_id, sent_at)
-            conversation.last_message_at = max(conversation.last_message_at, sent_at)
-            conversation.message_count += 1
-            if user.last_message_at is None or sent_at > user.last_message_at:
-                user.last_message_at = sent_at
-            message = await write_message(
-                session,
-                user,
-                role="user",
-                kind=kind,
-                content=text,
-                sent_at=sent_at,
-                conversation_id=conversation.id,
-                telegram_message_id=telegram_message_id,
-            )
-        if closed_id is not None:
-            logger.info(
-                "session closed by new message", extra={"user_id": user_id, "conversation_id": closed_id}
-            )
-        return _Prepared(user, conversation, text, message.id, new_session, closed_id, previous_message_at)
+                return await self._refuse(prepared, stored, sent_at, receipt, over)
+            # Every model call of the turn (compaction, the chat run) counts towards the user's usage.
+            with metering() as meter:
+                return await self._answer(prepared, stored, sent_at, receipt, meter, progress)
 
     async def _refuse(
-        self, prepared: _Prepared, sent_at: datetime, receipt: TurnReceipt | None, over: Over
+        self,
+        prepared: Prepared,
+        stored: StoredHistory,
+        sent_at: datetime,
+        receipt: TurnReceipt | None,
+        over: Over,
     ) -> TurnResult:
         # Over a daily token cap: the message stays stored and gets BUDGET_REPLY, without a model call.
         logger.info("token budget reached", extra={"user_id": prepared.user.id, "budget": over})
-        conversation = prepared.conversation
-        stored_history = await self.histories.load(
-            self.sessions, conversation.id, conversation.message_count - 1
-        )
-        new_messages: list[ModelMessage] = [
+        exchange: list[ModelMessage] = [
             ModelRequest(parts=[UserPromptPart(prepared.text, timestamp=sent_at)]),
             ModelResponse(parts=[TextPart(BUDGET_REPLY)], timestamp=sent_at),
         ]
-        counted, none = counting(receipt, over, sent_at), UsageMeter()
+        outcome = Outcome(BUDGET_REPLY, exchange, prepared.text)
+        counted = counting(receipt, over, sent_at)
         reply_id = await self._persist(
-            prepared, stored_history, new_messages, BUDGET_REPLY, None, {}, sent_at, "budget", counted, none
+            prepared, stored, outcome, None, sent_at, "budget", counted, UsageMeter()
         )
-        return TurnResult(
-            text=BUDGET_REPLY,
-            conversation_id=conversation.id,
-            message_id=prepared.message_id,
-            reply_id=reply_id,
-            new_session=prepared.new_session,
-            closed_conversation_id=prepared.closed_id,
-        )
+        return _result(prepared, outcome, reply_id)
 
-    async def _run_and_persist(
+    async def _answer(
         self,
-        prepared: _Prepared,
-        sent_at: datetime,
-        receipt: TurnReceipt | None,
-        progress: TurnProgress | None = None,
-    ) -> TurnResult:
-        conversation = prepared.conversation
-        # The count includes this turn's user message, stored a moment ago.
-        stored_history = await self.histories.load(
-            self.sessions, conversation.id, conversation.message_count - 1
-        )
-        # Every model call of the turn (compaction, the chat run) counts towards the user's usage.
-        meter = UsageMeter()
-        with metering(meter):
-            return await self._metered_run(prepared, stored_history, sent_at, receipt, meter, progress)
-
-    async def _metered_run(
-        self,
-        prepared: _Prepared,
-        stored_history: StoredHistory,
+        prepared: Prepared,
+        stored: StoredHistory,
         sent_at: datetime,
         receipt: TurnReceipt | None,
         meter: UsageMeter,
         progress: TurnProgress | None,
     ) -> TurnResult:
-        user, conversation, text = prepared.user, prepared.conversation, prepared.text
-        stored = stored_history.messages
+        user, conversation = prepared.user, prepared.conversation
         # Tiers, compaction and the budget (history included) in one place; each tier in its own session.
         context = await self.context_builder.build(
             self.sessions,
             user=user,
             conversation=conversation,
-            text=text,
+            text=prepared.text,
             now=sent_at,
             previous_message_at=prepared.previous_message_at,
-            history=stored,
+            history=stored.messages,
         )
-        # First message of a session: no history, so the instructions start the run fresh.
-        history: list[ModelMessage] | None = context.history
         deps = TurnDeps(
             user_id=user.id,
             conversation_id=conversation.id,
@@ -338,54 +197,19 @@ class TurnService:
             context=context.text,
             recall=self.recall,
         )
-        failed = False
-        stored_text = text  # how the transcript shows the message once the model described its files
-        try:
-            result = await chat_agent.run(
-                files.prompt(text, prepared.attachments) if prepared.attachments else text,
-                message_history=history,
-                deps=deps,
-                model=self.model,
-                model_settings=chat_model_settings(self.settings),
-                event_stream_handler=(
-                    event_handler(progress, files.visible)
-                    if progress is not None and can_stream(self.model)
-                    else None
-                ),
-            )
-            record_run("chat", result.usage)
-            answer = result.output.replace("\x00", "")
-            new_messages = result.new_messages()
-            if prepared.attachments:
-                description, answer = files.split_description(answer)
-                stored_text = files.remembered(text, description)
-                new_messages = files.without_files(new_messages, stored_text)
-        except Exception as exc:
-            # Whatever the run raised (the model, a tool, a bug), the exchange is stored with an
-            # apology, so the message is answered and the next turn's history stays valid. A database
-            # that is briefly away is the exception: the inbox retries the whole update instead.
-            if is_transient(exc):
-                raise
-            model_side = isinstance(exc, AgentRunError | TimeoutError)
-            extra = {"user_id": user.id, "conversation_id": conversation.id}
-            if model_side:
-                logger.warning("model call failed", extra=extra, exc_info=exc)
-            else:
-                logger.exception("agent run failed", extra=extra)
-            failed = True
-            answer = APOLOGY if model_side else FAULT_APOLOGY
-            # A request always followed by its response: the next turn's history stays valid.
-            new_messages = [
-                ModelRequest(parts=[UserPromptPart(text, timestamp=sent_at)]),
-                ModelResponse(parts=[TextPart(answer)], timestamp=sent_at),
-            ]
-        snapshot: dict[str, object] = {**context.snapshot, "model_failed": failed}
-        if stored_text != text:
-            prepared = replace(prepared, text=stored_text)
-        kind = "apology" if failed else "text"
-        reply_id = await self._persist(
-            prepared, stored_history, new_messages, answer, context, snapshot, sent_at, kind, receipt, meter
+        outcome = await run_chat(
+            deps,
+            prepared.text,
+            # None on a session's first message: the instructions start the run fresh.
+            history=context.history,
+            model=self.model,
+            settings=self.settings,
+            sent_at=sent_at,
+            attachments=prepared.attachments,
+            progress=progress,
         )
+        kind = "apology" if outcome.failed else "text"
+        reply_id = await self._persist(prepared, stored, outcome, context, sent_at, kind, receipt, meter)
         if self.recall is not None:
             # Full text was indexed in the transactions (triggers / generated columns); embeddings
             # follow in the background, so the reply never waits for the embedder and a failure
@@ -393,24 +217,14 @@ class TurnService:
             task = asyncio.create_task(self.recall.index_quietly(user.id, now=sent_at))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
-        return TurnResult(
-            text=answer,
-            conversation_id=conversation.id,
-            message_id=prepared.message_id,
-            reply_id=reply_id,
-            new_session=prepared.new_session,
-            closed_conversation_id=prepared.closed_id,
-            failed=failed,
-        )
+        return _result(prepared, outcome, reply_id)
 
     async def _persist(
         self,
-        prepared: _Prepared,
+        prepared: Prepared,
         stored: StoredHistory,
-        new_messages: list[ModelMessage],
-        answer: str,
+        outcome: Outcome,
         context: BuiltContext | None,
-        snapshot: dict[str, object],
         at: datetime,
         reply_kind: str,
         receipt: TurnReceipt | None,
@@ -422,18 +236,19 @@ class TurnService:
             if conversation is None:  # deleted by /forget while the model was thinking
                 return 0
             conversation.message_count += 1
-            updated = stored.extended(new_messages, conversation.message_count)
+            updated = stored.extended(outcome.new_messages, conversation.message_count)
             conversation.messages = updated.raw
-            if prepared.attachments:
-                # The description the model gave replaces the placeholder, for search and summaries.
+            if outcome.text != prepared.text:
+                # The description the model gave of the files replaces the placeholder, for search
+                # and summaries.
                 message = await session.get(TranscriptMessage, prepared.message_id)
                 if message is not None:
-                    message.content = prepared.text
+                    message.content = outcome.text
             reply = await write_message(
                 session,
                 prepared.user,
                 role="assistant",
-                content=answer,
+                content=outcome.answer,
                 sent_at=at,
                 kind=reply_kind,
                 conversation_id=conversation.id,
@@ -442,7 +257,7 @@ class TurnService:
             # The reply's day segment, still in the session's identity map: no query.
             segment = await session.get(DaySegment, reply.day_segment_id)
             assert segment is not None
-            # Only a flag: the day-summaries job summarises, never the user's turn (issue 4).
+            # Only a flag: the day-summaries job summarises, never the user's turn.
             await flag_summary_due(
                 session,
                 segment,
@@ -456,11 +271,37 @@ class TurnService:
                     conversation_id=conversation.id,
                     message_id=prepared.message_id,
                     instructions=context.text,
-                    snapshot=dict(snapshot),
+                    snapshot={**context.snapshot, "model_failed": outcome.failed},
                     created_at=at,
                 )
             await store_usage(session, prepared.user.id, at.astimezone(UTC).date(), meter)
             if receipt is not None:
-                await receipt(session, answer)
+                await receipt(session, outcome.answer)
         self.histories.remember(prepared.conversation.id, updated, user_id=prepared.user.id)
         return reply.id
+
+
+def _result(prepared: Prepared, outcome: Outcome, reply_id: int) -> TurnResult:
+    return TurnResult(
+        text=outcome.answer,
+        conversation_id=prepared.conversation.id,
+        message_id=prepared.message_id,
+        reply_id=reply_id,
+        new_session=prepared.new_session,
+        closed_conversation_id=prepared.closed_id,
+        failed=outcome.failed,
+    )
+
+
+def _repeated(found: Delivered) -> TurnResult:
+    """A message delivered again: the answer stored the first time (none if it never got one)."""
+    message, answer = found.message, found.answer
+    logger.info("duplicate delivery", extra={"user_id": message.user_id, "message_id": message.id})
+    return TurnResult(
+        text=answer.content if answer else "",
+        conversation_id=message.conversation_id or 0,
+        message_id=message.id,
+        reply_id=answer.id if answer else None,
+        new_session=False,
+        duplicate=True,
+    )

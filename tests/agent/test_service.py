@@ -26,7 +26,8 @@ from agent.account.users import get_or_create_user
 from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.history.messages import load_history
-from agent.turn.service import APOLOGY, TurnService
+from agent.turn.run import APOLOGY
+from agent.turn.service import TurnService
 from bot.logs import TextFormatter
 from db.models import Conversation, GeneratedPrompt, TranscriptMessage
 
@@ -197,7 +198,7 @@ async def test_a_model_failure_is_logged_with_its_cause_and_without_the_message(
 ) -> None:
     user_id = await make_user(sessions, clock)
     recorder.fail_next = 1
-    with caplog.at_level(logging.WARNING, logger="agent.turn.service"):
+    with caplog.at_level(logging.WARNING, logger="agent.turn.run"):
         await service.reply(user_id, "a private worry", clock.now())
     (record,) = [r for r in caplog.records if r.getMessage() == "model call failed"]
     line = TextFormatter().format(record)

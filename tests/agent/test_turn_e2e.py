@@ -13,7 +13,8 @@ from agent.account.users import get_or_create_user
 from agent.chat.agent import build_model
 from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
-from agent.turn.service import APOLOGY, TurnService
+from agent.turn.run import APOLOGY
+from agent.turn.service import TurnService
 from bench.fakes.anthropic_api import ApiError, FakeAnthropic, Reply, fake_anthropic_server
 from db.models import TranscriptMessage
 

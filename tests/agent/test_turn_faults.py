@@ -18,7 +18,8 @@ from agent.core.settings import Settings
 from agent.history.messages import load_history
 from agent.search.embeddings import HashingEmbedder
 from agent.search.recall import Recall
-from agent.turn.service import FAULT_APOLOGY, TurnService
+from agent.turn.run import FAULT_APOLOGY
+from agent.turn.service import TurnService
 from db.models import Conversation, TranscriptMessage
 from tests.agent.test_tools import ToolScript
 

@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from telegram.ext import CommandHandler
 
 from agent.core.settings import Settings
-from agent.turn.service import FAULT_APOLOGY
+from agent.turn.run import FAULT_APOLOGY
 from bench.fakes.telegram_api import FakeTelegram
 from bot.app import AnyApplication, build_application, running
 from bot.handlers.commands import FORGET_ASK, FORGOTTEN, USER_COMMANDS, help_text

@@ -15,7 +15,7 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
 from sqlalchemy import select
 
 from agent.core.settings import Settings
-from agent.turn.service import FAULT_APOLOGY
+from agent.turn.run import FAULT_APOLOGY
 from bench.fakes.telegram_api import FakeTelegram
 from bot.delivery.preview import TOOL_STATUS
 from bot.runtime import Runtime

@@ -1,0 +1,135 @@
+"""A message's way into a turn: stored in its session, or found stored before and resumed.
+
+A message already stored under its Telegram id is never stored again: with its answer stored it is
+a repeated delivery (`Delivered`); without one (the process stopped mid-turn) its turn runs now for
+the stored message. A new message closes a session that a long enough pause ended (queued for
+post-processing) and opens the next, and is stored before the model is called, so it is never lost.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from agent.chat import attachments as files
+from agent.core.errors import UserNotFoundError
+from agent.history.sessions import SessionHistories
+from agent.turn.sessions import session_expired
+from agent.turn.transcript import Delivered, delivered, write_message
+from db.models import Conversation, TranscriptMessage, User
+from db.repositories import ConversationRepository, UserRepository
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A stored user message about to be answered, in its session."""
+
+    user: User
+    conversation: Conversation
+    text: str
+    message_id: int
+    new_session: bool
+    closed_id: int | None
+    previous_message_at: datetime | None
+    attachments: tuple[files.Attachment, ...] = ()
+
+
+@dataclass(frozen=True)
+class Intake:
+    """Takes messages in for the turn service (which holds the user's lock around `take`)."""
+
+    sessions: async_sessionmaker[AsyncSession]
+    histories: SessionHistories
+    session_timeout: timedelta
+
+    async def take(
+        self, user_id: int, text: str, sent_at: datetime, telegram_message_id: int | None, kind: str
+    ) -> Prepared | Delivered:
+        """The message ready to answer, or what was delivered before when it needs no new answer."""
+        stored = await self._delivered(user_id, telegram_message_id)
+        if stored is None:
+            try:
+                return await self._store(user_id, text, sent_at, telegram_message_id, kind)
+            except IntegrityError:
+                # Another process stored the same Telegram message between our check and insert.
+                stored = await self._delivered(user_id, telegram_message_id)
+                if stored is None:
+                    raise
+                return stored
+        if stored.answer is not None or stored.message.conversation_id is None:
+            return stored
+        # Stored but never answered: the process stopped mid-turn. The caller holds the user's turn
+        # lock, so no other process is answering it; its turn runs now, without storing it again.
+        return await self._resume(stored.message)
+
+    async def _delivered(self, user_id: int, telegram_message_id: int | None) -> Delivered | None:
+        async with self.sessions() as session:
+            return await delivered(session, user_id, telegram_message_id)
+
+    async def _resume(self, message: TranscriptMessage) -> Prepared:
+        async with self.sessions() as session:
+            user = await UserRepository(session).get(message.user_id)
+            assert message.conversation_id is not None
+            conversation = await ConversationRepository(session).get(message.conversation_id, history=False)
+            previous = await session.scalar(
+                select(func.max(TranscriptMessage.sent_at)).where(
+                    TranscriptMessage.user_id == message.user_id,
+                    TranscriptMessage.role == "user",
+                    TranscriptMessage.id < message.id,
+                )
+            )
+        if user is None or conversation is None:
+            raise UserNotFoundError(f"no user or conversation for message {message.id}")
+        logger.info(
+            "resuming an unanswered turn",
+            extra={"user_id": user.id, "conversation_id": conversation.id, "message_id": message.id},
+        )
+        return Prepared(user, conversation, message.content, message.id, False, None, previous)
+
+    async def _store(
+        self, user_id: int, text: str, sent_at: datetime, telegram_message_id: int | None, kind: str
+    ) -> Prepared:
+        async with self.sessions() as session, session.begin():
+            user = await UserRepository(session).get(user_id)
+            if user is None:
+                raise UserNotFoundError(f"no user with id {user_id}")
+            conversations = ConversationRepository(session)
+            conversation = await conversations.active_for(user_id)
+            closed_id: int | None = None
+            previous_message_at = user.last_message_at
+            if conversation is not None and session_expired(
+                conversation.last_message_at, sent_at, self.session_timeout
+            ):
+                await conversations.close(conversation, conversation.last_message_at)
+                closed_id = conversation.id
+                self.histories.forget(conversation.id)
+                conversation = None
+            new_session = conversation is None
+            if conversation is None:
+                conversation = await conversations.start(user_id, sent_at)
+            conversation.last_message_at = max(conversation.last_message_at, sent_at)
+            conversation.message_count += 1
+            if user.last_message_at is None or sent_at > user.last_message_at:
+                user.last_message_at = sent_at
+            message = await write_message(
+                session,
+                user,
+                role="user",
+                kind=kind,
+                content=text,
+                sent_at=sent_at,
+                conversation_id=conversation.id,
+                telegram_message_id=telegram_message_id,
+            )
+        if closed_id is not None:
+            logger.info(
+                "session closed by new message", extra={"user_id": user_id, "conversation_id": closed_id}
+            )
+        return Prepared(user, conversation, text, message.id, new_session, closed_id, previous_message_at)

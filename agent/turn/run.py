@@ -1,0 +1,100 @@
+"""The chat agent's run for one turn, and what is stored of it whatever the run raised.
+
+Whatever the run raises (the model, a tool, a bug), the exchange becomes a paired request and
+apology, so the message is answered and the next turn's history stays valid. A database that is
+briefly away is the exception: the inbox retries the whole update instead (db/transient.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from pydantic_ai.exceptions import AgentRunError
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.models import Model
+
+from agent.chat import attachments as files
+from agent.chat.agent import chat_agent, chat_model_settings
+from agent.chat.deps import TurnDeps
+from agent.chat.streaming import TurnProgress, can_stream, event_handler
+from agent.core.settings import Settings
+from agent.core.usage import record_run
+from db.transient import is_transient
+
+logger = logging.getLogger(__name__)
+
+APOLOGY = (
+    "Sorry, I couldn't think straight just now (my language model didn't answer). "
+    "Your message is saved; please try again in a moment."
+)
+FAULT_APOLOGY = (
+    "Sorry, something went wrong on my side while I was thinking about that. "
+    "Your message is saved; please try again in a moment."
+)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a run leaves to store: the answer, the new messages and how the user's message reads."""
+
+    answer: str
+    new_messages: list[ModelMessage]
+    # How the transcript shows the user's message (with files: the model's description of them).
+    text: str
+    failed: bool = False
+
+
+async def run_chat(
+    deps: TurnDeps,
+    text: str,
+    *,
+    history: list[ModelMessage] | None,
+    model: Model | str,
+    settings: Settings,
+    sent_at: datetime,
+    attachments: Sequence[files.Attachment] = (),
+    progress: TurnProgress | None = None,
+) -> Outcome:
+    """Run the chat agent on the user's message; a failure becomes an apology (never a raise,
+    except a transient database error)."""
+    try:
+        result = await chat_agent.run(
+            files.prompt(text, attachments) if attachments else text,
+            message_history=history,
+            deps=deps,
+            model=model,
+            model_settings=chat_model_settings(settings),
+            event_stream_handler=(
+                event_handler(progress, files.visible) if progress is not None and can_stream(model) else None
+            ),
+        )
+        record_run("chat", result.usage)
+        answer = result.output.replace("\x00", "")
+        if not attachments:
+            return Outcome(answer, result.new_messages(), text)
+        description, answer = files.split_description(answer)
+        remembered = files.remembered(text, description)
+        return Outcome(answer, files.without_files(result.new_messages(), remembered), remembered)
+    except Exception as exc:
+        if is_transient(exc):
+            raise
+        return _apology(exc, deps, text, sent_at)
+
+
+def _apology(exc: Exception, deps: TurnDeps, text: str, sent_at: datetime) -> Outcome:
+    model_side = isinstance(exc, AgentRunError | TimeoutError)
+    extra = {"user_id": deps.user_id, "conversation_id": deps.conversation_id}
+    if model_side:
+        logger.warning("model call failed", extra=extra, exc_info=exc)
+    else:
+        logger.exception("agent run failed", extra=extra)
+    answer = APOLOGY if model_side else FAULT_APOLOGY
+    # A request always followed by its response: the next turn's history stays valid.
+    pair: list[ModelMessage] = [
+        ModelRequest(parts=[UserPromptPart(text, timestamp=sent_at)]),
+        ModelResponse(parts=[TextPart(answer)], timestamp=sent_at),
+    ]
+    return Outcome(answer, pair, text, failed=True)
