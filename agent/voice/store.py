@@ -12,26 +12,24 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.core.clock import local_day
 from agent.core.settings import Settings
 from agent.history.tokens import get_counter
 from agent.search.facts import FactAdded, FactStore
 from agent.turn.locks import UserLocks
+from agent.turn.transcript import write_message
 from agent.voice.calls import EndedCall
 from db.memory_repositories import flag_summary_due
 from db.models import Conversation, DaySegment, User
 from db.repositories import (
     ConversationRepository,
-    DaySegmentRepository,
     PromptRepository,
-    TranscriptRepository,
 )
 
 logger = logging.getLogger(__name__)
@@ -159,22 +157,21 @@ class VoiceStore:
 
     async def _transcribe(
         self, session: AsyncSession, user: User, conversation_id: int, call: EndedCall
-    ) -> dict[date, DaySegment]:
-        days = DaySegmentRepository(session)
-        transcript = TranscriptRepository(session)
-        segments: dict[date, DaySegment] = {}
+    ) -> dict[int, DaySegment]:
+        """Store the call's turns; returns the day segments they went into."""
+        segments: dict[int, DaySegment] = {}
         for turn in call.turns:
-            day = local_day(turn.at, user.timezone)
-            if day not in segments:
-                segments[day] = await days.open(user.id, day, user.timezone, turn.at)
-            row = await transcript.add(
-                user_id=user.id,
-                conversation_id=conversation_id,
+            row = await write_message(
+                session,
+                user,
                 role=turn.role,
                 content=turn.text,
                 sent_at=turn.at,
                 kind="voice",
-                day_segment_id=segments[day].id,
+                conversation_id=conversation_id,
             )
-            DaySegmentRepository.record_message(segments[day], row.id, turn.at)
+            if row.day_segment_id is not None and row.day_segment_id not in segments:
+                segment = await session.get(DaySegment, row.day_segment_id)  # in the identity map
+                assert segment is not None
+                segments[row.day_segment_id] = segment
         return segments
