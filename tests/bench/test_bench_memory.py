@@ -31,7 +31,14 @@ def test_tree_rss_counts_the_children_of_a_process() -> None:
                 break
             time.sleep(0.05)  # the child starts in another process: nothing here to await
         assert len(children) == 1
-        assert tree_rss(parent.pid) == rss_bytes(parent.pid) + rss_bytes(children[0]) > rss_bytes(parent.pid)
+        # A process starting up grows between two readings: compare readings taken while both sizes held.
+        for _ in range(100):
+            apart = rss_bytes(parent.pid) + rss_bytes(children[0])
+            together = tree_rss(parent.pid)
+            if apart == rss_bytes(parent.pid) + rss_bytes(children[0]):
+                break
+            time.sleep(0.05)
+        assert together == apart > rss_bytes(parent.pid)
     finally:
         for pid in descendants(parent.pid):
             subprocess.run(["kill", str(pid)], check=False)
