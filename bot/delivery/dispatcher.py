@@ -163,10 +163,6 @@ class Dispatcher:
         self.wake()
 
     # -- what the web app asks ---------------------------------------------------------------------
-    def delivery(self, update_id: int) -> Delivery | None:
-        """The row being worked for this update, if it is worked here now."""
-        return self._deliveries.get(update_id)
-
     async def wait_until_answered(self, update_id: int, *, within: float) -> bool:
         """Wait (at most `within` seconds) until this process finished the update; False if not."""
         event = self._finished.setdefault(update_id, asyncio.Event())

@@ -42,6 +42,11 @@ logger = logging.getLogger(__name__)
 _WORKED: ContextVar[Delivery | None] = ContextVar("worked_inbox_row", default=None)
 
 
+def worked_row_if_any() -> Delivery | None:
+    """The inbox row the running handler (or error handler) works, if it runs for one."""
+    return _WORKED.get()
+
+
 def worked_row() -> Delivery:
     """The inbox row the running handler works: pass its `receipt` to a turn, and the dispatcher
     sends the answer the turn recorded."""

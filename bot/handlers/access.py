@@ -16,6 +16,7 @@ from telegram.constants import ChatType
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 
 from agent.account.access import REFUSED, STRANGERS
+from bot.delivery.reply import worked_row_if_any
 from bot.services import services, telegram_identity
 from db.access import AccessRepository
 
@@ -35,7 +36,7 @@ async def gate(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         return
     now = s.runtime.clock.now()
     chat = update.effective_chat
-    row = s.delivery.dispatcher.delivery(update.update_id)
+    row = worked_row_if_any()
     answer: str | None = None
     if chat is not None and chat.type == ChatType.PRIVATE and row is not None:
         verdict = await s.limiter.first_refusal(telegram_identity(person), now, "stranger")

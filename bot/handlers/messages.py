@@ -16,7 +16,7 @@ from telegram.ext import ApplicationHandlerStop, ContextTypes
 from agent.chat.attachments import Attachment
 from agent.turn.transcript import store_unanswered
 from bot.delivery.dispatcher import ERROR_REPLY, is_retryable
-from bot.delivery.reply import LeaseLostError, worked_row
+from bot.delivery.reply import LeaseLostError, worked_row, worked_row_if_any
 from bot.delivery.sending import send_text, typing
 from bot.delivery.streaming import preview
 from bot.services import services
@@ -261,10 +261,10 @@ async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
     error = context.error
     details: dict[str, object] = {"error": repr(error)}
     chat_id: int | None = None
-    row = None
+    # Set by the dispatcher around the handlers, which PTB's error handling runs inside.
+    row = worked_row_if_any()
     if isinstance(update, Update):
         details["update_id"] = update.update_id
-        row = services(context).delivery.dispatcher.delivery(update.update_id)
         if update.effective_user is not None:
             details["telegram_user_id"] = update.effective_user.id
         if update.effective_chat is not None:
