@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.chat import attachments as files
 from agent.core.errors import UserNotFoundError
-from agent.history.sessions import SessionHistories
+from agent.history.cache import SessionHistories
 from agent.turn.sessions import session_expired
 from agent.turn.transcript import Delivered, delivered, write_message
 from db.models import Conversation, TranscriptMessage, User

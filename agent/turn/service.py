@@ -29,7 +29,7 @@ from agent.context import BuiltContext, ContextBuilder
 from agent.core.clock import Clock, ensure_utc
 from agent.core.settings import Settings
 from agent.core.usage import UsageMeter, metering, store_usage
-from agent.history.sessions import SessionHistories, StoredHistory
+from agent.history.cache import SessionHistories, StoredHistory
 from agent.history.tokens import get_counter
 from agent.search.recall import Recall
 from agent.turn.budget import BUDGET_REPLY, Over, TokenBudget, counting

@@ -24,7 +24,7 @@ from agent.context import BuiltContext, ContextBuilder, describe_gap, part_of_da
 from agent.context.compaction import render_for_summary
 from agent.core.clock import ensure_utc
 from agent.graph import STANDARD_LIMITS, GraphMemory, GraphMemoryError, MemoryFact, NullGraphMemory
-from agent.history.sessions import SessionHistories
+from agent.history.cache import SessionHistories
 from agent.search.facts import FactStore
 from agent.turn.sessions import session_expired
 from db.models import Conversation, User

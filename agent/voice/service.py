@@ -19,7 +19,7 @@ from agent.context import ContextBuilder
 from agent.core.clock import Clock
 from agent.core.settings import Settings
 from agent.graph import GraphMemory
-from agent.history.sessions import SessionHistories
+from agent.history.cache import SessionHistories
 from agent.search.facts import SqlFactStore
 from agent.search.recall import Recall
 from agent.turn.locks import UserLocks
