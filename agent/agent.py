@@ -98,6 +98,6 @@ def chat_model_settings(settings: Settings) -> ModelSettings:
     return model_settings
 
 
-# The recall and memory tools register themselves on chat_agent (issue 6); imported last because
+# The recall and memory tools register themselves on chat_agent; imported last because
 # they need chat_agent and TurnDeps defined above.
 from agent import tools as _tools  # noqa: E402, F401

@@ -1,6 +1,6 @@
 """`TurnService.reply`: the one Telegram-free entry point that answers a user's message.
 
-Delivery (issue 10): a surface that must answer each message exactly once passes a `TurnReceipt`;
+Delivery: a surface that must answer each message exactly once passes a `TurnReceipt`;
 it runs inside the transaction that stores the answer, so "answered" and "the surface knows what to
 send" commit together. A message already stored under its Telegram id is never stored again: with
 its answer stored it is a repeated delivery; without one (the process stopped mid-turn) its turn
@@ -117,7 +117,7 @@ class TurnService:
         self.context_builder = context_builder or ContextBuilder(settings)
         self.model: Model | str = model if model is not None else build_chat_model(settings)
         self.counter = get_counter()
-        # Conversation search and memory tools (issue 6); None leaves the tools answering "unavailable".
+        # Conversation search and memory tools; None leaves the tools answering "unavailable".
         self.recall = recall
         # Daily token caps, checked before each turn's model call (agent/budget.py).
         self.budget = TokenBudget.from_settings(settings)
@@ -464,7 +464,7 @@ class TurnService:
                 day_segment_id=segment.id,
             )
             DaySegmentRepository.record_message(segment, reply.id, at)
-            # Only a flag: the day-summaries job summarises, never the user's turn (issue 4).
+            # Only a flag: the day-summaries job summarises, never the user's turn.
             await flag_summary_due(
                 session,
                 segment,

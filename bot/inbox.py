@@ -2,7 +2,7 @@
 
 Telegram-free: the handlers describe the message ("[sticker 😀]") and this stores it as a user
 row of that kind, in the open session when there is one, so the transcript shows what happened.
-The short answer is recorded through the receipt in the same transaction (issue 10), so a message
+The short answer is recorded through the receipt in the same transaction, so a message
 stored is a message whose answer will be sent.
 """
 
