@@ -65,7 +65,7 @@ async def measure_writes(
 ) -> dict[str, Any]:
     """Write `conversations` closed conversations' episodes; LLM calls, tokens and ms per conversation.
 
-    `graphiti extraction` hands graphiti the episode text (what post-processing did before issue 13);
+    `graphiti extraction` hands graphiti the episode text (graphiti's own extraction);
     `extracted facts` writes the extraction's lines as triplets (what it does now).
     """
     rng = random.Random(11)

@@ -1,4 +1,4 @@
-"""Rate limits per Telegram identity, counted in the database (issue 11).
+"""Rate limits per Telegram identity, counted in the database.
 
 Each limited action (a message, an onboarding model call, /start, /export, /memory, the timeline's
 "Regenerate summary") has a sliding

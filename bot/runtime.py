@@ -43,11 +43,11 @@ class Runtime:
     jobs: JobContext
     # Stores outside the core tables (search index, knowledge graph): /export and /forget cover them.
     data_stores: list[UserDataStore] = field(default_factory=list)
-    # Conversation search, get and memory facts (issue 6): the recall tools and `reindex` use it.
+    # Conversation search, get and memory facts: the recall tools and `reindex` use it.
     recall: Recall | None = None
-    # The knowledge graph (issue 7): NullGraphMemory when GRAPH_BACKEND=none or it could not open.
+    # The knowledge graph: NullGraphMemory when GRAPH_BACKEND=none or it could not open.
     graph: GraphMemory = field(default_factory=NullGraphMemory)
-    # Writers /forget waits for (issue 11); every graph write and indexing pass registers here.
+    # Writers /forget waits for; every graph write and indexing pass registers here.
     guard: WriteGuard | None = None
     _closed: bool = field(default=False, init=False, repr=False)
 
@@ -109,7 +109,7 @@ async def build_runtime(
     guard = WriteGuard(sessions, engine=engine)
     recall = build_recall(settings, sessions, dialect=engine.dialect.name, embedder=chosen, guard=guard)
     await recall.warm_up(now=clock.now())  # the first search after start costs what any search does
-    # The graph shares the one embedder; off, it leaves the DB facts and no memory tier (issue 7).
+    # The graph shares the one embedder; off, it leaves the DB facts and no memory tier.
     memory = (
         graph if graph != "settings" else await open_settings_graph(settings, embedder=chosen, clock=clock)
     )

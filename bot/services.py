@@ -37,7 +37,7 @@ class BotServices:
     limiter: RateLimiter
     # Who may use the bot (ACCESS, ALLOWED_USERS, /allow, /deny); bot/handlers/access.py's gate asks it.
     access: AccessPolicy
-    # The inbox, its dispatcher and the poller (issue 10): every update reaches the handlers through it.
+    # The inbox, its dispatcher and the poller: every update reaches the handlers through it.
     delivery: DeliveryRunner
     # Bounds turns in flight (see MAX_CONCURRENT_TURNS); waiting here holds no database connection.
     turn_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(8))

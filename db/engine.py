@@ -26,7 +26,7 @@ def create_engine(url: str, *, pool_size: int = 10, foreign_keys: bool = True) -
     SQLite ignores `PRAGMA foreign_keys` inside the transaction Alembic runs in.
 
     Both databases get the same NUL rule: PostgreSQL rejects U+0000 in text and JSONB, so every
-    string parameter and every JSON document loses its NUL characters on the way in (issue 10).
+    string parameter and every JSON document loses its NUL characters on the way in.
     """
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":

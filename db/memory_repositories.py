@@ -223,7 +223,7 @@ class DaySummaryRepository:
     ) -> bool:
         """Store a new summary version and its system note, unless another writer got there first.
 
-        `regenerated`: a rewrite the user asked for (issue 15); a finalised day stays final.
+        `regenerated`: a rewrite the user asked for; a finalised day stays final.
         """
         new_last_id = last_message.id if last_message is not None else segment.last_summarized_message_id
         pending = await self.session.scalar(
@@ -315,7 +315,7 @@ class DaySummaryRepository:
         )
         return (await self.session.execute(stmt)).scalars().all()
 
-    # --- regeneration requested from the timeline (issue 15) ------------------------------------
+    # --- regeneration requested from the timeline ------------------------------------
 
     async def day_messages(self, segment: DaySegment, *, limit: int = 5000) -> Sequence[TranscriptMessage]:
         """Every user and assistant message of the day, oldest first (what a rewrite reads)."""

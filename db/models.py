@@ -70,7 +70,7 @@ class User(Base):
 
     __tablename__ = "users"
     # AUTOINCREMENT: SQLite never hands a forgotten user's id to someone new (graph groups and
-    # caches are named after it); PostgreSQL sequences never go back anyway (issue 11).
+    # caches are named after it); PostgreSQL sequences never go back anyway.
     __table_args__ = ({"sqlite_autoincrement": True},)
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
@@ -92,7 +92,7 @@ class Conversation(Base):
     __table_args__ = (
         Index("ix_conversations_user_status", "user_id", "status"),
         Index("ix_conversations_status_last", "status", "last_message_at"),
-        # A voice call is stored once however often its post-call webhook arrives (issue 16).
+        # A voice call is stored once however often its post-call webhook arrives.
         Index("uq_conversations_call_id", "call_id", unique=True),
     )
 
@@ -116,7 +116,7 @@ class Conversation(Base):
     claimed_at: Mapped[datetime | None]
     claimed_by: Mapped[str | None] = mapped_column(String(128))
     processed_at: Mapped[datetime | None]
-    # text (Telegram, terminal) | voice (a call's transcript, issue 16); call_id is the voice agent's id.
+    # text (Telegram, terminal) | voice (a call's transcript); call_id is the voice agent's id.
     kind: Mapped[str] = mapped_column(String(16), default="text", server_default="text")
     call_id: Mapped[str | None] = mapped_column(String(128))
 
@@ -129,7 +129,7 @@ class TranscriptMessage(Base):
         UniqueConstraint("user_id", "role", "telegram_message_id", name="uq_transcript_telegram_id"),
         Index("ix_transcript_user_sent", "user_id", "sent_at"),
         Index("ix_transcript_conversation", "conversation_id", "id"),
-        # A day's neighbours of a search hit (issue 12: conversation_search context and rescoring).
+        # A day's neighbours of a search hit (conversation_search context and rescoring).
         Index("ix_transcript_day_id", "day_segment_id", "id"),
     )
 
@@ -186,7 +186,7 @@ class DaySegment(Base):
     summary_due: Mapped[bool] = mapped_column(Boolean, default=False)
     status: Mapped[str] = mapped_column(String(16), default="open")  # open | final
     finalized_at: Mapped[datetime | None]
-    # Set by "Regenerate summary" in the timeline (issue 15): the day-summaries job rewrites it.
+    # Set by "Regenerate summary" in the timeline: the day-summaries job rewrites it.
     regenerate_requested_at: Mapped[datetime | None]
 
 
@@ -238,7 +238,7 @@ class UserFact(Base):
     conversation_id: Mapped[int | None] = mapped_column(ForeignKey("conversations.id", ondelete="SET NULL"))
     content: Mapped[str] = mapped_column(Text)
     source: Mapped[str] = mapped_column(String(16), default="extraction")  # extraction | tool | voice
-    # What the fact is about, when the writer said (the voice agent's update_memory, issue 16).
+    # What the fact is about, when the writer said (the voice agent's update_memory).
     category: Mapped[str | None] = mapped_column(String(32))
     dedupe_key: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime]
@@ -316,7 +316,7 @@ class PendingForget(Base):
 
 
 class RateLimitEvent(Base):
-    """One request counted against a rate limit, for at most a day (issue 11).
+    """One request counted against a rate limit, for at most a day.
 
     Keyed by a keyed hash of the surface identity ("telegram:<id>"), not by the user row, so the
     count survives /forget, restarts and several instances; the raw Telegram id is never stored.
@@ -335,7 +335,7 @@ class RateLimitEvent(Base):
 
 
 class InboxUpdate(Base):
-    """One Telegram update, committed before Telegram is told we have it (durable delivery, issue 10).
+    """One Telegram update, committed before Telegram is told we have it (durable delivery).
 
     `pending` rows wait for their turn (per Telegram user, oldest update first); a worker leases the
     head row (`lease_owner` until `lease_expires_at`). The turn's own transaction records the reply
@@ -399,7 +399,7 @@ _full_text_ddl()
 
 
 class ModelUsage(Base):
-    """Model calls and tokens of one user on one UTC day, per kind of use (issue 13: cost in view).
+    """Model calls and tokens of one user on one UTC day, per kind of use (cost in view).
 
     `kind` is chat, onboarding, compaction, extraction, day_summary or graph. Counts only, never text;
     deleted with the user.

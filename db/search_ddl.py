@@ -1,4 +1,4 @@
-"""Full-text structures per dialect (issue 6): FTS5 on SQLite, generated tsvector columns on PostgreSQL.
+"""Full-text structures per dialect: FTS5 on SQLite, generated tsvector columns on PostgreSQL.
 
 Shared by the Alembic migration and by `create_all` (DDL events in db/models.py), so tests and
 production get the same structures. Both stay in sync with their tables by themselves (triggers,

@@ -1,4 +1,4 @@
-"""Reads of the timeline Mini App (issue 15): a user's days, one day's transcript, its compactions.
+"""Reads of the timeline Mini App: a user's days, one day's transcript, its compactions.
 
 Every query is scoped to one user id, which the caller takes from the signed-in Telegram identity.
 """

@@ -1,4 +1,4 @@
-"""Model usage per user, day and kind: counters added to in the caller's transaction (issue 13)."""
+"""Model usage per user, day and kind: counters added to in the caller's transaction."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ class JobContext:
     worker_id: str
     # The knowledge-graph hook (agent/graph's GraphMemory); None turns the graph stage off.
     graph: Any = None
-    # /forget (issue 11): the writers' registry, and the stores and caches the `forget` job finishes.
+    # /forget: the writers' registry, and the stores and caches the `forget` job finishes.
     guard: WriteGuard | None = None
     data_stores: list[UserDataStore] = field(default_factory=list)
     caches: list[UserCache] = field(default_factory=list)

@@ -74,7 +74,7 @@ async def summarise_segment(
 async def run_due_summaries(ctx: JobContext) -> dict[str, Any]:
     """Summarise every day flagged by the turn (10 new messages or raw text over budget).
 
-    Rewrites asked for in the timeline (issue 15) go first and count as due days too.
+    Rewrites asked for in the timeline go first and count as due days too.
     """
     rewrites = await run_regenerations(ctx)
     async with ctx.sessions() as session:

@@ -1,4 +1,4 @@
-"""The post-processing pipeline of one claimed conversation (seed 003 §5), every stage idempotent.
+"""The post-processing pipeline of one claimed conversation, every stage idempotent.
 
 1 ingestion -> 2 extraction -> 3 threads, 4 thoughts, 5 facts (one transaction with the stored
 extraction, so a rerun never calls the model again; dedupe keys) -> 6 graph -> 7 day summary rollup

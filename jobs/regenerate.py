@@ -52,7 +52,7 @@ async def regenerate_segment(ctx: JobContext, segment_id: int) -> Outcome:
     if not messages:
         return "empty"
     result: DaySummary | None = None
-    with metering() as meter:  # a rewrite's model calls count towards the user's usage (issue 13)
+    with metering() as meter:  # a rewrite's model calls count towards the user's usage
         for start in range(0, len(messages), BATCH_MESSAGES):
             batch = messages[start : start + BATCH_MESSAGES]
             result = await summarise_day(
@@ -67,7 +67,7 @@ async def regenerate_segment(ctx: JobContext, segment_id: int) -> Outcome:
     key_moments: list[Any] = [{"text": text, "message_id": messages[-1].id} for text in result.key_moments]
     async with ctx.sessions() as session, session.begin():
         if not await user_present(session, segment.user_id):
-            return "empty"  # forgotten while the model was summarising: write nothing (issue 11)
+            return "empty"  # forgotten while the model was summarising: write nothing
         await store_usage(session, segment.user_id, ctx.clock.now().astimezone(UTC).date(), meter)
         stored = await DaySummaryRepository(session).store(
             segment,

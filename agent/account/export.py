@@ -1,4 +1,4 @@
-"""/export of everything stored about a user, streamed from the database page by page (issue 11).
+"""/export of everything stored about a user, streamed from the database page by page.
 
 `export_events` reads the user's rows in pages (never all at once) and the external stores, and
 yields them as events: a field at a path (`("user",)`), or one item of a list at a path

@@ -1,8 +1,8 @@
-"""The timeline of one user (issue 15): their days, one day's summary card and folded transcript.
+"""The timeline of one user: their days, one day's summary card and folded transcript.
 
 Telegram-free: the Mini App in `bot/web/timeline` shows what this module returns.
 
-"Covered" (seed 001 §3.4, "fold them once a summary has covered them"): a user or assistant
+"Covered" (folded once a summary has covered them): a user or assistant
 message is covered when its day has a summary and the message is at or before the last message
 that summary was written from (`DaySegment.last_summarized_message_id`). That is the rule
 `conversation_search` uses for `covered_by_summary`, so a folded message and a search hit agree.

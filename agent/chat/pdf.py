@@ -1,4 +1,4 @@
-"""The text of a PDF a person sends, for the model to read like any text document (issue 14).
+"""The text of a PDF a person sends, for the model to read like any text document.
 
 pypdf (pure Python, BSD, maintained) reads the text layer: nothing downloads, nothing is rendered,
 there is no OCR, so a scanned PDF has no text to give and is declined honestly. The file is parsed

@@ -59,7 +59,7 @@ def _recall(ctx: RunContext[TurnDeps]) -> Recall | None:
 
 
 def hit_dict(hit: SearchHit) -> dict[str, Any]:
-    """The §5.1 output fields of one result (summary or message)."""
+    """The output fields of one result (summary or message)."""
     fields = _SUMMARY_FIELDS if hit.kind == "summary" else _MESSAGE_FIELDS
     values = asdict(hit)
     return {name: values[name] for name in fields if not (name in _OPTIONAL_FIELDS and values[name] is None)}

@@ -1,4 +1,4 @@
-"""Stored text fenced as quoted data in the instructions (issue 11).
+"""Stored text fenced as quoted data in the instructions.
 
 Everything the context tiers paste into the instructions was, at some point, influenced by what a
 user wrote: onboarding answers, summaries, key moments, threads, graph facts. Each tier is wrapped

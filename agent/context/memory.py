@@ -1,7 +1,7 @@
 """The memory tier's seam: what the knowledge graph must offer the context builder.
 
 The builder asks a `MemoryTierSource` for facts relevant to the user's message, with per-group
-limits chosen by how much budget is left (seed 003 §7). Until the graph is wired in, the tier is
+limits chosen by how much budget is left. Without a graph (GRAPH_BACKEND=none) the tier is
 simply absent (`memory` is None in the builder). `GraphMemory.search(user_id, query, limits=...,
 now=...)` returns facts per group; `graph_tier` adapts anything of that shape to this protocol.
 """
@@ -31,7 +31,7 @@ class MemoryLimits:
         return limit
 
 
-# Seed 003 §7: critical under 4,000 tokens of remaining budget, full over 8,000, standard between.
+# Critical under 4,000 tokens of remaining budget, full over 8,000, standard between.
 CRITICAL = MemoryLimits(user=20, relationship=10, persona=5, name="critical")
 STANDARD = MemoryLimits(user=50, relationship=30, persona=20, name="standard")
 FULL = MemoryLimits(user=100, relationship=50, persona=30, name="full")

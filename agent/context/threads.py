@@ -1,4 +1,4 @@
-"""Open-thread ranking for the "Unfinished topics" tier (seed 003 §3.1).
+"""Open-thread ranking for the "Unfinished topics" tier.
 
 score = priority × recency. Priority by thread type: promises and unresolved questions 10,
 curiosity 7, callbacks 4. Post-processing writes the types `promise`, `question`, `follow_up`,

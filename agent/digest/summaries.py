@@ -31,7 +31,7 @@ class Line:
 
 
 class DaySummary(BaseModel):
-    """A day in the hybrid format (seed 001 §2.6): narrative plus fixed sections."""
+    """A day in the hybrid format: narrative plus fixed sections."""
 
     summary: str = Field(description="A short narrative of the day so far, third person, past tense.")
     goals: list[str] = Field(default_factory=list, description="Goals the user mentioned.")

@@ -1,4 +1,4 @@
-"""The knowledge-graph memory (issue 7): three graphiti groups per user behind `GraphMemory`.
+"""The knowledge-graph memory: three graphiti groups per user behind `GraphMemory`.
 
 Importing this package turns graphiti's telemetry off. graphiti reads `GRAPHITI_TELEMETRY_ENABLED`
 from the environment each time it would send an event (graphiti_core/telemetry/telemetry.py), and

@@ -125,7 +125,7 @@ class GraphitiMemory:
         # `indexed` (FalkorDB only: one vector-index + BM25 query per group, agent/graph/fast_search.py)
         # or `graphiti` (its own edge search; always on Neo4j). The benchmark compares the two.
         self.search_recipe = search_recipe
-        # Bounded (issue 11): an evicted scope is built again on next use (a few index queries).
+        # Bounded: an evicted scope is built again on next use (a few index queries).
         self._scopes: BoundedCache[str, Graphiti] = BoundedCache(max_entries=max_scopes)
         self._scope_lock = asyncio.Lock()
         # graphiti wants one group's episodes added one at a time (entity resolution reads what the

@@ -1,4 +1,4 @@
-"""The graph with every write guarded against /forget (issue 11): see agent/account/writers.py.
+"""The graph with every write guarded against /forget: see agent/account/writers.py.
 
 Post-processing's graph stage and `memory_add`'s background write both go through this wrapper, so
 an episode is written only while the user exists, and /forget waits for an episode in flight

@@ -22,7 +22,7 @@ def group_id(user_id: int, group: Group) -> str:
 
 @dataclass(frozen=True)
 class GroupLimits:
-    """How many facts to fetch from each group (seed 003 §7)."""
+    """How many facts to fetch from each group."""
 
     user: int
     relationship: int
@@ -40,7 +40,7 @@ FULL_LIMITS = GroupLimits(user=100, relationship=50, persona=30)
 
 
 def limits_for_budget(remaining_tokens: int) -> GroupLimits:
-    """Pick the tier by the remaining budget: critical under 4,000 tokens, full over 8,000 (seed 003 §7)."""
+    """Pick the tier by the remaining budget: critical under 4,000 tokens, full over 8,000."""
     if remaining_tokens < 4000:
         return CRITICAL_LIMITS
     if remaining_tokens <= 8000:

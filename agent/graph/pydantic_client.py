@@ -1,4 +1,4 @@
-"""graphiti's LLM on any PydanticAI model: SUMMARY_MODEL as a model string (issue 13: any model).
+"""graphiti's LLM on any PydanticAI model: SUMMARY_MODEL as a model string (any model).
 
 graphiti asks for structured answers (a pydantic model per prompt). PydanticAI turns an
 `output_type` into whatever the provider supports (a forced tool call on Anthropic and OpenAI, and

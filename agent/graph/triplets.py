@@ -1,4 +1,4 @@
-"""Writing facts our extraction already made as graphiti triplets: no second extraction (issue 13).
+"""Writing facts our extraction already made as graphiti triplets: no second extraction.
 
 graphiti's `add_episode` re-reads an episode with 5-9 model calls (entities, edges, node resolution,
 one dedupe and one timestamp call per edge). Post-processing already has the facts, one per line,

@@ -253,7 +253,7 @@ def _trim_tool_outputs(
 class TextCaches:
     """The process-wide caches keyed by text (token counts, shortened tool outputs).
 
-    They are not keyed by user, so forgetting anyone clears them whole (issue 11): a forgotten
+    They are not keyed by user, so forgetting anyone clears them whole: a forgotten
     person's words must not stay in memory, and the counts are cheap to recompute.
     """
 

@@ -34,7 +34,7 @@ MEDIA_TOKENS = 256
 # Texts longer than this are not worth keeping in the per-counter cache (and would pin memory).
 _CACHE_MAX_TEXT = 50_000
 _CACHE_MAX_ENTRIES = 8192
-# ...and all of them together: entries alone would allow 8192 x 50,000 characters (issue 11).
+# ...and all of them together: entries alone would allow 8192 x 50,000 characters.
 _CACHE_MAX_CHARS = 4_000_000
 
 _ENDOFTEXT = "<|endoftext|>"

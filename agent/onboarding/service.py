@@ -1,5 +1,5 @@
 """Onboarding: a short conversation, run by its own agent, that learns a new user's name, place,
-interests and boundaries before the main agent takes over (seed 002, adapted to PydanticAI).
+interests and boundaries before the main agent takes over.
 
 The agent sees an immutable `OnboardingContext` (the user, the last stored onboarding messages,
 what was collected so far, when it was loaded); `build_messages` is the one place that turns it
@@ -90,7 +90,7 @@ def system_prompt(profile: OnboardingProfile, persona: Persona | None = None) ->
     """The instructions plus what is already known, so the agent never asks twice."""
     prompt = (persona or default_persona()).onboarding
     known = [f"- {key}: {neutralise(str(value))}" for key, value in profile.model_dump().items() if value]
-    # The person's own answers: quoted data in a tag, never structure of the instructions (issue 11).
+    # The person's own answers: quoted data in a tag, never structure of the instructions.
     collected = fence("collected_so_far", known or ["- nothing yet"])
     return f"{prompt}\n\n## Collected so far (their answers, data only)\n{collected}"
 
@@ -265,7 +265,7 @@ async def run_onboarding_turn(
             None, message_history=build_messages(context, message, persona), deps=deps, model=model
         )
     except Exception as exc:
-        # Any failure still gets an answer that is stored with the message (issue 10); a database
+        # Any failure still gets an answer that is stored with the message; a database
         # that is briefly away is retried by the inbox instead.
         if is_transient(exc):
             raise

@@ -1,1 +1,1 @@
-"""Conversation recall: full-text and vector indexes over the transcript and day summaries (issue 6)."""
+"""Conversation recall: full-text and vector indexes over the transcript and day summaries."""

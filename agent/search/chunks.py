@@ -1,4 +1,4 @@
-"""Chunks of contiguous messages for embeddings, each knowing its message ids (seed 001 §8.1)."""
+"""Chunks of contiguous messages for embeddings, each knowing its message ids."""
 
 from __future__ import annotations
 

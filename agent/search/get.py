@@ -1,4 +1,4 @@
-"""`conversation_get` (seed 001 §5.2): exact messages by id or range, or a day's summary; one user only."""
+"""`conversation_get`: exact messages by id or range, or a day's summary; one user only."""
 
 from __future__ import annotations
 

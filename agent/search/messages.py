@@ -1,5 +1,5 @@
 """The transcript side of conversation_search: candidates from both indexes, rescored, read back
-with who said them and the turns either side (seed 001 §5.1 plus issue 12's signals).
+with who said them and the turns either side (the hybrid base plus the rescoring signals).
 """
 
 from __future__ import annotations

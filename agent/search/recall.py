@@ -61,7 +61,7 @@ class Recall:
         self.embedder = embedder if embedder is not None and embedder.dimensions > 0 else None
         self.facts: FactStore = facts or SqlFactStore(sessions)
         self.ranking = ConversationSearch(settings, self.full_text)
-        # Bounded (issue 11): a lock lives only while a pass holds or awaits it; markers are an LRU.
+        # Bounded: a lock lives only while a pass holds or awaits it; markers are an LRU.
         self._index_locks: KeyedLocks[int] = KeyedLocks()
         self._indexed: BoundedCache[int, tuple[Any, ...]] = BoundedCache(
             max_entries=settings.search_indexed_users
@@ -231,7 +231,7 @@ class Recall:
         min_score: float | None = None,
         before: datetime | None = None,
     ) -> list[SearchHit]:
-        """conversation_search for this user (seed 001 §5.1); `before` leaves out the current turn."""
+        """conversation_search for this user; `before` leaves out the current turn."""
         if not query.strip():
             raise RecallInputError("query is empty; say what to look for")
         if recency_days is not None and recency_days < 1:
@@ -291,7 +291,7 @@ class Recall:
         from_message_id: int | None = None,
         to_message_id: int | None = None,
     ) -> MessagesOut | SummaryOut:
-        """conversation_get for this user (seed 001 §5.2): exactly one of the three shapes."""
+        """conversation_get for this user: exactly one of the three shapes."""
         ranged = from_message_id is not None or to_message_id is not None
         async with self.sessions() as session:
             if message_id is not None:

@@ -1,5 +1,5 @@
-"""The final score of a candidate message: the hybrid base of seed 001 §5.1, then three signals
-measured on LoCoMo (README, "Conversation recall"): the previous turn's words, the speaker a
+"""The final score of a candidate message: the hybrid base (vector and full-text scores), then three signals
+measured on LoCoMo (docs/recall.md): the previous turn's words, the speaker a
 query names, and the days it names. Pure functions over what the search already read.
 """
 

@@ -1,4 +1,4 @@
-"""`conversation_search` (seed 001 §5.1): summaries first, then transcript, hybrid scores.
+"""`conversation_search`: summaries first, then transcript, hybrid scores.
 
 base = vector_weight x cosine + lexical_weight x (FTS score / best FTS score of this search);
 a message's cosine is that of the best embedded section holding it, its lexical score includes a
@@ -33,7 +33,7 @@ __all__ = ["ConversationSearch", "SearchHit", "SearchQuery", "recency_start", "w
 
 
 class ConversationSearch:
-    """The ranking of §5.1 over full text and (optionally) the user's vectors."""
+    """The hybrid ranking over full text and (optionally) the user's vectors."""
 
     def __init__(self, settings: Settings, full_text: FullText) -> None:
         self.settings = settings

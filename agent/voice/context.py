@@ -3,7 +3,7 @@
 The context builder of text turns (agent/context) assembles the tiers under the same budgets; a
 call adds its own persona, the recent messages of a text session it interrupts, the dynamic
 variables the voice agent's prompt template may use, and the three knowledge-graph groups with
-the seed's standard limits (user facts 50, shared episodes 30, the persona's events 20).
+the standard limits (user facts 50, shared episodes 30, the persona's events 20).
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ class VoiceContext:
         return CallContext("\n\n".join(p for p in parts if p), variables, built)
 
     async def package(self, user: User, now: datetime) -> dict[str, Any]:
-        """`get_context`: profile, time, every tier, and the three graph groups with the seed's limits."""
+        """`get_context`: profile, time, every tier, and the three graph groups with the standard limits."""
         call, (memory, memory_error) = await asyncio.gather(
             self.build(user, now), self.memory_groups(user.id, now)
         )

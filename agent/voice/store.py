@@ -1,5 +1,5 @@
 """Every write the voice surface makes, each behind `_may_write`: the one place a /forget tombstone
-(issue 11) is to be checked before a call's transcript or a voice fact reaches the memory.
+is to be checked before a call's transcript or a voice fact reaches the memory.
 
 A call is stored as the turn service stores messages (agent/turn/service.py): transcript rows of kind
 `voice` at their own times in their users' day segments, in a conversation of kind `voice` that is

@@ -1,4 +1,4 @@
-"""The voice agent's server tools, for the call token's user only (seed 003 §4, stage 3).
+"""The voice agent's server tools, for the call token's user only.
 
 `get_context` is the context package, `get_memory(query, limit)` searches the memory (saved and
 graph facts, past conversations) and lists the open threads, `update_memory(fact, category)` saves a

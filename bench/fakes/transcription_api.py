@@ -1,4 +1,4 @@
-"""A local fake of an OpenAI-compatible /v1/audio/transcriptions endpoint (voice notes, issue 14)."""
+"""A local fake of an OpenAI-compatible /v1/audio/transcriptions endpoint (voice notes)."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ async def run_jobs_command(
     if settings.summary_model.startswith("anthropic:") and name != "sessions":
         settings.require("anthropic_api_key")
     engine = create_engine(settings.database_url)
-    # Post-processing writes graph episodes (issue 7) and `forget` finishes deleting them (issue 11);
+    # Post-processing writes graph episodes and `forget` finishes deleting them;
     # the other jobs never touch the graph.
     graph = (
         await open_settings_graph(

@@ -1,4 +1,4 @@
-"""Durable delivery (issue 10): every message stored once and answered once, across crashes.
+"""Durable delivery: every message stored once and answered once, across crashes.
 
 The path of an update:
 

@@ -4,7 +4,7 @@ The model writes ordinary Markdown. telegramify-markdown turns it into text and 
 offsets (UTF-16 code units, as Telegram counts), so nothing is escaped by hand and no parse_mode can
 be rejected. Long replies are cut at the best boundary that lies outside every entity; only a single
 entity longer than a message (a huge code block) is cut inside, and then each part keeps a valid
-entity of its own. The same reply always gives the same chunks, so a resumed delivery (issue 10)
+entity of its own. The same reply always gives the same chunks, so a resumed delivery
 counts the chunks it already sent correctly.
 """
 

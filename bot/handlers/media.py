@@ -1,4 +1,4 @@
-"""Photos, text documents, PDFs and voice notes: downloaded in the turn, then answered like text (issue 14).
+"""Photos, text documents, PDFs and voice notes: downloaded in the turn, then answered like text.
 
 The inbox stores the update; the file is fetched (getFile + download) only when the update is
 worked, capped in size before and after the download. A photo or document reaches the model as an

@@ -1,4 +1,4 @@
-"""Voice notes to text through an OpenAI-compatible /v1/audio/transcriptions endpoint (issue 14).
+"""Voice notes to text through an OpenAI-compatible /v1/audio/transcriptions endpoint.
 
 Off unless TRANSCRIPTION_URL is set. The audio goes to the configured endpoint only; nothing is
 downloaded or run locally.

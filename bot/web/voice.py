@@ -1,4 +1,4 @@
-"""The voice calls' HTTP surface (issue 16): /voice/initiate, /voice/server-tool, /voice/call-ended.
+"""The voice calls' HTTP surface: /voice/initiate, /voice/server-tool, /voice/call-ended.
 
 Routes of the web app (webhook mode, or `python -m bot web`), present when VOICE_TOKEN_SECRET is set.
 Every answer is JSON; errors are `{"ok": false, "error": {"code", "message"}}` with 401 (secret,

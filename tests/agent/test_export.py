@@ -1,4 +1,4 @@
-"""/export of a large user (issue 11): streamed page by page into parts that each stay under the size
+"""/export of a large user: streamed page by page into parts that each stay under the size
 limit, are valid JSON on their own, and deep-merge into exactly the one-document export."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class GraphLikeStore:
 
 
 def deep_merge(into: dict[str, Any], part: dict[str, Any]) -> dict[str, Any]:
-    """Objects merge key by key, lists concatenate: how the README says to join the parts."""
+    """Objects merge key by key, lists concatenate: how docs/privacy.md says to join the parts."""
     for key, value in part.items():
         if key not in into:
             into[key] = value

@@ -1,4 +1,4 @@
-"""/forget is final (issue 11): ids never reused, writers awaited across processes, a store that
+"""/forget is final: ids never reused, writers awaited across processes, a store that
 fails is finished later, a post-processing run that outlives the user writes nothing."""
 
 from __future__ import annotations

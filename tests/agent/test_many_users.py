@@ -1,4 +1,4 @@
-"""10,000 distinct users through the turn service (issue 11): every per-user cache and lock map stays
+"""10,000 distinct users through the turn service: every per-user cache and lock map stays
 within its bound (entries and bytes), and what the service holds stops growing once the caches are
 full. Real database, the local hashing embedder (so indexing passes and vector searches run), the
 chat model a FunctionModel.

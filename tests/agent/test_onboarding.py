@@ -1,4 +1,4 @@
-"""Onboarding: the immutable context, the one message builder (seed 002's seven properties), the service."""
+"""Onboarding: the immutable context, the one message builder (its seven properties), the service."""
 
 from __future__ import annotations
 

@@ -268,7 +268,7 @@ async def test_admin_commands_only_for_admins(
     tg.command(ADMIN, "/stats")
     stats = (await tg.wait_for_messages(1, chat_id=ADMIN))[-1].text
     assert "users: 1" in stats and "messages: 10" in stats and "job queue depth: 0" in stats
-    # The one real turn is one chat call; onboarding's calls are counted apart (issue 13).
+    # The one real turn is one chat call; onboarding's calls are counted apart.
     assert "model use today (UTC): " in stats and "chat 1" in stats
     tg.command(ADMIN, "/user 42")
     user = (await tg.wait_for_messages(2, chat_id=ADMIN))[-1].text

@@ -1,4 +1,4 @@
-"""/export of a large user through Telegram (issue 11): several documents, each under the part size
+"""/export of a large user through Telegram: several documents, each under the part size
 (and so under Telegram's 50 MB), that together hold every message."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Limits through Telegram (issue 11): they outlive /forget, and /start, onboarding, /export and
+"""Limits through Telegram: they outlive /forget, and /start, onboarding, /export and
 /memory are limited, each with a friendly answer and no model call or document when over."""
 
 from __future__ import annotations

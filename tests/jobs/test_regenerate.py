@@ -1,4 +1,4 @@
-"""Rewriting a day's summary on the user's request (the timeline's "Regenerate summary", issue 15)."""
+"""Rewriting a day's summary on the user's request (the timeline's "Regenerate summary")."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ async def test_a_requested_rewrite_reads_the_whole_day_afresh(
     assert all(f"] m{i}" in prompt for i in range(10))
     assert "Previous summary:\n(none yet)" in prompt
     assert after.summary_updated_at == clock.now() and after.regenerate_requested_at is None
-    # The rewrite's model call is counted with the day summaries' (cost in view, issue 13).
+    # The rewrite's model call is counted with the day summaries' (cost in view).
     async with sessions() as session:
         calls = (
             await session.execute(select(ModelUsage.calls).where(ModelUsage.kind == "day_summary"))

@@ -1,4 +1,4 @@
-"""Cost in view (issue 13): post-processing's model calls and tokens land per user and day, and the
+"""Cost in view: post-processing's model calls and tokens land per user and day, and the
 admin reports show them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The timeline Telegram Mini App (issue 15): a page, its static files and its signed JSON API.
+"""The timeline Telegram Mini App: a page, its static files and its signed JSON API.
 
 `routes(runtime)` is added to the webhook's web app (`bot/web/app.py`) and served alone by
 `python -m bot web` next to a polling bot.

@@ -1,4 +1,4 @@
-"""Remembered text cannot hijack the instructions (issue 11): a hostile summary, profile answer,
+"""Remembered text cannot hijack the instructions: a hostile summary, profile answer,
 key moment, thread, last-conversation summary and memory fact reach the model as quoted data inside
 their tiers' tags, and the persona's headings stay the only headings."""
 

@@ -179,7 +179,7 @@ async def test_same_day_return_after_three_hours_sees_today(
     result = await service.reply(user_id, "I'm back", start + timedelta(hours=3))
     assert result.new_session
     text = recorder.instructions
-    # The stored summary's Markdown headings arrive neutralised inside the tier's fence (issue 11).
+    # The stored summary's Markdown headings arrive neutralised inside the tier's fence.
     summary = "\\## Summary\nAna has a maths exam at noon.\n\n\\## Open loops"
     assert f"<earlier_today>\nEarlier today:\n{summary}" in text
     assert "adopted a cat named Miso" in text and "passed the driving theory" in text

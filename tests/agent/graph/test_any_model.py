@@ -1,4 +1,4 @@
-"""The graph on a non-Anthropic SUMMARY_MODEL (issue 13): PydanticAI's OpenAI model against a local
+"""The graph on a non-Anthropic SUMMARY_MODEL: PydanticAI's OpenAI model against a local
 OpenAI-compatible server, through the real `openai` SDK, with temporal invalidation intact."""
 
 from __future__ import annotations

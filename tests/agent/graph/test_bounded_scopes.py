@@ -1,4 +1,4 @@
-"""The graph's per-group state stays bounded (issue 11): scopes are an LRU, write locks live only while
+"""The graph's per-group state stays bounded: scopes are an LRU, write locks live only while
 in use, and a group whose scope was evicted still reads and writes correctly. Real falkordblite."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""/forget is final (issue 11): it runs while post-processing is inside the graph stage and while an
+"""/forget is final: it runs while post-processing is inside the graph stage and while an
 embedding pass is in flight, and afterwards nothing of the user is left anywhere: no row in any table,
 no full-text entry, no vector, no graph node or edge, nothing in the process's caches. Real embedded
 FalkorDB; graphiti's LLM and the embedder are the scripted boundary, each held at a gate."""
@@ -215,7 +215,7 @@ async def test_forget_during_a_memory_add_graph_write_leaves_nothing(
     assert isinstance(graph, GraphitiMemory)
     ana, _ = await get_or_create_user(runtime.sessions, key="cli:ana", now=clock.now(), timezone="UTC")
     # A similar fact already in the group: the new one is checked against it by graphiti's model
-    # (a group's first fact is written without any model call, issue 13), which the gate holds.
+    # (a group's first fact is written without any model call), which the gate holds.
     await graph.add_fact(ana.id, "Sails to Crete every summer", clock.now())
     gated.chat.tool_calls = [("memory_add", {"fact": f"Sails to {SECRET} every summer"})]
     result = await runtime.turns.reply(ana.id, f"Remember that I sail to {SECRET}", clock.now())

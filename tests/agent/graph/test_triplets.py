@@ -1,4 +1,4 @@
-"""Extracted facts written as triplets (issue 13): one model call per fact at most, and graphiti's
+"""Extracted facts written as triplets: one model call per fact at most, and graphiti's
 temporal invalidation and deduplication still hold. Real embedded FalkorDB, scripted graph LLM."""
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ async def test_a_day_shows_its_card_and_folds_what_its_summary_covers(
     ]
     assert card["sections"][1]["items"] == ["play the Elgar concerto well"]
     assert card["updated_time"] == "09:08"  # Berlin time of the fourth message
-    # Seed 001 §3.4: the covered messages folded, the note after them, the rest open.
+    # The covered messages folded, the note after them, the rest open.
     kinds = [(b["type"], [e["type"] for e in b["entries"]]) for b in day["blocks"]]
     assert kinds == [
         ("folded", ["message"] * 4),

@@ -151,7 +151,7 @@ def test_pick_a_day_unfold_search_and_open_a_result(
     with serve_seeded(settings) as base, chromium() as driver:
         driver.get(f"{base}/timeline#{launch_fragment(init_data)}")
 
-        # Today first, as the seed's main screen.
+        # Today first, as the main screen.
         _wait(driver, lambda d: "Day Summary (Today)" in _text(d, "card"), "today's card")
         _wait(driver, lambda d: "Good morning! The concert is on Friday." in _visible_texts(d), "today")
         assert "No summary yet" in _text(driver, "card")

@@ -1,0 +1,91 @@
+"""The documentation: a short README that starts with the newcomer's commands, links that resolve,
+and a configuration page that lists every setting `agent/core/settings.py` reads, and nothing else."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from agent.core.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+# Variables the configuration page documents that the bot itself does not read as settings.
+NOT_SETTINGS = {
+    "ANTHROPIC_BASE_URL",
+    "OPENAI_BASE_URL",
+    "OPENAI_API_KEY",
+    "HTTPS_PROXY",
+    "TEST_POSTGRES_URL",
+    "CI",
+    "NIKITA_MANY_USERS",
+    "TIMELINE_SCREENSHOT",
+}
+
+
+def _outside_fences(text: str) -> list[str]:
+    lines, fenced = [], False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            lines.append(line)
+    return lines
+
+
+def _anchors(path: Path) -> set[str]:
+    """GitHub's heading ids: lower case, punctuation dropped, spaces as hyphens, repeats numbered."""
+    seen: dict[str, int] = {}
+    anchors = set()
+    for line in _outside_fences(path.read_text(encoding="utf-8")):
+        match = re.match(r"#{1,6}\s+(.*)", line)
+        if not match:
+            continue
+        slug = re.sub(r"[^\w\- ]", "", match.group(1).strip().lower()).replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        anchors.add(slug if count == 0 else f"{slug}-{count}")
+    return anchors
+
+
+def test_readme_is_one_page_that_starts_with_the_newcomer_commands() -> None:
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 250
+    top = "\n".join(lines[:30])
+    assert "make run" in top
+    assert "make test" in top
+
+
+@pytest.mark.parametrize("page", [README, *DOCS], ids=lambda p: p.name)
+def test_every_relative_link_resolves(page: Path) -> None:
+    broken = []
+    for target in LINK.findall("\n".join(_outside_fences(page.read_text(encoding="utf-8")))):
+        if re.match(r"[a-z]+:", target):
+            continue
+        file_part, _, anchor = target.partition("#")
+        path = (page.parent / file_part).resolve() if file_part else page
+        if not path.exists():
+            broken.append(target)
+        elif anchor and path.suffix == ".md" and anchor not in _anchors(path):
+            broken.append(target)
+    assert broken == []
+
+
+def test_readme_links_every_docs_page() -> None:
+    readme = README.read_text(encoding="utf-8")
+    assert [page.name for page in DOCS if f"(docs/{page.name})" not in readme] == []
+
+
+def test_configuration_page_lists_every_setting_and_no_other() -> None:
+    page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    documented = set()
+    for line in page.splitlines():
+        if line.startswith("| `"):
+            documented.update(re.findall(r"`([A-Z][A-Z0-9_]*)`", line.split(" | ")[0]))
+    settings = {(field.alias or name).upper() for name, field in Settings.model_fields.items()}
+    assert settings - documented == set()
+    assert documented - settings - NOT_SETTINGS == set()
