@@ -9,6 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account import export_user
@@ -16,6 +17,8 @@ from agent.clock import FrozenClock
 from agent.export import PAGE_ROWS, PartWriter, export_events
 from agent.users import get_or_create_user
 from db.models import Conversation, TranscriptMessage, UserFact
+
+pytestmark = pytest.mark.both_databases
 
 MESSAGES = 8 * PAGE_ROWS + 17  # several pages, and a last page that is not full
 PART_BYTES = 200_000

@@ -15,6 +15,8 @@ from agent.history import load_history
 from agent.users import get_or_create_user
 from db.models import Conversation, TranscriptMessage
 
+pytestmark = pytest.mark.both_databases
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

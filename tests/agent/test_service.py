@@ -30,6 +30,8 @@ from agent.users import get_or_create_user
 from bot.logs import TextFormatter
 from db.models import Conversation, GeneratedPrompt, TranscriptMessage
 
+pytestmark = pytest.mark.both_databases
+
 
 class Recorder:
     """A FunctionModel that records every request and answers with the user's last words."""

@@ -28,6 +28,8 @@ from agent.settings import Settings
 from agent.users import get_or_create_user
 from db.models import SearchChunk, UserFact
 
+pytestmark = pytest.mark.both_databases
+
 
 class ToolScript:
     """A FunctionModel that makes the scripted tool calls one per request, then answers with the returns."""

@@ -22,6 +22,8 @@ from agent.users import get_or_create_user
 from db.models import Conversation, TranscriptMessage
 from tests.agent.test_tools import ToolScript
 
+pytestmark = pytest.mark.both_databases
+
 
 @pytest.fixture
 def settings(database_url: str) -> Settings:

@@ -29,6 +29,8 @@ from tests.bot.delivery_helpers import (
     webhook_settings,
 )
 
+pytestmark = pytest.mark.both_databases
+
 
 async def store(sessions: async_sessionmaker[AsyncSession], update: dict[str, Any], **values: Any) -> None:
     """Put an update in the inbox as a process that stopped would have left it."""

@@ -26,6 +26,8 @@ from tests.bot.delivery_helpers import (
     webhook_settings,
 )
 
+pytestmark = pytest.mark.both_databases
+
 
 async def test_the_webhook_answers_200_only_after_the_update_is_committed(
     settings_factory: Callable[..., Settings], tg: FakeTelegram, engine: Any, brain: Brain

@@ -27,6 +27,8 @@ from agent.tokens import get_counter
 from agent.users import get_or_create_user
 from db.models import Conversation, ConversationThread, DaySegment, GeneratedPrompt, HistoryCompaction, User
 
+pytestmark = pytest.mark.both_databases
+
 counter = get_counter()
 
 
