@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = ("bot", "agent", "db", "jobs")
 OUTSIDE = ("tests", "bench")
@@ -36,6 +38,7 @@ def test_the_product_imports_neither_tests_nor_benchmarks() -> None:
     assert len(list((ROOT / "agent").rglob("*.py"))) > 20
 
 
+@pytest.mark.process
 def test_bench_runs_from_the_bot_command_line() -> None:
     import subprocess
     import sys

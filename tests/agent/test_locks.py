@@ -15,7 +15,7 @@ from agent.history import load_history
 from agent.users import get_or_create_user
 from db.models import Conversation, TranscriptMessage
 
-pytestmark = pytest.mark.both_databases
+pytestmark = [pytest.mark.both_databases, pytest.mark.process]
 
 ROOT = Path(__file__).resolve().parents[2]
 
