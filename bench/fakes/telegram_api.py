@@ -22,6 +22,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from bench.fakes.serving import QuickServer
 from bench.fakes.telegram_files import FileApi
 from bench.fakes.telegram_markup import ApiError, bad_request, check_entities, utf16_len, visible_text
 from bench.fakes.telegram_params import read_params
@@ -144,7 +145,7 @@ class FakeTelegram(FileApi, UpdateFactory, WebAppApi):
             http="h11",
             timeout_graceful_shutdown=1,
         )
-        self._server = uvicorn.Server(config)
+        self._server = QuickServer(config)
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._thread = threading.Thread(target=self._run, name="fake-telegram", daemon=True)
         self.port = 0
@@ -176,7 +177,7 @@ class FakeTelegram(FileApi, UpdateFactory, WebAppApi):
         """End pending long polls, shut the server down and close the socket."""
         self._closing = True
         self._wake()
-        self._server.should_exit = True
+        self._server.stop_soon()
         if self._thread.is_alive():
             self._thread.join(timeout=10)
         self._sock.close()

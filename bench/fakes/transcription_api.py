@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from bench.fakes.serving import QuickServer
 from bench.fakes.telegram_params import read_params
 
 
@@ -35,7 +36,7 @@ class FakeTranscriber:
         self.requests: list[Transcription] = []
         app = Starlette(routes=[Route("/v1/audio/transcriptions", self._transcribe, methods=["POST"])])
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", http="h11")
-        self._server = uvicorn.Server(config)
+        self._server = QuickServer(config)
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         serve = {"sockets": [self._sock]}
         self._thread = threading.Thread(target=self._server.run, kwargs=serve, daemon=True)
@@ -73,6 +74,6 @@ class FakeTranscriber:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._server.should_exit = True
+        self._server.stop_soon()
         self._thread.join(timeout=5)
         self._sock.close()

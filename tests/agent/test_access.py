@@ -17,6 +17,8 @@ from db.access import AccessRepository
 from db.models import User
 from db.usage import UsageRepository
 
+pytestmark = pytest.mark.both_databases
+
 ADMIN = 1
 
 

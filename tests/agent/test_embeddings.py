@@ -58,6 +58,7 @@ _OFFLINE_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("isolation", ISOLATIONS)
 def test_loads_and_embeds_without_network(isolation: str, tmp_path: Path) -> None:
     assert run_offline(_OFFLINE_SCRIPT, isolation, tmp_path).strip() == "(1, 384) 1.0"
@@ -191,6 +192,7 @@ async def test_hashing_embedder_rewards_shared_words() -> None:
     assert _cos(cat, cat_again) > _cos(cat, tax)
 
 
+@pytest.mark.process
 def test_hashing_embedder_is_stable_across_processes(tmp_path: Path) -> None:
     script = (
         "import asyncio; from agent.search.embeddings import HashingEmbedder; "

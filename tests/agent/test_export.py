@@ -9,6 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.export import PAGE_ROWS, PartWriter, export_events
@@ -16,6 +17,8 @@ from agent.account.forget import export_user
 from agent.account.users import get_or_create_user
 from agent.core.clock import FrozenClock
 from db.models import Conversation, TranscriptMessage, UserFact
+
+pytestmark = pytest.mark.both_databases
 
 MESSAGES = 8 * PAGE_ROWS + 17  # several pages, and a last page that is not full
 PART_BYTES = 200_000

@@ -26,6 +26,8 @@ from jobs.registry import run_job
 from tests.jobs.conftest import ScriptedSummaries, seed_conversation
 from tests.privacy import rows_of
 
+pytestmark = pytest.mark.both_databases
+
 
 @pytest.fixture
 def settings(database_url: str) -> Settings:

@@ -15,6 +15,8 @@ from agent.core.clock import FrozenClock
 from agent.history.messages import load_history
 from db.models import Conversation, TranscriptMessage
 
+pytestmark = [pytest.mark.both_databases, pytest.mark.process]
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

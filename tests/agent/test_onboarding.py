@@ -39,6 +39,8 @@ from agent.onboarding.service import (
 from agent.turn.locks import UserLocks
 from db.models import TranscriptMessage, User
 
+pytestmark = pytest.mark.both_databases
+
 NOW = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
 roles = st.sampled_from(["user", "assistant"])
 entries = st.lists(st.fixed_dictionaries({"role": roles, "content": st.text(min_size=1)}), max_size=40)

@@ -58,7 +58,6 @@ def _now() -> datetime:
     return datetime(2026, 11, 24, 9, tzinfo=UTC)
 
 
-@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 async def test_the_chat_model_is_sent_the_configured_name(
     engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
 ) -> None:
@@ -91,7 +90,6 @@ async def test_summaries_and_extraction_name_the_persona() -> None:
         assert "Ada" in sent and "Nikita" not in sent
 
 
-@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 async def test_a_persona_file_replaces_the_chat_persona(
     engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock, tmp_path: Path
 ) -> None:
@@ -125,6 +123,7 @@ def test_a_missing_or_empty_persona_file_fails_naming_it(
         load_settings()
 
 
+@pytest.mark.process
 def test_the_command_line_stops_with_one_line(tmp_path: Path) -> None:
     missing = tmp_path / "nowhere.md"
     result = subprocess.run(

@@ -31,6 +31,8 @@ from agent.turn.service import TurnService
 from bot.logs import TextFormatter
 from db.models import Conversation, GeneratedPrompt, TranscriptMessage
 
+pytestmark = pytest.mark.both_databases
+
 
 class Recorder:
     """A FunctionModel that records every request and answers with the user's last words."""

@@ -51,6 +51,7 @@ def test_admin_ids_from_a_comma_separated_list(monkeypatch: pytest.MonkeyPatch) 
     assert load_settings().admin_ids == [1, 22, 333]
 
 
+@pytest.mark.process
 def test_run_without_a_token_stops_at_once_naming_it(tmp_path: object) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "bot", "run"],

@@ -85,6 +85,7 @@ def test_unknown_encoding_is_a_project_error() -> None:
         load_encoding("p50k_base")
 
 
+@pytest.mark.process
 def test_counts_offline_with_network_blocked_and_empty_cache(tmp_path: Path) -> None:
     """A fresh process with no tiktoken cache and no network still counts correctly."""
     cache = tmp_path / "tiktoken-cache"

@@ -28,6 +28,8 @@ from agent.search.recall import Recall
 from agent.turn.service import TurnService
 from db.models import SearchChunk, UserFact
 
+pytestmark = pytest.mark.both_databases
+
 
 class ToolScript:
     """A FunctionModel that makes the scripted tool calls one per request, then answers with the returns."""

@@ -23,6 +23,8 @@ from agent.turn.service import TurnService
 from db.models import Conversation, TranscriptMessage
 from tests.agent.test_tools import ToolScript
 
+pytestmark = pytest.mark.both_databases
+
 
 @pytest.fixture
 def settings(database_url: str) -> Settings:

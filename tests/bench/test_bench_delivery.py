@@ -8,7 +8,7 @@ import pytest
 
 from bench.__main__ import main
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.process]
 
 
 def test_bench_delivery_prints_losses_latency_burst_and_overhead(

@@ -9,6 +9,8 @@ import pytest
 
 from bench.__main__ import main
 
+pytestmark = pytest.mark.process
+
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 

@@ -15,7 +15,7 @@ from bench.fakes.anthropic_api import FakeAnthropic
 from bench.fakes.telegram_api import FakeTelegram
 from bench.memory import descendants, measure, rss_bytes, tree_rss
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.process]
 
 
 def test_tree_rss_counts_the_children_of_a_process() -> None:

@@ -9,6 +9,8 @@ import pytest
 from bench.graph import run_graph_bench
 from tests.agent.graph.conftest import HAVE_FALKORDBLITE, IN_CI
 
+pytestmark = pytest.mark.process
+
 
 async def test_the_benchmark_reports_write_cost_and_both_read_recipes(tmp_path: Path) -> None:
     if not HAVE_FALKORDBLITE and not IN_CI:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.process
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # Many 1 MB buffers, each followed by a small block that outlives it, after one 4 MB block was freed

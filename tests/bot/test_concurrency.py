@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.test import TestModel
 
@@ -14,6 +15,8 @@ from bench.fakes.telegram_api import FakeTelegram
 from bot.app import build_application, running
 from bot.runtime import build_runtime
 from tests.bot.conftest import Brain
+
+pytestmark = pytest.mark.both_databases
 
 USERS = 30
 MESSAGES = 5

@@ -29,7 +29,7 @@ from bench.pg_cluster import ClusterUnavailableError, PrivateCluster
 from db.migrate import upgrade_to_head
 from tests.conftest import IN_CI, POSTGRES_ADMIN_URL, _admin
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.process]
 
 USERS, MESSAGES = 8, 6
 # Shorter than Cloud Run's 10 s: a SIGTERM'd process must be gone within it.

@@ -49,14 +49,18 @@ async def test_a_group_preview_is_one_message_edited_every_three_seconds(
 ) -> None:
     settings = settings_factory(stream_interval_seconds=0.1)
     delivery = leased(engine)
+    first, *rest = ["Here is ", "**the plan**", ": first", ", then second"] * 2
     async with Bot(TOKEN, base_url=tg.base_url) as bot:
         async with preview(bot, group_message(bot), settings, delivery) as progress:
             assert isinstance(progress, EditStream)
-            so_far = ""
-            for piece in ["Here is ", "**the plan**", ": first", ", then second"] * 2:
+            so_far = first
+            await progress.text(so_far)
+            await tg.wait_for_messages(1, chat_id=GROUP)
+            for piece in rest:  # the rest of the answer comes well inside the three seconds
                 so_far += piece
                 await progress.text(so_far)
-                await asyncio.sleep(0.9)  # 7.2 s of writing
+                await asyncio.sleep(0.1)
+            await tg.wait_for_calls("editMessageText")
     [sent] = tg.messages_to(GROUP)
     assert delivery.preview_message_id == sent.message_id and sent.text == "Here is"
     assert tg.drafts == [] and tg.calls_to("sendMessageDraft") == []  # drafts are private-only

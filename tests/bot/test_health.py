@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 from starlette.applications import Starlette
 
 from bot.web.health import health_route
@@ -27,6 +28,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@pytest.mark.process
 async def test_web_command_answers_healthz(tmp_path: Path) -> None:
     url = f"sqlite+aiosqlite:///{tmp_path / 'web.db'}"
     await asyncio.to_thread(upgrade_to_head, url)

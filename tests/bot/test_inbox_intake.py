@@ -27,6 +27,7 @@ from tests.bot.delivery_helpers import (
 )
 
 
+@pytest.mark.both_databases
 async def test_the_webhook_answers_200_only_after_the_update_is_committed(
     settings_factory: Callable[..., Settings], tg: FakeTelegram, engine: Any, brain: Brain
 ) -> None:
@@ -69,6 +70,7 @@ async def test_json_that_is_not_an_update_is_a_400_and_stores_nothing(
         assert await inbox_rows(runtime.sessions) == []
 
 
+@pytest.mark.both_databases
 async def test_a_failed_commit_is_a_503_and_telegrams_retry_is_answered_once(
     settings_factory: Callable[..., Settings], tg: FakeTelegram, engine: Any, brain: Brain
 ) -> None:
@@ -89,6 +91,7 @@ async def test_a_failed_commit_is_a_503_and_telegrams_retry_is_answered_once(
         assert len(await inbox_rows(runtime.sessions)) == 1
 
 
+@pytest.mark.both_databases
 async def test_the_turn_starts_while_the_update_commits_and_its_reply_waits_for_the_commit(
     settings_factory: Callable[..., Settings], tg: FakeTelegram, engine: Any, database_url: str, brain: Brain
 ) -> None:
@@ -113,6 +116,7 @@ async def test_the_turn_starts_while_the_update_commits_and_its_reply_waits_for_
         assert await transcript(runtime.sessions) == [("user", "quick"), ("assistant", "echo: quick")]
 
 
+@pytest.mark.both_databases
 async def test_a_commit_failing_after_the_turn_started_sends_nothing_and_the_retry_is_answered_once(
     settings_factory: Callable[..., Settings], tg: FakeTelegram, engine: Any, database_url: str, brain: Brain
 ) -> None:
@@ -140,6 +144,7 @@ async def test_a_commit_failing_after_the_turn_started_sends_nothing_and_the_ret
         ]
 
 
+@pytest.mark.both_databases
 async def test_text_with_nul_characters_through_the_webhook_is_stored_and_answered(
     settings_factory: Callable[..., Settings], tg: FakeTelegram, engine: Any, brain: Brain
 ) -> None:
@@ -154,6 +159,7 @@ async def test_text_with_nul_characters_through_the_webhook_is_stored_and_answer
         assert await transcript(runtime.sessions) == [("user", "nulinside"), ("assistant", "echo: nulinside")]
 
 
+@pytest.mark.both_databases
 async def test_polling_confirms_an_update_only_after_its_commit(
     settings_factory: Callable[..., Settings], tg: FakeTelegram, engine: Any, brain: Brain
 ) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import pytest
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -41,7 +40,6 @@ class Recorder:
         return ModelResponse(parts=[TextPart("echo: " + last_user_text(messages))])
 
 
-@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 async def test_the_bot_introduces_itself_by_the_configured_name(
     engine: AsyncEngine, tg: FakeTelegram, settings_factory: Callable[..., Settings]
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -15,6 +16,8 @@ from agent.core.settings import Settings
 from bot.ratelimit import Limit, RateLimiter, hash_key
 from db.engine import create_engine, session_factory
 from db.models import RateLimitEvent
+
+pytestmark = pytest.mark.both_databases
 
 NOW = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
 ANA, BO = "telegram:424242", "telegram:515151"

@@ -19,6 +19,8 @@ from bench.delivery_harness import TOKEN_AND_SECRET, BotProcess, bot_env, echo
 from bench.fakes.anthropic_api import FakeAnthropic
 from bench.fakes.telegram_api import FakeTelegram
 
+pytestmark = pytest.mark.process
+
 WEBHOOK_URL = "https://nikita.example/telegram/webhook"
 
 

@@ -13,7 +13,7 @@ from bench.fakes.anthropic_api import FakeAnthropic
 from bench.fakes.telegram_api import FakeTelegram
 from db.migrate import upgrade_to_head_async
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.process]
 
 
 @pytest.fixture

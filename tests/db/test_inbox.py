@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from db.inbox import InboxRepository, NewUpdate
 from db.models import InboxUpdate, TranscriptMessage, User
+
+pytestmark = pytest.mark.both_databases
 
 NOW = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
 LEASE = timedelta(seconds=20)

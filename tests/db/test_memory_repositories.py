@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -15,6 +16,8 @@ from db.memory_repositories import (
 )
 from db.models import ConversationThread, DaySegment, TranscriptMessage, UserFact
 from tests.jobs.conftest import seed_conversation
+
+pytestmark = pytest.mark.both_databases
 
 
 def test_dedupe_key_ignores_case_spacing_and_final_punctuation() -> None:

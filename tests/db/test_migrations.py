@@ -46,6 +46,7 @@ def test_the_migrations_have_exactly_one_head() -> None:
     assert len(heads) == 1, f"several Alembic heads: {heads}; a new migration revises the newest one"
 
 
+@pytest.mark.process
 async def test_the_bot_migrates_in_a_child_process(tmp_path: Path) -> None:
     url = f"sqlite+aiosqlite:///{tmp_path / 'child.db'}"
     await upgrade_in_child(url)
@@ -58,6 +59,7 @@ async def test_the_bot_migrates_in_a_child_process(tmp_path: Path) -> None:
     assert [version] == ScriptDirectory.from_config(alembic_config(url)).get_heads()
 
 
+@pytest.mark.process
 async def test_a_failed_child_migration_says_why(tmp_path: Path) -> None:
     (tmp_path / "a file").write_text("not a directory")
     unreachable = f"sqlite+aiosqlite:///{tmp_path / 'a file' / 'bot.db'}"
@@ -66,6 +68,7 @@ async def test_a_failed_child_migration_says_why(tmp_path: Path) -> None:
     assert "Traceback" not in str(failed.value)
 
 
+@pytest.mark.process
 async def test_the_child_migration_runs_from_any_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -13,6 +13,8 @@ from db.models import InboxUpdate
 from db.uninterrupted import uninterrupted
 from tests.conftest import FrozenClock
 
+pytestmark = pytest.mark.both_databases
+
 # A statement that keeps the connection busy for a while (both databases run it).
 SLOW = (
     "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1500000) SELECT count(*) FROM c"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -14,6 +15,8 @@ from db.models import DaySegment, TranscriptMessage
 from jobs.context import JobContext
 from jobs.registry import run_job
 from tests.jobs.conftest import ScriptedSummaries, seed_conversation
+
+pytestmark = pytest.mark.both_databases
 
 
 async def _segments(sessions: async_sessionmaker[AsyncSession]) -> list[DaySegment]:

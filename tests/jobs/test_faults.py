@@ -22,7 +22,7 @@ from bench.fakes.anthropic_api import FakeAnthropic, Reply, last_user_text
 from db.models import Conversation, ConversationThread, DaySegment, Thought, TranscriptMessage, UserFact
 from tests.jobs.conftest import MARKER, extraction_reply, seed_conversation, summary_reply
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.both_databases, pytest.mark.process]
 
 
 class Scripted:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -14,6 +15,8 @@ from jobs.context import JobContext
 from jobs.queue import requeue
 from jobs.registry import run_job
 from tests.jobs.conftest import ScriptedSummaries, extraction_reply, seed_conversation
+
+pytestmark = pytest.mark.both_databases
 
 TEXTS = ["conversation 1: my concert is on Friday", "good luck!", "and I got a job offer", "tell me more"]
 

@@ -17,6 +17,8 @@ from jobs.queue import backoff, claim_next, queue_stats, requeue
 from jobs.registry import UnknownJobError, run_job
 from tests.jobs.conftest import ScriptedSummaries, seed_conversation
 
+pytestmark = pytest.mark.both_databases
+
 
 async def _conversation(sessions: async_sessionmaker[AsyncSession], conversation_id: int) -> Conversation:
     async with sessions() as session:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -14,6 +15,8 @@ from db.models import ModelUsage, User
 from jobs.context import JobContext
 from jobs.registry import run_job
 from tests.jobs.conftest import ScriptedSummaries, seed_conversation
+
+pytestmark = pytest.mark.both_databases
 
 TEXTS = ["conversation 1: my concert is on Friday", "good luck!", "and I got a job offer", "tell me more"]
 

@@ -27,6 +27,8 @@ from agent.history.tokens import get_counter
 from agent.turn.service import TurnService
 from db.models import Conversation, ConversationThread, DaySegment, GeneratedPrompt, HistoryCompaction, User
 
+pytestmark = pytest.mark.both_databases
+
 counter = get_counter()
 
 

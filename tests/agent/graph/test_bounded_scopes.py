@@ -19,6 +19,8 @@ from bench.fakes.graph_llm import ScriptedLLMClient
 
 from .conftest import HAVE_FALKORDBLITE, IN_CI
 
+pytestmark = pytest.mark.process
+
 T0 = datetime(2026, 1, 5, 20, 0, tzinfo=UTC)
 NOW = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
 SCOPES = 6

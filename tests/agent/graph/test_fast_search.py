@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from agent.graph import STANDARD_LIMITS, group_id
 from agent.graph.fast_search import MAX_QUERY_WORDS, fuse, text_query
 from agent.graph.graphiti_backend import GraphitiMemory
@@ -64,6 +66,7 @@ def test_text_query_drops_stopwords_and_bounds_long_messages() -> None:
     assert long.count("|") == MAX_QUERY_WORDS - 1
 
 
+@pytest.mark.process
 async def test_a_group_without_its_vector_index_is_answered_by_graphitis_search(
     graph: GraphitiMemory,
 ) -> None:

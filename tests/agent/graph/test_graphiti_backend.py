@@ -15,6 +15,8 @@ from bench.fakes.graph_llm import ScriptedCall, ScriptedLLMClient
 
 from .conftest import GraphFactory
 
+pytestmark = pytest.mark.process
+
 T0 = datetime(2026, 1, 5, 20, 0, tzinfo=UTC)
 NOW = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
 

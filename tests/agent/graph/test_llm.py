@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from graphiti_core.prompts.extract_nodes import ExtractedEntities
 from graphiti_core.prompts.models import Message
 
@@ -55,6 +56,7 @@ async def test_structured_output_travels_as_a_forced_tool_call() -> None:
     assert "stream" not in body or body["stream"] is False
 
 
+@pytest.mark.process
 async def test_an_episode_goes_through_the_sdk_and_is_found(open_graph: GraphFactory) -> None:
     """The production client end to end: graphiti -> SDK -> local fake API answering like the script."""
 

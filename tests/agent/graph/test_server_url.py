@@ -17,6 +17,8 @@ from bench.fakes.graph_llm import ScriptedLLMClient
 
 from .conftest import HAVE_FALKORDBLITE, IN_CI
 
+pytestmark = pytest.mark.process
+
 
 @pytest.fixture
 def falkordb_url(tmp_path: Path) -> Iterator[str]:

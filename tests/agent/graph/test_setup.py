@@ -105,6 +105,7 @@ async def test_the_embedded_backend_without_its_extra_fails_at_start_naming_the_
     assert isinstance(none, NullGraphMemory)
 
 
+@pytest.mark.process
 async def test_the_default_backend_opens_embedded_with_the_anthropic_client(
     clock: FrozenClock, tmp_path: Path
 ) -> None:
@@ -123,6 +124,7 @@ async def test_the_default_backend_opens_embedded_with_the_anthropic_client(
         await memory.close()
 
 
+@pytest.mark.process
 async def test_a_slow_graph_fails_the_tier_instead_of_holding_the_turn(open_graph: GraphFactory) -> None:
     graph = await open_graph()
     await graph.add_episode(7, "user", "c1", "I work at Acme.", T0, "c1")
@@ -133,6 +135,7 @@ async def test_a_slow_graph_fails_the_tier_instead_of_holding_the_turn(open_grap
         await GraphMemoryTier(graph, timeout_seconds=1e-6).search(7, "Acme", limits=STANDARD, now=T0)
 
 
+@pytest.mark.process
 async def test_fact_search_falls_back_to_saved_facts_when_the_graph_fails(
     open_graph: GraphFactory, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock, tmp_path: Path
 ) -> None:

@@ -24,6 +24,8 @@ from db.models import ModelUsage
 from .conftest import GraphFactory
 from .test_graphiti_backend import contradict_where_one_lives
 
+pytestmark = pytest.mark.process
+
 T0 = datetime(2026, 1, 5, 20, 0, tzinfo=UTC)
 NOW = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
 

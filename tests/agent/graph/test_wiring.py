@@ -121,6 +121,7 @@ async def postprocessed_user(
     return user_id
 
 
+@pytest.mark.process
 async def test_post_processed_episodes_reach_the_model_through_the_memory_tier(
     open_runtime: OpenRuntime, clock: FrozenClock
 ) -> None:
@@ -142,6 +143,7 @@ async def test_post_processed_episodes_reach_the_model_through_the_memory_tier(
     assert "- Ana lives in Lisbon" in report
 
 
+@pytest.mark.process
 async def test_a_later_fact_replaces_an_earlier_one_in_the_memory_tier(
     open_runtime: OpenRuntime, clock: FrozenClock
 ) -> None:
@@ -170,6 +172,7 @@ async def test_a_later_fact_replaces_an_earlier_one_in_the_memory_tier(
     assert "I moved to Berlin" in report and "I live in Paris" not in report
 
 
+@pytest.mark.process
 async def test_users_never_see_each_others_graph_through_the_tier_or_the_tools(
     open_runtime: OpenRuntime, clock: FrozenClock
 ) -> None:
@@ -204,6 +207,7 @@ async def test_users_never_see_each_others_graph_through_the_tier_or_the_tools(
     assert "Oslo" in chat.instructions[-1] and "Lisbon" not in chat.instructions[-1]
 
 
+@pytest.mark.process
 async def test_forget_through_the_runtime_leaves_no_node_or_edge_of_that_user(
     open_runtime: OpenRuntime, clock: FrozenClock
 ) -> None:

@@ -10,6 +10,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.search.get import MessagesOut, RecallInputError, RecallNotFoundError, SummaryOut
 from tests.agent.search.corpus import add_day, add_user, make_recall, recall_settings
 
+pytestmark = pytest.mark.both_databases
+
 
 async def test_shapes(sessions: async_sessionmaker[AsyncSession]) -> None:
     recall = make_recall(recall_settings(search_get_max_messages=3), sessions, vectors=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 from typing import Any
 
+import pytest
 from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -12,6 +13,8 @@ from agent.account.forget import forget_user
 from agent.account.users import get_or_create_user
 from db.models import DaySegment, SearchChunk, User
 from tests.agent.search.corpus import add_day, add_user, make_recall, recall_settings, set_summary
+
+pytestmark = pytest.mark.both_databases
 
 NOW = datetime(2026, 3, 3, tzinfo=UTC)
 

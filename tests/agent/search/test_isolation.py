@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
@@ -12,6 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.search.get import MessagesOut, RecallInputError, RecallNotFoundError, SummaryOut
 from db.models import DaySegment, TranscriptMessage
 from tests.agent.search.corpus import add_day, add_user, make_recall, recall_settings
+
+pytestmark = pytest.mark.both_databases
 
 WORDS = ["apple", "river", "piano", "secret", "lisbon", "kitten", "doctor", "money", "tea", "42"]
 NOW = datetime(2026, 3, 3, tzinfo=UTC)

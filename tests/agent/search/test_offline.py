@@ -9,6 +9,8 @@ import pytest
 
 from tests.offline import ISOLATIONS, run_offline
 
+pytestmark = pytest.mark.process
+
 _SCRIPT = textwrap.dedent(
     """
     import asyncio

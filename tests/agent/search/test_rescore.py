@@ -13,6 +13,8 @@ from agent.search.rescore import Signals, final_scores, with_previous_turn
 from agent.search.turns import TurnInfo, named_role
 from tests.agent.search.corpus import add_day, add_user, make_recall, recall_settings
 
+pytestmark = pytest.mark.both_databases
+
 NOW = datetime(2026, 3, 3, 12, 0, tzinfo=UTC)
 DAY = date(2026, 2, 1)
 

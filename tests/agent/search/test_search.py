@@ -12,6 +12,8 @@ from agent.search.get import RecallInputError
 from agent.search.search import without_speakers
 from tests.agent.search.corpus import add_day, add_user, make_recall, recall_settings
 
+pytestmark = pytest.mark.both_databases
+
 NOW = datetime(2026, 3, 3, 12, 0, tzinfo=UTC)
 
 

@@ -21,6 +21,8 @@ from db.models import Conversation, DaySegment, TranscriptMessage, User, UserFac
 from db.repositories import ConversationRepository, TranscriptRepository
 from jobs.queue import claim_next
 
+pytestmark = pytest.mark.both_databases
+
 # 23:58 in Lisbon (UTC+0 in March) would not cross midnight; Tokyo is UTC+9, so 14:58 UTC is 23:58 there.
 START = datetime(2026, 3, 3, 14, 58, tzinfo=UTC)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import select
 
 from bot.runtime import Runtime
@@ -13,6 +14,8 @@ from db.models import DaySegment, TranscriptMessage
 from jobs.registry import run_job
 from tests.bot.timeline.conftest import Auth
 from tests.bot.timeline.seed import ANA, BEN, SUMMARY_2, Seeded
+
+pytestmark = pytest.mark.both_databases
 
 
 async def _get(client: httpx.AsyncClient, path: str, headers: dict[str, str], **params: str) -> Any:

@@ -53,10 +53,11 @@ FLAGS = (
     "--lang=en-US",
 )
 
-pytestmark = pytest.mark.skipif(
-    not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()),
-    reason="Chromium is not installed here (apt-get install -y chromium chromium-driver; .ci/run does it)",
-)
+NO_CHROMIUM = "Chromium is not installed here (apt-get install -y chromium chromium-driver; .ci/run does it)"
+pytestmark = [
+    pytest.mark.skipif(not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()), reason=NO_CHROMIUM),
+    pytest.mark.process,
+]
 
 
 def _free_port() -> int:

@@ -12,11 +12,14 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bench.fakes.telegram_webapp import sign_init_data
 from tests.bot.conftest import TOKEN
 from tests.bot.timeline.seed import ANA, seed_timeline
+
+pytestmark = pytest.mark.process
 
 
 def _free_port() -> int:

@@ -157,6 +157,7 @@ async def test_a_whole_call_lands_in_the_memory_the_next_message_reads(open_app:
     assert len(calls) == 1
 
 
+@pytest.mark.process
 async def test_a_whole_call_with_the_knowledge_graph(open_app: OpenApp, tmp_path: Path) -> None:
     if not HAVE_FALKORDBLITE and not IN_CI:
         pytest.skip("falkordblite is not installed (CI always installs it and runs this test)")
