@@ -128,7 +128,16 @@ class ContextBuilder:
             "today": (
                 s.context_today_timeout_seconds,
                 lambda: self._in_session(
-                    sessions, lambda db: load_today(db, user, now, key_moments=s.context_today_key_moments)
+                    sessions,
+                    lambda db: load_today(
+                        db,
+                        user,
+                        now,
+                        key_moments=s.context_today_key_moments,
+                        conversation_id=conversation.id if conversation is not None else None,
+                        raw_budget=self.budgets.tiers["today"],
+                        count=self.counter.count,
+                    ),
                 ),
             ),
             "yesterday": (

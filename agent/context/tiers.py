@@ -8,6 +8,7 @@ rendered inside its own tag with the stored text neutralised (agent/context/fenc
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from typing import Any, Literal
@@ -19,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from agent.context.fence import fence, neutralise
 from agent.context.threads import ThreadRow, priority_classes, rank_threads, thread_lines
 from agent.core.clock import ensure_utc, local_day
-from db.models import Conversation, ConversationThread, DaySegment, User
+from db.models import Conversation, ConversationThread, DaySegment, TranscriptMessage, User
 
 TierName = Literal["time", "profile", "today", "yesterday", "threads", "last_conversation", "memory"]
 # Loaded concurrently, in this order of display; "time" and "profile" are built in memory.
@@ -118,9 +119,23 @@ async def _segment(session: AsyncSession, user_id: int, day: date) -> DaySegment
 
 
 async def load_today(
-    session: AsyncSession, user: User, now: datetime, *, key_moments: int
+    session: AsyncSession,
+    user: User,
+    now: datetime,
+    *,
+    key_moments: int,
+    conversation_id: int | None = None,
+    raw_budget: int = 0,
+    count: Callable[[str], int] = len,
 ) -> TierBlock | None:
-    """Today's day summary and its most recent key moments: "Earlier today: ..."."""
+    """Today's day summary, its most recent key moments, and the turns no summary covers yet.
+
+    The turns are those of today's earlier conversations (never `conversation_id`'s, which the
+    history carries) written after the summary was (or all of them, before the first summary): the
+    newest kept within `raw_budget` tokens less what the summary and moments take, in order. A
+    user back from a pause that closed the conversation finds them here until post-processing has
+    summarised them.
+    """
     segment = await _segment(session, user.id, local_day(now, user.timezone))
     if segment is None:
         return None
@@ -130,7 +145,60 @@ async def load_today(
     moments = [text for m in (segment.key_moments or []) if (text := _moment_text(m).strip())]
     # The most recent moments, newest first, so a budget cut drops the oldest.
     items += [f"- {text}" for text in reversed(moments[-key_moments:])] if key_moments > 0 else []
+    left = raw_budget - sum(count(item) for item in items)
+    turns = (
+        await _unsummarised(session, segment, conversation_id, user.timezone, left, count) if left > 0 else []
+    )
+    if turns:
+        items += ["Not in the summary yet, from today's earlier conversation:", *turns]
     return TierBlock("today", "Earlier today:", tuple(items)) if items else None
+
+
+# At most this many of today's unsummarised turns are read (newest first) to fill the raw window,
+# and each is cut to this many characters.
+_RAW_TURNS = 200
+_RAW_TURN_CHARS = 600
+
+
+async def _unsummarised(
+    session: AsyncSession,
+    segment: DaySegment,
+    conversation_id: int | None,
+    timezone: str,
+    budget: int,
+    count: Callable[[str], int],
+) -> list[str]:
+    """Lines of the day's turns that no summary covers, outside this conversation, newest kept."""
+    stmt = select(TranscriptMessage.role, TranscriptMessage.content, TranscriptMessage.sent_at).where(
+        TranscriptMessage.day_segment_id == segment.id,
+        TranscriptMessage.role.in_(("user", "assistant")),
+        TranscriptMessage.conversation_id.is_not(None),
+    )
+    if conversation_id is not None:
+        stmt = stmt.where(TranscriptMessage.conversation_id != conversation_id)
+    # Covered by the summary: at or before the last message it was written from (the rule the
+    # timeline and conversation search use too).
+    if segment.summary and segment.summary.strip():
+        if segment.last_summarized_message_id is not None:
+            stmt = stmt.where(TranscriptMessage.id > segment.last_summarized_message_id)
+        elif segment.summary_updated_at is not None:
+            stmt = stmt.where(TranscriptMessage.sent_at > segment.summary_updated_at)
+    rows = (await session.execute(stmt.order_by(TranscriptMessage.id.desc()).limit(_RAW_TURNS))).all()
+    zone = ZoneInfo(timezone)
+    lines: list[str] = []
+    for row in rows:
+        text = " ".join(row.content.split())
+        if len(text) > _RAW_TURN_CHARS:
+            text = text[: _RAW_TURN_CHARS - 1] + "…"
+        if not text:
+            continue
+        who = "User" if row.role == "user" else "You"
+        line = f"{ensure_utc(row.sent_at).astimezone(zone):%H:%M} {who}: {text}"
+        budget -= count(line)
+        if budget < 0:
+            break
+        lines.append(line)
+    return lines[::-1]
 
 
 async def load_yesterday(session: AsyncSession, user: User, now: datetime) -> TierBlock | None:

@@ -15,7 +15,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
@@ -25,7 +25,15 @@ from agent.core.settings import Settings
 from agent.history.messages import dump_history
 from agent.history.tokens import get_counter
 from agent.turn.service import TurnService
-from db.models import Conversation, ConversationThread, DaySegment, GeneratedPrompt, HistoryCompaction, User
+from db.models import (
+    Conversation,
+    ConversationThread,
+    DaySegment,
+    GeneratedPrompt,
+    HistoryCompaction,
+    TranscriptMessage,
+    User,
+)
 
 pytestmark = pytest.mark.both_databases
 
@@ -325,3 +333,75 @@ async def test_five_hundred_long_messages_stay_within_budgets(
     # Each new summary folds the previous one in (incremental, never the whole session again).
     assert all("Previous summary:\nSUMMARY #" in p for p in summariser.prompts[1:])
     assert re.search(r"^499: ", str(last_messages[-1].parts[-1].content))
+
+
+def today_tier(instructions: str) -> str:
+    """The today tier's block in the instructions ("" when there is none)."""
+    found = re.search(r"<earlier_today>\nEarlier today:\n(.*?)</earlier_today>", instructions, re.S)
+    return found.group(1) if found else ""
+
+
+async def test_a_return_before_post_processing_finds_the_earlier_turns_in_the_instructions(
+    settings: Settings, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    recorder = Recorder({"and my cat Miso is sick": "Oh no, poor Miso. I hope the vet helps."})
+    service = make_service(settings, engine, sessions, clock, recorder)
+    user_id = await new_user(sessions, clock)
+    start = clock.now()
+    await service.reply(user_id, "I have a job interview on Thursday", start)
+    await service.reply(user_id, "and my cat Miso is sick", start + timedelta(minutes=1))
+    # 17 minutes after the last message: the pause closed that conversation, and post-processing
+    # has not run, so there is no summary of it yet.
+    back = await service.reply(user_id, "I'm back", start + timedelta(minutes=18))
+    assert back.new_session
+    assert recorder.history_texts() == []  # nothing of it in message_history...
+    today = today_tier(recorder.instructions)
+    # ...but every turn of it in the today tier, in order, quoted like every tier.
+    assert "Not in the summary yet, from today's earlier conversation:" in today
+    lines = [line for line in today.splitlines() if line[:2].isdigit()]
+    assert lines == [
+        "09:00 User: I have a job interview on Thursday",
+        "09:00 You: echo: I have a job interview on Thursday",
+        "09:01 User: and my cat Miso is sick",
+        "09:01 You: Oh no, poor Miso. I hope the vet helps.",
+    ]
+    assert "I'm back" not in today  # the current conversation is the history's, not the tier's
+
+    # Post-processing summarises the day up to the last message of that conversation: the raw
+    # turns give way to the summary, and only what came after it stays raw.
+    async with sessions() as session, session.begin():
+        segment = (
+            await session.execute(select(DaySegment).where(DaySegment.user_id == user_id))
+        ).scalar_one()
+        first = (await session.execute(select(Conversation).order_by(Conversation.id).limit(1))).scalar_one()
+        segment.summary = "## Summary\nAna has a job interview on Thursday; her cat Miso is sick."
+        segment.last_summarized_message_id = await session.scalar(
+            select(func.max(TranscriptMessage.id)).where(TranscriptMessage.conversation_id == first.id)
+        )
+        segment.summary_updated_at = start + timedelta(minutes=20)
+    await service.reply(user_id, "still here", start + timedelta(minutes=40))
+    today = today_tier(recorder.instructions)
+    assert "her cat Miso is sick" in today
+    assert "job interview on Thursday\n" not in today and "User: and my cat" not in today
+    assert [line for line in today.splitlines() if line[:2].isdigit()] == [
+        "09:18 User: I'm back",
+        "09:18 You: echo: I'm back",
+    ]
+
+
+async def test_the_raw_window_keeps_the_newest_turns_within_the_today_budget(
+    settings: Settings, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    recorder = Recorder()
+    service = make_service(settings, engine, sessions, clock, recorder)
+    user_id = await new_user(sessions, clock)
+    start = clock.now()
+    for n in range(40):
+        words = " ".join(f"word{n}x{k}" for k in range(30))
+        await service.reply(user_id, f"message {n}: {words}", start + timedelta(seconds=20 * n))
+    await service.reply(user_id, "back again", start + timedelta(hours=1))
+    today = today_tier(recorder.instructions)
+    assert "message 39:" in today and "message 0:" not in today
+    assert counter.count(today) <= settings.context_today_budget + 20  # the tag and heading aside
+    snapshot = await latest_snapshot(sessions)
+    assert snapshot["today_summary_present"] is True
