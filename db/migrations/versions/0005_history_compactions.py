@@ -1,4 +1,4 @@
-"""history compactions: cached summaries of a session's older turns (issue 5)
+"""history compactions: cached summaries of a session's older turns
 
 Revision ID: 0005_compactions
 Revises: 0002

@@ -1,4 +1,4 @@
-"""search index: transcript and day-summary full text, chunk embeddings (issue 6)
+"""search index: transcript and day-summary full text, chunk embeddings
 
 Revision ID: 0006_search
 Revises: 0002

@@ -1,4 +1,4 @@
-"""inbox: every Telegram update stored before it is acknowledged (issue 10)
+"""inbox: every Telegram update stored before it is acknowledged
 
 Revision ID: 0007_inbox
 Revises: 0002

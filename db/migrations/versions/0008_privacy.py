@@ -1,4 +1,4 @@
-"""privacy: user ids never reused on SQLite, pending forgets, rate-limit events (issue 11)
+"""privacy: user ids never reused on SQLite, pending forgets, rate-limit events
 
 Revision ID: 0008_privacy
 Revises: 0002

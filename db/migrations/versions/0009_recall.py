@@ -1,4 +1,4 @@
-"""recall: neighbour look-ups by day and id (issue 12)
+"""recall: neighbour look-ups by day and id
 
 conversation_search reads the previous and next message of a day for each candidate; without an
 index on (day_segment_id, id), PostgreSQL answered "the latest message of this day before id N"

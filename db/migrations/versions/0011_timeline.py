@@ -1,4 +1,4 @@
-"""timeline: a day summary's regeneration requested from the Mini App (issue 15)
+"""timeline: a day summary's regeneration requested from the Mini App
 
 Revision ID: 0011_timeline
 Revises: 0002

@@ -1,4 +1,4 @@
-"""voice calls: conversation kind and call id, fact category (issue 16)
+"""voice calls: conversation kind and call id, fact category
 
 Revision ID: 0012_voice
 Revises: 0002

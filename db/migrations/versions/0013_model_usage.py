@@ -1,4 +1,4 @@
-"""model usage: calls and tokens per user, day and kind of use (issue 13)
+"""model usage: calls and tokens per user, day and kind of use
 
 Revision ID: 0013_usage
 Revises: 0002

@@ -24,7 +24,7 @@ ALICE = 501
 async def morning_chat(app: VoiceApp) -> int:
     """Alice texts, the session ends and is post-processed: a day summary and an open thread exist."""
     # Not "Will my sister...": the scripted graph model would make "Will" an entity, and a name made
-    # only of RediSearch stopwords crashes embedded FalkorDB (graphiti issue 1337).
+    # only of RediSearch stopwords crashes embedded FalkorDB (an upstream graphiti bug).
     await app.text(ALICE, "My sister Marta is a doctor")
     await app.text(ALICE, "Does my sister Marta visit in June?")
     app.later(minutes=20)
