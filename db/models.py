@@ -85,6 +85,10 @@ class User(Base):
     last_message_at: Mapped[datetime | None]
 
 
+# A conversation in this status is queued for post-processing (`jobs/queue.py` claims it).
+QUEUED = "closed"
+
+
 class Conversation(Base):
     """One session: consecutive messages with no gap longer than the session timeout."""
 
@@ -98,7 +102,7 @@ class Conversation(Base):
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
-    # active -> closed -> processing -> processed | failed (closed again on retry)
+    # active -> closed (QUEUED) -> processing -> processed | failed (closed again on retry)
     status: Mapped[str] = mapped_column(String(16), default="active")
     started_at: Mapped[datetime]
     last_message_at: Mapped[datetime]

@@ -10,7 +10,7 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
-from db.models import Conversation, DaySegment, GeneratedPrompt, TranscriptMessage, User
+from db.models import QUEUED, Conversation, DaySegment, GeneratedPrompt, TranscriptMessage, User
 
 
 async def user_present(session: AsyncSession, user_id: int) -> bool:
@@ -99,17 +99,22 @@ class ConversationRepository:
         await self.session.flush()
         return conversation
 
-    async def close(self, conversation: Conversation, at: datetime) -> None:
-        """Mark a session closed (queued for post-processing) as of its last message."""
-        conversation.status = "closed"
+    async def end_and_queue(self, conversation: Conversation, at: datetime) -> None:
+        """End a session as of its last message, which queues it for post-processing.
+
+        This is the post-processing queue's one way in (with `end_idle_and_queue`): a conversation
+        whose status is "closed" is what `jobs/queue.py` claims. It lives here rather than in
+        `jobs/` because the turn ends sessions and the agent never imports jobs.
+        """
+        conversation.status = QUEUED
         conversation.ended_at = at
 
-    async def close_idle(self, idle_before: datetime, *, user_id: int | None = None) -> list[int]:
-        """Close every active session whose last message is older than `idle_before`; return their ids."""
+    async def end_idle_and_queue(self, idle_before: datetime, *, user_id: int | None = None) -> list[int]:
+        """End and queue every active session whose last message is older than `idle_before`; their ids."""
         stmt = (
             update(Conversation)
             .where(Conversation.status == "active", Conversation.last_message_at < idle_before)
-            .values(status="closed", ended_at=Conversation.last_message_at)
+            .values(status=QUEUED, ended_at=Conversation.last_message_at)
             .returning(Conversation.id)
         )
         if user_id is not None:

@@ -1,4 +1,9 @@
-"""The post-processing queue: claiming conversations, retries with backoff, requeue and stats."""
+"""The post-processing queue: claiming conversations, retries with backoff, requeue and stats.
+
+A conversation enters the queue when its session ends: `ConversationRepository.end_and_queue` and
+`end_idle_and_queue` (db/repositories.py) set its status to `QUEUED`. That way in lives in `db/`
+because the turn ends sessions and the agent never imports `jobs/`; everything after it is here.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import ColumnElement, and_, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from db.models import Conversation, DaySegment
+from db.models import QUEUED, Conversation, DaySegment
 
 # How many candidates a SQLite claim looks at; losers of a race move on to the next one.
 _CANDIDATES = 8
@@ -46,7 +51,7 @@ def backoff(attempts: int, base_seconds: float, max_seconds: float) -> timedelta
 
 def _claimable(now: datetime, stale_before: datetime) -> ColumnElement[bool]:
     ready = and_(
-        Conversation.status == "closed",
+        Conversation.status == QUEUED,
         or_(Conversation.next_attempt_at.is_(None), Conversation.next_attempt_at <= now),
     )
     # A claim this old belongs to a worker that died; it is taken over (and counts as an attempt).
@@ -118,7 +123,7 @@ async def record_failure(
             conversation.status = "failed"
             conversation.next_attempt_at = None
         else:
-            conversation.status = "closed"
+            conversation.status = QUEUED
             conversation.next_attempt_at = now + backoff(conversation.attempts, base_seconds, max_seconds)
         return conversation.status
 
@@ -130,7 +135,7 @@ async def requeue(sessions: async_sessionmaker[AsyncSession], conversation_id: i
             update(Conversation)
             .where(Conversation.id == conversation_id, Conversation.status != "active")
             .values(
-                status="closed",
+                status=QUEUED,
                 next_attempt_at=now,
                 attempts=0,
                 claimed_at=None,
@@ -155,7 +160,7 @@ async def queue_stats(sessions: async_sessionmaker[AsyncSession]) -> QueueStats:
         )
     return QueueStats(
         active=counts.get("active", 0),
-        queued=counts.get("closed", 0),
+        queued=counts.get(QUEUED, 0),
         processing=counts.get("processing", 0),
         failed=counts.get("failed", 0),
         processed=counts.get("processed", 0),

@@ -107,7 +107,7 @@ class Intake:
             if conversation is not None and session_expired(
                 conversation.last_message_at, sent_at, self.session_timeout
             ):
-                await conversations.close(conversation, conversation.last_message_at)
+                await conversations.end_and_queue(conversation, conversation.last_message_at)
                 closed_id = conversation.id
                 self.histories.forget(conversation.id)
                 conversation = None

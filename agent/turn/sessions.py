@@ -18,4 +18,4 @@ async def close_idle_sessions(
     session: AsyncSession, now: datetime, idle_for: timedelta, *, user_id: int | None = None
 ) -> list[int]:
     """Close every active session idle for longer than `idle_for` at `now` (caller commits)."""
-    return await ConversationRepository(session).close_idle(now - idle_for, user_id=user_id)
+    return await ConversationRepository(session).end_idle_and_queue(now - idle_for, user_id=user_id)

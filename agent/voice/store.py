@@ -26,7 +26,7 @@ from agent.turn.locks import UserLocks
 from agent.turn.transcript import write_message
 from agent.voice.calls import EndedCall
 from db.memory_repositories import flag_summary_due
-from db.models import Conversation, DaySegment, User
+from db.models import QUEUED, Conversation, DaySegment, User
 from db.repositories import (
     ConversationRepository,
     PromptRepository,
@@ -122,14 +122,14 @@ class VoiceStore:
             active = await conversations.active_for(user_id)
             # A call ends the text session it interrupts; the next message starts afresh after it.
             if active is not None and active.last_message_at <= call.started_at:
-                await conversations.close(active, active.last_message_at)
+                await conversations.end_and_queue(active, active.last_message_at)
                 closed_id = active.id
             last_at = call.turns[-1].at if call.turns else call.ended_at
             conversation = Conversation(
                 user_id=user_id,
                 kind="voice",
                 call_id=call.call_id,
-                status="closed",  # queued for post-processing
+                status=QUEUED,  # a call is over when it is stored: queued for post-processing at once
                 started_at=call.started_at,
                 last_message_at=last_at,
                 ended_at=call.ended_at,
