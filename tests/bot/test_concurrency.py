@@ -16,13 +16,13 @@ from bot.app import build_application, running
 from bot.runtime import build_runtime
 from tests.bot.conftest import Brain
 
-pytestmark = pytest.mark.both_databases
+pytestmark = [pytest.mark.both_databases, pytest.mark.slow]
 
-USERS = 30
-MESSAGES = 5
+USERS = 12
+MESSAGES = 4
 
 
-async def test_thirty_users_five_messages_each(
+async def test_users_at_once_each_answered_in_order(
     settings_factory: Callable[..., Settings], tg: FakeTelegram, engine: Any
 ) -> None:
     # The model takes a while, so users overlap and a serial bot would take USERS*MESSAGES*delay.

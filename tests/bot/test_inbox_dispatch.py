@@ -30,7 +30,7 @@ from tests.bot.delivery_helpers import (
 )
 
 # Messages one user forwards at once: a third of them answered would already be a hold-up.
-BURST = 90
+BURST = 30
 
 
 async def store(sessions: async_sessionmaker[AsyncSession], update: dict[str, Any], **values: Any) -> None:
