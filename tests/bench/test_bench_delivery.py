@@ -1,4 +1,4 @@
-"""`python -m bench delivery --quick` runs end to end and prints the issue's figures."""
+"""`python -m bench delivery --quick` runs end to end and prints its figures."""
 
 from __future__ import annotations
 
