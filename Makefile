@@ -25,12 +25,13 @@ migrate: setup
 	$(BIN)/python -m bot migrate
 
 # Three workers on the two cores CI has: many tests wait on processes, servers and timers, so a third
-# worker fills that idle time (8 min against 9 with two). The slowest tests are handed out first.
+# worker fills that idle time. The slowest tests come first (tests/conftest.py) and are handed out two
+# at a time (--maxschedchunk 2): xdist's default first chunk would give them all to one worker.
 test: setup
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 -n 3
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 -n 3 --maxschedchunk 2
 
 test-fast: setup
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 -n 3 -m "not process"
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 -n 3 --maxschedchunk 2 -m "not process"
 
 lint: setup
 	$(BIN)/ruff check .

@@ -78,8 +78,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slow tests first, the rest in file order: two workers then finish close together."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """Slow tests first, then those that start processes, the rest in file order, so that the workers
+    (handed tests two at a time) finish close together."""
+    items.sort(
+        key=lambda item: (item.get_closest_marker("slow") is None, item.get_closest_marker("process") is None)
+    )
 
 
 @pytest.fixture

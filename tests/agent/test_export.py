@@ -83,6 +83,7 @@ async def large_user(sessions: async_sessionmaker[AsyncSession], clock: FrozenCl
     return user.id
 
 
+@pytest.mark.slow
 async def test_a_large_export_comes_in_parts_that_merge_into_the_document(
     sessions: async_sessionmaker[AsyncSession], clock: FrozenClock, tmp_path: Path
 ) -> None:
