@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, and_, func, or_, select, update
+from sqlalchemy import ColumnElement, and_, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.orm import aliased
 
-from db.models import QUEUED, Conversation, DaySegment
+from db.models import QUEUED, Conversation, DaySegment, User
 
 # How many candidates a SQLite claim looks at; losers of a race move on to the next one.
 _CANDIDATES = 8
@@ -49,20 +50,47 @@ def backoff(attempts: int, base_seconds: float, max_seconds: float) -> timedelta
     return timedelta(seconds=min(max_seconds, base_seconds * 2 ** max(0, attempts - 1)))
 
 
-def _claimable(now: datetime, stale_before: datetime) -> ColumnElement[bool]:
+def _claimable(
+    conversation: type[Conversation], now: datetime, stale_before: datetime
+) -> ColumnElement[bool]:
     ready = and_(
-        Conversation.status == QUEUED,
-        or_(Conversation.next_attempt_at.is_(None), Conversation.next_attempt_at <= now),
+        conversation.status == QUEUED,
+        or_(conversation.next_attempt_at.is_(None), conversation.next_attempt_at <= now),
     )
     # A claim this old belongs to a worker that died; it is taken over (and counts as an attempt).
-    stale = and_(Conversation.status == "processing", Conversation.claimed_at < stale_before)
-    return or_(ready, stale)
+    stale = and_(conversation.status == "processing", conversation.claimed_at < stale_before)
+    return and_(or_(ready, stale), ~_held_back(conversation, stale_before))
+
+
+def _held_back(conversation: type[Conversation], stale_before: datetime) -> ColumnElement[bool]:
+    """True while another conversation of the same user must go first or is being processed.
+
+    An older conversation still queued (due or waiting for its retry) or processing goes first, so a
+    user's conversations are processed one at a time, oldest first (by `ended_at`, then id); a live
+    claim on a newer one (a requeued older conversation) is waited for too. `processed` and `failed`
+    release the next one.
+    """
+    other = aliased(Conversation, name="other_conversation")
+    older = or_(
+        other.ended_at < conversation.ended_at,
+        and_(other.ended_at == conversation.ended_at, other.id < conversation.id),
+    )
+    live_claim = and_(other.status == "processing", other.claimed_at >= stale_before)
+    return exists().where(
+        other.user_id == conversation.user_id,
+        other.id != conversation.id,
+        or_(and_(other.status.in_((QUEUED, "processing")), older), live_claim),
+    )
 
 
 async def claim_next(
     sessions: async_sessionmaker[AsyncSession], worker_id: str, now: datetime, claim_timeout: timedelta
 ) -> int | None:
-    """Claim one due conversation for this worker (status processing, attempts + 1); None when idle."""
+    """Claim one due conversation for this worker (status processing, attempts + 1); None when idle.
+
+    Only the oldest unfinished conversation of a user is claimable, and only while none of that
+    user's conversations is claimed by a live worker.
+    """
     stale_before = now - claim_timeout
     claim = {
         "status": "processing",
@@ -71,24 +99,38 @@ async def claim_next(
         "attempts": Conversation.attempts + 1,
     }
     async with sessions() as session, session.begin():
-        candidates = (
-            select(Conversation.id)
-            .where(_claimable(now, stale_before))
-            .order_by(Conversation.ended_at, Conversation.id)
-        )
         if session.get_bind().dialect.name == "postgresql":
-            # One statement: rows another worker is claiming right now are skipped, not waited for.
-            picked = candidates.limit(1).with_for_update(skip_locked=True).scalar_subquery()
+            # One statement. Its snapshot predates claims that other workers have not committed yet,
+            # so the candidate's user row is locked too (FOR NO KEY UPDATE, which turns' reads and
+            # foreign-key checks do not wait for): a user another worker is claiming right now is
+            # skipped, never claimed twice. Rows are locked in order, so only the chosen one is.
+            candidate = aliased(Conversation, name="candidate")
+            picked = (
+                select(candidate.id)
+                .join(User, User.id == candidate.user_id)
+                .where(_claimable(candidate, now, stale_before))
+                .order_by(candidate.ended_at, candidate.id)
+                .limit(1)
+                .with_for_update(skip_locked=True, key_share=True, of=[candidate, User])
+                .scalar_subquery()
+            )
             stmt = update(Conversation).where(Conversation.id == picked).values(**claim)
             claimed_id: int | None = await session.scalar(
                 stmt.returning(Conversation.id).execution_options(synchronize_session=False)
             )
             return claimed_id
+        candidates = (
+            select(Conversation.id)
+            .where(_claimable(Conversation, now, stale_before))
+            .order_by(Conversation.ended_at, Conversation.id)
+        )
         for conversation_id in (await session.execute(candidates.limit(_CANDIDATES))).scalars().all():
-            # SQLite: the conditional UPDATE is the claim; a worker that loses the race tries the next one.
+            # SQLite: the conditional UPDATE is the claim. It runs under the database's one write
+            # lock and checks the user's other conversations again, so two workers never both win
+            # one user; a worker that loses the race tries the next candidate.
             claimed = await session.execute(
                 update(Conversation)
-                .where(Conversation.id == conversation_id, _claimable(now, stale_before))
+                .where(Conversation.id == conversation_id, _claimable(Conversation, now, stale_before))
                 .values(**claim)
                 .execution_options(synchronize_session=False)
             )
