@@ -31,9 +31,10 @@ def parse_id(value: object, *, signed: bool = False) -> int | None:
     if isinstance(value, str):
         if not (_SIGNED if signed else _UNSIGNED).fullmatch(value):
             raise IdFormatError("an id is written in digits 0-9")
-        if len(value.lstrip("-").lstrip("0")) > _MAX_DIGITS:
+        digits = value.lstrip("-").lstrip("0") or "0"
+        if len(digits) > _MAX_DIGITS:
             return None
-        value = int(value)
+        value = -int(digits) if value.startswith("-") else int(digits)
     if value < 0 and not signed:
         raise IdFormatError("an id is not negative")
     return value if INT64_MIN <= value <= INT64_MAX else None
