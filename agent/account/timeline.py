@@ -29,6 +29,11 @@ from db.repositories import DaySegmentRepository, UserRepository
 from db.timeline_repository import TimelineRepository
 
 SUMMARY_SECTIONS = ("Summary", "Goals", "Decisions", "Open loops", "Next steps")
+# The days a user can have messages on: message times are Unix times (Telegram's `date`, a call's
+# start), whose first day west of UTC is 31 December 1969; the last is the calendar's last day
+# whose bounds (`day_bounds`) exist in every time zone.
+FIRST_DAY = date(1969, 12, 31)
+LAST_DAY = date(9999, 12, 30)
 
 
 @dataclass(frozen=True)
@@ -149,8 +154,13 @@ def fold(entries: Sequence[Entry]) -> list[Block]:
     return blocks
 
 
+def within_calendar(day: date) -> bool:
+    """Whether a user can have messages on `day` (FIRST_DAY to LAST_DAY); no other day has bounds."""
+    return FIRST_DAY <= day <= LAST_DAY
+
+
 def day_bounds(day: date, timezone: str) -> tuple[datetime, datetime]:
-    """The UTC instants where a calendar day starts and ends in a time zone."""
+    """The UTC instants where a calendar day starts and ends in a time zone (a day `within_calendar`)."""
     zone = ZoneInfo(timezone)
     start = datetime.combine(day, time(0), tzinfo=zone)
     end = datetime.combine(day + timedelta(days=1), time(0), tzinfo=zone)

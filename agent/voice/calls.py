@@ -5,6 +5,9 @@ A `post_call_transcription` event carries `data.conversation_id` (the call id), 
 (`start_time_unix_secs`, `call_duration_secs`) and `data.conversation_initiation_client_data`
 (the dynamic variables the call started with, our call token among them). Other event types
 (`post_call_audio`, `call_initiation_failure`) are acknowledged and left alone.
+
+Times are bounded before any arithmetic: instants are Unix seconds from 1970 to 9999-12-01, spans
+(a call's duration, a turn's offset) at most a week, finite. Outside that a payload is refused (400).
 """
 
 from __future__ import annotations
@@ -22,6 +25,11 @@ TRANSCRIPTION = "post_call_transcription"
 TOKEN_VARIABLE = "secret__nikita_token"
 SESSION_VARIABLE = "nikita_session_id"
 _ROLES: dict[str, Literal["user", "assistant"]] = {"user": "user", "agent": "assistant"}
+# Far longer than any call; with LATEST a call still ends on a day the timeline can show.
+MAX_CALL_SECONDS = 7 * 24 * 3600
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9999, 12, 1, tzinfo=UTC)
+_UNIX_MAX = int(LATEST.timestamp())
 
 
 class _Wire(BaseModel):
@@ -32,12 +40,13 @@ class _Wire(BaseModel):
 class _Turn(_Wire):
     role: str
     message: str | None = None
-    time_in_call_secs: float = 0
+    # Negative offsets count as the call's start (see parse_post_call).
+    time_in_call_secs: float = Field(default=0, le=MAX_CALL_SECONDS, allow_inf_nan=False)
 
 
 class _Metadata(_Wire):
-    start_time_unix_secs: int | None = None
-    call_duration_secs: float | None = None
+    start_time_unix_secs: int | None = Field(default=None, ge=0, le=_UNIX_MAX)
+    call_duration_secs: float | None = Field(default=None, ge=0, le=MAX_CALL_SECONDS, allow_inf_nan=False)
 
 
 class _Initiation(_Wire):
@@ -53,7 +62,7 @@ class _Data(_Wire):
 
 class _Event(_Wire):
     type: str
-    event_timestamp: int | None = None
+    event_timestamp: int | None = Field(default=None, ge=0, le=_UNIX_MAX)
     data: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -98,6 +107,8 @@ def parse_post_call(payload: object, now: datetime) -> EndedCall | None:
         started = _when(event.event_timestamp - (duration or 0))
     else:
         started = now - timedelta(seconds=duration or 0)
+    if not EPOCH <= started <= LATEST:
+        raise VoiceRequestError("bad_payload", "the call starts outside 1970 to 9999")
     turns = tuple(
         CallTurn(_ROLES[t.role], t.message.strip(), started + timedelta(seconds=max(t.time_in_call_secs, 0)))
         for t in data.transcript

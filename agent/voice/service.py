@@ -5,9 +5,8 @@ bot/web/voice.py turns requests into these calls and their errors into HTTP answ
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -118,15 +117,21 @@ class VoiceService:
         logger.info("voice tool", extra={"user_id": user.id, "session_id": token.session_id, "tool": name})
         return result
 
-    async def call_ended(self, body: bytes, signature: str | None) -> CallEnded:
-        """Store the call of a signed post-call webhook (once per call id)."""
+    async def call_ended(
+        self, body: bytes, signature: str | None, *, parse: Callable[[bytes], object]
+    ) -> CallEnded:
+        """Store the call of a signed post-call webhook (once per call id).
+
+        `parse` reads the body once the signature holds: the HTTP surface's bounded JSON parser,
+        which raises ValueError for what it refuses.
+        """
         now = self.clock.now()
         tolerance = timedelta(seconds=self.settings.elevenlabs_webhook_tolerance_seconds)
         verify_webhook(body, signature, self._webhook_secret, now, tolerance)
         try:
-            payload = json.loads(body)
+            payload = parse(body)
         except ValueError as exc:
-            raise VoiceRequestError("bad_payload", "the body is not JSON") from exc
+            raise VoiceRequestError("bad_payload", f"the body is not usable JSON: {exc}") from exc
         call = parse_post_call(payload, now)
         if call is None:
             return CallEnded(None, "not a transcription event")

@@ -9,8 +9,8 @@ token or signature), 400 (what the caller can fix), 404 (unknown user), 413 (bod
 from __future__ import annotations
 
 import hmac
-import json
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,6 +24,8 @@ from agent.core.errors import ConfigurationError
 from agent.voice.errors import VoiceAuthError, VoiceRequestError, VoiceUserNotFoundError
 from agent.voice.service import VoiceService, build_voice_service
 from bot.runtime import Runtime
+from bot.web import json_input
+from bot.web.ids import IdFormatError, parse_id
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +36,8 @@ MAX_REQUEST_BYTES = 256 * 1024
 MAX_WEBHOOK_BYTES = 16 * 1024 * 1024
 # Conversations post-processed right after a call is stored (oldest due first, the call among them).
 POSTPROCESS_AT_ONCE = 3
+# Half of a surrogate pair: JSON's "\ud800" escape parses to it, and no database can store it.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -79,26 +83,50 @@ async def _body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def _has_lone_surrogate(value: object) -> bool:
+    if isinstance(value, str):
+        return _LONE_SURROGATE.search(value) is not None
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(item) for item in value)
+    return False
+
+
+def parse_body(raw: bytes) -> Any:
+    """A voice body as JSON, within json_input's depth and without lone surrogates (JsonInputError)."""
+    value = json_input.loads(raw)
+    if _has_lone_surrogate(value):
+        raise json_input.JsonInputError("a string holds half of a surrogate pair")
+    return value
+
+
 async def _json_object(request: Request) -> dict[str, Any]:
     raw = await _body(request, MAX_REQUEST_BYTES)
     if not raw.strip():
         return {}
     try:
-        value = json.loads(raw)
-    except ValueError as exc:
-        raise VoiceRequestError("bad_request", "the body is not JSON") from exc
+        value = parse_body(raw)
+    except json_input.JsonInputError as exc:
+        raise VoiceRequestError("bad_request", f"the body is not usable JSON: {exc}") from exc
     if not isinstance(value, dict):
         raise VoiceRequestError("bad_request", "the body must be a JSON object")
     return value
 
 
 def _optional_id(body: dict[str, Any], key: str) -> int | None:
+    """An id of the body: 400 unless ASCII digits, 404 outside what a stored id can be (64 bits)."""
     value = body.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).lstrip("-").isdigit():
-        raise VoiceRequestError("bad_request", f"{key} must be an integer")
-    return int(value)
+    try:
+        number = parse_id(value, signed=True)
+    except IdFormatError as exc:
+        raise VoiceRequestError("bad_request", f"{key} must be an integer in digits 0-9") from exc
+    # Database ids start at 1; Telegram ids may be anything within signed 64 bits.
+    if number is None or (key == "user_id" and number < 1):
+        raise VoiceUserNotFoundError("no such user")
+    return number
 
 
 def _call_token(request: Request) -> str | None:
@@ -163,7 +191,7 @@ def _routes(runtime: Runtime, service: VoiceService, initiate_secret: bytes) -> 
     @_guarded
     async def call_ended(request: Request) -> Response:
         body = await _body(request, MAX_WEBHOOK_BYTES)
-        ended = await service.call_ended(body, request.headers.get(SIGNATURE_HEADER))
+        ended = await service.call_ended(body, request.headers.get(SIGNATURE_HEADER), parse=parse_body)
         if ended.stored is None:
             # Authentic but unusable: acknowledged, or ElevenLabs would retry and disable the webhook.
             return JSONResponse({"ok": True, "stored": False, "reason": ended.reason})

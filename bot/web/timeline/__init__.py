@@ -19,7 +19,11 @@ PAGE_PATH = "/timeline"
 
 
 def routes(runtime: Runtime) -> list[BaseRoute]:
-    """The page at /timeline, its files under /timeline/static, its API under /timeline/api."""
+    """The page at /timeline, its files under /timeline/static, its API under /timeline/api.
+
+    Ids in the paths are plain segments, read by the handlers after sign-in (bot/web/ids.py):
+    Starlette's `:int` would call int() on any run of digits before anyone is signed in.
+    """
     runtime.settings.require("telegram_bot_token")  # initData is signed with it
     assert runtime.settings.telegram_bot_token is not None
     api = TimelineApi(runtime, bot_token=runtime.settings.telegram_bot_token.get_secret_value())
@@ -36,6 +40,6 @@ def routes(runtime: Runtime) -> list[BaseRoute]:
         Route("/timeline/api/days/{day}", api.endpoint(api.day), methods=["GET"]),
         Route("/timeline/api/days/{day}/regenerate", api.endpoint(api.regenerate), methods=["POST"]),
         Route("/timeline/api/search", api.endpoint(api.search), methods=["GET"]),
-        Route("/timeline/api/messages/{message_id:int}", api.endpoint(api.message), methods=["GET"]),
-        Route("/timeline/api/summaries/{day_segment_id:int}", api.endpoint(api.summary), methods=["GET"]),
+        Route("/timeline/api/messages/{message_id}", api.endpoint(api.message), methods=["GET"]),
+        Route("/timeline/api/summaries/{day_segment_id}", api.endpoint(api.summary), methods=["GET"]),
     ]

@@ -8,6 +8,7 @@ signed initData names, so another user's ids look exactly like missing ones (404
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from datetime import date, datetime, timedelta
@@ -17,13 +18,14 @@ from zoneinfo import ZoneInfo
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from agent.account.timeline import DayView, Entry, Timeline, TimelineUser, parse_summary
+from agent.account.timeline import DayView, Entry, Timeline, TimelineUser, parse_summary, within_calendar
 from agent.chat.tools import hit_dict
 from agent.core.errors import NikitaError
 from agent.search.get import MessagesOut, RecallNotFoundError, SummaryOut
 from agent.search.recall import Recall
 from bot.ratelimit import RateLimiter
 from bot.runtime import Runtime
+from bot.web.ids import IdFormatError, parse_id
 from bot.web.timeline.auth import SCHEME, InitDataError, init_data_from_header, validate_init_data
 
 logger = logging.getLogger(__name__)
@@ -31,6 +33,8 @@ logger = logging.getLogger(__name__)
 # Results per search on the page (the tools' own cap, SEARCH_MAX_LIMIT, still applies).
 SEARCH_RESULTS = 10
 _NO_STORE = {"Cache-Control": "no-store"}
+# ASCII digits only: `date.fromisoformat` also takes "20260302" and week dates.
+_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 @dataclass(frozen=True)
@@ -58,10 +62,27 @@ def _json(payload: dict[str, Any], status: int = 200) -> JSONResponse:
 
 
 def _day(text: str) -> date:
+    """A day from a request: 400 when it is no YYYY-MM-DD date, 404 when no user can have it."""
     try:
-        return date.fromisoformat(text)
+        if not _DAY.fullmatch(text):
+            raise ValueError(text)
+        day = date.fromisoformat(text)
     except ValueError as exc:
         raise ApiError(400, "a day is written YYYY-MM-DD") from exc
+    if not within_calendar(day):
+        raise ApiError(404, "no messages that day")
+    return day
+
+
+def _id(text: str) -> int:
+    """A database id from a path: 400 when it is not ASCII digits, 404 when nothing can have it."""
+    try:
+        value = parse_id(text)
+    except IdFormatError as exc:
+        raise ApiError(400, "an id is written in digits 0-9") from exc
+    if value is None or value < 1:
+        raise ApiError(404, "not found")
+    return value
 
 
 def _local_time(at: datetime, timezone: str) -> str:
@@ -221,12 +242,12 @@ class TimelineApi:
 
     async def message(self, request: Request, who: SignedIn) -> dict[str, Any]:
         """GET /timeline/api/messages/{id}: conversation_get(message_id), the exact message."""
-        out = await self._conversation_get(who, message_id=request.path_params["message_id"])
+        out = await self._conversation_get(who, message_id=_id(request.path_params["message_id"]))
         assert isinstance(out, MessagesOut)
         return {"messages": [asdict(m) for m in out.messages]}
 
     async def summary(self, request: Request, who: SignedIn) -> dict[str, Any]:
         """GET /timeline/api/summaries/{id}: conversation_get(day_segment_id), a day's summary."""
-        out = await self._conversation_get(who, day_segment_id=request.path_params["day_segment_id"])
+        out = await self._conversation_get(who, day_segment_id=_id(request.path_params["day_segment_id"]))
         assert isinstance(out, SummaryOut)
         return {**asdict(out), "sections": [asdict(s) for s in parse_summary(out.summary_markdown)]}

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qsl
 
 from agent.core.errors import NikitaError
+from bot.web import json_input
+from bot.web.ids import IdFormatError, parse_id
 
 SCHEME = "tma"
 # Telegram's clock and ours may differ a little; an auth_date further in the future is refused.
@@ -78,9 +79,12 @@ def validate_init_data(init_data: str, *, bot_token: str, now: datetime, max_age
     if auth_date - now > CLOCK_SKEW:
         raise InitDataError("initData is dated in the future")
     try:
-        raw = json.loads(fields["user"])
+        raw = json_input.loads(fields["user"])
+        telegram_id = parse_id(raw["id"], signed=True)
+        if telegram_id is None:
+            raise IdFormatError("a Telegram id is a signed 64-bit number")
         user = WebAppUser(
-            id=int(raw["id"]),
+            id=telegram_id,
             first_name=str(raw.get("first_name", "")),
             username=raw.get("username"),
             language_code=raw.get("language_code"),
