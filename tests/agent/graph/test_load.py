@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from agent.context.memory import STANDARD
-from agent.graph import STANDARD_LIMITS, GraphMemoryError
+from agent.graph import GROUPS, STANDARD_LIMITS, GraphMemoryError, GroupLimits, group_id
 from agent.graph.graphiti_backend import GraphitiMemory
 from agent.graph.tier import GraphMemoryTier
 
@@ -65,3 +65,38 @@ async def test_a_search_that_finds_no_free_connection_in_time_is_a_graph_error(
     assert [f.text for f in (await graph.search(7, "Acme", limits=STANDARD_LIMITS, now=NOW)).user] == [
         "I work at Acme"
     ]
+
+
+async def _read_everything(graph: GraphitiMemory, user_id: int) -> None:
+    """Every read a turn, /memory, the voice context and /export make, for one user."""
+    tier = GraphMemoryTier(graph, timeout_seconds=30)
+    assert await tier.search(user_id, "Acme cello", limits=STANDARD, now=NOW) == []
+    assert len(await graph.search(user_id, "", limits=STANDARD_LIMITS, now=NOW)) == 0  # /memory, voice
+    tools = GroupLimits(user=8, relationship=8, persona=0)  # memory_search
+    assert len(await graph.search(user_id, "where do I work", limits=tools, now=NOW)) == 0
+    exported = await graph.export_user(user_id)
+    assert all(exported["groups"][g] == {"episodes": [], "facts": [], "entities": []} for g in GROUPS)
+
+
+async def test_reads_never_create_a_forgotten_users_graph(graph: GraphitiMemory) -> None:
+    await graph.add_episode(7, "user", "c1", "I work at Acme. I play the cello.", T0, "c1")
+    await graph.add_episode(8, "user", "c1", "I live in Oslo.", T0, "c1")
+    assert len(await graph.search(7, "Acme", limits=STANDARD_LIMITS, now=NOW)) >= 1
+
+    await graph.forget_user(7)
+    await _read_everything(graph, 7)
+
+    names = await graph.connection.graph_names()
+    assert [name for name in names if name.startswith("u7_")] == []
+    assert group_id(8, "user") in names
+
+
+async def test_reads_never_create_a_graph_for_an_unknown_user(graph: GraphitiMemory) -> None:
+    before = await graph.connection.graph_names()
+
+    await _read_everything(graph, 424242)
+    assert await graph.connection.graph_names() == before
+
+    await graph.forget_user(424242)  # nothing to forget: creates nothing either
+    assert await graph.connection.graph_names() == before
+    assert not any("424242" in name for name in before)
