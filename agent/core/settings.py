@@ -254,6 +254,10 @@ class Settings(BaseSettings):
     graph_path: str = "./data/graph.db"
     graph_search_timeout_seconds: float = 2.0
     graph_episode_timeout_seconds: float = 120.0
+    # FalkorDB connections one process opens at most (embedded or server); a query past them waits
+    # up to GRAPH_CONNECTION_WAIT_SECONDS for a free one, then fails like any graph error.
+    graph_max_connections: int = Field(default=16, ge=1)
+    graph_connection_wait_seconds: float = Field(default=10.0, gt=0)
 
     # Operations (docs/logging.md, docs/persona.md): LOG_FORMAT=json writes one JSON object per line
     # (Cloud Logging's fields); PERSONA_FILE is a Markdown file that replaces the shipped persona

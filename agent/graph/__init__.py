@@ -69,6 +69,8 @@ async def open_graph_memory(
     embedder: Embedder | None,
     clock: Clock,
     episode_timeout_seconds: float | None = None,
+    max_connections: int | None = None,
+    connection_wait_seconds: float | None = None,
 ) -> GraphMemory:
     """Open the graph named by the settings and build its indices; `none` gives `NullGraphMemory`.
 
@@ -77,14 +79,22 @@ async def open_graph_memory(
     if backend == "none":
         return NullGraphMemory()
     from agent.core.errors import ConfigurationError
-    from agent.graph.connect import open_connection
+    from agent.graph.connect import CONNECTION_WAIT_SECONDS, MAX_CONNECTIONS, open_connection
     from agent.graph.graphiti_backend import GraphitiMemory
 
     if llm_client is None or embedder is None:
         raise ConfigurationError(
             "the knowledge graph needs SUMMARY_MODEL and an EMBEDDER (or GRAPH_BACKEND=none)"
         )
-    connection = await open_connection(backend, url=url, path=path)
+    connection = await open_connection(
+        backend,
+        url=url,
+        path=path,
+        max_connections=MAX_CONNECTIONS if max_connections is None else max_connections,
+        connection_wait_seconds=(
+            CONNECTION_WAIT_SECONDS if connection_wait_seconds is None else connection_wait_seconds
+        ),
+    )
     memory = GraphitiMemory(
         connection,
         llm_client=llm_client,

