@@ -4,6 +4,9 @@ Python's `json` module recurses once per level: a body nested 100,000 deep raise
 (a 500), and one nested a few hundred deep parses but then overflows whatever walks it next (PTB's
 `Update.de_json`, our own validators). No request we serve needs more than a handful of levels, so
 the depth is checked before parsing, in one linear pass that skips string contents.
+
+JSON's `"\ud800"` escape parses to half of a surrogate pair, which Python holds but no database
+(nor UTF-8) can store; such halves become U+FFFD, so the rest of the text is kept and stored.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ from agent.core.errors import NikitaError
 # Telegram's deepest update (a reply to a message with a keyboard, inside a callback query) is
 # about a dozen levels; voice bodies are three.
 MAX_DEPTH = 64
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
 
 # A JSON string with its escapes, or one bracket: strings are matched first, so a bracket inside
 # a string is never counted.
@@ -41,11 +47,30 @@ def nesting_depth(body: bytes) -> int:
 
 
 def loads(body: bytes | str, *, max_depth: int = MAX_DEPTH) -> Any:
-    """Parse `body` as JSON, refusing it (JsonInputError) when it nests past `max_depth`."""
+    """Parse `body` as JSON, refusing it (JsonInputError) when it nests past `max_depth`.
+
+    Lone surrogates in its strings (and keys) come back as U+FFFD.
+    """
     raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
     if nesting_depth(raw) > max_depth:
         raise JsonInputError(f"JSON nested deeper than {max_depth} levels")
     try:
-        return json.loads(raw)
+        value = json.loads(raw)
     except (ValueError, RecursionError) as exc:
         raise JsonInputError(f"not JSON: {exc}") from exc
+    # A surrogate arrives as a \u escape, or as raw bytes json decodes with "surrogatepass".
+    if b"\\u" in raw or b"\xed" in raw:
+        value = without_lone_surrogates(value)
+    return value
+
+
+def without_lone_surrogates(value: Any) -> Any:
+    """`value` with every half of a surrogate pair in its strings replaced by U+FFFD."""
+    if isinstance(value, str):
+        # A proper pair is one character once parsed, so whatever matches here stands alone.
+        return _LONE_SURROGATE.sub(REPLACEMENT, value)
+    if isinstance(value, dict):
+        return {without_lone_surrogates(k): without_lone_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_lone_surrogates(item) for item in value]
+    return value
