@@ -79,6 +79,9 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: ConnectionPoolEntry, *, fore
     cursor.execute(f"PRAGMA foreign_keys={'ON' if foreign_keys else 'OFF'}")
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.execute("PRAGMA synchronous=NORMAL")
+    # Freed cells and pages are zeroed, so deleted text (a /forget, an old copy of a rewritten
+    # history) does not linger in the file; many builds default to it, this makes it every build's.
+    cursor.execute("PRAGMA secure_delete=ON")
     cursor.close()
 
 

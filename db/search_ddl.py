@@ -7,6 +7,9 @@ generated columns) inside the writer's transaction, so a stored message is searc
 
 from __future__ import annotations
 
+# The FTS5 tables: each keeps its terms in shadow tables (`<name>_data`, `_idx`, `_docsize`, `_config`).
+SQLITE_FTS_TABLES = ("transcript_fts", "day_summary_fts")
+
 # SQLite: external-content FTS5 tables (the text lives once, in the base table). `user_id` is an
 # indexed column so a user's matches are found through the index (`user_id : "42" AND ...`) rather
 # than by filtering every user's matches; its bm25 weight is 0.

@@ -44,3 +44,29 @@ async def full_text_hits(sessions: async_sessionmaker[AsyncSession], word: str) 
         for statement in statements:
             total += int(await session.scalar(text(statement), {"word": word}) or 0)
         return total
+
+
+async def text_traces(sessions: async_sessionmaker[AsyncSession], words: list[str]) -> dict[str, int]:
+    """Live rows holding any of the words, per table: every table there is, read raw.
+
+    On SQLite that includes the FTS5 shadow tables (`*_data`, `*_idx`, `*_docsize`, `*_config`),
+    whose blobs keep each term once per leaf page. Terms there are prefix-compressed against the term
+    before them, so a word is looked for by its tail (all but its first two letters).
+    """
+    tails = [word.lower()[2:].encode() for word in words]
+    found: dict[str, int] = {}
+    async with sessions() as session:
+        if session.get_bind().dialect.name == "sqlite":
+            listing = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        else:
+            listing = (
+                "SELECT table_name FROM information_schema.tables "
+                "WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'"
+            )
+        names = sorted((await session.execute(text(listing))).scalars())
+        for name in names:
+            for row in await session.execute(text(f'SELECT * FROM "{name}"')):
+                cells = [bytes(v) if isinstance(v, bytes | memoryview) else str(v).encode() for v in row]
+                if any(tail in cell.lower() for cell in cells for tail in tails):
+                    found[name] = found.get(name, 0) + 1
+    return found

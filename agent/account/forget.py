@@ -22,6 +22,7 @@ from agent.account.export import collect, export_events
 from agent.account.writers import WriteGuard
 from agent.core.clock import Clock
 from agent.core.errors import NikitaError
+from agent.search.fts import purge_deleted
 from db.models import PendingForget, User
 
 logger = logging.getLogger(__name__)
@@ -78,9 +79,10 @@ async def forget_user(
 ) -> ForgetResult:
     """Delete the user everywhere; nothing can write anything of theirs afterwards.
 
-    1. One transaction deletes the user row (every table follows by ON DELETE CASCADE) and records
-       a `PendingForget`. From its commit on, every writer's check finds no user (ids are never
-       reused), so no job, background task or retry can bring anything back.
+    1. One transaction deletes the user row (every table follows by ON DELETE CASCADE), merges the
+       full-text index so none of its segments keeps their words, and records a `PendingForget`.
+       From its commit on, every writer's check finds no user (ids are never reused), so no job,
+       background task or retry can bring anything back.
     2. Writers already past their check (a graph episode, an embedding pass) are awaited.
     3. The external stores and the in-memory caches are cleared; the pending record goes with the
        last of them. A store that fails stays pending and the `forget` job retries it, so a graph
@@ -93,6 +95,8 @@ async def forget_user(
     async with sessions() as session, session.begin():
         deleted = await session.execute(delete(User).where(User.id == user_id))
         found = bool(getattr(deleted, "rowcount", 0))
+        if found:
+            await purge_deleted(session)
         pending = await session.get(PendingForget, user_id)
         if found and pending is None:
             session.add(PendingForget(user_id=user_id, requested_at=at, attempts=0))

@@ -332,7 +332,8 @@ class Recall:
         """Delete the user's embeddings and drop them from memory.
 
         The FTS5 tables are external-content tables kept by triggers, so the cascade that deletes
-        the user's messages and days also removes them from the full-text index.
+        the user's messages and days also removes them from the full-text index (and
+        `forget_user` merges it, so no segment keeps their words).
         """
         self._indexed.pop(user_id)
         if self.indexer is not None:

@@ -7,7 +7,8 @@ import re
 import tempfile
 from pathlib import Path
 
-from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
+from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Update
+from telegram.constants import ChatType
 from telegram.ext import ContextTypes
 
 from agent.account.export import PartWriter, export_events
@@ -50,6 +51,7 @@ FORGET_ASK = (
     "This deletes everything I know about you: our conversations, summaries, facts and your "
     "profile. It cannot be undone. Are you sure? (You can also type /forget confirm.)"
 )
+BUTTON_NOT_HERE = "This button only works in your own chat with me. To delete your data there: /forget"
 FORGOTTEN = "Done. I've forgotten everything about you. If you write again, we start from scratch."
 FORGOTTEN_PENDING = (
     "Done: our conversations, summaries, facts and your profile are deleted. One of my memory "
@@ -163,16 +165,34 @@ async def on_forget(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 
 async def on_forget_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """The answer to /forget's question; only the person who asked can press it for themselves."""
+    """The answer to /forget's question, honoured only in the presser's own private chat."""
     query = update.callback_query
     if query is None:
         return
+    chat_id = own_chat(query)
+    if chat_id is None:
+        # Deleting an account is final: a press that arrives from anywhere but the private chat
+        # where /forget asked is not the person answering that question, so nothing happens.
+        logger.warning("a forget button outside the sender's private chat was refused")
+        await query.answer(BUTTON_NOT_HERE, show_alert=True)
+        return
     await query.answer()
-    chat_id = query.message.chat.id if query.message is not None else query.from_user.id
     if query.data == FORGET_CONFIRM:
         await _forget(context, update, query.from_user.id, chat_id)
         return
     await send_text(context.bot, chat_id, "Okay, I'll keep everything.")
+
+
+def own_chat(query: CallbackQuery) -> int | None:
+    """The presser's private chat with the bot when the pressed message is in it; otherwise None.
+
+    Every callback acts on `from_user` alone and answers in this chat, so a press can neither act
+    for someone else nor speak into someone else's chat.
+    """
+    message = query.message
+    if message is None or message.chat.type != ChatType.PRIVATE or message.chat.id != query.from_user.id:
+        return None
+    return message.chat.id
 
 
 async def _forget(context: ContextTypes.DEFAULT_TYPE, update: Update, telegram_id: int, chat_id: int) -> None:

@@ -4,12 +4,14 @@ fails is finished later, a post-processing run that outlives the user writes not
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from sqlalchemy import func, select
+from sqlalchemy import func, make_url, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.forget import forget_user
@@ -18,13 +20,14 @@ from agent.account.writers import WriteGuard
 from agent.core.clock import FrozenClock
 from agent.core.errors import UserForgottenError
 from agent.core.settings import Settings
+from agent.search.fts import full_text_for
 from db.engine import create_engine, session_factory
-from db.models import PendingForget
+from db.models import DaySegment, PendingForget
 from jobs.context import JobContext
 from jobs.pipeline import run_pipeline
 from jobs.registry import run_job
 from tests.jobs.conftest import ScriptedSummaries, seed_conversation
-from tests.privacy import rows_of
+from tests.privacy import full_text_hits, rows_of, text_traces
 
 pytestmark = pytest.mark.both_databases
 
@@ -170,3 +173,56 @@ async def test_forget_waits_for_a_graph_write_in_another_process(
         await writer_side.close()
         await mine.close()
         await other_engine.dispose()
+
+
+# Words no tokenizer stems and no other text shares (not even their tails).
+ANA_WORDS = ["zqvolkmar", "brimjawtex", "quorpindel", "glaxuvort"]
+BO_WORDS = ["wendrafoop", "kyltrabim", "oxpelgrun", "tazmivrock"]
+
+
+async def two_users_with_words(
+    sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> dict[str, int]:
+    """Ana and Bo, six days each of messages and day summaries holding their own words."""
+    # Many small transactions, as turns write them: the full-text index grows segment by segment.
+    users: dict[str, int] = {}
+    for day in range(6):
+        for key, words in (("cli:ana", ANA_WORDS), ("cli:bo", BO_WORDS)):
+            texts = [f"today {word} again, day {day}" for word in words] + ["the weather is fine"]
+            users[key], _ = await seed_conversation(
+                sessions, start=clock.now() + timedelta(days=day), texts=texts, user_key=key
+            )
+    async with sessions() as session, session.begin():
+        for key, words in (("cli:ana", ANA_WORDS), ("cli:bo", BO_WORDS)):
+            await session.execute(
+                update(DaySegment)
+                .where(DaySegment.user_id == users[key])
+                .values(summary=f"## Summary\nTalked about {' and '.join(words)}.")
+            )
+    return users
+
+
+async def test_forget_leaves_no_word_of_the_user_in_any_table_or_index(
+    database_url: str, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    users = await two_users_with_words(sessions, clock)
+    assert await text_traces(sessions, ANA_WORDS)  # the scan sees the text where it is
+
+    assert (await forget_user(sessions, users["cli:ana"], now=clock.now())).found
+
+    assert await text_traces(sessions, ANA_WORDS) == {}
+    assert [await full_text_hits(sessions, word) for word in ANA_WORDS] == [0] * 4
+    # Bo's messages and summaries are still found, by the same search the recall tools use.
+    search = full_text_for(sessions.kw["bind"].dialect.name)
+    async with sessions() as session:
+        for word in BO_WORDS:
+            assert len(await search.messages(session, users["cli:bo"], word, limit=10)) == 6
+            assert len(await search.summaries(session, users["cli:bo"], word, limit=10)) == 6
+
+    if engine.dialect.name == "sqlite":
+        # Nor does the file: once the log is checkpointed into it, freed cells and pages hold zeros.
+        async with engine.connect() as connection:
+            await connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        raw = (await asyncio.to_thread(Path(make_url(database_url).database or "").read_bytes)).lower()
+        assert [word for word in ANA_WORDS if word[2:].encode() in raw] == []
+        assert [word for word in BO_WORDS if word[2:].encode() in raw] == BO_WORDS

@@ -14,14 +14,16 @@ from agent.core.settings import Settings
 from agent.turn.run import FAULT_APOLOGY
 from bench.fakes.telegram_api import FakeTelegram
 from bot.app import AnyApplication, build_application, running
-from bot.handlers.commands import FORGET_ASK, FORGOTTEN, USER_COMMANDS, help_text
+from bot.handlers.commands import BUTTON_NOT_HERE, FORGET_ASK, FORGOTTEN, USER_COMMANDS, help_text
 from bot.handlers.messages import ERROR_REPLY, UNKNOWN_COMMAND
 from bot.runtime import Runtime, build_runtime
+from bot.services import services_of
 from db.models import InboxUpdate, TranscriptMessage, User
 from tests.bot.conftest import ADMIN, Brain
 from tests.privacy import rows_of
 
 ALICE = 42
+BOB = 43
 
 
 async def user_row(runtime: Runtime, telegram_id: int) -> User | None:
@@ -252,6 +254,50 @@ async def test_forget_button_confirms(app: AnyApplication, tg: FakeTelegram, run
     assert (await tg.wait_for_messages(3, chat_id=ALICE))[-1].text == FORGOTTEN
     assert await user_row(runtime, ALICE) is None
     assert tg.calls_to("answerCallbackQuery")
+
+
+def forget_press(presser: int, chat: dict[str, Any], message_id: int) -> dict[str, Any]:
+    """A forget-confirmation press by `presser` on a message in `chat`."""
+    return {
+        "callback_query": {
+            "id": f"cb-{presser}-{chat['id']}",
+            "from": {"id": presser, "is_bot": False, "first_name": "Alice"},
+            "chat_instance": str(chat["id"]),
+            "data": "forget:confirm",
+            "message": {"message_id": message_id, "date": 0, "chat": chat, "text": FORGET_ASK},
+        }
+    }
+
+
+async def test_a_forget_press_outside_the_pressers_own_chat_is_refused(
+    app: AnyApplication, tg: FakeTelegram, runtime: Runtime
+) -> None:
+    for chat in (ALICE, BOB):
+        tg.user_message(chat, f"a secret of {chat}")
+        await tg.wait_for_messages(1, chat_id=chat)
+    tg.command(BOB, "/forget")
+    ask = (await tg.wait_for_messages(2, chat_id=BOB))[-1]
+    dispatcher = services_of(app).delivery.dispatcher
+    assert await dispatcher.drain(within=15)
+    users = {chat: await user_row(runtime, chat) for chat in (ALICE, BOB)}
+    before = {chat: await rows_of(runtime.sessions, user.id) for chat, user in users.items() if user}
+    assert len(before) == 2 and all(rows["transcript_messages"] == 2 for rows in before.values())
+
+    # Alice presses Bob's button (a forged update), then one on a message in a group.
+    tg.push_update(forget_press(ALICE, {"id": BOB, "type": "private", "first_name": "Bob"}, ask.message_id))
+    tg.push_update(forget_press(ALICE, {"id": -100, "type": "group", "title": "friends"}, 1))
+    answers = await tg.wait_for_calls("answerCallbackQuery", 2)
+    assert await dispatcher.drain(within=15)
+
+    assert len(tg.messages_to(BOB)) == 2 and tg.messages_to(-100) == []  # nothing said to Bob
+    assert len(tg.messages_to(ALICE)) == 1
+    after = {chat: await rows_of(runtime.sessions, user.id) for chat, user in users.items() if user}
+    # Neither lost anything; Alice's two presses are stored in the inbox like any update of hers.
+    assert after[ALICE].pop("inbox_updates") == before[ALICE].pop("inbox_updates") + 2
+    assert after == before
+    assert [(a.params.get("show_alert"), a.params.get("text")) for a in answers] == [
+        (True, BUTTON_NOT_HERE)
+    ] * 2
 
 
 async def test_admin_commands_only_for_admins(
