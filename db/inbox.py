@@ -189,12 +189,17 @@ _RELEASE = (
 
 @dataclass(frozen=True)
 class NewUpdate:
-    """An update as received: its id, sender and chat (None when it has none) and the raw JSON."""
+    """An update as received: its id, sender and chat (None when it has none) and the raw JSON.
 
-    update_id: int
+    `dead`: why it can never be worked; it is stored done with that reason and without its JSON
+    (`update_id` None when even the id cannot be stored).
+    """
+
+    update_id: int | None
     telegram_user_id: int | None
     chat_id: int | None
     payload: dict[str, Any]
+    dead: str | None = None
 
 
 @dataclass(frozen=True)
@@ -231,27 +236,12 @@ class InboxRepository:
     async def add(self, updates: Sequence[NewUpdate], *, now: datetime) -> int:
         """Insert updates not seen before (a repeated update_id is ignored); return how many were new.
 
-        Updates without a sender have nothing to answer: they are stored done, without their JSON.
+        Updates without a sender have nothing to answer: they are stored done, without their JSON;
+        dead updates too, with their reason (outcome `dead`).
         """
         if not updates:
             return 0
-        rows = [
-            {
-                "update_id": u.update_id,
-                "telegram_user_id": u.telegram_user_id,
-                "chat_id": u.chat_id,
-                "payload": u.payload if u.telegram_user_id is not None else None,
-                "status": "pending" if u.telegram_user_id is not None else "done",
-                "outcome": None if u.telegram_user_id is not None else "ignored",
-                "received_at": now,
-                "available_at": now,
-                "done_at": None if u.telegram_user_id is not None else now,
-                "attempts": 0,
-                "reply_chunks_sent": 0,
-                "resumed_sends": 0,
-            }
-            for u in updates
-        ]
+        rows = [self._row(u, now) for u in updates]
         dialect = postgresql if self.postgres else sqlite
         stmt = (
             dialect.insert(_T)
@@ -261,6 +251,25 @@ class InboxRepository:
         )
         return len((await self.session.execute(stmt)).all())
 
+    @staticmethod
+    def _row(u: NewUpdate, now: datetime) -> dict[str, Any]:
+        worked = u.telegram_user_id is not None and u.dead is None
+        return {
+            "update_id": u.update_id,
+            "telegram_user_id": u.telegram_user_id,
+            "chat_id": u.chat_id,
+            "payload": u.payload if worked else None,
+            "status": "pending" if worked else "done",
+            "outcome": None if worked else "dead" if u.dead is not None else "ignored",
+            "last_error": u.dead,
+            "received_at": now,
+            "available_at": now,
+            "done_at": None if worked else now,
+            "attempts": 0,
+            "reply_chunks_sent": 0,
+            "resumed_sends": 0,
+        }
+
     async def add_leased(
         self, update: NewUpdate, *, owner: str, now: datetime, lease: timedelta
     ) -> tuple[bool, LeasedUpdate | None]:
@@ -268,7 +277,9 @@ class InboxRepository:
 
         Returns whether it was new, and the leased row (None when it waits behind an earlier one).
         """
-        assert update.telegram_user_id is not None, "an update without a sender is stored done"
+        update_id = update.update_id
+        assert update.telegram_user_id is not None and update.dead is None, "stored done, not leased"
+        assert update_id is not None, "only a dead update has no id"
         params = {
             "update_id": update.update_id,
             "sender": update.telegram_user_id,
@@ -285,10 +296,8 @@ class InboxRepository:
         row_id, lease_owner, payload = row
         if lease_owner is None:
             return True, None
-        u = update
-        return True, LeasedUpdate(
-            row_id, u.update_id, u.telegram_user_id, u.chat_id, payload, "pending", None, 0, 1
-        )
+        sender, chat = update.telegram_user_id, update.chat_id
+        return True, LeasedUpdate(row_id, update_id, sender, chat, payload, "pending", None, 0, 1)
 
     async def claim(self, *, owner: str, now: datetime, lease: timedelta, limit: int) -> list[LeasedUpdate]:
         """Lease up to `limit` claimable rows, oldest first, at most one per sender."""
@@ -350,6 +359,14 @@ class InboxRepository:
             or_(_T.c.status == "done", _T.c.update_id == current_update_id),
         )
         return _rowcount(await self.session.execute(stmt))
+
+    async def dead(self, *, last: int = 5) -> tuple[int, list[tuple[datetime, str]]]:
+        """How many dead rows are kept, and the newest `last` of them: (when, why)."""
+        dead = _T.c.outcome == "dead"
+        count = await self.session.scalar(select(func.count()).select_from(_T).where(dead))
+        newest = select(_T.c.done_at, _T.c.last_error).where(dead).order_by(_T.c.done_at.desc(), _T.c.id)
+        rows = (await self.session.execute(newest.limit(last))).all()
+        return int(count or 0), [(at, why or "no reason recorded") for at, why in rows]
 
     async def counts(self) -> dict[str, int]:
         """Rows by status (for /tasks/inbox and the admin's view)."""

@@ -344,7 +344,8 @@ class InboxUpdate(Base):
     `pending` rows wait for their turn (per Telegram user, oldest update first); a worker leases the
     head row (`lease_owner` until `lease_expires_at`). The turn's own transaction records the reply
     (`replying`, `reply_text`); the row is `done` once every chunk was sent. Done rows keep no text
-    (payload and reply cleared), only ids and times, and are pruned after the retention period.
+    (payload and reply cleared), only ids, times and, for dead rows, the reason; they are pruned after
+    the retention period.
     """
 
     __tablename__ = "inbox_updates"
@@ -355,7 +356,8 @@ class InboxUpdate(Base):
     )
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
-    update_id: Mapped[int] = mapped_column(BigInteger, unique=True)
+    # None only on a dead row whose update_id did not fit 64 bits.
+    update_id: Mapped[int | None] = mapped_column(BigInteger, unique=True)
     # Who sent it (None: channel posts and other updates without a user, done on arrival).
     telegram_user_id: Mapped[int | None] = mapped_column(BigInteger)
     chat_id: Mapped[int | None] = mapped_column(BigInteger)
@@ -363,7 +365,8 @@ class InboxUpdate(Base):
     user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     payload: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     status: Mapped[str] = mapped_column(String(16), default="pending")  # pending | replying | done
-    # What happened: answered | handled | ignored | duplicate | failed | undeliverable.
+    # What happened: answered | handled | ignored | duplicate | dead | undeliverable. `dead`: it can
+    # never be worked (out of Telegram's ranges, or a failure that is not transient); `last_error` says why.
     outcome: Mapped[str | None] = mapped_column(String(16))
     received_at: Mapped[datetime]
     available_at: Mapped[datetime]

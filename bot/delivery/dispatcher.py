@@ -13,7 +13,8 @@
   dedupes updates, the transcript dedupes messages, a recorded reply is only sent). After
   `retry_seconds` the user gets an honest "I'll answer when I can"; the row stays and is answered
   once the database is back. A row started `max_attempts` times (crashes included) is given up
-  with an apology, so one poisonous update cannot block its sender forever.
+  with an apology, so one poisonous update cannot block its sender forever. A row that fails for a
+  reason that is not transient is not retried at all. Both end `dead`, with the reason, for /stats.
 - Graceful stop: no new claims; rows in flight get `grace` seconds; the rest are cancelled, their
   leases released so the next instance resumes them at once.
 """
@@ -336,7 +337,7 @@ class Dispatcher:
             if delivery.row.attempts > self.max_attempts:
                 logger.error("inbox row given up", extra={"update_id": delivery.row.update_id})
                 await self._tell(delivery, ERROR_REPLY)
-                await delivery.close("failed", "too many attempts")
+                await delivery.close("dead", f"given up after {delivery.row.attempts - 1} attempts")
                 return
             delivery.error = None
             await self.process(delivery)
@@ -347,13 +348,13 @@ class Dispatcher:
                 await delivery.reload()
                 if delivery.status == "pending":
                     await self._tell(delivery, ERROR_REPLY)
-                    await delivery.close("failed", repr(error)[:500])
+                    await delivery.close("dead", repr(error)[:500])
                     return
         await delivery.finish(self.bot)
 
     async def _failed(self, delivery: Delivery, exc: BaseException) -> None:
         logger.error("inbox row failed", extra={"update_id": delivery.row.update_id, "error": repr(exc)})
-        outcome = "undeliverable" if isinstance(exc, TelegramError) else "failed"
+        outcome = "undeliverable" if isinstance(exc, TelegramError) else "dead"
         try:
             await delivery.close(outcome, repr(exc)[:500])
         except ROW_ERRORS as again:

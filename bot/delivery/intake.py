@@ -1,7 +1,9 @@
-"""Receiving updates: find the sender, then commit the update's JSON to the inbox.
+"""Receiving updates: check Telegram's ranges, find the sender, then commit the update's JSON to the inbox.
 
 Webhook bodies are stored as Telegram sent them; polled updates as python-telegram-bot's
-`to_dict()` (which `Update.de_json` reads back unchanged, unknown fields included).
+`to_dict()` (which `Update.de_json` reads back unchanged, unknown fields included). An update whose
+numbers or types are out of Telegram's ranges (`bot/delivery/ranges.py`), or that PTB cannot read,
+is stored dead, without its JSON, with the reason: it is acknowledged like any other, never worked.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from telegram import Update
 
 from agent.core.clock import Clock
 from agent.core.errors import NikitaError
+from bot.delivery.ranges import INT64, out_of_range
 from db.inbox import InboxRepository, LeasedUpdate, NewUpdate
 from db.uninterrupted import uninterrupted
 
@@ -28,28 +31,38 @@ class NotAnUpdateError(NikitaError):
 
 
 def parse_update(payload: Any) -> NewUpdate:
-    """The inbox row of one raw update: its id, sender and chat; raises NotAnUpdateError otherwise."""
+    """The inbox row of one raw update: its id, sender and chat, or a dead row when it is out of
+    Telegram's ranges or malformed; raises NotAnUpdateError for JSON that is not an update at all
+    (not an object, or without an integer update_id)."""
     if not isinstance(payload, dict):
         raise NotAnUpdateError(f"an update is a JSON object, got {type(payload).__name__}")
     update_id = payload.get("update_id")
     if not isinstance(update_id, int) or isinstance(update_id, bool):
         raise NotAnUpdateError("an update needs an integer update_id")
+    if (reason := out_of_range(payload)) is not None:
+        return dead_update(payload, reason)
     try:
         update = Update.de_json(payload, None)
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise NotAnUpdateError(f"update {update_id} is malformed: {exc!r}") from exc
+    except (ValueError, TypeError, LookupError, AttributeError, ArithmeticError) as exc:
+        return dead_update(payload, f"malformed: {exc!r}"[:500])
     return from_update(update, payload)
 
 
 def from_update(update: Update, payload: dict[str, Any] | None = None) -> NewUpdate:
     """The inbox row of a parsed update (its JSON: `payload`, or the update's own `to_dict()`)."""
+    raw = payload if payload is not None else update.to_dict()
+    if payload is None and (reason := out_of_range(raw)) is not None:
+        return dead_update(raw, reason)
     sender, chat = update.effective_user, update.effective_chat
-    return NewUpdate(
-        update.update_id,
-        sender.id if sender else None,
-        chat.id if chat else None,
-        payload if payload is not None else update.to_dict(),
-    )
+    return NewUpdate(update.update_id, sender.id if sender else None, chat.id if chat else None, raw)
+
+
+def dead_update(payload: dict[str, Any], reason: str) -> NewUpdate:
+    """A dead row for an update that can never be worked: its id when it fits, none of its JSON."""
+    update_id = payload.get("update_id")
+    storable = isinstance(update_id, int) and -INT64 <= update_id < INT64
+    logger.warning("update cannot be worked, stored dead", extra={"reason": reason})
+    return NewUpdate(update_id if storable else None, None, None, {}, dead=reason)
 
 
 class Claimer(Protocol):
@@ -102,7 +115,7 @@ class Inbox:
 
     async def _store(self, updates: Sequence[NewUpdate]) -> int:
         d = self.dispatcher
-        senders = [u for u in updates if u.telegram_user_id is not None]
+        senders = [u for u in updates if u.telegram_user_id is not None and u.dead is None]
         reserved = d.reserve(len(senders)) if d is not None else 0
         stored: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         handed_over = False

@@ -18,6 +18,7 @@ from agent.core.settings import Settings
 from agent.graph import GraphMemory, GraphMemoryError, GroupLimits, NullGraphMemory
 from agent.turn.budget import COUNTERS
 from db.access import AccessRepository
+from db.inbox import InboxRepository
 from db.models import (
     Conversation,
     ConversationThread,
@@ -31,6 +32,7 @@ from db.usage import UsageRepository, UsageRow
 
 MEMORY_THREADS = 5
 MEMORY_FACTS = 5
+DEAD_SHOWN = 3
 
 
 def _join(items: Any) -> str:
@@ -123,7 +125,7 @@ async def stats_report(
     settings: Settings | None = None,
 ) -> str:
     """Users, activity, job queue, failures, model use and its estimated cost (priced when `settings`
-    name the models), refused strangers and budget refusals of the UTC day."""
+    name the models), refused strangers and budget refusals of the UTC day, and dead updates."""
     async with sessions() as session:
         users = await session.scalar(select(func.count()).select_from(User))
         active = await session.scalar(
@@ -140,6 +142,7 @@ async def stats_report(
         usage_today = await UsageRepository(session).totals_by_kind(since=today)
         usage_week = await UsageRepository(session).totals_by_kind(since=today - timedelta(days=6))
         counts = await AccessRepository(session).counts(today)
+        dead, newest_dead = await InboxRepository(session).dead(last=DEAD_SHOWN)
     return "\n".join(
         [
             f"users: {users or 0}",
@@ -157,6 +160,8 @@ async def stats_report(
             f"{counts.get(STRANGERS, 0)} strangers told the bot is private",
             f"budget refusals today (UTC): {counts.get(COUNTERS['user'], 0)} over USER_DAILY_TOKENS, "
             f"{counts.get(COUNTERS['bot'], 0)} over DAILY_TOKENS",
+            f"dead updates (kept INBOX_RETENTION_HOURS): {dead}",
+            *(f"  {at.isoformat(timespec='seconds')}: {why[:200]}" for at, why in newest_dead),
         ]
     )
 

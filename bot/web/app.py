@@ -21,6 +21,7 @@ from bot.runtime import Runtime
 from bot.services import services_of
 from bot.web import timeline, voice
 from bot.web.health import health_route
+from bot.web.json_input import JsonInputError, loads
 
 logger = logging.getLogger(__name__)
 
@@ -48,21 +49,21 @@ def build_web_app(
         if not _same(request.headers.get(SECRET_HEADER), secret):
             return Response("forbidden", status_code=403)
         try:
-            incoming = parse_update(await request.json())
-        except (ValueError, NotAnUpdateError) as exc:
+            incoming = parse_update(loads(await request.body()))
+        except (JsonInputError, NotAnUpdateError) as exc:
             logger.warning("malformed webhook body", extra={"error": repr(exc)})
             return Response("bad request", status_code=400)
-        # 200 only once the update is committed to the inbox; otherwise Telegram must send it again.
+        # 200 only once the update is committed to the inbox (a dead one too: acknowledged, so that
+        # Telegram stops sending it); otherwise Telegram must send it again.
         try:
             await delivery.inbox.receive([incoming])
         except (SQLAlchemyError, OSError) as exc:
             logger.error("webhook update not stored", extra={"error": repr(exc)})
             return Response("try again", status_code=503)
-        if settings.inbox_webhook_wait_seconds > 0:
+        wait = settings.inbox_webhook_wait_seconds
+        if wait > 0 and incoming.dead is None and incoming.update_id is not None:
             # CPU only during requests (Cloud Run request-based billing): answer inside the request.
-            await delivery.dispatcher.wait_until_answered(
-                incoming.update_id, within=settings.inbox_webhook_wait_seconds
-            )
+            await delivery.dispatcher.wait_until_answered(incoming.update_id, within=wait)
         return Response(status_code=200)
 
     def tasks_authorized(request: Request) -> bool:

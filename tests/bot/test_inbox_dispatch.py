@@ -115,7 +115,9 @@ async def test_a_row_started_too_often_is_given_up_with_an_apology(
         assert [m.text for m in await tg.wait_for_messages(1, chat_id=5)] == [ERROR_REPLY]
         await eventually(lambda: tg.pending_updates == 0)
     rows = await inbox_rows(runtime.sessions)
-    assert [(r.status, r.outcome) for r in rows] == [("done", "failed")] and brain.chat_calls == []
+    assert [(r.status, r.outcome) for r in rows] == [("done", "dead")]
+    assert rows[0].last_error == "given up after 3 attempts"
+    assert brain.chat_calls == []
 
 
 async def test_a_burst_from_one_user_does_not_hold_up_another(
