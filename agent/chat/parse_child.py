@@ -1,14 +1,16 @@
 """The child process that parses one document: `python -m agent.chat.parse_child KIND ...`.
 
-It caps its own address space and CPU time before it imports the parser, reads the file from
-stdin and writes one JSON object to stdout: {"text": ...} or {"error": "unreadable" | "memory",
-"detail": ...}. The parent (agent/chat/documents.py) owns the deadline and kills it past it.
+It lowers its own priority and caps its address space and CPU time before it imports the
+parser, reads the file from stdin and writes one JSON object to stdout: {"text": ...} or
+{"error": "unreadable" | "memory", "detail": ...}. The parent (agent/chat/documents.py) owns the
+deadline and kills it past it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import sys
 
@@ -16,6 +18,8 @@ MEMORY_EXIT = 3  # the memory ceiling was hit where not even the JSON answer cou
 
 
 def _limit(memory_mb: int, cpu_seconds: int) -> None:
+    # The lowest priority: on a busy machine the bot's turns get the CPU before a parse does.
+    os.nice(19)
     address_space = memory_mb * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
     # A backstop for the parent's deadline: the kernel stops a child whose parent could not.
