@@ -18,6 +18,7 @@ import math
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from agent.chat.parse_child import MEMORY_EXIT
@@ -25,6 +26,9 @@ from agent.chat.pdf import UnreadablePdfError
 from agent.core.settings import Settings
 
 logger = logging.getLogger(__name__)
+
+# The folder that holds the `agent` package: the child's `-m` finds it there whatever our cwd is.
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
 class DocumentTooHeavyError(UnreadablePdfError):
@@ -85,6 +89,7 @@ class DocumentParser:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
+            cwd=PACKAGE_ROOT,
         )
         self._children.add(child)
         try:
