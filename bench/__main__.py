@@ -15,7 +15,7 @@ from agent.core.settings import load_settings
 from bot.allocator import tune_allocator
 from bot.logs import configure_logging
 
-NAMES = ("turn", "postprocess", "context", "recall", "search", "graph", "delivery", "memory")
+NAMES = ("turn", "postprocess", "context", "recall", "search", "graph", "delivery", "memory", "documents")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -63,6 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench.memory import run_memory_bench
 
         asyncio.run(run_memory_bench(settings, quick=quick))
+    elif args.name == "documents":
+        from bench.documents import run_documents_bench
+
+        asyncio.run(run_documents_bench(settings, quick=quick))
     elif args.name == "context":
         from bench.context import run_context_bench
 

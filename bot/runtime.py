@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.forget import ForgetResult, UserDataStore, forget_user
 from agent.account.writers import WriteGuard
+from agent.chat.documents import DocumentParser
 from agent.chat.persona import persona_for
 from agent.context.builder import ContextBuilder
 from agent.core.clock import Clock
@@ -41,6 +42,8 @@ class Runtime:
     turns: TurnService
     # Background jobs (post-processing, day summaries): the scheduler and POST /tasks/<name> use it.
     jobs: JobContext
+    # PDFs are parsed in child processes under a deadline and a memory ceiling, a few at a time.
+    documents: DocumentParser
     # Stores outside the core tables (search index, knowledge graph): /export and /forget cover them.
     data_stores: list[UserDataStore] = field(default_factory=list)
     # Conversation search, get and memory facts: the recall tools and `reindex` use it.
@@ -80,6 +83,7 @@ class Runtime:
                 steps.push_async_callback(self.guard.close)
             steps.push_async_callback(self.graph.close)
             steps.push_async_callback(self.turns.close)
+            steps.push_async_callback(self.documents.close)
             await self.settle()
 
 
@@ -160,6 +164,7 @@ async def build_runtime(
         clock=clock,
         turns=turns,
         jobs=jobs,
+        documents=DocumentParser.from_settings(settings),
         data_stores=data_stores,
         recall=recall,
         graph=memory,

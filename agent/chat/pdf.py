@@ -2,7 +2,8 @@
 
 pypdf (pure Python, BSD, maintained) reads the text layer: nothing downloads, nothing is rendered,
 there is no OCR, so a scanned PDF has no text to give and is declined honestly. The file is parsed
-in a worker thread (the caller's job) and capped in pages and characters; a part left out is said
+in a child process under a deadline and a memory ceiling (agent/chat/documents.py runs
+agent/chat/parse_child.py) and capped in pages and characters; a part left out is said
 in the text, so the model does not answer as if it read everything.
 """
 

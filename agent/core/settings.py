@@ -134,6 +134,13 @@ class Settings(BaseSettings):
     # DOCUMENT_MAX_BYTES characters of it (agent/chat/pdf.py).
     pdf_max_bytes: int = 5_000_000
     pdf_max_pages: int = 30
+    # Documents that need a parser (PDFs) are read in a child process each (agent/chat/documents.py),
+    # at most DOCUMENT_PARSE_CONCURRENCY at once, killed after DOCUMENT_PARSE_SECONDS and refused
+    # more than DOCUMENT_PARSE_MEMORY_MB of address space: a small crafted file can hold minutes of
+    # work or hundreds of MB, and gets the short honest answer instead.
+    document_parse_seconds: float = Field(default=10.0, gt=0)
+    document_parse_memory_mb: int = Field(default=128, ge=64)
+    document_parse_concurrency: int = Field(default=2, ge=1)
     voice_max_bytes: int = 10_000_000
     transcription_url: str | None = None
     transcription_api_key: SecretStr | None = None

@@ -9,7 +9,6 @@ stored like the other media (bot/handlers/messages.py).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from pathlib import PurePosixPath
 
@@ -18,7 +17,8 @@ from telegram.error import BadRequest
 from telegram.ext import ContextTypes
 
 from agent.chat.attachments import Attachment
-from agent.chat.pdf import UnreadablePdfError, pdf_text
+from agent.chat.documents import DocumentTooHeavyError
+from agent.chat.pdf import UnreadablePdfError
 from agent.core.errors import NikitaError
 from bot.handlers.messages import Fetched, answer, describe, on_other
 from bot.handlers.transcribe import TranscriptionError, transcribe
@@ -32,6 +32,10 @@ TOO_BIG = "That {what} is too big for me to look at (I take up to {limit}). Coul
 UNHEARD = "I couldn't make out that voice note, sorry. Could you type it for me?"
 UNREADABLE_PDF = (
     "I couldn't read any text in that PDF (it may be scanned pages, or protected by a password). "
+    "Could you paste the part you mean?"
+)
+HEAVY_PDF = (
+    "I couldn't read that PDF: opening it takes more time or memory than I can give one file. "
     "Could you paste the part you mean?"
 )
 
@@ -93,7 +97,8 @@ async def on_document(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
     if suffix not in TEXT_TYPES and suffix != PDF:
         await on_other(update, context)
         return
-    settings = services(context).runtime.settings
+    runtime = services(context).runtime
+    settings = runtime.settings
     cap = settings.pdf_max_bytes if suffix == PDF else settings.document_max_bytes
     kind, content = describe(message)
 
@@ -104,10 +109,13 @@ async def on_document(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
             return Fetched(content, refusal=TOO_BIG.format(what="file", limit=_limit(cap)))
         if suffix == PDF:
             try:
-                # Parsing is CPU work: a thread keeps the other people's turns going meanwhile.
-                text = await asyncio.to_thread(
-                    pdf_text, data, max_pages=settings.pdf_max_pages, max_chars=settings.document_max_bytes
+                # In a child process under a deadline and a memory ceiling (agent/chat/documents.py).
+                text = await runtime.documents.pdf_text(
+                    data, max_pages=settings.pdf_max_pages, max_chars=settings.document_max_bytes
                 )
+            except DocumentTooHeavyError as exc:
+                logger.warning("PDF too heavy to parse", extra={"reason": exc.reason})
+                return Fetched(content, refusal=HEAVY_PDF)
             except UnreadablePdfError as exc:
                 logger.info("PDF not read", extra={"error": str(exc)})
                 return Fetched(content, refusal=UNREADABLE_PDF)
