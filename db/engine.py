@@ -37,7 +37,17 @@ def create_engine(url: str, *, pool_size: int = 10, foreign_keys: bool = True) -
         database = parsed.database
         if database and database != ":memory:":
             Path(database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_async_engine(url, connect_args={"timeout": 30}, json_serializer=storable_json)
+        # Pooled like PostgreSQL: a turn's context opens one session per collector at once, and an
+        # overflow connection (a new thread and file handle, closed on return) costs more than a query.
+        # (An in-memory database has one static connection, no pool to size.)
+        pooled = (
+            {"pool_size": pool_size, "max_overflow": pool_size}
+            if database not in (None, "", ":memory:")
+            else {}
+        )
+        engine = create_async_engine(
+            url, connect_args={"timeout": 30}, json_serializer=storable_json, **pooled
+        )
         event.listen(engine.sync_engine, "connect", partial(_sqlite_pragmas, foreign_keys=foreign_keys))
     else:
         engine = create_async_engine(

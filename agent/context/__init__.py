@@ -1,8 +1,8 @@
 """Working memory: what the model sees on every turn (DESIGN.md "Working memory").
 
-`ContextBuilder.build` loads the tiers concurrently, compacts a long history, fits everything to
-the token budgets and returns a `BuiltContext`: the instructions text, the history to send and a
-snapshot of what went in, what was cut and what failed.
+`ContextBuilder.build` collects the context package (its parts concurrently), compacts a long
+history, fits everything to the token budgets and returns a `BuiltContext`: the instructions text,
+the history to send, the package, and a snapshot of what went in, what was cut and what failed.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from agent.context.budget import Budgets, Cut, Fitted, fit
 from agent.context.builder import BuiltContext, ContextBuilder
 from agent.context.compaction import Compacted, Compactor
 from agent.context.memory import FunctionMemory, MemoryLimits, MemoryTierSource, limits_for_budget
+from agent.context.package import ContextPackage, PackageCollector
 from agent.context.snapshot import format_snapshot
 from agent.context.tiers import TierBlock, describe_gap, part_of_day
 
@@ -20,11 +21,13 @@ __all__ = [
     "Compacted",
     "Compactor",
     "ContextBuilder",
+    "ContextPackage",
     "Cut",
     "Fitted",
     "FunctionMemory",
     "MemoryLimits",
     "MemoryTierSource",
+    "PackageCollector",
     "TierBlock",
     "describe_gap",
     "fit",

@@ -3,8 +3,8 @@
 1. Each tier is fitted to its own budget (items dropped from the end, the last one shortened).
 2. History is trimmed to its budget (`agent.history.messages.trim_history`: tool outputs first, then the
    oldest turns, never splitting a tool call from its return).
-3. Over the total budget, cut in `CUT_ORDER`: last conversation, threads, memory, yesterday,
-   today, then history oldest first, never below `history_min` tokens.
+3. Over the total budget, cut in `CUT_ORDER`: the persona's thoughts, last conversation, threads,
+   memory, yesterday, today, then history oldest first, never below `history_min` tokens.
 4. Over the hard cap still (one huge message, a huge profile), shorten the history's long texts
    down to `history_min`, then the fixed parts. The result never exceeds the hard cap.
 Pure and deterministic: the same inputs give the same output.
@@ -24,7 +24,7 @@ from agent.core.settings import Settings
 from agent.history.messages import trim_history
 from agent.history.tokens import TokenCounter
 
-CUT_ORDER: tuple[TierName, ...] = ("last_conversation", "threads", "memory", "yesterday", "today")
+CUT_ORDER: tuple[TierName, ...] = ("thoughts", "last_conversation", "threads", "memory", "yesterday", "today")
 # Display order of the instructions text.
 DISPLAY_ORDER: tuple[TierName, ...] = (
     "time",
@@ -34,6 +34,7 @@ DISPLAY_ORDER: tuple[TierName, ...] = (
     "threads",
     "last_conversation",
     "memory",
+    "thoughts",
 )
 SEPARATOR = "\n\n"
 ELLIPSIS = " …"
@@ -60,6 +61,7 @@ class Budgets:
             "last_conversation": 300,
             "memory": 600,
             "profile": 200,
+            "thoughts": 150,
         }
     )
 
@@ -79,6 +81,7 @@ class Budgets:
                 "last_conversation": settings.context_last_conversation_budget,
                 "memory": settings.context_memory_budget,
                 "profile": settings.context_profile_budget,
+                "thoughts": settings.context_thoughts_budget,
             },
         )
 

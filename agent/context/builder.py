@@ -1,7 +1,10 @@
-"""The context builder: loads every tier concurrently, compacts the history, fits the budget.
+"""The context builder: collects the context package, compacts the history, fits the budget.
 
-Each tier runs in its own DB session (an `AsyncSession` is not safe to share between tasks) under
-its own timeout. A tier that fails or times out is left out and recorded; the turn goes on.
+The package (agent/context/package.py) is collected concurrently with the compaction, each
+collector in its own DB session (an `AsyncSession` is not safe to share between tasks) under its
+own timeout. A part that fails or times out is left out and recorded; the turn goes on. The
+package's parts render as tiers; those that are not tiers (the week's summaries, follow-ups) serve
+other surfaces (the voice agent's get_context).
 """
 
 from __future__ import annotations
@@ -10,40 +13,26 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.context.budget import Budgets, Fitted, fit
 from agent.context.compaction import Compacted, Compactor
 from agent.context.memory import MemoryTierSource, limits_for_budget
-from agent.context.tiers import (
-    LOADED_TIERS,
-    TierBlock,
-    load_last_conversation,
-    load_threads,
-    load_today,
-    load_yesterday,
-    memory_block,
-    profile_block,
-    time_block,
-)
-from agent.core.errors import NikitaError
+from agent.context.package import COLLECTOR_ERRORS, ContextPackage, PackageCollector
+from agent.context.tiers import TierBlock, time_block
 from agent.core.settings import Settings
 from agent.history.tokens import TokenCounter, get_counter
 from db.models import Conversation, User
 
 logger = logging.getLogger(__name__)
-
-# What a tier may raise that must not break the turn: storage, time, bad stored data, the graph.
-TIER_ERRORS = (SQLAlchemyError, OSError, TimeoutError, NikitaError, ValueError, TypeError, KeyError)
 
 
 @dataclass(frozen=True)
@@ -56,15 +45,13 @@ class BuiltContext:
     history: list[ModelMessage] | None = None
     # The fitted tiers by name (what `text` shows), for surfaces that lay them out their own way.
     blocks: dict[str, TierBlock] = field(default_factory=dict)
+    # Everything collected, rendered or not (the voice agent's get_context reads it whole).
+    package: ContextPackage | None = None
 
 
-@dataclass(frozen=True)
-class _Loaded:
-    name: str
-    block: TierBlock | None
-    status: str
-    ms: float
-    error: str | None = None
+def _size(value: object) -> int:
+    """How many items a collected value holds (a tuple of thoughts or days)."""
+    return len(value) if isinstance(value, tuple) else 0
 
 
 def _default_summary_model(settings: Settings) -> Model | str | None:
@@ -95,6 +82,9 @@ class ContextBuilder:
         self.memory = memory
         self.counter = counter or get_counter()
         self.budgets = Budgets.from_settings(settings)
+        self.collector = PackageCollector(
+            settings, memory=memory, counter=self.counter, today_budget=self.budgets.tiers["today"]
+        )
         model = summary_model if summary_model is not None else _default_summary_model(settings)
         self.compactor = Compactor(settings, model=model, counter=self.counter)
 
@@ -115,7 +105,6 @@ class ContextBuilder:
         then the newest one, and there is no history to compact.
         """
         started = time.perf_counter()
-        s = self.settings
         # What history will take at most, counted from the newest message: the rest picks memory limits.
         estimate = 0
         for message in reversed(history):
@@ -124,63 +113,26 @@ class ContextBuilder:
                 estimate = self.budgets.history
                 break
         remaining = self.budgets.hard_cap - estimate
-        loaders: dict[str, tuple[float, Callable[[], Awaitable[TierBlock | None]]]] = {
-            "today": (
-                s.context_today_timeout_seconds,
-                lambda: self._in_session(
-                    sessions,
-                    lambda db: load_today(
-                        db,
-                        user,
-                        now,
-                        key_moments=s.context_today_key_moments,
-                        conversation_id=conversation.id if conversation is not None else None,
-                        raw_budget=self.budgets.tiers["today"],
-                        count=self.counter.count,
-                    ),
-                ),
-            ),
-            "yesterday": (
-                s.context_yesterday_timeout_seconds,
-                lambda: self._in_session(sessions, lambda db: load_yesterday(db, user, now)),
-            ),
-            "threads": (
-                s.context_threads_timeout_seconds,
-                lambda: self._in_session(
-                    sessions, lambda db: load_threads(db, user, now, limit=s.context_threads_max)
-                ),
-            ),
-            "last_conversation": (
-                s.context_last_conversation_timeout_seconds,
-                lambda: self._in_session(
-                    sessions,
-                    lambda db: load_last_conversation(
-                        db,
-                        user,
-                        conversation.id if conversation is not None else None,
-                        now,
-                        min_gap=timedelta(hours=s.context_last_conversation_after_hours),
-                    ),
-                ),
-            ),
-            "memory": (s.context_memory_timeout_seconds, lambda: self._memory(user.id, text, now, remaining)),
-        }
-        assert tuple(loaders) == LOADED_TIERS
         conversation_id = conversation.id if conversation is not None else None
-        compaction_task = self._compact(sessions, user.id, conversation_id, history, now)
-        results = await asyncio.gather(
-            *(self._guarded(name, timeout, load) for name, (timeout, load) in loaders.items()),
-            compaction_task,
+        package, compacted = await asyncio.gather(
+            self.collector.collect(
+                sessions,
+                user=user,
+                conversation_id=conversation_id,
+                text=text,
+                now=now,
+                previous_message_at=previous_message_at,
+                remaining=remaining,
+            ),
+            self._compact(sessions, user.id, conversation_id, history, now),
         )
-        loaded: list[_Loaded] = list(results[:-1])  # type: ignore[arg-type]
-        compacted: Compacted = results[-1]  # type: ignore[assignment]
         fixed = [time_block(user, now, previous_message_at)]
-        if (profile := profile_block(user)) is not None:
-            fixed.append(profile)
-        tiers = {r.name: r.block for r in loaded if r.block is not None}
-        fitted = fit(fixed, tiers, compacted.messages, budgets=self.budgets, counter=self.counter)
+        if package.profile is not None:
+            fixed.append(package.profile)
+        loaded = package.blocks()
+        fitted = fit(fixed, loaded, compacted.messages, budgets=self.budgets, counter=self.counter)
         build_ms = (time.perf_counter() - started) * 1000
-        snapshot = self._snapshot(loaded, compacted, fitted, len(history), remaining, build_ms)
+        snapshot = self._snapshot(package, loaded, compacted, fitted, len(history), remaining, build_ms)
         logger.info(
             "context built",
             extra={
@@ -191,42 +143,12 @@ class ContextBuilder:
             },
         )
         return BuiltContext(
-            text=fitted.text, snapshot=snapshot, history=fitted.history or None, blocks=dict(fitted.blocks)
+            text=fitted.text,
+            snapshot=snapshot,
+            history=fitted.history or None,
+            blocks=dict(fitted.blocks),
+            package=package,
         )
-
-    async def _in_session(
-        self,
-        sessions: async_sessionmaker[AsyncSession],
-        load: Callable[[AsyncSession], Awaitable[TierBlock | None]],
-    ) -> TierBlock | None:
-        async with sessions() as session:
-            return await load(session)
-
-    async def _memory(self, user_id: int, text: str, now: datetime, remaining: int) -> TierBlock | None:
-        if self.memory is None:
-            return None
-        lines = await self.memory.search(user_id, text, limits=limits_for_budget(remaining), now=now)
-        return memory_block(list(lines))
-
-    async def _guarded(
-        self, name: str, limit_seconds: float, load: Callable[[], Awaitable[TierBlock | None]]
-    ) -> _Loaded:
-        started = time.perf_counter()
-
-        def ms() -> float:
-            return round((time.perf_counter() - started) * 1000, 2)
-
-        try:
-            block = await asyncio.wait_for(load(), timeout=limit_seconds)
-        except TimeoutError:
-            logger.warning("context tier timed out", extra={"tier": name, "timeout": limit_seconds})
-            return _Loaded(name, None, "timeout", ms(), f"timed out after {limit_seconds:g} s")
-        except TIER_ERRORS as exc:
-            logger.warning("context tier failed", extra={"tier": name}, exc_info=exc)
-            return _Loaded(name, None, "failed", ms(), f"{type(exc).__name__}: {exc}"[:300])
-        if name == "memory" and self.memory is None:
-            return _Loaded(name, None, "not configured", ms())
-        return _Loaded(name, block, "ok" if block is not None else "empty", ms())
 
     async def _compact(
         self,
@@ -242,14 +164,15 @@ class ContextBuilder:
             return await self.compactor.compact(
                 sessions, user_id=user_id, conversation_id=conversation_id, history=history, now=now
             )
-        except TIER_ERRORS as exc:
+        except COLLECTOR_ERRORS as exc:
             # The cache could not be read or written: plain truncation, as on a summary failure.
             logger.warning("compaction unavailable", exc_info=exc)
             return Compacted(list(history), "failed", error=f"{type(exc).__name__}: {exc}"[:300])
 
     def _snapshot(
         self,
-        loaded: list[_Loaded],
+        package: ContextPackage,
+        loaded: Mapping[str, TierBlock],
         compacted: Compacted,
         fitted: Fitted,
         stored_count: int,
@@ -264,22 +187,28 @@ class ContextBuilder:
                 "tokens": fitted.block_tokens.get(name, 0),
                 "status": "ok",
             }
-        for r in loaded:
-            block = fitted.blocks.get(r.name)
+        parts = package.parts()
+        for name, part in parts.items():
+            block = fitted.blocks.get(name)
+            source = loaded.get(name)
             entry: dict[str, Any] = {
                 "present": block is not None,
                 "count": len(block.items) if block is not None else 0,
-                "loaded": len(r.block.items) if r.block is not None else 0,
-                "tokens": fitted.block_tokens.get(r.name, 0),
-                "status": r.status,
-                "ms": r.ms,
+                "loaded": len(source.items) if source is not None else _size(part.value),
+                "tokens": fitted.block_tokens.get(name, 0),
+                "status": part.status,
+                "ms": part.ms,
             }
-            if r.error:
-                entry["error"] = r.error
-            tiers[r.name] = entry
+            if part.error:
+                entry["error"] = part.error
+            tiers[name] = entry
         if self.memory is not None:
             tiers["memory"]["limits"] = limits_for_budget(remaining).name
-        failures = [{"tier": r.name, "status": r.status, "error": r.error} for r in loaded if r.error]
+        failures = [
+            {"tier": name, "status": part.status, "error": part.error}
+            for name, part in parts.items()
+            if part.error
+        ]
         if compacted.error:
             failures.append({"tier": "compaction", "status": compacted.status, "error": compacted.error})
         threads = fitted.blocks.get("threads")

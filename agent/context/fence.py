@@ -34,6 +34,8 @@ TAGS = {
     "last_conversation": "last_conversation",
     "memory": "remembered_facts",
 }
+# The tags of the persona's own notes (its thoughts after earlier conversations): quoted data too.
+PERSONA_TAGS = {"thoughts": "your_thoughts"}
 
 
 def neutralise(text: str) -> str:
@@ -46,5 +48,5 @@ def neutralise(text: str) -> str:
 
 def fence(tier: str, lines: list[str]) -> str:
     """Lines (already neutralised where they hold stored text) inside the tier's tag."""
-    tag = TAGS.get(tier, tier)
+    tag = TAGS.get(tier) or PERSONA_TAGS.get(tier, tier)
     return "\n".join([f"<{tag}>", *lines, f"</{tag}>"])

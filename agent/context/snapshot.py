@@ -12,6 +12,8 @@ TIER_LABELS = {
     "threads": "open threads",
     "last_conversation": "last conversation",
     "memory": "memory",
+    "thoughts": "active thoughts",
+    "week": "week summaries",
 }
 
 

@@ -22,9 +22,9 @@ from agent.context.threads import ThreadRow, priority_classes, rank_threads, thr
 from agent.core.clock import ensure_utc, local_day
 from db.models import Conversation, ConversationThread, DaySegment, TranscriptMessage, User
 
-TierName = Literal["time", "profile", "today", "yesterday", "threads", "last_conversation", "memory"]
-# Loaded concurrently, in this order of display; "time" and "profile" are built in memory.
-LOADED_TIERS: tuple[TierName, ...] = ("today", "yesterday", "threads", "last_conversation", "memory")
+TierName = Literal[
+    "time", "profile", "today", "yesterday", "threads", "last_conversation", "memory", "thoughts"
+]
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,7 @@ class Settings(BaseSettings):
     context_hard_cap: int = 6150
 
     # Working memory: per-tier token budgets (over the total, tiers are cut in the order
-    # last conversation -> threads -> memory -> yesterday -> today -> history), per-tier load
+    # thoughts -> last conversation -> threads -> memory -> yesterday -> today -> history), per-tier load
     # timeouts (a tier that times out is left out), and history compaction.
     context_today_budget: int = 500
     context_yesterday_budget: int = 300
@@ -97,6 +97,7 @@ class Settings(BaseSettings):
     context_last_conversation_budget: int = 300
     context_memory_budget: int = 600
     context_profile_budget: int = 200
+    context_thoughts_budget: int = 150
     context_today_key_moments: int = 5
     context_threads_max: int = 5
     context_last_conversation_after_hours: float = 24.0
@@ -105,6 +106,8 @@ class Settings(BaseSettings):
     context_threads_timeout_seconds: float = 2.0
     context_last_conversation_timeout_seconds: float = 2.0
     context_memory_timeout_seconds: float = 3.0
+    context_thoughts_timeout_seconds: float = 2.0
+    context_week_timeout_seconds: float = 2.0
     model_context_window: int = 200_000
     compaction_enabled: bool = True
     compaction_threshold: float = 0.7

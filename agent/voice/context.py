@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.chat.persona import Persona
 from agent.context import BuiltContext, ContextBuilder, describe_gap, part_of_day
 from agent.context.compaction import render_for_summary
+from agent.context.package import ContextPackage
 from agent.core.clock import ensure_utc
 from agent.graph import STANDARD_LIMITS, GraphMemory, GraphMemoryError, MemoryFact, NullGraphMemory
 from agent.history.cache import SessionHistories
@@ -134,7 +135,8 @@ class VoiceContext:
         return CallContext("\n\n".join(p for p in parts if p), variables, built)
 
     async def package(self, user: User, now: datetime) -> dict[str, Any]:
-        """`get_context`: profile, time, every tier, and the three graph groups with the standard limits."""
+        """`get_context`: profile, time, every tier, the persona's active thoughts, the week's day
+        summaries, and the three graph groups with the standard limits."""
         call, (memory, memory_error) = await asyncio.gather(
             self.build(user, now), self.memory_groups(user.id, now)
         )
@@ -150,6 +152,8 @@ class VoiceContext:
             "yesterday": _items(built, "yesterday"),
             "open_threads": _items(built, "threads"),
             "last_conversation": _items(built, "last_conversation"),
+            "active_thoughts": _thoughts(built.package),
+            "week": _week(built.package),
             "recent_text_messages": render_recent(built.history or [], persona_name=self.persona.name),
             "memory": memory,
             "failures": failures,
@@ -182,6 +186,18 @@ class VoiceContext:
             "persona_events": [],
             "limits": shown,
         }, error
+
+
+def _thoughts(package: ContextPackage | None) -> list[dict[str, str]]:
+    """The persona's active thoughts, newest first, with the day each came."""
+    thoughts = package.thoughts.value if package is not None else None
+    return [{"thought": t.content, "since": t.created_at.date().isoformat()} for t in thoughts or ()]
+
+
+def _week(package: ContextPackage | None) -> list[dict[str, str]]:
+    """The week's day summaries, newest day first."""
+    days = package.week.value if package is not None else None
+    return [{"day": d.day.isoformat(), "weekday": f"{d.day:%A}", "summary": d.summary} for d in days or ()]
 
 
 def _fact(fact: MemoryFact) -> dict[str, str]:

@@ -1,0 +1,315 @@
+"""The context package: everything known about a user at one moment, collected concurrently.
+
+`PackageCollector.collect` starts one collector per part (today, yesterday, threads, last
+conversation, memory, the persona's active thoughts, the week's day summaries), each in its own DB
+session under its own timeout, and waits for all of them together. A collector that fails or
+times out leaves its own part empty and says why (`Collected.status`/`error`); the others and the
+turn go on. Text turns render the package as tiers (agent/context/builder.py); the voice agent's
+`get_context` reads the same package (agent/voice/context.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from typing import Literal
+from zoneinfo import ZoneInfo
+
+from sqlalchemy import select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from agent.context.memory import MemoryTierSource, limits_for_budget
+from agent.context.tiers import (
+    TierBlock,
+    load_last_conversation,
+    load_threads,
+    load_today,
+    load_yesterday,
+    memory_block,
+    part_of_day,
+    profile_block,
+    summary_section,
+)
+from agent.core.clock import ensure_utc, local_day
+from agent.core.errors import NikitaError
+from agent.core.settings import Settings
+from agent.history.tokens import TokenCounter
+from db.models import DaySegment, Thought, User
+
+logger = logging.getLogger(__name__)
+
+# What a collector may raise that must not break the turn: storage, time, bad stored data, the graph.
+COLLECTOR_ERRORS = (SQLAlchemyError, OSError, TimeoutError, NikitaError, ValueError, TypeError, KeyError)
+# The persona's thoughts shown at once: the newest unused ones.
+THOUGHTS_MAX = 3
+# The week: the day summaries of the seven local days before today.
+WEEK_DAYS = 7
+
+Status = Literal["ok", "empty", "failed", "timeout", "not configured"]
+
+
+@dataclass(frozen=True)
+class Collected[T]:
+    """One collector's result: its value (None when empty or failed), how it went, how long it took."""
+
+    value: T | None
+    status: Status
+    ms: float
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class TimeAwareness:
+    """The user's local time and how long since they last wrote."""
+
+    local: datetime
+    day_of_week: str
+    part_of_day: str
+    hours_since_last_message: float | None
+
+
+@dataclass(frozen=True)
+class ActiveThought:
+    """Something the persona thought after a conversation and has not used yet: to share, ask or feel."""
+
+    content: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class DaySummary:
+    """One past day's summary (its Summary section)."""
+
+    day: date
+    summary: str
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    """A planned follow-up: when, and what about."""
+
+    due_at: datetime
+    content: str
+
+
+@dataclass(frozen=True)
+class ContextPackage:
+    """What the context is made of; every collected part says how its collection went."""
+
+    user_id: int
+    time: TimeAwareness
+    profile: TierBlock | None
+    today: Collected[TierBlock]
+    yesterday: Collected[TierBlock]
+    threads: Collected[TierBlock]
+    last_conversation: Collected[TierBlock]
+    memory: Collected[TierBlock]
+    thoughts: Collected[tuple[ActiveThought, ...]]
+    week: Collected[tuple[DaySummary, ...]]
+    # Planned follow-ups: no store holds them yet, so this stays empty until follow-up plans exist.
+    follow_ups: tuple[FollowUp, ...] = field(default=())
+
+    def parts(self) -> dict[str, Collected[object]]:
+        """The collected parts by name, in display order (for snapshots and failure notes)."""
+        return {
+            "today": self.today,
+            "yesterday": self.yesterday,
+            "threads": self.threads,
+            "last_conversation": self.last_conversation,
+            "memory": self.memory,
+            "thoughts": self.thoughts,
+            "week": self.week,
+        }
+
+    def blocks(self) -> dict[str, TierBlock]:
+        """The parts that render as tiers, those with something to say."""
+        blocks = {
+            name: part.value for name, part in self.parts().items() if isinstance(part.value, TierBlock)
+        }
+        if (thoughts := thoughts_block(self.thoughts.value or ())) is not None:
+            blocks["thoughts"] = thoughts
+        return blocks
+
+
+def time_awareness(user: User, now: datetime, previous_message_at: datetime | None) -> TimeAwareness:
+    """Local time, weekday, part of day and hours since the previous message."""
+    local = now.astimezone(ZoneInfo(user.timezone))
+    hours = None
+    if previous_message_at is not None:
+        hours = round((now - ensure_utc(previous_message_at)).total_seconds() / 3600, 2)
+    return TimeAwareness(local, f"{local:%A}", part_of_day(local.hour), hours)
+
+
+def thoughts_block(thoughts: tuple[ActiveThought, ...]) -> TierBlock | None:
+    """The persona's active thoughts as a tier."""
+    items = tuple(f"- {t.content.strip()}" for t in thoughts if t.content.strip())
+    if not items:
+        return None
+    return TierBlock("thoughts", "On your mind (yours to share or ask about, only if it fits):", items)
+
+
+async def load_thoughts(session: AsyncSession, user: User, *, limit: int) -> tuple[ActiveThought, ...]:
+    """The newest thoughts not used yet, newest first."""
+    stmt = (
+        select(Thought.content, Thought.created_at)
+        .where(Thought.user_id == user.id, Thought.used_at.is_(None))
+        .order_by(Thought.created_at.desc(), Thought.id.desc())
+        .limit(limit)
+    )
+    rows = (await session.execute(stmt)).all()
+    return tuple(ActiveThought(r.content, ensure_utc(r.created_at)) for r in rows if r.content.strip())
+
+
+async def load_week(session: AsyncSession, user: User, now: datetime) -> tuple[DaySummary, ...]:
+    """The summaries of the seven days before today (the user's calendar), newest first."""
+    today = local_day(now, user.timezone)
+    stmt = (
+        select(DaySegment.day, DaySegment.summary)
+        .where(
+            DaySegment.user_id == user.id,
+            DaySegment.day >= today - timedelta(days=WEEK_DAYS),
+            DaySegment.day < today,
+        )
+        .order_by(DaySegment.day.desc())
+    )
+    rows = (await session.execute(stmt)).all()
+    return tuple(
+        DaySummary(r.day, summary_section(r.summary)) for r in rows if r.summary and r.summary.strip()
+    )
+
+
+async def collect[T](
+    name: str, limit_seconds: float, load: Callable[[], Awaitable[T | None]]
+) -> Collected[T]:
+    """Run one collector under its timeout; its failure is its own result, never raised."""
+    started = time.perf_counter()
+
+    def ms() -> float:
+        return round((time.perf_counter() - started) * 1000, 2)
+
+    try:
+        value = await asyncio.wait_for(load(), timeout=limit_seconds)
+    except TimeoutError:
+        logger.warning("context collector timed out", extra={"tier": name, "timeout": limit_seconds})
+        return Collected(None, "timeout", ms(), f"timed out after {limit_seconds:g} s")
+    except COLLECTOR_ERRORS as exc:
+        logger.warning("context collector failed", extra={"tier": name}, exc_info=exc)
+        return Collected(None, "failed", ms(), f"{type(exc).__name__}: {exc}"[:300])
+    empty = value is None or (isinstance(value, tuple) and not value)
+    return Collected(None if empty else value, "empty" if empty else "ok", ms())
+
+
+class PackageCollector:
+    """Fills a `ContextPackage`: every collector at once, each in its own DB session."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        memory: MemoryTierSource | None,
+        counter: TokenCounter,
+        today_budget: int,
+    ) -> None:
+        self.settings = settings
+        self.memory = memory
+        self.counter = counter
+        self.today_budget = today_budget
+
+    async def collect(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        *,
+        user: User,
+        conversation_id: int | None,
+        text: str,
+        now: datetime,
+        previous_message_at: datetime | None,
+        remaining: int,
+    ) -> ContextPackage:
+        """Every part for this user at `now`; never raises for a part's failure.
+
+        `remaining` is the hard cap less what history will take: it picks the memory limits.
+        """
+        s = self.settings
+
+        def start[T](
+            name: str, limit: float, load: Callable[[AsyncSession], Awaitable[T | None]]
+        ) -> asyncio.Task[Collected[T]]:
+            async def in_session() -> T | None:
+                async with sessions() as session:
+                    return await load(session)
+
+            return asyncio.create_task(collect(name, limit, in_session))
+
+        today = start(
+            "today",
+            s.context_today_timeout_seconds,
+            lambda db: load_today(
+                db,
+                user,
+                now,
+                key_moments=s.context_today_key_moments,
+                conversation_id=conversation_id,
+                raw_budget=self.today_budget,
+                count=self.counter.count,
+            ),
+        )
+        yesterday = start(
+            "yesterday", s.context_yesterday_timeout_seconds, lambda db: load_yesterday(db, user, now)
+        )
+        threads = start(
+            "threads",
+            s.context_threads_timeout_seconds,
+            lambda db: load_threads(db, user, now, limit=s.context_threads_max),
+        )
+        last_conversation = start(
+            "last_conversation",
+            s.context_last_conversation_timeout_seconds,
+            lambda db: load_last_conversation(
+                db,
+                user,
+                conversation_id,
+                now,
+                min_gap=timedelta(hours=s.context_last_conversation_after_hours),
+            ),
+        )
+        memory = asyncio.create_task(
+            collect(
+                "memory",
+                s.context_memory_timeout_seconds,
+                lambda: self._memory(user.id, text, now, remaining),
+            )
+        )
+        thoughts = start(
+            "thoughts",
+            s.context_thoughts_timeout_seconds,
+            lambda db: load_thoughts(db, user, limit=THOUGHTS_MAX),
+        )
+        week = start("week", s.context_week_timeout_seconds, lambda db: load_week(db, user, now))
+        await asyncio.gather(today, yesterday, threads, last_conversation, memory, thoughts, week)
+        memory_part = memory.result()
+        if self.memory is None:
+            memory_part = Collected(None, "not configured", memory_part.ms)
+        return ContextPackage(
+            user_id=user.id,
+            time=time_awareness(user, now, previous_message_at),
+            profile=profile_block(user),
+            today=today.result(),
+            yesterday=yesterday.result(),
+            threads=threads.result(),
+            last_conversation=last_conversation.result(),
+            memory=memory_part,
+            thoughts=thoughts.result(),
+            week=week.result(),
+        )
+
+    async def _memory(self, user_id: int, text: str, now: datetime, remaining: int) -> TierBlock | None:
+        if self.memory is None:
+            return None
+        lines = await self.memory.search(user_id, text, limits=limits_for_budget(remaining), now=now)
+        return memory_block(list(lines))
