@@ -1,11 +1,27 @@
-"""Turning what people type ("Lisbon", "I'm in New York", "Europe/Berlin") into an IANA time zone."""
+"""Turning what people type ("Lisbon", "Мюнхен", "Portland, Maine", "Europe/Berlin") into an IANA time zone.
+
+Zone names, a few nicknames and countries, and the cities that name a zone are answered at once;
+any other city comes from the offline gazetteer (`agent.account.gazetteer`), in any of its names.
+A name shared by cities on different clocks is answered with the choices unless one city clearly
+dominates: `DOMINANCE` times the population of the biggest namesake on another clock.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import unicodedata
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+
+from agent.account.gazetteer import City, find_cities
+
+DOMINANCE = 10  # London (8.9 M) over London, Ontario (0.4 M); not Portland, Oregon over Portland, Maine
+MAX_CHOICES = 5
+# Instants through a year, to tell whether two zone names keep the same clock (Vancouver, Seattle).
+_SAMPLES = tuple(datetime(2026, month, day, 12, tzinfo=UTC) for month in range(1, 13) for day in (1, 15))
 
 # Places people name that are not the last part of a zone name, and single-zone countries.
 ALIASES: dict[str, str] = {
@@ -138,8 +154,73 @@ def _candidates(text: str) -> list[str]:
     return seen
 
 
-def resolve_timezone(text: str) -> str | None:
-    """The IANA zone for a zone name, a city or a country in `text`, or None when nothing matches."""
+@dataclass(frozen=True)
+class Choice:
+    """One of several places a name may mean: how to say it and the zone it is in."""
+
+    label: str  # "Portland, Maine, United States"
+    zone: str
+
+
+@dataclass(frozen=True)
+class Ambiguous:
+    """A name that means places on different clocks; the person picks one."""
+
+    name: str
+    choices: tuple[Choice, ...]
+
+
+def resolve_timezone(text: str) -> str | Ambiguous | None:
+    """The IANA zone that `text` names, the choices when it names several clocks, or None."""
+    quick = _known_zone(text)
+    if quick is not None:
+        return quick
+    match = find_cities(text)
+    if match is None:
+        return _indexed_run(text)
+    pointed = _pointed_at(match.cities, match.rest)
+    if match.rest and not pointed and not any(city.by_main_name for city in match.cities):
+        # "like" in "I like music" is another name of some town: a part of a sentence must be a
+        # city's own name, or come with words (country, state) that point at one of them.
+        return _indexed_run(text)
+    return _decide(match.cities[0].name, pointed or match.cities)
+
+
+async def lookup_timezone(text: str) -> str | Ambiguous | None:
+    """`resolve_timezone` in a worker thread: a gazetteer lookup reads a file and takes a second."""
+    return await asyncio.to_thread(resolve_timezone, text)
+
+
+def _pointed_at(cities: tuple[City, ...], rest: tuple[str, ...]) -> tuple[City, ...]:
+    """The cities that the other words ("Maine", "USA", "Spain", "Chicago") point at."""
+    phrases = {" ".join(rest[i:j]) for i in range(len(rest)) for j in range(i + 1, len(rest) + 1)}
+    # The cities that the most of them point at: "Oregon, United States" is not Portland, Maine.
+    hits = [len(city.qualifiers & phrases) for city in cities]
+    best = max(hits, default=0)
+    return tuple(city for city, hit in zip(cities, hits, strict=True) if hit and hit == best)
+
+
+def _clock(zone: str) -> tuple[float, ...]:
+    info = ZoneInfo(zone)
+    return tuple((moment.astimezone(info).utcoffset() or timedelta()).total_seconds() for moment in _SAMPLES)
+
+
+def _decide(name: str, cities: tuple[City, ...]) -> str | Ambiguous:
+    """One zone when the cities share a clock or one dominates; otherwise the choices."""
+    by_clock: dict[tuple[float, ...], City] = {}
+    for city in cities:  # main-name matches first, then by population: the first of a clock leads it
+        if is_valid_timezone(city.zone):
+            by_clock.setdefault(_clock(city.zone), city)
+    leaders = sorted(by_clock.values(), key=lambda city: city.population, reverse=True)
+    if len(leaders) == 1 or leaders[0].population >= DOMINANCE * leaders[1].population:
+        return leaders[0].zone
+    top = leaders[0].population
+    shown = [city for city in leaders if city.population * DOMINANCE >= top][:MAX_CHOICES]
+    return Ambiguous(name, tuple(Choice(city.label, city.zone) for city in shown))
+
+
+def _known_zone(text: str) -> str | None:
+    """A zone name, a nickname or country, or a whole phrase that is a zone's city; no gazetteer."""
     stripped = text.strip()
     # Canonical names before legacy links ("Portugal" is a valid zone but means Europe/Lisbon).
     if stripped.lower() in ALIASES:
@@ -150,8 +231,15 @@ def resolve_timezone(text: str) -> str | None:
     for token in re.findall(r"[A-Za-z_]+(?:/[A-Za-z_+\-0-9]+)+", stripped):
         if is_valid_timezone(token):
             return str(token)
+    # The whole phrase, only: "Paris" is Europe/Paris at once, "Paris, Texas" is for the gazetteer.
+    phrases = _candidates(stripped)
+    return city_index().get(phrases[0]) if phrases else None
+
+
+def _indexed_run(text: str) -> str | None:
+    """The zone of a run of words that names a zone's city or a country ("new york" in "new york city")."""
     index = city_index()
-    for phrase in _candidates(stripped):
+    for phrase in _candidates(text.strip()):
         if phrase in index:
             return index[phrase]
         words = phrase.split()

@@ -30,7 +30,7 @@ from sqlalchemy import func, select, true
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.account.timezones import resolve_timezone
+from agent.account.timezones import Ambiguous, lookup_timezone
 from agent.chat.persona import Persona, default_persona, with_name
 from agent.context.fence import fence, neutralise
 from agent.core.errors import UserNotFoundError
@@ -198,12 +198,19 @@ async def set_name(ctx: RunContext[OnboardingDeps], name: str) -> str:
 
 @onboarding_agent.tool
 async def set_timezone(ctx: RunContext[OnboardingDeps], place_or_zone: str) -> str:
-    """Save where the person is: a city, a country or an IANA time zone such as "Europe/Lisbon"."""
-    zone = resolve_timezone(place_or_zone)
+    """Save where the person is: a city (in the person's own words and language, with the country or
+    state if they gave one), a country or an IANA time zone such as "Europe/Lisbon"."""
+    zone = await lookup_timezone(place_or_zone)
     if zone is None:
         raise ModelRetry(
             f"{place_or_zone!r} is not a time zone or a city I know; try the nearest big city "
             "or an IANA name like Europe/Lisbon, or ask the person"
+        )
+    if isinstance(zone, Ambiguous):
+        choices = "; ".join(choice.label for choice in zone.choices)
+        return (
+            f"not saved: there are several places called {zone.name} ({choices}). Ask the person which "
+            "one they mean, then call set_timezone again with the city and its state or country"
         )
     ctx.deps.timezone = zone
     return f"saved time zone: {zone}"

@@ -12,7 +12,7 @@ from telegram.constants import ChatType
 from telegram.ext import ContextTypes
 
 from agent.account.export import PartWriter, export_events
-from agent.account.timezones import resolve_timezone
+from agent.account.timezones import Ambiguous, lookup_timezone
 from bot.delivery.sending import send_text
 from bot.handlers.reports import memory_report
 from bot.services import services
@@ -90,8 +90,13 @@ async def on_timezone(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
     user, _ = await s.account(person, message.date)
     if not wanted:
         text = f"Your time zone is {user.timezone}. To change it: /timezone Lisbon (or Europe/Lisbon)."
-    elif (zone := resolve_timezone(wanted)) is None:
+    elif (zone := await lookup_timezone(wanted)) is None:
         text = f"I couldn't place {wanted!r}. Try the nearest big city, or a name like Europe/Lisbon."
+    elif isinstance(zone, Ambiguous):
+        lines = [f"/timezone {choice.label} ({choice.zone})" for choice in zone.choices]
+        text = f"There are several places called {zone.name}. Which one? Send one of these:\n" + "\n".join(
+            lines
+        )
     else:
         async with s.runtime.sessions() as session, session.begin():
             stored = await session.get(User, user.id)

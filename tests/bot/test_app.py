@@ -332,7 +332,7 @@ async def test_help_timezone_and_memory(app: AnyApplication, tg: FakeTelegram, r
     tg.command(ALICE, "/help")
     tg.command(ALICE, "/timezone")
     tg.command(ALICE, "/timezone San Francisco")
-    tg.command(ALICE, "/timezone Atlantis")
+    tg.command(ALICE, "/timezone Qwertyville")
     tg.command(ALICE, "/memory")
     sent = [m.text for m in await tg.wait_for_messages(9, chat_id=ALICE)][4:]
     assert sent[0] == help_text("Nikita")
@@ -342,6 +342,25 @@ async def test_help_timezone_and_memory(app: AnyApplication, tg: FakeTelegram, r
     assert "Sam" in sent[4] and "chess" in sent[4] and "no politics" in sent[4]
     user = await user_row(runtime, ALICE)
     assert user is not None and user.timezone == "America/Los_Angeles"
+
+
+async def test_timezone_asks_which_portland_and_takes_the_answer(
+    app: AnyApplication, tg: FakeTelegram, runtime: Runtime
+) -> None:
+    await onboard(tg)
+    tg.command(ALICE, "/timezone Portland")
+    asked = (await tg.wait_for_messages(5, chat_id=ALICE))[-1].text
+    lines = asked.splitlines()
+    assert lines[1:] == [
+        "/timezone Portland, Oregon, United States (America/Los_Angeles)",
+        "/timezone Portland, Maine, United States (America/New_York)",
+    ]
+    user = await user_row(runtime, ALICE)
+    assert user is not None and user.timezone == "Europe/Lisbon"  # nothing changes until they pick
+    tg.command(ALICE, "/timezone Portland, Maine")
+    assert "America/New_York" in (await tg.wait_for_messages(6, chat_id=ALICE))[-1].text
+    user = await user_row(runtime, ALICE)
+    assert user is not None and user.timezone == "America/New_York"
 
 
 async def test_repeated_message_id_gives_one_turn(
