@@ -97,6 +97,7 @@ WORLD = [
 ]
 
 
+@pytest.mark.slow
 def test_world_cities_in_any_language() -> None:
     # One test, not 50: each lookup reads the gazetteer afresh.
     assert len(WORLD) == 50
