@@ -183,7 +183,7 @@ class ScriptedOnboarding:
         text = str(last.parts[-1].content) if isinstance(last.parts[-1], UserPromptPart) else ""
         calls = {
             "Sam": [ToolCallPart("set_name", {"name": "Sam"})],
-            "Atlantis": [ToolCallPart("set_timezone", {"place_or_zone": "Atlantis"})],
+            "Narnia": [ToolCallPart("set_timezone", {"place_or_zone": "Narnia"})],
             "Lisbon": [ToolCallPart("set_timezone", {"place_or_zone": "I'm in Lisbon"})],
             "early": [ToolCallPart("finish_onboarding", {})],
             "done": [
@@ -206,7 +206,7 @@ async def test_service_collects_the_profile_and_completes(
     user, _ = await get_or_create_user(
         sessions, key="t:1", now=NOW, timezone="UTC", onboarding_status="pending"
     )
-    steps = ["/start", "I'm Sam", "early?", "I live in Atlantis", "Lisbon then", "done"]
+    steps = ["/start", "I'm Sam", "early?", "I live in Narnia", "Lisbon then", "done"]
     replies = []
     for i, text in enumerate(steps):
         reply = await service.handle(user.id, text, NOW + timedelta(seconds=i), telegram_message_id=i + 1)
