@@ -4,8 +4,9 @@ Each conversation becomes one user's transcript (speaker A = the user, named so 
 speaker B = the assistant, whose name stands in for the persona's name; sessions at their stated
 times, UTC). Every question of categories 1-4 is searched (limit 20); results are
 expanded to message ids in rank order (a summary contributes none) and compared with the evidence
-turns. A plain BM25 over messages, computed in the same run, is the baseline. The benchmark's own
-annotations (observations, session summaries) are never indexed.
+turns, and with the evidence turns' LoCoMo sessions (see `Scores`). A plain BM25 over messages,
+computed in the same run, is the baseline. The benchmark's own annotations (observations, session
+summaries) are never indexed.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ import re
 import statistics
 import time
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import update
 
@@ -41,27 +42,57 @@ _DIA = re.compile(r"D(\d+):(\d+)")
 _WHOLE = re.compile(r"D\d+:\d+")
 
 
+def _recall_and_rr(ranked: Sequence[object], gold: set[Any]) -> tuple[list[float], float]:
+    """(recall@k for each k in KS, reciprocal rank of the first gold item in the top 20)."""
+    recalls = [len(gold & set(ranked[:k])) / len(gold) for k in KS]
+    first = next((i for i, item in enumerate(ranked[:20], 1) if item in gold), None)
+    return recalls, 1 / first if first else 0.0
+
+
 @dataclass
 class Scores:
-    """Per-question figures of one system, grouped by category."""
+    """Per-question figures of one system, grouped by category, per turn and per session.
+
+    Turn level: recall@k is the share of the question's evidence turns among the top k results;
+    MRR uses the rank of the first evidence turn. Session level: each result stands for the LoCoMo
+    session its message came from (`D3:7` is in session 3); recall@k is the share of the
+    question's evidence sessions that at least one of the top k results comes from; MRR uses the
+    rank of the first result from an evidence session. k counts results, not distinct sessions.
+    """
 
     recall: dict[int, dict[int, list[float]]] = field(
         default_factory=lambda: defaultdict(lambda: defaultdict(list))
     )
     rr: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+    session_recall: dict[int, dict[int, list[float]]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(list))
+    )
+    session_rr: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
     latency_ms: list[float] = field(default_factory=list)
 
-    def add(self, category: int, ranked: Sequence[int], evidence: set[int]) -> None:
-        """Score one ranked list of message ids against the evidence ids."""
-        for k in KS:
-            self.recall[category][k].append(len(evidence & set(ranked[:k])) / len(evidence))
-        first = next((i for i, m in enumerate(ranked[:20], 1) if m in evidence), None)
-        self.rr[category].append(1 / first if first else 0.0)
+    def add(
+        self, category: int, ranked: Sequence[int], evidence: set[int], session_of: Mapping[int, int]
+    ) -> None:
+        """Score one ranked list of message ids against the evidence ids and their sessions."""
+        recalls, rr = _recall_and_rr(ranked, evidence)
+        sessions = [session_of.get(m) for m in ranked]
+        session_recalls, session_rr = _recall_and_rr(sessions, {session_of[m] for m in evidence})
+        for k, turn, session in zip(KS, recalls, session_recalls, strict=True):
+            self.recall[category][k].append(turn)
+            self.session_recall[category][k].append(session)
+        self.rr[category].append(rr)
+        self.session_rr[category].append(session_rr)
 
-    def row(self, categories: Sequence[int]) -> tuple[list[float], float, int]:
-        """(recall@5/10/20, MRR, n) over the given categories."""
-        values = {k: [v for c in categories for v in self.recall[c][k]] for k in KS}
-        rr = [v for c in categories for v in self.rr[c]]
+    def row(
+        self, categories: Sequence[int], *, level: Literal["turn", "session"] = "turn"
+    ) -> tuple[list[float], float, int]:
+        """(recall@5/10/20, MRR, n) over the given categories, per turn or per session."""
+        if level == "turn":
+            recall, reciprocal = self.recall, self.rr
+        else:
+            recall, reciprocal = self.session_recall, self.session_rr
+        values = {k: [v for c in categories for v in recall[c][k]] for k in KS}
+        rr = [v for c in categories for v in reciprocal[c]]
         n = len(rr)
         return [statistics.fmean(values[k]) if n else 0.0 for k in KS], statistics.fmean(rr) if n else 0.0, n
 
@@ -145,6 +176,7 @@ class Loaded:
     user_id: int
     assistant_name: str
     dia_to_message: dict[str, int]
+    message_session: dict[int, int]
     end: datetime
     questions: list[dict[str, Any]]
 
@@ -162,6 +194,7 @@ async def _load(sessions: Any, sample: dict[str, Any]) -> Loaded:
         int(k.split("_")[1]) for k in conversation if re.fullmatch(r"session_\d+", k) and conversation[k]
     )
     mapping: dict[str, int] = {}
+    message_session: dict[int, int] = {}
     end = datetime(2020, 1, 1, tzinfo=UTC)
     async with sessions() as session, session.begin():
         segments: dict[Any, DaySegment] = {}
@@ -199,12 +232,15 @@ async def _load(sessions: Any, sample: dict[str, Any]) -> Loaded:
                 session.add(message)
                 await session.flush()
                 mapping[turn["dia_id"]] = message.id
+                message_session[message.id] = n
                 segment.last_message_at = max(segment.last_message_at, at)
                 segment.message_count += 1
                 end = max(end, at)
         await session.execute(update(User).where(User.id == user.id).values(last_message_at=end))
     questions = [q for q in sample["qa"] if q.get("category") in CATEGORIES]
-    return Loaded(user.id, str(conversation["speaker_b"]), mapping, end + timedelta(days=1), questions)
+    return Loaded(
+        user.id, str(conversation["speaker_b"]), mapping, message_session, end + timedelta(days=1), questions
+    )
 
 
 def evidence_ids(entries: Sequence[str], mapping: dict[str, int], problems: Counter[str]) -> set[int]:
@@ -274,6 +310,7 @@ async def run_recall_bench(
         problems: Counter[str] = Counter()
         systems = {"hybrid": Scores(), "fts-only": Scores(), "bm25": Scores()}
         skipped = 0
+        spread = 0
         for item, hybrid, fts in zip(loaded, hybrids, ftss, strict=True):
             async with sessions() as session:
                 rows = await session.execute(
@@ -286,35 +323,51 @@ async def run_recall_bench(
                     skipped += 1
                     continue
                 category = int(question["category"])
+                spread += len({item.message_session[m] for m in evidence}) > 1
                 for name, recall in (("hybrid", hybrid), ("fts-only", fts)):
                     t0 = time.perf_counter()
                     hits = await recall.search(item.user_id, question["question"], now=item.end, limit=20)
                     systems[name].latency_ms.append((time.perf_counter() - t0) * 1000)
-                    systems[name].add(category, [h.message_id for h in hits if h.message_id], evidence)
+                    systems[name].add(
+                        category,
+                        [h.message_id for h in hits if h.message_id],
+                        evidence,
+                        item.message_session,
+                    )
                 t0 = time.perf_counter()
                 ranked = bm25.rank(question["question"], 20)
                 systems["bm25"].latency_ms.append((time.perf_counter() - t0) * 1000)
-                systems["bm25"].add(category, ranked, evidence)
+                systems["bm25"].add(category, ranked, evidence, item.message_session)
         await engine.dispose()
     print(
         f"evidence: {problems['malformed']} malformed entries, {problems['dangling']} pointing at missing "
-        f"turns; {skipped} questions without usable evidence skipped"
+        f"turns; {skipped} questions without usable evidence skipped; {spread} questions with evidence "
+        "in more than one session"
     )
-    header = f"{'system':9} {'category':14} {'n':>4} {'R@5':>6} {'R@10':>6} {'R@20':>6} {'MRR':>6}"
+    print("turn level R@k: share of the evidence turns in the top k; session level S@k: share of the")
+    print("evidence sessions that one of the top k results comes from; MRR / SMRR: first hit's rank")
+    header = (
+        f"{'system':9} {'category':14} {'n':>4} {'R@5':>6} {'R@10':>6} {'R@20':>6} {'MRR':>6}"
+        f"  {'S@5':>6} {'S@10':>6} {'S@20':>6} {'SMRR':>6}"
+    )
     print(header)
     groups = [([c], f"{c} {CATEGORIES[c]}") for c in CATEGORIES] + [(list(CATEGORIES), "overall")]
-    overall: dict[str, list[float]] = {}
+    overall: dict[str, dict[str, list[float]]] = defaultdict(dict)
     for name, scores in systems.items():
         for categories, label in groups:
-            recalls, mrr, n = scores.row(categories)
-            print(f"{name:9} {label:14} {n:>4} " + " ".join(f"{r:6.3f}" for r in recalls) + f" {mrr:6.3f}")
-            if label == "overall":
-                overall[name] = [*recalls, mrr]
+            cells = []
+            for level in ("turn", "session"):
+                recalls, mrr, n = scores.row(categories, level=level)
+                cells.append(" ".join(f"{r:6.3f}" for r in [*recalls, mrr]))
+                if label == "overall":
+                    overall[level][name] = [*recalls, mrr]
+            print(f"{name:9} {label:14} {n:>4} " + "  ".join(cells))
         lat = scores.latency_ms
         print(f"{name:9} latency p50 {percentile(lat, 50):.1f} ms  p95 {percentile(lat, 95):.1f} ms")
-    base = overall["bm25"]
-    for name in ("hybrid", "fts-only"):
-        ratios = " ".join(
-            f"{a / b:5.2f}x" if b else "  n/a" for a, b in zip(overall[name], base, strict=True)
-        )
-        print(f"{name} / bm25 (R@5 R@10 R@20 MRR): {ratios}")
+    for level, names in (("turn", "R@5 R@10 R@20 MRR"), ("session", "S@5 S@10 S@20 SMRR")):
+        base = overall[level]["bm25"]
+        for name in ("hybrid", "fts-only"):
+            ratios = " ".join(
+                f"{a / b:5.2f}x" if b else "  n/a" for a, b in zip(overall[level][name], base, strict=True)
+            )
+            print(f"{name} / bm25 ({names}): {ratios}")
