@@ -234,7 +234,9 @@ async def add_boundary(ctx: RunContext[OnboardingDeps], boundary: str) -> str:
     return f"boundaries now: {'; '.join(ctx.deps.boundaries)}"
 
 
-@onboarding_agent.tool
+# A barrier: the model often calls set_timezone and finish_onboarding in one response, and the
+# look-up in set_timezone awaits, so run side by side the check here would not see its zone yet.
+@onboarding_agent.tool(sequential=True)
 async def finish_onboarding(ctx: RunContext[OnboardingDeps]) -> str:
     """Finish onboarding once the name and the place are known; the normal conversation starts next."""
     missing = [

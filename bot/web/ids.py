@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from agent.core.errors import NikitaError
+
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 # `[0-9]` is ASCII whatever the flags; `\d` would take any Unicode digit.
@@ -19,7 +21,7 @@ _SIGNED = re.compile(r"-?[0-9]+")
 _MAX_DIGITS = len(str(INT64_MAX))
 
 
-class IdFormatError(ValueError):
+class IdFormatError(NikitaError, ValueError):
     """Not an id at all: not an integer, or not written in ASCII digits."""
 
 
