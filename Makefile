@@ -1,5 +1,5 @@
 # The newcomer commands: `make run` (set up and run the bot), `make test` (set up and run the tests;
-# `make test-fast` leaves out the tests that start processes, for the inner loop).
+# `make test-fast` leaves out the tests that start processes or are marked slow, for the inner loop).
 PYTHON ?= $(shell .ci/find-python)
 VENV := .venv
 BIN := $(VENV)/bin
@@ -31,7 +31,7 @@ test: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 -n 3 --maxschedchunk 2
 
 test-fast: setup
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 -n 3 --maxschedchunk 2 -m "not process"
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10 -n 3 --maxschedchunk 2 -m "not process and not slow"
 
 lint: setup
 	$(BIN)/ruff check .
