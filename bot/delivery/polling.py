@@ -3,9 +3,14 @@
 Telegram forgets every update below the `offset` of the next getUpdates call. python-telegram-bot's
 Updater moves the offset as soon as a batch is on its in-memory queue (and once more when it
 stops), before any handler ran, so a crash or a restart lost what was queued; it cannot wait for a
-commit. This loop, over PTB's `Bot.get_updates`, asks with offset = last + 1 only after the batch's
-commit; a failed commit leaves the offset where it was and Telegram sends the same updates again
-(the inbox ignores repeats by update_id).
+commit. This loop asks with offset = last + 1 only after the batch's commit; a failed commit leaves
+the offset where it was and Telegram sends the same updates again (the inbox ignores repeats by
+update_id).
+
+The batch is read as JSON and each update parsed on its own, as the webhook does: PTB's
+`Bot.get_updates` parses the whole batch at once, so one update it cannot read (a date past year
+9999, say) would fail every retry of the batch and stop everyone's messages. Here that update is
+stored dead with its reason and the offset moves past it.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from telegram import Bot
 from telegram.error import TelegramError
 
-from bot.delivery.intake import Inbox, from_update
+from bot.delivery.intake import Inbox, NotAnUpdateError, parse_update
 from db.transient import Backoff
 
 logger = logging.getLogger(__name__)
@@ -68,17 +73,27 @@ class Poller:
 
     async def poll_once(self) -> int:
         """One getUpdates call and the commit of its batch; returns how many updates came."""
-        updates = await self.bot.get_updates(
-            offset=self.offset,
-            timeout=self.timeout,
-            allowed_updates=self.allowed_updates,
-            read_timeout=READ_MARGIN,
+        # PTB's own request path (its timeouts, retries and errors) without its parsing of the batch.
+        payloads: Any = await self.bot._post(  # the one public way parses the batch
+            "getUpdates",
+            {"offset": self.offset, "timeout": self.timeout, "allowed_updates": self.allowed_updates},
+            read_timeout=self.timeout + READ_MARGIN,
         )
-        if not updates:
+        if not isinstance(payloads, list) or not payloads:
             return 0
-        await self.inbox.receive([from_update(u) for u in updates])  # raises: the offset stays put
-        self.offset = updates[-1].update_id + 1
-        return len(updates)
+        rows, last = [], None
+        for payload in payloads:
+            try:
+                rows.append(parse_update(payload))
+            except NotAnUpdateError as exc:  # no update_id to store it under, nor to move past
+                logger.warning("polled item is not an update", extra={"error": str(exc)})
+                continue
+            last = payload["update_id"] if last is None else max(last, payload["update_id"])
+        if rows:
+            await self.inbox.receive(rows)  # raises: the offset stays put
+        if last is not None:
+            self.offset = last + 1
+        return len(rows)
 
     async def _confirm(self) -> None:
         # Tell Telegram about the last committed batch now, so a restart does not fetch it again

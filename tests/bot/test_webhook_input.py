@@ -25,6 +25,7 @@ from bot.web.app import WEBHOOK_PATH
 from tests.bot.conftest import ADMIN, Brain
 from tests.bot.delivery_helpers import (
     WEBHOOK_HEADERS,
+    eventually,
     inbox_rows,
     running_bot,
     transcript,
@@ -211,3 +212,27 @@ async def test_any_json_is_answered_200_or_400_without_a_traceback(
         r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info or "Traceback" in r.message
     ]
     assert faults == [], [(r.name, r.getMessage()[:800]) for r in faults]
+
+
+@pytest.mark.parametrize(
+    ("odd", "reason"),
+    [({"user_id": 2**53}, "message.chat.id"), ({"date": 10**12}, "message.date")],
+)
+async def test_polling_stores_what_can_never_succeed_dead_and_moves_on(
+    settings_factory: Callable[..., Settings],
+    tg: FakeTelegram,
+    engine: Any,
+    brain: Brain,
+    odd: dict[str, int],
+    reason: str,
+) -> None:
+    async with running_bot(settings_factory(onboarding_enabled=False), brain) as (runtime, _, _):
+        bad = tg.user_message(odd.get("user_id", 5), "from far away", date=odd.get("date"))
+        tg.user_message(6, "next in line")
+        assert [m.text for m in await tg.wait_for_messages(1, chat_id=6)] == ["echo: next in line"]
+        await eventually(lambda: tg.pending_updates == 0)
+        rows = {row.update_id: row for row in await inbox_rows(runtime.sessions)}
+    dead = rows[bad["update_id"]]
+    assert (dead.status, dead.outcome, dead.payload) == ("done", "dead", None)
+    assert dead.last_error is not None and dead.last_error.startswith(reason)
+    assert brain.chat_calls == ["next in line"]
