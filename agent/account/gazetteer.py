@@ -94,6 +94,9 @@ def find_cities(text: str) -> Match | None:
     if not runs:
         return None
     firsts = {run.split()[0] for run in runs}
+    # Words in Latin letters only need the names' Latin letters: dropping everything else after
+    # decomposition (accents, other scripts) is ten times faster than removing the marks alone.
+    latin = all(first.isascii() for first in firsts)
     found: dict[str, list[tuple[dict[str, Any], bool]]] = {}
     with _one_at_a_time:
         raw = (DATA / CITIES).read_text(encoding="utf-8")
@@ -102,8 +105,14 @@ def find_cities(text: str) -> Match | None:
                 main = str(record["name"])
                 names = [main, *record.get("alternatenames", ())]
                 # One pass over all its names at C speed rules out almost every city.
-                blob = unicodedata.normalize("NFKD", "\n".join(names)).translate(_NO_MARKS).casefold()
-                if not any(first in blob for first in firsts):
+                decomposed = unicodedata.normalize("NFKD", "\n".join(names))
+                if latin:
+                    blob = decomposed.encode("ascii", "ignore").decode("ascii").casefold()
+                else:
+                    blob = decomposed.translate(_NO_MARKS).casefold()
+                # A name that folds to a run begins with the run's first word.
+                blob = "\n" + blob
+                if not any("\n" + first in blob for first in firsts):
                     continue
                 for name in names:
                     if fold(name) in runs:
