@@ -1,10 +1,10 @@
-"""600 distinct users through the turn service: every per-user cache and lock map stays within its
+"""500 distinct users through the turn service: every per-user cache and lock map stays within its
 bound (entries and bytes), and what the service holds stops growing once the caches are full. Real
 database (SQLite: the caches and maps are the same objects on either database), the local hashing
 embedder (so indexing passes and vector searches run), the chat model a FunctionModel.
 
-600 users overflow the largest entry bound (150 indexed users) four times and the others 15 to 100
-times. NIKITA_MANY_USERS=10000 runs the long version.
+500 users overflow the largest entry bound (150 indexed users) more than three times and the others
+12 to 80 times. NIKITA_MANY_USERS=10000 runs the long version.
 
 Memory is measured as the bytes of every object reachable from the service (deterministic, and
 it is where a per-user map would grow), with the process's peak RSS printed alongside; tracemalloc
@@ -38,7 +38,7 @@ from agent.search.recall import build_recall
 from agent.turn.service import TurnService
 from db.models import User
 
-USERS = int(os.environ.get("NIKITA_MANY_USERS", "600"))
+USERS = int(os.environ.get("NIKITA_MANY_USERS", "500"))
 CHECKPOINTS = 10
 AT_ONCE = 8
 # The bounds under test, small so that USERS overflow every one of them several times.
