@@ -25,11 +25,21 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.context.budget import Budgets, Fitted, fit
 from agent.context.compaction import Compacted, Compactor
+from agent.context.engine import (
+    BRIEFING_READ_TIMEOUT_SECONDS,
+    Variant,
+    assemble_v2,
+    briefing_facts,
+    route_for,
+    summary,
+    unusable,
+)
 from agent.context.memory import MemoryTierSource, limits_for_budget
-from agent.context.package import COLLECTOR_ERRORS, ContextPackage, PackageCollector
+from agent.context.package import COLLECTOR_ERRORS, Collected, ContextPackage, PackageCollector, collect
 from agent.context.tiers import TierBlock, time_block
 from agent.core.settings import Settings
 from agent.history.tokens import TokenCounter, get_counter
+from db.briefings import BriefingRepository, StoredBriefing
 from db.models import Conversation, User
 
 logger = logging.getLogger(__name__)
@@ -47,6 +57,9 @@ class BuiltContext:
     blocks: dict[str, TierBlock] = field(default_factory=dict)
     # Everything collected, rendered or not (the voice agent's get_context reads it whole).
     package: ContextPackage | None = None
+    # Which engine served (agent/context/engine.py), and the briefing when v2 did.
+    engine: str = "v1"
+    briefing: StoredBriefing | None = None
 
 
 def _size(value: object) -> int:
@@ -98,13 +111,16 @@ class ContextBuilder:
         now: datetime,
         previous_message_at: datetime | None,
         history: Sequence[ModelMessage] = (),
+        variant: Variant = "text",
     ) -> BuiltContext:
         """Assemble the context for this message; never raises for a tier's failure.
 
         `conversation` is None outside a session (a voice call starting): "last conversation" is
-        then the newest one, and there is no history to compact.
+        then the newest one, and there is no history to compact. `variant` picks the briefing's
+        text or voice variant when v2 serves.
         """
         started = time.perf_counter()
+        route = route_for(self.settings, user.id)
         # What history will take at most, counted from the newest message: the rest picks memory limits.
         estimate = 0
         for message in reversed(history):
@@ -114,7 +130,7 @@ class ContextBuilder:
                 break
         remaining = self.budgets.hard_cap - estimate
         conversation_id = conversation.id if conversation is not None else None
-        package, compacted = await asyncio.gather(
+        package, compacted, stored = await asyncio.gather(
             self.collector.collect(
                 sessions,
                 user=user,
@@ -125,14 +141,44 @@ class ContextBuilder:
                 remaining=remaining,
             ),
             self._compact(sessions, user.id, conversation_id, history, now),
+            self._briefing(sessions, user.id, route),
         )
-        fixed = [time_block(user, now, previous_message_at)]
+        now_block = time_block(user, now, previous_message_at)
+        fixed = [now_block]
         if package.profile is not None:
             fixed.append(package.profile)
         loaded = package.blocks()
-        fitted = fit(fixed, loaded, compacted.messages, budgets=self.budgets, counter=self.counter)
+        engine: dict[str, Any] = {"configured": self.settings.context_engine, "route": route, "served": "v1"}
+        briefing, v2 = stored.value, None
+        if route != "v1":
+            reason = stored.error or unusable(briefing, package)
+            if briefing is not None:
+                engine["briefing"] = briefing_facts(briefing)
+            if reason is None and briefing is not None:
+                v2 = assemble_v2(
+                    briefing,
+                    package,
+                    time=now_block,
+                    history=compacted.messages,
+                    variant=variant,
+                    budgets=self.budgets,
+                    counter=self.counter,
+                )
+                engine["v2"] = summary(v2)
+            else:
+                engine["reason"] = reason
+        if route == "v2" and v2 is not None:
+            fitted, engine["served"] = v2, "v2"
+        else:
+            fitted, briefing = (
+                fit(fixed, loaded, compacted.messages, budgets=self.budgets, counter=self.counter),
+                None,
+            )
+            if route == "shadow":
+                engine["v1"] = summary(fitted)
         build_ms = (time.perf_counter() - started) * 1000
         snapshot = self._snapshot(package, loaded, compacted, fitted, len(history), remaining, build_ms)
+        snapshot["engine"] = engine
         logger.info(
             "context built",
             extra={
@@ -148,7 +194,22 @@ class ContextBuilder:
             history=fitted.history or None,
             blocks=dict(fitted.blocks),
             package=package,
+            engine=engine["served"],
+            briefing=briefing,
         )
+
+    async def _briefing(
+        self, sessions: async_sessionmaker[AsyncSession], user_id: int, route: str
+    ) -> Collected[StoredBriefing]:
+        """The stored briefing, read beside the collectors (never written here)."""
+        if route == "v1":
+            return Collected(None, "not configured", 0.0)
+
+        async def read() -> StoredBriefing | None:
+            async with sessions() as session:
+                return await BriefingRepository(session).get(user_id)
+
+        return await collect("briefing", BRIEFING_READ_TIMEOUT_SECONDS, read)
 
     async def _compact(
         self,
@@ -180,7 +241,9 @@ class ContextBuilder:
         build_ms: float,
     ) -> dict[str, Any]:
         tiers: dict[str, dict[str, Any]] = {}
-        for name in ("time", "profile"):
+        for name in ("briefing", "time", "profile"):
+            if name == "briefing" and name not in fitted.blocks:
+                continue
             tiers[name] = {
                 "present": name in fitted.blocks,
                 "count": len(fitted.blocks[name].items) if name in fitted.blocks else 0,

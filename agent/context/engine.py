@@ -30,6 +30,8 @@ from db.briefings import StoredBriefing
 
 Route = Literal["v1", "v2", "shadow"]
 Variant = Literal["text", "voice"]
+# Reading one row by its key: a database slower than this has the turn served by v1.
+BRIEFING_READ_TIMEOUT_SECONDS = 2.0
 
 
 def canary_bucket(user_id: int) -> int:

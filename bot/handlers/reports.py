@@ -18,6 +18,7 @@ from agent.core.settings import Settings
 from agent.graph import GraphMemory, GraphMemoryError, GroupLimits, NullGraphMemory
 from agent.turn.budget import COUNTERS
 from db.access import AccessRepository
+from db.briefings import BriefingRepository
 from db.inbox import InboxRepository
 from db.models import (
     Conversation,
@@ -271,7 +272,12 @@ async def prompt_report(sessions: async_sessionmaker[AsyncSession], telegram_id:
             .order_by(GeneratedPrompt.id.desc())
             .limit(1)
         )
+        briefing = await BriefingRepository(session).get(user.id)
     if prompt is None:
         return f"No turn recorded yet for Telegram id {telegram_id}."
     header = f"last context of user {user.id}, {prompt.created_at.isoformat(timespec='seconds')}"
-    return f"{header}\n{format_snapshot(dict(prompt.context_snapshot or {}))}"
+    report = f"{header}\n{format_snapshot(dict(prompt.context_snapshot or {}))}"
+    if briefing is not None:
+        written = briefing.written_at.isoformat(timespec="seconds")
+        report += f"\n\nStored briefing ({written}):\n{briefing.text}\n\nVoice variant:\n{briefing.voice}"
+    return report
