@@ -23,10 +23,11 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agent.context.briefing import fingerprint
+from agent.context.briefings import BriefingReader
 from agent.context.budget import Budgets, Fitted, fit
 from agent.context.compaction import Compacted, Compactor
 from agent.context.engine import (
-    BRIEFING_READ_TIMEOUT_SECONDS,
     Variant,
     assemble_v2,
     briefing_facts,
@@ -35,11 +36,11 @@ from agent.context.engine import (
     unusable,
 )
 from agent.context.memory import MemoryTierSource, limits_for_budget
-from agent.context.package import COLLECTOR_ERRORS, Collected, ContextPackage, PackageCollector, collect
+from agent.context.package import COLLECTOR_ERRORS, ContextPackage, PackageCollector
 from agent.context.tiers import TierBlock, time_block
 from agent.core.settings import Settings
 from agent.history.tokens import TokenCounter, get_counter
-from db.briefings import BriefingRepository, StoredBriefing
+from db.briefings import StoredBriefing
 from db.models import Conversation, User
 
 logger = logging.getLogger(__name__)
@@ -100,6 +101,7 @@ class ContextBuilder:
         )
         model = summary_model if summary_model is not None else _default_summary_model(settings)
         self.compactor = Compactor(settings, model=model, counter=self.counter)
+        self.briefings = BriefingReader()
 
     async def build(
         self,
@@ -130,7 +132,8 @@ class ContextBuilder:
                 break
         remaining = self.budgets.hard_cap - estimate
         conversation_id = conversation.id if conversation is not None else None
-        package, compacted, stored = await asyncio.gather(
+        reading = self.briefings.start(sessions, user.id) if route != "v1" else None
+        package, compacted = await asyncio.gather(
             self.collector.collect(
                 sessions,
                 user=user,
@@ -141,7 +144,6 @@ class ContextBuilder:
                 remaining=remaining,
             ),
             self._compact(sessions, user.id, conversation_id, history, now),
-            self._briefing(sessions, user.id, route),
         )
         now_block = time_block(user, now, previous_message_at)
         fixed = [now_block]
@@ -149,9 +151,14 @@ class ContextBuilder:
             fixed.append(package.profile)
         loaded = package.blocks()
         engine: dict[str, Any] = {"configured": self.settings.context_engine, "route": route, "served": "v1"}
-        briefing, v2 = stored.value, None
+        assembling = time.perf_counter()
+        briefing: StoredBriefing | None = None
+        v2: Fitted | None = None
         if route != "v1":
-            reason = stored.error or unusable(briefing, package)
+            stamp = fingerprint(package)
+            stored = await self.briefings.finish(sessions, user.id, stamp, reading)
+            briefing = stored.value
+            reason = stored.error or unusable(briefing, stamp)
             if briefing is not None:
                 engine["briefing"] = briefing_facts(briefing)
             if reason is None and briefing is not None:
@@ -176,6 +183,9 @@ class ContextBuilder:
             )
             if route == "shadow":
                 engine["v1"] = summary(fitted)
+        # The engine's own work after collection: fitting (v1), reading the briefing and assembling
+        # (v2), both (shadow).
+        engine["ms"] = round((time.perf_counter() - assembling) * 1000, 3)
         build_ms = (time.perf_counter() - started) * 1000
         snapshot = self._snapshot(package, loaded, compacted, fitted, len(history), remaining, build_ms)
         snapshot["engine"] = engine
@@ -197,19 +207,6 @@ class ContextBuilder:
             engine=engine["served"],
             briefing=briefing,
         )
-
-    async def _briefing(
-        self, sessions: async_sessionmaker[AsyncSession], user_id: int, route: str
-    ) -> Collected[StoredBriefing]:
-        """The stored briefing, read beside the collectors (never written here)."""
-        if route == "v1":
-            return Collected(None, "not configured", 0.0)
-
-        async def read() -> StoredBriefing | None:
-            async with sessions() as session:
-                return await BriefingRepository(session).get(user_id)
-
-        return await collect("briefing", BRIEFING_READ_TIMEOUT_SECONDS, read)
 
     async def _compact(
         self,

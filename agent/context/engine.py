@@ -20,7 +20,6 @@ from typing import Any, Literal
 
 from pydantic_ai.messages import ModelMessage
 
-from agent.context.briefing import fingerprint
 from agent.context.budget import Budgets, Fitted, fit
 from agent.context.package import ContextPackage
 from agent.context.tiers import TierBlock
@@ -30,8 +29,6 @@ from db.briefings import StoredBriefing
 
 Route = Literal["v1", "v2", "shadow"]
 Variant = Literal["text", "voice"]
-# Reading one row by its key: a database slower than this has the turn served by v1.
-BRIEFING_READ_TIMEOUT_SECONDS = 2.0
 
 
 def canary_bucket(user_id: int) -> int:
@@ -47,11 +44,11 @@ def route_for(settings: Settings, user_id: int) -> Route:
     return settings.context_engine
 
 
-def unusable(briefing: StoredBriefing | None, package: ContextPackage) -> str | None:
-    """Why the briefing cannot serve this turn (None when it can)."""
+def unusable(briefing: StoredBriefing | None, stamp: str) -> str | None:
+    """Why the briefing cannot serve a turn whose package has fingerprint `stamp` (None when it can)."""
     if briefing is None:
         return "no briefing yet"
-    if briefing.fingerprint != fingerprint(package):
+    if briefing.fingerprint != stamp:
         return "stale: the package changed since the briefing was written"
     return None
 

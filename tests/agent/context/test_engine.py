@@ -109,6 +109,7 @@ async def test_v2_serves_the_briefing_and_a_return_before_post_processing_gets_v
     await world.talk(user_id, ["I'm back"])
     snapshot = await world.snapshot()
     engine_entry = snapshot["engine"]
+    assert isinstance(engine_entry, dict) and engine_entry.pop("ms") >= 0
     assert engine_entry == {"configured": "v2", "route": "v2", "served": "v1", "reason": "no briefing yet"}
     assert "09:00 User: conversation 1: my concert is on Friday" in world.recorder.instructions[-1]
 
@@ -140,6 +141,16 @@ async def test_v2_serves_the_briefing_and_a_return_before_post_processing_gets_v
     assert entry["reason"] == "stale: the package changed since the briefing was written"
     assert "User: one more thing: the rehearsal is tonight" in world.recorder.instructions[-1]
 
+    # Once processed, the new briefing serves (the turn read it: the one it held was for another package).
+    world.scripted.briefing = dict(world.scripted.briefing, today="The rehearsal is tonight.")
+    await world.idle_and_process()
+    await world.talk(user_id, ["back once more"])
+    assert "What matters today: The rehearsal is tonight." in world.recorder.instructions[-1]
+    entry = (await world.snapshot())["engine"]
+    assert isinstance(entry, dict) and entry["served"] == "v2"
+    world.service.context_builder.briefings.drop_user(user_id)  # /forget's hook: nothing held
+    assert user_id not in world.service.context_builder.briefings._held
+
     # Admin /prompt: which engine served and the stored briefing.
     async with sessions() as session:
         user = await session.get(User, user_id)
@@ -147,8 +158,9 @@ async def test_v2_serves_the_briefing_and_a_return_before_post_processing_gets_v
         user.telegram_id = 4242
         await session.commit()
     report = await prompt_report(sessions, 4242)
-    assert "Engine: v1 served (CONTEXT_ENGINE=v2); v2 not used: stale" in report
-    assert "Stored briefing (" in report and "What matters today: She prepared for the concert" in report
+    assert "Engine: v2 served (CONTEXT_ENGINE=v2)" in report
+    assert "Stored briefing (" in report and "What matters today: The rehearsal is tonight." in report
+    assert f"Voice variant:\n{world.scripted.briefing['voice']}" in report
 
 
 async def test_shadow_serves_v1_and_records_v2_beside_it(
