@@ -27,16 +27,9 @@ from agent.context.briefing import fingerprint
 from agent.context.briefings import BriefingReader
 from agent.context.budget import Budgets, Fitted, fit
 from agent.context.compaction import Compacted, Compactor
-from agent.context.engine import (
-    Variant,
-    assemble_v2,
-    briefing_facts,
-    route_for,
-    summary,
-    unusable,
-)
+from agent.context.engine import Variant, assemble_v2, route_for, serve
 from agent.context.memory import MemoryTierSource, limits_for_budget
-from agent.context.package import COLLECTOR_ERRORS, ContextPackage, PackageCollector
+from agent.context.package import COLLECTOR_ERRORS, Collected, ContextPackage, PackageCollector
 from agent.context.tiers import TierBlock, time_block
 from agent.core.settings import Settings
 from agent.history.tokens import TokenCounter, get_counter
@@ -150,39 +143,28 @@ class ContextBuilder:
         if package.profile is not None:
             fixed.append(package.profile)
         loaded = package.blocks()
-        engine: dict[str, Any] = {"configured": self.settings.context_engine, "route": route, "served": "v1"}
         assembling = time.perf_counter()
-        briefing: StoredBriefing | None = None
-        v2: Fitted | None = None
+        stored: Collected[StoredBriefing] | None = None
+        stamp = fingerprint(package) if route != "v1" else ""
         if route != "v1":
-            stamp = fingerprint(package)
             stored = await self.briefings.finish(sessions, user.id, stamp, reading)
-            briefing = stored.value
-            reason = stored.error or unusable(briefing, stamp)
-            if briefing is not None:
-                engine["briefing"] = briefing_facts(briefing)
-            if reason is None and briefing is not None:
-                v2 = assemble_v2(
-                    briefing,
-                    package,
-                    time=now_block,
-                    history=compacted.messages,
-                    variant=variant,
-                    budgets=self.budgets,
-                    counter=self.counter,
-                )
-                engine["v2"] = summary(v2)
-            else:
-                engine["reason"] = reason
-        if route == "v2" and v2 is not None:
-            fitted, engine["served"] = v2, "v2"
-        else:
-            fitted, briefing = (
-                fit(fixed, loaded, compacted.messages, budgets=self.budgets, counter=self.counter),
-                None,
-            )
-            if route == "shadow":
-                engine["v1"] = summary(fitted)
+        served = serve(
+            route,
+            self.settings.context_engine,
+            stored,
+            v1=lambda: fit(fixed, loaded, compacted.messages, budgets=self.budgets, counter=self.counter),
+            v2=lambda briefing: assemble_v2(
+                briefing,
+                package,
+                time=now_block,
+                history=compacted.messages,
+                variant=variant,
+                budgets=self.budgets,
+                counter=self.counter,
+            ),
+            stamp=stamp,
+        )
+        fitted, engine = served.fitted, served.entry
         # The engine's own work after collection: fitting (v1), reading the briefing and assembling
         # (v2), both (shadow).
         engine["ms"] = round((time.perf_counter() - assembling) * 1000, 3)
@@ -205,7 +187,7 @@ class ContextBuilder:
             blocks=dict(fitted.blocks),
             package=package,
             engine=engine["served"],
-            briefing=briefing,
+            briefing=served.briefing,
         )
 
     async def _compact(

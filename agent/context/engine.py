@@ -15,13 +15,14 @@ fitted to the same budgets as v1.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic_ai.messages import ModelMessage
 
 from agent.context.budget import Budgets, Fitted, fit
-from agent.context.package import ContextPackage
+from agent.context.package import Collected, ContextPackage
 from agent.context.tiers import TierBlock
 from agent.core.settings import Settings
 from agent.history.tokens import TokenCounter
@@ -94,3 +95,43 @@ def briefing_facts(briefing: StoredBriefing) -> dict[str, Any]:
         "voice_tokens": briefing.voice_tokens,
         "checks": briefing.checks.get("checks", {}),
     }
+
+
+@dataclass(frozen=True)
+class Served:
+    """What a turn is given, the briefing when v2 served it, and the snapshot's `engine` entry."""
+
+    fitted: Fitted
+    briefing: StoredBriefing | None
+    entry: dict[str, Any]
+
+
+def serve(
+    route: Route,
+    configured: str,
+    stored: Collected[StoredBriefing] | None,
+    *,
+    v1: Callable[[], Fitted],
+    v2: Callable[[StoredBriefing], Fitted],
+    stamp: str,
+) -> Served:
+    """v2 when the route and a fresh briefing allow it, else v1 (with v2 beside it under shadow)."""
+    entry: dict[str, Any] = {"configured": configured, "route": route, "served": "v1"}
+    briefing = stored.value if stored is not None else None
+    assembled: Fitted | None = None
+    if route != "v1" and stored is not None:
+        if briefing is not None:
+            entry["briefing"] = briefing_facts(briefing)
+        reason = stored.error or unusable(briefing, stamp)
+        if reason is None and briefing is not None:
+            assembled = v2(briefing)
+            entry["v2"] = summary(assembled)
+        else:
+            entry["reason"] = reason
+    if route == "v2" and assembled is not None:
+        entry["served"] = "v2"
+        return Served(assembled, briefing, entry)
+    fitted = v1()
+    if route == "shadow":
+        entry["v1"] = summary(fitted)
+    return Served(fitted, None, entry)

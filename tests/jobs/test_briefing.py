@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agent.account.forget import export_user
 from agent.core.clock import FrozenClock
 from bot.handlers.reports import stats_report
 from db.briefings import BriefingRepository, StoredBriefing
@@ -59,6 +60,14 @@ async def test_postprocessing_writes_the_briefing_and_the_next_one_edits_it(
     assert "<earlier_today>" in prompt and "Ana prepared for her concert." in prompt
     assert "<unfinished_topics>" in prompt and "Will Ana take the job in Porto?" in prompt
     assert "Previous briefing:\n(none yet" in prompt
+
+    # /export holds it; /forget deletes it with the user (the row cascades).
+    exported = await export_user(sessions, user_id)
+    assert exported["briefing"] == {
+        "text": stored.text,
+        "voice": stored.voice,
+        "written_at": stored.written_at.isoformat(),
+    }
 
     # Its cost is in the usage table and /stats, beside the conversation's other calls.
     async with sessions() as session:
