@@ -13,7 +13,7 @@ from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.context import BuiltContext, ContextBuilder, FunctionMemory, MemoryLimits
-from agent.context.briefing import BRIEFING_INSTRUCTIONS, fingerprint, package_prompt
+from agent.context.briefing import briefing_instructions, fingerprint, package_prompt
 from agent.core.settings import Settings
 from agent.history.tokens import get_counter
 from bench.common import describe, percentile, scratch_database
@@ -203,7 +203,7 @@ async def _store_briefing(
                 written_at=NOW,
             )
         )
-    instructions = BRIEFING_INSTRUCTIONS.replace("{budget}", str(settings.context_briefing_budget))
+    instructions = briefing_instructions(settings)
     written = counter.count(BRIEFING_TEXT) + counter.count(BRIEFING_VOICE)
     return counter.count(prompt) + counter.count(instructions), written
 

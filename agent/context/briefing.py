@@ -136,15 +136,20 @@ def package_prompt(package: ContextPackage, previous: str | None) -> str:
     return "\n\n".join(sections)
 
 
-async def write_briefing(
-    model: Model | str, settings: Settings, package: ContextPackage, previous: str | None
-) -> Written:
-    """One SUMMARY_MODEL call: the briefing edited from `previous` (raises on model failure or timeout)."""
-    instructions = (
+def briefing_instructions(settings: Settings) -> str:
+    """The writer's instructions with the persona's name and the budgets filled in."""
+    return (
         with_name(BRIEFING_INSTRUCTIONS, settings.persona_name)
         .replace("{budget}", str(settings.context_briefing_budget))
         .replace("{voice_budget}", str(settings.context_briefing_voice_budget))
     )
+
+
+async def write_briefing(
+    model: Model | str, settings: Settings, package: ContextPackage, previous: str | None
+) -> Written:
+    """One SUMMARY_MODEL call: the briefing edited from `previous` (raises on model failure or timeout)."""
+    instructions = briefing_instructions(settings)
     async with asyncio.timeout(settings.summary_timeout_seconds):
         result = await briefing_agent.run(
             package_prompt(package, previous),

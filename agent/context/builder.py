@@ -4,7 +4,9 @@ The package (agent/context/package.py) is collected concurrently with the compac
 collector in its own DB session (an `AsyncSession` is not safe to share between tasks) under its
 own timeout. A part that fails or times out is left out and recorded; the turn goes on. The
 package's parts render as tiers; those that are not tiers (the week's summaries, follow-ups) serve
-other surfaces (the voice agent's get_context).
+other surfaces (the voice agent's get_context). When the context engine routes the user to v2 or
+shadow (agent/context/engine.py), the stored briefing is read beside the collectors and, while its
+fingerprint is the package's, serves in place of the tiers (v2) or is recorded beside them (shadow).
 """
 
 from __future__ import annotations
@@ -145,8 +147,9 @@ class ContextBuilder:
         loaded = package.blocks()
         assembling = time.perf_counter()
         stored: Collected[StoredBriefing] | None = None
-        stamp = fingerprint(package) if route != "v1" else ""
+        stamp = ""
         if route != "v1":
+            stamp = fingerprint(package)
             stored = await self.briefings.finish(sessions, user.id, stamp, reading)
         served = serve(
             route,
