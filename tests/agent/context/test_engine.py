@@ -11,6 +11,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from agent.account.forget import forget_user
 from agent.account.users import get_or_create_user
 from agent.context import ContextBuilder, format_snapshot
 from agent.context.engine import canary_bucket, route_for
@@ -22,6 +23,7 @@ from db.models import GeneratedPrompt, User
 from jobs.context import JobContext
 from jobs.registry import run_job
 from tests.jobs.conftest import ScriptedSummaries
+from tests.privacy import rows_of
 
 
 class Recorder:
@@ -148,8 +150,6 @@ async def test_v2_serves_the_briefing_and_a_return_before_post_processing_gets_v
     assert "What matters today: The rehearsal is tonight." in world.recorder.instructions[-1]
     entry = (await world.snapshot())["engine"]
     assert isinstance(entry, dict) and entry["served"] == "v2"
-    world.service.context_builder.briefings.drop_user(user_id)  # /forget's hook: nothing held
-    assert user_id not in world.service.context_builder.briefings._held
 
     # Admin /prompt: which engine served and the stored briefing.
     async with sessions() as session:
@@ -161,6 +161,13 @@ async def test_v2_serves_the_briefing_and_a_return_before_post_processing_gets_v
     assert "Engine: v2 served (CONTEXT_ENGINE=v2)" in report
     assert "Stored briefing (" in report and "What matters today: The rehearsal is tonight." in report
     assert f"Voice variant:\n{world.scripted.briefing['voice']}" in report
+
+    # /forget: the briefing row goes with the user, and the turn's reader holds nothing of theirs.
+    reader = world.service.context_builder.briefings
+    assert user_id in reader._held and (await rows_of(sessions, user_id))["briefings"] == 1
+    await forget_user(sessions, user_id, caches=[reader])
+    assert (await rows_of(sessions, user_id)).get("briefings") == 0
+    assert user_id not in reader._held
 
 
 async def test_shadow_serves_v1_and_records_v2_beside_it(
