@@ -75,6 +75,9 @@ async def test_postprocessing_writes_the_briefing_and_the_next_one_edits_it(
     assert (usage.user_id, usage.calls, usage.input_tokens) == (user_id, 1, stored.input_tokens)
     stats = await stats_report(sessions, clock.now(), queue_depth=0, failures=0)
     assert "briefing 1" in stats
+    per_call = f"{stored.input_tokens} tokens in / {stored.output_tokens} out per call"
+    line = "briefings in the last 7 days: 1 calls for 1 processed conversations (1.00 per conversation)"
+    assert f"{line}, {per_call}" in stats
 
     # The next conversation: the model edits the stored briefing instead of starting afresh.
     clock.advance(timedelta(hours=2))
