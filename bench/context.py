@@ -1,18 +1,23 @@
-"""`python -m bot bench context`: the context build with every tier full, and tokens at turn 300."""
+"""`python -m bot bench context`: the context build with every tier full under each context engine
+(v1, v2, shadow), the briefing's cost, and tokens at turn 300."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import insert
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.context import ContextBuilder, FunctionMemory, MemoryLimits
+from agent.context import BuiltContext, ContextBuilder, FunctionMemory, MemoryLimits
+from agent.context.briefing import briefing_instructions, fingerprint, package_prompt
 from agent.core.settings import Settings
 from agent.history.tokens import get_counter
-from bench.common import describe, scratch_database
+from bench.common import describe, percentile, scratch_database
+from db.briefings import BriefingRepository, StoredBriefing
 from db.engine import create_engine, session_factory
 from db.models import Conversation, ConversationThread, DaySegment, TranscriptMessage, User
 
@@ -127,36 +132,130 @@ async def _seed(url: str, messages: int, days: int, threads: int) -> tuple[User,
     return stored_user, conversation
 
 
-async def bench_build(url: str, runs: int) -> list[float]:
-    """Time `runs` context builds (all tiers, memory stand-in, a 40-message history)."""
-    user, conversation = await _seed(url, 10_000, 365, 1_000)
-    engine = create_engine(url)
-    sessions = session_factory(engine)
-    settings = Settings(database_url=url, model="test", _env_file=None)
-    builder = ContextBuilder(settings, memory=FunctionMemory(_facts))
+BRIEFING_TEXT = "\n".join(
+    [
+        "Who they are now: a film lover in Berlin, busy at work, proud of the garden this year.",
+        "What matters today: a long day at work; the tomatoes finally ripened; a film tonight.",
+        "How to meet them: relaxed and curious; short questions; no advice unless asked.",
+        "To follow up:",
+        *(f"- open thread {i}: ask how it went, if it fits" for i in range(5)),
+    ]
+)
+BRIEFING_VOICE = "They love films and live in Berlin. Work is busy. Ask about the tomatoes and the film."
+MODES = ("v1", "v2", "shadow")
+
+
+def _history() -> list[ModelMessage]:
     history: list[ModelMessage] = []
     for i in range(20):
         history += [
             ModelRequest(parts=[UserPromptPart(f"turn {i}: how was the garden?")]),
             ModelResponse(parts=[TextPart(f"answer {i}: the tomatoes are doing well")]),
         ]
-    timings = []
-    for i in range(runs + 5):
-        started = time.perf_counter()
-        built = await builder.build(
-            sessions,
-            user=user,
-            conversation=conversation,
-            text="tomatoes",
-            now=NOW + timedelta(seconds=i),
-            previous_message_at=user.last_message_at,
-            history=history,
+    return history
+
+
+@dataclass(frozen=True)
+class EngineRun:
+    """One engine's build times and the tokens it sends."""
+
+    timings: list[float]
+    # The engine's own part of each build (agent/context/builder.py: snapshot["engine"]["ms"]).
+    engine_ms: list[float]
+    total_tokens: int
+    instructions_tokens: int
+    served: str
+
+
+async def _store_briefing(
+    sessions: async_sessionmaker[AsyncSession],
+    builder: ContextBuilder,
+    user: User,
+    conversation: Conversation,
+) -> tuple[int, int]:
+    """A briefing written from the package the turns will collect; the writer's input and output tokens."""
+    settings, counter = builder.settings, get_counter()
+    built = await builder.build(
+        sessions,
+        user=user,
+        conversation=conversation,
+        text="",
+        now=NOW,
+        previous_message_at=user.last_message_at,
+    )
+    assert built.package is not None
+    prompt = package_prompt(built.package, BRIEFING_TEXT)
+    async with sessions() as session, session.begin():
+        await BriefingRepository(session).put(
+            StoredBriefing(
+                user_id=user.id,
+                text=BRIEFING_TEXT,
+                voice=BRIEFING_VOICE,
+                fingerprint=fingerprint(built.package),
+                text_tokens=counter.count(BRIEFING_TEXT),
+                voice_tokens=counter.count(BRIEFING_VOICE),
+                trigger="conversation",
+                conversation_id=None,
+                calls=1,
+                input_tokens=0,
+                output_tokens=0,
+                checks={},
+                written_at=NOW,
+            )
         )
-        if i >= 5:
-            timings.append((time.perf_counter() - started) * 1000)
-    assert all(built.snapshot["tiers"][t]["present"] for t in ("today", "yesterday", "threads", "memory"))
+    instructions = briefing_instructions(settings)
+    written = counter.count(BRIEFING_TEXT) + counter.count(BRIEFING_VOICE)
+    return counter.count(prompt) + counter.count(instructions), written
+
+
+async def bench_build(url: str, runs: int) -> tuple[dict[str, EngineRun], tuple[int, int]]:
+    """Time `runs` context builds per engine, interleaved (all tiers, memory stand-in, a 40-message
+    history), and estimate what writing the briefing costs."""
+    user, conversation = await _seed(url, 10_000, 365, 1_000)
+    engine = create_engine(url)
+    sessions = session_factory(engine)
+    builders = {
+        mode: ContextBuilder(
+            Settings(database_url=url, model="test", context_engine=mode, _env_file=None),
+            memory=FunctionMemory(_facts),
+        )
+        for mode in MODES
+    }
+    cost = await _store_briefing(sessions, builders["v2"], user, conversation)
+    history = _history()
+    timings: dict[str, list[float]] = {mode: [] for mode in MODES}
+    engine_ms: dict[str, list[float]] = {mode: [] for mode in MODES}
+    last: dict[str, BuiltContext] = {}
+    for i in range(runs + 5):
+        for mode, builder in builders.items():
+            started = time.perf_counter()
+            last[mode] = await builder.build(
+                sessions,
+                user=user,
+                conversation=conversation,
+                text="tomatoes",
+                now=NOW + timedelta(seconds=i),
+                previous_message_at=user.last_message_at,
+                history=history,
+            )
+            if i >= 5:
+                timings[mode].append((time.perf_counter() - started) * 1000)
+                engine_ms[mode].append(float(last[mode].snapshot["engine"]["ms"]))
+    v1 = last["v1"].snapshot
+    assert all(v1["tiers"][t]["present"] for t in ("today", "yesterday", "threads", "memory"))
+    assert last["v2"].engine == "v2", last["v2"].snapshot["engine"]
     await engine.dispose()
-    return timings
+    results = {
+        mode: EngineRun(
+            timings[mode],
+            engine_ms[mode],
+            int(built.snapshot["total_tokens"]),
+            int(built.snapshot["instructions_tokens"]),
+            built.engine,
+        )
+        for mode, built in last.items()
+    }
+    return results, cost
 
 
 async def tokens_at_turn(url: str, turn: int) -> tuple[int, int]:
@@ -207,15 +306,31 @@ async def tokens_at_turn(url: str, turn: int) -> tuple[int, int]:
 
 
 async def run_context_bench(settings: Settings, *, quick: bool = False) -> None:
-    """Print p50/p95 of the context build per backend, and prompt tokens at turn 300."""
+    """Print p50/p95 of the context build per backend and engine, tokens per engine, the briefing's
+    cost, and prompt tokens at turn 300."""
     runs = 30 if quick else 200
-    print(f"context build, all tiers: 10,000 messages, 365 day segments, 1,000 threads ({runs} builds)")
+    print(f"context build, all tiers: 10,000 messages, 365 day segments, 1,000 threads ({runs} builds each)")
+    cost = (0, 0)
     for backend in ("sqlite", "postgres"):
         async with scratch_database(backend) as url:
             if url is None:
                 print(f"  {backend:8}: PostgreSQL unreachable, skipped")
                 continue
-            print(f"  {backend:8}: {describe(await bench_build(url, runs))}", flush=True)
+            results, cost = await bench_build(url, runs)
+            base = percentile(results["v1"].engine_ms, 50)
+            for mode, run in results.items():
+                own = percentile(run.engine_ms, 50)
+                print(
+                    f"  {backend:8} {mode:6}: {describe(run.timings)};"
+                    f" engine {own:.3f} ms p50 ({own - base:+.3f} vs v1);"
+                    f" {run.total_tokens} tokens ({run.instructions_tokens} instructions),"
+                    f" served {run.served}",
+                    flush=True,
+                )
+    print(
+        f"briefing write (per processed conversation, and nightly): 1 call,"
+        f" about {cost[0]} input and {cost[1]} output tokens for this package"
+    )
     async with scratch_database("sqlite") as url:
         assert url is not None
         sent, full = await tokens_at_turn(url, 300)

@@ -156,7 +156,7 @@ async def build_runtime(
     ]
     # The `forget` job finishes what a failing store left of a /forget (the same stores and caches).
     jobs.data_stores = data_stores
-    jobs.caches = [turns.histories, TextCaches(turns.counter)]
+    jobs.caches = [turns.histories, TextCaches(turns.counter), turns.context_builder.briefings]
     return Runtime(
         settings=settings,
         engine=engine,

@@ -408,8 +408,8 @@ _full_text_ddl()
 class ModelUsage(Base):
     """Model calls and tokens of one user on one UTC day, per kind of use (cost in view).
 
-    `kind` is chat, onboarding, compaction, extraction, day_summary or graph. Counts only, never text;
-    deleted with the user.
+    `kind` is chat, onboarding, compaction, extraction, day_summary, graph or briefing. Counts only,
+    never text; deleted with the user.
     """
 
     __tablename__ = "model_usage"
@@ -422,6 +422,34 @@ class ModelUsage(Base):
     calls: Mapped[int] = mapped_column(Integer, default=0)
     input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class Briefing(Base):
+    """A user's briefing: the context the summary model wrote from their context package in idle time.
+
+    One row per user, the newest valid one (a briefing that fails validation never replaces it).
+    `fingerprint` identifies the package it was written from; a turn whose package differs finds it
+    stale. Token counts are tiktoken estimates; `calls`/`input_tokens`/`output_tokens` are what
+    writing it cost. Deleted with the user.
+    """
+
+    __tablename__ = "briefings"
+
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    text: Mapped[str] = mapped_column(Text)
+    voice: Mapped[str] = mapped_column(Text)
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    text_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    voice_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    # What prompted it: "conversation" (after post-processing) or "nightly".
+    trigger: Mapped[str] = mapped_column(String(16))
+    conversation_id: Mapped[int | None] = mapped_column(ForeignKey("conversations.id", ondelete="SET NULL"))
+    calls: Mapped[int] = mapped_column(Integer, default=0)
+    input_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    output_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    # The validators' results, and the open threads the briefing says it left out.
+    checks: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    written_at: Mapped[datetime]
 
 
 class AccessRule(Base):

@@ -10,6 +10,7 @@ from pydantic_ai.exceptions import AgentRunError
 
 from agent.core.clock import local_day
 from db.memory_repositories import DaySummaryRepository
+from jobs.briefing import refresh_briefing
 from jobs.context import JobContext
 from jobs.day_summary import summarise_segment
 
@@ -22,17 +23,28 @@ async def finalise_days(ctx: JobContext) -> dict[str, Any]:
     # No time zone is more than a day ahead of UTC, so later days cannot have ended yet.
     async with ctx.sessions() as session:
         candidates = [
-            (s.id, s.day, s.timezone)
+            (s.id, s.user_id, s.day, s.timezone)
             for s in await DaySummaryRepository(session).open_until(now.date() + timedelta(days=1))
         ]
-    ended = [segment_id for segment_id, day, zone in candidates if local_day(now, zone) > day]
+    ended = [
+        (segment_id, user_id) for segment_id, user_id, day, zone in candidates if local_day(now, zone) > day
+    ]
     finalised = failed = 0
-    for segment_id in ended:
+    users: list[int] = []
+    for segment_id, user_id in ended:
         try:
             await summarise_segment(ctx, segment_id, final=True)
             finalised += 1
+            users.append(user_id)
         except (AgentRunError, TimeoutError, OSError) as exc:
             # Stays open: the next run (15 minutes later) tries again.
             failed += 1
             logger.warning("day finalisation failed", extra={"segment_id": segment_id, "error": repr(exc)})
-    return {"ended": len(ended), "finalised": finalised, "failed": failed}
+    # A new day for these users: their briefing is written for it from the finished day.
+    briefings = [await refresh_briefing(ctx, user_id, trigger="nightly") for user_id in dict.fromkeys(users)]
+    return {
+        "ended": len(ended),
+        "finalised": finalised,
+        "failed": failed,
+        "briefings_written": briefings.count("written"),
+    }

@@ -2,7 +2,8 @@
 
 1 ingestion -> 2 extraction -> 3 threads, 4 thoughts, 5 facts (one transaction with the stored
 extraction, so a rerun never calls the model again; dedupe keys) -> 6 graph -> 7 day summary rollup
-(version-guarded, one note per version) -> 8 finalisation (processed, summary, tone).
+(version-guarded, one note per version) -> 8 finalisation (processed, summary, tone) -> 9 the
+user's briefing (jobs/briefing.py; after the conversation is processed, and never failing it).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from agent.digest.summaries import Line
 from db.memory_repositories import FactRepository, ThoughtRepository, ThreadRepository
 from db.models import Conversation, TranscriptMessage
 from db.repositories import TranscriptRepository, user_present
+from jobs.briefing import refresh_briefing
 from jobs.context import JobContext
 from jobs.day_summary import summarise_segment
 from jobs.queue import mark_processed
@@ -186,4 +188,13 @@ async def _run_stages(ctx: JobContext, conversation_id: int) -> dict[str, int]:
             await store_usage_apart(ctx.sessions, item.user_id, ctx.clock.now().astimezone(UTC).date(), meter)
     counts["day_summaries"] = await rollup_stage(ctx, item, output)
     counts["processed"] = int(await finalise(ctx, item, output))
+    counts["briefing_written"] = await briefing_stage(ctx, item)
     return counts
+
+
+async def briefing_stage(ctx: JobContext, item: Ingested) -> int:
+    """Stage 9: the user's briefing from their package as it now stands (1 when a new one was stored)."""
+    outcome = await refresh_briefing(
+        ctx, item.user_id, trigger="conversation", conversation_id=item.conversation_id
+    )
+    return int(outcome == "written")

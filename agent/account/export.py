@@ -26,6 +26,7 @@ from typing import Any, BinaryIO, Literal
 from sqlalchemy import Select, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from db.briefings import BriefingRepository
 from db.models import Conversation, ConversationThread, DaySegment, Thought, TranscriptMessage, User, UserFact
 
 PAGE_ROWS = 1000
@@ -164,6 +165,13 @@ async def export_events(
             yield Event("list", (section,))
             async for item in _pages(session, model, fields, user_id):
                 yield Event("item", (section,), item)
+        briefing = await BriefingRepository(session).get(user_id)
+        if briefing is not None:
+            yield Event(
+                "field",
+                ("briefing",),
+                {"text": briefing.text, "voice": briefing.voice, "written_at": _plain(briefing.written_at)},
+            )
     for store in stores:
         for event in _value_events((store.name,), await store.export_user(user_id)):
             yield event

@@ -27,6 +27,7 @@ from agent.history.tokens import TokenCounter
 CUT_ORDER: tuple[TierName, ...] = ("thoughts", "last_conversation", "threads", "memory", "yesterday", "today")
 # Display order of the instructions text.
 DISPLAY_ORDER: tuple[TierName, ...] = (
+    "briefing",
     "time",
     "profile",
     "today",

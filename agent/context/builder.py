@@ -4,7 +4,9 @@ The package (agent/context/package.py) is collected concurrently with the compac
 collector in its own DB session (an `AsyncSession` is not safe to share between tasks) under its
 own timeout. A part that fails or times out is left out and recorded; the turn goes on. The
 package's parts render as tiers; those that are not tiers (the week's summaries, follow-ups) serve
-other surfaces (the voice agent's get_context).
+other surfaces (the voice agent's get_context). When the context engine routes the user to v2 or
+shadow (agent/context/engine.py), the stored briefing is read beside the collectors and, while its
+fingerprint is the package's, serves in place of the tiers (v2) or is recorded beside them (shadow).
 """
 
 from __future__ import annotations
@@ -23,13 +25,17 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agent.context.briefing import fingerprint
+from agent.context.briefings import BriefingReader
 from agent.context.budget import Budgets, Fitted, fit
 from agent.context.compaction import Compacted, Compactor
+from agent.context.engine import Variant, assemble_v2, route_for, serve
 from agent.context.memory import MemoryTierSource, limits_for_budget
-from agent.context.package import COLLECTOR_ERRORS, ContextPackage, PackageCollector
+from agent.context.package import COLLECTOR_ERRORS, Collected, ContextPackage, PackageCollector
 from agent.context.tiers import TierBlock, time_block
 from agent.core.settings import Settings
 from agent.history.tokens import TokenCounter, get_counter
+from db.briefings import StoredBriefing
 from db.models import Conversation, User
 
 logger = logging.getLogger(__name__)
@@ -47,6 +53,9 @@ class BuiltContext:
     blocks: dict[str, TierBlock] = field(default_factory=dict)
     # Everything collected, rendered or not (the voice agent's get_context reads it whole).
     package: ContextPackage | None = None
+    # Which engine served (agent/context/engine.py), and the briefing when v2 did.
+    engine: str = "v1"
+    briefing: StoredBriefing | None = None
 
 
 def _size(value: object) -> int:
@@ -87,6 +96,7 @@ class ContextBuilder:
         )
         model = summary_model if summary_model is not None else _default_summary_model(settings)
         self.compactor = Compactor(settings, model=model, counter=self.counter)
+        self.briefings = BriefingReader()
 
     async def build(
         self,
@@ -98,13 +108,16 @@ class ContextBuilder:
         now: datetime,
         previous_message_at: datetime | None,
         history: Sequence[ModelMessage] = (),
+        variant: Variant = "text",
     ) -> BuiltContext:
         """Assemble the context for this message; never raises for a tier's failure.
 
         `conversation` is None outside a session (a voice call starting): "last conversation" is
-        then the newest one, and there is no history to compact.
+        then the newest one, and there is no history to compact. `variant` picks the briefing's
+        text or voice variant when v2 serves.
         """
         started = time.perf_counter()
+        route = route_for(self.settings, user.id)
         # What history will take at most, counted from the newest message: the rest picks memory limits.
         estimate = 0
         for message in reversed(history):
@@ -114,6 +127,7 @@ class ContextBuilder:
                 break
         remaining = self.budgets.hard_cap - estimate
         conversation_id = conversation.id if conversation is not None else None
+        reading = self.briefings.start(sessions, user.id) if route != "v1" else None
         package, compacted = await asyncio.gather(
             self.collector.collect(
                 sessions,
@@ -126,13 +140,40 @@ class ContextBuilder:
             ),
             self._compact(sessions, user.id, conversation_id, history, now),
         )
-        fixed = [time_block(user, now, previous_message_at)]
+        now_block = time_block(user, now, previous_message_at)
+        fixed = [now_block]
         if package.profile is not None:
             fixed.append(package.profile)
         loaded = package.blocks()
-        fitted = fit(fixed, loaded, compacted.messages, budgets=self.budgets, counter=self.counter)
+        assembling = time.perf_counter()
+        stored: Collected[StoredBriefing] | None = None
+        stamp = ""
+        if route != "v1":
+            stamp = fingerprint(package)
+            stored = await self.briefings.finish(sessions, user.id, stamp, reading)
+        served = serve(
+            route,
+            self.settings.context_engine,
+            stored,
+            v1=lambda: fit(fixed, loaded, compacted.messages, budgets=self.budgets, counter=self.counter),
+            v2=lambda briefing: assemble_v2(
+                briefing,
+                package,
+                time=now_block,
+                history=compacted.messages,
+                variant=variant,
+                budgets=self.budgets,
+                counter=self.counter,
+            ),
+            stamp=stamp,
+        )
+        fitted, engine = served.fitted, served.entry
+        # The engine's own work after collection: fitting (v1), reading the briefing and assembling
+        # (v2), both (shadow).
+        engine["ms"] = round((time.perf_counter() - assembling) * 1000, 3)
         build_ms = (time.perf_counter() - started) * 1000
         snapshot = self._snapshot(package, loaded, compacted, fitted, len(history), remaining, build_ms)
+        snapshot["engine"] = engine
         logger.info(
             "context built",
             extra={
@@ -148,6 +189,8 @@ class ContextBuilder:
             history=fitted.history or None,
             blocks=dict(fitted.blocks),
             package=package,
+            engine=engine["served"],
+            briefing=served.briefing,
         )
 
     async def _compact(
@@ -180,7 +223,9 @@ class ContextBuilder:
         build_ms: float,
     ) -> dict[str, Any]:
         tiers: dict[str, dict[str, Any]] = {}
-        for name in ("time", "profile"):
+        for name in ("briefing", "time", "profile"):
+            if name == "briefing" and name not in fitted.blocks:
+                continue
             tiers[name] = {
                 "present": name in fitted.blocks,
                 "count": len(fitted.blocks[name].items) if name in fitted.blocks else 0,

@@ -34,8 +34,9 @@ TAGS = {
     "last_conversation": "last_conversation",
     "memory": "remembered_facts",
 }
-# The tags of the persona's own notes (its thoughts after earlier conversations): quoted data too.
-PERSONA_TAGS = {"thoughts": "your_thoughts"}
+# The tags of the persona's own notes (its thoughts after earlier conversations, the briefing written
+# from the context package in idle time): quoted data too.
+PERSONA_TAGS = {"thoughts": "your_thoughts", "briefing": "your_briefing"}
 
 
 def neutralise(text: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 TIER_LABELS = {
+    "briefing": "briefing",
     "time": "time",
     "profile": "profile",
     "today": "today",
@@ -34,6 +35,35 @@ def _tier_line(name: str, tier: dict[str, Any]) -> str:
     return line + ("  (" + ", ".join(extras) + ")" if extras else "")
 
 
+def _engine_lines(engine: dict[str, Any]) -> list[str]:
+    """Which engine served, why v2 did not, and what shadow recorded beside v1."""
+    if not engine:
+        return []
+    line = f"Engine: {engine.get('served', 'v1')} served (CONTEXT_ENGINE={engine.get('configured', 'v1')}"
+    if engine.get("route") not in {None, engine.get("configured")}:
+        line += f", this user: {engine['route']}"
+    line += ")"
+    if engine.get("reason"):
+        line += f"; v2 not used: {engine['reason']}"
+    lines = [line]
+    for name in ("v1", "v2"):
+        if isinstance(result := engine.get(name), dict):
+            lines.append(
+                f"  {name}: {result.get('total_tokens', 0)} tokens"
+                f" ({result.get('instructions_tokens', 0)} instructions),"
+                f" sections {', '.join(result.get('sections', []))}"
+            )
+    if isinstance(briefing := engine.get("briefing"), dict):
+        checks = briefing.get("checks") or {}
+        failed = [name for name, ok in checks.items() if not ok]
+        lines.append(
+            f"Briefing: written {briefing.get('written_at')} ({briefing.get('trigger')}),"
+            f" text {briefing.get('text_tokens', 0)} / voice {briefing.get('voice_tokens', 0)} tokens,"
+            f" checks {'failed: ' + ', '.join(failed) if failed else f'{len(checks)} passed'}"
+        )
+    return lines
+
+
 def format_snapshot(snapshot: dict[str, Any]) -> str:
     """A compact, readable summary of one turn's context snapshot (older snapshots degrade gracefully)."""
     if not snapshot:
@@ -47,6 +77,7 @@ def format_snapshot(snapshot: dict[str, Any]) -> str:
             f" hard cap {budget.get('hard_cap', '?')}),"
             f" built in {snapshot.get('build_ms', 0):.1f} ms"
         )
+    lines += _engine_lines(snapshot.get("engine") or {})
     history = snapshot.get("history") or {}
     sent = snapshot.get("message_history_count", history.get("sent_messages", 0))
     tokens = snapshot.get("message_history_tokens", history.get("tokens", 0))

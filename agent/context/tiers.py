@@ -23,7 +23,7 @@ from agent.core.clock import ensure_utc, local_day
 from db.models import Conversation, ConversationThread, DaySegment, TranscriptMessage, User
 
 TierName = Literal[
-    "time", "profile", "today", "yesterday", "threads", "last_conversation", "memory", "thoughts"
+    "briefing", "time", "profile", "today", "yesterday", "threads", "last_conversation", "memory", "thoughts"
 ]
 
 

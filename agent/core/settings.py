@@ -108,6 +108,13 @@ class Settings(BaseSettings):
     context_memory_timeout_seconds: float = 3.0
     context_thoughts_timeout_seconds: float = 2.0
     context_week_timeout_seconds: float = 2.0
+    # The context engine: v1 renders the tiers each turn; v2 serves the briefing written in idle
+    # time (agent/context/briefing.py); shadow serves v1 and records v2 beside it; canary serves v2
+    # to CONTEXT_ENGINE_CANARY_PERCENT of users (the same users every time) and v1 to the rest.
+    context_engine: Literal["v1", "v2", "shadow", "canary"] = "v1"
+    context_engine_canary_percent: Annotated[int, Field(ge=0, le=100)] = 10
+    context_briefing_budget: int = 700
+    context_briefing_voice_budget: int = 300
     model_context_window: int = 200_000
     compaction_enabled: bool = True
     compaction_threshold: float = 0.7

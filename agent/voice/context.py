@@ -1,7 +1,8 @@
 """What a voice call starts with and what `get_context` answers: the text turn's context, for speech.
 
-The context builder of text turns (agent/context) assembles the tiers under the same budgets; a
-call adds its own persona, the recent messages of a text session it interrupts, the dynamic
+The context builder of text turns (agent/context) assembles the tiers under the same budgets, or,
+when the context engine serves v2, the briefing's voice variant with the live parts; a call adds its
+own persona, the recent messages of a text session it interrupts, the dynamic
 variables the voice agent's prompt template may use, and the three knowledge-graph groups with
 the standard limits (user facts 50, shared episodes 30, the persona's events 20).
 """
@@ -61,7 +62,10 @@ def since_last_contact(user: User, now: datetime) -> str:
 
 
 def _items(built: BuiltContext, tier: str) -> list[str]:
+    # The package's block when v2 served (its instructions show the briefing, not the tiers).
     block = built.blocks.get(tier)
+    if block is None and built.engine == "v2" and built.package is not None:
+        block = built.package.blocks().get(tier)
     return list(block.items) if block is not None else []
 
 
@@ -120,6 +124,7 @@ class VoiceContext:
             now=now,
             previous_message_at=user.last_message_at,
             history=history,
+            variant="voice",
         )
         parts = [self.persona.voice, built.text]
         if recent := render_recent(built.history or [], persona_name=self.persona.name):
@@ -156,6 +161,9 @@ class VoiceContext:
             "week": _week(built.package),
             "recent_text_messages": render_recent(built.history or [], persona_name=self.persona.name),
             "memory": memory,
+            "engine": built.engine,
+            # The briefing's voice variant when v2 served the call (what its prompt was built from).
+            "briefing": built.briefing.voice if built.briefing is not None else None,
             "failures": failures,
         }
 

@@ -18,6 +18,7 @@ from agent.core.settings import Settings
 from agent.graph import GraphMemory, GraphMemoryError, GroupLimits, NullGraphMemory
 from agent.turn.budget import COUNTERS
 from db.access import AccessRepository
+from db.briefings import BriefingRepository
 from db.inbox import InboxRepository
 from db.models import (
     Conversation,
@@ -141,6 +142,11 @@ async def stats_report(
         today = _utc_day(now)
         usage_today = await UsageRepository(session).totals_by_kind(since=today)
         usage_week = await UsageRepository(session).totals_by_kind(since=today - timedelta(days=6))
+        processed_week = await session.scalar(
+            select(func.count())
+            .select_from(Conversation)
+            .where(Conversation.status == "processed", Conversation.ended_at >= now - timedelta(days=7))
+        )
         counts = await AccessRepository(session).counts(today)
         dead, newest_dead = await InboxRepository(session).dead(last=DEAD_SHOWN)
     return "\n".join(
@@ -156,6 +162,7 @@ async def stats_report(
             *format_spend(usage_today, settings),
             f"model use in the last 7 days: {format_usage(usage_week)}",
             *format_spend(usage_week, settings),
+            format_briefings(usage_week, processed_week or 0),
             f"refused today (UTC): {counts.get(REFUSED, 0)} updates from people not allowed; "
             f"{counts.get(STRANGERS, 0)} strangers told the bot is private",
             f"budget refusals today (UTC): {counts.get(COUNTERS['user'], 0)} over USER_DAILY_TOKENS, "
@@ -203,6 +210,19 @@ def access_report(listing: AccessListing) -> str:
             f"allowed by /allow: {_join(allowed)}",
             f"denied by /deny: {_join(denied)}",
         ]
+    )
+
+
+def format_briefings(rows: list[UsageRow], processed: int) -> str:
+    """What writing briefings cost over the rows' days, per processed conversation and per call."""
+    spend = next((r for r in rows if r.kind == "briefing"), None)
+    if spend is None or spend.calls == 0:
+        return "briefings in the last 7 days: none written"
+    per_conversation = f"{spend.calls / processed:.2f}" if processed else "n/a"
+    return (
+        f"briefings in the last 7 days: {spend.calls} calls for {processed} processed conversations"
+        f" ({per_conversation} per conversation), {spend.input_tokens // spend.calls} tokens in /"
+        f" {spend.output_tokens // spend.calls} out per call"
     )
 
 
@@ -271,7 +291,12 @@ async def prompt_report(sessions: async_sessionmaker[AsyncSession], telegram_id:
             .order_by(GeneratedPrompt.id.desc())
             .limit(1)
         )
+        briefing = await BriefingRepository(session).get(user.id)
     if prompt is None:
         return f"No turn recorded yet for Telegram id {telegram_id}."
     header = f"last context of user {user.id}, {prompt.created_at.isoformat(timespec='seconds')}"
-    return f"{header}\n{format_snapshot(dict(prompt.context_snapshot or {}))}"
+    report = f"{header}\n{format_snapshot(dict(prompt.context_snapshot or {}))}"
+    if briefing is not None:
+        written = briefing.written_at.isoformat(timespec="seconds")
+        report += f"\n\nStored briefing ({written}):\n{briefing.text}\n\nVoice variant:\n{briefing.voice}"
+    return report

@@ -63,11 +63,28 @@ def _prompt(messages: list[ModelMessage]) -> str:
     return ""
 
 
+def briefing_reply(**overrides: Any) -> dict[str, Any]:
+    """A briefing that passes every check for the extraction_reply's threads; tests override fields."""
+    reply: dict[str, Any] = {
+        "who": "Ana, a cellist in Lisbon, nervous before her concert on Friday.",
+        "today": "She prepared for the concert and is weighing a job offer in Porto.",
+        "approach": "Warm and light; let her lead, do not push about the job.",
+        "follow_up": ["Ask about the concert", "Will she take the job in Porto?"],
+        "left_out": [],
+        "voice": "Ana plays the cello in Lisbon. Her concert is on Friday. Ask how she feels about it.",
+    }
+    reply.update(overrides)
+    return reply
+
+
 class ScriptedSummaries:
-    """Plays both the extraction and the day-summary model; records every call, fails on demand."""
+    """Plays the extraction, day-summary and briefing models; records every call, fails on demand."""
 
     def __init__(self) -> None:
         self.extraction = extraction_reply()
+        self.briefing = briefing_reply()
+        self.briefing_prompts: list[str] = []
+        self.fail_briefings = 0
         self.extraction_prompts: list[str] = []
         self.summary_prompts: list[str] = []
         self.model_settings: list[Any] = []
@@ -84,6 +101,12 @@ class ScriptedSummaries:
                 self.fail_extractions -= 1
                 raise ModelHTTPError(status_code=529, model_name="scripted", body="overloaded")
             return ModelResponse(parts=[ToolCallPart(tool.name, dict(self.extraction))])
+        if "voice" in tool.parameters_json_schema.get("properties", {}):
+            self.briefing_prompts.append(prompt)
+            if self.fail_briefings > 0:
+                self.fail_briefings -= 1
+                raise ModelHTTPError(status_code=529, model_name="scripted", body="overloaded")
+            return ModelResponse(parts=[ToolCallPart(tool.name, dict(self.briefing))])
         self.summary_prompts.append(prompt)
         if self.fail_summaries > 0:
             self.fail_summaries -= 1

@@ -124,13 +124,13 @@ async def test_nightly_finalises_each_day_at_its_users_midnight(
     # 15:30 UTC on 3 March is 00:30 on 4 March in Tokyo and 10:30 on 3 March in New York.
     clock.current = datetime(2026, 3, 3, 15, 30, tzinfo=UTC)
 
-    assert await run_job("nightly", ctx) == {"ended": 1, "finalised": 1, "failed": 0}
+    assert await run_job("nightly", ctx) == {"ended": 1, "finalised": 1, "failed": 0, "briefings_written": 0}
 
     tokyo, ny = await _segments(sessions)
     assert (tokyo.status, tokyo.finalized_at, ny.status) == ("final", clock.now(), "open")
     assert tokyo.summary is not None
     assert await _notes(sessions) == [DAY_SUMMARY_FINAL_NOTE]
-    assert await run_job("nightly", ctx) == {"ended": 0, "finalised": 0, "failed": 0}
+    assert await run_job("nightly", ctx) == {"ended": 0, "finalised": 0, "failed": 0, "briefings_written": 0}
     clock.current = datetime(2026, 3, 4, 5, 1, tzinfo=UTC)  # 00:01 in New York
     assert (await run_job("nightly", ctx))["finalised"] == 1
     assert await _notes(sessions) == [DAY_SUMMARY_FINAL_NOTE, DAY_SUMMARY_FINAL_NOTE]

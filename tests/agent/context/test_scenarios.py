@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import date, timedelta
+from typing import Literal
 
 import pytest
 from pydantic_ai.messages import (
@@ -341,9 +342,16 @@ def today_tier(instructions: str) -> str:
     return found.group(1) if found else ""
 
 
+@pytest.mark.parametrize("context_engine", ["v1", "v2", "shadow"])
 async def test_a_return_before_post_processing_finds_the_earlier_turns_in_the_instructions(
-    settings: Settings, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+    settings: Settings,
+    engine: AsyncEngine,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+    context_engine: Literal["v1", "v2", "shadow"],
 ) -> None:
+    # No briefing covers a conversation post-processing has not seen: every engine serves v1 here.
+    settings.context_engine = context_engine
     recorder = Recorder({"and my cat Miso is sick": "Oh no, poor Miso. I hope the vet helps."})
     service = make_service(settings, engine, sessions, clock, recorder)
     user_id = await new_user(sessions, clock)
@@ -366,6 +374,9 @@ async def test_a_return_before_post_processing_finds_the_earlier_turns_in_the_in
         "09:01 You: Oh no, poor Miso. I hope the vet helps.",
     ]
     assert "I'm back" not in today  # the current conversation is the history's, not the tier's
+    engine_entry = (await latest_snapshot(sessions))["engine"]
+    assert isinstance(engine_entry, dict) and engine_entry["served"] == "v1"
+    assert engine_entry.get("reason") == (None if context_engine == "v1" else "no briefing yet")
 
     # Post-processing summarises the day up to the last message of that conversation: the raw
     # turns give way to the summary, and only what came after it stays raw.
