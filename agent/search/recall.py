@@ -8,8 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import date, datetime
-from functools import cache
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
@@ -22,7 +21,7 @@ from agent.core.errors import UserForgottenError
 from agent.core.settings import Settings
 from agent.history.tokens import get_counter
 from agent.search import get as getters
-from agent.search.embeddings import Embedder, EmbedderUnavailableError, Preloadable, build_embedder
+from agent.search.embeddings import Embedder, EmbedderUnavailableError, Preloadable
 from agent.search.facts import FactStore, SqlFactStore
 from agent.search.fts import full_text_for
 from agent.search.get import MessagesOut, RecallInputError, SummaryOut
@@ -253,7 +252,7 @@ class Recall:
         query_vector = None
         if self.embedder is not None:
             try:
-                query_vector = (await self.embedder.embed([query]))[0]
+                query_vector = (await self.embedder.embed([query], input_type="query"))[0]
             except EmbedderUnavailableError as exc:
                 logger.warning(
                     "query embedding failed; full text only", extra={"user_id": user_id}, exc_info=exc
@@ -353,9 +352,3 @@ def build_recall(
 ) -> Recall:
     """The runtime's one `Recall`, sharing the runtime's one embedder."""
     return Recall(settings=settings, sessions=sessions, dialect=dialect, embedder=embedder, guard=guard)
-
-
-@cache
-def shared_embedder(kind: Literal["minilm", "none"], *, threads: int) -> Embedder | None:
-    """The process's one embedder for a setting (the model loads once, on first use)."""
-    return build_embedder(kind, threads=threads)

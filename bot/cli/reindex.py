@@ -9,8 +9,9 @@ from tqdm import tqdm  # type: ignore[import-untyped]
 
 from agent.core.clock import Clock
 from agent.core.settings import Settings
+from agent.search.embedders import open_embedder
 from agent.search.indexer import IndexStats
-from agent.search.recall import build_recall, shared_embedder
+from agent.search.recall import build_recall
 from db.engine import create_engine, session_factory
 from db.migrate import upgrade_to_head_async
 from db.models import TranscriptMessage, User
@@ -23,7 +24,7 @@ async def run_reindex(settings: Settings, *, user_key: str | None = None) -> int
     engine = create_engine(settings.database_url)
     sessions = session_factory(engine)
     try:
-        embedder = shared_embedder(settings.embedder, threads=settings.embedder_threads)
+        embedder = await open_embedder(settings)
         recall = build_recall(settings, sessions, dialect=engine.dialect.name, embedder=embedder)
         async with sessions() as session:
             if user_key is not None:
