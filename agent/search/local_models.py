@@ -9,6 +9,7 @@ Both are local: no request leaves the process, so PydanticAI's ALLOW_MODEL_REQUE
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -117,6 +118,9 @@ class E5EmbeddingModel(LocalEmbeddingModel):
                 ) from exc
             try:
                 # The engine's OpenMP pool is sized from OMP_NUM_THREADS, which E5 sets before loading.
+                # Idle OpenMP threads spin by default, taking the CPU the event loop and the database
+                # driver share with them (half the speed on a busy 2-core host); passive ones sleep.
+                os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
                 self._model = E5(num_threads=max(1, self._threads))
             except (OSError, RuntimeError) as exc:
                 raise EmbedderUnavailableError(
