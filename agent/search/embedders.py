@@ -28,6 +28,7 @@ from agent.search.model_embedder import EmbeddingRefusedError, ModelEmbedder
 logger = logging.getLogger(__name__)
 
 LOCAL_EMBEDDERS = ("minilm", "multilingual-e5-small")
+NAME_CHARS = 64  # search_chunks.embedder
 _ALIASES = {"voyage": "voyageai"}
 
 
@@ -42,7 +43,10 @@ def embedder_string(value: str) -> str:
             f"{value!r} is none, minilm, multilingual-e5-small or a PydanticAI embedding model "
             "such as openai:text-embedding-3-small"
         )
-    return f"{_ALIASES.get(provider, provider)}:{model}"
+    canonical = f"{_ALIASES.get(provider, provider)}:{model}"
+    if len(canonical) > NAME_CHARS:
+        raise ValueError(f"{canonical!r} is longer than {NAME_CHARS} characters (each vector records it)")
+    return canonical
 
 
 def _local_model(kind: str, threads: int) -> LocalEmbeddingModel:

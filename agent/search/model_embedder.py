@@ -60,6 +60,7 @@ class ModelEmbedder:
         self.name = name
         self.dimensions = dimensions or 0
         self.batch_size = max(1, batch_size)
+        self.input_tokens = 0  # what the provider counted (and bills), all requests of this process
         self._embedder = PydanticAIEmbedder(model, settings=settings)
 
     def load(self) -> None:
@@ -93,6 +94,7 @@ class ModelEmbedder:
             raise EmbeddingRefusedError(f"{self.name}: {exc}") from exc
         except (ModelAPIError, UnexpectedModelBehavior) as exc:
             raise EmbeddingFailedError(f"{self.name}: {exc}") from exc
+        self.input_tokens += result.usage.input_tokens
         try:
             vectors = np.asarray(result.embeddings, dtype=np.float32)
         except ValueError as exc:  # rows of different lengths

@@ -114,6 +114,8 @@ def test_embedder_setting_forms() -> None:
     for wrong in ("openai", "openai:", ":model", "mini-lm"):
         with pytest.raises(ValidationError, match="none, minilm, multilingual-e5-small"):
             Settings(_env_file=None, embedder=wrong)  # type: ignore[call-arg]
+    with pytest.raises(ValidationError, match="longer than 64 characters"):
+        Settings(_env_file=None, embedder="openai:" + "m" * 60)  # type: ignore[call-arg]
 
 
 @pytest.mark.parametrize("kind", ["voyageai:voyage-3.5", "cohere:embed-v4.0"])
