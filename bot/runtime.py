@@ -69,6 +69,8 @@ class Runtime:
     async def settle(self) -> None:
         """Wait for background work the replies did not wait for (indexing, graph facts)."""
         await self.turns.settle()
+        if self.recall is not None:
+            await self.recall.settle()
         if self.recall is not None and isinstance(self.recall.facts, GraphFactStore):
             await self.recall.facts.drain()
 

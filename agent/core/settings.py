@@ -230,6 +230,9 @@ class Settings(BaseSettings):
     embedder_batch_size: int = Field(default=64, ge=1)
     embedder_retries: int = Field(default=4, ge=0)
     embedder_timeout_seconds: float = Field(default=30.0, gt=0)
+    # A search waits at most this long for the embedder (catching up, then the query); past it, what
+    # is not embedded ranks by full text and the catch-up goes on in the background.
+    embedder_search_timeout_seconds: float = Field(default=5.0, gt=0)
     search_vector_weight: float = 0.7
     search_lexical_weight: float = 0.3
     search_covered_penalty: float = 0.85

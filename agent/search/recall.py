@@ -67,6 +67,7 @@ class Recall:
         )
         self.cache: VectorCache | None = None
         self.indexer: Indexer | None = None
+        self._background: set[asyncio.Task[IndexStats | None]] = set()
         if self.embedder is not None:
             self.cache = VectorCache(
                 embedder=self.embedder.name,
@@ -182,6 +183,20 @@ class Recall:
             )
             return None
 
+    async def _catch_up(self, user_id: int, *, now: datetime) -> None:
+        """Index what the turn hook missed before a search, waiting at most
+        EMBEDDER_SEARCH_TIMEOUT_SECONDS: a slow or unreachable embedder (or a long backlog) goes on
+        in the background, and the search ranks what is not embedded yet by full text."""
+        task = asyncio.create_task(self.index_quietly(user_id, now=now))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        await asyncio.wait({task}, timeout=self.settings.embedder_search_timeout_seconds)
+
+    async def settle(self) -> None:
+        """Wait for the indexing passes searches left running in the background."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+
     async def index_day_summary(self, session: AsyncSession, segment: DaySegment, *, now: datetime) -> bool:
         """Embed a day's new summary in the caller's transaction (full text follows by itself)."""
         if self.indexer is None:
@@ -247,13 +262,13 @@ class Recall:
             before=before,
         )
         started = time.perf_counter()
-        if self.embedder is not None:
-            await self.index_quietly(user_id, now=now)  # catch up on anything the turn hook missed
         query_vector = None
         if self.embedder is not None:
+            await self._catch_up(user_id, now=now)
             try:
-                query_vector = (await self.embedder.embed([query], input_type="query"))[0]
-            except EmbedderUnavailableError as exc:
+                async with asyncio.timeout(self.settings.embedder_search_timeout_seconds):
+                    query_vector = (await self.embedder.embed([query], input_type="query"))[0]
+            except (EmbedderUnavailableError, TimeoutError) as exc:
                 logger.warning(
                     "query embedding failed; full text only", extra={"user_id": user_id}, exc_info=exc
                 )

@@ -6,11 +6,13 @@ string or a list of strings; 400 otherwise, or when a list is longer than `max_i
 `dimensions`, and `encoding_format` "float" or "base64" (little-endian float32, what the SDK asks
 for by default). Vectors are hashed bags of words (`HashingEmbedder`): texts sharing words are close.
 `rate_limit(n)` answers the next n requests 429 with a `retry-after-ms` header; `width` is the
-model's own width, which a test may change as a provider changing its model would.
+model's own width, which a test may change as a provider changing its model would; `delay` holds
+every answer that many seconds (a slow provider).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from typing import Any
@@ -44,6 +46,7 @@ class FakeEmbeddings:
         self.retry_after_ms = retry_after_ms
         self.bodies: list[Json] = []  # every request that reached the model (not refused)
         self.refused = 0  # requests answered 429
+        self.delay = 0.0
         self._limited = 0
         self.app = Starlette(routes=[Route("/v1/embeddings", self._embed, methods=["POST"])])
         self._local = LocalServer(self.app, "FakeEmbeddings")
@@ -73,6 +76,8 @@ class FakeEmbeddings:
             return _error(400, f"'input' must be at most {self.max_inputs} strings", "invalid_request_error")
         width = body.get("dimensions") or self.width
         self.bodies.append(body)
+        if self.delay > 0:
+            await asyncio.sleep(self.delay)
         vectors = await HashingEmbedder(dimensions=int(width)).embed(texts)
         as_base64 = body.get("encoding_format") == "base64"
         data = [

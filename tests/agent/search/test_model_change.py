@@ -3,6 +3,7 @@ not embedded, and a reindex moves everything to it. Against the fake OpenAI-comp
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
 
@@ -117,3 +118,22 @@ async def test_switching_models_embeds_only_what_is_new(
         ("hashing", 48): set(old),
         ("openai:fake-embed", 24): set(new),
     }
+
+
+async def test_a_slow_embedder_never_holds_a_search(
+    sessions: async_sessionmaker[AsyncSession], server: FakeEmbeddings
+) -> None:
+    embedder = await started(server)
+    dialect = sessions.kw["bind"].dialect.name
+    settings = recall_settings(embedder_search_timeout_seconds=0.1)
+    recall = Recall(settings=settings, sessions=sessions, dialect=dialect, embedder=embedder)
+    user = await add_user(sessions, "cli:slow")
+    _, ids = await add_day(sessions, user, date(2026, 2, 1), ["the lighthouse keeper", "wow"])
+    server.delay = 1.0
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    hits = await recall.search(user, "lighthouse keeper", now=NOW)
+    assert loop.time() - began < 0.9  # neither the catch-up nor the query's vector was waited for
+    assert hits[0].message_id == ids[0]  # full text found it
+    await recall.settle()  # the catch-up went on in the background and finished
+    assert await spaces(sessions, user) == {("openai:fake-embed", 24): set(ids)}
