@@ -22,6 +22,7 @@ from pydantic_ai.exceptions import (
     UnexpectedModelBehavior,
 )
 
+from agent.core.usage import record_call
 from agent.search.embeddings import EmbedderUnavailableError, InputType, Vectors, normalise
 from agent.search.local_models import LocalEmbeddingModel
 
@@ -95,6 +96,8 @@ class ModelEmbedder:
         except (ModelAPIError, UnexpectedModelBehavior) as exc:
             raise EmbeddingFailedError(f"{self.name}: {exc}") from exc
         self.input_tokens += result.usage.input_tokens
+        if not isinstance(self.model, LocalEmbeddingModel):  # a hosted model's tokens are spend
+            record_call("embedding", input_tokens=result.usage.input_tokens, output_tokens=0)
         try:
             vectors = np.asarray(result.embeddings, dtype=np.float32)
         except ValueError as exc:  # rows of different lengths

@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from sqlalchemy import func, select
@@ -19,6 +19,7 @@ from agent.core.bounded import BoundedCache, KeyedLocks
 from agent.core.clock import local_day
 from agent.core.errors import UserForgottenError
 from agent.core.settings import Settings
+from agent.core.usage import metering, store_usage_apart
 from agent.history.tokens import get_counter
 from agent.search import get as getters
 from agent.search.embeddings import Embedder, EmbedderUnavailableError, Preloadable
@@ -140,11 +141,15 @@ class Recall:
         if self.indexer is None:
             return IndexStats()
         # One pass per user at a time in this process: a turn's hook and a search's catch-up may meet.
+        # A hosted embedder's tokens are the user's spend (their daily cap counts them too).
         async with self.guard.registered(user_id), self._index_locks.hold(user_id):
-            async with self.sessions() as session, session.begin():
-                if not await user_present(session, user_id):
-                    raise UserForgottenError(f"user {user_id} was forgotten")
-                return await self.indexer.index_user(session, user_id, now=now)
+            with metering() as meter:
+                async with self.sessions() as session, session.begin():
+                    if not await user_present(session, user_id):
+                        raise UserForgottenError(f"user {user_id} was forgotten")
+                    stats = await self.indexer.index_user(session, user_id, now=now)
+            await store_usage_apart(self.sessions, user_id, now.astimezone(UTC).date(), meter)
+            return stats
 
     async def _marker(self, user_id: int) -> tuple[Any, ...]:
         """The user's newest message id and newest summary time: what the index must have seen."""

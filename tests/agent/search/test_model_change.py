@@ -19,6 +19,7 @@ from agent.search.model_embedder import ModelEmbedder
 from agent.search.recall import Recall
 from bench.fakes.embeddings_api import FakeEmbeddings
 from db.models import SearchChunk
+from db.usage import UsageRepository
 from tests.agent.search.corpus import add_day, add_user, recall_settings
 
 pytestmark = pytest.mark.both_databases
@@ -114,6 +115,10 @@ async def test_switching_models_embeds_only_what_is_new(
     await hosted.index_user(user, now=NOW)
     embedded = [text for body in server.bodies[requests:] for text in body["input"]]
     assert embedded and all("lighthouse" not in text and "lamp" not in text for text in embedded)
+    async with sessions() as session:  # a hosted model's tokens are the user's spend
+        (spend,) = await UsageRepository(session).for_user(user, since=NOW.date())
+    assert (spend.kind, spend.calls) == ("embedding", len(server.bodies) - requests)
+    assert spend.input_tokens == sum(len(text.split()) for text in embedded)  # the fake counts words
     assert await spaces(sessions, user) == {
         ("hashing", 48): set(old),
         ("openai:fake-embed", 24): set(new),
