@@ -4,12 +4,18 @@ OpenAI-compatible `/v1/embeddings` server (batching, base64 vectors, 429 and ret
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
 from pydantic import ValidationError
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models import override_allow_model_requests
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.test import TestModel
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from agent.account.users import get_or_create_user
 from agent.core.errors import ConfigurationError
 from agent.core.settings import Settings
 from agent.graph.embedder import GraphitiEmbedder
@@ -17,6 +23,7 @@ from agent.search.embedders import build_embedder, open_embedder, shared_embedde
 from agent.search.embeddings import HashingEmbedder, MiniLMEmbedder
 from agent.search.model_embedder import EmbeddingFailedError, EmbeddingWidthError, ModelEmbedder
 from bench.fakes.embeddings_api import FakeEmbeddings
+from bot.runtime import build_runtime
 
 TEXTS = [f"note {i}: the orchard by the river, plum {i % 3}" for i in range(7)]
 
@@ -145,3 +152,31 @@ async def test_minilm_is_one_model_behind_the_same_interface() -> None:
     direct = MiniLMEmbedder(threads=1).embed_sync(texts)
     np.testing.assert_allclose(await embedder.embed(texts, input_type="query"), direct, atol=1e-6)
     assert build_embedder(settings.model_copy(update={"embedder": "none"})) is None
+
+
+async def test_the_runtime_embeds_turns_and_searches_with_it(
+    server: FakeEmbeddings, database_url: str, engine: AsyncEngine
+) -> None:
+    settings = hosted(server, database_url=database_url, embedder_dimensions=24)
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart("How lovely!")])
+
+    runtime = await build_runtime(
+        settings, model=FunctionModel(answer), summary_model=TestModel(), migrate=False
+    )
+    try:
+        assert runtime.recall is not None and runtime.recall.embedder is shared_embedder(settings)
+        at = datetime(2026, 3, 3, 10, tzinfo=UTC)
+        user, _ = await get_or_create_user(
+            runtime.sessions, key="cli:ann", now=at, timezone="UTC", name="Ann"
+        )
+        await runtime.turns.reply(user.id, "We planted plum trees in the orchard", at)
+        await runtime.settle()
+        embedded = [text for body in server.bodies for text in body["input"]]
+        assert "Ann: We planted plum trees in the orchard\nNikita: How lovely!" in embedded
+        hits = await runtime.recall.search(user.id, "what did we plant", now=at + timedelta(days=1))
+        assert hits and hits[0].snippet == "We planted plum trees in the orchard"
+        assert server.bodies[-1]["input"] == ["what did we plant"]
+    finally:
+        await runtime.close()
