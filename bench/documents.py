@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import Literal
 
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -68,7 +67,7 @@ async def _phase(
     return latencies
 
 
-async def _run(settings: Settings, *, embedder: Literal["minilm", "none"], rounds: int) -> None:
+async def _run(settings: Settings, *, embedder: str, rounds: int) -> None:
     async with scratch_database("sqlite") as url:
         assert url is not None
         with FakeTelegram(token=TOKEN) as tg:

@@ -28,8 +28,8 @@ from agent.core.usage import metering
 from agent.graph import STANDARD_LIMITS, open_graph_memory
 from agent.graph.graphiti_backend import GraphitiMemory, SearchRecipe
 from agent.graph.memory import Group
+from agent.search.embedders import open_embedder
 from agent.search.embeddings import Embedder, HashingEmbedder
-from agent.search.recall import shared_embedder
 from bench.fakes.graph_llm import ScriptedCall, ScriptedLLMClient
 from bench.graph_corpus import PLANTED, START, SUPERSEDED, WORDS, load_corpus
 
@@ -217,7 +217,7 @@ def _lines(figures: dict[str, Any]) -> list[str]:
 
 async def run_graph_bench_command(settings: Settings, *, quick: bool = False) -> dict[str, Any]:
     """Run the benchmark with the configured embedder (EMBEDDER) and print its figures."""
-    embedder = shared_embedder(settings.embedder, threads=settings.embedder_threads)
+    embedder = await open_embedder(settings)
     with tempfile.TemporaryDirectory(prefix="nikita-graph-bench-") as folder:
         figures = await run_graph_bench(
             path=str(Path(folder) / "graph.db"),

@@ -28,7 +28,8 @@ from sqlalchemy import update
 from agent.account.users import get_or_create_user
 from agent.core.clock import Clock
 from agent.core.settings import Settings
-from agent.search.embeddings import Embedder, build_embedder
+from agent.search.embedders import open_embedder
+from agent.search.embeddings import Embedder, InputType
 from agent.search.fts import query_terms
 from agent.search.indexer import IndexStats
 from agent.search.recall import Recall
@@ -160,10 +161,10 @@ class TimedEmbedder:
         self.texts = 0
         self.seconds = 0.0
 
-    async def embed(self, texts: Sequence[str]) -> Any:
+    async def embed(self, texts: Sequence[str], *, input_type: InputType = "document") -> Any:
         """Embed through the wrapped embedder, counting texts and time."""
         started = time.perf_counter()
-        out = await self.inner.embed(texts)
+        out = await self.inner.embed(texts, input_type=input_type)
         self.seconds += time.perf_counter() - started
         self.texts += len(texts)
         return out
@@ -267,7 +268,12 @@ async def run_recall_bench(
     embedder: Embedder | None = None,
 ) -> None:
     """Load the samples, index them, search every question in hybrid and full-text mode, print figures."""
-    chosen = embedder or build_embedder("minilm", threads=settings.embedder_threads)
+    # The configured EMBEDDER (MiniLM when it is none: the bench compares hybrid with full text).
+    chosen = (
+        embedder
+        or await open_embedder(settings)
+        or await open_embedder(settings.model_copy(update={"embedder": "minilm"}))
+    )
     assert chosen is not None
     timed = TimedEmbedder(chosen)
     async with scratch_database(backend) as url:

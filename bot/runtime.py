@@ -23,8 +23,9 @@ from agent.graph.setup import open_settings_graph
 from agent.graph.store import GraphDataStore
 from agent.graph.tier import GraphMemoryTier
 from agent.history.messages import TextCaches
+from agent.search.embedders import open_embedder
 from agent.search.embeddings import Embedder
-from agent.search.recall import Recall, build_recall, shared_embedder
+from agent.search.recall import Recall, build_recall
 from agent.turn.service import TurnService
 from db.engine import create_engine, session_factory
 from db.migrate import upgrade_to_head_async
@@ -68,6 +69,8 @@ class Runtime:
     async def settle(self) -> None:
         """Wait for background work the replies did not wait for (indexing, graph facts)."""
         await self.turns.settle()
+        if self.recall is not None:
+            await self.recall.settle()
         if self.recall is not None and isinstance(self.recall.facts, GraphFactStore):
             await self.recall.facts.drain()
 
@@ -105,11 +108,7 @@ async def build_runtime(
     sessions = session_factory(engine)
     clock = clock or Clock()
     # One embedder per process (loaded on first use); `embedder=` lets tests pass a stand-in.
-    chosen = (
-        shared_embedder(settings.embedder, threads=settings.embedder_threads)
-        if embedder == "settings"
-        else embedder
-    )
+    chosen = await open_embedder(settings) if embedder == "settings" else embedder
     guard = WriteGuard(sessions, engine=engine)
     recall = build_recall(settings, sessions, dialect=engine.dialect.name, embedder=chosen, guard=guard)
     await recall.warm_up(now=clock.now())  # the first search after start costs what any search does

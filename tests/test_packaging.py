@@ -133,7 +133,7 @@ def test_the_lock_script_pins_what_pip_resolves_from_pyproject() -> None:
         assert flag in script
     makefile = (ROOT / "Makefile").read_text()
     assert "lock:" in makefile and ".ci/lock.py" in makefile
-    assert "-e '.[dev,embedded]'" in makefile
+    assert "-e '.[dev,embedded,multilingual]'" in makefile
 
 
 # --- the container image --------------------------------------------------------------------------

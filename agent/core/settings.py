@@ -222,10 +222,24 @@ class Settings(BaseSettings):
     timeline_regenerate_per_minute: int = 2
     timeline_regenerate_per_day: int = 20
 
-    # Conversation recall: embeddings (minilm = local int8 MiniLM in NumPy; none = full-text
-    # only), hybrid weights, chunking for embeddings, limits of the recall tools.
-    embedder: Literal["minilm", "none"] = "minilm"
+    # Conversation recall: the embedder (minilm = the bundled int8 MiniLM, offline; multilingual-e5-small
+    # = offline, ~100 languages, the `multilingual` extra; none = full text only; or a PydanticAI
+    # embedding model string such as openai:text-embedding-3-small, voyageai:voyage-3.5,
+    # cohere:embed-v4.0, or openai:<model> of an OpenAI-compatible server at EMBEDDER_BASE_URL; see
+    # agent/search/embedders.py), hybrid weights, chunking for embeddings, limits of the recall tools.
+    embedder: str = "minilm"
     embedder_threads: int = 2
+    embedder_base_url: str | None = None
+    embedder_api_key: SecretStr | None = None
+    # Empty: the model's own width (a hosted model is asked once at start). OpenAI's text-embedding-3
+    # models (and others) shorten their vectors to this width.
+    embedder_dimensions: int | None = Field(default=None, gt=0)
+    embedder_batch_size: int = Field(default=64, ge=1)
+    embedder_retries: int = Field(default=4, ge=0)
+    embedder_timeout_seconds: float = Field(default=30.0, gt=0)
+    # A search waits at most this long for the embedder (catching up, then the query); past it, what
+    # is not embedded ranks by full text and the catch-up goes on in the background.
+    embedder_search_timeout_seconds: float = Field(default=5.0, gt=0)
     search_vector_weight: float = 0.7
     search_lexical_weight: float = 0.3
     search_covered_penalty: float = 0.85
@@ -315,6 +329,13 @@ class Settings(BaseSettings):
                 raise ValueError(f"ALLOWED_USERS: {part!r} is neither a Telegram id nor a @username")
             entries.append(entry)
         return entries
+
+    @field_validator("embedder")
+    @classmethod
+    def _known_embedder(cls, value: str) -> str:
+        from agent.search.embedders import embedder_string
+
+        return embedder_string(value)
 
     @field_validator("database_url")
     @classmethod

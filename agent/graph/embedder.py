@@ -1,4 +1,5 @@
-"""Graphiti's `EmbedderClient` over our `Embedder`, so the graph embeds locally and offline."""
+"""Graphiti's `EmbedderClient` over our `Embedder`, so the graph embeds with the process's one
+EMBEDDER (local and offline by default)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,11 @@ class GraphitiEmbedder(EmbedderClient):
         else:
             raise EmbeddingInputError("graphiti passed token ids; only text can be embedded")
         rows = await self.embedder.embed([text])
+        return [float(value) for value in rows[0]]
+
+    async def create_query(self, text: str) -> list[float]:
+        """Embed a search query (models such as E5 or Voyage embed queries and facts differently)."""
+        rows = await self.embedder.embed([text], input_type="query")
         return [float(value) for value in rows[0]]
 
     async def create_batch(self, input_data_list: list[str]) -> list[list[float]]:

@@ -292,7 +292,7 @@ class GraphitiMemory:
         now = ensure_utc(now)
         # One embedding of the query serves the three groups (graphiti would embed it once per group).
         try:
-            vector = await self.embedder.create(query) if query.strip() else None
+            vector = await self.embedder.create_query(query) if query.strip() else None
         except BACKEND_ERRORS as exc:
             raise GraphMemoryError(f"embedding the graph query failed: {exc}") from exc
         found = await asyncio.gather(

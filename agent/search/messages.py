@@ -111,14 +111,20 @@ class MessageRanking:
             followers = {t.next_id for i, t in info.items() if i in lexical and t.next_id is not None}
             info.update(await turn_info(session, user_id, followers - ids))
             ids |= followers
+        unembedded: set[int] = set()
         if sims is not None and vectors is not None:
             for message_id in ids - set(cosine):
                 rows = vectors.rows_of(message_id)
-                cosine[message_id] = max((float(sims[r]) for r in rows), default=0.0)
+                if rows:
+                    cosine[message_id] = max(float(sims[r]) for r in rows)
+                else:
+                    unembedded.add(message_id)  # not (yet) in this model's index: full text decides
         if not ids:
             return []
         signals = self._signals(query, sims is not None, days)
-        base = final_scores(ids, cosine=cosine, lexical=lexical, info=info, signals=signals)
+        base = final_scores(
+            ids, cosine=cosine, lexical=lexical, info=info, signals=signals, unembedded=unembedded
+        )
         # Only the best few are read back; ranking needs no more than the limit's worth.
         keep = sorted(ids, key=lambda i: (-base[i], -i))[: max(query.limit * 3, 30)]
         return await self._message_hits(session, user_id, query, segment_filter, keep, base, info)

@@ -7,9 +7,8 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from datetime import date, datetime
-from functools import cache
-from typing import Any, Literal
+from datetime import UTC, date, datetime
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
@@ -20,9 +19,10 @@ from agent.core.bounded import BoundedCache, KeyedLocks
 from agent.core.clock import local_day
 from agent.core.errors import UserForgottenError
 from agent.core.settings import Settings
+from agent.core.usage import metering, store_usage_apart
 from agent.history.tokens import get_counter
 from agent.search import get as getters
-from agent.search.embeddings import Embedder, EmbedderUnavailableError, Preloadable, build_embedder
+from agent.search.embeddings import Embedder, EmbedderUnavailableError, Preloadable
 from agent.search.facts import FactStore, SqlFactStore
 from agent.search.fts import full_text_for
 from agent.search.get import MessagesOut, RecallInputError, SummaryOut
@@ -68,6 +68,7 @@ class Recall:
         )
         self.cache: VectorCache | None = None
         self.indexer: Indexer | None = None
+        self._background: set[asyncio.Task[IndexStats | None]] = set()
         if self.embedder is not None:
             self.cache = VectorCache(
                 embedder=self.embedder.name,
@@ -140,11 +141,15 @@ class Recall:
         if self.indexer is None:
             return IndexStats()
         # One pass per user at a time in this process: a turn's hook and a search's catch-up may meet.
+        # A hosted embedder's tokens are the user's spend (their daily cap counts them too).
         async with self.guard.registered(user_id), self._index_locks.hold(user_id):
-            async with self.sessions() as session, session.begin():
-                if not await user_present(session, user_id):
-                    raise UserForgottenError(f"user {user_id} was forgotten")
-                return await self.indexer.index_user(session, user_id, now=now)
+            with metering() as meter:
+                async with self.sessions() as session, session.begin():
+                    if not await user_present(session, user_id):
+                        raise UserForgottenError(f"user {user_id} was forgotten")
+                    stats = await self.indexer.index_user(session, user_id, now=now)
+            await store_usage_apart(self.sessions, user_id, now.astimezone(UTC).date(), meter)
+            return stats
 
     async def _marker(self, user_id: int) -> tuple[Any, ...]:
         """The user's newest message id and newest summary time: what the index must have seen."""
@@ -182,6 +187,20 @@ class Recall:
                 exc_info=exc,
             )
             return None
+
+    async def _catch_up(self, user_id: int, *, now: datetime) -> None:
+        """Index what the turn hook missed before a search, waiting at most
+        EMBEDDER_SEARCH_TIMEOUT_SECONDS: a slow or unreachable embedder (or a long backlog) goes on
+        in the background, and the search ranks what is not embedded yet by full text."""
+        task = asyncio.create_task(self.index_quietly(user_id, now=now))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        await asyncio.wait({task}, timeout=self.settings.embedder_search_timeout_seconds)
+
+    async def settle(self) -> None:
+        """Wait for the indexing passes searches left running in the background."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
 
     async def index_day_summary(self, session: AsyncSession, segment: DaySegment, *, now: datetime) -> bool:
         """Embed a day's new summary in the caller's transaction (full text follows by itself)."""
@@ -248,13 +267,13 @@ class Recall:
             before=before,
         )
         started = time.perf_counter()
-        if self.embedder is not None:
-            await self.index_quietly(user_id, now=now)  # catch up on anything the turn hook missed
         query_vector = None
         if self.embedder is not None:
+            await self._catch_up(user_id, now=now)
             try:
-                query_vector = (await self.embedder.embed([query]))[0]
-            except EmbedderUnavailableError as exc:
+                async with asyncio.timeout(self.settings.embedder_search_timeout_seconds):
+                    query_vector = (await self.embedder.embed([query], input_type="query"))[0]
+            except (EmbedderUnavailableError, TimeoutError) as exc:
                 logger.warning(
                     "query embedding failed; full text only", extra={"user_id": user_id}, exc_info=exc
                 )
@@ -353,9 +372,3 @@ def build_recall(
 ) -> Recall:
     """The runtime's one `Recall`, sharing the runtime's one embedder."""
     return Recall(settings=settings, sessions=sessions, dialect=dialect, embedder=embedder, guard=guard)
-
-
-@cache
-def shared_embedder(kind: Literal["minilm", "none"], *, threads: int) -> Embedder | None:
-    """The process's one embedder for a setting (the model loads once, on first use)."""
-    return build_embedder(kind, threads=threads)

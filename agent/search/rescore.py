@@ -6,6 +6,7 @@ query names, and the days it names. Pure functions over what the search already 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from agent.search.dates import DayRange
@@ -50,14 +51,23 @@ def final_scores(
     lexical: Mapping[int, float],
     info: Mapping[int, TurnInfo],
     signals: Signals,
+    unembedded: AbstractSet[int] = frozenset(),
 ) -> dict[int, float]:
-    """vector x cosine + lexical x (score / best), then the speaker and date factors."""
+    """vector x cosine + lexical x (score / best), then the speaker and date factors.
+
+    A message in `unembedded` has no vector of the current model (indexed by another one, before
+    `bot reindex`): its lexical part takes both weights, as in a search without embeddings.
+    """
     contextual = with_previous_turn(lexical, info, signals.previous_turn_weight)
     best = max(contextual.values(), default=0.0)
     scores: dict[int, float] = {}
     for message_id in ids:
         lexical_part = contextual.get(message_id, 0.0) / best if best > 0 else 0.0
-        score = signals.vector_weight * cosine.get(message_id, 0.0) + signals.lexical_weight * lexical_part
+        wv, wl = signals.vector_weight, signals.lexical_weight
+        if message_id in unembedded:
+            score = (wv + wl) * lexical_part
+        else:
+            score = wv * cosine.get(message_id, 0.0) + wl * lexical_part
         turn = info.get(message_id)
         if turn is not None:
             if signals.named_role is not None and turn.role in ("user", "assistant"):

@@ -91,13 +91,19 @@ class ConversationSearch:
         best = max((h.score for h in lexical), default=0.0)
         scores: dict[int, float] = {h.id: wl * h.score / best for h in lexical}
         if sims is not None and vectors is not None:
-            allowed = allowed_rows(vectors, query, segment_filter) & (vectors.kinds == KIND_SUMMARY)
+            summary_rows = vectors.kinds == KIND_SUMMARY
+            allowed = allowed_rows(vectors, query, segment_filter) & summary_rows
             cosine: dict[int, float] = {}
             for row in np.flatnonzero(allowed):
                 segment = int(vectors.day_segment_ids[row])
                 cosine[segment] = max(cosine.get(segment, -1.0), float(sims[row]))
             for segment, value in cosine.items():
                 scores[segment] = scores.get(segment, 0.0) + wv * value
+            # A summary only another model embedded (before `bot reindex`): full text decides.
+            embedded = set(vectors.day_segment_ids[summary_rows].tolist())
+            for h in lexical:
+                if h.id not in embedded:
+                    scores[h.id] += wv * h.score / best
         if not scores:
             return []
         stmt = select(DaySegment).where(DaySegment.user_id == user_id, DaySegment.id.in_(scores))

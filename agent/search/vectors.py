@@ -167,11 +167,14 @@ class VectorCache:
                     DaySegment.day,
                 )
                 .outerjoin(DaySegment, DaySegment.id == SearchChunk.day_segment_id)
-                .where(SearchChunk.user_id == user_id, SearchChunk.embedder == self.embedder)
+                .where(
+                    SearchChunk.user_id == user_id,
+                    SearchChunk.embedder == self.embedder,
+                    SearchChunk.dimensions == self.dimensions,
+                )
                 .order_by(SearchChunk.id)
             )
         ).all()
-        rows = [r for r in rows if r[5] == self.dimensions]
         if not rows:
             return _empty(version, self.dimensions)
         decoded = json.loads("[" + ",".join(f"[{r[2]},{r[3]}]" for r in rows) + "]")

@@ -9,7 +9,7 @@ from agent.core.settings import Settings
 from agent.graph import NullGraphMemory
 from agent.graph.setup import open_settings_graph
 from agent.graph.store import GraphDataStore
-from agent.search.recall import shared_embedder
+from agent.search.embedders import open_embedder
 from db.engine import create_engine, session_factory
 from jobs.context import build_job_context
 from jobs.registry import run_job
@@ -27,7 +27,7 @@ async def run_jobs_command(
     graph = (
         await open_settings_graph(
             settings,
-            embedder=shared_embedder(settings.embedder, threads=settings.embedder_threads),
+            embedder=await open_embedder(settings),
             clock=Clock(),
         )
         if name in ("postprocess", "forget")

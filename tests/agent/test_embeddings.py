@@ -18,7 +18,6 @@ from agent.search.embeddings import (
     HashingEmbedder,
     MiniLMEmbedder,
     NullEmbedder,
-    build_embedder,
 )
 from tests.offline import ISOLATIONS, run_offline
 
@@ -163,13 +162,6 @@ async def test_null_embedder() -> None:
     assert embedder.dimensions == 0
     assert vectors.shape == (3, 0)
     assert vectors.dtype == np.float32
-
-
-def test_build_embedder() -> None:
-    assert build_embedder("none") is None
-    embedder = build_embedder("minilm", threads=3)
-    assert isinstance(embedder, MiniLMEmbedder)
-    assert (embedder.name, embedder.dimensions) == ("all-MiniLM-L6-v2-onnx-int8", 384)
 
 
 async def test_hashing_embedder_is_deterministic_and_normalised() -> None:

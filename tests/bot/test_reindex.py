@@ -6,9 +6,11 @@ from datetime import date
 from pathlib import Path
 
 import pytest
+from pydantic_ai.models import override_allow_model_requests
 from sqlalchemy import func, select
 
 from agent.core.settings import Settings
+from bench.fakes.embeddings_api import FakeEmbeddings
 from bot.cli.reindex import run_reindex
 from db.engine import create_engine, session_factory
 from db.migrate import upgrade_to_head_async
@@ -33,4 +35,35 @@ async def test_reindex_all_and_one(tmp_path: Path, capsys: pytest.CaptureFixture
     off = settings.model_copy(update={"embedder": "none"})
     assert await run_reindex(off) == 0
     assert "embeddings off" in capsys.readouterr().out
+    await engine.dispose()
+
+
+async def test_reindex_moves_every_vector_to_the_current_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'r.db'}"
+    await upgrade_to_head_async(url)
+    engine = create_engine(url)
+    sessions = session_factory(engine)
+    ann = await add_user(sessions, "cli:ann")
+    await add_day(sessions, ann, date(2026, 2, 1), ["the orchard by the river", "lovely"], summary="orchard")
+    assert await run_reindex(Settings(database_url=url, embedder="minilm", _env_file=None)) == 0
+    capsys.readouterr()
+    with FakeEmbeddings(width=12) as server, override_allow_model_requests(True):
+        hosted = Settings(  # type: ignore[call-arg]
+            database_url=url,
+            embedder="openai:fake-embed",
+            embedder_base_url=server.base_url,
+            embedder_api_key="sk-local",
+            _env_file=None,
+        )
+        assert await run_reindex(hosted) == 0
+    out = capsys.readouterr().out
+    assert "embeddings: openai:fake-embed, replacing 2 chunks of other models" in out
+    sent = sum(len(text.split()) for body in server.bodies for text in body["input"])
+    assert f"{sent} tokens sent" in out  # the fake counts words as tokens
+    async with sessions() as session:
+        found = select(SearchChunk.embedder, SearchChunk.dimensions).distinct()
+        spaces = (await session.execute(found)).all()
+    assert spaces == [("openai:fake-embed", 12)]
     await engine.dispose()

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import pytest
 
 from agent.graph.embedder import EmbeddingInputError, GraphitiEmbedder
-from agent.search.embeddings import HashingEmbedder
+from agent.search.embeddings import HashingEmbedder, InputType, Vectors
 
 
 async def test_create_and_batch_give_the_embedders_unit_vectors() -> None:
@@ -25,3 +26,17 @@ async def test_create_and_batch_give_the_embedders_unit_vectors() -> None:
 async def test_token_ids_are_refused() -> None:
     with pytest.raises(EmbeddingInputError):
         await GraphitiEmbedder(HashingEmbedder()).create([1, 2, 3])
+
+
+async def test_queries_are_embedded_as_queries() -> None:
+    seen: list[str] = []
+
+    class Recording(HashingEmbedder):
+        async def embed(self, texts: Sequence[str], *, input_type: InputType = "document") -> Vectors:
+            seen.append(input_type)
+            return await super().embed(texts, input_type=input_type)
+
+    adapter = GraphitiEmbedder(Recording(dimensions=16))
+    assert await adapter.create_query("where do I live") == await adapter.create("where do I live")
+    await adapter.create_batch(["I live in Paris"])
+    assert seen == ["query", "document", "document"]

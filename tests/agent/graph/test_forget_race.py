@@ -24,7 +24,7 @@ from agent.core.errors import UserForgottenError
 from agent.core.settings import Settings
 from agent.graph import GROUPS, group_id, open_graph_memory
 from agent.graph.graphiti_backend import GraphitiMemory
-from agent.search.embeddings import HashingEmbedder, Vectors
+from agent.search.embeddings import HashingEmbedder, InputType, Vectors
 from bench.fakes.graph_llm import ScriptedLLMClient
 from bot.runtime import Runtime, build_runtime
 from jobs.registry import run_job
@@ -75,9 +75,9 @@ class GatedEmbedder(HashingEmbedder):
         super().__init__()
         self.gate = gate
 
-    async def embed(self, texts: Sequence[str]) -> Vectors:
+    async def embed(self, texts: Sequence[str], *, input_type: InputType = "document") -> Vectors:
         await self.gate.pass_through(texts)
-        return await super().embed(texts)
+        return await super().embed(texts, input_type=input_type)
 
 
 @dataclass
