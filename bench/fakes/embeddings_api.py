@@ -7,7 +7,8 @@ string or a list of strings; 400 otherwise, or when a list is longer than `max_i
 for by default). Vectors are hashed bags of words (`HashingEmbedder`): texts sharing words are close.
 `rate_limit(n)` answers the next n requests 429 with a `retry-after-ms` header; `width` is the
 model's own width, which a test may change as a provider changing its model would; `delay` holds
-every answer that many seconds (a slow provider).
+every answer that many seconds (a slow provider); `gate`, while cleared, holds every answer until it
+is set (a provider that has not answered yet, without timing anything).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import threading
 from typing import Any
 
 import numpy as np
@@ -47,6 +49,8 @@ class FakeEmbeddings:
         self.bodies: list[Json] = []  # every request that reached the model (not refused)
         self.refused = 0  # requests answered 429
         self.delay = 0.0
+        self.gate = threading.Event()  # the server runs in its own thread: a thread-safe event
+        self.gate.set()
         self._limited = 0
         self.app = Starlette(routes=[Route("/v1/embeddings", self._embed, methods=["POST"])])
         self._local = LocalServer(self.app, "FakeEmbeddings")
@@ -78,6 +82,8 @@ class FakeEmbeddings:
         self.bodies.append(body)
         if self.delay > 0:
             await asyncio.sleep(self.delay)
+        if not self.gate.is_set():
+            await asyncio.to_thread(self.gate.wait)
         vectors = await HashingEmbedder(dimensions=int(width)).embed(texts)
         as_base64 = body.get("encoding_format") == "base64"
         data = [

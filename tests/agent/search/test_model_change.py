@@ -134,11 +134,13 @@ async def test_a_slow_embedder_never_holds_a_search(
     recall = Recall(settings=settings, sessions=sessions, dialect=dialect, embedder=embedder)
     user = await add_user(sessions, "cli:slow")
     _, ids = await add_day(sessions, user, date(2026, 2, 1), ["the lighthouse keeper", "wow"])
-    server.delay = 1.0
-    loop = asyncio.get_running_loop()
-    began = loop.time()
-    hits = await recall.search(user, "lighthouse keeper", now=NOW)
-    assert loop.time() - began < 0.9  # neither the catch-up nor the query's vector was waited for
+    server.gate.clear()  # the provider answers nothing until the search has returned
+    try:
+        # Neither the catch-up nor the query's vector is waited for: a search that waited for the
+        # held provider would never return, and the deadline would fail the test instead of hanging it.
+        hits = await asyncio.wait_for(recall.search(user, "lighthouse keeper", now=NOW), timeout=60)
+    finally:
+        server.gate.set()
     assert hits[0].message_id == ids[0]  # full text found it
     await recall.settle()  # the catch-up went on in the background and finished
     assert await spaces(sessions, user) == {("openai:fake-embed", 24): set(ids)}
