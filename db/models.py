@@ -83,6 +83,10 @@ class User(Base):
     profile: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
     created_at: Mapped[datetime]
     last_message_at: Mapped[datetime | None]
+    # /followups on|off; None follows PROACTIVE_ENABLED.
+    followups: Mapped[bool | None] = mapped_column(Boolean)
+    # Telegram refused a proactive message (the user blocked the bot): no more until they write.
+    unreachable_at: Mapped[datetime | None]
 
 
 # A conversation in this status is queued for post-processing (`jobs/queue.py` claims it).
@@ -447,3 +451,44 @@ class DailyCount(Base):
     day: Mapped[date] = mapped_column(Date, primary_key=True)
     name: Mapped[str] = mapped_column(String(32), primary_key=True)
     count: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class Touchpoint(Base):
+    """A follow-up the bot plans to send first: who, about which thread, when, and how it ended.
+
+    planned -> (leased by a worker) -> sending (text recorded with the transcript row) -> sent, or
+    declined (the model chose not to), cancelled (a rule: thread resolved, the user wrote, opted out,
+    ...; `outcome` says which), undeliverable (Telegram refused). `dedupe_key` is the idempotency key:
+    a rerun of post-processing plans nothing twice.
+    """
+
+    __tablename__ = "touchpoints"
+    __table_args__ = (
+        UniqueConstraint("user_id", "dedupe_key", name="uq_touchpoints_user_dedupe"),
+        # The due finder: open rows by due time (one index range scan however many users there are).
+        Index("ix_touchpoints_status_due", "status", "due_at"),
+        Index("ix_touchpoints_user_status", "user_id", "status"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    thread_id: Mapped[int | None] = mapped_column(ForeignKey("conversation_threads.id", ondelete="SET NULL"))
+    conversation_id: Mapped[int | None] = mapped_column(ForeignKey("conversations.id", ondelete="SET NULL"))
+    kind: Mapped[str] = mapped_column(String(16), default="follow_up")  # follow_up | check_in
+    reason: Mapped[str] = mapped_column(Text)
+    due_at: Mapped[datetime]
+    # The user's zone when it was planned: the local time the plan meant.
+    timezone: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16), default="planned")
+    outcome: Mapped[str | None] = mapped_column(String(32))
+    dedupe_key: Mapped[str] = mapped_column(String(64))
+    planned_at: Mapped[datetime]
+    lease_owner: Mapped[str | None] = mapped_column(String(128))
+    lease_expires_at: Mapped[datetime | None]
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    text: Mapped[str | None] = mapped_column(Text)
+    chunks_sent: Mapped[int] = mapped_column(Integer, default=0)
+    transcript_message_id: Mapped[int | None] = mapped_column(BigInteger)
+    sent_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    last_error: Mapped[str | None] = mapped_column(Text)
