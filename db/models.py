@@ -91,6 +91,8 @@ class User(Base):
 
 # A conversation in this status is queued for post-processing (`jobs/queue.py` claims it).
 QUEUED = "closed"
+# The kind of a conversation the bot opened by writing first, until the user answers in it.
+PROACTIVE = "proactive"
 
 
 class Conversation(Base):
@@ -124,7 +126,8 @@ class Conversation(Base):
     claimed_at: Mapped[datetime | None]
     claimed_by: Mapped[str | None] = mapped_column(String(128))
     processed_at: Mapped[datetime | None]
-    # text (Telegram, terminal) | voice (a call's transcript); call_id is the voice agent's id.
+    # text (Telegram, terminal) | voice (a call's transcript) | proactive (the bot wrote first; text
+    # once the user answers); call_id is the voice agent's id.
     kind: Mapped[str] = mapped_column(String(16), default="text", server_default="text")
     call_id: Mapped[str | None] = mapped_column(String(128))
 
@@ -412,8 +415,8 @@ _full_text_ddl()
 class ModelUsage(Base):
     """Model calls and tokens of one user on one UTC day, per kind of use (cost in view).
 
-    `kind` is chat, onboarding, compaction, extraction, day_summary or graph. Counts only, never text;
-    deleted with the user.
+    `kind` is chat, onboarding, compaction, extraction, day_summary, graph or proactive. Counts only,
+    never text; deleted with the user.
     """
 
     __tablename__ = "model_usage"

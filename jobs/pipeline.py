@@ -196,7 +196,7 @@ async def _run_stages(ctx: JobContext, conversation_id: int) -> dict[str, int]:
     item = await ingest(ctx, conversation_id)
     if item is None:
         return {"missing": 1}
-    if not item.lines:  # nothing was said: nothing to remember
+    if not any(line.role == "user" for line in item.lines):  # the user said nothing: nothing to learn
         await finalise(ctx, item, None)
         return {"empty": 1}
     # Extraction and the graph's model calls count towards the user's usage, failed runs included.

@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from db.repositories import user_present
 from db.usage import UsageRepository
 
-UsageKind = Literal["chat", "onboarding", "compaction", "extraction", "day_summary", "graph"]
+UsageKind = Literal["chat", "onboarding", "compaction", "extraction", "day_summary", "graph", "proactive"]
 
 
 @dataclass
