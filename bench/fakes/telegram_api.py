@@ -125,6 +125,7 @@ class FakeTelegram(FileApi, UpdateFactory, WebAppApi):
                 "deleteMyCommands",
                 "answerCallbackQuery",
                 "editMessageText",
+                "editMessageReplyMarkup",
                 "deleteMessage",
                 "sendMessageDraft",
                 "getFile",
@@ -340,6 +341,19 @@ class FakeTelegram(FileApi, UpdateFactory, WebAppApi):
             )
         old.update(text=visible, entities=p.get("entities"), edit_date=int(self._now()))
         self.edits.append(SentEdit(key[0], key[1], visible, list(p.get("entities") or [])))
+        return old
+
+    async def _api_editMessageReplyMarkup(self, p: Json, files: Any) -> Json | bool:
+        if "inline_message_id" in p:
+            return True
+        old = self._bot_messages.get((p.get("chat_id", ""), int(p.get("message_id", 0))))
+        if old is None:
+            raise bad_request("message to edit not found")
+        markup = p.get("reply_markup")
+        if markup is None:
+            old.pop("reply_markup", None)
+        else:
+            old["reply_markup"] = markup
         return old
 
     async def _api_deleteMessage(self, p: Json, files: Any) -> bool:

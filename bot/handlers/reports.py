@@ -6,6 +6,7 @@ import json
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -28,6 +29,7 @@ from db.models import (
     User,
     UserFact,
 )
+from db.touchpoints import TouchpointRepository
 from db.usage import UsageRepository, UsageRow
 
 MEMORY_THREADS = 5
@@ -52,6 +54,15 @@ async def _graph_facts(graph: GraphMemory | None, user_id: int, now: datetime) -
     return [fact.text for fact in results.user]
 
 
+def _local_when(at: datetime, timezone: str) -> str:
+    """A planned time as the user reads it: "Fri 6 Mar, 15:00"."""
+    try:
+        local = at.astimezone(ZoneInfo(timezone))
+    except (ZoneInfoNotFoundError, ValueError):
+        local = at
+    return f"{local:%a} {local.day} {local:%b}, {local:%H:%M}"
+
+
 async def memory_report(
     sessions: async_sessionmaker[AsyncSession],
     user_id: int,
@@ -59,7 +70,8 @@ async def memory_report(
     *,
     graph: GraphMemory | None = None,
 ) -> str:
-    """What the bot remembers about a user: profile, open threads, today's summary, a few facts.
+    """What the bot remembers about a user: profile, open threads, planned follow-ups, today's summary,
+    a few facts.
 
     The facts come from the knowledge graph when it is on (current facts only), else from saved facts.
     """
@@ -84,6 +96,7 @@ async def memory_report(
                 DaySegment.user_id == user_id, DaySegment.day == local_day(now, user.timezone)
             )
         )
+        planned = await TouchpointRepository(session).planned_for(user_id)
         facts = (
             (
                 await session.execute(
@@ -107,6 +120,8 @@ async def memory_report(
         "",
         "Things we left open:" if threads else "Nothing left open between us.",
         *(f"- {t}" for t in threads),
+        *(["", "I plan to come back to:"] if planned else []),
+        *(f"- {p.reason} ({_local_when(p.due_at, user.timezone)})" for p in planned),
         "",
         f"Today so far: {today.summary.strip()}" if today and today.summary else "No summary of today yet.",
         "",
@@ -143,6 +158,7 @@ async def stats_report(
         usage_week = await UsageRepository(session).totals_by_kind(since=today - timedelta(days=6))
         counts = await AccessRepository(session).counts(today)
         dead, newest_dead = await InboxRepository(session).dead(last=DEAD_SHOWN)
+        follow_ups = await TouchpointRepository(session).stats(since=now - timedelta(days=7))
     return "\n".join(
         [
             f"users: {users or 0}",
@@ -160,6 +176,9 @@ async def stats_report(
             f"{counts.get(STRANGERS, 0)} strangers told the bot is private",
             f"budget refusals today (UTC): {counts.get(COUNTERS['user'], 0)} over USER_DAILY_TOKENS, "
             f"{counts.get(COUNTERS['bot'], 0)} over DAILY_TOKENS",
+            f"follow-ups: {follow_ups.planned} planned; in the last 7 days {follow_ups.sent} sent "
+            f"({follow_ups.answered_within_day} answered within 24 h), {follow_ups.declined} declined by "
+            f"the model, {follow_ups.cancelled} cancelled",
             f"dead updates (kept INBOX_RETENTION_HOURS): {dead}",
             *(f"  {at.isoformat(timespec='seconds')}: {why[:200]}" for at, why in newest_dead),
         ]
