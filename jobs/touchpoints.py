@@ -27,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from agent.context.builder import ContextBuilder
 from agent.core.usage import metering, store_usage_apart
 from agent.history.messages import proactive_history
+from agent.proactive.check_ins import plan_check_ins
 from agent.proactive.compose import Occasion, compose
 from agent.proactive.plans import local_label
 from agent.proactive.rules import WEEK, Cancel, Postpone, Subject, decide
@@ -73,11 +74,14 @@ async def deliver_due(ctx: JobContext, *, limit: int | None = None) -> dict[str,
         return {"due": 0, "no_sender": 1}
     now = ctx.clock.now()
     lease = timedelta(seconds=ctx.settings.proactive_lease_seconds)
+    check_ins = await plan_check_ins(ctx.sessions, ctx.settings, now)
     async with ctx.sessions() as session, session.begin():
         ids = await TouchpointRepository(session).lease_due(
             owner=ctx.worker_id, now=now, lease=lease, limit=limit or ctx.settings.proactive_batch_limit
         )
     counts: Counter[str] = Counter(due=len(ids))
+    if check_ins:
+        counts["check_ins_planned"] = check_ins
     if not ids:
         return dict(counts)
     worker = _Worker(ctx, Pace(ctx.settings.proactive_send_per_second))

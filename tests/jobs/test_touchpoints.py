@@ -174,6 +174,15 @@ async def test_the_thursday_plan_is_sent_once_on_friday_at_three_local(
             "active",
         )
 
+    # The conversation it opened waits PROACTIVE_REPLY_WINDOW_HOURS for the answer, not 15 minutes;
+    # unanswered, it closes, and post-processing finds nothing the user said (no model call).
+    clock.current = FRIDAY_3PM_PARIS + timedelta(hours=3)
+    assert await run_job("sessions", delivery) == {"closed": 0}
+    clock.current = FRIDAY_3PM_PARIS + timedelta(hours=24, minutes=1)
+    assert await run_job("sessions", delivery) == {"closed": 1}
+    assert await run_job("postprocess", delivery) == {"claimed": 1, "processed": 1, "failed": 0}
+    assert behaviour.calls == 1
+
 
 async def test_quiet_hours_follow_each_users_zone(
     delivery: JobContext,
@@ -283,3 +292,29 @@ async def test_without_a_sender_nothing_is_leased(
     planned = await _plan(sessions, clock, user_id, clock.now())
     assert await run_job("touchpoints", ctx) == {"due": 0, "no_sender": 1}
     assert (await _row(sessions, planned)).status == "planned"
+
+
+async def test_a_quiet_user_gets_one_check_in_on_their_best_thread_when_turned_on(
+    delivery: JobContext,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+    tg: FakeTelegram,
+    composer: tuple[FakeAnthropic, Composer],
+) -> None:
+    user_id = await _user(sessions, clock, 1101, "UTC")
+    async with sessions() as session, session.begin():
+        for kind, content in (("topic", "jazz records"), ("promise", "send Ana the recipe")):
+            session.add(
+                ConversationThread(
+                    user_id=user_id, type=kind, content=content, dedupe_key=content, created_at=clock.now()
+                )
+            )
+    clock.advance(timedelta(days=3, hours=1))
+    assert await run_job("touchpoints", delivery) == {"due": 0}  # off by default
+
+    delivery.settings = delivery.settings.model_copy(update={"proactive_check_in_days": 3})
+    assert await run_job("touchpoints", delivery) == {"check_ins_planned": 1, "due": 1, "sent": 1}
+    assert "send Ana the recipe" in composer[1].systems[0]  # a promise ranks above a topic
+    clock.advance(timedelta(days=1))
+    assert await run_job("touchpoints", delivery) == {"due": 0}  # one per quiet spell
+    assert len(tg.messages_to(1101)) == 1
