@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
+import time as clocks
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
 from sqlalchemy import delete, select, update
@@ -32,6 +32,7 @@ from agent.proactive.compose import Occasion, compose
 from agent.proactive.plans import local_label
 from agent.proactive.rules import WEEK, Cancel, Postpone, Subject, decide
 from agent.proactive.sender import RecipientBlockedError, SendFailedError
+from agent.turn.budget import TokenBudget
 from agent.turn.transcript import write_message
 from db.models import PROACTIVE, Conversation, ConversationThread, Touchpoint, TranscriptMessage, User
 from db.repositories import ConversationRepository
@@ -61,7 +62,7 @@ class Pace:
     async def wait(self) -> None:
         """Sleep until this send's slot."""
         async with self.lock:
-            now = time.monotonic()
+            now = clocks.monotonic()
             delay = self.next_at - now
             self.next_at = max(now, self.next_at) + self.interval
         if delay > 0:
@@ -102,6 +103,7 @@ class _Worker:
         self.owner = ctx.worker_id
         self.lease = timedelta(seconds=ctx.settings.proactive_lease_seconds)
         self.builder = ContextBuilder(ctx.settings, summary_model=ctx.summary_model)
+        self.budget = TokenBudget.from_settings(ctx.settings)
 
     async def work(self, touchpoint_id: int) -> str:
         try:
@@ -140,6 +142,11 @@ class _Worker:
         if attempts > MAX_ATTEMPTS:
             await self._close(touchpoint_id, "cancelled", "failed")
             return "cancelled_failed"
+        if await self.budget.over(self.ctx.sessions, user.id, now) is not None:
+            # USER_DAILY_TOKENS / DAILY_TOKENS reached: the follow-up waits for the next UTC day.
+            tomorrow = datetime.combine(now.astimezone(UTC).date() + timedelta(days=1), time(), tzinfo=UTC)
+            await self._postpone(touchpoint_id, tomorrow)
+            return "postponed_budget"
         with metering() as meter:
             try:
                 context = await self.builder.build(

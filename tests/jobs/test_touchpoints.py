@@ -21,7 +21,7 @@ from agent.core.settings import Settings
 from bench.fakes.anthropic_api import FakeAnthropic, Reply
 from bench.fakes.telegram_api import FakeTelegram
 from bot.delivery.proactive import FOLLOWUPS_OFF, TelegramSender
-from db.models import Conversation, ConversationThread, Touchpoint, TranscriptMessage, User
+from db.models import Conversation, ConversationThread, ModelUsage, Touchpoint, TranscriptMessage, User
 from db.touchpoints import NewTouchpoint, TouchpointRepository
 from jobs.context import JobContext
 from jobs.registry import run_job
@@ -318,3 +318,29 @@ async def test_a_quiet_user_gets_one_check_in_on_their_best_thread_when_turned_o
     clock.advance(timedelta(days=1))
     assert await run_job("touchpoints", delivery) == {"due": 0}  # one per quiet spell
     assert len(tg.messages_to(1101)) == 1
+
+
+async def test_a_user_over_the_daily_token_cap_waits_for_the_next_utc_day(
+    delivery: JobContext,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+    composer: tuple[FakeAnthropic, Composer],
+) -> None:
+    user_id = await _user(sessions, clock, 1201, "UTC")
+    planned = await _plan(sessions, clock, user_id, FRIDAY_3PM_PARIS)
+    clock.current = FRIDAY_3PM_PARIS
+    async with sessions() as session, session.begin():
+        session.add(
+            ModelUsage(
+                user_id=user_id,
+                day=clock.now().date(),
+                kind="chat",
+                calls=1,
+                input_tokens=50,
+                output_tokens=0,
+            )
+        )
+    delivery.settings = delivery.settings.model_copy(update={"user_daily_tokens": 40})
+    assert await run_job("touchpoints", delivery) == {"due": 1, "postponed_budget": 1}
+    assert (await _row(sessions, planned)).due_at == datetime(2026, 3, 7, tzinfo=UTC)
+    assert composer[1].calls == 0
