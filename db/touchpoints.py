@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import Select, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -100,9 +100,10 @@ class TouchpointRepository:
         stmt = stmt.on_conflict_do_nothing(index_elements=["user_id", "dedupe_key"])
         return _rowcount(await self.session.execute(stmt))
 
-    async def lease_due(self, *, owner: str, now: datetime, lease: timedelta, limit: int) -> list[int]:
-        """Lease up to `limit` due rows (oldest due first) whose lease is free; their ids."""
-        due = (
+    @staticmethod
+    def due_query(now: datetime, limit: int) -> Select[int]:
+        """Ids of due rows whose lease is free, oldest due first (a range of the status/due index)."""
+        return (
             select(Touchpoint.id)
             .where(
                 Touchpoint.status.in_(OPEN),
@@ -111,8 +112,15 @@ class TouchpointRepository:
             )
             .order_by(Touchpoint.due_at)
             .limit(limit)
-            .with_for_update(skip_locked=True)
         )
+
+    async def due_ids(self, now: datetime, *, limit: int) -> list[int]:
+        """The due rows' ids without leasing them (what the finder reads)."""
+        return list((await self.session.execute(self.due_query(now, limit))).scalars())
+
+    async def lease_due(self, *, owner: str, now: datetime, lease: timedelta, limit: int) -> list[int]:
+        """Lease up to `limit` due rows (oldest due first) whose lease is free; their ids."""
+        due = self.due_query(now, limit).with_for_update(skip_locked=True)
         stmt = (
             update(Touchpoint)
             .where(Touchpoint.id.in_(due.scalar_subquery()))
