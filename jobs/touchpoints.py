@@ -25,6 +25,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.context.builder import ContextBuilder
+from agent.core.errors import NikitaError
 from agent.core.usage import metering, store_usage_apart
 from agent.history.messages import proactive_history
 from agent.proactive.check_ins import plan_check_ins
@@ -47,7 +48,7 @@ RETRY_AFTER = timedelta(minutes=5)
 CONCURRENCY = 8
 
 
-class LeaseLost(Exception):
+class LeaseLostError(NikitaError):
     """Another worker holds the row now: this one stops touching it."""
 
 
@@ -108,7 +109,7 @@ class _Worker:
     async def work(self, touchpoint_id: int) -> str:
         try:
             return await self._work(touchpoint_id)
-        except LeaseLost:
+        except LeaseLostError:
             return "lease_lost"
         except (SQLAlchemyError, OSError, TimeoutError) as exc:
             logger.warning("touchpoint failed", extra={"touchpoint_id": touchpoint_id, "error": repr(exc)})
@@ -188,10 +189,10 @@ class _Worker:
             repo = TouchpointRepository(session)
             row = await repo.held(touchpoint_id, self.owner)
             if row is None:
-                raise LeaseLost
+                raise LeaseLostError
             user = await session.get(User, row.user_id, with_for_update=True, populate_existing=True)
             if user is None:
-                raise LeaseLost
+                raise LeaseLostError
             decision = decide(await _subject(session, row, user, now), now, self.ctx.settings)
             if isinstance(decision, Cancel | Postpone):
                 if isinstance(decision, Cancel):
@@ -220,7 +221,7 @@ class _Worker:
             if not await repo.record(
                 touchpoint_id, self.owner, text=text, transcript_message_id=message.id, now=now
             ):
-                raise LeaseLost
+                raise LeaseLostError
         return None
 
     async def _send(self, touchpoint_id: int, user_id: int, text: str, start: int) -> str:
@@ -241,7 +242,7 @@ class _Worker:
                     else await repo.chunk_sent(touchpoint_id, self.owner, sent=sent)
                 )
             if not done:
-                raise LeaseLost
+                raise LeaseLostError
 
         try:
             await self._renew(touchpoint_id)
@@ -265,7 +266,7 @@ class _Worker:
                 .execution_options(synchronize_session=False)
             )
         if not getattr(result, "rowcount", 0):
-            raise LeaseLost
+            raise LeaseLostError
 
     async def _close(self, touchpoint_id: int, status: str, outcome: str | None) -> None:
         async with self.ctx.sessions() as session, session.begin():

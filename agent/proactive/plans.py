@@ -30,7 +30,8 @@ class Plan:
     dedupe_key: str
 
 
-def _zone(timezone: str) -> ZoneInfo:
+def zone_of(timezone: str) -> ZoneInfo:
+    """The zone of that name; UTC when it is unknown."""
     try:
         return ZoneInfo(timezone)
     except (ZoneInfoNotFoundError, ValueError):
@@ -39,7 +40,7 @@ def _zone(timezone: str) -> ZoneInfo:
 
 def local_label(at: datetime, timezone: str) -> str:
     """An instant as the user reads it: "Thursday 2026-11-26 18:40 (Europe/Paris)"."""
-    local = ensure_utc(at).astimezone(_zone(timezone))
+    local = ensure_utc(at).astimezone(zone_of(timezone))
     return f"{local:%A %Y-%m-%d %H:%M} ({timezone})"
 
 
@@ -53,7 +54,7 @@ def resolve_due(text: str | None, timezone: str, *, after: datetime) -> datetime
             naive = datetime.strptime(text.strip(), fmt)
         except ValueError:
             continue
-        due = ensure_utc(naive.replace(tzinfo=_zone(timezone)))
+        due = ensure_utc(naive.replace(tzinfo=zone_of(timezone)))
         return due if after < due <= after + MAX_AHEAD else None
     return None
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from agent.core.clock import ensure_utc
 from agent.core.settings import Settings
+from agent.proactive.plans import zone_of
 
 WEEK = timedelta(days=7)
 
@@ -57,13 +58,6 @@ class Cancel:
 Decision = Send | Postpone | Cancel
 
 
-def _zone(name: str) -> ZoneInfo:
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        return ZoneInfo("UTC")
-
-
 def enabled_for(followups: bool | None, settings: Settings) -> bool:
     """The user's own choice, or PROACTIVE_ENABLED when they made none."""
     return settings.proactive_enabled if followups is None else followups
@@ -102,7 +96,7 @@ def decide(subject: Subject, now: datetime, settings: Settings) -> Decision:
     last = subject.last_sent_at
     if last is not None and (subject.last_message_at is None or subject.last_message_at < last):
         return Cancel("unanswered")  # never chase
-    zone = _zone(subject.timezone)
+    zone = zone_of(subject.timezone)
     local = ensure_utc(now).astimezone(zone)
     start, end = settings.proactive_quiet_start_hour, settings.proactive_quiet_end_hour
     if in_quiet_hours(local, start, end):

@@ -6,7 +6,6 @@ import json
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -17,6 +16,7 @@ from agent.core.clock import local_day
 from agent.core.prices import estimate_cost, model_for
 from agent.core.settings import Settings
 from agent.graph import GraphMemory, GraphMemoryError, GroupLimits, NullGraphMemory
+from agent.proactive.plans import zone_of
 from agent.turn.budget import COUNTERS
 from db.access import AccessRepository
 from db.inbox import InboxRepository
@@ -56,10 +56,7 @@ async def _graph_facts(graph: GraphMemory | None, user_id: int, now: datetime) -
 
 def _local_when(at: datetime, timezone: str) -> str:
     """A planned time as the user reads it: "Fri 6 Mar, 15:00"."""
-    try:
-        local = at.astimezone(ZoneInfo(timezone))
-    except (ZoneInfoNotFoundError, ValueError):
-        local = at
+    local = at.astimezone(zone_of(timezone))
     return f"{local:%a} {local.day} {local:%b}, {local:%H:%M}"
 
 
