@@ -252,7 +252,7 @@ class _Worker:
             await self._unreachable(touchpoint_id, user_id)
             return "undeliverable"
         except SendFailedError as exc:
-            await self._retry_later(touchpoint_id, repr(exc), keep_due=True)
+            await self._retry_later(touchpoint_id, repr(exc))
             return "retry"
         return "sent"
 
@@ -279,7 +279,8 @@ class _Worker:
         async with self.ctx.sessions() as session, session.begin():
             await TouchpointRepository(session).postpone(touchpoint_id, self.owner, until)
 
-    async def _retry_later(self, touchpoint_id: int, error: str, *, keep_due: bool = False) -> None:
+    async def _retry_later(self, touchpoint_id: int, error: str) -> None:
+        """Give the row back, to be leased again after RETRY_AFTER (a sending row resumes its send)."""
         now = self.ctx.clock.now()
         async with self.ctx.sessions() as session, session.begin():
             await session.execute(

@@ -344,3 +344,22 @@ async def test_a_user_over_the_daily_token_cap_waits_for_the_next_utc_day(
     assert await run_job("touchpoints", delivery) == {"due": 1, "postponed_budget": 1}
     assert (await _row(sessions, planned)).due_at == datetime(2026, 3, 7, tzinfo=UTC)
     assert composer[1].calls == 0
+
+
+async def test_a_refused_send_is_resumed_later_without_a_second_model_call(
+    delivery: JobContext,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+    tg: FakeTelegram,
+    composer: tuple[FakeAnthropic, Composer],
+) -> None:
+    user_id = await _user(sessions, clock, 1301, "UTC")
+    planned = await _plan(sessions, clock, user_id, FRIDAY_3PM_PARIS)
+    tg.fail_next("sendMessage", error_code=500, description="Internal Server Error")
+    clock.current = FRIDAY_3PM_PARIS
+    assert await run_job("touchpoints", delivery) == {"due": 1, "retry": 1}
+    assert (await _row(sessions, planned)).status == "sending"  # the text is recorded
+    clock.advance(timedelta(minutes=6))
+    assert await run_job("touchpoints", delivery) == {"due": 1, "sent": 1}
+    assert [m.text for m in tg.messages_to(1301)] == [composer[1].text]
+    assert composer[1].calls == 1
