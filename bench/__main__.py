@@ -15,7 +15,18 @@ from agent.core.settings import load_settings
 from bot.allocator import tune_allocator
 from bot.logs import configure_logging
 
-NAMES = ("turn", "postprocess", "context", "recall", "search", "graph", "delivery", "memory", "documents")
+NAMES = (
+    "turn",
+    "postprocess",
+    "context",
+    "recall",
+    "search",
+    "graph",
+    "delivery",
+    "memory",
+    "documents",
+    "proactive",
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -67,6 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench.documents import run_documents_bench
 
         asyncio.run(run_documents_bench(settings, quick=quick))
+    elif args.name == "proactive":
+        from bench.proactive import run_proactive_bench
+
+        asyncio.run(run_proactive_bench(settings, quick=quick))
     elif args.name == "context":
         from bench.context import run_context_bench
 

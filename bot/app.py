@@ -28,9 +28,10 @@ from agent.core.errors import ConfigurationError
 from agent.core.model_lifecycle import model_warnings
 from agent.core.settings import Settings
 from agent.onboarding.service import OnboardingService
+from bot.delivery.proactive import TelegramSender
 from bot.delivery.runner import DeliveryRunner, build_delivery
 from bot.delivery.signals import SignalFreeServer, on_stop_signal
-from bot.handlers import access, admin, commands, media, messages
+from bot.handlers import access, admin, commands, followups, media, messages
 from bot.preflight import listen, one_line, preflight
 from bot.ratelimit import RateLimiter
 from bot.runtime import Runtime, build_runtime
@@ -100,6 +101,7 @@ def _register(application: AnyApplication, settings: Settings) -> None:
         "export": commands.on_export,
         "forget": commands.on_forget,
         "timeline": timeline_command.on_timeline,
+        "followups": followups.on_followups,
     }
     for name, callback in user_commands.items():
         application.add_handler(CommandHandler(name, callback, filters=private))
@@ -118,6 +120,7 @@ def _register(application: AnyApplication, settings: Settings) -> None:
     for name, callback in admin_commands.items():
         application.add_handler(CommandHandler(name, callback, filters=admins))
     application.add_handler(CallbackQueryHandler(commands.on_forget_button, pattern=r"^forget:"))
+    application.add_handler(CallbackQueryHandler(followups.on_followups_button, pattern=r"^followups:"))
     application.add_handler(MessageHandler(filters.COMMAND & private, messages.on_unknown_command))
     application.add_handler(MessageHandler(filters.TEXT & private, messages.on_text))
     application.add_handler(MessageHandler(filters.PHOTO & private, media.on_photo))
@@ -148,6 +151,8 @@ async def _post_init(application: AnyApplication) -> None:
                 "(a public https:// address ending in /telegram/webhook) and WEBHOOK_SECRET"
             ) from exc
         logger.info("webhook registered", extra={"url": settings.webhook_url})
+    # The touchpoints job sends follow-ups through this bot (jobs never import the bot).
+    s.runtime.jobs.sender = TelegramSender(application.bot)
     if application.job_queue is not None:
         schedule_jobs(application.job_queue.scheduler, s.runtime.jobs)
 

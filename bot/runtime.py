@@ -144,6 +144,7 @@ async def build_runtime(
             summary_model=summary_model,
             graph=memory if graph_on else None,
             guard=guard,
+            chat_model=model,
         )
     except BaseException:
         await memory.close()  # an embedded graph runs a server process: never leave it behind

@@ -83,10 +83,16 @@ class User(Base):
     profile: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
     created_at: Mapped[datetime]
     last_message_at: Mapped[datetime | None]
+    # /followups on|off; None follows PROACTIVE_ENABLED.
+    followups: Mapped[bool | None] = mapped_column(Boolean)
+    # Telegram refused a proactive message (the user blocked the bot): no more until they write.
+    unreachable_at: Mapped[datetime | None]
 
 
 # A conversation in this status is queued for post-processing (`jobs/queue.py` claims it).
 QUEUED = "closed"
+# The kind of a conversation the bot opened by writing first, until the user answers in it.
+PROACTIVE = "proactive"
 
 
 class Conversation(Base):
@@ -120,7 +126,8 @@ class Conversation(Base):
     claimed_at: Mapped[datetime | None]
     claimed_by: Mapped[str | None] = mapped_column(String(128))
     processed_at: Mapped[datetime | None]
-    # text (Telegram, terminal) | voice (a call's transcript); call_id is the voice agent's id.
+    # text (Telegram, terminal) | voice (a call's transcript) | proactive (the bot wrote first; text
+    # once the user answers); call_id is the voice agent's id.
     kind: Mapped[str] = mapped_column(String(16), default="text", server_default="text")
     call_id: Mapped[str | None] = mapped_column(String(128))
 
@@ -408,8 +415,8 @@ _full_text_ddl()
 class ModelUsage(Base):
     """Model calls and tokens of one user on one UTC day, per kind of use (cost in view).
 
-    `kind` is chat, onboarding, compaction, extraction, day_summary, graph or briefing. Counts only,
-    never text; deleted with the user.
+    `kind` is chat, onboarding, compaction, extraction, day_summary, graph, briefing, embedding or
+    proactive. Counts only, never text; deleted with the user.
     """
 
     __tablename__ = "model_usage"
@@ -475,3 +482,44 @@ class DailyCount(Base):
     day: Mapped[date] = mapped_column(Date, primary_key=True)
     name: Mapped[str] = mapped_column(String(32), primary_key=True)
     count: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class Touchpoint(Base):
+    """A follow-up the bot plans to send first: who, about which thread, when, and how it ended.
+
+    planned -> (leased by a worker) -> sending (text recorded with the transcript row) -> sent, or
+    declined (the model chose not to), cancelled (a rule: thread resolved, the user wrote, opted out,
+    ...; `outcome` says which), undeliverable (Telegram refused). `dedupe_key` is the idempotency key:
+    a rerun of post-processing plans nothing twice.
+    """
+
+    __tablename__ = "touchpoints"
+    __table_args__ = (
+        UniqueConstraint("user_id", "dedupe_key", name="uq_touchpoints_user_dedupe"),
+        # The due finder: open rows by due time (one index range scan however many users there are).
+        Index("ix_touchpoints_status_due", "status", "due_at"),
+        Index("ix_touchpoints_user_status", "user_id", "status"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    thread_id: Mapped[int | None] = mapped_column(ForeignKey("conversation_threads.id", ondelete="SET NULL"))
+    conversation_id: Mapped[int | None] = mapped_column(ForeignKey("conversations.id", ondelete="SET NULL"))
+    kind: Mapped[str] = mapped_column(String(16), default="follow_up")  # follow_up | check_in
+    reason: Mapped[str] = mapped_column(Text)
+    due_at: Mapped[datetime]
+    # The user's zone when it was planned: the local time the plan meant.
+    timezone: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16), default="planned")
+    outcome: Mapped[str | None] = mapped_column(String(32))
+    dedupe_key: Mapped[str] = mapped_column(String(64))
+    planned_at: Mapped[datetime]
+    lease_owner: Mapped[str | None] = mapped_column(String(128))
+    lease_expires_at: Mapped[datetime | None]
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    text: Mapped[str | None] = mapped_column(Text)
+    chunks_sent: Mapped[int] = mapped_column(Integer, default=0)
+    transcript_message_id: Mapped[int | None] = mapped_column(BigInteger)
+    sent_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    last_error: Mapped[str | None] = mapped_column(Text)

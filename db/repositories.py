@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import and_, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
-from db.models import QUEUED, Conversation, DaySegment, GeneratedPrompt, TranscriptMessage, User
+from db.models import PROACTIVE, QUEUED, Conversation, DaySegment, GeneratedPrompt, TranscriptMessage, User
 
 
 async def user_present(session: AsyncSession, user_id: int) -> bool:
@@ -109,11 +109,29 @@ class ConversationRepository:
         conversation.status = QUEUED
         conversation.ended_at = at
 
-    async def end_idle_and_queue(self, idle_before: datetime, *, user_id: int | None = None) -> list[int]:
-        """End and queue every active session whose last message is older than `idle_before`; their ids."""
+    async def end_idle_and_queue(
+        self,
+        idle_before: datetime,
+        *,
+        user_id: int | None = None,
+        unanswered_before: datetime | None = None,
+    ) -> list[int]:
+        """End and queue every active session whose last message is older than `idle_before`; their ids.
+
+        A session the bot opened by writing first (kind `proactive`, no reply yet) ends when its
+        message is older than `unanswered_before` instead (default: `idle_before`).
+        """
+        waiting = Conversation.kind == PROACTIVE
+        cutoff = unanswered_before if unanswered_before is not None else idle_before
         stmt = (
             update(Conversation)
-            .where(Conversation.status == "active", Conversation.last_message_at < idle_before)
+            .where(
+                Conversation.status == "active",
+                or_(
+                    and_(~waiting, Conversation.last_message_at < idle_before),
+                    and_(waiting, Conversation.last_message_at < cutoff),
+                ),
+            )
             .values(status=QUEUED, ended_at=Conversation.last_message_at)
             .returning(Conversation.id)
         )

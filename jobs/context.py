@@ -16,6 +16,7 @@ from agent.chat.agent import build_model
 from agent.core.clock import Clock
 from agent.core.settings import Settings
 from agent.graph.guarded import GuardedGraphMemory
+from agent.proactive.sender import ProactiveSender
 
 
 @dataclass
@@ -34,6 +35,10 @@ class JobContext:
     guard: WriteGuard | None = None
     data_stores: list[UserDataStore] = field(default_factory=list)
     caches: list[UserCache] = field(default_factory=list)
+    # Follow-ups: the model that writes them (the chat model; None: the summary model) and the
+    # bot's sender (None where there is no Telegram: the touchpoints job then leaves them due).
+    chat_model: Model | str | None = None
+    sender: ProactiveSender | None = None
 
 
 def default_worker_id() -> str:
@@ -50,6 +55,7 @@ def build_job_context(
     summary_model: Model | str | None = None,
     graph: Any = None,
     guard: WriteGuard | None = None,
+    chat_model: Model | str | None = None,
 ) -> JobContext:
     """A JobContext with the SUMMARY_MODEL built from settings unless one is given.
 
@@ -69,4 +75,5 @@ def build_job_context(
         worker_id=default_worker_id(),
         graph=graph,
         guard=guard,
+        chat_model=chat_model if chat_model is not None else build_model(settings.model, settings),
     )

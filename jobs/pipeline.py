@@ -18,9 +18,11 @@ from agent.core.errors import UserForgottenError
 from agent.core.usage import metering, store_usage_apart
 from agent.digest.extraction import Extraction, OpenThread, extract
 from agent.digest.summaries import Line
+from agent.proactive.plans import local_label, plans_from
 from db.memory_repositories import FactRepository, ThoughtRepository, ThreadRepository
-from db.models import Conversation, TranscriptMessage
+from db.models import Conversation, TranscriptMessage, User
 from db.repositories import TranscriptRepository, user_present
+from db.touchpoints import NewTouchpoint, TouchpointRepository
 from jobs.briefing import refresh_briefing
 from jobs.context import JobContext
 from jobs.day_summary import summarise_segment
@@ -42,6 +44,8 @@ class Ingested:
     segment_ids: list[int]
     open_threads: list[OpenThread]
     stored_extraction: Extraction | None
+    # The user's zone: the extraction's follow-up times are local times there.
+    timezone: str = "UTC"
 
 
 async def ingest(ctx: JobContext, conversation_id: int) -> Ingested | None:
@@ -57,6 +61,7 @@ async def ingest(ctx: JobContext, conversation_id: int) -> Ingested | None:
         ]
         stored = Extraction.model_validate(conversation.extraction) if conversation.extraction else None
         threads = [] if stored or not rows else await ThreadRepository(session).open_for(conversation.user_id)
+        user = await session.get(User, conversation.user_id)
         return Ingested(
             conversation_id=conversation.id,
             user_id=conversation.user_id,
@@ -65,6 +70,7 @@ async def ingest(ctx: JobContext, conversation_id: int) -> Ingested | None:
             segment_ids=sorted({m.day_segment_id for m in rows if m.day_segment_id is not None}),
             open_threads=[OpenThread(t.id, t.type, t.content) for t in threads],
             stored_extraction=stored,
+            timezone=user.timezone if user is not None else "UTC",
         )
 
 
@@ -72,7 +78,8 @@ async def extraction_stage(ctx: JobContext, item: Ingested) -> Extraction:
     """Stage 2: one model call, unless an earlier run already stored its result."""
     if item.stored_extraction is not None:
         return item.stored_extraction
-    return await extract(ctx.summary_model, ctx.settings, item.lines, item.open_threads)
+    ended = local_label(item.ended_at, item.timezone)
+    return await extract(ctx.summary_model, ctx.settings, item.lines, item.open_threads, ended_local=ended)
 
 
 async def memory_stage(ctx: JobContext, item: Ingested, output: Extraction) -> dict[str, int]:
@@ -103,7 +110,23 @@ async def memory_stage(ctx: JobContext, item: Ingested, output: Extraction) -> d
         facts = await FactRepository(session).add_many(
             item.user_id, item.conversation_id, output.user_facts, at, source="extraction"
         )
-    return {"threads_opened": opened, "threads_resolved": resolved, "thoughts": thoughts, "facts": facts}
+        plans = plans_from(
+            output.threads_to_open, conversation_id=item.conversation_id, timezone=item.timezone, after=at
+        )
+        planned = await TouchpointRepository(session).plan(
+            item.user_id,
+            item.conversation_id,
+            item.timezone,
+            [NewTouchpoint(p.thread_key, p.reason, p.due_at, p.dedupe_key) for p in plans],
+            at=ctx.clock.now(),
+        )
+    return {
+        "threads_opened": opened,
+        "threads_resolved": resolved,
+        "thoughts": thoughts,
+        "facts": facts,
+        "follow_ups_planned": planned,
+    }
 
 
 async def graph_stage(ctx: JobContext, item: Ingested, output: Extraction) -> int:
@@ -175,7 +198,7 @@ async def _run_stages(ctx: JobContext, conversation_id: int) -> dict[str, int]:
     item = await ingest(ctx, conversation_id)
     if item is None:
         return {"missing": 1}
-    if not item.lines:  # nothing was said: nothing to remember
+    if not any(line.role == "user" for line in item.lines):  # the user said nothing: nothing to learn
         await finalise(ctx, item, None)
         return {"empty": 1}
     # Extraction and the graph's model calls count towards the user's usage, failed runs included.

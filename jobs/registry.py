@@ -12,7 +12,7 @@ from jobs.context import JobContext
 
 logger = logging.getLogger(__name__)
 
-JOB_NAMES: tuple[str, ...] = ("sessions", "postprocess", "day-summaries", "nightly", "forget")
+JOB_NAMES: tuple[str, ...] = ("sessions", "postprocess", "day-summaries", "nightly", "forget", "touchpoints")
 
 
 class UnknownJobError(NikitaError):
@@ -51,12 +51,19 @@ async def _forget(ctx: JobContext, **options: Any) -> dict[str, Any]:
     return await finish_pending_forgets(ctx.sessions, ctx.data_stores, guard=ctx.guard, caches=ctx.caches)
 
 
+async def _touchpoints(ctx: JobContext, **options: Any) -> dict[str, Any]:
+    from jobs.touchpoints import deliver_due
+
+    return await deliver_due(ctx, limit=options.get("limit"))
+
+
 _JOBS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     "sessions": _sessions,
     "postprocess": _postprocess,
     "day-summaries": _day_summaries,
     "nightly": _nightly,
     "forget": _forget,
+    "touchpoints": _touchpoints,
 }
 
 

@@ -12,11 +12,12 @@ from jobs.registry import run_job
 
 logger = logging.getLogger(__name__)
 
-MINUTE_JOBS = ("sessions", "postprocess", "day-summaries", "forget")
+MINUTE_JOBS = ("sessions", "postprocess", "day-summaries", "forget", "touchpoints")
 
 
 async def run_minute_jobs(ctx: JobContext) -> dict[str, dict[str, Any]]:
-    """Session detection, post-processing, due in-day summaries, unfinished /forgets, in that order."""
+    """Session detection, post-processing, due in-day summaries, unfinished /forgets and due
+    follow-ups, in that order."""
     results: dict[str, dict[str, Any]] = {}
     for name in MINUTE_JOBS:
         options: dict[str, Any] = (

@@ -13,5 +13,10 @@ async def close_idle(ctx: JobContext) -> dict[str, Any]:
     """Close and queue every idle session; returns how many were closed."""
     idle_for = timedelta(minutes=ctx.settings.session_timeout_minutes)
     async with ctx.sessions() as session, session.begin():
-        closed = await close_idle_sessions(session, ctx.clock.now(), idle_for)
+        closed = await close_idle_sessions(
+            session,
+            ctx.clock.now(),
+            idle_for,
+            reply_window=timedelta(hours=ctx.settings.proactive_reply_window_hours),
+        )
     return {"closed": len(closed)}

@@ -27,7 +27,16 @@ from sqlalchemy import Select, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from db.briefings import BriefingRepository
-from db.models import Conversation, ConversationThread, DaySegment, Thought, TranscriptMessage, User, UserFact
+from db.models import (
+    Conversation,
+    ConversationThread,
+    DaySegment,
+    Thought,
+    Touchpoint,
+    TranscriptMessage,
+    User,
+    UserFact,
+)
 
 PAGE_ROWS = 1000
 FORMAT = "nikita-export/2"
@@ -101,6 +110,18 @@ _SECTIONS: dict[str, tuple[Any, dict[str, Any]]] = {
             "created_at": UserFact.created_at,
         },
     ),
+    "follow_ups": (
+        Touchpoint,
+        {
+            "kind": Touchpoint.kind,
+            "reason": Touchpoint.reason,
+            "due_at": Touchpoint.due_at,
+            "status": Touchpoint.status,
+            "outcome": Touchpoint.outcome,
+            "text": Touchpoint.text,
+            "sent_at": Touchpoint.sent_at,
+        },
+    ),
 }
 
 
@@ -159,6 +180,7 @@ async def export_events(
                 "profile": user.profile,
                 "created_at": _plain(user.created_at),
                 "last_message_at": _plain(user.last_message_at),
+                "followups": user.followups,
             },
         )
         for section, (model, fields) in _SECTIONS.items():

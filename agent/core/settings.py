@@ -213,6 +213,22 @@ class Settings(BaseSettings):
     day_raw_token_budget: int = 4000
     nightly_interval_minutes: int = 15
 
+    # Proactive follow-ups (docs/proactive.md): post-processing plans them from open threads; the
+    # `touchpoints` job sends the due ones. PROACTIVE_ENABLED is every user's default (/followups
+    # changes theirs). Quiet hours are local hours [start, end); at most one a day and
+    # PROACTIVE_MAX_PER_WEEK in any 7 days. PROACTIVE_CHECK_IN_DAYS > 0 plans one check-in on the best
+    # open thread of a user quiet that many days (0: off).
+    proactive_enabled: bool = True
+    proactive_max_per_week: int = 3
+    proactive_quiet_start_hour: int = Field(default=22, ge=0, le=23)
+    proactive_quiet_end_hour: int = Field(default=9, ge=0, le=23)
+    proactive_check_in_days: int = 0
+    proactive_batch_limit: int = 100
+    proactive_lease_seconds: float = 120.0
+    proactive_send_per_second: float = 25.0
+    # A proactive message stays the open conversation this long, so a late reply reads it in history.
+    proactive_reply_window_hours: float = 24.0
+
     # Timeline Mini App: the page at /timeline (webhook mode's web app, or `python -m bot
     # web`). WEBAPP_URL is its public HTTPS address: /timeline sends a button opening it and the chat
     # menu button points to it. Telegram's signed initData is accepted for

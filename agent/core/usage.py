@@ -22,7 +22,15 @@ from db.repositories import user_present
 from db.usage import UsageRepository
 
 UsageKind = Literal[
-    "chat", "onboarding", "compaction", "extraction", "day_summary", "graph", "briefing", "embedding"
+    "chat",
+    "onboarding",
+    "compaction",
+    "extraction",
+    "day_summary",
+    "graph",
+    "briefing",
+    "embedding",
+    "proactive",
 ]
 
 

@@ -24,6 +24,14 @@ class NewThread(BaseModel):
 
     type: ThreadType
     content: str = Field(description="One sentence: what to follow up, ask, keep, or call back to.")
+    follow_up_at: str | None = Field(
+        default=None,
+        description=(
+            "When the companion should come back to it first, as local 'YYYY-MM-DD HH:MM' in the "
+            "user's time zone, only when the conversation gives a natural moment (the day after an "
+            "event, the evening after a date); otherwise null."
+        ),
+    )
 
 
 class EmotionalMarker(BaseModel):
@@ -62,6 +70,8 @@ EXTRACTION_INSTRUCTIONS = """\
 You read one finished conversation between a user and {persona_name}, a companion, and extract memory.
 - user_facts: durable facts or preferences about the user (not passing moods), each one short sentence.
 - threads_to_open: things to follow up, questions left open, promises made, topics, curiosities, callbacks.
+- follow_up_at on a thread: the local moment to check in first, when one is natural ("my interview is on
+  Thursday" -> Friday afternoon; "I'll tell you how the date goes" -> the next evening); otherwise null.
 - resolved_thread_ids: ids from the open threads list that this conversation settled; only those ids.
 - thoughts: what {persona_name} might think about or want to share later.
 - emotional_markers, key_moments, a short summary and the overall tone.
@@ -75,19 +85,30 @@ extraction_agent: Agent[None, Extraction] = Agent(
 )
 
 
-def extraction_prompt(lines: Sequence[Line], open_threads: Sequence[OpenThread]) -> str:
-    """The conversation and the user's open threads, as the extractor reads them."""
+def extraction_prompt(
+    lines: Sequence[Line], open_threads: Sequence[OpenThread], *, ended_local: str | None = None
+) -> str:
+    """The conversation and the user's open threads, as the extractor reads them.
+
+    `ended_local` ("Thursday 2026-11-26 18:40 (Europe/Paris)") anchors the follow-up times.
+    """
     threads = "\n".join(f"- [id {t.id}] ({t.type}) {t.content}" for t in open_threads) or "(none)"
-    return f"Open threads:\n{threads}\n\nConversation:\n{format_lines(lines)}"
+    ended = f"The conversation ended on {ended_local}, the user's local time.\n\n" if ended_local else ""
+    return f"{ended}Open threads:\n{threads}\n\nConversation (times in UTC):\n{format_lines(lines)}"
 
 
 async def extract(
-    model: Model | str, settings: Settings, lines: Sequence[Line], open_threads: Sequence[OpenThread]
+    model: Model | str,
+    settings: Settings,
+    lines: Sequence[Line],
+    open_threads: Sequence[OpenThread],
+    *,
+    ended_local: str | None = None,
 ) -> Extraction:
     """One SUMMARY_MODEL call with a timeout and an output cap; raises when the model fails."""
     async with asyncio.timeout(settings.summary_timeout_seconds):
         result = await extraction_agent.run(
-            extraction_prompt(lines, open_threads),
+            extraction_prompt(lines, open_threads, ended_local=ended_local),
             model=model,
             instructions=with_name(EXTRACTION_INSTRUCTIONS, settings.persona_name),
             model_settings=summary_model_settings(settings),

@@ -9,6 +9,7 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from pydantic_ai.messages import (
@@ -17,6 +18,7 @@ from pydantic_ai.messages import (
     ModelRequest,
     ModelResponse,
     RetryPromptPart,
+    TextPart,
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
@@ -286,3 +288,15 @@ def _shorten(text: str, max_tokens: int, counter: TokenCounter) -> str | None:
     marker = _TRIMMED_MARKER.format(n=len(tokens) - head - tail)
     tail_text = counter.decode(tokens[len(tokens) - tail :]) if tail else ""
     return counter.decode(tokens[:head]) + marker + tail_text
+
+
+def proactive_history(reason: str, text: str, at: datetime, persona_name: str) -> list[Any]:
+    """The stored history of a session the bot opened by writing first: a note standing in for the
+    user's turn (the API wants a history to start with one) and the message as the model's answer."""
+    note = f"[{persona_name} wrote first, following up on: {reason}]"
+    return dump_history(
+        [
+            ModelRequest(parts=[UserPromptPart(content=note, timestamp=at)]),
+            ModelResponse(parts=[TextPart(content=text)], timestamp=at),
+        ]
+    )

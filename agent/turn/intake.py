@@ -19,9 +19,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.chat import attachments as files
 from agent.core.errors import UserNotFoundError
 from agent.history.cache import SessionHistories
-from agent.turn.sessions import session_expired
+from agent.turn.sessions import session_expired, session_timeout_for
 from agent.turn.transcript import Delivered, delivered, write_message
-from db.models import Conversation, TranscriptMessage, User
+from db.models import PROACTIVE, Conversation, TranscriptMessage, User
 from db.repositories import ConversationRepository, UserRepository
 
 logger = logging.getLogger(__name__)
@@ -48,6 +48,8 @@ class Intake:
     sessions: async_sessionmaker[AsyncSession]
     histories: SessionHistories
     session_timeout: timedelta
+    # How long a session the bot opened by writing first waits for the user's answer.
+    reply_window: timedelta | None = None
 
     async def take(
         self, user_id: int, text: str, sent_at: datetime, telegram_message_id: int | None, kind: str
@@ -104,9 +106,12 @@ class Intake:
             conversation = await conversations.active_for(user_id)
             closed_id: int | None = None
             previous_message_at = user.last_message_at
-            if conversation is not None and session_expired(
-                conversation.last_message_at, sent_at, self.session_timeout
-            ):
+            timeout = (
+                session_timeout_for(conversation.kind, self.session_timeout, self.reply_window)
+                if conversation is not None
+                else self.session_timeout
+            )
+            if conversation is not None and session_expired(conversation.last_message_at, sent_at, timeout):
                 await conversations.end_and_queue(conversation, conversation.last_message_at)
                 closed_id = conversation.id
                 self.histories.forget(conversation.id)
@@ -114,6 +119,8 @@ class Intake:
             new_session = conversation is None
             if conversation is None:
                 conversation = await conversations.start(user_id, sent_at)
+            if conversation.kind == PROACTIVE:
+                conversation.kind = "text"  # answered: an ordinary conversation from now on
             conversation.last_message_at = max(conversation.last_message_at, sent_at)
             conversation.message_count += 1
             if user.last_message_at is None or sent_at > user.last_message_at:

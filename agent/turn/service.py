@@ -86,7 +86,8 @@ class TurnService:
         self.histories = SessionHistories(
             max_sessions=settings.history_cache_sessions, max_bytes=settings.history_cache_max_bytes
         )
-        self.intake = Intake(sessions, self.histories, self.session_timeout)
+        reply_window = timedelta(hours=settings.proactive_reply_window_hours)
+        self.intake = Intake(sessions, self.histories, self.session_timeout, reply_window)
         self._background: set[asyncio.Task[object]] = set()
 
     async def settle(self) -> None:

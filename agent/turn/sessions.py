@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from db.models import PROACTIVE
 from db.repositories import ConversationRepository
 
 
@@ -14,8 +15,23 @@ def session_expired(last_message_at: datetime, at: datetime, timeout: timedelta)
     return at - last_message_at > timeout
 
 
+def session_timeout_for(kind: str, timeout: timedelta, reply_window: timedelta | None) -> timedelta:
+    """A session the bot opened by writing first waits `reply_window` for an answer; others `timeout`."""
+    return reply_window if kind == PROACTIVE and reply_window is not None else timeout
+
+
 async def close_idle_sessions(
-    session: AsyncSession, now: datetime, idle_for: timedelta, *, user_id: int | None = None
+    session: AsyncSession,
+    now: datetime,
+    idle_for: timedelta,
+    *,
+    user_id: int | None = None,
+    reply_window: timedelta | None = None,
 ) -> list[int]:
-    """Close every active session idle for longer than `idle_for` at `now` (caller commits)."""
-    return await ConversationRepository(session).end_idle_and_queue(now - idle_for, user_id=user_id)
+    """Close every active session idle for longer than `idle_for` at `now` (caller commits); one the
+    bot opened by writing first, once unanswered for longer than `reply_window`."""
+    return await ConversationRepository(session).end_idle_and_queue(
+        now - idle_for,
+        user_id=user_id,
+        unanswered_before=now - reply_window if reply_window is not None else None,
+    )

@@ -89,6 +89,11 @@ class FakeTelegram(FileApi, UpdateFactory, WebAppApi):
         self.edits: list[SentEdit] = []
         self.deleted: list[tuple[int | str, int]] = []  # (chat_id, message_id) of deleted messages
         self.drafts_refused = False  # True: every sendMessageDraft fails like a server without drafts
+        # hold_sends(): sendMessage waits (unrecorded) until release_sends(); `dropped` refuses the
+        # held ones instead, as Telegram never hears a request whose sender was killed mid-way.
+        self._send_gate: threading.Event | None = None
+        self.send_held = threading.Event()
+        self._drop_held = False
         self.commands: dict[tuple[str, str], list[Json]] = {}
         self.webhook_url = ""
         self.webhook_secret: str | None = None
@@ -120,6 +125,7 @@ class FakeTelegram(FileApi, UpdateFactory, WebAppApi):
                 "deleteMyCommands",
                 "answerCallbackQuery",
                 "editMessageText",
+                "editMessageReplyMarkup",
                 "deleteMessage",
                 "sendMessageDraft",
                 "getFile",
@@ -279,7 +285,26 @@ class FakeTelegram(FileApi, UpdateFactory, WebAppApi):
         kind = next((key for key in update if key != "update_id"), "")
         return kind in self._allowed if self._allowed is not None else kind not in _DEFAULT_EXCLUDED
 
+    def hold_sends(self) -> None:
+        """From now on, sendMessage waits for release_sends() before it is accepted."""
+        self.send_held.clear()
+        self._drop_held = False
+        self._send_gate = threading.Event()
+
+    def release_sends(self, *, dropped: bool = False) -> None:
+        """Let held sendMessage calls go on: accepted, or refused unrecorded when `dropped`."""
+        self._drop_held = dropped
+        gate, self._send_gate = self._send_gate, None
+        if gate is not None:
+            gate.set()
+
     async def _api_sendMessage(self, p: Json, files: Any) -> Json:
+        gate = self._send_gate
+        if gate is not None:
+            self.send_held.set()
+            await asyncio.to_thread(gate.wait, 60)
+            if self._drop_held:
+                raise ApiError(400, "Bad Request: the request was never completed")
         check_web_app_buttons(p.get("reply_markup"))
         message = self._bot_message(p, text=_checked_text(p))
         self.sent.append(SentMessage(p["chat_id"], p["text"], p.get("parse_mode"), message["message_id"], p))
@@ -316,6 +341,19 @@ class FakeTelegram(FileApi, UpdateFactory, WebAppApi):
             )
         old.update(text=visible, entities=p.get("entities"), edit_date=int(self._now()))
         self.edits.append(SentEdit(key[0], key[1], visible, list(p.get("entities") or [])))
+        return old
+
+    async def _api_editMessageReplyMarkup(self, p: Json, files: Any) -> Json | bool:
+        if "inline_message_id" in p:
+            return True
+        old = self._bot_messages.get((p.get("chat_id", ""), int(p.get("message_id", 0))))
+        if old is None:
+            raise bad_request("message to edit not found")
+        markup = p.get("reply_markup")
+        if markup is None:
+            old.pop("reply_markup", None)
+        else:
+            old["reply_markup"] = markup
         return old
 
     async def _api_deleteMessage(self, p: Json, files: Any) -> bool:

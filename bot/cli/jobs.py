@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+
+from telegram import Bot
 
 from agent.core.clock import Clock
 from agent.core.settings import Settings
@@ -10,6 +13,7 @@ from agent.graph import NullGraphMemory
 from agent.graph.setup import open_settings_graph
 from agent.graph.store import GraphDataStore
 from agent.search.embedders import open_embedder
+from bot.delivery.proactive import TelegramSender
 from db.engine import create_engine, session_factory
 from jobs.context import build_job_context
 from jobs.registry import run_job
@@ -21,6 +25,11 @@ async def run_jobs_command(
     """Run the job against DATABASE_URL (already migrated) and print its counts as JSON."""
     if settings.summary_model.startswith("anthropic:") and name != "sessions":
         settings.require("anthropic_api_key")
+    if name == "touchpoints":
+        # Follow-ups are written by the chat model and sent with the bot's token.
+        settings.require("telegram_bot_token")
+        if settings.model.startswith("anthropic:"):
+            settings.require("anthropic_api_key")
     engine = create_engine(settings.database_url)
     # Post-processing writes graph episodes and `forget` finishes deleting them;
     # the other jobs never touch the graph.
@@ -34,6 +43,7 @@ async def run_jobs_command(
         else NullGraphMemory()
     )
     ctx = None
+    telegram = contextlib.AsyncExitStack()
     try:
         ctx = build_job_context(
             settings,
@@ -48,8 +58,13 @@ async def run_jobs_command(
             options["conversation_id"] = conversation_id
         if limit is not None:
             options["limit"] = limit
+        if name == "touchpoints" and settings.telegram_bot_token is not None:
+            token = settings.telegram_bot_token.get_secret_value()
+            bot = await telegram.enter_async_context(Bot(token, base_url=settings.telegram_api_base_url))
+            ctx.sender = TelegramSender(bot)
         counts = await run_job(name, ctx, **options)
     finally:
+        await telegram.aclose()
         if ctx is not None and ctx.guard is not None:
             await ctx.guard.close()
         await graph.close()

@@ -1,4 +1,6 @@
-"""User commands: /help, /memory, /timezone, /export, /forget (with its confirmation)."""
+"""User commands: /help, /memory, /timezone, /export, /forget (with its confirmation).
+
+/followups lives in bot/handlers/followups.py."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ USER_COMMANDS: tuple[tuple[str, str], ...] = (
     ("export", "all your data as a JSON file"),
     ("forget", "delete everything I know about you"),
     ("timeline", "our days, their summaries and search, in a Mini App"),
+    ("followups", "whether I may write first (on or off)"),
 )
 
 

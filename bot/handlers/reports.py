@@ -16,6 +16,7 @@ from agent.core.clock import local_day
 from agent.core.prices import estimate_cost, model_for
 from agent.core.settings import Settings
 from agent.graph import GraphMemory, GraphMemoryError, GroupLimits, NullGraphMemory
+from agent.proactive.plans import zone_of
 from agent.turn.budget import COUNTERS
 from db.access import AccessRepository
 from db.briefings import BriefingRepository
@@ -29,6 +30,7 @@ from db.models import (
     User,
     UserFact,
 )
+from db.touchpoints import TouchpointRepository
 from db.usage import UsageRepository, UsageRow
 
 MEMORY_THREADS = 5
@@ -53,6 +55,12 @@ async def _graph_facts(graph: GraphMemory | None, user_id: int, now: datetime) -
     return [fact.text for fact in results.user]
 
 
+def _local_when(at: datetime, timezone: str) -> str:
+    """A planned time as the user reads it: "Fri 6 Mar, 15:00"."""
+    local = at.astimezone(zone_of(timezone))
+    return f"{local:%a} {local.day} {local:%b}, {local:%H:%M}"
+
+
 async def memory_report(
     sessions: async_sessionmaker[AsyncSession],
     user_id: int,
@@ -60,7 +68,8 @@ async def memory_report(
     *,
     graph: GraphMemory | None = None,
 ) -> str:
-    """What the bot remembers about a user: profile, open threads, today's summary, a few facts.
+    """What the bot remembers about a user: profile, open threads, planned follow-ups, today's summary,
+    a few facts.
 
     The facts come from the knowledge graph when it is on (current facts only), else from saved facts.
     """
@@ -85,6 +94,7 @@ async def memory_report(
                 DaySegment.user_id == user_id, DaySegment.day == local_day(now, user.timezone)
             )
         )
+        planned = await TouchpointRepository(session).planned_for(user_id)
         facts = (
             (
                 await session.execute(
@@ -108,6 +118,8 @@ async def memory_report(
         "",
         "Things we left open:" if threads else "Nothing left open between us.",
         *(f"- {t}" for t in threads),
+        *(["", "I plan to come back to:"] if planned else []),
+        *(f"- {p.reason} ({_local_when(p.due_at, user.timezone)})" for p in planned),
         "",
         f"Today so far: {today.summary.strip()}" if today and today.summary else "No summary of today yet.",
         "",
@@ -149,6 +161,7 @@ async def stats_report(
         )
         counts = await AccessRepository(session).counts(today)
         dead, newest_dead = await InboxRepository(session).dead(last=DEAD_SHOWN)
+        follow_ups = await TouchpointRepository(session).stats(since=now - timedelta(days=7))
     return "\n".join(
         [
             f"users: {users or 0}",
@@ -167,6 +180,9 @@ async def stats_report(
             f"{counts.get(STRANGERS, 0)} strangers told the bot is private",
             f"budget refusals today (UTC): {counts.get(COUNTERS['user'], 0)} over USER_DAILY_TOKENS, "
             f"{counts.get(COUNTERS['bot'], 0)} over DAILY_TOKENS",
+            f"follow-ups: {follow_ups.planned} planned; in the last 7 days {follow_ups.sent} sent "
+            f"({follow_ups.answered_within_day} answered within 24 h), {follow_ups.declined} declined by "
+            f"the model, {follow_ups.cancelled} cancelled",
             f"dead updates (kept INBOX_RETENTION_HOURS): {dead}",
             *(f"  {at.isoformat(timespec='seconds')}: {why[:200]}" for at, why in newest_dead),
         ]

@@ -95,6 +95,10 @@ async def test_tasks_need_the_bearer_secret(client: httpx.AsyncClient) -> None:
     response = await client.post("/tasks/sessions", headers=good)
     assert response.status_code == 200 and response.json()["job"] == "sessions"
     assert (await client.post("/tasks/no-such-job", headers=good)).status_code == 404
+    # Due follow-ups, for Cloud Scheduler or Heroku Scheduler: nothing due, no model call.
+    assert (await client.post("/tasks/touchpoints")).status_code == 403
+    response = await client.post("/tasks/touchpoints", headers=good)
+    assert response.status_code == 200 and response.json()["result"] == {"due": 0}
 
 
 async def test_webhook_mode_refuses_to_start_without_a_secret(

@@ -1,7 +1,7 @@
 """briefings: each user's newest valid briefing, written in idle time from their context package
 
 Revision ID: 0020_briefings
-Revises: 0016_dead_updates
+Revises: 0017_touchpoints
 Create Date: 2026-11-26 22:00:00.000000
 """
 
@@ -16,7 +16,7 @@ from sqlalchemy.dialects import postgresql
 from db.models import UTCDateTime
 
 revision: str = "0020_briefings"
-down_revision: str | Sequence[str] | None = "0016_dead_updates"
+down_revision: str | Sequence[str] | None = "0017_touchpoints"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -204,11 +204,13 @@
   // --- timeline -------------------------------------------------------------------------------
 
   function renderEntry(entry, summary) {
-    const row = el("div", "entry " + entry.type + " role-" + entry.role);
+    const row = el("div", "entry " + entry.type + " role-" + entry.role + " kind-" + entry.kind);
     row.id = (entry.type === "compaction" ? "c-" : "m-") + entry.id;
     row.append(el("span", "time", entry.time));
     if (entry.type === "message") {
       row.append(el("span", "who", speaker(entry.role) + ":"), el("span", "text", entry.content));
+      // A follow-up: the bot wrote first.
+      if (entry.kind === "proactive") row.append(el("span", "tag", "follow-up (wrote first)"));
       return row;
     }
     const label = entry.type === "note" ? capitalise(entry.content) : "Conversation compacted for the model";

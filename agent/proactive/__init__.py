@@ -1,0 +1,1 @@
+"""Proactive follow-ups: plans from post-processing, the rules that keep them welcome, composition."""

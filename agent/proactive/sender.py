@@ -1,0 +1,33 @@
+"""The seam between the touchpoints job and Telegram: the job sends through a `ProactiveSender`
+that the bot wires in (bot/delivery/proactive.py), so jobs never import the bot."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from agent.core.errors import NikitaError
+
+
+class RecipientBlockedError(NikitaError):
+    """Telegram refused the chat for good (403: the user blocked the bot or deleted their account)."""
+
+
+class SendFailedError(NikitaError):
+    """Telegram did not take the message this time (network, flood control, a server error)."""
+
+
+# Called after each chunk Telegram accepted: (chunks sent so far, total chunks). It raises to stop
+# the send when this worker may no longer send (its lease was taken over).
+ChunkSent = Callable[[int, int], Awaitable[None]]
+
+
+class ProactiveSender(Protocol):
+    """Sends a proactive message to a chat, chunk by chunk, from chunk `start`."""
+
+    async def send(self, chat_id: int, text: str, *, start: int, on_sent: ChunkSent) -> int:
+        """Send the chunks of `text` from `start` (the last one with the stop button); the total.
+
+        Raises RecipientBlockedError or SendFailedError.
+        """
+        ...

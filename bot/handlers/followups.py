@@ -1,0 +1,54 @@
+"""/followups on|off and the "Stop follow-ups" button under each proactive message."""
+
+from __future__ import annotations
+
+from telegram import Update
+from telegram.ext import ContextTypes
+
+from agent.proactive.choice import set_followups
+from agent.proactive.rules import enabled_for
+from bot.delivery.sending import send_text
+from bot.handlers.commands import own_chat
+from bot.services import services
+from db.repositories import UserRepository
+
+USAGE = "Follow-ups are {state}. /followups on or /followups off to change it."
+TURNED_ON = "Okay: now and then I'll come back to something you told me. /followups off stops it."
+TURNED_OFF = "Okay, I won't write first any more. I'm here whenever you write. (/followups on to undo.)"
+
+
+async def on_followups(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/followups [on|off]: show or change whether the bot may write first."""
+    message, person = update.effective_message, update.effective_user
+    if message is None or person is None:
+        return
+    s = services(context)
+    if await s.over_limit(context.bot, person, message.chat_id, message.date, "memory"):
+        return
+    user, _ = await s.account(person, message.date)
+    choice = (context.args or [""])[0].strip().lower()
+    if choice in ("on", "off"):
+        await set_followups(s.runtime.sessions, user.id, choice == "on", now=s.runtime.clock.now())
+        await send_text(context.bot, message.chat_id, TURNED_ON if choice == "on" else TURNED_OFF)
+        return
+    state = "on" if enabled_for(user.followups, s.runtime.settings) else "off"
+    await send_text(context.bot, message.chat_id, USAGE.format(state=state))
+
+
+async def on_followups_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """The button under a proactive message: follow-ups off for the presser, in their own chat."""
+    query = update.callback_query
+    if query is None:
+        return
+    chat_id = own_chat(query)
+    if chat_id is None:
+        await query.answer("This button only works in your own chat with me: /followups off", show_alert=True)
+        return
+    s = services(context)
+    async with s.runtime.sessions() as session:
+        user = await UserRepository(session).by_telegram_id(query.from_user.id)
+    await query.answer()
+    if user is not None:
+        await set_followups(s.runtime.sessions, user.id, False, now=s.runtime.clock.now())
+    await query.edit_message_reply_markup(reply_markup=None)
+    await send_text(context.bot, chat_id, TURNED_OFF)

@@ -1,0 +1,340 @@
+"""The `touchpoints` job: find the due follow-ups, lease them, compose each once, send it durably.
+
+1. Lease: one statement on the `(status, due_at)` index (db/touchpoints.py); nothing due, no model call.
+2. Rules (agent/proactive/rules.py): cancel or postpone before any model call.
+3. Compose: one model call with the user's context tiers (agent/proactive/compose.py); a decline
+   sends nothing.
+4. Record: the text, its transcript row (an assistant turn, kind `proactive`) and the session it
+   opens are committed together, under the user's row lock, with the rules read again; from then on
+   the row is `sending` and a worker that dies is resumed by the next one (send, no new model call).
+5. Send through the bot's sender, chunk by chunk, each chunk counted on the row, the lease renewed
+   before each one; a 403 marks the user unreachable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time as clocks
+from collections import Counter
+from datetime import UTC, datetime, time, timedelta
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from agent.context.builder import ContextBuilder
+from agent.core.errors import NikitaError
+from agent.core.usage import metering, store_usage_apart
+from agent.history.messages import proactive_history
+from agent.proactive.check_ins import plan_check_ins
+from agent.proactive.compose import Occasion, compose
+from agent.proactive.plans import local_label
+from agent.proactive.rules import WEEK, Cancel, Postpone, Subject, decide
+from agent.proactive.sender import RecipientBlockedError, SendFailedError
+from agent.turn.budget import TokenBudget
+from agent.turn.transcript import write_message
+from db.models import PROACTIVE, Conversation, ConversationThread, Touchpoint, TranscriptMessage, User
+from db.repositories import ConversationRepository
+from db.touchpoints import TouchpointRepository
+from jobs.context import JobContext
+
+logger = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 8
+RETRY_AFTER = timedelta(minutes=5)
+# Follow-ups composed at once (model calls in flight); sends are paced separately.
+CONCURRENCY = 8
+
+
+class LeaseLostError(NikitaError):
+    """Another worker holds the row now: this one stops touching it."""
+
+
+class Pace:
+    """At most `per_second` sends a second across the run (Telegram's broadcast limit is ~30/s)."""
+
+    def __init__(self, per_second: float) -> None:
+        self.interval = 1.0 / per_second if per_second > 0 else 0.0
+        self.next_at = 0.0
+        self.lock = asyncio.Lock()
+
+    async def wait(self) -> None:
+        """Sleep until this send's slot."""
+        async with self.lock:
+            now = clocks.monotonic()
+            delay = self.next_at - now
+            self.next_at = max(now, self.next_at) + self.interval
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+
+async def deliver_due(ctx: JobContext, *, limit: int | None = None) -> dict[str, Any]:
+    """Lease the due touchpoints and work each one; counts by outcome."""
+    if ctx.sender is None:
+        return {"due": 0, "no_sender": 1}
+    now = ctx.clock.now()
+    lease = timedelta(seconds=ctx.settings.proactive_lease_seconds)
+    check_ins = await plan_check_ins(ctx.sessions, ctx.settings, now)
+    async with ctx.sessions() as session, session.begin():
+        ids = await TouchpointRepository(session).lease_due(
+            owner=ctx.worker_id, now=now, lease=lease, limit=limit or ctx.settings.proactive_batch_limit
+        )
+    counts: Counter[str] = Counter(due=len(ids))
+    if check_ins:
+        counts["check_ins_planned"] = check_ins
+    if not ids:
+        return dict(counts)
+    worker = _Worker(ctx, Pace(ctx.settings.proactive_send_per_second))
+    gate = asyncio.Semaphore(CONCURRENCY)
+
+    async def one(touchpoint_id: int) -> None:
+        async with gate:
+            counts[await worker.work(touchpoint_id)] += 1
+
+    await asyncio.gather(*(one(i) for i in ids))
+    return dict(counts)
+
+
+class _Worker:
+    def __init__(self, ctx: JobContext, pace: Pace) -> None:
+        self.ctx = ctx
+        self.pace = pace
+        self.owner = ctx.worker_id
+        self.lease = timedelta(seconds=ctx.settings.proactive_lease_seconds)
+        self.builder = ContextBuilder(ctx.settings, summary_model=ctx.summary_model)
+        self.budget = TokenBudget.from_settings(ctx.settings)
+
+    async def work(self, touchpoint_id: int) -> str:
+        try:
+            return await self._work(touchpoint_id)
+        except LeaseLostError:
+            return "lease_lost"
+        except (SQLAlchemyError, OSError, TimeoutError) as exc:
+            logger.warning("touchpoint failed", extra={"touchpoint_id": touchpoint_id, "error": repr(exc)})
+            await self._retry_later(touchpoint_id, repr(exc))
+            return "retry"
+
+    async def _work(self, touchpoint_id: int) -> str:
+        now = self.ctx.clock.now()
+        async with self.ctx.sessions() as session:
+            row = await TouchpointRepository(session).held(touchpoint_id, self.owner)
+            if row is None:
+                return "lease_lost"
+            if row.status == "sending":
+                return await self._send(row.id, row.user_id, row.text or "", row.chunks_sent)
+            user = await session.get(User, row.user_id)
+            if user is None:
+                return "lease_lost"
+            subject = await _subject(session, row, user, now)
+            decision = decide(subject, now, self.ctx.settings)
+            reason, timezone, chat_id = row.reason, user.timezone, user.telegram_id
+            attempts = row.attempts
+        if isinstance(decision, Cancel):
+            await self._close(touchpoint_id, "cancelled", decision.outcome)
+            return f"cancelled_{decision.outcome}"
+        if isinstance(decision, Postpone):
+            await self._postpone(touchpoint_id, decision.until)
+            return f"postponed_{decision.why}"
+        if chat_id is None:
+            await self._close(touchpoint_id, "cancelled", "no_chat")
+            return "cancelled_no_chat"
+        if attempts > MAX_ATTEMPTS:
+            await self._close(touchpoint_id, "cancelled", "failed")
+            return "cancelled_failed"
+        if await self.budget.over(self.ctx.sessions, user.id, now) is not None:
+            # USER_DAILY_TOKENS / DAILY_TOKENS reached: the follow-up waits for the next UTC day.
+            tomorrow = datetime.combine(now.astimezone(UTC).date() + timedelta(days=1), time(), tzinfo=UTC)
+            await self._postpone(touchpoint_id, tomorrow)
+            return "postponed_budget"
+        with metering() as meter:
+            try:
+                context = await self.builder.build(
+                    self.ctx.sessions,
+                    user=user,
+                    conversation=None,
+                    text=reason,
+                    now=now,
+                    previous_message_at=user.last_message_at,
+                )
+                occasion = Occasion(reason, local_label(now, timezone), context.text)
+                model = self.ctx.chat_model if self.ctx.chat_model is not None else self.ctx.summary_model
+                composition = await compose(model, self.ctx.settings, occasion)
+            except Exception as exc:  # the model's failures are many (HTTP, timeouts, bad output)
+                logger.warning(
+                    "follow-up not composed",
+                    extra={"touchpoint_id": touchpoint_id, "error": repr(exc)},
+                    exc_info=exc,
+                )
+                await self._retry_later(touchpoint_id, repr(exc))
+                return "retry"
+            finally:
+                await store_usage_apart(self.ctx.sessions, user.id, now.astimezone(UTC).date(), meter)
+        if not composition.send:
+            await self._close(touchpoint_id, "declined", "declined")
+            return "declined"
+        recorded = await self._record(touchpoint_id, composition.text)
+        if isinstance(recorded, Cancel):
+            return f"cancelled_{recorded.outcome}"
+        if isinstance(recorded, Postpone):
+            return f"postponed_{recorded.why}"
+        return await self._send(touchpoint_id, user.id, composition.text, 0)
+
+    async def _record(self, touchpoint_id: int, text: str) -> Cancel | Postpone | None:
+        """Store the message as the assistant's proactive turn, in a session it opens; the rules are
+        read again under the user's row lock, so two instances never both send to one user."""
+        now = self.ctx.clock.now()
+        async with self.ctx.sessions() as session, session.begin():
+            repo = TouchpointRepository(session)
+            row = await repo.held(touchpoint_id, self.owner)
+            if row is None:
+                raise LeaseLostError
+            user = await session.get(User, row.user_id, with_for_update=True, populate_existing=True)
+            if user is None:
+                raise LeaseLostError
+            decision = decide(await _subject(session, row, user, now), now, self.ctx.settings)
+            if isinstance(decision, Cancel | Postpone):
+                if isinstance(decision, Cancel):
+                    await repo.close(
+                        touchpoint_id, self.owner, status="cancelled", outcome=decision.outcome, now=now
+                    )
+                else:
+                    await repo.postpone(touchpoint_id, self.owner, decision.until)
+                return decision
+            conversations = ConversationRepository(session)
+            active = await conversations.active_for(user.id)
+            if active is not None:
+                await conversations.end_and_queue(active, active.last_message_at)
+            conversation = await conversations.start(user.id, now)
+            conversation.kind = PROACTIVE
+            conversation.messages = proactive_history(row.reason, text, now, self.ctx.settings.persona_name)
+            message = await write_message(
+                session,
+                user,
+                role="assistant",
+                kind="proactive",
+                content=text,
+                sent_at=now,
+                conversation_id=conversation.id,
+            )
+            if not await repo.record(
+                touchpoint_id, self.owner, text=text, transcript_message_id=message.id, now=now
+            ):
+                raise LeaseLostError
+        return None
+
+    async def _send(self, touchpoint_id: int, user_id: int, text: str, start: int) -> str:
+        assert self.ctx.sender is not None
+        async with self.ctx.sessions() as session:
+            chat_id = await session.scalar(select(User.telegram_id).where(User.id == user_id))
+        if chat_id is None:
+            await self._close(touchpoint_id, "undeliverable", "no_chat")
+            return "undeliverable"
+
+        async def on_sent(sent: int, total: int) -> None:
+            now = self.ctx.clock.now()
+            async with self.ctx.sessions() as session, session.begin():
+                repo = TouchpointRepository(session)
+                done = (
+                    await repo.mark_sent(touchpoint_id, self.owner, sent=sent, now=now)
+                    if sent >= total
+                    else await repo.chunk_sent(touchpoint_id, self.owner, sent=sent)
+                )
+            if not done:
+                raise LeaseLostError
+
+        try:
+            await self._renew(touchpoint_id)
+            await self.pace.wait()
+            await self.ctx.sender.send(chat_id, text, start=start, on_sent=on_sent)
+        except RecipientBlockedError:
+            await self._unreachable(touchpoint_id, user_id)
+            return "undeliverable"
+        except SendFailedError as exc:
+            await self._retry_later(touchpoint_id, repr(exc))
+            return "retry"
+        return "sent"
+
+    async def _renew(self, touchpoint_id: int) -> None:
+        now = self.ctx.clock.now()
+        async with self.ctx.sessions() as session, session.begin():
+            result = await session.execute(
+                update(Touchpoint)
+                .where(Touchpoint.id == touchpoint_id, Touchpoint.lease_owner == self.owner)
+                .values(lease_expires_at=now + self.lease)
+                .execution_options(synchronize_session=False)
+            )
+        if not getattr(result, "rowcount", 0):
+            raise LeaseLostError
+
+    async def _close(self, touchpoint_id: int, status: str, outcome: str | None) -> None:
+        async with self.ctx.sessions() as session, session.begin():
+            repo = TouchpointRepository(session)
+            await repo.close(
+                touchpoint_id, self.owner, status=status, outcome=outcome, now=self.ctx.clock.now()
+            )
+
+    async def _postpone(self, touchpoint_id: int, until: datetime) -> None:
+        async with self.ctx.sessions() as session, session.begin():
+            await TouchpointRepository(session).postpone(touchpoint_id, self.owner, until)
+
+    async def _retry_later(self, touchpoint_id: int, error: str) -> None:
+        """Give the row back, to be leased again after RETRY_AFTER (a sending row resumes its send)."""
+        now = self.ctx.clock.now()
+        async with self.ctx.sessions() as session, session.begin():
+            await session.execute(
+                update(Touchpoint)
+                .where(Touchpoint.id == touchpoint_id, Touchpoint.lease_owner == self.owner)
+                .values(lease_owner=None, lease_expires_at=now + RETRY_AFTER, last_error=error[:2000])
+                .execution_options(synchronize_session=False)
+            )
+
+    async def _unreachable(self, touchpoint_id: int, user_id: int) -> None:
+        """Telegram refused the chat: the user is skipped until they write again; an unsent message
+        leaves no trace in their transcript."""
+        now = self.ctx.clock.now()
+        async with self.ctx.sessions() as session, session.begin():
+            row = await session.get(Touchpoint, touchpoint_id)
+            if row is None or row.lease_owner != self.owner:
+                return
+            await session.execute(update(User).where(User.id == user_id).values(unreachable_at=now))
+            if row.chunks_sent == 0 and row.transcript_message_id is not None:
+                conversation_id = await session.scalar(
+                    select(TranscriptMessage.conversation_id).where(
+                        TranscriptMessage.id == row.transcript_message_id
+                    )
+                )
+                await session.execute(
+                    delete(TranscriptMessage).where(TranscriptMessage.id == row.transcript_message_id)
+                )
+                if conversation_id is not None:
+                    await session.execute(
+                        delete(Conversation).where(
+                            Conversation.id == conversation_id, Conversation.kind == PROACTIVE
+                        )
+                    )
+            row.status, row.outcome, row.finished_at = "undeliverable", "blocked", now
+            row.lease_owner, row.lease_expires_at = None, None
+
+
+async def _subject(session: AsyncSession, row: Touchpoint, user: User, now: datetime) -> Subject:
+    repo = TouchpointRepository(session)
+    thread_open = True
+    if row.thread_id is not None:
+        status = await session.scalar(
+            select(ConversationThread.status).where(ConversationThread.id == row.thread_id)
+        )
+        thread_open = status in (None, "open")
+    return Subject(
+        timezone=user.timezone,
+        followups=user.followups,
+        unreachable=user.unreachable_at is not None
+        and (user.last_message_at is None or user.last_message_at < user.unreachable_at),
+        onboarded=user.onboarding_status == "complete",
+        last_message_at=user.last_message_at,
+        thread_open=thread_open,
+        planned_at=row.planned_at,
+        sent_this_week=await repo.sent_since(user.id, now - WEEK),
+        last_sent_at=await repo.last_sent_at(user.id),
+    )
