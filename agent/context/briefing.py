@@ -28,7 +28,7 @@ from agent.digest.summaries import summary_model_settings
 # The parts of the package a briefing is written from. Memory depends on the message and time on
 # the clock: they stay live parts of every turn. The last conversation's summary is made of the
 # same conversations as today, yesterday and the week.
-FINGERPRINT_PARTS = ("today", "yesterday", "threads", "thoughts", "week")
+FINGERPRINT_PARTS = ("today", "yesterday", "threads", "thoughts", "week", "follow_ups")
 SECTION_LABELS = {
     "who": "Who they are now",
     "today": "What matters today",
@@ -104,6 +104,8 @@ def fingerprint(package: ContextPackage) -> str:
             content[name] = [[d.day.isoformat(), d.summary] for d in package.week.value or ()]
         elif name == "thoughts":
             content[name] = [t.content for t in package.thoughts.value or ()]
+        elif name == "follow_ups":
+            content[name] = [[f.due_at.isoformat(), f.content] for f in package.follow_ups.value or ()]
         else:
             block = blocks.get(name)
             content[name] = list(block.items) if block is not None else []
@@ -132,6 +134,11 @@ def package_prompt(package: ContextPackage, previous: str | None) -> str:
     week = [f"- {d.day.isoformat()}: {d.summary}" for d in package.week.value or ()]
     if week:
         sections.append("\n".join(["<this_week>", *week, "</this_week>"]))
+    zone = time.local.tzinfo
+    follow_ups = package.follow_ups.value or ()
+    planned = [f"- {f.due_at.astimezone(zone):%A %Y-%m-%d %H:%M}: {f.content}" for f in follow_ups]
+    if planned:
+        sections.append("\n".join(["<planned_follow_ups>", *planned, "</planned_follow_ups>"]))
     sections.append("Previous briefing:\n" + (previous or "(none yet: write the first one)"))
     return "\n\n".join(sections)
 

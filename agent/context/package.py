@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
@@ -40,6 +40,7 @@ from agent.core.errors import NikitaError
 from agent.core.settings import Settings
 from agent.history.tokens import TokenCounter
 from db.models import DaySegment, Thought, User
+from db.touchpoints import TouchpointRepository
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +48,7 @@ logger = logging.getLogger(__name__)
 COLLECTOR_ERRORS = (SQLAlchemyError, OSError, TimeoutError, NikitaError, ValueError, TypeError, KeyError)
 # The persona's thoughts shown at once: the newest unused ones.
 THOUGHTS_MAX = 3
+FOLLOW_UPS_MAX = 5
 # The week: the day summaries of the seven local days before today.
 WEEK_DAYS = 7
 
@@ -111,8 +113,7 @@ class ContextPackage:
     memory: Collected[TierBlock]
     thoughts: Collected[tuple[ActiveThought, ...]]
     week: Collected[tuple[DaySummary, ...]]
-    # Planned follow-ups: no store holds them yet, so this stays empty until follow-up plans exist.
-    follow_ups: tuple[FollowUp, ...] = field(default=())
+    follow_ups: Collected[tuple[FollowUp, ...]]
 
     def parts(self) -> dict[str, Collected[object]]:
         """The collected parts by name, in display order (for snapshots and failure notes)."""
@@ -124,6 +125,7 @@ class ContextPackage:
             "memory": self.memory,
             "thoughts": self.thoughts,
             "week": self.week,
+            "follow_ups": self.follow_ups,
         }
 
     def blocks(self) -> dict[str, TierBlock]:
@@ -163,6 +165,12 @@ async def load_thoughts(session: AsyncSession, user: User, *, limit: int) -> tup
     )
     rows = (await session.execute(stmt)).all()
     return tuple(ActiveThought(r.content, ensure_utc(r.created_at)) for r in rows if r.content.strip())
+
+
+async def load_follow_ups(session: AsyncSession, user: User, *, limit: int) -> tuple[FollowUp, ...]:
+    """The user's planned follow-ups, soonest first."""
+    rows = await TouchpointRepository(session).planned_for(user.id, limit=limit)
+    return tuple(FollowUp(ensure_utc(r.due_at), r.reason) for r in rows if r.reason.strip())
 
 
 async def load_week(session: AsyncSession, user: User, now: datetime) -> tuple[DaySummary, ...]:
@@ -291,7 +299,12 @@ class PackageCollector:
             lambda db: load_thoughts(db, user, limit=THOUGHTS_MAX),
         )
         week = start("week", s.context_week_timeout_seconds, lambda db: load_week(db, user, now))
-        await asyncio.gather(today, yesterday, threads, last_conversation, memory, thoughts, week)
+        follow_ups = start(
+            "follow_ups",
+            s.context_follow_ups_timeout_seconds,
+            lambda db: load_follow_ups(db, user, limit=FOLLOW_UPS_MAX),
+        )
+        await asyncio.gather(today, yesterday, threads, last_conversation, memory, thoughts, week, follow_ups)
         memory_part = memory.result()
         if self.memory is None:
             memory_part = Collected(None, "not configured", memory_part.ms)
@@ -306,6 +319,7 @@ class PackageCollector:
             memory=memory_part,
             thoughts=thoughts.result(),
             week=week.result(),
+            follow_ups=follow_ups.result(),
         )
 
     async def _memory(self, user_id: int, text: str, now: datetime, remaining: int) -> TierBlock | None:

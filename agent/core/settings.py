@@ -108,6 +108,7 @@ class Settings(BaseSettings):
     context_memory_timeout_seconds: float = 3.0
     context_thoughts_timeout_seconds: float = 2.0
     context_week_timeout_seconds: float = 2.0
+    context_follow_ups_timeout_seconds: float = 2.0
     # The context engine: v1 renders the tiers each turn; v2 serves the briefing written in idle
     # time (agent/context/briefing.py); shadow serves v1 and records v2 beside it; canary serves v2
     # to CONTEXT_ENGINE_CANARY_PERCENT of users (the same users every time) and v1 to the rest.

@@ -17,7 +17,7 @@ from db.models import Conversation, ModelUsage
 from jobs.briefing import refresh_briefing
 from jobs.context import JobContext
 from jobs.registry import run_job
-from tests.jobs.conftest import ScriptedSummaries, seed_conversation
+from tests.jobs.conftest import ScriptedSummaries, extraction_reply, seed_conversation
 
 pytestmark = pytest.mark.both_databases
 
@@ -42,6 +42,15 @@ async def test_postprocessing_writes_the_briefing_and_the_next_one_edits_it(
 ) -> None:
     ctx.settings.context_engine = "v2"
     user_id, conversation_id = await seed_conversation(sessions, start=clock.now(), texts=TEXTS)
+    tomorrow = f"{clock.now() + timedelta(days=1):%Y-%m-%d} 15:00"
+    promise = {
+        "type": "promise",
+        "content": "Nikita promised to ask about the concert",
+        "follow_up_at": tomorrow,
+    }
+    scripted.extraction = extraction_reply(
+        threads_to_open=[promise, {"type": "question", "content": "Will Ana take the job in Porto?"}]
+    )
 
     counts = await run_job("postprocess", ctx)
 
@@ -60,6 +69,9 @@ async def test_postprocessing_writes_the_briefing_and_the_next_one_edits_it(
     assert "<earlier_today>" in prompt and "Ana prepared for her concert." in prompt
     assert "<unfinished_topics>" in prompt and "Will Ana take the job in Porto?" in prompt
     assert "Previous briefing:\n(none yet" in prompt
+    # The follow-up post-processing planned is in the package it is written from, at its local time.
+    planned = prompt.split("<planned_follow_ups>\n", 1)[1].split("\n</planned_follow_ups>", 1)[0]
+    assert planned.endswith("15:00: Nikita promised to ask about the concert")
 
     # /export holds it; /forget deletes it with the user (the row cascades).
     exported = await export_user(sessions, user_id)
