@@ -245,7 +245,7 @@ class Settings(BaseSettings):
     # cohere:embed-v4.0, or openai:<model> of an OpenAI-compatible server at EMBEDDER_BASE_URL; see
     # agent/search/embedders.py), hybrid weights, chunking for embeddings, limits of the recall tools.
     embedder: str = "minilm"
-    embedder_threads: int = 2
+    embedder_threads: int = 1
     embedder_base_url: str | None = None
     embedder_api_key: SecretStr | None = None
     # Empty: the model's own width (a hosted model is asked once at start). OpenAI's text-embedding-3

@@ -86,7 +86,7 @@ class MiniLMEmbedder:
     def __init__(
         self,
         *,
-        threads: int = 2,
+        threads: int = 1,
         batch_size: int = 4,
         batch_tokens: int = 512,
         max_tokens: int = 256,

@@ -71,7 +71,7 @@ class LocalEmbeddingModel(EmbeddingModel):
 class MiniLMEmbeddingModel(LocalEmbeddingModel):
     """all-MiniLM-L6-v2 (int8) in NumPy: English, 384 dimensions, about 450 sections a second on 2 cores."""
 
-    def __init__(self, runner: MiniLMEmbedder | None = None, *, threads: int = 2) -> None:
+    def __init__(self, runner: MiniLMEmbedder | None = None, *, threads: int = 1) -> None:
         super().__init__()
         self.runner = runner or MiniLMEmbedder(threads=threads)
         self._name = self.runner.name
@@ -92,7 +92,7 @@ class E5EmbeddingModel(LocalEmbeddingModel):
     prefix from the input type. Texts longer than its 512 tokens are cut into windows by the engine.
     """
 
-    def __init__(self, *, threads: int = 2) -> None:
+    def __init__(self, *, threads: int = 1) -> None:
         super().__init__()
         self._name = "multilingual-e5-small-q4"
         self.dimensions = E5_DIMENSIONS
