@@ -22,6 +22,7 @@ ANA, BEN = 101, 202
 ZONE = "Europe/Berlin"
 # The tests' clock: 09:00 UTC on Tuesday 3 March 2026 (10:00 in Berlin).
 NOW = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
+FOLLOW_UP = "How did the slow practice on the opening chords go?"
 
 SUMMARY_1 = """## Summary
 Ana planned her trip to Porto and booked the train.
@@ -160,6 +161,25 @@ async def seed_timeline(sessions: async_sessionmaker[AsyncSession]) -> Seeded:
         datetime(2026, 3, 3, 7, 30, tzinfo=UTC),
         ["Good morning! The concert is on Friday.", "Good morning Ana! Nervous or excited?"],
     )
+    async with sessions() as session, session.begin():
+        # The bot wrote first an hour later: a follow-up, shown as such.
+        at = datetime(2026, 3, 3, 8, 30, tzinfo=UTC)
+        conversation = Conversation(
+            user_id=ana.id, status="active", kind="proactive", started_at=at, last_message_at=at, messages=[]
+        )
+        session.add(conversation)
+        await session.flush()
+        segment = await DaySegmentRepository(session).open(ana.id, local_day(at, ZONE), ZONE, at)
+        proactive = await TranscriptRepository(session).add(
+            user_id=ana.id,
+            conversation_id=conversation.id,
+            role="assistant",
+            kind="proactive",
+            content=FOLLOW_UP,
+            sent_at=at,
+            day_segment_id=segment.id,
+        )
+        DaySegmentRepository.record_message(segment, proactive.id, at)
     ben_day, ben_ids, _ = await _day(
         sessions, ben.id, datetime(2026, 3, 2, 10, 0, tzinfo=UTC), ["My zeppelin model is finished.", "Wow!"]
     )

@@ -49,7 +49,7 @@ async def test_days_lists_the_days_with_messages_in_the_users_time_zone(
     assert data["user"] == {"name": "Ana", "timezone": "Europe/Berlin"}
     assert (data["today"], data["yesterday"]) == ("2026-03-03", "2026-03-02")
     assert data["days"] == [
-        {"day": "2026-03-03", "messages": 2, "summarised": False, "final": False},
+        {"day": "2026-03-03", "messages": 3, "summarised": False, "final": False},
         {"day": "2026-03-02", "messages": 6, "summarised": True, "final": False},
         {"day": "2026-03-01", "messages": 3, "summarised": True, "final": True},
     ]
@@ -100,7 +100,12 @@ async def test_a_finalised_day_and_a_day_without_summary(
     assert _entries(sunday)[-1]["content"] == "day summary finalised"
     today = await _get(client, "/timeline/api/days/2026-03-03", auth(ANA))
     assert today["card"]["summary_markdown"] is None
-    assert [e["covered"] for e in _entries(today)] == [False, False]
+    # Nothing covered; the bot's follow-up is marked as one.
+    assert [(e["covered"], e["kind"]) for e in _entries(today)] == [
+        (False, "text"),
+        (False, "text"),
+        (False, "proactive"),
+    ]
     empty = await _get(client, "/timeline/api/days/2026-02-11", auth(ANA))
     assert (empty["card"], empty["blocks"]) == (None, [])
     bad = await client.get("/timeline/api/days/yesterday", headers=auth(ANA))

@@ -36,7 +36,7 @@ from bench.fakes.telegram_webapp import launch_fragment, sign_init_data
 from bot.runtime import build_runtime
 from bot.web.serve import build_pages_app
 from tests.bot.conftest import TOKEN
-from tests.bot.timeline.seed import ANA, NOW, seed_timeline
+from tests.bot.timeline.seed import ANA, FOLLOW_UP, NOW, seed_timeline
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -156,6 +156,9 @@ def test_pick_a_day_unfold_search_and_open_a_result(
         _wait(driver, lambda d: "Day Summary (Today)" in _text(d, "card"), "today's card")
         _wait(driver, lambda d: "Good morning! The concert is on Friday." in _visible_texts(d), "today")
         assert "No summary yet" in _text(driver, "card")
+        # A message the bot wrote first is marked as a follow-up.
+        follow_up = driver.find_element(By.CSS_SELECTOR, "#timeline .entry.kind-proactive")
+        assert FOLLOW_UP in follow_up.text and "follow-up (wrote first)" in follow_up.text
 
         # Pick a day: the calendar marks the days with messages.
         driver.find_element(By.ID, "day-pick").click()
