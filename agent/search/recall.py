@@ -29,7 +29,7 @@ from agent.search.get import MessagesOut, RecallInputError, SummaryOut
 from agent.search.indexer import Indexer, IndexStats
 from agent.search.search import ConversationSearch, SearchHit, SearchQuery, recency_start
 from agent.search.vectors import VectorCache
-from db.models import DaySegment, SearchChunk, TranscriptMessage, User
+from db.models import DaySegment, SearchChunk, TranscriptMessage, User, UserFact
 from db.repositories import user_present
 
 logger = logging.getLogger(__name__)
@@ -147,7 +147,7 @@ class Recall:
                 return await self.indexer.index_user(session, user_id, now=now)
 
     async def _marker(self, user_id: int) -> tuple[Any, ...]:
-        """The user's newest message id and newest summary time: what the index must have seen."""
+        """The newest message id, summary time and fact id of the user: what the index must have seen."""
         async with self.sessions() as session:
             newest = await session.scalar(
                 select(TranscriptMessage.id)
@@ -158,7 +158,8 @@ class Recall:
             summarised = await session.scalar(
                 select(func.max(DaySegment.summary_updated_at)).where(DaySegment.user_id == user_id)
             )
-        return newest, summarised
+            facts = await session.scalar(select(func.max(UserFact.id)).where(UserFact.user_id == user_id))
+        return newest, summarised, facts
 
     async def index_quietly(self, user_id: int, *, now: datetime) -> IndexStats | None:
         """`index_user` that logs a failure instead of raising: a reply never depends on the index.
@@ -213,6 +214,7 @@ class Recall:
             total.chunks += stats.chunks
             total.sections += stats.sections
             total.summaries += stats.summaries
+            total.facts += stats.facts
             if progress is not None:
                 progress(user_id, stats)
         return total

@@ -50,13 +50,17 @@ def final_scores(
     lexical: Mapping[int, float],
     info: Mapping[int, TurnInfo],
     signals: Signals,
+    facts: Mapping[int, float] | None = None,
 ) -> dict[int, float]:
-    """vector x cosine + lexical x (score / best), then the speaker and date factors."""
+    """vector x cosine + lexical x (score / best, or the message's best fact's lexical score when
+    higher), then the speaker and date factors."""
     contextual = with_previous_turn(lexical, info, signals.previous_turn_weight)
     best = max(contextual.values(), default=0.0)
+    facts = facts or {}
     scores: dict[int, float] = {}
     for message_id in ids:
         lexical_part = contextual.get(message_id, 0.0) / best if best > 0 else 0.0
+        lexical_part = max(lexical_part, facts.get(message_id, 0.0))
         score = signals.vector_weight * cosine.get(message_id, 0.0) + signals.lexical_weight * lexical_part
         turn = info.get(message_id)
         if turn is not None:
