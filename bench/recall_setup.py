@@ -13,7 +13,6 @@ import inspect
 import json
 import re
 import shutil
-import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -187,9 +186,10 @@ def index_key(settings: Settings, paths: Sequence[str], *, embedder: str, facts:
     for path in paths:
         digest.update(Path(path).read_bytes())
     head = ScriptDirectory.from_config(alembic_config("sqlite+aiosqlite://")).get_current_head() or ""
-    # The code that decides what is stored and embedded: a change to it builds a new index.
-    for module in (chunks, indexer, fact_units, sys.modules[__name__]):
-        digest.update(inspect.getsource(module).encode())
+    # The code that decides what is stored and embedded: a change to it builds a new index (a change
+    # to the ranking does not).
+    for code in (chunks, indexer, fact_units.index_facts, load_conversation, load_observations, turn_text):
+        digest.update(inspect.getsource(code).encode())
     parts = [embedder, backend, str(facts), head, *(f"{n}={getattr(settings, n)}" for n in INDEX_SETTINGS)]
     digest.update("\x1f".join(parts).encode())
     return digest.hexdigest()[:16]
