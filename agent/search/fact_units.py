@@ -44,13 +44,16 @@ class SourcedFact:
     message_ids: list[int]
 
 
-async def sourced_facts(session: AsyncSession, user_id: int) -> list[SourcedFact]:
-    """The user's facts that name at least one source message, oldest first."""
-    rows = await session.execute(
+async def sourced_facts(
+    session: AsyncSession, user_id: int, *, newest: int | None = None
+) -> list[SourcedFact]:
+    """The user's facts that name at least one source message (only the `newest` facts when given)."""
+    stmt = (
         select(UserFact.id, UserFact.content, UserFact.message_ids)
         .where(UserFact.user_id == user_id)
-        .order_by(UserFact.id)
+        .order_by(UserFact.id.desc())
     )
+    rows = await session.execute(stmt if newest is None else stmt.limit(newest))
     return [
         SourcedFact(int(i), str(content), sorted({int(m) for m in ids})) for i, content, ids in rows if ids
     ]

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from agent.core.settings import Settings
 from agent.search.dates import DayRange, describe_day, named_days
 from agent.search.fact_units import fact_lexical, sourced_facts
+from agent.search.facts import MAX_FACTS_SCANNED
 from agent.search.fts import FullText, query_terms
 from agent.search.query import SearchHit, SearchQuery, allowed_rows, make_snippet, sort_key, without_speakers
 from agent.search.rescore import Signals, final_scores
@@ -83,7 +84,8 @@ class MessageRanking:
         weight = self.settings.search_fact_weight
         if weight <= 0:
             return {}
-        facts = await sourced_facts(session, user_id)
+        # Bounded like memory_search: the words of a user's newest facts are scored in Python.
+        facts = await sourced_facts(session, user_id, newest=MAX_FACTS_SCANNED)
         text = without_speakers(query.text, query.speakers)
         scores = fact_lexical(facts, text, limit=self.settings.search_candidates)
         return {message_id: score * weight for message_id, score in scores.items()}
