@@ -216,7 +216,11 @@ async def run_recall_bench(
         hybrids = [Recall(settings=s, sessions=sessions, dialect=dialect, embedder=timed) for s in named]
         started = time.perf_counter()
         if restored is not None:
-            loaded, stats, note = restored, IndexStats(), f"; index reused ({cache_key})"
+            loaded, stats, note = (
+                restored,
+                IndexStats(),
+                f"; index reused ({cache.folder if cache else ''}, key {cache_key})",
+            )
         else:
             loaded, stats, note = await _build(sessions, samples, hybrids, facts=facts)
             if reusable and cache and cache_key:
@@ -224,12 +228,14 @@ async def run_recall_bench(
                 cache.keep(cache_key, url, loaded)
         build_seconds = time.perf_counter() - started
         turns = sum(len(x.dia_to_message) for x in loaded)
+        built = (
+            f"index build {build_seconds:.1f} s ({stats.chunks} chunks, {stats.sections} sections, "
+            f"{stats.facts} facts){note}; embedding {timed.texts / max(timed.seconds, 1e-9):.0f} texts/s "
+            f"({timed.texts} texts of <= {settings.search_section_tokens} tokens in {timed.seconds:.1f} s)"
+        )
         print(
             f"LoCoMo: {len(samples)} conversations, {turns} turns, backend {backend}, "
-            f"embedder {chosen.name}; index build {build_seconds:.1f} s "
-            f"({stats.chunks} chunks, {stats.sections} sections, {stats.facts} facts){note}; embedding "
-            f"{timed.texts / max(timed.seconds, 1e-9):.0f} texts/s ({timed.texts} texts of "
-            f"<= {settings.search_section_tokens} tokens in {timed.seconds:.1f} s)"
+            f"embedder {chosen.name}; " + (note.lstrip("; ") if restored is not None else built)
         )
         # A fresh Recall's first search, without and with the start-up warm-up the bot does.
         for warm in (False, True):
