@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
-from sqlalchemy import delete, select
+from sqlalchemy import Text, cast, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from agent.core.bounded import BoundedCache
 from agent.search.embeddings import Embedder
 from agent.search.facts import stem
 from agent.search.fts import query_terms
@@ -126,21 +127,87 @@ async def index_facts(session: AsyncSession, user_id: int, *, embedder: Embedder
     return len(units)
 
 
-def fact_lexical(facts: list[SourcedFact], query: str, *, limit: int) -> dict[int, float]:
+@dataclass(frozen=True)
+class FactWords:
+    """A user's newest sourced facts with their stemmed words, and the version they were read at."""
+
+    version: tuple[int, int, int]
+    facts: list[SourcedFact]
+    # Stemmed word -> the positions in `facts` of the facts holding it.
+    postings: dict[str, list[int]]
+
+    @classmethod
+    def of(cls, version: tuple[int, int, int], facts: list[SourcedFact]) -> FactWords:
+        """Split and stem every fact once."""
+        postings: dict[str, list[int]] = {}
+        for position, fact in enumerate(facts):
+            for word in {stem(w) for w in query_terms(fact.content)}:
+                postings.setdefault(word, []).append(position)
+        return cls(version, facts, postings)
+
+
+class FactWordsCache:
+    """The stemmed words of each user's facts, kept between searches (LRU by users).
+
+    Splitting and stemming thousands of facts took longer than the rest of a search; the entry is
+    read again when the user's facts change (their count, newest id or sources: another process
+    may have written them).
+    """
+
+    def __init__(self, *, max_users: int, newest: int) -> None:
+        self.newest = newest
+        self._entries: BoundedCache[int, FactWords] = BoundedCache(max_entries=max_users)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, user_id: object) -> bool:
+        return user_id in self._entries
+
+    def invalidate(self, user_id: int) -> None:
+        """Forget a user's entry (they were deleted)."""
+        self._entries.pop(user_id)
+
+    async def get(self, session: AsyncSession, user_id: int) -> FactWords:
+        """The user's facts and words, read again only when they changed."""
+        row = (
+            await session.execute(
+                select(
+                    func.count(UserFact.id),
+                    func.max(UserFact.id),
+                    func.sum(func.length(cast(UserFact.message_ids, Text))),
+                ).where(UserFact.user_id == user_id)
+            )
+        ).one()
+        version = (int(row[0] or 0), int(row[1] or 0), int(row[2] or 0))
+        cached = self._entries.get(user_id)
+        if cached is not None and cached.version == version:
+            return cached
+        facts = await sourced_facts(session, user_id, newest=self.newest) if version[0] else []
+        entry = FactWords.of(version, facts)
+        self._entries.put(user_id, entry)
+        return entry
+
+
+def fact_lexical(known: FactWords, query: str, *, limit: int) -> dict[int, float]:
     """Each source message's best lexical fact score, relative to the best fact of this query (0-1].
 
     A fact scores the sum of the IDFs (over the user's facts) of the query words it holds, the
     transcript's weighting; only the best `limit` facts count.
     """
     terms = {stem(t) for t in query_terms(query)}
+    facts = known.facts
     if not terms or not facts:
         return {}
-    words = [{stem(w) for w in query_terms(f.content)} & terms for f in facts]
-    df: dict[str, int] = {t: sum(t in w for w in words) for t in terms}
     n = len(facts)
-    idf = {t: math.log(1 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
+    totals: dict[int, float] = {}
+    for term in terms:
+        holding = known.postings.get(term, [])
+        idf = math.log(1 + (n - len(holding) + 0.5) / (len(holding) + 0.5))
+        for position in holding:
+            totals[position] = totals.get(position, 0.0) + idf
     scored = sorted(
-        ((sum(idf[t] for t in w), f) for w, f in zip(words, facts, strict=True) if w),
+        ((score, facts[position]) for position, score in totals.items()),
         key=lambda pair: (-pair[0], -pair[1].id),
     )[:limit]
     best = scored[0][0] if scored else 0.0

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.core.settings import Settings
 from agent.search.dates import DayRange, describe_day, named_days
-from agent.search.fact_units import fact_lexical, sourced_facts
+from agent.search.fact_units import FactWordsCache, fact_lexical
 from agent.search.facts import MAX_FACTS_SCANNED
 from agent.search.fts import FullText, query_terms
 from agent.search.query import SearchHit, SearchQuery, allowed_rows, make_snippet, sort_key, without_speakers
@@ -28,6 +28,10 @@ class MessageRanking:
     def __init__(self, settings: Settings, full_text: FullText) -> None:
         self.settings = settings
         self.full_text = full_text
+        # Bounded like memory_search: the words of a user's newest facts.
+        self.fact_words = FactWordsCache(
+            max_users=settings.search_vector_cache_users, newest=MAX_FACTS_SCANNED
+        )
 
     def weights(self, vectors_on: bool) -> tuple[float, float]:
         """(vector, lexical) weights; full text alone when embeddings are off."""
@@ -84,10 +88,9 @@ class MessageRanking:
         weight = self.settings.search_fact_weight
         if weight <= 0:
             return {}
-        # Bounded like memory_search: the words of a user's newest facts are scored in Python.
-        facts = await sourced_facts(session, user_id, newest=MAX_FACTS_SCANNED)
+        known = await self.fact_words.get(session, user_id)
         text = without_speakers(query.text, query.speakers)
-        scores = fact_lexical(facts, text, limit=self.settings.search_candidates)
+        scores = fact_lexical(known, text, limit=self.settings.search_candidates)
         return {message_id: score * weight for message_id, score in scores.items()}
 
     def _signals(self, query: SearchQuery, vectors_on: bool, days: list[DayRange]) -> Signals:

@@ -120,7 +120,11 @@ class Recall:
 
     def cache_sizes(self) -> dict[str, int]:
         """How much the per-user maps hold right now (each is bounded; see the settings)."""
-        sizes = {"index_locks": len(self._index_locks), "indexed_users": len(self._indexed)}
+        sizes = {
+            "index_locks": len(self._index_locks),
+            "indexed_users": len(self._indexed),
+            "fact_word_users": len(self.ranking.messages.fact_words),
+        }
         if self.cache is not None:
             sizes |= {"vector_users": len(self.cache), "vector_bytes": self.cache.bytes}
             sizes["vector_locks"] = self.cache.locks_in_use
@@ -128,7 +132,11 @@ class Recall:
 
     def remembers(self, user_id: int) -> bool:
         """Whether anything of the user is held in this process's memory (index marker, vectors)."""
-        return user_id in self._indexed or (self.cache is not None and user_id in self.cache)
+        return (
+            user_id in self._indexed
+            or user_id in self.ranking.messages.fact_words
+            or (self.cache is not None and user_id in self.cache)
+        )
 
     # --- indexing -------------------------------------------------------------------------------
 
@@ -338,6 +346,7 @@ class Recall:
         `forget_user` merges it, so no segment keeps their words).
         """
         self._indexed.pop(user_id)
+        self.ranking.messages.fact_words.invalidate(user_id)
         if self.indexer is not None:
             async with self.sessions() as session, session.begin():
                 await self.indexer.clear_user(session, user_id)

@@ -94,3 +94,20 @@ async def test_one_users_facts_never_reach_another_users_search(
     if not vectors:  # Bob's fact lends Ann's turns nothing: none of them holds those words
         assert ann_found == []
     assert not set(await _ids(recall, bob, "diary of dreams")) & set(anns)
+
+
+async def test_the_words_of_facts_follow_new_facts_and_new_sources(
+    sessions: async_sessionmaker[AsyncSession],
+) -> None:
+    user = await add_user(sessions, "cli:ann")
+    _, ids = await add_day(sessions, user, date(2026, 2, 10), TURNS)
+    recall = make_recall(recall_settings(), sessions, vectors=False)
+    assert await _ids(recall, user, "flat in Porto") == []
+
+    await _add_facts(sessions, user, [("Ann bought a flat in Porto", [ids[0]])])
+    assert await _ids(recall, user, "flat in Porto") == [ids[0]]
+    await _add_facts(sessions, user, [("Ann bought a flat in Porto", [ids[2]])])  # the same fact, said again
+    assert sorted(await _ids(recall, user, "flat in Porto")) == [ids[0], ids[2]]
+
+    await recall.forget_user(user)
+    assert not recall.remembers(user)
