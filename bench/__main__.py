@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from agent.core.settings import load_settings
 from bot.allocator import tune_allocator
@@ -37,6 +38,12 @@ def _parser() -> argparse.ArgumentParser:
         "--backend", choices=["sqlite", "postgres"], default="sqlite", help="recall: database"
     )
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    parser.add_argument(
+        "--facts", action="store_true", help="recall: also measure with the files' observations as facts"
+    )
+    parser.add_argument(
+        "--rebuild", action="store_true", help="recall: build the index even when a kept one matches"
+    )
     return parser
 
 
@@ -49,11 +56,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     quick = args.quick
     if args.name == "recall":
         from bench.recall import load_samples, run_recall_bench
+        from bench.recall_setup import IndexCache, index_key
 
         if not args.paths:
             print("bench recall needs LoCoMo-format JSON files", file=sys.stderr)
             return 2
-        asyncio.run(run_recall_bench(settings, load_samples(args.paths), backend=args.backend))
+        samples = load_samples(args.paths)[:1] if quick else load_samples(args.paths)
+        # The bench embeds with EMBEDDER, or MiniLM when it is none (it compares hybrid with full text).
+        embedder = settings.embedder if settings.embedder != "none" else "minilm"
+        key = index_key(settings, args.paths, embedder=embedder, facts=args.facts, backend=args.backend)
+        asyncio.run(
+            run_recall_bench(
+                settings,
+                samples,
+                backend=args.backend,
+                facts=args.facts,
+                cache=None if args.rebuild else IndexCache(Path("data") / "bench-recall"),
+                cache_key=f"{key}-quick" if quick else key,
+            )
+        )
     elif args.name == "search":
         from bench.search import run_search_bench
 

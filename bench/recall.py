@@ -19,13 +19,9 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from sqlalchemy import update
-
-from agent.account.users import get_or_create_user
 from agent.core.clock import Clock
 from agent.core.settings import Settings
 from agent.search.embedders import open_embedder
@@ -34,13 +30,18 @@ from agent.search.fts import query_terms
 from agent.search.indexer import IndexStats
 from agent.search.recall import Recall
 from bench.common import percentile, scratch_database
+from bench.recall_setup import (
+    CATEGORIES,
+    IndexCache,
+    Loaded,
+    evidence_ids,
+    load_conversation,
+    load_observations,
+)
 from db.engine import create_engine, session_factory
-from db.models import DaySegment, TranscriptMessage, User
+from db.models import TranscriptMessage
 
-CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 KS = (5, 10, 20)
-_DIA = re.compile(r"D(\d+):(\d+)")
-_WHOLE = re.compile(r"D\d+:\d+")
 
 
 def _recall_and_rr(ranked: Sequence[object], gold: set[Any]) -> tuple[list[float], float]:
@@ -96,19 +97,6 @@ class Scores:
         rr = [v for c in categories for v in reciprocal[c]]
         n = len(rr)
         return [statistics.fmean(values[k]) if n else 0.0 for k in KS], statistics.fmean(rr) if n else 0.0, n
-
-
-def parse_time(text: str) -> datetime:
-    """LoCoMo's "1:56 pm on 8 May, 2023" as UTC."""
-    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
-
-
-def turn_text(turn: dict[str, Any]) -> str:
-    """A turn as the bot would store it; a shared photo keeps its caption."""
-    text = str(turn.get("text", ""))
-    if turn.get("blip_caption"):
-        text += f" [shares a photo: {turn['blip_caption']}]"
-    return text
 
 
 def load_samples(paths: Sequence[str]) -> list[dict[str, Any]]:
@@ -170,94 +158,29 @@ class TimedEmbedder:
         return out
 
 
-@dataclass
-class Loaded:
-    """One conversation stored as a user."""
-
-    user_id: int
-    assistant_name: str
-    dia_to_message: dict[str, int]
-    message_session: dict[int, int]
-    end: datetime
-    questions: list[dict[str, Any]]
-
-
-async def _load(sessions: Any, sample: dict[str, Any]) -> Loaded:
-    conversation = sample["conversation"]
-    user, _ = await get_or_create_user(
-        sessions,
-        key=f"bench:{sample['sample_id']}",
-        now=datetime(2020, 1, 1, tzinfo=UTC),
-        timezone="UTC",
-        name=str(conversation["speaker_a"]),
-    )
-    sessions_n = sorted(
-        int(k.split("_")[1]) for k in conversation if re.fullmatch(r"session_\d+", k) and conversation[k]
-    )
-    mapping: dict[str, int] = {}
-    message_session: dict[int, int] = {}
-    end = datetime(2020, 1, 1, tzinfo=UTC)
-    async with sessions() as session, session.begin():
-        segments: dict[Any, DaySegment] = {}
-        for n in sessions_n:
-            start = parse_time(conversation[f"session_{n}_date_time"])
-            for i, turn in enumerate(conversation[f"session_{n}"]):
-                at = start + timedelta(seconds=30 * i)
-                day = at.date()
-                segment = segments.get(day)
-                if segment is None:
-                    segment = DaySegment(
-                        user_id=user.id,
-                        day=day,
-                        timezone="UTC",
-                        first_message_at=at,
-                        last_message_at=at,
-                        message_count=0,
-                        key_moments=[],
-                        messages_since_summary=0,
-                        summary_due=False,
-                        status="final",
-                    )
-                    session.add(segment)
-                    await session.flush()
-                    segments[day] = segment
-                role = "user" if turn["speaker"] == conversation["speaker_a"] else "assistant"
-                message = TranscriptMessage(
-                    user_id=user.id,
-                    role=role,
-                    kind="text",
-                    content=turn_text(turn),
-                    sent_at=at,
-                    day_segment_id=segment.id,
-                )
-                session.add(message)
-                await session.flush()
-                mapping[turn["dia_id"]] = message.id
-                message_session[message.id] = n
-                segment.last_message_at = max(segment.last_message_at, at)
-                segment.message_count += 1
-                end = max(end, at)
-        await session.execute(update(User).where(User.id == user.id).values(last_message_at=end))
-    questions = [q for q in sample["qa"] if q.get("category") in CATEGORIES]
-    return Loaded(
-        user.id, str(conversation["speaker_b"]), mapping, message_session, end + timedelta(days=1), questions
-    )
-
-
-def evidence_ids(entries: Sequence[str], mapping: dict[str, int], problems: Counter[str]) -> set[int]:
-    """Message ids of the evidence turns; malformed and dangling entries are counted, not guessed."""
-    ids: set[int] = set()
-    for entry in entries:
-        found = _DIA.findall(str(entry))
-        if not _WHOLE.fullmatch(str(entry).strip()):
-            problems["malformed"] += 1
-        for session_n, turn_n in found:
-            key = f"D{int(session_n)}:{int(turn_n)}"
-            if key in mapping:
-                ids.add(mapping[key])
-            else:
-                problems["dangling"] += 1
-    return ids
+async def _build(
+    sessions: Any,
+    samples: Sequence[dict[str, Any]],
+    recalls: Sequence[Recall],
+    *,
+    facts: bool,
+) -> tuple[list[Loaded], IndexStats, str]:
+    """Store every sample (and its observations as facts) and index it; a line saying what was stored."""
+    loaded = [await load_conversation(sessions, s) for s in samples]
+    note = ""
+    if facts:
+        counts = [await load_observations(sessions, s, x) for s, x in zip(samples, loaded, strict=True)]
+        note = (
+            f"; {sum(c[0] for c in counts)} observations stored as facts "
+            f"({sum(c[1] for c in counts)} source ids pointing at missing turns)"
+        )
+    stats = IndexStats()
+    for item, recall in zip(loaded, recalls, strict=True):
+        one = await recall.reindex(now=Clock().now(), user_ids=[item.user_id])
+        stats.chunks += one.chunks
+        stats.sections += one.sections
+        stats.facts += one.facts
+    return loaded, stats, note
 
 
 async def run_recall_bench(
@@ -266,8 +189,16 @@ async def run_recall_bench(
     *,
     backend: str = "sqlite",
     embedder: Embedder | None = None,
+    facts: bool = False,
+    cache: IndexCache | None = None,
+    cache_key: str | None = None,
 ) -> None:
-    """Load the samples, index them, search every question in hybrid and full-text mode, print figures."""
+    """Load the samples, index them, search every question in each system, print figures.
+
+    `facts`: the samples' observations are stored as facts and every system is also measured with
+    facts as retrieval units. `cache` and `cache_key` (SQLite): reuse a database built before with
+    the same key, or keep the one built now.
+    """
     # The configured EMBEDDER (MiniLM when it is none: the bench compares hybrid with full text).
     chosen = (
         embedder
@@ -282,26 +213,35 @@ async def run_recall_bench(
             return
         engine = create_engine(url)
         sessions = session_factory(engine)
-        loaded = [await _load(sessions, s) for s in samples]
-        turns = sum(len(x.dia_to_message) for x in loaded)
-        # In LoCoMo the "assistant" is a person: their name stands in for the persona's.
-        named = [settings.model_copy(update={"persona_name": x.assistant_name}) for x in loaded]
         dialect = engine.dialect.name
+        reusable = cache is not None and cache_key is not None and backend == "sqlite"
+        restored = cache.restore(cache_key, url) if reusable and cache and cache_key else None
+        # In LoCoMo the "assistant" is a person: their name stands in for the persona's.
+        persona = [str(s["conversation"]["speaker_b"]) for s in samples]
+        named = [settings.model_copy(update={"persona_name": p, "search_fact_weight": 0.0}) for p in persona]
         hybrids = [Recall(settings=s, sessions=sessions, dialect=dialect, embedder=timed) for s in named]
-        ftss = [Recall(settings=s, sessions=sessions, dialect=dialect, embedder=None) for s in named]
         started = time.perf_counter()
-        stats = IndexStats()
-        for item, hybrid in zip(loaded, hybrids, strict=True):
-            one = await hybrid.reindex(now=Clock().now(), user_ids=[item.user_id])
-            stats.chunks += one.chunks
-            stats.sections += one.sections
+        if restored is not None:
+            loaded, stats, note = (
+                restored,
+                IndexStats(),
+                f"; index reused ({cache.folder if cache else ''}, key {cache_key})",
+            )
+        else:
+            loaded, stats, note = await _build(sessions, samples, hybrids, facts=facts)
+            if reusable and cache and cache_key:
+                await engine.dispose()  # every write is on disk before the file is copied
+                cache.keep(cache_key, url, loaded)
         build_seconds = time.perf_counter() - started
+        turns = sum(len(x.dia_to_message) for x in loaded)
+        built = (
+            f"index build {build_seconds:.1f} s ({stats.chunks} chunks, {stats.sections} sections, "
+            f"{stats.facts} facts){note}; embedding {timed.texts / max(timed.seconds, 1e-9):.0f} texts/s "
+            f"({timed.texts} texts of <= {settings.search_section_tokens} tokens in {timed.seconds:.1f} s)"
+        )
         print(
             f"LoCoMo: {len(samples)} conversations, {turns} turns, backend {backend}, "
-            f"embedder {chosen.name}; index build {build_seconds:.1f} s "
-            f"({stats.chunks} chunks, {stats.sections} sections); embedding "
-            f"{timed.texts / max(timed.seconds, 1e-9):.0f} sections/s ({timed.texts} sections of "
-            f"<= {settings.search_section_tokens} tokens in {timed.seconds:.1f} s)"
+            f"embedder {chosen.name}; " + (note.lstrip("; ") if restored is not None else built)
         )
         # A fresh Recall's first search, without and with the start-up warm-up the bot does.
         for warm in (False, True):
@@ -313,11 +253,26 @@ async def run_recall_bench(
             await first.search(loaded[0].user_id, "what did we talk about last week?", now=loaded[0].end)
             label = f"after warm-up ({(t1 - t0) * 1000:.0f} ms at start)" if warm else "cold"
             print(f"first search, {label}: {(time.perf_counter() - t1) * 1000:.0f} ms")
+        searchers: dict[str, list[Recall]] = {
+            "hybrid": hybrids,
+            "fts-only": [
+                Recall(settings=s, sessions=sessions, dialect=dialect, embedder=None) for s in named
+            ],
+        }
+        if facts:
+            weight = settings.search_fact_weight or 1.0
+            with_facts = [s.model_copy(update={"search_fact_weight": weight}) for s in named]
+            searchers["hybrid+f"] = [
+                Recall(settings=s, sessions=sessions, dialect=dialect, embedder=timed) for s in with_facts
+            ]
+            searchers["fts+f"] = [
+                Recall(settings=s, sessions=sessions, dialect=dialect, embedder=None) for s in with_facts
+            ]
         problems: Counter[str] = Counter()
-        systems = {"hybrid": Scores(), "fts-only": Scores(), "bm25": Scores()}
+        systems = {name: Scores() for name in [*searchers, "bm25"]}
         skipped = 0
         spread = 0
-        for item, hybrid, fts in zip(loaded, hybrids, ftss, strict=True):
+        for index, item in enumerate(loaded):
             async with sessions() as session:
                 rows = await session.execute(
                     TranscriptMessage.__table__.select().where(TranscriptMessage.user_id == item.user_id)
@@ -330,9 +285,11 @@ async def run_recall_bench(
                     continue
                 category = int(question["category"])
                 spread += len({item.message_session[m] for m in evidence}) > 1
-                for name, recall in (("hybrid", hybrid), ("fts-only", fts)):
+                for name, recalls in searchers.items():
                     t0 = time.perf_counter()
-                    hits = await recall.search(item.user_id, question["question"], now=item.end, limit=20)
+                    hits = await recalls[index].search(
+                        item.user_id, question["question"], now=item.end, limit=20
+                    )
                     systems[name].latency_ms.append((time.perf_counter() - t0) * 1000)
                     systems[name].add(
                         category,
@@ -363,16 +320,16 @@ async def run_recall_bench(
         for categories, label in groups:
             cells = []
             for level in ("turn", "session"):
-                recalls, mrr, n = scores.row(categories, level=level)
-                cells.append(" ".join(f"{r:6.3f}" for r in [*recalls, mrr]))
+                at_k, mrr, n = scores.row(categories, level=level)
+                cells.append(" ".join(f"{r:6.3f}" for r in [*at_k, mrr]))
                 if label == "overall":
-                    overall[level][name] = [*recalls, mrr]
+                    overall[level][name] = [*at_k, mrr]
             print(f"{name:9} {label:14} {n:>4} " + "  ".join(cells))
         lat = scores.latency_ms
         print(f"{name:9} latency p50 {percentile(lat, 50):.1f} ms  p95 {percentile(lat, 95):.1f} ms")
     for level, names in (("turn", "R@5 R@10 R@20 MRR"), ("session", "S@5 S@10 S@20 SMRR")):
         base = overall[level]["bm25"]
-        for name in ("hybrid", "fts-only"):
+        for name in [n for n in systems if n != "bm25"]:
             ratios = " ".join(
                 f"{a / b:5.2f}x" if b else "  n/a" for a, b in zip(overall[level][name], base, strict=True)
             )

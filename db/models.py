@@ -251,6 +251,9 @@ class UserFact(Base):
     source: Mapped[str] = mapped_column(String(16), default="extraction")  # extraction | tool | voice
     # What the fact is about, when the writer said (the voice agent's update_memory).
     category: Mapped[str | None] = mapped_column(String(32))
+    # The transcript messages the fact comes from (the extraction names them; a tool's fact has none):
+    # recall search ranks the fact as a unit and returns these turns.
+    message_ids: Mapped[list[Any]] = mapped_column(JSONType, default=list, server_default="[]")
     dedupe_key: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime]
 

@@ -107,8 +107,12 @@ async def memory_stage(ctx: JobContext, item: Ingested, output: Extraction) -> d
         thoughts = await ThoughtRepository(session).add_many(
             item.user_id, item.conversation_id, output.thoughts, at
         )
-        facts = await FactRepository(session).add_many(
-            item.user_id, item.conversation_id, output.user_facts, at, source="extraction"
+        facts = await FactRepository(session).add_sourced(
+            item.user_id,
+            item.conversation_id,
+            [(f.text, f.message_ids) for f in output.user_facts],
+            at,
+            source="extraction",
         )
         plans = plans_from(
             output.threads_to_open, conversation_id=item.conversation_id, timezone=item.timezone, after=at
@@ -139,7 +143,7 @@ async def graph_stage(ctx: JobContext, item: Ingested, output: Extraction) -> in
         return 0
     source = f"conversation:{item.conversation_id}"
     episodes = [
-        ("user", "user facts", output.user_facts),
+        ("user", "user facts", [f.text for f in output.user_facts]),
         ("relationship", "conversation", [output.summary, *output.key_moments]),
         ("persona", "thoughts", output.thoughts[:2]),
     ]

@@ -107,6 +107,7 @@ _SECTIONS: dict[str, tuple[Any, dict[str, Any]]] = {
             "content": UserFact.content,
             "source": UserFact.source,
             "category": UserFact.category,
+            "message_ids": UserFact.message_ids,
             "created_at": UserFact.created_at,
         },
     ),

@@ -283,6 +283,9 @@ class Settings(BaseSettings):
     # and that many of those days' best sections join the candidates.
     search_date_boost: float = 0.5
     search_date_candidates: int = 10
+    # Facts with their source messages rank with the transcript: a fact's score, x this, reaches the
+    # messages it comes from (0 = facts take no part in conversation_search).
+    search_fact_weight: float = 1.0
     # Characters of the turn before and after each message hit (0 = no neighbours in results).
     search_neighbour_chars: int = 160
     # At start, the vectors of this many most recently active users are loaded into the cache.

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 from pydantic_ai import Agent
 from pydantic_ai.models import Model
 
@@ -34,6 +34,21 @@ class NewThread(BaseModel):
     )
 
 
+class ExtractedFact(BaseModel):
+    """A durable fact about the user and the messages it comes from."""
+
+    text: str = Field(description="One short sentence, naming the user (e.g. 'Ana plays the cello').")
+    message_ids: list[int] = Field(
+        default_factory=list, description="The #ids of the conversation's messages that state the fact."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_text(cls, value: object) -> object:
+        # A bare sentence is a fact without sources (what extractions stored before sources existed).
+        return {"text": value} if isinstance(value, str) else value
+
+
 class EmotionalMarker(BaseModel):
     """An emotion the user showed."""
 
@@ -45,7 +60,7 @@ class EmotionalMarker(BaseModel):
 class Extraction(BaseModel):
     """The typed result of post-processing one conversation."""
 
-    user_facts: list[str] = Field(default_factory=list, description="Durable facts about the user.")
+    user_facts: list[ExtractedFact] = Field(default_factory=list, description="Durable facts about the user.")
     threads_to_open: list[NewThread] = Field(default_factory=list)
     resolved_thread_ids: list[int] = Field(
         default_factory=list, description="Ids of the listed open threads this conversation resolved."
@@ -68,7 +83,8 @@ class OpenThread:
 
 EXTRACTION_INSTRUCTIONS = """\
 You read one finished conversation between a user and {persona_name}, a companion, and extract memory.
-- user_facts: durable facts or preferences about the user (not passing moods), each one short sentence.
+- user_facts: durable facts or preferences about the user (not passing moods), each one short sentence,
+  with the #ids of the messages it comes from (the number after # in each line).
 - threads_to_open: things to follow up, questions left open, promises made, topics, curiosities, callbacks.
 - follow_up_at on a thread: the local moment to check in first, when one is natural ("my interview is on
   Thursday" -> Friday afternoon; "I'll tell you how the date goes" -> the next evening); otherwise null.
@@ -118,4 +134,8 @@ async def extract(
     allowed = {t.id for t in open_threads}
     # The model may only resolve threads it was shown (this user's open ones).
     output.resolved_thread_ids = sorted({i for i in output.resolved_thread_ids if i in allowed})
+    # A fact keeps only sources from this conversation; a fact whose ids are all wrong stays, unsourced.
+    said = {line.id for line in lines}
+    for fact in output.user_facts:
+        fact.message_ids = sorted({i for i in fact.message_ids if i in said})
     return output

@@ -79,8 +79,8 @@ class FactStore(Protocol):
         ...
 
 
-def _stem(word: str) -> str:
-    # A crude suffix strip is enough to match "hiking" with "hike" among a few hundred facts.
+def stem(word: str) -> str:
+    """A crude English suffix strip, enough to match "hiking" with "hike" among a user's facts."""
     for suffix in ("ing", "ies", "es", "ed", "s"):
         if len(word) > len(suffix) + 2 and word.endswith(suffix):
             return word[: -len(suffix)]
@@ -108,10 +108,10 @@ class SqlFactStore:
                 .scalars()
                 .all()
             )
-        terms = {_stem(t) for t in query_terms(query)}
+        terms = {stem(t) for t in query_terms(query)}
         scored: list[FactHit] = []
         for fact in facts:
-            words = {_stem(w) for w in query_terms(fact.content)}
+            words = {stem(w) for w in query_terms(fact.content)}
             score = len(terms & words) / len(terms) if terms else 0.0
             if terms and score == 0:
                 continue

@@ -1,4 +1,4 @@
-"""Keeps the embedding index current: chunks of new messages and changed day summaries, per user.
+"""Keeps the embedding index current: chunks of new messages, changed day summaries and facts, per user.
 
 Full text needs no indexer (triggers / generated columns keep it in the writer's transaction).
 Embeddings are derived data: indexing runs after the turn commits and again, as a catch-up, before
@@ -27,6 +27,7 @@ from agent.core.settings import Settings
 from agent.history.tokens import TokenCounter
 from agent.search.chunks import Chunk, ChunkMessage, build_chunks, split_text
 from agent.search.embeddings import Embedder
+from agent.search.fact_units import index_facts
 from agent.search.vectors import VectorCache
 from db.models import DaySegment, SearchChunk, TranscriptMessage, User
 
@@ -43,6 +44,7 @@ class IndexStats:
     chunks: int = 0
     sections: int = 0
     summaries: int = 0
+    facts: int = 0
 
 
 def _digest(*parts: str) -> str:
@@ -73,7 +75,8 @@ class Indexer:
         for segment in await self._stale_summaries(session, user_id):
             if await self.index_day_summary(session, segment, now=now):
                 stats.summaries += 1
-        if stats.chunks or stats.summaries:
+        stats.facts = await index_facts(session, user_id, embedder=self.embedder, now=now)
+        if stats.chunks or stats.summaries or stats.facts:
             self.cache.invalidate(user_id)
         return stats
 

@@ -12,11 +12,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.core.settings import Settings
 from agent.search.dates import DayRange, describe_day, named_days
+from agent.search.fact_units import FactWordsCache, fact_lexical
+from agent.search.facts import MAX_FACTS_SCANNED
 from agent.search.fts import FullText, query_terms
 from agent.search.query import SearchHit, SearchQuery, allowed_rows, make_snippet, sort_key, without_speakers
 from agent.search.rescore import Signals, final_scores
 from agent.search.turns import TurnInfo, by_ids, named_role, neighbours, speaker_name, turn_info
-from agent.search.vectors import KIND_MESSAGES, UserVectors
+from agent.search.vectors import KIND_FACT, KIND_MESSAGES, UserVectors
 from db.models import DaySegment, TranscriptMessage
 
 
@@ -26,6 +28,10 @@ class MessageRanking:
     def __init__(self, settings: Settings, full_text: FullText) -> None:
         self.settings = settings
         self.full_text = full_text
+        # Bounded like memory_search: the words of a user's newest facts.
+        self.fact_words = FactWordsCache(
+            max_users=settings.search_vector_cache_users, newest=MAX_FACTS_SCANNED
+        )
 
     def weights(self, vectors_on: bool) -> tuple[float, float]:
         """(vector, lexical) weights; full text alone when embeddings are off."""
@@ -67,6 +73,26 @@ class MessageRanking:
                     cosine[message_id] = max(cosine.get(message_id, -1.0), float(sims[row]))
         return cosine
 
+    def _with_facts(self, vectors: UserVectors, sims: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(similarities with fact rows x SEARCH_FACT_WEIGHT, the rows that rank: sections and facts)."""
+        weight = self.settings.search_fact_weight
+        facts = vectors.kinds == KIND_FACT
+        if weight <= 0 or not facts.any():
+            return np.where(facts, np.float32(-1.0), sims), vectors.kinds == KIND_MESSAGES
+        return np.where(facts, sims * np.float32(weight), sims), facts | (vectors.kinds == KIND_MESSAGES)
+
+    async def _fact_candidates(
+        self, session: AsyncSession, user_id: int, query: SearchQuery
+    ) -> dict[int, float]:
+        """Source messages of the facts matching the query's words, with the fact's score x its weight."""
+        weight = self.settings.search_fact_weight
+        if weight <= 0:
+            return {}
+        known = await self.fact_words.get(session, user_id)
+        text = without_speakers(query.text, query.speakers)
+        scores = fact_lexical(known, text, limit=self.settings.search_candidates)
+        return {message_id: score * weight for message_id, score in scores.items()}
+
     def _signals(self, query: SearchQuery, vectors_on: bool, days: list[DayRange]) -> Signals:
         wv, wl = self.weights(vectors_on)
         user_name, persona_name = (*query.speakers, "", "")[:2]
@@ -100,11 +126,13 @@ class MessageRanking:
         )
         lexical = {h.id: h.score for h in lexical_hits}
         days = named_days(query.text, query.today) if query.today is not None else []
+        facts = await self._fact_candidates(session, user_id, query)
         cosine: dict[int, float] = {}
         if sims is not None and vectors is not None:
-            allowed = allowed_rows(vectors, query, segment_filter) & (vectors.kinds == KIND_MESSAGES)
+            sims, units = self._with_facts(vectors, sims)
+            allowed = allowed_rows(vectors, query, segment_filter) & units
             cosine = self._vector_candidates(vectors, sims, allowed, days)
-        ids = set(lexical) | set(cosine)
+        ids = set(lexical) | set(cosine) | set(facts)
         info = await turn_info(session, user_id, ids)
         if self.settings.search_previous_turn_weight > 0:
             # The turn after a lexical hit may be the answer to it: it competes too.
@@ -123,7 +151,13 @@ class MessageRanking:
             return []
         signals = self._signals(query, sims is not None, days)
         base = final_scores(
-            ids, cosine=cosine, lexical=lexical, info=info, signals=signals, unembedded=unembedded
+            ids,
+            cosine=cosine,
+            lexical=lexical,
+            info=info,
+            signals=signals,
+            unembedded=unembedded,
+            facts=facts,
         )
         # Only the best few are read back; ranking needs no more than the limit's worth.
         keep = sorted(ids, key=lambda i: (-base[i], -i))[: max(query.limit * 3, 30)]

@@ -29,7 +29,7 @@ from agent.search.get import MessagesOut, RecallInputError, SummaryOut
 from agent.search.indexer import Indexer, IndexStats
 from agent.search.search import ConversationSearch, SearchHit, SearchQuery, recency_start
 from agent.search.vectors import VectorCache
-from db.models import DaySegment, SearchChunk, TranscriptMessage, User
+from db.models import DaySegment, SearchChunk, TranscriptMessage, User, UserFact
 from db.repositories import user_present
 
 logger = logging.getLogger(__name__)
@@ -121,7 +121,11 @@ class Recall:
 
     def cache_sizes(self) -> dict[str, int]:
         """How much the per-user maps hold right now (each is bounded; see the settings)."""
-        sizes = {"index_locks": len(self._index_locks), "indexed_users": len(self._indexed)}
+        sizes = {
+            "index_locks": len(self._index_locks),
+            "indexed_users": len(self._indexed),
+            "fact_word_users": len(self.ranking.messages.fact_words),
+        }
         if self.cache is not None:
             sizes |= {"vector_users": len(self.cache), "vector_bytes": self.cache.bytes}
             sizes["vector_locks"] = self.cache.locks_in_use
@@ -129,7 +133,11 @@ class Recall:
 
     def remembers(self, user_id: int) -> bool:
         """Whether anything of the user is held in this process's memory (index marker, vectors)."""
-        return user_id in self._indexed or (self.cache is not None and user_id in self.cache)
+        return (
+            user_id in self._indexed
+            or user_id in self.ranking.messages.fact_words
+            or (self.cache is not None and user_id in self.cache)
+        )
 
     # --- indexing -------------------------------------------------------------------------------
 
@@ -152,7 +160,7 @@ class Recall:
             return stats
 
     async def _marker(self, user_id: int) -> tuple[Any, ...]:
-        """The user's newest message id and newest summary time: what the index must have seen."""
+        """The newest message id, summary time and fact id of the user: what the index must have seen."""
         async with self.sessions() as session:
             newest = await session.scalar(
                 select(TranscriptMessage.id)
@@ -163,7 +171,8 @@ class Recall:
             summarised = await session.scalar(
                 select(func.max(DaySegment.summary_updated_at)).where(DaySegment.user_id == user_id)
             )
-        return newest, summarised
+            facts = await session.scalar(select(func.max(UserFact.id)).where(UserFact.user_id == user_id))
+        return newest, summarised, facts
 
     async def index_quietly(self, user_id: int, *, now: datetime) -> IndexStats | None:
         """`index_user` that logs a failure instead of raising: a reply never depends on the index.
@@ -232,6 +241,7 @@ class Recall:
             total.chunks += stats.chunks
             total.sections += stats.sections
             total.summaries += stats.summaries
+            total.facts += stats.facts
             if progress is not None:
                 progress(user_id, stats)
         return total
@@ -355,6 +365,7 @@ class Recall:
         `forget_user` merges it, so no segment keeps their words).
         """
         self._indexed.pop(user_id)
+        self.ranking.messages.fact_words.invalidate(user_id)
         if self.indexer is not None:
             async with self.sessions() as session, session.begin():
                 await self.indexer.clear_user(session, user_id)

@@ -52,17 +52,21 @@ def final_scores(
     info: Mapping[int, TurnInfo],
     signals: Signals,
     unembedded: AbstractSet[int] = frozenset(),
+    facts: Mapping[int, float] | None = None,
 ) -> dict[int, float]:
-    """vector x cosine + lexical x (score / best), then the speaker and date factors.
+    """vector x cosine + lexical x (score / best, or the message's best fact's lexical score when
+    higher), then the speaker and date factors.
 
     A message in `unembedded` has no vector of the current model (indexed by another one, before
     `bot reindex`): its lexical part takes both weights, as in a search without embeddings.
     """
     contextual = with_previous_turn(lexical, info, signals.previous_turn_weight)
     best = max(contextual.values(), default=0.0)
+    facts = facts or {}
     scores: dict[int, float] = {}
     for message_id in ids:
         lexical_part = contextual.get(message_id, 0.0) / best if best > 0 else 0.0
+        lexical_part = max(lexical_part, facts.get(message_id, 0.0))
         wv, wl = signals.vector_weight, signals.lexical_weight
         if message_id in unembedded:
             score = (wv + wl) * lexical_part

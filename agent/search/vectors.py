@@ -23,6 +23,8 @@ from db.models import DaySegment, SearchChunk
 
 KIND_MESSAGES = 0
 KIND_SUMMARY = 1
+KIND_FACT = 2  # one fact, its one section holding the messages it comes from
+_KINDS = {"messages": KIND_MESSAGES, "summary": KIND_SUMMARY, "fact": KIND_FACT}
 
 
 @dataclass
@@ -196,7 +198,7 @@ class VectorCache:
             matrix=np.frombuffer(b"".join(r[4] for r in rows), dtype=np.float32)
             .reshape(-1, self.dimensions)
             .copy(),
-            kinds=each_row([KIND_SUMMARY if r[0] == "summary" else KIND_MESSAGES for r in rows], np.int8),
+            kinds=each_row([_KINDS.get(r[0], KIND_MESSAGES) for r in rows], np.int8),
             day_segment_ids=each_row([r[1] or 0 for r in rows], np.int64),
             days=each_row([r[7].toordinal() if isinstance(r[7], date) else 0 for r in rows], np.int64),
             last_sent=each_row([r[6].timestamp() for r in rows], np.float64),

@@ -76,3 +76,33 @@ async def test_slow_model_times_out() -> None:
     fast = SETTINGS.model_copy(update={"summary_timeout_seconds": 0.05})
     with pytest.raises(TimeoutError):
         await extract(FunctionModel(slow), fast, LINES, [])
+
+
+async def test_facts_keep_only_source_ids_of_the_conversation() -> None:
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        args = {
+            "user_facts": [
+                {"text": "Ana is going to Porto", "message_ids": [1, 2, 1]},
+                {"text": "Ana likes flying", "message_ids": [404]},  # not in this conversation
+                "Ana travels light",  # no sources at all
+            ],
+            "summary": "Ana booked her flight.",
+            "tone": "upbeat",
+        }
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, args)])
+
+    output = await extract(FunctionModel(model), SETTINGS, LINES, [])
+
+    assert [(f.text, f.message_ids) for f in output.user_facts] == [
+        ("Ana is going to Porto", [1, 2]),
+        ("Ana likes flying", []),  # the fact stays, its wrong source goes
+        ("Ana travels light", []),
+    ]
+
+
+def test_an_extraction_stored_without_sources_still_reads() -> None:
+    stored = {"user_facts": ["Ana plays the cello"], "summary": "s", "tone": "warm"}
+
+    facts = Extraction.model_validate(stored).user_facts
+
+    assert [(f.text, f.message_ids) for f in facts] == [("Ana plays the cello", [])]

@@ -149,6 +149,7 @@ async def test_many_users_leave_every_map_bounded(
         assert seen["histories"] <= BOUNDS["history_cache_sessions"]
         assert seen["history_bytes"] <= BOUNDS["history_cache_max_bytes"]
         assert seen["vector_users"] <= BOUNDS["search_vector_cache_users"]
+        assert seen["fact_word_users"] <= BOUNDS["search_vector_cache_users"]
         assert seen["vector_bytes"] <= BOUNDS["search_vector_cache_bytes"]
         assert seen["indexed_users"] <= BOUNDS["search_indexed_users"]
         # Locks and in-flight registries hold nobody once every turn is done.

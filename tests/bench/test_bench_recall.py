@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from agent.core.settings import Settings
 from agent.search.embeddings import HashingEmbedder
 from bench.recall import Scores, run_recall_bench
+from bench.recall_setup import IndexCache
 
 
 def test_session_recall_counts_evidence_sessions_reached_by_any_result() -> None:
@@ -105,3 +108,37 @@ async def test_the_benchmark_prints_session_figures_beside_turn_figures(
         # A result in an evidence turn is a result in that turn's session.
         assert all(s >= t for s, t in zip(values[4:], values[:4], strict=True)), (name, label)
     assert "hybrid / bm25 (S@5 S@10 S@20 SMRR)" in out
+
+
+async def test_facts_mode_measures_with_the_observations_and_a_kept_index_is_reused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    settings = Settings(_env_file=None, model="test", compaction_enabled=False)
+    sample = _sample()
+    # Only the observation says "pet": full text finds the kitten turn through it alone.
+    sample["observation"] = {
+        "session_1_observation": {"Ann": [["Ann has a pet cat named Pebble.", "D1:1"]]},
+        "session_2_observation": {"Bob": [["Bob learns an instrument.", ["D2:1", "D9:9"]]]},
+    }
+    sample["qa"] = [{"question": "What pet does Ann have?", "evidence": ["D1:1"], "category": 4}]
+    cache = IndexCache(tmp_path)
+
+    for _ in range(2):
+        await run_recall_bench(
+            settings,
+            [sample],
+            backend="sqlite",
+            embedder=HashingEmbedder(),
+            facts=True,
+            cache=cache,
+            cache_key="k",
+        )
+
+    first, second = capsys.readouterr().out.split("LoCoMo: ")[1:]
+    assert "2 observations stored as facts (1 source ids pointing at missing turns)" in first
+    assert "index reused" in second and "index reused" not in first
+    for out in (first, second):
+        rows = {tuple(line.split()[:2]): line.split()[4] for line in out.splitlines() if "overall" in line}
+        assert rows[("fts-only", "overall")] == "0.000"  # R@5: no turn says "pet"
+        assert rows[("fts+f", "overall")] == "1.000"
+        assert ("hybrid+f", "overall") in rows

@@ -55,6 +55,24 @@ async def test_inserts_are_idempotent(sessions: async_sessionmaker[AsyncSession]
         assert [f.content for f in await FactRepository(session).for_user(user_id)] == ["Likes tea"]
 
 
+async def test_a_fact_learnt_again_gains_the_new_sources(
+    sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    user_id, conversation_id = await seed_conversation(sessions, start=clock.now(), texts=["a", "b", "c"])
+    for facts in (
+        [("Ana plays the cello", [3, 1]), ("Ana plays the cello.", [2])],  # one statement, one fact
+        [("ana plays the cello", [9, 1])],  # a later conversation says it again
+        [("ana plays the cello", [9])],  # a rerun: nothing changes
+    ):
+        async with sessions() as session, session.begin():
+            await FactRepository(session).add_sourced(
+                user_id, conversation_id, facts, clock.now(), source="extraction"
+            )
+    async with sessions() as session:
+        (fact,) = await FactRepository(session).for_user(user_id)
+    assert (fact.content, fact.message_ids) == ("Ana plays the cello", [1, 2, 3, 9])
+
+
 async def test_resolve_touches_only_the_users_open_threads(
     sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
 ) -> None:

@@ -200,3 +200,37 @@ async def test_graph_stage_sends_three_groups_with_stable_source_ids(
         "Ana lives in Lisbon\nAna plays the cello",
     )
     assert user["reference_time"] == clock.now() + timedelta(minutes=3)
+
+
+async def test_facts_are_stored_with_the_messages_they_come_from(
+    ctx: JobContext,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+    scripted: ScriptedSummaries,
+) -> None:
+    _, conversation_id = await seed_conversation(sessions, start=clock.now(), texts=TEXTS)
+    _, other_conversation = await seed_conversation(
+        sessions, start=clock.now(), texts=["my secret diary"], user_key="cli:bo", status="active"
+    )
+    async with sessions() as session:
+        ids = {
+            m.content: m.id
+            for m in (await session.execute(select(TranscriptMessage))).scalars()
+            if m.conversation_id in (conversation_id, other_conversation)
+        }
+    offer, concert, foreign = ids[TEXTS[2]], ids[TEXTS[0]], ids["my secret diary"]
+    scripted.extraction = extraction_reply(
+        user_facts=[
+            {"text": "Ana got a job offer", "message_ids": [offer, foreign]},
+            {"text": "Ana plays a concert on Friday", "message_ids": [concert]},
+        ]
+    )
+
+    await run_job("postprocess", ctx)
+
+    # The prompt names every message by its id, so the model can point at them.
+    assert f"[#{offer} " in scripted.extraction_prompts[0]
+    async with sessions() as session:
+        facts = {f.content: f.message_ids for f in (await session.execute(select(UserFact))).scalars()}
+    # Bo's message is not in Ana's conversation: never a source of her fact.
+    assert facts == {"Ana got a job offer": [offer], "Ana plays a concert on Friday": [concert]}
