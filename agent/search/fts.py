@@ -244,41 +244,33 @@ class PostgresFullText:
         # sum of the IDFs (over this user's messages) of the query terms it holds (BM25 with tf
         # saturated at 1, fine for chat-length messages). Only the newest `scan` matches are scored
         # so a query of common words over a long history stays bounded (vectors are not capped).
-        tsquery = self.tsquery(terms)
+        # One statement: the user's matches are found once (through the (user_id, search_tsv) GIN
+        # index), then counted per term for the IDFs and the newest `scan` of them scored.
         keys = [f"t{i}" for i in range(len(terms))]
-        base = {"query": tsquery, "user_id": user_id, **dict(zip(keys, terms, strict=True))}
-        counts = ", ".join(
-            f"count(*) FILTER (WHERE m.search_tsv @@ to_tsquery('english', :{k}))" for k in keys
-        )
-        df_row = (
-            await session.execute(
-                text(
-                    f"SELECT {counts} FROM transcript_messages m WHERE m.user_id = :user_id "
-                    "AND m.role != 'system' AND m.search_tsv @@ to_tsquery('english', :query)"
-                ),
-                base,
-            )
-        ).one()
-        total = await session.scalar(
-            text("SELECT coalesce(sum(message_count), 0) FROM day_segments WHERE user_id = :user_id"),
-            {"user_id": user_id},
-        )
-        n = max(int(total or 0), max((int(d) for d in df_row), default=0), 1)
-        weights = {f"w{i}": math.log(1 + (n - int(d) + 0.5) / (int(d) + 0.5)) for i, d in enumerate(df_row)}
-        score = " + ".join(
-            f"(CASE WHEN c.search_tsv @@ to_tsquery('english', :{k}) THEN CAST(:w{i} AS float8) ELSE 0.0 END)"
-            for i, k in enumerate(keys)
-        )
+        has = [f"search_tsv @@ to_tsquery('english', :{k})" for k in keys]
+        counts = ", ".join(f"count(*) FILTER (WHERE {h}) AS d{i}" for i, h in enumerate(has))
+        greatest = ", ".join(f"d{i}" for i in range(len(keys)))
+        idfs = ", ".join(f"ln(1.0 + (n - d{i} + 0.5) / (d{i} + 0.5)) AS w{i}" for i in range(len(keys)))
+        score = " + ".join(f"(CASE WHEN c.{h} THEN w.w{i} ELSE 0.0 END)" for i, h in enumerate(has))
         sql = _typed(
+            "WITH hits AS MATERIALIZED ("
+            "SELECT m.id, m.search_tsv, m.day_segment_id, m.sent_at FROM transcript_messages m "
+            # The cast lets the planner use the bigint side of the (user_id, search_tsv) GIN index.
+            "WHERE m.user_id = CAST(:user_id AS bigint) AND m.role != 'system' "
+            "AND m.search_tsv @@ to_tsquery('english', :query)), "
+            f"df AS (SELECT {counts} FROM hits), "
+            "total AS (SELECT coalesce(sum(message_count), 0) AS messages FROM day_segments "
+            "WHERE user_id = CAST(:user_id AS bigint)), "
+            f"w AS (SELECT {idfs} FROM (SELECT df.*, CAST(greatest(total.messages, {greatest}, 1) "
+            "AS float8) AS n FROM df, total) s) "
             f"SELECT c.id, {score} AS score FROM ("
-            "SELECT m.id, m.search_tsv FROM transcript_messages m "
-            "WHERE m.user_id = :user_id AND m.role != 'system' "
-            "AND m.search_tsv @@ to_tsquery('english', :query)"
+            "SELECT m.id, m.search_tsv FROM hits m WHERE true"
             + _filters(day_segment_id, since)
-            + " ORDER BY m.id DESC LIMIT :scan) c ORDER BY score DESC, c.id DESC LIMIT :limit",
+            + " ORDER BY m.id DESC LIMIT :scan) c, w ORDER BY score DESC, c.id DESC LIMIT :limit",
             since,
         )
-        params = {**base, **weights, "limit": limit, "scan": self.scan}
+        params = {"query": self.tsquery(terms), "user_id": user_id, "limit": limit, "scan": self.scan}
+        params |= dict(zip(keys, terms, strict=True))
         rows = await session.execute(sql, {**params, **_params(day_segment_id, since)})
         return [LexicalHit(int(r[0]), float(r[1])) for r in rows if r[1] > 0]
 
