@@ -97,6 +97,7 @@ class MessageRanking:
             limit=self.settings.search_candidates,
             day_segment_id=segment_filter,
             since=query.since,
+            language=query.language,
         )
         lexical = {h.id: h.score for h in lexical_hits}
         days = named_days(query.text, query.today) if query.today is not None else []

@@ -261,12 +261,19 @@ class Recall:
         # Registered: the vector cache is filled here, and /forget must not clear it under a search.
         async with self.guard.registered(user_id), self.sessions() as session:
             # The speakers' names are left out of the lexical side (see search.without_speakers).
-            row = (await session.execute(select(User.name, User.timezone).where(User.id == user_id))).first()
-            user_name, timezone = (row[0], row[1]) if row is not None else (None, "UTC")
+            row = (
+                await session.execute(
+                    select(User.name, User.timezone, User.language).where(User.id == user_id)
+                )
+            ).first()
+            user_name, timezone, language = (
+                (row[0], row[1], row[2]) if row is not None else (None, "UTC", None)
+            )
             spec = replace(
                 spec,
                 speakers=(user_name or "", self.settings.persona_name),
                 today=local_day(now, timezone or "UTC"),
+                language=language,
             )
             vectors = None
             if self.cache is not None and query_vector is not None:
