@@ -61,6 +61,25 @@ SNOWBALL: dict[str, str] = {
     "ta": "tamil",
     "tr": "turkish",
 }
+# Languages /language accepts by name (English and the language's own), besides any two-letter code.
+LANGUAGE_NAMES: dict[str, tuple[str, ...]] = {
+    "ar": ("arabic", "العربية"),
+    "de": ("german", "deutsch"),
+    "en": ("english",),
+    "es": ("spanish", "español"),
+    "fa": ("persian", "farsi", "فارسی"),
+    "fr": ("french", "français"),
+    "it": ("italian", "italiano"),
+    "ja": ("japanese", "日本語"),
+    "ko": ("korean", "한국어"),
+    "nl": ("dutch", "nederlands"),
+    "pl": ("polish", "polski"),
+    "pt": ("portuguese", "português"),
+    "ru": ("russian", "русский"),
+    "tr": ("turkish", "türkçe"),
+    "uk": ("ukrainian", "українська"),
+    "zh": ("chinese", "中文"),
+}
 # A stem shorter than this is matched whole: a two-letter prefix matches too much.
 MIN_PREFIX = 3
 
@@ -150,6 +169,15 @@ def detect_language(message: str) -> str | None:
     ranked = sorted(scores.items(), key=lambda item: -item[1])
     (best, score), (_, second) = ranked[0], ranked[1]
     return best if score >= 3 and score > second else None
+
+
+def parse_language(name: str) -> str | None:
+    """A language code from a code ("fr", "pt-BR") or a name ("French", "русский"); None if unknown."""
+    wanted = name.strip().lower()
+    code = wanted.split("-")[0].split("_")[0]
+    if len(code) == 2 and code.isascii() and code.isalpha():
+        return code
+    return next((c for c, names in LANGUAGE_NAMES.items() if wanted in names), None)
 
 
 async def set_language(session: AsyncSession, user_id: int, language: str) -> None:
