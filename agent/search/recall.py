@@ -148,17 +148,21 @@ class Recall:
 
     async def _marker(self, user_id: int) -> tuple[Any, ...]:
         """The user's newest message id and newest summary time: what the index must have seen."""
-        async with self.sessions() as session:
-            newest = await session.scalar(
-                select(TranscriptMessage.id)
-                .where(TranscriptMessage.user_id == user_id)
-                .order_by(TranscriptMessage.sent_at.desc(), TranscriptMessage.id.desc())
-                .limit(1)
-            )
-            summarised = await session.scalar(
-                select(func.max(DaySegment.summary_updated_at)).where(DaySegment.user_id == user_id)
-            )
-        return newest, summarised
+        newest = (
+            select(TranscriptMessage.id)
+            .where(TranscriptMessage.user_id == user_id)
+            .order_by(TranscriptMessage.sent_at.desc(), TranscriptMessage.id.desc())
+            .limit(1)
+            .scalar_subquery()
+        )
+        summarised = (
+            select(func.max(DaySegment.summary_updated_at))
+            .where(DaySegment.user_id == user_id)
+            .scalar_subquery()
+        )
+        async with self.sessions() as session:  # one round trip: this runs before every search
+            row = (await session.execute(select(newest, summarised))).one()
+        return row[0], row[1]
 
     async def index_quietly(self, user_id: int, *, now: datetime) -> IndexStats | None:
         """`index_user` that logs a failure instead of raising: a reply never depends on the index.
