@@ -248,7 +248,7 @@ class PostgresFullText:
         terms = self.terms(query, language)
         if not terms:
             return []
-        config = postgres_config(language)
+        config = _regconfig(language)
         # ts_rank_cd knows no IDF, so common words would outrank rare ones: score each match as
         # sum of the IDFs (over this user's messages) of the query terms it holds (BM25 with tf
         # saturated at 1, fine for chat-length messages). Only the newest `scan` matches are scored
@@ -256,7 +256,7 @@ class PostgresFullText:
         # One statement: the user's matches are found once (through the (user_id, search_tsv) GIN
         # index), then counted per term for the IDFs and the newest `scan` of them scored.
         keys = [f"t{i}" for i in range(len(terms))]
-        has = [f"search_tsv @@ to_tsquery(CAST(:config AS regconfig), :{k})" for k in keys]
+        has = [f"search_tsv @@ to_tsquery({config}, :{k})" for k in keys]
         counts = ", ".join(f"count(*) FILTER (WHERE {h}) AS d{i}" for i, h in enumerate(has))
         greatest = ", ".join(f"d{i}" for i in range(len(keys)))
         idfs = ", ".join(f"ln(1.0 + (n - d{i} + 0.5) / (d{i} + 0.5)) AS w{i}" for i in range(len(keys)))
@@ -266,7 +266,7 @@ class PostgresFullText:
             "SELECT m.id, m.search_tsv, m.day_segment_id, m.sent_at FROM transcript_messages m "
             # The cast lets the planner use the bigint side of the (user_id, search_tsv) GIN index.
             "WHERE m.user_id = CAST(:user_id AS bigint) AND m.role != 'system' "
-            "AND m.search_tsv @@ to_tsquery(CAST(:config AS regconfig), :query)), "
+            f"AND m.search_tsv @@ to_tsquery({config}, :query)), "
             f"df AS (SELECT {counts} FROM hits), "
             "total AS (SELECT coalesce(sum(message_count), 0) AS messages FROM day_segments "
             "WHERE user_id = CAST(:user_id AS bigint)), "
@@ -279,7 +279,6 @@ class PostgresFullText:
             since,
         )
         params = {"query": self.tsquery(terms), "user_id": user_id, "limit": limit, "scan": self.scan}
-        params["config"] = config
         params |= dict(zip(keys, terms, strict=True))
         rows = await session.execute(sql, {**params, **_params(day_segment_id, since)})
         return [LexicalHit(int(r[0]), float(r[1])) for r in rows if r[1] > 0]
@@ -293,18 +292,27 @@ class PostgresFullText:
             return []
         sql = text(
             "SELECT d.id, ts_rank_cd(d.summary_tsv, q, 1) AS score "
-            "FROM day_segments d, to_tsquery(CAST(:config AS regconfig), :query) q "
+            f"FROM day_segments d, to_tsquery({_regconfig(language)}, :query) q "
             "WHERE d.user_id = :user_id AND d.summary_tsv @@ q "
             "ORDER BY score DESC, d.day DESC LIMIT :limit"
         )
-        params = {"query": self.tsquery(terms), "config": postgres_config(language)}
-        rows = await session.execute(sql, {**params, "user_id": user_id, "limit": limit})
+        rows = await session.execute(sql, {"query": self.tsquery(terms), "user_id": user_id, "limit": limit})
         return [LexicalHit(int(r[0]), float(r[1])) for r in rows if r[1] > 0]
 
     async def rebuild(self, session: AsyncSession) -> None:
         """Generated columns cannot go stale; only the GIN indexes are rebuilt."""
         await session.execute(text("REINDEX INDEX ix_transcript_search_tsv"))
         await session.execute(text("REINDEX INDEX ix_day_segments_summary_tsv"))
+
+
+def _regconfig(language: str | None) -> str:
+    """The user's configuration as a SQL constant: a name from our own table (db/search_text.py),
+    never the user's input. A constant, unlike a cast parameter, lets PostgreSQL parse each
+    to_tsquery once per statement rather than once per row it scores."""
+    name = postgres_config(language)
+    if not name.isascii() or not name.isalpha():
+        raise ValueError(f"not a text-search configuration name: {name!r}")
+    return f"'{name}'::regconfig"
 
 
 def full_text_for(dialect: str, *, scan: int = 2000) -> FullText:
