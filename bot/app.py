@@ -98,6 +98,7 @@ def _register(application: AnyApplication, settings: Settings) -> None:
         "help": commands.on_help,
         "memory": commands.on_memory,
         "timezone": commands.on_timezone,
+        "language": commands.on_language,
         "export": commands.on_export,
         "forget": commands.on_forget,
         "timeline": timeline_command.on_timeline,

@@ -13,6 +13,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 
+from db.search_text import search_text
+
 # A JSON "\u0000" escape: preceded by an even number of backslashes (an odd number means the
 # backslash itself was escaped and the text is a literal "\u0000", which stays).
 _JSON_NUL = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
@@ -115,6 +117,8 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: ConnectionPoolEntry, *, fore
     # history) does not linger in the file; many builds default to it, this makes it every build's.
     cursor.execute("PRAGMA secure_delete=ON")
     cursor.close()
+    # The full-text triggers index `nikita_search_text(content)` (db/search_ddl.py).
+    dbapi_connection.create_function("nikita_search_text", 1, search_text, deterministic=True)
 
 
 def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:

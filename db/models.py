@@ -79,6 +79,9 @@ class User(Base):
     telegram_id: Mapped[int | None] = mapped_column(BigInteger, unique=True)
     name: Mapped[str | None] = mapped_column(String(200))
     timezone: Mapped[str] = mapped_column(String(64), default="UTC")
+    # ISO 639-1 code of the language the user writes in (full-text search stems by it); None until
+    # known. Set with `agent.search.language.set_language`, which re-indexes the user's rows.
+    language: Mapped[str | None] = mapped_column(String(8))
     onboarding_status: Mapped[str] = mapped_column(String(16), default="pending")
     profile: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
     created_at: Mapped[datetime]

@@ -178,6 +178,7 @@ async def export_events(
             {
                 "name": user.name,
                 "timezone": user.timezone,
+                "language": user.language,
                 "profile": user.profile,
                 "created_at": _plain(user.created_at),
                 "last_message_at": _plain(user.last_message_at),

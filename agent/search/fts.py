@@ -1,4 +1,5 @@
-"""Full-text search behind one interface: SQLite FTS5 (bm25) or PostgreSQL tsvector (IDF-weighted).
+"""Full-text search behind one interface: SQLite FTS5 (bm25) or PostgreSQL tsvector (IDF-weighted),
+in the user's language (agent/search/language.py).
 
 The indexes maintain themselves (triggers / generated columns, db/search_ddl.py); this module only
 turns a free-text query into the dialect's query and reads ranked ids, always for one user.
@@ -15,8 +16,10 @@ from typing import Protocol
 from sqlalchemy import TextClause, bindparam, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from agent.search.language import Term, lexical_terms
 from db.models import UTCDateTime
-from db.search_ddl import SQLITE_FTS_TABLES
+from db.search_ddl import SQLITE_FTS_TABLES, SQLITE_REFILL
+from db.search_text import postgres_config
 
 _WORD = re.compile(r"[^\W_]+")
 # Words so common that OR-ing them would match most of a transcript and drown the rare ones.
@@ -58,12 +61,13 @@ class FullText(Protocol):
         limit: int,
         day_segment_id: int | None = None,
         since: datetime | None = None,
+        language: str | None = None,
     ) -> list[LexicalHit]:
         """The user's best-matching messages (not system notes), best first."""
         ...
 
     async def summaries(
-        self, session: AsyncSession, user_id: int, query: str, *, limit: int
+        self, session: AsyncSession, user_id: int, query: str, *, limit: int, language: str | None = None
     ) -> list[LexicalHit]:
         """The user's best-matching day summaries (by day segment id), best first."""
         ...
@@ -119,10 +123,16 @@ class SqliteFullText:
         self.scan = scan
 
     @staticmethod
-    def match(user_id: int, terms: list[str], column: str) -> str:
-        """An FTS5 query: this user's rows matching any term (terms are quoted, so never syntax)."""
-        alternatives = " OR ".join(f'"{t}"' for t in terms)
+    def match(user_id: int, terms: list[Term], column: str) -> str:
+        """An FTS5 query: this user's rows matching any term (terms are quoted, so never syntax):
+        a stem as a prefix (`"кошк" *`), CJK characters as a phrase (`"猫 叫"`)."""
+        alternatives = " OR ".join(f'"{" ".join(t.tokens)}"' + (" *" if t.prefix else "") for t in terms)
         return f'user_id : "{user_id}" AND {{{column}}} : ({alternatives})'
+
+    @staticmethod
+    def terms(query: str, language: str | None) -> list[Term]:
+        """Terms for the porter-stemmed index: other languages' words are stemmed here."""
+        return lexical_terms(query_terms(query), language, stem=(language or "en") != "en")
 
     async def messages(
         self,
@@ -133,9 +143,10 @@ class SqliteFullText:
         limit: int,
         day_segment_id: int | None = None,
         since: datetime | None = None,
+        language: str | None = None,
     ) -> list[LexicalHit]:
         """The user's best-matching messages, best first."""
-        terms = query_terms(query)
+        terms = self.terms(query, language)
         if not terms:
             return []
         match = self.match(user_id, terms, "content")
@@ -181,10 +192,10 @@ class SqliteFullText:
         return [LexicalHit(i, score) for i, score in best if score > 0]
 
     async def summaries(
-        self, session: AsyncSession, user_id: int, query: str, *, limit: int
+        self, session: AsyncSession, user_id: int, query: str, *, limit: int, language: str | None = None
     ) -> list[LexicalHit]:
         """The user's best-matching day summaries, best first."""
-        terms = query_terms(query)
+        terms = self.terms(query, language)
         if not terms:
             return []
         sql = text(
@@ -199,32 +210,28 @@ class SqliteFullText:
 
     async def rebuild(self, session: AsyncSession) -> None:
         """Empty both FTS5 tables and fill them again from their content tables."""
-        await session.execute(text("INSERT INTO transcript_fts(transcript_fts) VALUES ('delete-all')"))
-        await session.execute(
-            text(
-                "INSERT INTO transcript_fts(rowid, content, user_id) "
-                "SELECT id, content, user_id FROM transcript_messages WHERE role != 'system'"
-            )
-        )
-        await session.execute(text("INSERT INTO day_summary_fts(day_summary_fts) VALUES ('delete-all')"))
-        await session.execute(
-            text(
-                "INSERT INTO day_summary_fts(rowid, summary, user_id) "
-                "SELECT id, summary, user_id FROM day_segments WHERE summary IS NOT NULL"
-            )
-        )
+        for statement in SQLITE_REFILL:
+            await session.execute(text(statement))
 
 
 class PostgresFullText:
-    """Generated tsvector columns (english configuration) with GIN indexes; IDF-weighted matches."""
+    """Generated tsvector columns (each row under its user's configuration) with GIN indexes;
+    IDF-weighted matches."""
 
     def __init__(self, *, scan: int = 2000) -> None:
         self.scan = scan
 
     @staticmethod
     def tsquery(terms: list[str]) -> str:
-        """A to_tsquery string OR-ing the terms (terms hold only letters and digits)."""
+        """A to_tsquery string OR-ing the terms (each from `term`)."""
         return " | ".join(terms)
+
+    @staticmethod
+    def terms(query: str, language: str | None) -> list[str]:
+        """to_tsquery strings: a word (letters and digits only; the configuration stems it), or
+        CJK characters that must be adjacent (`猫 <-> 叫`)."""
+        terms = lexical_terms(query_terms(query), language, stem=False)
+        return [" <-> ".join(t.tokens) if len(t.tokens) > 1 else t.tokens[0] for t in terms]
 
     async def messages(
         self,
@@ -235,63 +242,57 @@ class PostgresFullText:
         limit: int,
         day_segment_id: int | None = None,
         since: datetime | None = None,
+        language: str | None = None,
     ) -> list[LexicalHit]:
         """The user's best-matching messages, best first."""
-        terms = query_terms(query)
+        terms = self.terms(query, language)
         if not terms:
             return []
+        config = _regconfig(language)
         # ts_rank_cd knows no IDF, so common words would outrank rare ones: score each match as
         # sum of the IDFs (over this user's messages) of the query terms it holds (BM25 with tf
         # saturated at 1, fine for chat-length messages). Only the newest `scan` matches are scored
         # so a query of common words over a long history stays bounded (vectors are not capped).
-        tsquery = self.tsquery(terms)
+        # One statement: the user's matches are found once (through the (user_id, search_tsv) GIN
+        # index), then counted per term for the IDFs and the newest `scan` of them scored.
         keys = [f"t{i}" for i in range(len(terms))]
-        base = {"query": tsquery, "user_id": user_id, **dict(zip(keys, terms, strict=True))}
-        counts = ", ".join(
-            f"count(*) FILTER (WHERE m.search_tsv @@ to_tsquery('english', :{k}))" for k in keys
-        )
-        df_row = (
-            await session.execute(
-                text(
-                    f"SELECT {counts} FROM transcript_messages m WHERE m.user_id = :user_id "
-                    "AND m.role != 'system' AND m.search_tsv @@ to_tsquery('english', :query)"
-                ),
-                base,
-            )
-        ).one()
-        total = await session.scalar(
-            text("SELECT coalesce(sum(message_count), 0) FROM day_segments WHERE user_id = :user_id"),
-            {"user_id": user_id},
-        )
-        n = max(int(total or 0), max((int(d) for d in df_row), default=0), 1)
-        weights = {f"w{i}": math.log(1 + (n - int(d) + 0.5) / (int(d) + 0.5)) for i, d in enumerate(df_row)}
-        score = " + ".join(
-            f"(CASE WHEN c.search_tsv @@ to_tsquery('english', :{k}) THEN CAST(:w{i} AS float8) ELSE 0.0 END)"
-            for i, k in enumerate(keys)
-        )
+        has = [f"search_tsv @@ to_tsquery({config}, :{k})" for k in keys]
+        counts = ", ".join(f"count(*) FILTER (WHERE {h}) AS d{i}" for i, h in enumerate(has))
+        greatest = ", ".join(f"d{i}" for i in range(len(keys)))
+        idfs = ", ".join(f"ln(1.0 + (n - d{i} + 0.5) / (d{i} + 0.5)) AS w{i}" for i in range(len(keys)))
+        score = " + ".join(f"(CASE WHEN c.{h} THEN w.w{i} ELSE 0.0 END)" for i, h in enumerate(has))
         sql = _typed(
+            "WITH hits AS MATERIALIZED ("
+            "SELECT m.id, m.search_tsv, m.day_segment_id, m.sent_at FROM transcript_messages m "
+            # The cast lets the planner use the bigint side of the (user_id, search_tsv) GIN index.
+            "WHERE m.user_id = CAST(:user_id AS bigint) AND m.role != 'system' "
+            f"AND m.search_tsv @@ to_tsquery({config}, :query)), "
+            f"df AS (SELECT {counts} FROM hits), "
+            "total AS (SELECT coalesce(sum(message_count), 0) AS messages FROM day_segments "
+            "WHERE user_id = CAST(:user_id AS bigint)), "
+            f"w AS (SELECT {idfs} FROM (SELECT df.*, CAST(greatest(total.messages, {greatest}, 1) "
+            "AS float8) AS n FROM df, total) s) "
             f"SELECT c.id, {score} AS score FROM ("
-            "SELECT m.id, m.search_tsv FROM transcript_messages m "
-            "WHERE m.user_id = :user_id AND m.role != 'system' "
-            "AND m.search_tsv @@ to_tsquery('english', :query)"
+            "SELECT m.id, m.search_tsv FROM hits m WHERE true"
             + _filters(day_segment_id, since)
-            + " ORDER BY m.id DESC LIMIT :scan) c ORDER BY score DESC, c.id DESC LIMIT :limit",
+            + " ORDER BY m.id DESC LIMIT :scan) c, w ORDER BY score DESC, c.id DESC LIMIT :limit",
             since,
         )
-        params = {**base, **weights, "limit": limit, "scan": self.scan}
+        params = {"query": self.tsquery(terms), "user_id": user_id, "limit": limit, "scan": self.scan}
+        params |= dict(zip(keys, terms, strict=True))
         rows = await session.execute(sql, {**params, **_params(day_segment_id, since)})
         return [LexicalHit(int(r[0]), float(r[1])) for r in rows if r[1] > 0]
 
     async def summaries(
-        self, session: AsyncSession, user_id: int, query: str, *, limit: int
+        self, session: AsyncSession, user_id: int, query: str, *, limit: int, language: str | None = None
     ) -> list[LexicalHit]:
         """The user's best-matching day summaries, best first."""
-        terms = query_terms(query)
+        terms = self.terms(query, language)
         if not terms:
             return []
         sql = text(
             "SELECT d.id, ts_rank_cd(d.summary_tsv, q, 1) AS score "
-            "FROM day_segments d, to_tsquery('english', :query) q "
+            f"FROM day_segments d, to_tsquery({_regconfig(language)}, :query) q "
             "WHERE d.user_id = :user_id AND d.summary_tsv @@ q "
             "ORDER BY score DESC, d.day DESC LIMIT :limit"
         )
@@ -302,6 +303,16 @@ class PostgresFullText:
         """Generated columns cannot go stale; only the GIN indexes are rebuilt."""
         await session.execute(text("REINDEX INDEX ix_transcript_search_tsv"))
         await session.execute(text("REINDEX INDEX ix_day_segments_summary_tsv"))
+
+
+def _regconfig(language: str | None) -> str:
+    """The user's configuration as a SQL constant: a name from our own table (db/search_text.py),
+    never the user's input. A constant, unlike a cast parameter, lets PostgreSQL parse each
+    to_tsquery once per statement rather than once per row it scores."""
+    name = postgres_config(language)
+    if not name.isascii() or not name.isalpha():
+        raise ValueError(f"not a text-search configuration name: {name!r}")
+    return f"'{name}'::regconfig"
 
 
 def full_text_for(dialect: str, *, scan: int = 2000) -> FullText:

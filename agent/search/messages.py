@@ -123,6 +123,7 @@ class MessageRanking:
             limit=self.settings.search_candidates,
             day_segment_id=segment_filter,
             since=query.since,
+            language=query.language,
         )
         lexical = {h.id: h.score for h in lexical_hits}
         days = named_days(query.text, query.today) if query.today is not None else []
@@ -133,12 +134,10 @@ class MessageRanking:
             allowed = allowed_rows(vectors, query, segment_filter) & units
             cosine = self._vector_candidates(vectors, sims, allowed, days)
         ids = set(lexical) | set(cosine) | set(facts)
-        info = await turn_info(session, user_id, ids)
-        if self.settings.search_previous_turn_weight > 0:
-            # The turn after a lexical hit may be the answer to it: it competes too.
-            followers = {t.next_id for i, t in info.items() if i in lexical and t.next_id is not None}
-            info.update(await turn_info(session, user_id, followers - ids))
-            ids |= followers
+        # The turn after a lexical hit may be the answer to it: it competes too (same statement).
+        leaders = lexical if self.settings.search_previous_turn_weight > 0 else {}
+        info = await turn_info(session, user_id, ids, leaders=leaders.keys())
+        ids |= set(info)
         unembedded: set[int] = set()
         if sims is not None and vectors is not None:
             for message_id in ids - set(cosine):

@@ -52,6 +52,8 @@ class SearchQuery:
     speakers: tuple[str, ...] = ()
     # The searcher's today (the user's calendar day): reads "last May", labels hits "3 weeks ago".
     today: date | None = None
+    # The user's language (`users.language`): how full text matches the query's words.
+    language: str | None = None
 
 
 def without_speakers(text: str, speakers: tuple[str, ...]) -> str:

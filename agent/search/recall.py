@@ -161,18 +161,22 @@ class Recall:
 
     async def _marker(self, user_id: int) -> tuple[Any, ...]:
         """The newest message id, summary time and fact id of the user: what the index must have seen."""
-        async with self.sessions() as session:
-            newest = await session.scalar(
-                select(TranscriptMessage.id)
-                .where(TranscriptMessage.user_id == user_id)
-                .order_by(TranscriptMessage.sent_at.desc(), TranscriptMessage.id.desc())
-                .limit(1)
-            )
-            summarised = await session.scalar(
-                select(func.max(DaySegment.summary_updated_at)).where(DaySegment.user_id == user_id)
-            )
-            facts = await session.scalar(select(func.max(UserFact.id)).where(UserFact.user_id == user_id))
-        return newest, summarised, facts
+        newest = (
+            select(TranscriptMessage.id)
+            .where(TranscriptMessage.user_id == user_id)
+            .order_by(TranscriptMessage.sent_at.desc(), TranscriptMessage.id.desc())
+            .limit(1)
+            .scalar_subquery()
+        )
+        summarised = (
+            select(func.max(DaySegment.summary_updated_at))
+            .where(DaySegment.user_id == user_id)
+            .scalar_subquery()
+        )
+        facts = select(func.max(UserFact.id)).where(UserFact.user_id == user_id).scalar_subquery()
+        async with self.sessions() as session:  # one round trip: this runs before every search
+            row = (await session.execute(select(newest, summarised, facts))).one()
+        return row[0], row[1], row[2]
 
     async def index_quietly(self, user_id: int, *, now: datetime) -> IndexStats | None:
         """`index_user` that logs a failure instead of raising: a reply never depends on the index.
@@ -290,12 +294,19 @@ class Recall:
         # Registered: the vector cache is filled here, and /forget must not clear it under a search.
         async with self.guard.registered(user_id), self.sessions() as session:
             # The speakers' names are left out of the lexical side (see search.without_speakers).
-            row = (await session.execute(select(User.name, User.timezone).where(User.id == user_id))).first()
-            user_name, timezone = (row[0], row[1]) if row is not None else (None, "UTC")
+            row = (
+                await session.execute(
+                    select(User.name, User.timezone, User.language).where(User.id == user_id)
+                )
+            ).first()
+            user_name, timezone, language = (
+                (row[0], row[1], row[2]) if row is not None else (None, "UTC", None)
+            )
             spec = replace(
                 spec,
                 speakers=(user_name or "", self.settings.persona_name),
                 today=local_day(now, timezone or "UTC"),
+                language=language,
             )
             vectors = None
             if self.cache is not None and query_vector is not None:

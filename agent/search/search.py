@@ -86,7 +86,7 @@ class ConversationSearch:
     ) -> list[SearchHit]:
         wv, wl = self.weights(sims is not None)
         lexical = await self.full_text.summaries(
-            session, user_id, query.text, limit=self.settings.search_candidates
+            session, user_id, query.text, limit=self.settings.search_candidates, language=query.language
         )
         best = max((h.score for h in lexical), default=0.0)
         scores: dict[int, float] = {h.id: wl * h.score / best for h in lexical}

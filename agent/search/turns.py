@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, Literal
 
-from sqlalchemy import ColumnElement, Select, bindparam, func, select
+from sqlalchemy import ColumnElement, CompoundSelect, Select, bindparam, func, select, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute, aliased
 
@@ -53,30 +53,54 @@ class Neighbour:
     text: str
 
 
-def _turn_info_statement() -> Select[Any]:
-    """Built once: composing the aliased subqueries cost ~5 ms of Python per search."""
-    m = aliased(TranscriptMessage)
+def _turn_columns(m: Any) -> Select[Any]:
+    """A message's id, owner, role, time, day and its same-day neighbours' ids."""
     other = aliased(TranscriptMessage)
     # A day segment belongs to one user; (day_segment_id, id) is indexed (ix_transcript_day_id), so
     # each neighbour is one index probe.
     same_day = (other.day_segment_id == m.day_segment_id, other.role != "system")
     previous = select(func.max(other.id)).where(*same_day, other.id < m.id).scalar_subquery()
     following = select(func.min(other.id)).where(*same_day, other.id > m.id).scalar_subquery()
-    return (
-        select(m.id, m.user_id, m.role, m.sent_at, DaySegment.day, previous, following)
-        .outerjoin(DaySegment, DaySegment.id == m.day_segment_id)
-        .where(m.id.in_(bindparam("ids", expanding=True)))  # the user is checked below: see `by_ids`
+    return select(
+        m.id,
+        m.user_id,
+        m.role,
+        m.sent_at,
+        DaySegment.day,
+        previous.label("previous_id"),
+        following.label("next_id"),
+    ).outerjoin(DaySegment, DaySegment.id == m.day_segment_id)
+
+
+def _turn_info_statement() -> CompoundSelect[Any]:
+    """Built once: composing the aliased subqueries cost ~5 ms of Python per search.
+
+    One round trip for the candidates and the turns that follow the `leaders` among them (the
+    answer to a lexical match competes too): the followers' ids come from the first part's own
+    neighbour look-up, so no second statement waits on the first.
+    """
+    m = aliased(TranscriptMessage)
+    # The user is checked below: see `by_ids`.
+    asked = _turn_columns(m).where(m.id.in_(bindparam("ids", expanding=True))).cte("asked")
+    follower = aliased(TranscriptMessage)
+    followers = select(asked.c.next_id).where(
+        asked.c.id.in_(bindparam("leaders", expanding=True)), asked.c.next_id.is_not(None)
     )
+    extra = _turn_columns(follower).where(follower.id.in_(followers), follower.id.not_in(select(asked.c.id)))
+    return union_all(select(asked), extra)
 
 
 _TURN_INFO = _turn_info_statement()
 
 
-async def turn_info(session: AsyncSession, user_id: int, ids: Collection[int]) -> dict[int, TurnInfo]:
-    """Role, day and same-day neighbours of each message id (ids of other users are absent)."""
+async def turn_info(
+    session: AsyncSession, user_id: int, ids: Collection[int], *, leaders: Collection[int] = ()
+) -> dict[int, TurnInfo]:
+    """Role, day and same-day neighbours of each message id and of the turn after each of `leaders`
+    (a subset of `ids`); ids of other users are absent."""
     if not ids:
         return {}
-    rows = await session.execute(_TURN_INFO, {"ids": list(ids)})
+    rows = await session.execute(_TURN_INFO, {"ids": list(ids), "leaders": list(leaders)})
     out: dict[int, TurnInfo] = {}
     for message_id, owner, role, sent_at, day, previous_id, next_id in rows:
         if owner != user_id:

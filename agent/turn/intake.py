@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.chat import attachments as files
 from agent.core.errors import UserNotFoundError
 from agent.history.cache import SessionHistories
+from agent.search.language import detect_language, set_language
 from agent.turn.sessions import session_expired, session_timeout_for
 from agent.turn.transcript import Delivered, delivered, write_message
 from db.models import PROACTIVE, Conversation, TranscriptMessage, User
@@ -135,6 +136,11 @@ class Intake:
                 conversation_id=conversation.id,
                 telegram_message_id=telegram_message_id,
             )
+            if user.language is None and kind == "text":
+                # Until the user's language is known, each message may tell it (full text stems by it).
+                language = detect_language(text)
+                if language is not None:
+                    await set_language(session, user.id, language)
         if closed_id is not None:
             logger.info(
                 "session closed by new message", extra={"user_id": user_id, "conversation_id": closed_id}

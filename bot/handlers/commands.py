@@ -1,4 +1,4 @@
-"""User commands: /help, /memory, /timezone, /export, /forget (with its confirmation).
+"""User commands: /help, /memory, /timezone, /language, /export, /forget (with its confirmation).
 
 /followups lives in bot/handlers/followups.py."""
 
@@ -15,6 +15,7 @@ from telegram.ext import ContextTypes
 
 from agent.account.export import PartWriter, export_events
 from agent.account.timezones import Ambiguous, lookup_timezone
+from agent.search.language import parse_language, set_language
 from bot.delivery.sending import send_text
 from bot.handlers.reports import memory_report
 from bot.services import services
@@ -30,6 +31,7 @@ USER_COMMANDS: tuple[tuple[str, str], ...] = (
     ("help", "what I can do"),
     ("memory", "what I remember about you"),
     ("timezone", "show or set your time zone, e.g. /timezone Lisbon"),
+    ("language", "show or set the language you write in, e.g. /language French"),
     ("export", "all your data as a JSON file"),
     ("forget", "delete everything I know about you"),
     ("timeline", "our days, their summaries and search, in a Mini App"),
@@ -107,6 +109,26 @@ async def on_timezone(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
                 stored.timezone = zone
                 stored.profile = {**(stored.profile or {}), "timezone_confirmed": True}
         text = f"Got it: your time zone is now {zone}."
+    await send_text(context.bot, message.chat_id, text)
+
+
+async def on_language(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/language [code or name]: show the language searches read the user's messages in, or set it."""
+    message, person = update.effective_message, update.effective_user
+    if message is None or person is None:
+        return
+    s = services(context)
+    wanted = " ".join(context.args or [])
+    user, _ = await s.account(person, message.date)
+    if not wanted:
+        known = f"is {user.language}" if user.language else "isn't known yet (I'll tell from your messages)"
+        text = f"The language I search your messages in {known}. To set it: /language French (or fr)."
+    elif (language := parse_language(wanted)) is None:
+        text = f"I don't know the language {wanted!r}. Try its two-letter code, like /language fr."
+    else:
+        async with s.runtime.sessions() as session, session.begin():
+            await set_language(session, user.id, language)
+        text = f"Got it: I'll search your messages as {language}."
     await send_text(context.bot, message.chat_id, text)
 
 

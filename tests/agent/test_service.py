@@ -29,7 +29,7 @@ from agent.history.messages import load_history
 from agent.turn.run import APOLOGY
 from agent.turn.service import TurnService
 from bot.logs import TextFormatter
-from db.models import Conversation, GeneratedPrompt, TranscriptMessage
+from db.models import Conversation, GeneratedPrompt, TranscriptMessage, User
 
 pytestmark = pytest.mark.both_databases
 
@@ -296,3 +296,19 @@ async def test_twenty_concurrent_messages_of_one_user(
     assert sorted(prompts) == sorted(f"m{i}" for i in range(20))
     assert len(history) == 40
     assert all(isinstance(m, ModelRequest if i % 2 == 0 else ModelResponse) for i, m in enumerate(history))
+
+
+async def test_the_first_clear_message_sets_the_users_language(
+    service: TurnService, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    user_id = await make_user(sessions, clock)
+    await service.reply(user_id, "ок", clock.now())
+    async with sessions() as session:
+        assert (await session.get(User, user_id)).language is None  # type: ignore[union-attr]
+    clock.advance(timedelta(minutes=1))
+    await service.reply(user_id, "Вчера мы с сестрой ходили в театр", clock.now())
+    clock.advance(timedelta(minutes=1))
+    await service.reply(user_id, "Yesterday I went to the theatre with my sister", clock.now())
+    async with sessions() as session:
+        # Set once from the first message that says it; later messages leave it (/language changes it).
+        assert (await session.get(User, user_id)).language == "ru"  # type: ignore[union-attr]

@@ -344,6 +344,20 @@ async def test_help_timezone_and_memory(app: AnyApplication, tg: FakeTelegram, r
     assert user is not None and user.timezone == "America/Los_Angeles"
 
 
+async def test_language_shows_sets_and_refuses(
+    app: AnyApplication, tg: FakeTelegram, runtime: Runtime
+) -> None:
+    await onboard(tg)
+    tg.command(ALICE, "/language Klingonese")
+    tg.command(ALICE, "/language Русский")
+    tg.command(ALICE, "/language")
+    sent = [m.text for m in await tg.wait_for_messages(7, chat_id=ALICE)][4:]
+    assert "don't know the language" in sent[0]
+    assert "as ru" in sent[1] and "is ru" in sent[2]
+    user = await user_row(runtime, ALICE)
+    assert user is not None and user.language == "ru"
+
+
 async def test_timezone_asks_which_portland_and_takes_the_answer(
     app: AnyApplication, tg: FakeTelegram, runtime: Runtime
 ) -> None:
