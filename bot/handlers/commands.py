@@ -7,9 +7,10 @@ from __future__ import annotations
 import logging
 import re
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
-from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Update
+from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
 from telegram.constants import ChatType
 from telegram.ext import ContextTypes
 
@@ -18,7 +19,8 @@ from agent.account.timezones import Ambiguous, lookup_timezone
 from agent.search.language import parse_language, set_language
 from bot.delivery.sending import send_text
 from bot.handlers.reports import memory_report
-from bot.services import services
+from bot.ratelimit import Scope
+from bot.services import BotServices, services
 from db.inbox import InboxRepository
 from db.models import User
 from db.repositories import UserRepository
@@ -65,6 +67,30 @@ FORGOTTEN_PENDING = (
 )
 
 
+@dataclass(frozen=True)
+class Caller:
+    """Who sent a command, where, and their account."""
+
+    message: Message
+    services: BotServices
+    user: User
+
+
+async def caller(
+    update: Update, context: ContextTypes.DEFAULT_TYPE, *, limit: Scope | None = None
+) -> Caller | None:
+    """The command's sender and account, or None when there is no one to answer (or, with `limit`,
+    the sender is over that rate limit and has been told so)."""
+    message, person = update.effective_message, update.effective_user
+    if message is None or person is None:
+        return None
+    s = services(context)
+    if limit is not None and await s.over_limit(context.bot, person, message.chat_id, message.date, limit):
+        return None
+    user, _ = await s.account(person, message.date)
+    return Caller(message, s, user)
+
+
 async def on_help(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """/help: the user commands."""
     if update.effective_message is not None:
@@ -74,25 +100,19 @@ async def on_help(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 async def on_memory(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """/memory: profile, open threads, today's summary and a few facts, in plain words."""
-    message, person = update.effective_message, update.effective_user
-    if message is None or person is None:
+    if (c := await caller(update, context, limit="memory")) is None:
         return
-    s = services(context)
-    if await s.over_limit(context.bot, person, message.chat_id, message.date, "memory"):
-        return
-    user, _ = await s.account(person, message.date)
-    report = await memory_report(s.runtime.sessions, user.id, message.date, graph=s.runtime.graph)
-    await send_text(context.bot, message.chat_id, report)
+    runtime = c.services.runtime
+    report = await memory_report(runtime.sessions, c.user.id, c.message.date, graph=runtime.graph)
+    await send_text(context.bot, c.message.chat_id, report)
 
 
 async def on_timezone(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """/timezone [place]: show the user's time zone, or set it from a zone, city or country name."""
-    message, person = update.effective_message, update.effective_user
-    if message is None or person is None:
+    if (c := await caller(update, context)) is None:
         return
-    s = services(context)
+    s, user, message = c.services, c.user, c.message
     wanted = " ".join(context.args or [])
-    user, _ = await s.account(person, message.date)
     if not wanted:
         text = f"Your time zone is {user.timezone}. To change it: /timezone Lisbon (or Europe/Lisbon)."
     elif (zone := await lookup_timezone(wanted)) is None:
@@ -114,12 +134,10 @@ async def on_timezone(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
 
 async def on_language(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """/language [code or name]: show the language searches read the user's messages in, or set it."""
-    message, person = update.effective_message, update.effective_user
-    if message is None or person is None:
+    if (c := await caller(update, context)) is None:
         return
-    s = services(context)
+    s, user, message = c.services, c.user, c.message
     wanted = " ".join(context.args or [])
-    user, _ = await s.account(person, message.date)
     if not wanted:
         known = f"is {user.language}" if user.language else "isn't known yet (I'll tell from your messages)"
         text = f"The language I search your messages in {known}. To set it: /language French (or fr)."
@@ -134,13 +152,9 @@ async def on_language(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
 
 async def on_export(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """/export: everything stored about the user, as JSON documents in the chat (parts when large)."""
-    message, person = update.effective_message, update.effective_user
-    if message is None or person is None:
+    if (c := await caller(update, context, limit="export")) is None:
         return
-    s = services(context)
-    if await s.over_limit(context.bot, person, message.chat_id, message.date, "export"):
-        return
-    user, _ = await s.account(person, message.date)
+    s, user, message = c.services, c.user, c.message
     # Written to a private temporary folder part by part, sent, and deleted right after.
     with tempfile.TemporaryDirectory(prefix="nikita-export-") as folder:
         settings = s.runtime.settings

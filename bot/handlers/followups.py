@@ -8,7 +8,7 @@ from telegram.ext import ContextTypes
 from agent.proactive.choice import set_followups
 from agent.proactive.rules import enabled_for
 from bot.delivery.sending import send_text
-from bot.handlers.commands import own_chat
+from bot.handlers.commands import caller, own_chat
 from bot.services import services
 from db.repositories import UserRepository
 
@@ -19,13 +19,9 @@ TURNED_OFF = "Okay, I won't write first any more. I'm here whenever you write. (
 
 async def on_followups(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """/followups [on|off]: show or change whether the bot may write first."""
-    message, person = update.effective_message, update.effective_user
-    if message is None or person is None:
+    if (c := await caller(update, context, limit="memory")) is None:
         return
-    s = services(context)
-    if await s.over_limit(context.bot, person, message.chat_id, message.date, "memory"):
-        return
-    user, _ = await s.account(person, message.date)
+    s, user, message = c.services, c.user, c.message
     choice = (context.args or [""])[0].strip().lower()
     if choice in ("on", "off"):
         await set_followups(s.runtime.sessions, user.id, choice == "on", now=s.runtime.clock.now())
