@@ -25,6 +25,7 @@ from agent.core.bounded import BoundedCache
 from agent.search.embeddings import Embedder
 from agent.search.facts import stem
 from agent.search.fts import query_terms
+from agent.search.language import lexical_terms
 from agent.search.turns import by_ids
 from db.models import SearchChunk, TranscriptMessage, UserFact
 
@@ -127,21 +128,40 @@ async def index_facts(session: AsyncSession, user_id: int, *, embedder: Embedder
     return len(units)
 
 
+def fact_words(text: str, language: str | None) -> set[str]:
+    """The words a fact (or a query) is matched by, in the user's language.
+
+    English: lower-cased words with a light suffix strip. Other languages: accents folded and the
+    language's Snowball stem, as the transcript's full text reads them; Chinese and Japanese runs as
+    pairs of neighbouring characters (they have no spaces to split words at).
+    """
+    words = query_terms(text)
+    if language in (None, "en"):
+        return {stem(w) for w in words}
+    return {"".join(term.tokens) for term in lexical_terms(words, language, stem=True)}
+
+
 @dataclass(frozen=True)
 class FactWords:
-    """A user's newest sourced facts with their stemmed words, and the version they were read at."""
+    """A user's newest sourced facts with their words, and the version they were read at."""
 
-    version: tuple[int, int, int]
+    version: tuple[int, int, int, str]
     facts: list[SourcedFact]
-    # Stemmed word -> the positions in `facts` of the facts holding it.
+    # Word -> the positions in `facts` of the facts holding it.
     postings: dict[str, list[int]]
 
+    @property
+    def language(self) -> str | None:
+        """The language the words were made in (the version's last part; "" for none)."""
+        return self.version[3] or None
+
     @classmethod
-    def of(cls, version: tuple[int, int, int], facts: list[SourcedFact]) -> FactWords:
+    def of(cls, version: tuple[int, int, int, str], facts: list[SourcedFact]) -> FactWords:
         """Split and stem every fact once."""
         postings: dict[str, list[int]] = {}
+        language = version[3] or None
         for position, fact in enumerate(facts):
-            for word in {stem(w) for w in query_terms(fact.content)}:
+            for word in fact_words(fact.content, language):
                 postings.setdefault(word, []).append(position)
         return cls(version, facts, postings)
 
@@ -168,8 +188,8 @@ class FactWordsCache:
         """Forget a user's entry (they were deleted)."""
         self._entries.pop(user_id)
 
-    async def get(self, session: AsyncSession, user_id: int) -> FactWords:
-        """The user's facts and words, read again only when they changed."""
+    async def get(self, session: AsyncSession, user_id: int, language: str | None = None) -> FactWords:
+        """The user's facts and words in their language, read again when either changed."""
         row = (
             await session.execute(
                 select(
@@ -179,7 +199,7 @@ class FactWordsCache:
                 ).where(UserFact.user_id == user_id)
             )
         ).one()
-        version = (int(row[0] or 0), int(row[1] or 0), int(row[2] or 0))
+        version = (int(row[0] or 0), int(row[1] or 0), int(row[2] or 0), language or "")
         cached = self._entries.get(user_id)
         if cached is not None and cached.version == version:
             return cached
@@ -195,7 +215,7 @@ def fact_lexical(known: FactWords, query: str, *, limit: int) -> dict[int, float
     A fact scores the sum of the IDFs (over the user's facts) of the query words it holds, the
     transcript's weighting; only the best `limit` facts count.
     """
-    terms = {stem(t) for t in query_terms(query)}
+    terms = fact_words(query, known.language)
     facts = known.facts
     if not terms or not facts:
         return {}

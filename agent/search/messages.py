@@ -88,7 +88,7 @@ class MessageRanking:
         weight = self.settings.search_fact_weight
         if weight <= 0:
             return {}
-        known = await self.fact_words.get(session, user_id)
+        known = await self.fact_words.get(session, user_id, query.language)
         text = without_speakers(query.text, query.speakers)
         scores = fact_lexical(known, text, limit=self.settings.search_candidates)
         return {message_id: score * weight for message_id, score in scores.items()}

@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agent.search.language import set_language
 from agent.search.recall import Recall
 from db.memory_repositories import FactRepository
 from db.models import SearchChunk
@@ -111,3 +112,26 @@ async def test_the_words_of_facts_follow_new_facts_and_new_sources(
 
     await recall.forget_user(user)
     assert not recall.remembers(user)
+
+
+@pytest.mark.parametrize(
+    ("language", "turns", "fact", "question"),
+    [
+        # Another form of the word, and no accents typed: the fact's words are stemmed and folded.
+        ("fr", ["J'ai enfin les clés !", "Bravo !"], "Léa a déménagé à Lyon", "demenager"),
+        # No spaces between words: the fact's characters are matched in neighbouring pairs.
+        ("zh", ["我终于拿到钥匙了！", "恭喜！"], "小林在杭州买了一套公寓", "杭州的公寓"),
+    ],
+    ids=["fr", "zh"],
+)
+async def test_fact_words_are_read_in_the_users_language(
+    sessions: async_sessionmaker[AsyncSession], language: str, turns: list[str], fact: str, question: str
+) -> None:
+    user = await add_user(sessions, "cli:lea")
+    async with sessions() as session, session.begin():
+        await set_language(session, user, language)
+    _, ids = await add_day(sessions, user, date(2026, 2, 10), turns)
+    await _add_facts(sessions, user, [(fact, [ids[0]])])
+    recall = make_recall(recall_settings(), sessions, vectors=False)
+
+    assert await _ids(recall, user, question) == [ids[0]]
