@@ -2,67 +2,27 @@
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
-from typing import Any, ClassVar
+from datetime import date, datetime
+from typing import Any
 
 from sqlalchemy import (
-    JSON,
     BigInteger,
     Boolean,
     Date,
-    DateTime,
     ForeignKey,
     Index,
     Integer,
     LargeBinary,
-    MetaData,
     String,
     Text,
-    TypeDecorator,
     UniqueConstraint,
 )
-from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.engine import Dialect
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column
 
-NAMING = {
-    "ix": "ix_%(column_0_label)s",
-    "uq": "uq_%(table_name)s_%(column_0_name)s",
-    "ck": "ck_%(table_name)s_%(constraint_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-    "pk": "pk_%(table_name)s",
-}
-
-JSONType = JSON().with_variant(JSONB(), "postgresql")
-# SQLite has no BIGINT autoincrement; INTEGER PRIMARY KEY is its 64-bit rowid.
-BigIntPK = BigInteger().with_variant(Integer(), "sqlite")
-
-
-class UTCDateTime(TypeDecorator[datetime]):
-    """Timezone-aware UTC datetimes on both databases (SQLite stores them naive)."""
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError("naive datetime stored; use the clock or an aware time")
-        value = value.astimezone(UTC)
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
-
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-class Base(DeclarativeBase):
-    """Declarative base with a naming convention so Alembic names constraints predictably."""
-
-    metadata = MetaData(naming_convention=NAMING)
-    type_annotation_map: ClassVar[dict[Any, Any]] = {datetime: UTCDateTime}
+from db.base import Base as Base
+from db.base import BigIntPK as BigIntPK
+from db.base import JSONType as JSONType
+from db.base import UTCDateTime as UTCDateTime
 
 
 class User(Base):
@@ -437,34 +397,6 @@ class ModelUsage(Base):
     output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
 
 
-class Briefing(Base):
-    """A user's briefing: the context the summary model wrote from their context package in idle time.
-
-    One row per user, the newest valid one (a briefing that fails validation never replaces it).
-    `fingerprint` identifies the package it was written from; a turn whose package differs finds it
-    stale. Token counts are tiktoken estimates; `calls`/`input_tokens`/`output_tokens` are what
-    writing it cost. Deleted with the user.
-    """
-
-    __tablename__ = "briefings"
-
-    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
-    text: Mapped[str] = mapped_column(Text)
-    voice: Mapped[str] = mapped_column(Text)
-    fingerprint: Mapped[str] = mapped_column(String(64))
-    text_tokens: Mapped[int] = mapped_column(Integer, default=0)
-    voice_tokens: Mapped[int] = mapped_column(Integer, default=0)
-    # What prompted it: "conversation" (after post-processing) or "nightly".
-    trigger: Mapped[str] = mapped_column(String(16))
-    conversation_id: Mapped[int | None] = mapped_column(ForeignKey("conversations.id", ondelete="SET NULL"))
-    calls: Mapped[int] = mapped_column(Integer, default=0)
-    input_tokens: Mapped[int] = mapped_column(Integer, default=0)
-    output_tokens: Mapped[int] = mapped_column(Integer, default=0)
-    # The validators' results, and the open threads the briefing says it left out.
-    checks: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
-    written_at: Mapped[datetime]
-
-
 class AccessRule(Base):
     """An admin's /allow or /deny of one Telegram user, by id ("123") or username ("alice").
 
@@ -490,42 +422,8 @@ class DailyCount(Base):
     count: Mapped[int] = mapped_column(BigInteger, default=0)
 
 
-class Touchpoint(Base):
-    """A follow-up the bot plans to send first: who, about which thread, when, and how it ended.
-
-    planned -> (leased by a worker) -> sending (text recorded with the transcript row) -> sent, or
-    declined (the model chose not to), cancelled (a rule: thread resolved, the user wrote, opted out,
-    ...; `outcome` says which), undeliverable (Telegram refused). `dedupe_key` is the idempotency key:
-    a rerun of post-processing plans nothing twice.
-    """
-
-    __tablename__ = "touchpoints"
-    __table_args__ = (
-        UniqueConstraint("user_id", "dedupe_key", name="uq_touchpoints_user_dedupe"),
-        # The due finder: open rows by due time (one index range scan however many users there are).
-        Index("ix_touchpoints_status_due", "status", "due_at"),
-        Index("ix_touchpoints_user_status", "user_id", "status"),
-    )
-
-    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
-    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
-    thread_id: Mapped[int | None] = mapped_column(ForeignKey("conversation_threads.id", ondelete="SET NULL"))
-    conversation_id: Mapped[int | None] = mapped_column(ForeignKey("conversations.id", ondelete="SET NULL"))
-    kind: Mapped[str] = mapped_column(String(16), default="follow_up")  # follow_up | check_in
-    reason: Mapped[str] = mapped_column(Text)
-    due_at: Mapped[datetime]
-    # The user's zone when it was planned: the local time the plan meant.
-    timezone: Mapped[str] = mapped_column(String(64))
-    status: Mapped[str] = mapped_column(String(16), default="planned")
-    outcome: Mapped[str | None] = mapped_column(String(32))
-    dedupe_key: Mapped[str] = mapped_column(String(64))
-    planned_at: Mapped[datetime]
-    lease_owner: Mapped[str | None] = mapped_column(String(128))
-    lease_expires_at: Mapped[datetime | None]
-    attempts: Mapped[int] = mapped_column(Integer, default=0)
-    text: Mapped[str | None] = mapped_column(Text)
-    chunks_sent: Mapped[int] = mapped_column(Integer, default=0)
-    transcript_message_id: Mapped[int | None] = mapped_column(BigInteger)
-    sent_at: Mapped[datetime | None]
-    finished_at: Mapped[datetime | None]
-    last_error: Mapped[str | None] = mapped_column(Text)
+# What the bot prepares while the user is away lives in its own module (on the same base); importing
+# it here registers its tables wherever the models are loaded, and keeps `db.models` the one place to
+# import a model from.
+from db.prepared import Briefing as Briefing  # noqa: E402
+from db.prepared import Touchpoint as Touchpoint  # noqa: E402
