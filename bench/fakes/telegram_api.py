@@ -27,6 +27,7 @@ from bench.fakes.telegram_files import FileApi
 from bench.fakes.telegram_markup import ApiError, bad_request, check_entities, utf16_len, visible_text
 from bench.fakes.telegram_params import read_params
 from bench.fakes.telegram_records import ApiCall, SentDocument, SentDraft, SentEdit, SentMessage
+from bench.fakes.telegram_setup import SetupApi
 from bench.fakes.telegram_updates import UpdateFactory
 from bench.fakes.telegram_webapp import WebAppApi, check_web_app_buttons
 from bench.fakes.telegram_webhook import WebhookPusher, on_loop
@@ -61,7 +62,7 @@ def _error(code: int, description: str, parameters: Json | None = None) -> JSONR
 Handler = Callable[[Json, dict[str, tuple[str, bytes, str]]], Awaitable[Any]]
 
 
-class FakeTelegram(FileApi, UpdateFactory, WebAppApi):
+class FakeTelegram(FileApi, UpdateFactory, WebAppApi, SetupApi):
     """Telegram's Bot API on 127.0.0.1, served by uvicorn in a background thread; records every call."""
 
     def __init__(
@@ -381,49 +382,6 @@ class FakeTelegram(FileApi, UpdateFactory, WebAppApi):
         self.drafts.append(SentDraft(chat_id, draft_id, text, list(p.get("entities") or [])))
         return True
 
-    async def _set_webhook(self, url: str, secret: str | None, max_connections: int = 40) -> None:
-        if self.webhook is not None:
-            await self.webhook.stop()
-        self.webhook_url, self.webhook_secret, self.webhook = url, secret, None
-        if url:
-            self.webhook = WebhookPusher(
-                self._queue, self._lock, url=url, secret=secret, max_connections=max_connections
-            )
-            self.webhook.start()
-
-    async def _api_setWebhook(self, p: Json, files: Any) -> bool:
-        await self._set_webhook(
-            str(p.get("url", "")), p.get("secret_token"), int(p.get("max_connections", 40))
-        )
-        return True
-
-    async def _api_deleteWebhook(self, p: Json, files: Any) -> bool:
-        await self._set_webhook("", None)
-        if p.get("drop_pending_updates"):
-            with self._lock:
-                self._queue.clear()
-        return True
-
-    async def _api_getWebhookInfo(self, p: Json, files: Any) -> Json:
-        info: Json = {"url": self.webhook_url, "has_custom_certificate": False}
-        if self.webhook is not None and self.webhook.last_error is not None:
-            info["last_error_date"], info["last_error_message"] = self.webhook.last_error
-        return {**info, "pending_update_count": self.pending_updates}
-
-    def _scope(self, p: Json) -> tuple[str, str]:
-        return (dict(p.get("scope") or {}).get("type", "default"), str(p.get("language_code", "")))
-
-    async def _api_setMyCommands(self, p: Json, files: Any) -> bool:
-        self.commands[self._scope(p)] = list(p.get("commands", []))
-        return True
-
-    async def _api_getMyCommands(self, p: Json, files: Any) -> list[Json]:
-        return self.commands.get(self._scope(p), [])
-
-    async def _api_deleteMyCommands(self, p: Json, files: Any) -> bool:
-        self.commands.pop(self._scope(p), None)
-        return True
-
     async def _ok(self, p: Json, files: Any) -> bool:
         return True
 
@@ -454,12 +412,6 @@ class FakeTelegram(FileApi, UpdateFactory, WebAppApi):
         return {"id": -1001, "type": "channel", "title": "Channel", "username": str(chat_id).lstrip("@")}
 
     # -- updates the tests push ----------------------------------------------------------------------
-    @property
-    def pending_updates(self) -> int:
-        """Updates pushed but not yet confirmed by a getUpdates offset."""
-        with self._lock:
-            return len(self._queue)
-
     def push_update(self, update: Json) -> Json:
         """Queue an update for getUpdates, giving it the next update_id unless it has one."""
         return self._enqueue(update, verbatim=False)
