@@ -128,8 +128,13 @@ OpenApp = Callable[..., Awaitable[VoiceApp]]
 
 
 def app_clock() -> FrozenClock:
-    """The app's clock: today's wall time (Telegram dates and signatures follow it), moved by tests."""
-    return FrozenClock(current=system_now().replace(microsecond=0))
+    """The app's clock: today's wall time (Telegram dates and signatures follow it), moved by tests.
+
+    Never later than 21:00 UTC: the tests move it on by minutes and expect the same day, so a run in
+    the last hours before midnight starts a little earlier instead of crossing into tomorrow.
+    """
+    now = system_now().replace(microsecond=0)
+    return FrozenClock(current=min(now, now.replace(hour=21, minute=0, second=0)))
 
 
 @pytest.fixture
