@@ -340,7 +340,7 @@ class GraphitiMemory:
                     )
                     for r in rows
                 ]
-            if leaves_vectors_aside(scope.driver):  # the query's vector is of another space
+            if leaves_vectors_aside(scope.driver):  # the group holds another model's vectors
                 vector = None
             if self.search_recipe == "indexed" and scope.driver.provider == GraphProvider.FALKORDB:
                 found = await search_group(scope.driver, query, vector, limit=limit, now=now)
