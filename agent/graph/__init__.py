@@ -71,6 +71,7 @@ async def open_graph_memory(
     episode_timeout_seconds: float | None = None,
     max_connections: int | None = None,
     connection_wait_seconds: float | None = None,
+    persona_name: str = "Nikita",
 ) -> GraphMemory:
     """Open the graph named by the settings and build its indices; `none` gives `NullGraphMemory`.
 
@@ -101,6 +102,7 @@ async def open_graph_memory(
         embedder=embedder,
         clock=clock,
         episode_timeout_seconds=episode_timeout_seconds,
+        persona_name=persona_name,
     )
     try:
         await memory.start()

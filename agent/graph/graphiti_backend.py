@@ -41,7 +41,7 @@ from agent.graph.errors import GraphMemoryError
 from agent.graph.fast_search import ensure_vector_index, search_group
 from agent.graph.memory import GROUPS, Group, GroupLimits, MemoryFact, MemoryResults, group_id
 from agent.graph.records import export_group, export_group_empty, recent_facts, to_datetime
-from agent.graph.triplets import write_facts
+from agent.graph.triplets import PERSONA_KEY, write_facts
 from agent.graph.vector_space import (
     REINDEX_HINT,
     Space,
@@ -124,8 +124,11 @@ class GraphitiMemory:
         episode_timeout_seconds: float | None = None,
         max_scopes: int = MAX_SCOPES,
         search_recipe: SearchRecipe = "indexed",
+        persona_name: str = PERSONA_KEY,
     ) -> None:
         self.connection = connection
+        # What the graph calls the persona (its anchor entities' names; their ids do not change).
+        self.persona_name = persona_name
         self.llm_client = llm_client
         self.embedder = GraphitiEmbedder(embedder)
         # The vector space this process embeds in; a group recorded with another is searched without it.
@@ -277,7 +280,9 @@ class GraphitiMemory:
             # resumes this same episode instead of adding a second one.
             await episode.save(scope.driver)
         if facts is not None:
-            episode.entity_edges = await write_facts(scope, gid, group, episode, facts, self.clock.now())
+            episode.entity_edges = await write_facts(
+                scope, gid, group, episode, facts, self.clock.now(), persona_name=self.persona_name
+            )
             episode.source_description = source_id
             await episode.save(scope.driver)
             return

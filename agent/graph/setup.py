@@ -92,6 +92,7 @@ async def open_settings_graph(
             episode_timeout_seconds=settings.graph_episode_timeout_seconds,
             max_connections=settings.graph_max_connections,
             connection_wait_seconds=settings.graph_connection_wait_seconds,
+            persona_name=settings.persona_name,
         )
     except failures as exc:
         logger.error(

@@ -10,7 +10,9 @@ existing edge (verbatim repeats without any model call). That is at most one cal
 for the first fact of a group.
 
 Every edge of a group joins the same two anchor entities (e.g. the user and "the user's life"), so
-every earlier fact of the group is a duplicate candidate of a new one.
+every earlier fact of the group is a duplicate candidate of a new one. An anchor's id comes from a
+fixed key and its name from the persona's name, so renaming the persona (PERSONA_NAME) renames the
+anchors of a group at its next write and keeps every fact attached.
 """
 
 from __future__ import annotations
@@ -27,13 +29,20 @@ from graphiti_core.nodes import EntityNode, EpisodicNode
 from agent.graph.memory import Group
 
 _NAMESPACE = uuidlib.UUID("0b7d3f0e-3c55-4d8e-9a57-5f1d7c2a6e11")
-# Subject and object of every fact of a group.
+# Subject and object of every fact of a group, as fixed keys: their ids derive from these, and
+# PERSONA_KEY stands for the persona's name in what the graph shows.
 ANCHORS: dict[Group, tuple[str, str]] = {
     "user": ("User", "User's life"),
     "relationship": ("User", "Nikita"),
     "persona": ("Nikita", "Nikita's life"),
 }
+PERSONA_KEY = "Nikita"
 RELATION = "STATES"
+
+
+def anchor_name(key: str, persona_name: str) -> str:
+    """What an anchor is called: its key with the persona's name in place of PERSONA_KEY."""
+    return key.replace(PERSONA_KEY, persona_name.strip() or PERSONA_KEY)
 
 
 def fact_text(line: str) -> str:
@@ -45,31 +54,41 @@ def _stable(*parts: str) -> str:
     return str(uuidlib.uuid5(_NAMESPACE, "/".join(parts)))
 
 
-async def _anchor(scope: Graphiti, gid: str, name: str, now: datetime) -> EntityNode:
-    """The group's entity called `name`, created (with its embedding) the first time."""
-    node_id = _stable(gid, name)
+async def _anchor(scope: Graphiti, gid: str, key: str, name: str, now: datetime) -> EntityNode:
+    """The group's anchor of `key`, called `name`: created (with its embedding) the first time,
+    renamed (and embedded again) when the persona's name changed."""
+    node_id = _stable(gid, key)
     try:
-        found: EntityNode = await EntityNode.get_by_uuid(scope.driver, node_id)
-        return found
+        node: EntityNode = await EntityNode.get_by_uuid(scope.driver, node_id)
+        if node.name == name:
+            return node
+        node.name = name
     except NodeNotFoundError:
         node = EntityNode(
             uuid=node_id, name=name, group_id=gid, labels=["Entity"], summary="", created_at=now
         )
-        await node.generate_name_embedding(scope.embedder)
-        await node.save(scope.driver)
-        return node
+    await node.generate_name_embedding(scope.embedder)
+    await node.save(scope.driver)
+    return node
 
 
 async def write_facts(
-    scope: Graphiti, gid: str, group: Group, episode: EpisodicNode, lines: Sequence[str], now: datetime
+    scope: Graphiti,
+    gid: str,
+    group: Group,
+    episode: EpisodicNode,
+    lines: Sequence[str],
+    now: datetime,
+    *,
+    persona_name: str = PERSONA_KEY,
 ) -> list[str]:
     """Add each line as a fact of the episode's time; returns the edges the episode now states.
 
     A rerun of the same episode reuses its edges' ids, finds them verbatim and asks no model.
     """
-    subject_name, object_name = ANCHORS[group]
-    subject = await _anchor(scope, gid, subject_name, now)
-    target = await _anchor(scope, gid, object_name, now)
+    subject_key, object_key = ANCHORS[group]
+    subject = await _anchor(scope, gid, subject_key, anchor_name(subject_key, persona_name), now)
+    target = await _anchor(scope, gid, object_key, anchor_name(object_key, persona_name), now)
     stated: list[str] = []
     for index, line in enumerate(lines):
         text = fact_text(line)

@@ -38,7 +38,9 @@ async def open_graph(graph_path: str, clock: FrozenClock) -> AsyncIterator[Graph
         pytest.skip("falkordblite is not installed (CI always installs it and runs these tests)")
     opened: list[GraphitiMemory] = []
 
-    async def _open(llm: LLMClient | None = None, path: str = graph_path, **options: float) -> GraphitiMemory:
+    async def _open(
+        llm: LLMClient | None = None, path: str = graph_path, persona_name: str = "Nikita", **options: float
+    ) -> GraphitiMemory:
         memory = await open_graph_memory(
             "falkordblite",
             url=None,
@@ -46,6 +48,7 @@ async def open_graph(graph_path: str, clock: FrozenClock) -> AsyncIterator[Graph
             llm_client=llm or ScriptedLLMClient(),
             embedder=HashingEmbedder(),
             clock=clock,
+            persona_name=persona_name,
             **options,  # type: ignore[arg-type]  # max_connections, connection_wait_seconds
         )
         assert isinstance(memory, GraphitiMemory)

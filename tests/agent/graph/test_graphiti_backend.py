@@ -209,3 +209,28 @@ async def test_limits_cap_each_group(graph: GraphitiMemory) -> None:
     results = await graph.search(7, " ".join(fruit), limits=limits, now=NOW)
 
     assert len(results.user) == 3
+
+
+async def test_the_persona_anchor_takes_the_persona_name_and_keeps_its_facts(
+    open_graph: GraphFactory, graph_path: str
+) -> None:
+    first = await open_graph(persona_name="Ava")
+    await first.add_episode(7, "persona", "life", "-", T0, "e1", facts=["Ava visited Lisbon"])
+    exported = await first.export_user(7)
+    assert [(f["source"], f["target"]) for f in exported["groups"]["persona"]["facts"]] == [
+        ("Ava", "Ava's life")
+    ]
+    await first.close()
+
+    renamed = await open_graph(persona_name="Mira")
+    await renamed.add_episode(
+        7, "persona", "life", "-", T0 + timedelta(days=1), "e2", facts=["Mira learned the cello"]
+    )
+
+    persona = (await renamed.export_user(7))["groups"]["persona"]
+    # The same two anchors, renamed: both facts hang from them.
+    assert sorted((f["source"], f["target"], f["fact"]) for f in persona["facts"]) == [
+        ("Mira", "Mira's life", "Ava visited Lisbon"),
+        ("Mira", "Mira's life", "Mira learned the cello"),
+    ]
+    assert {e["name"] for e in persona["entities"]} == {"Mira", "Mira's life"}
