@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -53,6 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     tune_allocator()
     settings = load_settings()
     configure_logging(settings.log_level, log_format=settings.log_format)
+    # Every scratch database is migrated from nothing: the figures, not twenty "Running upgrade" lines.
+    logging.getLogger("alembic").setLevel(max(logging.WARNING, logging.getLogger().level))
     quick = args.quick
     if args.name == "recall":
         from bench.recall import load_samples, run_recall_bench
