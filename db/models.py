@@ -30,8 +30,12 @@ class User(Base):
 
     __tablename__ = "users"
     # AUTOINCREMENT: SQLite never hands a forgotten user's id to someone new (graph groups and
-    # caches are named after it); PostgreSQL sequences never go back anyway.
-    __table_args__ = ({"sqlite_autoincrement": True},)
+    # caches are named after it); PostgreSQL sequences never go back anyway. By last message: the
+    # quiet users a check-in looks for, and the most recently active ones warmed up at start.
+    __table_args__ = (
+        Index("ix_users_last_message_at", "last_message_at"),
+        {"sqlite_autoincrement": True},
+    )
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
     # "telegram:<id>" or "cli:<name>": one namespace for every surface.
