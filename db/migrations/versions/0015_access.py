@@ -1,5 +1,6 @@
-"""access: admins' /allow and /deny rules, bot-wide daily counters (refused strangers, budgets), and
-an index on model_usage.day for the bot-wide budget's daily sum
+"""access: admins' /allow and /deny rules, bot-wide daily counters, an index on model_usage.day
+
+The counters count refused strangers and the budgets; the index serves the bot-wide budget's daily sum.
 
 Revision ID: 0015_access
 Revises: 0014_one_head

@@ -1,5 +1,6 @@
-"""dead updates: an inbox row may have no update_id (an update whose id does not fit 64 bits is
-stored dead, with its reason, and no id)
+"""dead updates: an inbox row may have no update_id
+
+An update whose id does not fit 64 bits is stored dead, with its reason, and no id.
 
 Revision ID: 0016_dead_updates
 Revises: 0015_access

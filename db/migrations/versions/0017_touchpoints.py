@@ -1,5 +1,6 @@
 """touchpoints: follow-ups the bot plans to send first, and each user's choice about them
-(followups) and whether Telegram still delivers to them (unreachable_at)
+
+Also users.followups (the user's choice) and users.unreachable_at (Telegram no longer delivers).
 
 Revision ID: 0017_touchpoints
 Revises: 0016_dead_updates

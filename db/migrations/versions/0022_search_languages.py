@@ -1,6 +1,8 @@
 """search languages and speed: a language per user, each row indexed under its user's language
-(PostgreSQL), accents folded and Chinese/Japanese characters indexed one by one (both), and the
-message full-text index holding the user beside the words (PostgreSQL)
+
+PostgreSQL indexes each row under its user's language; both databases fold accents and index
+Chinese and Japanese characters one by one; PostgreSQL's message full-text index holds the user
+beside the words.
 
 Revision ID: 0022_search_languages
 Revises: 0021_fact_sources
