@@ -1,9 +1,10 @@
 """The post-processing pipeline of one claimed conversation, every stage idempotent.
 
 1 ingestion -> 2 extraction -> 3 threads, 4 thoughts, 5 facts (one transaction with the stored
-extraction, so a rerun never calls the model again; dedupe keys) -> 6 graph -> 7 day summary rollup
-(version-guarded, one note per version) -> 8 finalisation (processed, summary, tone) -> 9 the
-user's briefing (jobs/briefing.py; after the conversation is processed, and never failing it).
+extraction and its cost, so a rerun never calls the model again; dedupe keys) -> 6 graph -> 7 day
+summary rollup (version-guarded, one note per version) -> 8 finalisation (processed, summary, tone;
+in the rollup's last transaction) -> 9 the user's briefing (jobs/briefing.py; after the
+conversation is processed, and never failing it).
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import update
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.core.errors import UserForgottenError
-from agent.core.usage import metering, store_usage_apart
+from agent.core.usage import UsageMeter, metering, store_usage, store_usage_apart
 from agent.digest.extraction import Extraction, OpenThread, extract
 from agent.digest.summaries import Line
 from agent.proactive.plans import local_label, plans_from
@@ -25,7 +27,7 @@ from db.repositories import TranscriptRepository, user_present
 from db.touchpoints import NewTouchpoint, TouchpointRepository
 from jobs.briefing import refresh_briefing
 from jobs.context import JobContext
-from jobs.day_summary import summarise_segment
+from jobs.day_summary import draft_fold, pending_fold, store_draft
 from jobs.queue import mark_processed
 
 logger = logging.getLogger(__name__)
@@ -51,9 +53,16 @@ class Ingested:
 async def ingest(ctx: JobContext, conversation_id: int) -> Ingested | None:
     """Stage 1: load the claimed conversation, its user/assistant messages and open threads."""
     async with ctx.sessions() as session:
-        conversation = await session.get(Conversation, conversation_id)
-        if conversation is None:
+        found = (
+            await session.execute(
+                select(Conversation, User.timezone)
+                .join(User, User.id == Conversation.user_id)
+                .where(Conversation.id == conversation_id)
+            )
+        ).one_or_none()
+        if found is None:
             return None
+        conversation, timezone = found
         rows: list[TranscriptMessage] = [
             m
             for m in await TranscriptRepository(session).for_conversation(conversation_id)
@@ -61,7 +70,6 @@ async def ingest(ctx: JobContext, conversation_id: int) -> Ingested | None:
         ]
         stored = Extraction.model_validate(conversation.extraction) if conversation.extraction else None
         threads = [] if stored or not rows else await ThreadRepository(session).open_for(conversation.user_id)
-        user = await session.get(User, conversation.user_id)
         return Ingested(
             conversation_id=conversation.id,
             user_id=conversation.user_id,
@@ -70,7 +78,7 @@ async def ingest(ctx: JobContext, conversation_id: int) -> Ingested | None:
             segment_ids=sorted({m.day_segment_id for m in rows if m.day_segment_id is not None}),
             open_threads=[OpenThread(t.id, t.type, t.content) for t in threads],
             stored_extraction=stored,
-            timezone=user.timezone if user is not None else "UTC",
+            timezone=timezone,
         )
 
 
@@ -82,16 +90,20 @@ async def extraction_stage(ctx: JobContext, item: Ingested) -> Extraction:
     return await extract(ctx.summary_model, ctx.settings, item.lines, item.open_threads, ended_local=ended)
 
 
-async def memory_stage(ctx: JobContext, item: Ingested, output: Extraction) -> dict[str, int]:
+async def memory_stage(
+    ctx: JobContext, item: Ingested, output: Extraction, meter: UsageMeter
+) -> dict[str, int]:
     """Stages 3-5: threads opened and resolved, thoughts, facts, with the extraction checkpoint.
 
-    One transaction: the extraction is stored with the rows it produced, so a rerun reuses it
-    instead of calling the model again, and the dedupe keys make a repeated write a no-op.
+    One transaction: the extraction is stored with the rows it produced and with what it cost
+    (`meter`), so a rerun reuses it instead of calling the model again, and the dedupe keys make a
+    repeated write a no-op.
     """
     at = item.ended_at
     async with ctx.sessions() as session, session.begin():
         if not await user_present(session, item.user_id):
             raise UserForgottenError(f"user {item.user_id} was forgotten")
+        await store_usage(session, item.user_id, ctx.clock.now().astimezone(UTC).date(), meter)
         if item.stored_extraction is None:
             await session.execute(
                 update(Conversation)
@@ -167,25 +179,46 @@ async def graph_stage(ctx: JobContext, item: Ingested, output: Extraction) -> in
     return added
 
 
-async def rollup_stage(ctx: JobContext, item: Ingested, output: Extraction) -> int:
-    """Stage 7: fold the conversation into the summary of each day it touched."""
+async def rollup_stage(ctx: JobContext, item: Ingested, output: Extraction) -> tuple[int, bool]:
+    """Stages 7 and 8: fold the conversation into each day it touched, then finalise.
+
+    The finalisation shares the last write: the last day's new summary when there is one, else the
+    transaction that found nothing new to fold. A day summary stored before a failure stays (its
+    version guard makes the rerun skip it); `processed` is only ever written with or after them.
+    """
+    async with ctx.sessions() as session, session.begin():
+        folds = [fold for segment_id in item.segment_ids if (fold := await pending_fold(session, segment_id))]
+        folds = [fold for fold in folds if fold.messages]
+        if not folds:
+            return 0, await _mark_processed(ctx, session, item, output)
     updated = 0
-    for segment_id in item.segment_ids:
-        updated += await summarise_segment(ctx, segment_id, notes=[output.summary])
-    return updated
+    for index, fold in enumerate(folds):
+        draft = await draft_fold(ctx, fold, final=False, notes=[output.summary])
+        async with ctx.sessions() as session, session.begin():
+            updated += await store_draft(ctx, session, draft, final=False)
+            if index == len(folds) - 1:
+                return updated, await _mark_processed(ctx, session, item, output)
+    raise AssertionError("unreachable: the last fold returns")
 
 
 async def finalise(ctx: JobContext, item: Ingested, output: Extraction | None) -> bool:
-    """Stage 8: processed, with the summary and tone, if this worker still holds the claim."""
+    """Stage 8 alone (nothing to learn): processed, if this worker still holds the claim."""
     async with ctx.sessions() as session, session.begin():
-        return await mark_processed(
-            session,
-            item.conversation_id,
-            ctx.worker_id,
-            ctx.clock.now(),
-            summary=output.summary if output else None,
-            tone=output.tone[:TONE_CHARS] if output else None,
-        )
+        return await _mark_processed(ctx, session, item, output)
+
+
+async def _mark_processed(
+    ctx: JobContext, session: AsyncSession, item: Ingested, output: Extraction | None
+) -> bool:
+    # A slow worker whose claim was taken over finalises nothing.
+    return await mark_processed(
+        session,
+        item.conversation_id,
+        ctx.worker_id,
+        ctx.clock.now(),
+        summary=output.summary if output else None,
+        tone=output.tone[:TONE_CHARS] if output else None,
+    )
 
 
 async def run_pipeline(ctx: JobContext, conversation_id: int) -> dict[str, int]:
@@ -205,16 +238,19 @@ async def _run_stages(ctx: JobContext, conversation_id: int) -> dict[str, int]:
     if not any(line.role == "user" for line in item.lines):  # the user said nothing: nothing to learn
         await finalise(ctx, item, None)
         return {"empty": 1}
-    # Extraction and the graph's model calls count towards the user's usage, failed runs included.
+    # Extraction and the graph's model calls count towards the user's usage, failed runs included:
+    # the extraction's with the rows it produced, what is left (the graph's, or everything when
+    # the memory stage failed) in a transaction of its own.
     with metering() as meter:
         try:
             output = await extraction_stage(ctx, item)
-            counts = await memory_stage(ctx, item, output)
+            counts = await memory_stage(ctx, item, output, meter)
+            meter.kinds.clear()  # stored with the memory stage's rows
             counts["graph_episodes"] = await graph_stage(ctx, item, output)
         finally:
             await store_usage_apart(ctx.sessions, item.user_id, ctx.clock.now().astimezone(UTC).date(), meter)
-    counts["day_summaries"] = await rollup_stage(ctx, item, output)
-    counts["processed"] = int(await finalise(ctx, item, output))
+    counts["day_summaries"], processed = await rollup_stage(ctx, item, output)
+    counts["processed"] = int(processed)
     counts["briefing_written"] = await briefing_stage(ctx, item)
     return counts
 
