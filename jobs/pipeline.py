@@ -27,7 +27,7 @@ from db.repositories import TranscriptRepository, user_present
 from db.touchpoints import NewTouchpoint, TouchpointRepository
 from jobs.briefing import refresh_briefing
 from jobs.context import JobContext
-from jobs.day_summary import draft_fold, pending_fold, store_draft
+from jobs.day_summary import DayFold, draft_fold, pending_fold, store_draft
 from jobs.queue import mark_processed
 
 logger = logging.getLogger(__name__)
@@ -90,14 +90,24 @@ async def extraction_stage(ctx: JobContext, item: Ingested) -> Extraction:
     return await extract(ctx.summary_model, ctx.settings, item.lines, item.open_threads, ended_local=ended)
 
 
+@dataclass(frozen=True)
+class RollupStart:
+    """What the rollup found to fold; `processed` is set when there was nothing and it finalised."""
+
+    folds: list[DayFold]
+    processed: bool | None
+
+
 async def memory_stage(
-    ctx: JobContext, item: Ingested, output: Extraction, meter: UsageMeter
-) -> dict[str, int]:
+    ctx: JobContext, item: Ingested, output: Extraction, meter: UsageMeter, *, look_ahead: bool = False
+) -> tuple[dict[str, int], RollupStart | None]:
     """Stages 3-5: threads opened and resolved, thoughts, facts, with the extraction checkpoint.
 
     One transaction: the extraction is stored with the rows it produced and with what it cost
     (`meter`), so a rerun reuses it instead of calling the model again, and the dedupe keys make a
-    repeated write a no-op.
+    repeated write a no-op. With `look_ahead` (no graph stage between them) the rollup's start
+    runs in it too: the days' new messages are read and, when there are none, the conversation
+    is finalised in the same commit.
     """
     at = item.ended_at
     async with ctx.sessions() as session, session.begin():
@@ -136,13 +146,15 @@ async def memory_stage(
             [NewTouchpoint(p.thread_key, p.reason, p.due_at, p.dedupe_key) for p in plans],
             at=ctx.clock.now(),
         )
-    return {
+        start = await _rollup_start(ctx, session, item, output) if look_ahead else None
+    counts = {
         "threads_opened": opened,
         "threads_resolved": resolved,
         "thoughts": thoughts,
         "facts": facts,
         "follow_ups_planned": planned,
     }
+    return counts, start
 
 
 async def graph_stage(ctx: JobContext, item: Ingested, output: Extraction) -> int:
@@ -179,26 +191,39 @@ async def graph_stage(ctx: JobContext, item: Ingested, output: Extraction) -> in
     return added
 
 
-async def rollup_stage(ctx: JobContext, item: Ingested, output: Extraction) -> tuple[int, bool]:
+async def rollup_stage(
+    ctx: JobContext, item: Ingested, output: Extraction, start: RollupStart | None = None
+) -> tuple[int, bool]:
     """Stages 7 and 8: fold the conversation into each day it touched, then finalise.
 
     The finalisation shares the last write: the last day's new summary when there is one, else the
-    transaction that found nothing new to fold. A day summary stored before a failure stays (its
-    version guard makes the rerun skip it); `processed` is only ever written with or after them.
+    transaction that found nothing new to fold (`start`, when the memory stage's was that one). A
+    day summary stored before a failure stays (its version guard makes the rerun skip it);
+    `processed` is only ever written with or after them.
     """
-    async with ctx.sessions() as session, session.begin():
-        folds = [fold for segment_id in item.segment_ids if (fold := await pending_fold(session, segment_id))]
-        folds = [fold for fold in folds if fold.messages]
-        if not folds:
-            return 0, await _mark_processed(ctx, session, item, output)
+    if start is None:
+        async with ctx.sessions() as session, session.begin():
+            start = await _rollup_start(ctx, session, item, output)
+    if start.processed is not None:
+        return 0, start.processed
     updated = 0
-    for index, fold in enumerate(folds):
+    for index, fold in enumerate(start.folds):
         draft = await draft_fold(ctx, fold, final=False, notes=[output.summary])
         async with ctx.sessions() as session, session.begin():
             updated += await store_draft(ctx, session, draft, final=False)
-            if index == len(folds) - 1:
+            if index == len(start.folds) - 1:
                 return updated, await _mark_processed(ctx, session, item, output)
     raise AssertionError("unreachable: the last fold returns")
+
+
+async def _rollup_start(
+    ctx: JobContext, session: AsyncSession, item: Ingested, output: Extraction
+) -> RollupStart:
+    folds = [fold for segment_id in item.segment_ids if (fold := await pending_fold(session, segment_id))]
+    folds = [fold for fold in folds if fold.messages]
+    if folds:
+        return RollupStart(folds, None)
+    return RollupStart([], await _mark_processed(ctx, session, item, output))
 
 
 async def finalise(ctx: JobContext, item: Ingested, output: Extraction | None) -> bool:
@@ -244,12 +269,13 @@ async def _run_stages(ctx: JobContext, conversation_id: int) -> dict[str, int]:
     with metering() as meter:
         try:
             output = await extraction_stage(ctx, item)
-            counts = await memory_stage(ctx, item, output, meter)
+            # Without a graph stage the rollup can start in the memory stage's transaction.
+            counts, start = await memory_stage(ctx, item, output, meter, look_ahead=ctx.graph is None)
             meter.kinds.clear()  # stored with the memory stage's rows
             counts["graph_episodes"] = await graph_stage(ctx, item, output)
         finally:
             await store_usage_apart(ctx.sessions, item.user_id, ctx.clock.now().astimezone(UTC).date(), meter)
-    counts["day_summaries"], processed = await rollup_stage(ctx, item, output)
+    counts["day_summaries"], processed = await rollup_stage(ctx, item, output, start)
     counts["processed"] = int(processed)
     counts["briefing_written"] = await briefing_stage(ctx, item)
     return counts
