@@ -22,7 +22,7 @@ from agent.digest.extraction import Extraction, OpenThread, extract
 from agent.digest.summaries import Line
 from agent.proactive.plans import local_label, plans_from
 from db.memory_repositories import FactRepository, ThoughtRepository, ThreadRepository
-from db.models import Conversation, TranscriptMessage, User
+from db.models import Conversation, ConversationThread, TranscriptMessage, User
 from db.repositories import TranscriptRepository, user_present
 from db.touchpoints import NewTouchpoint, TouchpointRepository
 from jobs.briefing import refresh_briefing
@@ -50,36 +50,59 @@ class Ingested:
     timezone: str = "UTC"
 
 
+@dataclass(frozen=True)
+class Loaded:
+    """Stage 1's rows: read in the claim's own transaction by the worker, or in a session of their own."""
+
+    conversation: Conversation
+    timezone: str
+    messages: list[TranscriptMessage]
+    open_threads: list[ConversationThread]
+
+
+async def load(session: AsyncSession, conversation_id: int) -> Loaded | None:
+    """Read the conversation, its user's zone, its user/assistant messages and open threads."""
+    found = (
+        await session.execute(
+            select(Conversation, User.timezone)
+            .join(User, User.id == Conversation.user_id)
+            .where(Conversation.id == conversation_id)
+        )
+    ).one_or_none()
+    if found is None:
+        return None
+    conversation, timezone = found
+    messages = [
+        m for m in await TranscriptRepository(session).for_conversation(conversation_id) if m.role != "system"
+    ]
+    # A stored extraction is reused as it is: the threads are only shown to a new extraction.
+    needs_threads = messages and not conversation.extraction
+    threads = list(await ThreadRepository(session).open_for(conversation.user_id)) if needs_threads else []
+    return Loaded(conversation, timezone, messages, threads)
+
+
+def ingested(loaded: Loaded) -> Ingested:
+    """Stage 1's output from its rows (a stored extraction that no longer validates raises here)."""
+    conversation, rows = loaded.conversation, loaded.messages
+    return Ingested(
+        conversation_id=conversation.id,
+        user_id=conversation.user_id,
+        ended_at=conversation.ended_at or conversation.last_message_at,
+        lines=[Line(m.id, m.role, m.content, m.sent_at) for m in rows],
+        segment_ids=sorted({m.day_segment_id for m in rows if m.day_segment_id is not None}),
+        open_threads=[OpenThread(t.id, t.type, t.content) for t in loaded.open_threads],
+        stored_extraction=(
+            Extraction.model_validate(conversation.extraction) if conversation.extraction else None
+        ),
+        timezone=loaded.timezone,
+    )
+
+
 async def ingest(ctx: JobContext, conversation_id: int) -> Ingested | None:
     """Stage 1: load the claimed conversation, its user/assistant messages and open threads."""
     async with ctx.sessions() as session:
-        found = (
-            await session.execute(
-                select(Conversation, User.timezone)
-                .join(User, User.id == Conversation.user_id)
-                .where(Conversation.id == conversation_id)
-            )
-        ).one_or_none()
-        if found is None:
-            return None
-        conversation, timezone = found
-        rows: list[TranscriptMessage] = [
-            m
-            for m in await TranscriptRepository(session).for_conversation(conversation_id)
-            if m.role != "system"
-        ]
-        stored = Extraction.model_validate(conversation.extraction) if conversation.extraction else None
-        threads = [] if stored or not rows else await ThreadRepository(session).open_for(conversation.user_id)
-        return Ingested(
-            conversation_id=conversation.id,
-            user_id=conversation.user_id,
-            ended_at=conversation.ended_at or conversation.last_message_at,
-            lines=[Line(m.id, m.role, m.content, m.sent_at) for m in rows],
-            segment_ids=sorted({m.day_segment_id for m in rows if m.day_segment_id is not None}),
-            open_threads=[OpenThread(t.id, t.type, t.content) for t in threads],
-            stored_extraction=stored,
-            timezone=timezone,
-        )
+        loaded = await load(session, conversation_id)
+    return ingested(loaded) if loaded is not None else None
 
 
 async def extraction_stage(ctx: JobContext, item: Ingested) -> Extraction:
@@ -246,18 +269,23 @@ async def _mark_processed(
     )
 
 
-async def run_pipeline(ctx: JobContext, conversation_id: int) -> dict[str, int]:
-    """Every stage for one claimed conversation; raises on failure (the worker retries)."""
+async def run_pipeline(
+    ctx: JobContext, conversation_id: int, *, loaded: Loaded | None = None
+) -> dict[str, int]:
+    """Every stage for one claimed conversation; raises on failure (the worker retries).
+
+    `loaded`: stage 1's rows when the claim already read them.
+    """
     try:
-        return await _run_stages(ctx, conversation_id)
+        return await _run_stages(ctx, conversation_id, loaded)
     except UserForgottenError:
         # /forget deleted the user mid-run: their conversation went with them, nothing to retry.
         logger.info("post-processing stopped: user forgotten", extra={"conversation_id": conversation_id})
         return {"forgotten": 1}
 
 
-async def _run_stages(ctx: JobContext, conversation_id: int) -> dict[str, int]:
-    item = await ingest(ctx, conversation_id)
+async def _run_stages(ctx: JobContext, conversation_id: int, loaded: Loaded | None) -> dict[str, int]:
+    item = ingested(loaded) if loaded is not None else await ingest(ctx, conversation_id)
     if item is None:
         return {"missing": 1}
     if not any(line.role == "user" for line in item.lines):  # the user said nothing: nothing to learn

@@ -7,6 +7,7 @@ because the turn ends sessions and the agent never imports `jobs/`; everything a
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -132,14 +133,40 @@ async def claim_next(
     user's conversations is claimed by a live worker. One statement on both databases.
     """
     async with sessions() as session, session.begin():
-        dialect = session.get_bind().dialect.name
-        stmt = _CLAIMS.get(dialect)
-        if stmt is None:
-            stmt = _CLAIMS[dialect] = _claim_statement(dialect)
-        claimed_id: int | None = await session.scalar(
-            stmt, {"now": now, "stale_before": now - claim_timeout, "worker_id": worker_id}
-        )
-        return claimed_id
+        return await _claim(session, worker_id, now, claim_timeout)
+
+
+async def claim_and_read[T](
+    sessions: async_sessionmaker[AsyncSession],
+    worker_id: str,
+    now: datetime,
+    claim_timeout: timedelta,
+    read: Callable[[AsyncSession, int], Awaitable[T]],
+) -> tuple[int, T] | None:
+    """`claim_next`, then `read(session, conversation_id)` before the claim commits; None when idle.
+
+    One transaction instead of two for the claim and the pipeline's first reads. The claim's locks
+    are held while they run (on PostgreSQL the conversation and user rows, on SQLite the write
+    lock), so `read` should be a few quick reads and raise nothing but database errors.
+    """
+    async with sessions() as session, session.begin():
+        claimed_id = await _claim(session, worker_id, now, claim_timeout)
+        if claimed_id is None:
+            return None
+        return claimed_id, await read(session, claimed_id)
+
+
+async def _claim(
+    session: AsyncSession, worker_id: str, now: datetime, claim_timeout: timedelta
+) -> int | None:
+    dialect = session.get_bind().dialect.name
+    stmt = _CLAIMS.get(dialect)
+    if stmt is None:
+        stmt = _CLAIMS[dialect] = _claim_statement(dialect)
+    claimed_id: int | None = await session.scalar(
+        stmt, {"now": now, "stale_before": now - claim_timeout, "worker_id": worker_id}
+    )
+    return claimed_id
 
 
 async def record_failure(
