@@ -4,19 +4,91 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
 
 from pydantic_ai.exceptions import AgentRunError
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from agent.core.usage import metering, store_usage
-from agent.digest.summaries import MAX_KEY_MOMENTS, Line, summarise_day
+from agent.core.usage import UsageMeter, metering, store_usage
+from agent.digest.summaries import MAX_KEY_MOMENTS, DaySummary, Line, summarise_day
 from db.memory_repositories import DaySummaryRepository
+from db.models import DaySegment, TranscriptMessage
 from db.repositories import user_present
 from jobs.context import JobContext
 from jobs.regenerate import run_regenerations
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DayFold:
+    """What a new summary of a day starts from: the segment and its messages since the last one."""
+
+    segment: DaySegment
+    messages: list[TranscriptMessage]
+
+
+@dataclass(frozen=True)
+class DayDraft:
+    """A summary the model wrote for a fold, with what it cost (stored with it)."""
+
+    fold: DayFold
+    result: DaySummary
+    meter: UsageMeter
+
+
+async def pending_fold(session: AsyncSession, segment_id: int) -> DayFold | None:
+    """The open segment and its messages since the last summary (maybe none); None when closed or missing."""
+    repo = DaySummaryRepository(session)
+    segment = await repo.get(segment_id)
+    if segment is None or segment.status != "open":
+        return None
+    messages = list(await repo.unsummarised(segment))
+    return DayFold(segment, messages)
+
+
+async def draft_fold(ctx: JobContext, fold: DayFold, *, final: bool, notes: Sequence[str]) -> DayDraft:
+    """One SUMMARY_MODEL call, outside any transaction; raises when the model fails."""
+    with metering() as meter:
+        result = await summarise_day(
+            ctx.summary_model,
+            ctx.settings,
+            day=fold.segment.day,
+            previous=fold.segment.summary,
+            lines=[Line(m.id, m.role, m.content, m.sent_at) for m in fold.messages],
+            notes=notes,
+            final=final,
+        )
+    return DayDraft(fold, result, meter)
+
+
+async def store_draft(ctx: JobContext, session: AsyncSession, draft: DayDraft, *, final: bool) -> bool:
+    """Store the draft and its cost in the caller's transaction, guarded by the version it started from.
+
+    False when the user was forgotten meanwhile or another writer stored a newer version first.
+    """
+    segment, messages = draft.fold.segment, draft.fold.messages
+    if not await user_present(session, segment.user_id):
+        return False  # forgotten while the model was summarising
+    await store_usage(session, segment.user_id, ctx.clock.now().astimezone(UTC).date(), draft.meter)
+    last = messages[-1]
+    key_moments: list[Any] = [{"text": text, "message_id": last.id} for text in draft.result.key_moments]
+    stored = await DaySummaryRepository(session).store(
+        segment,
+        expected_last_id=segment.last_summarized_message_id,
+        summary=draft.result.markdown(),
+        key_moments=key_moments[:MAX_KEY_MOMENTS],
+        last_message=last,
+        at=ctx.clock.now(),
+        final=final,
+    )
+    logger.info(
+        "day summary",
+        extra={"segment_id": segment.id, "stored": stored, "final": final, "messages": len(messages)},
+    )
+    return stored
 
 
 async def summarise_segment(
@@ -29,46 +101,17 @@ async def summarise_segment(
     Raises when the model fails: the transcript is untouched and the caller retries.
     """
     async with ctx.sessions() as session:
-        repo = DaySummaryRepository(session)
-        segment = await repo.get(segment_id)
-        if segment is None or segment.status != "open":
-            return False
-        messages = list(await repo.unsummarised(segment))
-    if not messages:
+        fold = await pending_fold(session, segment_id)
+    if fold is None:
+        return False
+    if not fold.messages:
         if final:
             async with ctx.sessions() as session, session.begin():
                 await DaySummaryRepository(session).finalise_unchanged(segment_id, ctx.clock.now())
         return False
-    lines = [Line(m.id, m.role, m.content, m.sent_at) for m in messages]
-    with metering() as meter:
-        result = await summarise_day(
-            ctx.summary_model,
-            ctx.settings,
-            day=segment.day,
-            previous=segment.summary,
-            lines=lines,
-            notes=notes,
-            final=final,
-        )
-    key_moments: list[Any] = [{"text": text, "message_id": messages[-1].id} for text in result.key_moments]
+    draft = await draft_fold(ctx, fold, final=final, notes=notes)
     async with ctx.sessions() as session, session.begin():
-        if not await user_present(session, segment.user_id):
-            return False  # forgotten while the model was summarising
-        await store_usage(session, segment.user_id, ctx.clock.now().astimezone(UTC).date(), meter)
-        stored = await DaySummaryRepository(session).store(
-            segment,
-            expected_last_id=segment.last_summarized_message_id,
-            summary=result.markdown(),
-            key_moments=key_moments[:MAX_KEY_MOMENTS],
-            last_message=messages[-1],
-            at=ctx.clock.now(),
-            final=final,
-        )
-    logger.info(
-        "day summary",
-        extra={"segment_id": segment_id, "stored": stored, "final": final, "messages": len(lines)},
-    )
-    return stored
+        return await store_draft(ctx, session, draft, final=final)
 
 
 async def run_due_summaries(ctx: JobContext) -> dict[str, Any]:

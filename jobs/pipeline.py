@@ -1,9 +1,10 @@
 """The post-processing pipeline of one claimed conversation, every stage idempotent.
 
 1 ingestion -> 2 extraction -> 3 threads, 4 thoughts, 5 facts (one transaction with the stored
-extraction, so a rerun never calls the model again; dedupe keys) -> 6 graph -> 7 day summary rollup
-(version-guarded, one note per version) -> 8 finalisation (processed, summary, tone) -> 9 the
-user's briefing (jobs/briefing.py; after the conversation is processed, and never failing it).
+extraction and its cost, so a rerun never calls the model again; dedupe keys) -> 6 graph -> 7 day
+summary rollup (version-guarded, one note per version) -> 8 finalisation (processed, summary, tone;
+in the rollup's last transaction) -> 9 the user's briefing (jobs/briefing.py; after the
+conversation is processed, and never failing it).
 """
 
 from __future__ import annotations
@@ -12,20 +13,21 @@ import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import update
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.core.errors import UserForgottenError
-from agent.core.usage import metering, store_usage_apart
+from agent.core.usage import UsageMeter, metering, store_usage, store_usage_apart
 from agent.digest.extraction import Extraction, OpenThread, extract
 from agent.digest.summaries import Line
 from agent.proactive.plans import local_label, plans_from
 from db.memory_repositories import FactRepository, ThoughtRepository, ThreadRepository
-from db.models import Conversation, TranscriptMessage, User
+from db.models import Conversation, ConversationThread, TranscriptMessage, User
 from db.repositories import TranscriptRepository, user_present
 from db.touchpoints import NewTouchpoint, TouchpointRepository
 from jobs.briefing import refresh_briefing
 from jobs.context import JobContext
-from jobs.day_summary import summarise_segment
+from jobs.day_summary import DayFold, draft_fold, pending_fold, store_draft
 from jobs.queue import mark_processed
 
 logger = logging.getLogger(__name__)
@@ -48,30 +50,59 @@ class Ingested:
     timezone: str = "UTC"
 
 
+@dataclass(frozen=True)
+class Loaded:
+    """Stage 1's rows: read in the claim's own transaction by the worker, or in a session of their own."""
+
+    conversation: Conversation
+    timezone: str
+    messages: list[TranscriptMessage]
+    open_threads: list[ConversationThread]
+
+
+async def load(session: AsyncSession, conversation_id: int) -> Loaded | None:
+    """Read the conversation, its user's zone, its user/assistant messages and open threads."""
+    found = (
+        await session.execute(
+            select(Conversation, User.timezone)
+            .join(User, User.id == Conversation.user_id)
+            .where(Conversation.id == conversation_id)
+        )
+    ).one_or_none()
+    if found is None:
+        return None
+    conversation, timezone = found
+    messages = [
+        m for m in await TranscriptRepository(session).for_conversation(conversation_id) if m.role != "system"
+    ]
+    # A stored extraction is reused as it is: the threads are only shown to a new extraction.
+    needs_threads = messages and not conversation.extraction
+    threads = list(await ThreadRepository(session).open_for(conversation.user_id)) if needs_threads else []
+    return Loaded(conversation, timezone, messages, threads)
+
+
+def ingested(loaded: Loaded) -> Ingested:
+    """Stage 1's output from its rows (a stored extraction that no longer validates raises here)."""
+    conversation, rows = loaded.conversation, loaded.messages
+    return Ingested(
+        conversation_id=conversation.id,
+        user_id=conversation.user_id,
+        ended_at=conversation.ended_at or conversation.last_message_at,
+        lines=[Line(m.id, m.role, m.content, m.sent_at) for m in rows],
+        segment_ids=sorted({m.day_segment_id for m in rows if m.day_segment_id is not None}),
+        open_threads=[OpenThread(t.id, t.type, t.content) for t in loaded.open_threads],
+        stored_extraction=(
+            Extraction.model_validate(conversation.extraction) if conversation.extraction else None
+        ),
+        timezone=loaded.timezone,
+    )
+
+
 async def ingest(ctx: JobContext, conversation_id: int) -> Ingested | None:
     """Stage 1: load the claimed conversation, its user/assistant messages and open threads."""
     async with ctx.sessions() as session:
-        conversation = await session.get(Conversation, conversation_id)
-        if conversation is None:
-            return None
-        rows: list[TranscriptMessage] = [
-            m
-            for m in await TranscriptRepository(session).for_conversation(conversation_id)
-            if m.role != "system"
-        ]
-        stored = Extraction.model_validate(conversation.extraction) if conversation.extraction else None
-        threads = [] if stored or not rows else await ThreadRepository(session).open_for(conversation.user_id)
-        user = await session.get(User, conversation.user_id)
-        return Ingested(
-            conversation_id=conversation.id,
-            user_id=conversation.user_id,
-            ended_at=conversation.ended_at or conversation.last_message_at,
-            lines=[Line(m.id, m.role, m.content, m.sent_at) for m in rows],
-            segment_ids=sorted({m.day_segment_id for m in rows if m.day_segment_id is not None}),
-            open_threads=[OpenThread(t.id, t.type, t.content) for t in threads],
-            stored_extraction=stored,
-            timezone=user.timezone if user is not None else "UTC",
-        )
+        loaded = await load(session, conversation_id)
+    return ingested(loaded) if loaded is not None else None
 
 
 async def extraction_stage(ctx: JobContext, item: Ingested) -> Extraction:
@@ -82,16 +113,30 @@ async def extraction_stage(ctx: JobContext, item: Ingested) -> Extraction:
     return await extract(ctx.summary_model, ctx.settings, item.lines, item.open_threads, ended_local=ended)
 
 
-async def memory_stage(ctx: JobContext, item: Ingested, output: Extraction) -> dict[str, int]:
+@dataclass(frozen=True)
+class RollupStart:
+    """What the rollup found to fold; `processed` is set when there was nothing and it finalised."""
+
+    folds: list[DayFold]
+    processed: bool | None
+
+
+async def memory_stage(
+    ctx: JobContext, item: Ingested, output: Extraction, meter: UsageMeter, *, look_ahead: bool = False
+) -> tuple[dict[str, int], RollupStart | None]:
     """Stages 3-5: threads opened and resolved, thoughts, facts, with the extraction checkpoint.
 
-    One transaction: the extraction is stored with the rows it produced, so a rerun reuses it
-    instead of calling the model again, and the dedupe keys make a repeated write a no-op.
+    One transaction: the extraction is stored with the rows it produced and with what it cost
+    (`meter`), so a rerun reuses it instead of calling the model again, and the dedupe keys make a
+    repeated write a no-op. With `look_ahead` (no graph stage between them) the rollup's start
+    runs in it too: the days' new messages are read and, when there are none, the conversation
+    is finalised in the same commit.
     """
     at = item.ended_at
     async with ctx.sessions() as session, session.begin():
         if not await user_present(session, item.user_id):
             raise UserForgottenError(f"user {item.user_id} was forgotten")
+        await store_usage(session, item.user_id, ctx.clock.now().astimezone(UTC).date(), meter)
         if item.stored_extraction is None:
             await session.execute(
                 update(Conversation)
@@ -124,13 +169,15 @@ async def memory_stage(ctx: JobContext, item: Ingested, output: Extraction) -> d
             [NewTouchpoint(p.thread_key, p.reason, p.due_at, p.dedupe_key) for p in plans],
             at=ctx.clock.now(),
         )
-    return {
+        start = await _rollup_start(ctx, session, item, output) if look_ahead else None
+    counts = {
         "threads_opened": opened,
         "threads_resolved": resolved,
         "thoughts": thoughts,
         "facts": facts,
         "follow_ups_planned": planned,
     }
+    return counts, start
 
 
 async def graph_stage(ctx: JobContext, item: Ingested, output: Extraction) -> int:
@@ -167,54 +214,97 @@ async def graph_stage(ctx: JobContext, item: Ingested, output: Extraction) -> in
     return added
 
 
-async def rollup_stage(ctx: JobContext, item: Ingested, output: Extraction) -> int:
-    """Stage 7: fold the conversation into the summary of each day it touched."""
+async def rollup_stage(
+    ctx: JobContext, item: Ingested, output: Extraction, start: RollupStart | None = None
+) -> tuple[int, bool]:
+    """Stages 7 and 8: fold the conversation into each day it touched, then finalise.
+
+    The finalisation shares the last write: the last day's new summary when there is one, else the
+    transaction that found nothing new to fold (`start`, when the memory stage's was that one). A
+    day summary stored before a failure stays (its version guard makes the rerun skip it);
+    `processed` is only ever written with or after them.
+    """
+    if start is None:
+        async with ctx.sessions() as session, session.begin():
+            start = await _rollup_start(ctx, session, item, output)
+    if start.processed is not None:
+        return 0, start.processed
     updated = 0
-    for segment_id in item.segment_ids:
-        updated += await summarise_segment(ctx, segment_id, notes=[output.summary])
-    return updated
+    for index, fold in enumerate(start.folds):
+        draft = await draft_fold(ctx, fold, final=False, notes=[output.summary])
+        async with ctx.sessions() as session, session.begin():
+            updated += await store_draft(ctx, session, draft, final=False)
+            if index == len(start.folds) - 1:
+                return updated, await _mark_processed(ctx, session, item, output)
+    raise AssertionError("unreachable: the last fold returns")
+
+
+async def _rollup_start(
+    ctx: JobContext, session: AsyncSession, item: Ingested, output: Extraction
+) -> RollupStart:
+    folds = [fold for segment_id in item.segment_ids if (fold := await pending_fold(session, segment_id))]
+    folds = [fold for fold in folds if fold.messages]
+    if folds:
+        return RollupStart(folds, None)
+    return RollupStart([], await _mark_processed(ctx, session, item, output))
 
 
 async def finalise(ctx: JobContext, item: Ingested, output: Extraction | None) -> bool:
-    """Stage 8: processed, with the summary and tone, if this worker still holds the claim."""
+    """Stage 8 alone (nothing to learn): processed, if this worker still holds the claim."""
     async with ctx.sessions() as session, session.begin():
-        return await mark_processed(
-            session,
-            item.conversation_id,
-            ctx.worker_id,
-            ctx.clock.now(),
-            summary=output.summary if output else None,
-            tone=output.tone[:TONE_CHARS] if output else None,
-        )
+        return await _mark_processed(ctx, session, item, output)
 
 
-async def run_pipeline(ctx: JobContext, conversation_id: int) -> dict[str, int]:
-    """Every stage for one claimed conversation; raises on failure (the worker retries)."""
+async def _mark_processed(
+    ctx: JobContext, session: AsyncSession, item: Ingested, output: Extraction | None
+) -> bool:
+    # A slow worker whose claim was taken over finalises nothing.
+    return await mark_processed(
+        session,
+        item.conversation_id,
+        ctx.worker_id,
+        ctx.clock.now(),
+        summary=output.summary if output else None,
+        tone=output.tone[:TONE_CHARS] if output else None,
+    )
+
+
+async def run_pipeline(
+    ctx: JobContext, conversation_id: int, *, loaded: Loaded | None = None
+) -> dict[str, int]:
+    """Every stage for one claimed conversation; raises on failure (the worker retries).
+
+    `loaded`: stage 1's rows when the claim already read them.
+    """
     try:
-        return await _run_stages(ctx, conversation_id)
+        return await _run_stages(ctx, conversation_id, loaded)
     except UserForgottenError:
         # /forget deleted the user mid-run: their conversation went with them, nothing to retry.
         logger.info("post-processing stopped: user forgotten", extra={"conversation_id": conversation_id})
         return {"forgotten": 1}
 
 
-async def _run_stages(ctx: JobContext, conversation_id: int) -> dict[str, int]:
-    item = await ingest(ctx, conversation_id)
+async def _run_stages(ctx: JobContext, conversation_id: int, loaded: Loaded | None) -> dict[str, int]:
+    item = ingested(loaded) if loaded is not None else await ingest(ctx, conversation_id)
     if item is None:
         return {"missing": 1}
     if not any(line.role == "user" for line in item.lines):  # the user said nothing: nothing to learn
         await finalise(ctx, item, None)
         return {"empty": 1}
-    # Extraction and the graph's model calls count towards the user's usage, failed runs included.
+    # Extraction and the graph's model calls count towards the user's usage, failed runs included:
+    # the extraction's with the rows it produced, what is left (the graph's, or everything when
+    # the memory stage failed) in a transaction of its own.
     with metering() as meter:
         try:
             output = await extraction_stage(ctx, item)
-            counts = await memory_stage(ctx, item, output)
+            # Without a graph stage the rollup can start in the memory stage's transaction.
+            counts, start = await memory_stage(ctx, item, output, meter, look_ahead=ctx.graph is None)
+            meter.kinds.clear()  # stored with the memory stage's rows
             counts["graph_episodes"] = await graph_stage(ctx, item, output)
         finally:
             await store_usage_apart(ctx.sessions, item.user_id, ctx.clock.now().astimezone(UTC).date(), meter)
-    counts["day_summaries"] = await rollup_stage(ctx, item, output)
-    counts["processed"] = int(await finalise(ctx, item, output))
+    counts["day_summaries"], processed = await rollup_stage(ctx, item, output, start)
+    counts["processed"] = int(processed)
     counts["briefing_written"] = await briefing_stage(ctx, item)
     return counts
 

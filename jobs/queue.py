@@ -7,17 +7,16 @@ because the turn ends sessions and the agent never imports `jobs/`; everything a
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, and_, exists, func, or_, select, update
+from sqlalchemy import ColumnElement, String, Update, and_, bindparam, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import aliased
 
-from db.models import QUEUED, Conversation, DaySegment, User
+from db.models import QUEUED, Conversation, DaySegment, User, UTCDateTime
 
-# How many candidates a SQLite claim looks at; losers of a race move on to the next one.
-_CANDIDATES = 8
 _ERROR_CHARS = 2000
 
 
@@ -51,7 +50,7 @@ def backoff(attempts: int, base_seconds: float, max_seconds: float) -> timedelta
 
 
 def _claimable(
-    conversation: type[Conversation], now: datetime, stale_before: datetime
+    conversation: type[Conversation], now: ColumnElement[datetime], stale_before: ColumnElement[datetime]
 ) -> ColumnElement[bool]:
     ready = and_(
         conversation.status == QUEUED,
@@ -62,7 +61,9 @@ def _claimable(
     return and_(or_(ready, stale), ~_held_back(conversation, stale_before))
 
 
-def _held_back(conversation: type[Conversation], stale_before: datetime) -> ColumnElement[bool]:
+def _held_back(
+    conversation: type[Conversation], stale_before: ColumnElement[datetime]
+) -> ColumnElement[bool]:
     """True while another conversation of the same user must go first or is being processed.
 
     An older conversation still queued (due or waiting for its retry) or processing goes first, so a
@@ -83,60 +84,89 @@ def _held_back(conversation: type[Conversation], stale_before: datetime) -> Colu
     )
 
 
+def _claim_statement(dialect: str) -> Update:
+    """The one-statement claim for a dialect, built once (bound: now, stale_before, worker_id)."""
+    now = bindparam("now", type_=UTCDateTime())
+    stale_before = bindparam("stale_before", type_=UTCDateTime())
+    candidate = aliased(Conversation, name="candidate")
+    picked = (
+        select(candidate.id)
+        .where(_claimable(candidate, now, stale_before))
+        .order_by(candidate.ended_at, candidate.id)
+        .limit(1)
+    )
+    if dialect == "postgresql":
+        # Its snapshot predates claims that other workers have not committed yet, so the
+        # candidate's user row is locked too (FOR NO KEY UPDATE, which turns' reads and
+        # foreign-key checks do not wait for): a user another worker is claiming right now is
+        # skipped, never claimed twice. Rows are locked in order, so only the chosen one is.
+        picked = picked.join(User, User.id == candidate.user_id).with_for_update(
+            skip_locked=True, key_share=True, of=[candidate, User]
+        )
+    # SQLite: an UPDATE takes the database's one write lock before it reads, so the choice and
+    # the claim are one atomic step and two workers never both win one user.
+    return (
+        update(Conversation)
+        .where(Conversation.id == picked.scalar_subquery())
+        .values(
+            status="processing",
+            claimed_at=now,
+            claimed_by=bindparam("worker_id", type_=String()),
+            attempts=Conversation.attempts + 1,
+        )
+        .returning(Conversation.id)
+        .execution_options(synchronize_session=False)
+    )
+
+
+# Built on first use per dialect: composing the statement (aliases, correlated EXISTS) costs more
+# Python time than running it, and the claim runs once per conversation.
+_CLAIMS: dict[str, Update] = {}
+
+
 async def claim_next(
     sessions: async_sessionmaker[AsyncSession], worker_id: str, now: datetime, claim_timeout: timedelta
 ) -> int | None:
     """Claim one due conversation for this worker (status processing, attempts + 1); None when idle.
 
     Only the oldest unfinished conversation of a user is claimable, and only while none of that
-    user's conversations is claimed by a live worker.
+    user's conversations is claimed by a live worker. One statement on both databases.
     """
-    stale_before = now - claim_timeout
-    claim = {
-        "status": "processing",
-        "claimed_at": now,
-        "claimed_by": worker_id,
-        "attempts": Conversation.attempts + 1,
-    }
     async with sessions() as session, session.begin():
-        if session.get_bind().dialect.name == "postgresql":
-            # One statement. Its snapshot predates claims that other workers have not committed yet,
-            # so the candidate's user row is locked too (FOR NO KEY UPDATE, which turns' reads and
-            # foreign-key checks do not wait for): a user another worker is claiming right now is
-            # skipped, never claimed twice. Rows are locked in order, so only the chosen one is.
-            candidate = aliased(Conversation, name="candidate")
-            picked = (
-                select(candidate.id)
-                .join(User, User.id == candidate.user_id)
-                .where(_claimable(candidate, now, stale_before))
-                .order_by(candidate.ended_at, candidate.id)
-                .limit(1)
-                .with_for_update(skip_locked=True, key_share=True, of=[candidate, User])
-                .scalar_subquery()
-            )
-            stmt = update(Conversation).where(Conversation.id == picked).values(**claim)
-            claimed_id: int | None = await session.scalar(
-                stmt.returning(Conversation.id).execution_options(synchronize_session=False)
-            )
-            return claimed_id
-        candidates = (
-            select(Conversation.id)
-            .where(_claimable(Conversation, now, stale_before))
-            .order_by(Conversation.ended_at, Conversation.id)
-        )
-        for conversation_id in (await session.execute(candidates.limit(_CANDIDATES))).scalars().all():
-            # SQLite: the conditional UPDATE is the claim. It runs under the database's one write
-            # lock and checks the user's other conversations again, so two workers never both win
-            # one user; a worker that loses the race tries the next candidate.
-            claimed = await session.execute(
-                update(Conversation)
-                .where(Conversation.id == conversation_id, _claimable(Conversation, now, stale_before))
-                .values(**claim)
-                .execution_options(synchronize_session=False)
-            )
-            if claimed.rowcount == 1:  # type: ignore[attr-defined]
-                return conversation_id
-    return None
+        return await _claim(session, worker_id, now, claim_timeout)
+
+
+async def claim_and_read[T](
+    sessions: async_sessionmaker[AsyncSession],
+    worker_id: str,
+    now: datetime,
+    claim_timeout: timedelta,
+    read: Callable[[AsyncSession, int], Awaitable[T]],
+) -> tuple[int, T] | None:
+    """`claim_next`, then `read(session, conversation_id)` before the claim commits; None when idle.
+
+    One transaction instead of two for the claim and the pipeline's first reads. The claim's locks
+    are held while they run (on PostgreSQL the conversation and user rows, on SQLite the write
+    lock), so `read` should be a few quick reads and raise nothing but database errors.
+    """
+    async with sessions() as session, session.begin():
+        claimed_id = await _claim(session, worker_id, now, claim_timeout)
+        if claimed_id is None:
+            return None
+        return claimed_id, await read(session, claimed_id)
+
+
+async def _claim(
+    session: AsyncSession, worker_id: str, now: datetime, claim_timeout: timedelta
+) -> int | None:
+    dialect = session.get_bind().dialect.name
+    stmt = _CLAIMS.get(dialect)
+    if stmt is None:
+        stmt = _CLAIMS[dialect] = _claim_statement(dialect)
+    claimed_id: int | None = await session.scalar(
+        stmt, {"now": now, "stale_before": now - claim_timeout, "worker_id": worker_id}
+    )
+    return claimed_id
 
 
 async def record_failure(

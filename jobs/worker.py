@@ -8,16 +8,16 @@ from datetime import timedelta
 from typing import Any
 
 from jobs.context import JobContext
-from jobs.pipeline import run_pipeline
-from jobs.queue import claim_next, record_failure, requeue
+from jobs.pipeline import Loaded, load, run_pipeline
+from jobs.queue import claim_and_read, record_failure, requeue
 
 logger = logging.getLogger(__name__)
 
 
-async def process_one(ctx: JobContext, conversation_id: int) -> bool:
+async def process_one(ctx: JobContext, conversation_id: int, loaded: Loaded | None = None) -> bool:
     """Run the pipeline for a conversation this worker has claimed; False when it failed."""
     try:
-        counts = await run_pipeline(ctx, conversation_id)
+        counts = await run_pipeline(ctx, conversation_id, loaded=loaded)
     except Exception as exc:
         # The job boundary: any fault (model, database, graph) is recorded and retried with backoff,
         # never allowed to kill the worker or lose the conversation.
@@ -54,11 +54,12 @@ async def process_queue(
         return {"claimed": 0, "processed": 0, "failed": 0, "not_found": 1}
     timeout = timedelta(seconds=ctx.settings.postprocess_claim_timeout_seconds)
     while limit is None or counts["claimed"] < limit:
-        claimed = await claim_next(ctx.sessions, ctx.worker_id, ctx.clock.now(), timeout)
+        # The pipeline's first reads share the claim's transaction.
+        claimed = await claim_and_read(ctx.sessions, ctx.worker_id, ctx.clock.now(), timeout, load)
         if claimed is None:
             break
         counts["claimed"] += 1
-        counts["processed" if await process_one(ctx, claimed) else "failed"] += 1
+        counts["processed" if await process_one(ctx, *claimed) else "failed"] += 1
         if conversation_id is not None:
             break
     return {"claimed": counts["claimed"], "processed": counts["processed"], "failed": counts["failed"]}

@@ -5,12 +5,20 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy import event, func, select
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.core.clock import FrozenClock
 from db.memory_repositories import DAY_SUMMARY_NOTE
-from db.models import Conversation, ConversationThread, DaySegment, Thought, TranscriptMessage, UserFact
+from db.models import (
+    Conversation,
+    ConversationThread,
+    DaySegment,
+    ModelUsage,
+    Thought,
+    TranscriptMessage,
+    UserFact,
+)
 from jobs.context import JobContext
 from jobs.queue import requeue
 from jobs.registry import run_job
@@ -234,3 +242,41 @@ async def test_facts_are_stored_with_the_messages_they_come_from(
         facts = {f.content: f.message_ids for f in (await session.execute(select(UserFact))).scalars()}
     # Bo's message is not in Ana's conversation: never a source of her fact.
     assert facts == {"Ana got a job offer": [offer], "Ana plays a concert on Friday": [concert]}
+
+
+async def test_a_conversation_is_one_commit_after_its_claim_unless_it_folds_a_day(
+    ctx: JobContext,
+    engine: AsyncEngine,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+    scripted: ScriptedSummaries,
+) -> None:
+    # Two conversations of one day, both closed: the first folds the whole day into its summary,
+    # the second finds nothing new to fold.
+    await seed_conversation(sessions, start=clock.now(), texts=TEXTS)
+    await seed_conversation(
+        sessions, start=clock.now() + timedelta(hours=1), texts=["conversation 2: hello", "hi"]
+    )
+    commits: list[object] = []
+
+    def committed(connection: object) -> None:
+        commits.append(connection)
+
+    event.listen(engine.sync_engine, "commit", committed)
+    try:
+        counts = await run_job("postprocess", ctx)
+    finally:
+        event.remove(engine.sync_engine, "commit", committed)
+
+    assert counts == {"claimed": 2, "processed": 2, "failed": 0}
+    assert len(scripted.extraction_prompts) == 2 and len(scripted.summary_prompts) == 1
+    # First: claim with its reads; memory rows with the extraction's usage; the day's summary with
+    # the finalisation. Second: claim; memory rows with the finalisation. Then the idle claim.
+    assert len(commits) == 3 + 2 + 1
+    async with sessions() as session:
+        done = (await session.execute(select(Conversation).order_by(Conversation.id))).scalars().all()
+        usage = (await session.execute(select(ModelUsage).order_by(ModelUsage.kind))).scalars().all()
+    assert [c.status for c in done] == ["processed", "processed"]
+    assert all(c.summary and c.tone for c in done)
+    assert [(u.kind, u.calls) for u in usage] == [("day_summary", 1), ("extraction", 2)]
+    assert len(await _notes(sessions)) == 1

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.core.clock import FrozenClock
 from db.models import Conversation, ConversationThread, DaySegment
 from jobs.context import JobContext
-from jobs.queue import backoff, claim_next, queue_stats, requeue
+from jobs.queue import backoff, claim_and_read, claim_next, queue_stats, requeue
 from jobs.registry import UnknownJobError, run_job
 from tests.jobs.conftest import ScriptedSummaries, seed_conversation
 
@@ -171,3 +171,41 @@ async def test_session_job_closes_idle_sessions(
 async def test_unknown_job_is_refused(ctx: JobContext) -> None:
     with pytest.raises(UnknownJobError, match="known: sessions"):
         await run_job("reindex", ctx)
+
+
+async def test_claim_and_read_reads_the_claimed_row_before_the_claim_commits(
+    sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    _, conversation_id = await seed_conversation(sessions, start=clock.now(), texts=["hi"])
+    timeout = timedelta(minutes=15)
+
+    async def read(session: AsyncSession, claimed_id: int) -> tuple[str, str | None, bool]:
+        row = (
+            await session.execute(
+                select(Conversation.status, Conversation.claimed_by).where(Conversation.id == claimed_id)
+            )
+        ).one()
+        return row.status, row.claimed_by, session.in_transaction()
+
+    claimed = await claim_and_read(sessions, "worker-a", clock.now(), timeout, read)
+
+    assert claimed == (conversation_id, ("processing", "worker-a", True))
+    claim = await _conversation(sessions, conversation_id)
+    assert (claim.status, claim.claimed_by, claim.attempts) == ("processing", "worker-a", 1)
+    # Idle: nothing is claimed and nothing read.
+    assert await claim_and_read(sessions, "worker-b", clock.now(), timeout, read) is None
+
+
+async def test_a_read_that_fails_leaves_the_conversation_unclaimed(
+    sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    _, conversation_id = await seed_conversation(sessions, start=clock.now(), texts=["hi"])
+
+    async def read(session: AsyncSession, claimed_id: int) -> None:
+        raise OSError("connection lost")
+
+    with pytest.raises(OSError):
+        await claim_and_read(sessions, "worker-a", clock.now(), timedelta(minutes=15), read)
+
+    untouched = await _conversation(sessions, conversation_id)
+    assert (untouched.status, untouched.claimed_by, untouched.attempts) == ("closed", None, 0)
