@@ -79,6 +79,21 @@ class ConversationRepository:
         options = [] if history else [defer(Conversation.messages, raiseload=True)]
         return await self.session.get(Conversation, conversation_id, options=options)
 
+    async def append_turn(self, conversation_id: int, messages: list[Any]) -> int | None:
+        """Store a conversation's grown history and count one more message, in one statement.
+
+        Returns the new message count, or None when the conversation is gone (deleted by /forget).
+        """
+        stmt = (
+            update(Conversation)
+            .where(Conversation.id == conversation_id)
+            .values(messages=messages, message_count=Conversation.message_count + 1)
+            .returning(Conversation.message_count)
+            .execution_options(synchronize_session=False)
+        )
+        count = (await self.session.execute(stmt)).scalar_one_or_none()
+        return int(count) if count is not None else None
+
     async def active_for(self, user_id: int) -> Conversation | None:
         """The user's open session, if any (newest first, should there ever be two)."""
         stmt = (

@@ -54,7 +54,6 @@ async def summarise_segment(
     async with ctx.sessions() as session, session.begin():
         if not await user_present(session, segment.user_id):
             return False  # forgotten while the model was summarising
-        await store_usage(session, segment.user_id, ctx.clock.now().astimezone(UTC).date(), meter)
         stored = await DaySummaryRepository(session).store(
             segment,
             expected_last_id=segment.last_summarized_message_id,
@@ -64,6 +63,8 @@ async def summarise_segment(
             at=ctx.clock.now(),
             final=final,
         )
+        # Last in the transaction (agent/core/usage.py).
+        await store_usage(session, segment.user_id, ctx.clock.now().astimezone(UTC).date(), meter)
     logger.info(
         "day summary",
         extra={"segment_id": segment_id, "stored": stored, "final": final, "messages": len(lines)},
