@@ -109,11 +109,10 @@ class Intake:
             found = await delivered(session, user_id, telegram_message_id)
             if found is not None:
                 return found
-            user = await UserRepository(session).get(user_id)
+            conversations = ConversationRepository(session)
+            user, conversation = await conversations.user_and_active(user_id)
             if user is None:
                 raise UserNotFoundError(f"no user with id {user_id}")
-            conversations = ConversationRepository(session)
-            conversation = await conversations.active_for(user_id)
             closed_id: int | None = None
             previous_message_at = user.last_message_at
             timeout = (

@@ -230,12 +230,15 @@ class TurnService:
         receipt: TurnReceipt | None,
         meter: UsageMeter,
     ) -> int:
-        # The full stored history grows; trimming only shapes what the model is sent.
+        # The full stored history grows (the cached copy is what is stored, as of its message count:
+        # agent/history/cache.py); trimming only shapes what the model is sent.
         updated = stored.extended(outcome.new_messages, prepared.conversation.message_count + 1)
         async with self.sessions() as session, session.begin():
             # One statement: the history written and counted, or nothing when /forget deleted the
             # conversation while the model was thinking.
-            count = await ConversationRepository(session).append_turn(prepared.conversation.id, updated.raw)
+            count = await ConversationRepository(session).append_turn(
+                prepared.conversation.id, updated.raw[len(stored.raw) :]
+            )
             if count is None:
                 return 0
             if count != updated.version:  # the row moved under us: the cache must not claim it
