@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import JSON, ColumnElement, and_, bindparam, func, or_, select, update
+from sqlalchemy import JSON, SQLColumnExpression, and_, bindparam, func, or_, select, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
@@ -88,7 +88,7 @@ class ConversationRepository:
         array, so a turn's write does not grow with the session. Returns the new message count, or
         None when the conversation is gone (deleted by /forget).
         """
-        history: ColumnElement[Any]
+        history: SQLColumnExpression[Any]
         if self.session.get_bind().dialect.name == "postgresql":
             history = Conversation.messages.op("||", return_type=JSONType)(bindparam("added", added, JSONB))
         else:
