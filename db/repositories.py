@@ -81,15 +81,20 @@ class ConversationRepository:
         options = [] if history else [defer(Conversation.messages, raiseload=True)]
         return await self.session.get(Conversation, conversation_id, options=options)
 
-    async def append_turn(self, conversation_id: int, added: list[Any]) -> int | None:
+    async def append_turn(
+        self, conversation_id: int, added: list[Any], *, whole: list[Any] | None = None
+    ) -> int | None:
         """Append one turn's messages to a conversation's stored history and count one more message.
 
         One statement, and only the new messages travel: the database appends them to the stored
-        array, so a turn's write does not grow with the session. Returns the new message count, or
-        None when the conversation is gone (deleted by /forget).
+        array, so a turn's write does not grow with the session. `whole` replaces the stored array
+        instead (it was broken or in an older form). Returns the new message count, or None when the
+        conversation is gone (deleted by /forget).
         """
         history: SQLColumnExpression[Any]
-        if self.session.get_bind().dialect.name == "postgresql":
+        if whole is not None:
+            history = bindparam("whole", whole, JSONType)
+        elif self.session.get_bind().dialect.name == "postgresql":
             history = Conversation.messages.op("||", return_type=JSONType)(bindparam("added", added, JSONB))
         else:
             # SQLite keeps JSON as text: json_insert's `$[#]` appends each message to the array.

@@ -237,7 +237,9 @@ class TurnService:
             # One statement: the history written and counted, or nothing when /forget deleted the
             # conversation while the model was thinking.
             count = await ConversationRepository(session).append_turn(
-                prepared.conversation.id, updated.raw[len(stored.raw) :]
+                prepared.conversation.id,
+                updated.raw[len(stored.raw) :],
+                whole=updated.raw if stored.stale else None,
             )
             if count is None:
                 return 0

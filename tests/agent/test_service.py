@@ -241,6 +241,13 @@ async def test_broken_stored_history_degrades_to_a_fresh_start(
     await restarted.close()
     assert answer.text == "echo: still there?"
     assert recorder.user_prompts(1) == ["still there?"]
+    # The broken array was replaced, not appended to: the next process reads this turn back.
+    again = TurnService(
+        settings=service.settings, engine=engine, sessions=sessions, clock=clock, model=service.model
+    )
+    await again.reply(user_id, "and now?", clock.now() + timedelta(minutes=2))
+    await again.close()
+    assert recorder.user_prompts(2) == ["still there?", "and now?"]
 
 
 async def test_tool_calls_round_trip_through_stored_history(
