@@ -1,4 +1,4 @@
-"""Migration 0023_turn_speed on a database with usage: the day's token counters start equal to the
+"""Migration 0024_turn_speed on a database with usage: the day's token counters start equal to the
 sums, follow later writes, and go away on downgrade."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from db.migrate import alembic_config
 from db.usage_ddl import TOKENS
 from tests.conftest import POSTGRES_ADMIN_URL, _admin
 
-BEFORE = "0022_search_languages"
+BEFORE = "0023_users_last_message"
 AT = datetime(2026, 3, 3, 9, 0)
 
 

@@ -1,8 +1,9 @@
-"""turn speed: the day's bot-wide token total kept in daily_counts by triggers on model_usage, so
-the bot-wide budget reads one row before a turn instead of summing the day's usage
+"""turn speed: the day's bot-wide token total kept in daily_counts by triggers on model_usage
 
-Revision ID: 0023_turn_speed
-Revises: 0022_search_languages
+The bot-wide budget reads one row before a turn instead of summing the day's usage.
+
+Revision ID: 0024_turn_speed
+Revises: 0023_users_last_message
 Create Date: 2026-11-25 00:30:00.000000
 """
 
@@ -14,8 +15,8 @@ from alembic import op
 
 from db import usage_ddl
 
-revision: str = "0023_turn_speed"
-down_revision: str | Sequence[str] | None = "0022_search_languages"
+revision: str = "0024_turn_speed"
+down_revision: str | Sequence[str] | None = "0023_users_last_message"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
