@@ -123,3 +123,47 @@ async def test_two_instances_writing_at_once_keep_the_counter_exact(
             2 * len(users) * per_turn,
             2 * per_turn,
         )
+
+
+async def test_two_instances_answering_turns_at_once_keep_the_counter_exact(
+    database_url: str, sessions: async_sessionmaker[AsyncSession]
+) -> None:
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from agent.core.clock import FrozenClock
+    from agent.core.settings import Settings
+    from agent.turn.service import TurnService
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart("noted, thanks")])
+
+    users = await _users(sessions, 4)
+    engines = [create_engine(database_url), create_engine(database_url)]
+    # Two turn services on their own engines: two instances behind one webhook, each taking turns of
+    # every user (the users' turn locks keep one user's turns in order across them).
+    services = [
+        TurnService(
+            settings=Settings(database_url=database_url, model="test", _env_file=None),
+            engine=engine,
+            sessions=session_factory(engine),
+            clock=FrozenClock(current=AT),
+            model=FunctionModel(answer),
+        )
+        for engine in engines
+    ]
+    try:
+        await asyncio.gather(
+            *(
+                services[n % 2].reply(user_id, f"message {n}", AT + timedelta(seconds=n))
+                for n in range(10)
+                for user_id in users
+            )
+        )
+    finally:
+        for service in services:
+            await service.close()
+        for engine in engines:
+            await engine.dispose()
+    sums, counters = await _by_day(sessions)
+    assert sums and sums == counters
