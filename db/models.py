@@ -382,6 +382,20 @@ def _full_text_ddl() -> None:
 _full_text_ddl()
 
 
+def _usage_ddl() -> None:
+    """Create the day's token counter triggers (db/usage_ddl.py) once `create_all` made every table."""
+    from sqlalchemy import DDL, event
+
+    from db import usage_ddl
+
+    for dialect in ("sqlite", "postgresql"):
+        for statement in usage_ddl.upgrade_statements(dialect):
+            event.listen(Base.metadata, "after_create", DDL(statement).execute_if(dialect=dialect))  # type: ignore[no-untyped-call]
+
+
+_usage_ddl()
+
+
 class ModelUsage(Base):
     """Model calls and tokens of one user on one UTC day, per kind of use (cost in view).
 
@@ -390,7 +404,8 @@ class ModelUsage(Base):
     """
 
     __tablename__ = "model_usage"
-    # The day's rows of everyone: the bot-wide budget sums them before turns (agent/turn/budget.py).
+    # The days' rows of everyone: /stats sums them per kind (db/usage.py); the bot-wide budget reads
+    # the day's counter instead (db/usage_ddl.py).
     __table_args__ = (Index("ix_model_usage_day", "day"),)
 
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
@@ -417,7 +432,8 @@ class AccessRule(Base):
 
 
 class DailyCount(Base):
-    """A bot-wide counter of one UTC day: refused strangers, budget refusals. Counts only, no ids."""
+    """A bot-wide counter of one UTC day: refused strangers, budget refusals, and the day's tokens
+    (kept by triggers on `model_usage`, db/usage_ddl.py). Counts only, no ids."""
 
     __tablename__ = "daily_counts"
 

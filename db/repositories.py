@@ -6,10 +6,12 @@ from collections.abc import Sequence
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import JSON, SQLColumnExpression, and_, bindparam, func, or_, select, update
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
+from db.base import JSONType
 from db.models import PROACTIVE, QUEUED, Conversation, DaySegment, GeneratedPrompt, TranscriptMessage, User
 
 
@@ -78,6 +80,50 @@ class ConversationRepository:
         """A conversation by id; `history=False` leaves the (possibly large) stored history unread."""
         options = [] if history else [defer(Conversation.messages, raiseload=True)]
         return await self.session.get(Conversation, conversation_id, options=options)
+
+    async def append_turn(
+        self, conversation_id: int, added: list[Any], *, whole: list[Any] | None = None
+    ) -> int | None:
+        """Append one turn's messages to a conversation's stored history and count one more message.
+
+        One statement, and only the new messages travel: the database appends them to the stored
+        array, so a turn's write does not grow with the session. `whole` replaces the stored array
+        instead (it was broken or in an older form). Returns the new message count, or None when the
+        conversation is gone (deleted by /forget).
+        """
+        history: SQLColumnExpression[Any]
+        if whole is not None:
+            history = bindparam("whole", whole, JSONType)
+        elif self.session.get_bind().dialect.name == "postgresql":
+            history = Conversation.messages.op("||", return_type=JSONType)(bindparam("added", added, JSONB))
+        else:
+            # SQLite keeps JSON as text: json_insert's `$[#]` appends each message to the array.
+            steps: list[Any] = []
+            for n, message in enumerate(added):
+                steps += ["$[#]", func.json(bindparam(f"added_{n}", message, JSON))]
+            history = func.json_insert(Conversation.messages, *steps) if steps else Conversation.messages
+        stmt = (
+            update(Conversation)
+            .where(Conversation.id == conversation_id)
+            .values(messages=history, message_count=Conversation.message_count + 1)
+            .returning(Conversation.message_count)
+            .execution_options(synchronize_session=False)
+        )
+        count = (await self.session.execute(stmt)).scalar_one_or_none()
+        return int(count) if count is not None else None
+
+    async def user_and_active(self, user_id: int) -> tuple[User | None, Conversation | None]:
+        """The user and their open session (as `active_for`), read in one statement."""
+        stmt = (
+            select(User, Conversation)
+            .outerjoin(Conversation, and_(Conversation.user_id == User.id, Conversation.status == "active"))
+            .options(defer(Conversation.messages, raiseload=True))
+            .where(User.id == user_id)
+            .order_by(Conversation.id.desc())
+            .limit(1)
+        )
+        row = (await self.session.execute(stmt)).first()
+        return (row[0], row[1]) if row is not None else (None, None)
 
     async def active_for(self, user_id: int) -> Conversation | None:
         """The user's open session, if any (newest first, should there ever be two)."""

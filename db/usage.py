@@ -9,7 +9,8 @@ from sqlalchemy import func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from db.models import ModelUsage
+from db.models import DailyCount, ModelUsage
+from db.usage_ddl import TOKENS
 
 
 @dataclass(frozen=True)
@@ -81,9 +82,23 @@ class UsageRepository:
 
     async def day_tokens(self, day: date, *, user_id: int | None = None) -> int:
         """Tokens (input + output, every kind) of `day`: the user's, or everyone's when None."""
+        if user_id is None:
+            return (await self.spent(day))[0]
         stmt = select(func.coalesce(func.sum(ModelUsage.input_tokens + ModelUsage.output_tokens), 0)).where(
-            ModelUsage.day == day
+            ModelUsage.day == day, ModelUsage.user_id == user_id
         )
-        if user_id is not None:
-            stmt = stmt.where(ModelUsage.user_id == user_id)
         return int(await self.session.scalar(stmt) or 0)
+
+    async def spent(self, day: date, user_id: int | None = None) -> tuple[int, int]:
+        """Tokens of `day` in one statement: everyone's (one row, the day's counter that triggers
+        keep, db/usage_ddl.py) and the user's (their rows of the day, one per kind); 0 for no user."""
+        everyone = (
+            select(DailyCount.count).where(DailyCount.day == day, DailyCount.name == TOKENS).scalar_subquery()
+        )
+        users = (
+            select(func.coalesce(func.sum(ModelUsage.input_tokens + ModelUsage.output_tokens), 0))
+            .where(ModelUsage.day == day, ModelUsage.user_id == (user_id if user_id is not None else -1))
+            .scalar_subquery()
+        )
+        row = (await self.session.execute(select(func.coalesce(everyone, 0), users))).one()
+        return int(row[0] or 0), int(row[1] or 0)

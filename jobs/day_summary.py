@@ -72,7 +72,6 @@ async def store_draft(ctx: JobContext, session: AsyncSession, draft: DayDraft, *
     segment, messages = draft.fold.segment, draft.fold.messages
     if not await user_present(session, segment.user_id):
         return False  # forgotten while the model was summarising
-    await store_usage(session, segment.user_id, ctx.clock.now().astimezone(UTC).date(), draft.meter)
     last = messages[-1]
     key_moments: list[Any] = [{"text": text, "message_id": last.id} for text in draft.result.key_moments]
     stored = await DaySummaryRepository(session).store(
@@ -84,6 +83,9 @@ async def store_draft(ctx: JobContext, session: AsyncSession, draft: DayDraft, *
         at=ctx.clock.now(),
         final=final,
     )
+    # After the summary's rows: usage is a transaction's last write (agent/core/usage.py); a caller
+    # that writes more in this transaction stores its own usage after (jobs/pipeline.py).
+    await store_usage(session, segment.user_id, ctx.clock.now().astimezone(UTC).date(), draft.meter)
     logger.info(
         "day summary",
         extra={"segment_id": segment.id, "stored": stored, "final": final, "messages": len(messages)},

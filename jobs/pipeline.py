@@ -136,7 +136,6 @@ async def memory_stage(
     async with ctx.sessions() as session, session.begin():
         if not await user_present(session, item.user_id):
             raise UserForgottenError(f"user {item.user_id} was forgotten")
-        await store_usage(session, item.user_id, ctx.clock.now().astimezone(UTC).date(), meter)
         if item.stored_extraction is None:
             await session.execute(
                 update(Conversation)
@@ -170,6 +169,8 @@ async def memory_stage(
             at=ctx.clock.now(),
         )
         start = await _rollup_start(ctx, session, item, output) if look_ahead else None
+        # Last: it locks the day's token counter until the commit (agent/core/usage.py).
+        await store_usage(session, item.user_id, ctx.clock.now().astimezone(UTC).date(), meter)
     counts = {
         "threads_opened": opened,
         "threads_resolved": resolved,
@@ -233,9 +234,13 @@ async def rollup_stage(
     for index, fold in enumerate(start.folds):
         draft = await draft_fold(ctx, fold, final=False, notes=[output.summary])
         async with ctx.sessions() as session, session.begin():
+            # The last fold commits with the finalisation, written first: the draft's usage is
+            # the transaction's last write (agent/core/usage.py).
+            last = index == len(start.folds) - 1
+            processed = await _mark_processed(ctx, session, item, output) if last else False
             updated += await store_draft(ctx, session, draft, final=False)
-            if index == len(start.folds) - 1:
-                return updated, await _mark_processed(ctx, session, item, output)
+            if last:
+                return updated, processed
     raise AssertionError("unreachable: the last fold returns")
 
 

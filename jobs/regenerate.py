@@ -68,7 +68,6 @@ async def regenerate_segment(ctx: JobContext, segment_id: int) -> Outcome:
     async with ctx.sessions() as session, session.begin():
         if not await user_present(session, segment.user_id):
             return "empty"  # forgotten while the model was summarising: write nothing
-        await store_usage(session, segment.user_id, ctx.clock.now().astimezone(UTC).date(), meter)
         stored = await DaySummaryRepository(session).store(
             segment,
             expected_last_id=segment.last_summarized_message_id,
@@ -79,6 +78,8 @@ async def regenerate_segment(ctx: JobContext, segment_id: int) -> Outcome:
             final=False,
             regenerated=True,
         )
+        # Last in the transaction (agent/core/usage.py).
+        await store_usage(session, segment.user_id, ctx.clock.now().astimezone(UTC).date(), meter)
     logger.info("day summary regenerated", extra={"segment_id": segment_id, "stored": stored})
     return "stored" if stored else "conflict"
 

@@ -96,7 +96,16 @@ def record_run(kind: UsageKind, usage: RunUsage) -> None:
 
 
 async def store_usage(session: AsyncSession, user_id: int, day: date, meter: UsageMeter) -> None:
-    """Add the meter's counts to the user's counters of `day` (in the caller's transaction)."""
+    """Add the meter's counts to the user's counters of `day` (in the caller's transaction).
+
+    Call it as the transaction's last write: a usage row also adds to the day's bot-wide token
+    counter, one row every writer shares and holds until its commit (db/usage_ddl.py), so a
+    transaction holding it must wait for nothing else. The caller's pending changes are flushed
+    first for the same reason.
+    """
+    if not meter.kinds:
+        return
+    await session.flush()
     usage = UsageRepository(session)
     for kind, spend in meter.kinds.items():
         await usage.add(

@@ -34,6 +34,9 @@ class StoredHistory:
     raw: list[Any]
     # The JSON size of `raw`, kept up to date turn by turn (what the cache's byte bound counts).
     size: int = 0
+    # The stored array is not `raw` (it was broken, or read in an older form): the next write
+    # replaces it whole instead of appending to it.
+    stale: bool = False
 
     def extended(self, new_messages: Sequence[ModelMessage], version: int) -> StoredHistory:
         """The history with one turn's new messages appended, without re-encoding the old ones."""
@@ -77,7 +80,7 @@ class SessionHistories:
             )
         messages = load_history(raw)
         dumped = dump_history(messages)
-        return StoredHistory(version, messages, dumped, json_size(dumped))
+        return StoredHistory(version, messages, dumped, json_size(dumped), stale=dumped != raw)
 
     def remember(self, conversation_id: int, history: StoredHistory, *, user_id: int) -> None:
         """Keep what was just committed for the next turn."""

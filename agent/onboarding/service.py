@@ -442,7 +442,6 @@ class OnboardingService:
             user = await session.get(User, user_id)
             if user is None:  # forgotten while the model was thinking
                 return
-            await store_usage(session, user_id, at.astimezone(UTC).date(), meter)
             await write_message(
                 session,
                 user,
@@ -464,3 +463,5 @@ class OnboardingService:
                 user.onboarding_status = "complete"
             if receipt is not None:
                 await receipt(session, text)
+            # Last in the transaction (agent/core/usage.py).
+            await store_usage(session, user_id, at.astimezone(UTC).date(), meter)

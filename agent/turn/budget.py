@@ -4,6 +4,11 @@ A day is a UTC day, the day `model_usage` counts in. The check runs before a tur
 onboarding answer's) model call and reads what is already metered: every kind of call of that
 day, post-processing included. The turn that crosses a cap finishes; the next one is refused.
 A refused message is still stored, with BUDGET_REPLY as its answer and no model call.
+
+The check is one statement: everyone's tokens of the day are one `daily_counts` row that triggers on
+`model_usage` keep in every writer's transaction (db/usage_ddl.py), so it costs the same whatever
+the number of users, and it is exact across processes because the database keeps it. A turn reads
+it in the transaction that stores the user's message (agent/turn/intake.py).
 """
 
 from __future__ import annotations
@@ -38,20 +43,30 @@ class TokenBudget:
         """The caps the settings describe."""
         return cls(per_user=settings.user_daily_tokens, bot_wide=settings.daily_tokens)
 
+    @property
+    def enabled(self) -> bool:
+        """Whether any cap is set (no cap: nothing to read before a turn)."""
+        return self.per_user > 0 or self.bot_wide > 0
+
     async def over(
         self, sessions: async_sessionmaker[AsyncSession], user_id: int, at: datetime
     ) -> Over | None:
         """Which cap the user's UTC day of `at` has reached ("bot" first), or None to go on."""
-        if self.per_user <= 0 and self.bot_wide <= 0:
+        if not self.enabled:
             return None
-        day = at.astimezone(UTC).date()
         async with sessions() as session:
-            usage = UsageRepository(session)
-            # The day's rows (ix_model_usage_day), then the user's row per kind (the primary key).
-            if self.bot_wide > 0 and await usage.day_tokens(day) >= self.bot_wide:
-                return "bot"
-            if self.per_user > 0 and await usage.day_tokens(day, user_id=user_id) >= self.per_user:
-                return "user"
+            return await self.check(session, user_id, at)
+
+    async def check(self, session: AsyncSession, user_id: int, at: datetime) -> Over | None:
+        """`over` in the caller's session: one statement, the day's bot-wide counter row and the
+        user's rows of the day (the primary key), whatever the number of users."""
+        if not self.enabled:
+            return None
+        everyone, users = await UsageRepository(session).spent(at.astimezone(UTC).date(), user_id)
+        if self.bot_wide > 0 and everyone >= self.bot_wide:
+            return "bot"
+        if self.per_user > 0 and users >= self.per_user:
+            return "user"
         return None
 
 

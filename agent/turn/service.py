@@ -1,11 +1,11 @@
 """`TurnService.reply`: the one Telegram-free entry point that answers a user's message.
 
 A turn reads in order: take the message in (agent/turn/intake.py: stored in its session, or found
-stored before), check the user's token budget, build the context, run the chat agent
-(agent/turn/run.py: a failure becomes an apology), then store the answer, the grown history, the
-context snapshot and the usage in one transaction. A surface that must answer each message exactly
-once passes a `TurnReceipt`; it runs inside that transaction, so "answered" and "the surface knows
-what to send" commit together.
+stored before, and the user's token budget checked in the same transaction), build the context,
+run the chat agent (agent/turn/run.py: a failure becomes an apology), then store the answer, the
+grown history, the context snapshot and the usage in one transaction. A surface that must answer
+each message exactly once passes a `TurnReceipt`; it runs inside that transaction, so "answered"
+and "the surface knows what to send" commit together.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class TurnService:
             max_sessions=settings.history_cache_sessions, max_bytes=settings.history_cache_max_bytes
         )
         reply_window = timedelta(hours=settings.proactive_reply_window_hours)
-        self.intake = Intake(sessions, self.histories, self.session_timeout, reply_window)
+        self.intake = Intake(sessions, self.histories, self.session_timeout, reply_window, self.budget)
         self._background: set[asyncio.Task[object]] = set()
 
     async def settle(self) -> None:
@@ -140,9 +140,8 @@ class TurnService:
                 prepared.conversation.id,
                 prepared.conversation.message_count - 1,
             )
-            over = await self.budget.over(self.sessions, user_id, sent_at)
-            if over is not None:
-                return await self._refuse(prepared, stored, sent_at, receipt, over)
+            if prepared.over is not None:
+                return await self._refuse(prepared, stored, sent_at, receipt, prepared.over)
             # Every model call of the turn (compaction, the chat run) counts towards the user's usage.
             with metering() as meter:
                 return await self._answer(prepared, stored, sent_at, receipt, meter, progress)
@@ -231,14 +230,21 @@ class TurnService:
         receipt: TurnReceipt | None,
         meter: UsageMeter,
     ) -> int:
-        # The full stored history grows; trimming only shapes what the model is sent.
+        # The full stored history grows (the cached copy is what is stored, as of its message count:
+        # agent/history/cache.py); trimming only shapes what the model is sent.
+        updated = stored.extended(outcome.new_messages, prepared.conversation.message_count + 1)
         async with self.sessions() as session, session.begin():
-            conversation = await ConversationRepository(session).get(prepared.conversation.id, history=False)
-            if conversation is None:  # deleted by /forget while the model was thinking
+            # One statement: the history written and counted, or nothing when /forget deleted the
+            # conversation while the model was thinking.
+            count = await ConversationRepository(session).append_turn(
+                prepared.conversation.id,
+                updated.raw[len(stored.raw) :],
+                whole=updated.raw if stored.stale else None,
+            )
+            if count is None:
                 return 0
-            conversation.message_count += 1
-            updated = stored.extended(outcome.new_messages, conversation.message_count)
-            conversation.messages = updated.raw
+            if count != updated.version:  # the row moved under us: the cache must not claim it
+                updated = replace(updated, version=count)
             if outcome.text != prepared.text:
                 # The description the model gave of the files replaces the placeholder, for search
                 # and summaries.
@@ -252,7 +258,7 @@ class TurnService:
                 content=outcome.answer,
                 sent_at=at,
                 kind=reply_kind,
-                conversation_id=conversation.id,
+                conversation_id=prepared.conversation.id,
                 reply_to_id=prepared.message_id,
             )
             # The reply's day segment, still in the session's identity map: no query.
@@ -269,15 +275,16 @@ class TurnService:
             if context is not None:  # None: no model call, so no context was built
                 await PromptRepository(session).add(
                     user_id=prepared.user.id,
-                    conversation_id=conversation.id,
+                    conversation_id=prepared.conversation.id,
                     message_id=prepared.message_id,
                     instructions=context.text,
                     snapshot={**context.snapshot, "model_failed": outcome.failed},
                     created_at=at,
                 )
-            await store_usage(session, prepared.user.id, at.astimezone(UTC).date(), meter)
             if receipt is not None:
                 await receipt(session, outcome.answer)
+            # Last: it locks the day's token counter until the commit (db/usage_ddl.py).
+            await store_usage(session, prepared.user.id, at.astimezone(UTC).date(), meter)
         self.histories.remember(prepared.conversation.id, updated, user_id=prepared.user.id)
         return reply.id
 

@@ -241,6 +241,13 @@ async def test_broken_stored_history_degrades_to_a_fresh_start(
     await restarted.close()
     assert answer.text == "echo: still there?"
     assert recorder.user_prompts(1) == ["still there?"]
+    # The broken array was replaced, not appended to: the next process reads this turn back.
+    again = TurnService(
+        settings=service.settings, engine=engine, sessions=sessions, clock=clock, model=service.model
+    )
+    await again.reply(user_id, "and now?", clock.now() + timedelta(minutes=2))
+    await again.close()
+    assert recorder.user_prompts(2) == ["still there?", "and now?"]
 
 
 async def test_tool_calls_round_trip_through_stored_history(
@@ -312,3 +319,34 @@ async def test_the_first_clear_message_sets_the_users_language(
     async with sessions() as session:
         # Set once from the first message that says it; later messages leave it (/language changes it).
         assert (await session.get(User, user_id)).language == "ru"  # type: ignore[union-attr]
+
+
+async def test_each_turn_appends_to_the_stored_history_and_a_cold_process_reads_it_whole(
+    settings: Settings,
+    engine: AsyncEngine,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+    recorder: Recorder,
+) -> None:
+    user_id = await make_user(sessions, clock)
+    first = TurnService(
+        settings=settings, engine=engine, sessions=sessions, clock=clock, model=FunctionModel(recorder)
+    )
+    words = ["café ☕", 'quotes " and \\ backslashes', "日本語も"]
+    for n, text in enumerate(words):
+        result = await first.reply(user_id, text, clock.now() + timedelta(minutes=n))
+    await first.close()
+    async with sessions() as session:
+        conversation = await session.get(Conversation, result.conversation_id)
+    assert conversation is not None and conversation.message_count == 6
+    history = load_history(conversation.messages)
+    assert [p.content for m in history for p in m.parts if isinstance(p, UserPromptPart | TextPart)] == [
+        part for text in words for part in (text, f"echo: {text}")
+    ]
+    # Another process (nothing cached) goes on from what is stored.
+    second = TurnService(
+        settings=settings, engine=engine, sessions=sessions, clock=clock, model=FunctionModel(recorder)
+    )
+    await second.reply(user_id, "and now?", clock.now() + timedelta(minutes=3))
+    await second.close()
+    assert recorder.user_prompts(-1) == [*words, "and now?"]

@@ -1,0 +1,98 @@
+"""Migration 0024_turn_speed on a database with usage: the day's token counters start equal to the
+sums, follow later writes, and go away on downgrade."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from alembic import command
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from db.engine import create_engine
+from db.migrate import alembic_config
+from db.usage_ddl import TOKENS
+from tests.conftest import POSTGRES_ADMIN_URL, _admin
+
+BEFORE = "0023_users_last_message"
+AT = datetime(2026, 3, 3, 9, 0)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def empty_url(
+    request: pytest.FixtureRequest, tmp_path: Path, postgres_url: str | None
+) -> AsyncIterator[str]:
+    """A database with no schema at all, on each backend."""
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'old.db'}"
+        return
+    if postgres_url is None:
+        pytest.skip("PostgreSQL is not reachable (outside CI)")
+    name = f"nikita_migration_{uuid.uuid4().hex[:8]}"
+    await _admin(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{POSTGRES_ADMIN_URL.rsplit('/', 1)[0]}/{name}"
+    finally:
+        await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+async def _usage(engine: AsyncEngine, user_id: int, day: str, kind: str, tokens: int) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO model_usage (user_id, day, kind, calls, input_tokens, output_tokens)"
+                " VALUES (:user, :day, :kind, 1, :tokens, 1)"
+            ),
+            {"user": user_id, "day": datetime.fromisoformat(day).date(), "kind": kind, "tokens": tokens},
+        )
+
+
+async def _counters(engine: AsyncEngine) -> dict[str, int]:
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            text("SELECT day, count FROM daily_counts WHERE name = :name"), {"name": TOKENS}
+        )
+        return {str(day): int(count) for day, count in rows}
+
+
+async def test_the_counters_are_filled_then_kept_then_dropped(empty_url: str) -> None:
+    config = alembic_config(empty_url)
+    await asyncio.to_thread(command.upgrade, config, BEFORE)
+    engine = create_engine(empty_url)
+    async with engine.begin() as conn:
+        user_id = (
+            await conn.execute(
+                text(
+                    "INSERT INTO users (key, timezone, onboarding_status, profile, created_at)"
+                    " VALUES ('cli:u', 'UTC', 'complete', '{}', :at) RETURNING id"
+                ),
+                {"at": AT},
+            )
+        ).scalar_one()
+    await _usage(engine, user_id, "2026-03-02", "chat", 99)
+    await _usage(engine, user_id, "2026-03-03", "chat", 199)
+    await _usage(engine, user_id, "2026-03-03", "graph", 299)
+    await engine.dispose()
+
+    await asyncio.to_thread(command.upgrade, config, "head")
+    engine = create_engine(empty_url)
+    try:
+        assert await _counters(engine) == {"2026-03-02": 100, "2026-03-03": 500}
+        await _usage(engine, user_id, "2026-03-03", "extraction", 49)
+        assert await _counters(engine) == {"2026-03-02": 100, "2026-03-03": 550}
+    finally:
+        await engine.dispose()
+
+    await asyncio.to_thread(command.downgrade, config, BEFORE)
+    engine = create_engine(empty_url)
+    try:
+        assert await _counters(engine) == {}
+        await _usage(engine, user_id, "2026-03-04", "chat", 9)  # no trigger left to count it
+        assert await _counters(engine) == {}
+    finally:
+        await engine.dispose()
