@@ -8,13 +8,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import InvalidatePoolError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
-from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
-from sqlalchemy.util import await_
+from sqlalchemy.pool import ConnectionPoolEntry
 
 from db.search_text import search_text
 
@@ -55,44 +52,14 @@ def create_engine(url: str, *, pool_size: int = 10, foreign_keys: bool = True) -
         )
         event.listen(engine.sync_engine, "connect", partial(_sqlite_pragmas, foreign_keys=foreign_keys))
     else:
-        engine = ping_on_checkout(
-            create_async_engine(
-                url, pool_size=pool_size, max_overflow=pool_size, json_serializer=storable_json
-            )
+        engine = create_async_engine(
+            url,
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            pool_pre_ping=True,
+            json_serializer=storable_json,
         )
     event.listen(engine.sync_engine, "before_cursor_execute", _storable_parameters, retval=True)
-    return engine
-
-
-_FRESH = "nikita_fresh"
-
-
-def ping_on_checkout(engine: AsyncEngine) -> AsyncEngine:
-    """Check each pooled PostgreSQL connection before it is used, in one round trip.
-
-    This is `pool_pre_ping` for asyncpg, cheaper: SQLAlchemy's ping wraps its query in BEGIN and
-    ROLLBACK (three round trips, for PgBouncer's transaction mode, where a prepared statement must
-    not outlive its transaction); a query in the simple protocol prepares nothing, so it needs
-    no transaction. A turn checks a connection out about ten times. As with pre-ping, a new
-    connection is not pinged, and a failed ping invalidates every pooled connection made before it
-    (the server restarted) and the checkout goes on with a new one.
-    """
-
-    def fresh(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
-        record.info[_FRESH] = True
-
-    def ping(dbapi_connection: Any, record: ConnectionPoolEntry, proxy: PoolProxiedConnection) -> None:
-        if record.info.pop(_FRESH, False):
-            return
-        driver = proxy.driver_connection
-        assert driver is not None  # a connection being checked out is open
-        try:
-            await_(driver.execute("SELECT 1"))
-        except (OSError, asyncpg.InterfaceError, asyncpg.PostgresError) as exc:
-            raise InvalidatePoolError(f"ping failed: {exc!r}") from exc
-
-    event.listen(engine.sync_engine, "connect", fresh)
-    event.listen(engine.sync_engine, "checkout", ping)
     return engine
 
 

@@ -25,7 +25,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.core.errors import UserForgottenError
 from agent.turn.locks import advisory_lock
-from db.engine import ping_on_checkout
 from db.repositories import user_present
 
 # Advisory lock keys: the top bits say what is locked (agent/turn/locks.py uses 1 << 56 for turns).
@@ -48,8 +47,8 @@ class WriteGuard:
         # External writes hold their shared advisory lock on a connection of their own for the whole
         # write (a graph episode takes seconds), never on one of the query pool's connections.
         self._lock_engine: AsyncEngine | None = (
-            ping_on_checkout(
-                create_async_engine(engine.url, pool_size=lock_connections, max_overflow=lock_connections * 4)
+            create_async_engine(
+                engine.url, pool_size=lock_connections, max_overflow=lock_connections * 4, pool_pre_ping=True
             )
             if engine is not None and engine.dialect.name == "postgresql"
             else None

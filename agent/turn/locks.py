@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from agent.core.bounded import KeyedLocks
-from db.engine import is_postgres, ping_on_checkout
+from db.engine import is_postgres
 
 # Advisory lock keys are one bigint; the top bits say what is locked so jobs can use other spaces.
 TURN_LOCK_SPACE = 1 << 56
@@ -46,7 +46,7 @@ class UserLocks:
         # A lock is held on its own connection for a whole turn while the turn's queries use the
         # main pool; sharing one pool deadlocks once every pooled connection holds a lock.
         self._lock_engine: AsyncEngine | None = (
-            ping_on_checkout(create_async_engine(engine.url, pool_size=max_holders, max_overflow=0))
+            create_async_engine(engine.url, pool_size=max_holders, max_overflow=0, pool_pre_ping=True)
             if is_postgres(engine)
             else None
         )
