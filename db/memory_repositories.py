@@ -129,6 +129,29 @@ class ThoughtRepository:
         ]
         return await _insert_ignoring_duplicates(self.session, Thought, _unique(rows))
 
+    async def unshared(self, user_id: int, *, limit: int) -> Sequence[Thought]:
+        """The newest thoughts not marked used, newest first (those the context shows)."""
+        stmt = (
+            select(Thought)
+            .where(Thought.user_id == user_id, Thought.used_at.is_(None))
+            .order_by(Thought.created_at.desc(), Thought.id.desc())
+            .limit(limit)
+        )
+        return (await self.session.execute(stmt)).scalars().all()
+
+    async def mark_used(self, user_id: int, thought_ids: Iterable[int], at: datetime) -> int:
+        """Mark the user's thoughts as shared (the context shows them no more); returns how many."""
+        ids = sorted(set(thought_ids))
+        if not ids:
+            return 0
+        result = await self.session.execute(
+            update(Thought)
+            .where(Thought.user_id == user_id, Thought.id.in_(ids), Thought.used_at.is_(None))
+            .values(used_at=at)
+            .execution_options(synchronize_session=False)
+        )
+        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
     async def for_user(self, user_id: int) -> Sequence[Thought]:
         """All thoughts of a user, oldest first."""
         stmt = select(Thought).where(Thought.user_id == user_id).order_by(Thought.id)

@@ -10,19 +10,21 @@ conversation is processed, and never failing it).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from agent.context.package import THOUGHTS_MAX
 from agent.core.errors import UserForgottenError
 from agent.core.usage import UsageMeter, metering, store_usage, store_usage_apart
-from agent.digest.extraction import Extraction, OpenThread, extract
+from agent.digest.extraction import Extraction, OpenThread, ShownThought, extract
 from agent.digest.summaries import Line
 from agent.proactive.plans import local_label, plans_from
 from db.memory_repositories import FactRepository, ThoughtRepository, ThreadRepository
-from db.models import Conversation, ConversationThread, TranscriptMessage, User
+from db.models import Conversation, ConversationThread, Thought, TranscriptMessage, User
 from db.repositories import TranscriptRepository, user_present
 from db.touchpoints import NewTouchpoint, TouchpointRepository
 from jobs.briefing import refresh_briefing
@@ -46,6 +48,8 @@ class Ingested:
     segment_ids: list[int]
     open_threads: list[OpenThread]
     stored_extraction: Extraction | None
+    # The persona's thoughts the context showed while it ran (the extractor says which were shared).
+    thoughts: list[ShownThought] = field(default_factory=list)
     # The user's zone: the extraction's follow-up times are local times there.
     timezone: str = "UTC"
 
@@ -58,6 +62,7 @@ class Loaded:
     timezone: str
     messages: list[TranscriptMessage]
     open_threads: list[ConversationThread]
+    thoughts: Sequence[Thought] = ()
 
 
 async def load(session: AsyncSession, conversation_id: int) -> Loaded | None:
@@ -78,7 +83,12 @@ async def load(session: AsyncSession, conversation_id: int) -> Loaded | None:
     # A stored extraction is reused as it is: the threads are only shown to a new extraction.
     needs_threads = messages and not conversation.extraction
     threads = list(await ThreadRepository(session).open_for(conversation.user_id)) if needs_threads else []
-    return Loaded(conversation, timezone, messages, threads)
+    thoughts = (
+        await ThoughtRepository(session).unshared(conversation.user_id, limit=THOUGHTS_MAX)
+        if needs_threads
+        else ()
+    )
+    return Loaded(conversation, timezone, messages, threads, thoughts)
 
 
 def ingested(loaded: Loaded) -> Ingested:
@@ -95,6 +105,7 @@ def ingested(loaded: Loaded) -> Ingested:
             Extraction.model_validate(conversation.extraction) if conversation.extraction else None
         ),
         timezone=loaded.timezone,
+        thoughts=[ShownThought(t.id, t.content) for t in loaded.thoughts],
     )
 
 
@@ -110,7 +121,14 @@ async def extraction_stage(ctx: JobContext, item: Ingested) -> Extraction:
     if item.stored_extraction is not None:
         return item.stored_extraction
     ended = local_label(item.ended_at, item.timezone)
-    return await extract(ctx.summary_model, ctx.settings, item.lines, item.open_threads, ended_local=ended)
+    return await extract(
+        ctx.summary_model,
+        ctx.settings,
+        item.lines,
+        item.open_threads,
+        ended_local=ended,
+        thoughts=item.thoughts,
+    )
 
 
 @dataclass(frozen=True)
@@ -148,9 +166,9 @@ async def memory_stage(
         opened = await threads.open_threads(
             item.user_id, item.conversation_id, [(t.type, t.content) for t in output.threads_to_open], at
         )
-        thoughts = await ThoughtRepository(session).add_many(
-            item.user_id, item.conversation_id, output.thoughts, at
-        )
+        thoughts = ThoughtRepository(session)
+        shared = await thoughts.mark_used(item.user_id, output.shared_thought_ids, at)
+        added = await thoughts.add_many(item.user_id, item.conversation_id, output.thoughts, at)
         facts = await FactRepository(session).add_sourced(
             item.user_id,
             item.conversation_id,
@@ -174,7 +192,8 @@ async def memory_stage(
     counts = {
         "threads_opened": opened,
         "threads_resolved": resolved,
-        "thoughts": thoughts,
+        "thoughts": added,
+        "thoughts_shared": shared,
         "facts": facts,
         "follow_ups_planned": planned,
     }

@@ -66,6 +66,10 @@ class Extraction(BaseModel):
         default_factory=list, description="Ids of the listed open threads this conversation resolved."
     )
     thoughts: list[str] = Field(default_factory=list, description="The companion's own thoughts for later.")
+    shared_thought_ids: list[int] = Field(
+        default_factory=list,
+        description="Ids of the listed thoughts the companion shared or asked about in this conversation.",
+    )
     emotional_markers: list[EmotionalMarker] = Field(default_factory=list)
     key_moments: list[str] = Field(default_factory=list)
     summary: str = Field(description="Two to four sentences about the conversation.")
@@ -81,6 +85,14 @@ class OpenThread:
     content: str
 
 
+@dataclass(frozen=True)
+class ShownThought:
+    """A thought the persona had on its mind, shown to the extractor so it can say which were shared."""
+
+    id: int
+    content: str
+
+
 EXTRACTION_INSTRUCTIONS = """\
 You read one finished conversation between a user and {persona_name}, a companion, and extract memory.
 - user_facts: durable facts or preferences about the user (not passing moods), each one short sentence,
@@ -90,6 +102,8 @@ You read one finished conversation between a user and {persona_name}, a companio
   Thursday" -> Friday afternoon; "I'll tell you how the date goes" -> the next evening); otherwise null.
 - resolved_thread_ids: ids from the open threads list that this conversation settled; only those ids.
 - thoughts: what {persona_name} might think about or want to share later.
+- shared_thought_ids: ids from the companion's unshared thoughts that {persona_name} shared or asked
+  about in this conversation; only those ids.
 - emotional_markers, key_moments, a short summary and the overall tone.
 Use only what the conversation says. Empty lists are fine.
 """
@@ -102,15 +116,24 @@ extraction_agent: Agent[None, Extraction] = Agent(
 
 
 def extraction_prompt(
-    lines: Sequence[Line], open_threads: Sequence[OpenThread], *, ended_local: str | None = None
+    lines: Sequence[Line],
+    open_threads: Sequence[OpenThread],
+    *,
+    ended_local: str | None = None,
+    thoughts: Sequence[ShownThought] = (),
 ) -> str:
-    """The conversation and the user's open threads, as the extractor reads them.
+    """The conversation, the user's open threads and the persona's unshared thoughts, as the
+    extractor reads them.
 
     `ended_local` ("Thursday 2026-11-26 18:40 (Europe/Paris)") anchors the follow-up times.
     """
     threads = "\n".join(f"- [id {t.id}] ({t.type}) {t.content}" for t in open_threads) or "(none)"
+    mind = "\n".join(f"- [id {t.id}] {t.content}" for t in thoughts) or "(none)"
     ended = f"The conversation ended on {ended_local}, the user's local time.\n\n" if ended_local else ""
-    return f"{ended}Open threads:\n{threads}\n\nConversation (times in UTC):\n{format_lines(lines)}"
+    return (
+        f"{ended}Open threads:\n{threads}\n\nThe companion's unshared thoughts:\n{mind}\n\n"
+        f"Conversation (times in UTC):\n{format_lines(lines)}"
+    )
 
 
 async def extract(
@@ -120,11 +143,12 @@ async def extract(
     open_threads: Sequence[OpenThread],
     *,
     ended_local: str | None = None,
+    thoughts: Sequence[ShownThought] = (),
 ) -> Extraction:
     """One SUMMARY_MODEL call with a timeout and an output cap; raises when the model fails."""
     async with asyncio.timeout(settings.summary_timeout_seconds):
         result = await extraction_agent.run(
-            extraction_prompt(lines, open_threads, ended_local=ended_local),
+            extraction_prompt(lines, open_threads, ended_local=ended_local, thoughts=thoughts),
             model=model,
             instructions=with_name(EXTRACTION_INSTRUCTIONS, settings.persona_name),
             model_settings=summary_model_settings(settings),
@@ -134,6 +158,8 @@ async def extract(
     allowed = {t.id for t in open_threads}
     # The model may only resolve threads it was shown (this user's open ones).
     output.resolved_thread_ids = sorted({i for i in output.resolved_thread_ids if i in allowed})
+    shown = {t.id for t in thoughts}
+    output.shared_thought_ids = sorted({i for i in output.shared_thought_ids if i in shown})
     # A fact keeps only sources from this conversation; a fact whose ids are all wrong stays, unsourced.
     said = {line.id for line in lines}
     for fact in output.user_facts:

@@ -280,3 +280,42 @@ async def test_a_conversation_is_one_commit_after_its_claim_unless_it_folds_a_da
     assert all(c.summary and c.tone for c in done)
     assert [(u.kind, u.calls) for u in usage] == [("day_summary", 1), ("extraction", 2)]
     assert len(await _notes(sessions)) == 1
+
+
+async def test_a_thought_the_persona_shared_leaves_its_mind(
+    ctx: JobContext,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+    scripted: ScriptedSummaries,
+) -> None:
+    user_id, conversation_id = await seed_conversation(sessions, start=clock.now(), texts=TEXTS)
+    other_id, _ = await seed_conversation(
+        sessions, start=clock.now(), texts=["hi"], user_key="cli:bo", status="active"
+    )
+    earlier = clock.now() - timedelta(days=1)
+    async with sessions() as session, session.begin():
+        shared = Thought(
+            user_id=user_id, content="ask how the cello lessons go", dedupe_key="a", created_at=earlier
+        )
+        kept = Thought(
+            user_id=user_id, content="tell her about the new café", dedupe_key="b", created_at=earlier
+        )
+        theirs = Thought(user_id=other_id, content="Bo's surprise party", dedupe_key="c", created_at=earlier)
+        session.add_all([shared, kept, theirs])
+    scripted.extraction = extraction_reply(shared_thought_ids=[shared.id, theirs.id, 999_999])
+
+    assert (await run_job("postprocess", ctx))["processed"] == 1
+
+    # The extractor saw this user's unshared thoughts, never another user's.
+    prompt = scripted.extraction_prompts[0]
+    assert f"[id {shared.id}] ask how the cello lessons go" in prompt
+    assert f"[id {kept.id}] tell her about the new café" in prompt
+    assert "Bo's surprise party" not in prompt
+    async with sessions() as session:
+        used = {t.content: t.used_at for t in (await session.execute(select(Thought))).scalars()}
+        conversation = await session.get(Conversation, conversation_id)
+    # Shared during the conversation: marked with its end, as its other memory rows are.
+    assert conversation is not None and used["ask how the cello lessons go"] == conversation.ended_at
+    assert used["tell her about the new café"] is None
+    assert used["Bo's surprise party"] is None
+    assert used["I wonder how the rehearsal went"] is None  # this conversation's new thought
