@@ -1,4 +1,12 @@
-"""The chat agent: module-level, its instructions (persona, then the built context) and its tools."""
+"""The chat agent: module-level, its instructions and tools, and the request laid out for caching.
+
+A request reads, from the most stable to the least (the order a provider's prompt cache reads it):
+the tools; the persona and rules, the same for every user of the bot (a literal instruction, given
+to each run, so PydanticAI sorts it first and marks a cache breakpoint after it); this session's
+memory (an instruction that appends its changes to the history instead of rewriting the prefix,
+with the second breakpoint after it); the history; and last this turn's note and message, where the
+automatic breakpoint moves with the conversation (agent/context/layers.py).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +18,9 @@ from pydantic_ai.settings import ModelSettings
 
 from agent.chat.deps import TurnDeps
 from agent.chat.tools import recall_tools
+from agent.core.caching import cache_settings
 from agent.core.settings import Settings
+from agent.history.turn_notes import words
 
 chat_agent: Agent[TurnDeps, str] = Agent(
     deps_type=TurnDeps,
@@ -20,15 +30,12 @@ chat_agent: Agent[TurnDeps, str] = Agent(
 )
 
 
-@chat_agent.instructions
-def _persona_instructions(ctx: RunContext[TurnDeps]) -> str:
-    return ctx.deps.persona
-
-
-@chat_agent.instructions
-def _context_instructions(ctx: RunContext[TurnDeps]) -> str:
-    # Re-evaluated on every model request and never stored in history (PydanticAI 2.x).
-    return ctx.deps.context
+@chat_agent.instructions(name="memory", on_change="append")
+def _session_memory(ctx: RunContext[TurnDeps]) -> str:
+    # The same text on every turn of a session until a source changes; a change is appended to the
+    # history as a replacement, so the cached prefix stays (PydanticAI records the first value in
+    # the session's first request).
+    return ctx.deps.memory
 
 
 def build_model(model_name: str, settings: Settings) -> Model:
@@ -48,7 +55,7 @@ def build_model(model_name: str, settings: Settings) -> Model:
 
 def _offline_reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     # Enough to try the memory without a key: it shows what the session's history holds.
-    prompts = [p.content for m in messages for p in m.parts if isinstance(p, UserPromptPart)]
+    prompts = [words(p) for m in messages for p in m.parts if isinstance(p, UserPromptPart)]
     earlier = len(prompts) - 1
     return ModelResponse(
         parts=[
@@ -68,8 +75,9 @@ def build_chat_model(settings: Settings) -> Model:
 
 
 def chat_model_settings(settings: Settings) -> ModelSettings:
-    """Output cap and timeout for the chat model."""
-    model_settings = ModelSettings(timeout=settings.model_timeout_seconds)
+    """Output cap, timeout and prompt caching for the chat model."""
+    model_settings: ModelSettings = cache_settings(settings)
+    model_settings["timeout"] = settings.model_timeout_seconds
     if settings.model_max_tokens is not None:
         model_settings["max_tokens"] = settings.model_max_tokens
     return model_settings

@@ -16,6 +16,8 @@ from typing import Literal
 
 from pydantic_ai.messages import BinaryContent, ModelMessage, ModelRequest, UserContent, UserPromptPart
 
+from agent.history.turn_notes import is_note, with_note
+
 TAG = "attachment_description"
 _DESCRIPTION = re.compile(rf"^\s*<{TAG}>(.*?)</{TAG}>\s*", re.DOTALL)
 _ASK = {
@@ -80,17 +82,25 @@ def remembered(content: str, description: str | None) -> str:
 
 
 def without_files(messages: list[ModelMessage], stored_text: str) -> list[ModelMessage]:
-    """The run's messages with every prompt that carried files replaced by `stored_text` (no bytes)."""
+    """The run's messages with every prompt that carried files replaced by `stored_text` (no bytes);
+    the turn's note stays."""
     out: list[ModelMessage] = []
     for message in messages:
         if isinstance(message, ModelRequest) and any(_has_files(p) for p in message.parts):
             parts = [
-                UserPromptPart(stored_text, timestamp=p.timestamp) if isinstance(p, UserPromptPart) else p
+                UserPromptPart(_stored(p, stored_text), timestamp=p.timestamp)
+                if isinstance(p, UserPromptPart)
+                else p
                 for p in message.parts
             ]
             message = replace(message, parts=parts)
         out.append(message)
     return out
+
+
+def _stored(part: UserPromptPart, stored_text: str) -> str | list[UserContent]:
+    notes = [str(item) for item in part.content if is_note(item)] if not isinstance(part.content, str) else []
+    return with_note(notes[0], stored_text) if notes else stored_text
 
 
 def _has_files(part: object) -> bool:

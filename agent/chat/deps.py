@@ -23,7 +23,10 @@ class TurnDeps:
     sessions: async_sessionmaker[AsyncSession]
     # The persona prompt (agent/chat/persona.py: PERSONA_NAME filled in, or PERSONA_FILE's text).
     persona: str
-    context: str = ""
+    # This session's memory (agent/context/layers.py): the instructions after the persona.
+    memory: str = ""
+    # This turn's note: the time and the facts found for this message, first in the user prompt.
+    note: str = ""
     extras: dict[str, Any] = field(default_factory=dict)
     # Search and memory services for the recall tools (agent/chat/tools.py); None turns them into no-ops.
     recall: Recall | None = None

@@ -23,6 +23,7 @@ from agent.context.tiers import TierBlock, TierName
 from agent.core.settings import Settings
 from agent.history.messages import trim_history
 from agent.history.tokens import TokenCounter
+from agent.history.turn_notes import is_note
 
 CUT_ORDER: tuple[TierName, ...] = ("thoughts", "last_conversation", "threads", "memory", "yesterday", "today")
 # Display order of the instructions text.
@@ -288,6 +289,16 @@ def squeeze_history(
         if isinstance(part, (TextPart, UserPromptPart)) and isinstance(part.content, str):
             if counter.count(part.content) > cap:
                 return dataclasses.replace(part, content=truncate_text(part.content, cap, counter))
+        elif isinstance(part, UserPromptPart) and not isinstance(part.content, str):
+            # A prompt with its turn's note: the texts are shortened, the note and any file kept.
+            items = [
+                truncate_text(item, cap, counter)
+                if isinstance(item, str) and not is_note(item) and counter.count(item) > cap
+                else item
+                for item in part.content
+            ]
+            if items != list(part.content):
+                return dataclasses.replace(part, content=items)
         return part
 
     def capped(cap: int) -> list[ModelMessage]:

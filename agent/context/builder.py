@@ -27,12 +27,14 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.context.briefing import fingerprint
 from agent.context.briefings import BriefingReader
-from agent.context.budget import Budgets, Fitted, fit
+from agent.context.budget import Budgets, Fitted
 from agent.context.compaction import Compacted, Compactor
 from agent.context.engine import Variant, assemble_v2, route_for, serve
+from agent.context.layers import fit_layers
 from agent.context.memory import MemoryTierSource, limits_for_budget
 from agent.context.package import COLLECTOR_ERRORS, Collected, ContextPackage, PackageCollector
 from agent.context.tiers import TierBlock, time_block
+from agent.core.clock import ensure_utc
 from agent.core.settings import Settings
 from agent.history.tokens import TokenCounter, get_counter
 from db.briefings import StoredBriefing
@@ -47,6 +49,11 @@ class BuiltContext:
 
     text: str
     snapshot: dict[str, Any] = field(default_factory=dict)
+    # The instructions after the persona: this session's memory, the same text on every turn until a
+    # source changes (agent/context/layers.py).
+    memory: str = ""
+    # This turn's note: the time and the facts found for this message, first in its user prompt.
+    note: str = ""
     # None on a session's first message: PydanticAI then starts the run fresh.
     history: list[ModelMessage] | None = None
     # The fitted tiers by name (what `text` shows), for surfaces that lay them out their own way.
@@ -127,6 +134,8 @@ class ContextBuilder:
                 break
         remaining = self.budgets.hard_cap - estimate
         conversation_id = conversation.id if conversation is not None else None
+        # The session's memory is read as of the session's start, so its wording stays put turn to turn.
+        anchor = ensure_utc(conversation.started_at) if conversation is not None else now
         reading = self.briefings.start(sessions, user.id) if route != "v1" else None
         package, compacted = await asyncio.gather(
             self.collector.collect(
@@ -135,16 +144,17 @@ class ContextBuilder:
                 conversation_id=conversation_id,
                 text=text,
                 now=now,
+                anchor=anchor,
                 previous_message_at=previous_message_at,
                 remaining=remaining,
             ),
             self._compact(sessions, user.id, conversation_id, history, now),
         )
         now_block = time_block(user, now, previous_message_at)
-        fixed = [now_block]
-        if package.profile is not None:
-            fixed.append(package.profile)
+        fixed = [package.profile] if package.profile is not None else []
         loaded = package.blocks()
+        found = loaded.pop("memory", None)
+        turn = [now_block, *([found] if found is not None else [])]
         assembling = time.perf_counter()
         stored: Collected[StoredBriefing] | None = None
         stamp = ""
@@ -155,7 +165,9 @@ class ContextBuilder:
             route,
             self.settings.context_engine,
             stored,
-            v1=lambda: fit(fixed, loaded, compacted.messages, budgets=self.budgets, counter=self.counter),
+            v1=lambda: fit_layers(
+                fixed, loaded, turn, compacted.messages, budgets=self.budgets, counter=self.counter
+            ),
             v2=lambda briefing: assemble_v2(
                 briefing,
                 package,
@@ -167,13 +179,20 @@ class ContextBuilder:
             ),
             stamp=stamp,
         )
-        fitted, engine = served.fitted, served.entry
+        layered, engine = served.fitted, served.entry
+        fitted = layered.fitted
         # The engine's own work after collection: fitting (v1), reading the briefing and assembling
         # (v2), both (shadow).
         engine["ms"] = round((time.perf_counter() - assembling) * 1000, 3)
         build_ms = (time.perf_counter() - started) * 1000
         snapshot = self._snapshot(package, loaded, compacted, fitted, len(history), remaining, build_ms)
         snapshot["engine"] = engine
+        snapshot["layers"] = {
+            "memory_tokens": self.counter.count(layered.memory),
+            "note_tokens": self.counter.count(layered.note),
+            "window_start": layered.window.start,
+            "window_cuts": layered.window.cuts,
+        }
         logger.info(
             "context built",
             extra={
@@ -186,6 +205,8 @@ class ContextBuilder:
         return BuiltContext(
             text=fitted.text,
             snapshot=snapshot,
+            memory=layered.memory,
+            note=layered.note,
             history=fitted.history or None,
             blocks=dict(fitted.blocks),
             package=package,

@@ -53,6 +53,7 @@ from agent.core.settings import Settings
 from agent.core.usage import record_run
 from agent.history.messages import sanitize_history
 from agent.history.tokens import TokenCounter
+from agent.history.turn_notes import words
 from db.models import HistoryCompaction
 from db.repositories import user_present
 
@@ -100,12 +101,13 @@ def with_summary(summary: str, tail: Sequence[ModelMessage]) -> list[ModelMessag
 
 
 def render_for_summary(messages: Sequence[ModelMessage], *, persona_name: str) -> list[str]:
-    """The turns as plain lines, without system parts, earlier summaries or recall tool traffic."""
+    """The turns as plain lines, without system parts, turn notes, earlier summaries or recall tool
+    traffic (a prompt's files are left out too: only its words)."""
     lines: list[str] = []
     for message in messages:
         for part in message.parts:
-            if isinstance(part, UserPromptPart) and isinstance(part.content, str):
-                lines.append(f"Person: {part.content}")
+            if isinstance(part, UserPromptPart) and (said := words(part)):
+                lines.append(f"Person: {said}")
             elif isinstance(part, TextPart) and part.content.strip():
                 lines.append(f"{persona_name}: {part.content}")
             elif isinstance(part, BaseToolCallPart) and part.tool_name not in RECALL_TOOLS:

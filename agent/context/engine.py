@@ -6,10 +6,10 @@ been beside it; `canary` serves v2 to `CONTEXT_ENGINE_CANARY_PERCENT` of users, 
 every turn (a hash of the user id), and v1 to the others. v2 falls back to v1, with the reason in
 the snapshot, whenever the briefing is missing or stale.
 
-v2's instructions: the static persona and rules (the agent's own instructions), then the briefing
-(fenced, neutralised: quoted notes), then the live parts: the time, and the facts recalled for this
-message (quoted like every tier); the session's history goes in `message_history`. Everything is
-fitted to the same budgets as v1.
+v2's instructions: the static persona and rules, then the briefing (fenced, neutralised: quoted
+notes) as the session's memory; the live parts (the time, and the facts recalled for this message,
+quoted like every tier) go in the turn's note after the history, as v1's do
+(agent/context/layers.py). Everything is fitted to the same budgets as v1.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from typing import Any, Literal
 
 from pydantic_ai.messages import ModelMessage
 
-from agent.context.budget import Budgets, Fitted, fit
+from agent.context.budget import Budgets
+from agent.context.layers import Layered, fit_layers
 from agent.context.package import Collected, ContextPackage
 from agent.context.tiers import TierBlock
 from agent.core.settings import Settings
@@ -70,14 +71,17 @@ def assemble_v2(
     variant: Variant,
     budgets: Budgets,
     counter: TokenCounter,
-) -> Fitted:
-    """The briefing, then the live parts, fitted to the budgets like v1."""
-    live = {"memory": package.memory.value} if package.memory.value is not None else {}
-    return fit([briefing_block(briefing, variant), time], live, history, budgets=budgets, counter=counter)
+) -> Layered:
+    """The briefing as the session's memory, the live parts in the turn's note, fitted like v1."""
+    live = [time, *([package.memory.value] if package.memory.value is not None else [])]
+    return fit_layers(
+        [briefing_block(briefing, variant)], {}, live, history, budgets=budgets, counter=counter
+    )
 
 
-def summary(fitted: Fitted) -> dict[str, Any]:
+def summary(layered: Layered) -> dict[str, Any]:
     """Tokens and sections of one engine's result, for the snapshot."""
+    fitted = layered.fitted
     return {
         "total_tokens": fitted.total_tokens,
         "instructions_tokens": fitted.text_tokens,
@@ -101,7 +105,7 @@ def briefing_facts(briefing: StoredBriefing) -> dict[str, Any]:
 class Served:
     """What a turn is given, the briefing when v2 served it, and the snapshot's `engine` entry."""
 
-    fitted: Fitted
+    fitted: Layered
     briefing: StoredBriefing | None
     entry: dict[str, Any]
 
@@ -111,14 +115,14 @@ def serve(
     configured: str,
     stored: Collected[StoredBriefing] | None,
     *,
-    v1: Callable[[], Fitted],
-    v2: Callable[[StoredBriefing], Fitted],
+    v1: Callable[[], Layered],
+    v2: Callable[[StoredBriefing], Layered],
     stamp: str,
 ) -> Served:
     """v2 when the route and a fresh briefing allow it, else v1 (with v2 beside it under shadow)."""
     entry: dict[str, Any] = {"configured": configured, "route": route, "served": "v1"}
     briefing = stored.value if stored is not None else None
-    assembled: Fitted | None = None
+    assembled: Layered | None = None
     if route != "v1" and stored is not None:
         if briefing is not None:
             entry["briefing"] = briefing_facts(briefing)

@@ -238,12 +238,17 @@ class PackageCollector:
         now: datetime,
         previous_message_at: datetime | None,
         remaining: int,
+        anchor: datetime | None = None,
     ) -> ContextPackage:
         """Every part for this user at `now`; never raises for a part's failure.
 
-        `remaining` is the hard cap less what history will take: it picks the memory limits.
+        `remaining` is the hard cap less what history will take: it picks the memory limits. The
+        session's parts (today, yesterday, threads, last conversation, the week) are read as of
+        `anchor`, the session's start, so their wording does not change from turn to turn; the time
+        and the facts found for this message are read at `now`.
         """
         s = self.settings
+        at = anchor or now
 
         def start[T](
             name: str, limit: float, load: Callable[[AsyncSession], Awaitable[T | None]]
@@ -260,7 +265,7 @@ class PackageCollector:
             lambda db: load_today(
                 db,
                 user,
-                now,
+                at,
                 key_moments=s.context_today_key_moments,
                 conversation_id=conversation_id,
                 raw_budget=self.today_budget,
@@ -268,12 +273,12 @@ class PackageCollector:
             ),
         )
         yesterday = start(
-            "yesterday", s.context_yesterday_timeout_seconds, lambda db: load_yesterday(db, user, now)
+            "yesterday", s.context_yesterday_timeout_seconds, lambda db: load_yesterday(db, user, at)
         )
         threads = start(
             "threads",
             s.context_threads_timeout_seconds,
-            lambda db: load_threads(db, user, now, limit=s.context_threads_max),
+            lambda db: load_threads(db, user, at, limit=s.context_threads_max),
         )
         last_conversation = start(
             "last_conversation",
@@ -282,7 +287,7 @@ class PackageCollector:
                 db,
                 user,
                 conversation_id,
-                now,
+                at,
                 min_gap=timedelta(hours=s.context_last_conversation_after_hours),
             ),
         )
@@ -298,7 +303,7 @@ class PackageCollector:
             s.context_thoughts_timeout_seconds,
             lambda db: load_thoughts(db, user, limit=THOUGHTS_MAX),
         )
-        week = start("week", s.context_week_timeout_seconds, lambda db: load_week(db, user, now))
+        week = start("week", s.context_week_timeout_seconds, lambda db: load_week(db, user, at))
         follow_ups = start(
             "follow_ups",
             s.context_follow_ups_timeout_seconds,

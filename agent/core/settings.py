@@ -64,6 +64,10 @@ class Settings(BaseSettings):
     summary_max_tokens: int = 1500
     summary_temperature: float = 0.2
     summary_timeout_seconds: float = 45.0
+    # Prompt caching (agent/core/caching.py): the lifetime of the breakpoints after the persona and
+    # after the session's memory ("1h": the bot-wide persona is written once an hour), or "off" for
+    # a provider or gateway that refuses cache_control. The conversation's own breakpoint lives 5 min.
+    prompt_cache: Literal["off", "5m", "1h"] = "1h"
 
     # Storage
     database_url: str = DEFAULT_DATABASE_URL

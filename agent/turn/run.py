@@ -22,6 +22,7 @@ from agent.chat.deps import TurnDeps
 from agent.chat.streaming import TurnProgress, can_stream, event_handler
 from agent.core.settings import Settings
 from agent.core.usage import record_run
+from agent.history.turn_notes import with_note
 from db.transient import is_transient
 
 logger = logging.getLogger(__name__)
@@ -62,10 +63,13 @@ async def run_chat(
     except a transient database error)."""
     try:
         result = await chat_agent.run(
-            files.prompt(text, attachments) if attachments else text,
+            # This turn's note first, then the message: both stay with the turn in the history.
+            with_note(deps.note, files.prompt(text, attachments) if attachments else text),
             message_history=history,
             deps=deps,
             model=model,
+            # A literal instruction: sorted first and cached for every user of the bot.
+            instructions=deps.persona,
             model_settings=chat_model_settings(settings),
             event_stream_handler=(
                 event_handler(progress, files.visible) if progress is not None and can_stream(model) else None
@@ -94,7 +98,7 @@ def _apology(exc: Exception, deps: TurnDeps, text: str, sent_at: datetime) -> Ou
     answer = APOLOGY if model_side else FAULT_APOLOGY
     # A request always followed by its response: the next turn's history stays valid.
     pair: list[ModelMessage] = [
-        ModelRequest(parts=[UserPromptPart(text, timestamp=sent_at)]),
+        ModelRequest(parts=[UserPromptPart(with_note(deps.note, text), timestamp=sent_at)]),
         ModelResponse(parts=[TextPart(answer)], timestamp=sent_at),
     ]
     return Outcome(answer, pair, text, failed=True)

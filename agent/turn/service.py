@@ -194,7 +194,8 @@ class TurnService:
             timezone=user.timezone,
             sessions=self.sessions,
             persona=persona_for(self.settings).chat,
-            context=context.text,
+            memory=context.memory,
+            note=context.note,
             recall=self.recall,
         )
         outcome = await run_chat(

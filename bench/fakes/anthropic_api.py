@@ -103,14 +103,24 @@ class _Invalid(Exception):
     """A request the real API would reject with 400 (internal to the fake)."""
 
 
+# Text blocks an application adds to a user turn that the person did not write: the bot's note of
+# what the turn was sent with, and PydanticAI's mid-conversation system entries.
+_FRAMES = ("<this_turn>", "<system>")
+
+
 def last_user_text(body: Json) -> str:
-    """The text of the last user message in a request body (its text blocks joined), or ''."""
+    """The person's text in the last user message of a request body (its text blocks joined, the
+    application's frames left out), or ''."""
     for message in reversed(body.get("messages") or []):
         if message.get("role") == "user":
             content = message.get("content")
             if isinstance(content, str):
                 return content
-            return " ".join(b.get("text", "") for b in content or [] if b.get("type") == "text")
+            return " ".join(
+                b.get("text", "")
+                for b in content or []
+                if b.get("type") == "text" and not b.get("text", "").startswith(_FRAMES)
+            )
     return ""
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic_ai.messages import BinaryContent, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from agent.chat.attachments import Attachment, prompt, remembered, split_description, visible, without_files
+from agent.history.turn_notes import words
 
 TAGGED = "<attachment_description> A cat\n on a sofa. </attachment_description>\n\nCute!"
 
@@ -35,5 +36,5 @@ def test_files_reach_the_model_and_leave_no_bytes_behind() -> None:
     kept = without_files(run, "[photo: a cat] look")
     request = kept[0]
     assert isinstance(request, ModelRequest)
-    assert [p.content for p in request.parts if isinstance(p, UserPromptPart)] == ["[photo: a cat] look"]
+    assert [words(p) for p in request.parts if isinstance(p, UserPromptPart)] == ["[photo: a cat] look"]
     assert kept[1] is run[1]

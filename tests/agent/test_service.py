@@ -26,6 +26,7 @@ from agent.account.users import get_or_create_user
 from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.history.messages import load_history
+from agent.history.turn_notes import words
 from agent.turn.run import APOLOGY
 from agent.turn.service import TurnService
 from bot.logs import TextFormatter
@@ -47,14 +48,14 @@ class Recorder:
             self.fail_next -= 1
             raise ModelHTTPError(status_code=529, model_name="fake", body={"error": "overloaded"})
         last = messages[-1]
-        prompt = next(p.content for p in last.parts if isinstance(p, UserPromptPart))
+        prompt = next(words(p) for p in last.parts if isinstance(p, UserPromptPart))
         return ModelResponse(parts=[TextPart(f"echo: {prompt}")])
 
     def user_prompts(self, call: int) -> list[str]:
-        """The user prompts the model saw in one call, in order."""
+        """What the person wrote in each user prompt the model saw in one call, in order."""
         messages, _ = self.calls[call]
         return [
-            str(p.content)
+            words(p)
             for m in messages
             if isinstance(m, ModelRequest)
             for p in m.parts
@@ -299,7 +300,7 @@ async def test_twenty_concurrent_messages_of_one_user(
         conversation = (await session.execute(select(Conversation))).scalar_one()
     assert users == 20
     history = load_history(conversation.messages)
-    prompts = [p.content for m in history for p in m.parts if isinstance(p, UserPromptPart)]
+    prompts = [words(p) for m in history for p in m.parts if isinstance(p, UserPromptPart)]
     assert sorted(prompts) == sorted(f"m{i}" for i in range(20))
     assert len(history) == 40
     assert all(isinstance(m, ModelRequest if i % 2 == 0 else ModelResponse) for i, m in enumerate(history))
@@ -332,21 +333,25 @@ async def test_each_turn_appends_to_the_stored_history_and_a_cold_process_reads_
     first = TurnService(
         settings=settings, engine=engine, sessions=sessions, clock=clock, model=FunctionModel(recorder)
     )
-    words = ["café ☕", 'quotes " and \\ backslashes', "日本語も"]
-    for n, text in enumerate(words):
+    texts = ["café ☕", 'quotes " and \\ backslashes', "日本語も"]
+    for n, text in enumerate(texts):
         result = await first.reply(user_id, text, clock.now() + timedelta(minutes=n))
     await first.close()
     async with sessions() as session:
         conversation = await session.get(Conversation, result.conversation_id)
     assert conversation is not None and conversation.message_count == 6
     history = load_history(conversation.messages)
-    assert [p.content for m in history for p in m.parts if isinstance(p, UserPromptPart | TextPart)] == [
-        part for text in words for part in (text, f"echo: {text}")
+    said = [
+        words(p) if isinstance(p, UserPromptPart) else p.content
+        for m in history
+        for p in m.parts
+        if isinstance(p, UserPromptPart | TextPart)
     ]
+    assert said == [part for text in texts for part in (text, f"echo: {text}")]
     # Another process (nothing cached) goes on from what is stored.
     second = TurnService(
         settings=settings, engine=engine, sessions=sessions, clock=clock, model=FunctionModel(recorder)
     )
     await second.reply(user_id, "and now?", clock.now() + timedelta(minutes=3))
     await second.close()
-    assert recorder.user_prompts(-1) == [*words, "and now?"]
+    assert recorder.user_prompts(-1) == [*texts, "and now?"]

@@ -16,6 +16,7 @@ from agent.account.users import get_or_create_user
 from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.history.messages import load_history
+from agent.history.turn_notes import words
 from agent.search.embeddings import HashingEmbedder
 from agent.search.recall import Recall
 from agent.turn.run import FAULT_APOLOGY
@@ -32,7 +33,7 @@ def settings(database_url: str) -> Settings:
 
 
 def echo(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    prompt = next(p.content for p in messages[-1].parts if isinstance(p, UserPromptPart))
+    prompt = next(words(p) for p in messages[-1].parts if isinstance(p, UserPromptPart))
     return ModelResponse(parts=[TextPart(f"echo: {prompt}")])
 
 
@@ -120,7 +121,7 @@ async def test_a_stored_message_without_an_answer_is_answered_once_without_being
     calls: list[str] = []
 
     def dies_once(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        prompt = next(p.content for p in messages[-1].parts if isinstance(p, UserPromptPart))
+        prompt = next(words(p) for p in messages[-1].parts if isinstance(p, UserPromptPart))
         calls.append(str(prompt))
         if len(calls) == 1:
             raise asyncio.CancelledError  # the process stops mid-turn: nothing is stored for it

@@ -10,12 +10,13 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserProm
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agent.core.settings import Settings
+from agent.history.turn_notes import words
 from agent.turn.service import TurnService
 from db.engine import create_engine, session_factory
 
 
 def _echo(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    prompt = next(p.content for p in messages[-1].parts if isinstance(p, UserPromptPart))
+    prompt = next(words(p) for p in messages[-1].parts if isinstance(p, UserPromptPart))
     return ModelResponse(parts=[TextPart(f"echo: {prompt}")])
 
 

@@ -26,6 +26,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agent.core.settings import Settings
+from agent.history.turn_notes import words
 from bench.fakes.telegram_api import FakeTelegram
 from bot.app import AnyApplication, build_application, running
 from bot.runtime import Runtime, build_runtime
@@ -40,8 +41,8 @@ def last_user_text(messages: list[ModelMessage]) -> str:
     for message in reversed(messages):
         if isinstance(message, ModelRequest):
             for part in reversed(message.parts):
-                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
-                    return part.content
+                if isinstance(part, UserPromptPart) and (said := words(part)):
+                    return said
     return ""
 
 

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from agent.account.users import get_or_create_user
 from agent.core.clock import FrozenClock, local_day
 from agent.core.settings import Settings
+from agent.history.turn_notes import words
 from db.models import Conversation
 from db.repositories import DaySegmentRepository, TranscriptRepository
 from jobs.context import JobContext
@@ -58,8 +59,8 @@ def _prompt(messages: list[ModelMessage]) -> str:
     for message in reversed(messages):
         if isinstance(message, ModelRequest):
             for part in message.parts:
-                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
-                    return part.content
+                if isinstance(part, UserPromptPart) and (said := words(part)):
+                    return said
     return ""
 
 

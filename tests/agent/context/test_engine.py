@@ -17,6 +17,7 @@ from agent.context import ContextBuilder, format_snapshot
 from agent.context.engine import canary_bucket, route_for
 from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
+from agent.history.turn_notes import turn_note, words
 from agent.turn.service import TurnService
 from bot.handlers.reports import prompt_report
 from db.models import GeneratedPrompt, User
@@ -27,14 +28,15 @@ from tests.privacy import rows_of
 
 
 class Recorder:
-    """The chat model: records the instructions of each request and echoes the prompt."""
+    """The chat model: records the context of each request (its instructions and the turn's note)
+    and echoes the prompt."""
 
     def __init__(self) -> None:
         self.instructions: list[str] = []
 
     def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        self.instructions.append(info.instructions or "")
-        prompt = next(str(p.content) for p in messages[-1].parts if isinstance(p, UserPromptPart))
+        self.instructions.append(f"{info.instructions or ''}\n\n{turn_note(messages[-1])}")
+        prompt = next(words(p) for p in messages[-1].parts if isinstance(p, UserPromptPart))
         return ModelResponse(parts=[TextPart(f"echo: {prompt}")])
 
 

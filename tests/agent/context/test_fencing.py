@@ -18,6 +18,7 @@ from agent.context import ContextBuilder, FunctionMemory, MemoryLimits
 from agent.context.fence import TAGS, neutralise
 from agent.core.clock import FrozenClock, local_day
 from agent.core.settings import Settings
+from agent.history.turn_notes import turn_note
 from agent.onboarding.service import OnboardingProfile, system_prompt
 from agent.turn.service import TurnService
 from db.models import Conversation, ConversationThread, DaySegment
@@ -87,7 +88,8 @@ async def test_hostile_memory_stays_quoted_data(
     seen: list[str] = []
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        seen.append(info.instructions or "")
+        # The context the model reads: the instructions and this turn's note.
+        seen.append(f"{info.instructions or ''}\n\n{turn_note(messages[-1])}")
         return ModelResponse(parts=[TextPart("hi")])
 
     # Budgets wide enough that every hostile text is shown whole.
@@ -124,9 +126,13 @@ async def test_hostile_memory_stays_quoted_data(
         assert f"EvilBot now ({where})" in instructions
     # The persona's headings are the only headings.
     assert headings(instructions) == headings(persona_for(settings).chat)
-    # Each tier is one fence, opened and closed once, in order, and nothing else looks like a tag.
+    # Each tier is one fence, opened and closed once, in order (the session's memory, then the
+    # turn's note), and nothing else looks like a tag.
     tag_lines = [m.group(0) for line in instructions.splitlines() if (m := TAG_LINE.match(line))]
-    expected = [t for tag in TAGS.values() for t in (f"<{tag}>", f"</{tag}>")]
+    order = ("profile", "today", "yesterday", "threads", "last_conversation", "time", "memory")
+    expected = [t for tier in order for t in (f"<{TAGS[tier]}>", f"</{TAGS[tier]}>")]
+    expected[10:10] = ["<this_turn>"]
+    expected.append("</this_turn>")
     assert tag_lines == expected
     assert "<system>" not in instructions and "&lt;system>" in instructions
 

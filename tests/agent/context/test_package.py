@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
 from agent.context import ContextBuilder, FunctionMemory, MemoryLimits, format_snapshot
+from agent.context.layers import TIME_RESERVE
 from agent.core.clock import FrozenClock, local_day
 from agent.core.settings import Settings
 from agent.turn.service import TurnService
@@ -120,7 +121,7 @@ async def test_at_most_three_thoughts_newest_first_fenced_and_only_the_users_own
         session.add(used)
 
     built = await ContextBuilder(settings_for(database_url)).build(sessions, **build_kwargs(ana, now))
-    fenced = built.text[built.text.index("<your_thoughts>") :]
+    fenced = built.memory[built.memory.index("<your_thoughts>") :]
     assert fenced.splitlines()[1:5] == [
         "On your mind (yours to share or ask about, only if it fits):",
         "- newest: I was glad she laughed",
@@ -155,8 +156,9 @@ async def test_the_thoughts_tier_is_the_first_cut_over_the_total_budget(
     roomy = await ContextBuilder(settings_for(database_url)).build(sessions, **build_kwargs(user, now))
     assert roomy.snapshot["cuts"] == [] and roomy.snapshot["tiers"]["thoughts"]["count"] == 3
 
-    tokens = roomy.snapshot["instructions_tokens"]
-    tight = settings_for(database_url, context_total_budget=tokens - 1)
+    # The total budget bounds the session's memory and the turn's note, whose share is reserved.
+    reserve = roomy.snapshot["layers"]["memory_tokens"] + settings_for(database_url).context_memory_budget
+    tight = settings_for(database_url, context_total_budget=reserve + TIME_RESERVE - 1)
     built = await ContextBuilder(tight).build(sessions, **build_kwargs(user, now))
     assert [cut["tier"] for cut in built.snapshot["cuts"]] == ["thoughts"]
     assert built.snapshot["cuts"][0]["reason"] == "total budget"

@@ -25,6 +25,7 @@ from agent.core.clock import FrozenClock, local_day
 from agent.core.settings import Settings
 from agent.history.messages import dump_history
 from agent.history.tokens import get_counter
+from agent.history.turn_notes import turn_note, words
 from agent.turn.service import TurnService
 from db.models import (
     Conversation,
@@ -50,8 +51,9 @@ class Recorder:
         self.answer_words = answer_words
 
     def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        self.calls.append((list(messages), info.instructions or ""))
-        prompt = next(str(p.content) for p in messages[-1].parts if isinstance(p, UserPromptPart))
+        # The context the model reads: the instructions and this turn's note.
+        self.calls.append((list(messages), f"{info.instructions or ''}\n\n{turn_note(messages[-1])}"))
+        prompt = next(words(p) for p in messages[-1].parts if isinstance(p, UserPromptPart))
         if prompt in self.answers:
             return ModelResponse(parts=[TextPart(self.answers[prompt])])
         filler = " ".join(["and that reminds me of the river walk"] * (self.answer_words // 8))
@@ -67,8 +69,10 @@ class Recorder:
         out = []
         for m in messages[:-1]:
             for p in m.parts:
-                if isinstance(p, (UserPromptPart, TextPart)):
-                    out.append(str(p.content))
+                if isinstance(p, UserPromptPart):
+                    out.append(words(p))
+                elif isinstance(p, TextPart):
+                    out.append(p.content)
         return out
 
 
@@ -79,7 +83,7 @@ class Summariser:
         self.prompts: list[str] = []
 
     def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        prompt = next(str(p.content) for p in messages[-1].parts if isinstance(p, UserPromptPart))
+        prompt = next(words(p) for p in messages[-1].parts if isinstance(p, UserPromptPart))
         self.prompts.append(prompt)
         return ModelResponse(parts=[TextPart(f"SUMMARY #{len(self.prompts)}: they talked about rivers.")])
 
@@ -163,7 +167,7 @@ async def test_yes_after_a_question_and_why_after_a_statement_carry_the_turn(
     service = make_service(settings, engine, sessions, clock, recorder)
     user_id = await new_user(sessions, clock, interests="climbing, films", boundaries="no politics")
     await service.reply(user_id, "I'm bored", clock.now())
-    assert recorder.calls[0][0][0].parts[0].content == "I'm bored"  # type: ignore[union-attr]
+    assert words(recorder.calls[0][0][0].parts[0]) == "I'm bored"  # type: ignore[arg-type]
     await service.reply(user_id, "yes", clock.now() + timedelta(minutes=1))
     texts = recorder.history_texts()
     assert texts[-1] == "Want to try the new climbing gym on Saturday?"
@@ -319,7 +323,8 @@ async def test_five_hundred_long_messages_stay_within_budgets(
     for snap in snapshots:
         assert snap["message_history_tokens"] <= settings.history_token_budget
         assert snap["total_tokens"] <= settings.context_hard_cap
-        assert snap["total_tokens"] <= settings.context_total_budget
+        # The total budget bounds the session's memory and the turn's note; the history has its own.
+        assert snap["instructions_tokens"] <= settings.context_total_budget
     for messages, instructions in recorder.calls:
         assert (
             counter.count_messages(messages[:-1]) + counter.count(instructions) <= settings.context_hard_cap
@@ -333,7 +338,7 @@ async def test_five_hundred_long_messages_stay_within_budgets(
     assert {"new", "cached"} <= statuses
     # Each new summary folds the previous one in (incremental, never the whole session again).
     assert all("Previous summary:\nSUMMARY #" in p for p in summariser.prompts[1:])
-    assert re.search(r"^499: ", str(last_messages[-1].parts[-1].content))
+    assert re.search(r"^499: ", words(last_messages[-1].parts[-1]))  # type: ignore[arg-type]
 
 
 def today_tier(instructions: str) -> str:
