@@ -18,8 +18,10 @@ with the real API's wording.
   the breakpoint ending it; the rest is uncached input. Tokens are `estimate_tokens` per block, so read +
   written + uncached is the request's total, the figure count_tokens answers.
 - Lifetimes: 5 minutes or 1 hour from the last write or read, on an injectable clock returning seconds. A read
-  refreshes, for their own TTLs, the hit and the shorter live entries of the same prefix.
-Every request that gets a reply is recorded as a `CacheUse` in `PromptCache.uses`, in the order answered.
+  refreshes, for their own TTLs, the hit and the shorter live entries of the same prefix. An entry is readable
+  once the request writing it is answered (the real API: once its response begins).
+Every request that gets a reply is recorded as a `CacheUse` in `PromptCache.uses`, in the order answered; a
+refused request (400, or a scripted error) neither reads nor writes.
 """
 
 from __future__ import annotations
@@ -55,8 +57,8 @@ _TTL_ORDER = (
 
 def min_cache_tokens(model: str) -> int:
     """The shortest prefix (in tokens) `model` caches, from the model name's family and version."""
-    found = re.search(r"(opus|sonnet|haiku)-(\d+)(?:-(\d)(?!\d))?", model)
-    legacy = re.search(r"claude-(\d+)(?:-(\d)(?!\d))?-(opus|sonnet|haiku)", model)
+    found = re.search(r"(opus|sonnet|haiku)-(\d)(?!\d)(?:-(\d)(?!\d))?", model)  # not a date
+    legacy = re.search(r"claude-(\d)(?:-(\d))?-(opus|sonnet|haiku)", model)
     if found:
         family, version = found[1], (int(found[2]), int(found[3] or 0))
     elif legacy:
