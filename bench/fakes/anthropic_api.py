@@ -16,6 +16,9 @@ Real-API rules it enforces (400 `invalid_request_error` unless noted):
 `GET /v1/models/{model_id}` answers a `ModelInfo` for the models it knows (`models=`: id -> lifecycle; by
 default every `claude-` id, active) and 404 `not_found_error` for others, after the same key check.
 Unknown paths answer 404 `not_found_error`. Error replies carry `retry-after-ms: 1`, so SDK retries stay fast.
+The prompt cache follows the real API's documented rules (`bench.fakes.anthropic_cache`: breakpoints, the
+20-block lookback, minimum lengths, 5-minute and 1-hour lifetimes): `usage` reports the tokens read, written
+and uncached, and `fake.cache.uses` records what the cache did for each answered request.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import itertools
 import json
 import re
 import threading
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
@@ -37,6 +41,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from bench.fakes import anthropic_cache
+from bench.fakes.anthropic_cache import PromptCache, estimate_tokens
 from bench.fakes.serving import LocalServer
 
 Json = dict[str, Any]
@@ -129,11 +135,6 @@ def default_responder(body: Json) -> Outcome:
     return Reply.text(f"ok: {last_user_text(body)}")
 
 
-def estimate_tokens(payload: object) -> int:
-    """A rough token count (4 characters a token) of any JSON-able payload."""
-    return max(1, len(json.dumps(payload, ensure_ascii=False)) // 4)
-
-
 def _turns(messages: list[Json], strict: bool) -> list[tuple[str, list[Json], int]]:
     """(role, blocks, index of its first message) per turn, consecutive same-role messages merged."""
     turns: list[tuple[str, list[Json], int]] = []
@@ -209,7 +210,7 @@ def rejection(body: Json, *, strict_alternation: bool = False, needs_max_tokens:
         _check(body, strict_alternation=strict_alternation, needs_max_tokens=needs_max_tokens)
     except _Invalid as exc:
         return str(exc)
-    return None
+    return anthropic_cache.rejection(body)
 
 
 def _error(status: int, error_type: str, message: str, retry_after_ms: int | None = None) -> JSONResponse:
@@ -261,6 +262,8 @@ class FakeAnthropic:
         strict_alternation: bool = False,
         delay: float = 0.0,
         models: Mapping[str, Lifecycle] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        min_cache_tokens: int | None = None,
     ) -> None:
         self.api_key = api_key  # when set, any other key is refused
         self.models = models  # what GET /v1/models/{id} knows; None: every `claude-` id, active
@@ -268,6 +271,8 @@ class FakeAnthropic:
         self.strict_alternation = strict_alternation
         self.delay = delay  # seconds each /v1/messages answer takes, like a model thinking
         self.requests: list[RecordedRequest] = []
+        # `clock` (seconds) times cache entries; `min_cache_tokens` overrides the minimum cacheable prefix.
+        self.cache = PromptCache(clock=clock, min_tokens=min_cache_tokens)
         self._queue: deque[ScriptItem] = deque()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -389,8 +394,8 @@ class FakeAnthropic:
             return StreamingResponse(iter([_sse("error", error)]), media_type="text/event-stream")
         if isinstance(outcome, ApiError):
             return _error(outcome.status, outcome.error_type, outcome.message, outcome.retry_after_ms)
-        usage = {"input_tokens": estimate_tokens(body), "output_tokens": estimate_tokens(outcome.content)}
-        usage |= {"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0} | (outcome.usage or {})
+        usage = self.cache.use(body).usage() | {"output_tokens": estimate_tokens(outcome.content)}
+        usage |= outcome.usage or {}
         message: Json = {"id": f"msg_fake_{next(self._ids):06d}", "type": "message", "role": "assistant"}
         message |= {"model": body["model"], "content": outcome.content, "stop_reason": outcome.stop_reason}
         message |= {"stop_sequence": None, "usage": usage}
@@ -403,9 +408,7 @@ class FakeAnthropic:
         body = await self._read(request, needs_max_tokens=False)
         if isinstance(body, Response):
             return body
-        return JSONResponse(
-            {"input_tokens": estimate_tokens([body.get(k) for k in ("system", "messages", "tools")])}
-        )
+        return JSONResponse({"input_tokens": anthropic_cache.total_tokens(body)})
 
     async def _not_found(self, request: Request) -> Response:
         return _error(404, "not_found_error", f"Not found: {request.method} {request.url.path}")
