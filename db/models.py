@@ -400,7 +400,9 @@ class ModelUsage(Base):
     """Model calls and tokens of one user on one UTC day, per kind of use (cost in view).
 
     `kind` is chat, onboarding, compaction, extraction, day_summary, graph, briefing, embedding or
-    proactive. Counts only, never text; deleted with the user.
+    proactive. Input tokens include those read from and written to the provider's prompt cache,
+    which the cache columns count again (1-hour writes are part of the writes). Counts only, never
+    text; deleted with the user.
     """
 
     __tablename__ = "model_usage"
@@ -414,6 +416,9 @@ class ModelUsage(Base):
     calls: Mapped[int] = mapped_column(Integer, default=0)
     input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cache_read_tokens: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    cache_write_tokens: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    cache_write_1h_tokens: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
 
 class AccessRule(Base):

@@ -12,16 +12,29 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from db.models import DailyCount, ModelUsage
 from db.usage_ddl import TOKENS
 
+# The counters of a row, in UsageRow's order.
+_COUNTS = (
+    "calls",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cache_write_1h_tokens",
+)
+
 
 @dataclass(frozen=True)
 class UsageRow:
-    """Calls and tokens of one day and kind (or a total over several)."""
+    """Calls and tokens of one day and kind (or a total over several); input includes the cached."""
 
     day: date | None
     kind: str
     calls: int
     input_tokens: int
     output_tokens: int
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_write_1h_tokens: int = 0
 
 
 class UsageRepository:
@@ -31,7 +44,17 @@ class UsageRepository:
         self.session = session
 
     async def add(
-        self, user_id: int, day: date, kind: str, *, calls: int, input_tokens: int, output_tokens: int
+        self,
+        user_id: int,
+        day: date,
+        kind: str,
+        *,
+        calls: int,
+        input_tokens: int,
+        output_tokens: int,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+        cache_write_1h_tokens: int = 0,
     ) -> None:
         """Add calls and tokens to the user's counter of that day and kind (created when missing)."""
         if calls == 0 and input_tokens == 0 and output_tokens == 0:
@@ -45,14 +68,13 @@ class UsageRepository:
             calls=calls,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
+            cache_read_tokens=cache_read_tokens,
+            cache_write_tokens=cache_write_tokens,
+            cache_write_1h_tokens=cache_write_1h_tokens,
         )
         stmt = stmt.on_conflict_do_update(
             index_elements=["user_id", "day", "kind"],
-            set_={
-                "calls": ModelUsage.calls + stmt.excluded.calls,
-                "input_tokens": ModelUsage.input_tokens + stmt.excluded.input_tokens,
-                "output_tokens": ModelUsage.output_tokens + stmt.excluded.output_tokens,
-            },
+            set_={name: getattr(ModelUsage, name) + stmt.excluded[name] for name in _COUNTS},
         )
         await self.session.execute(stmt)
 
@@ -63,22 +85,17 @@ class UsageRepository:
             .where(ModelUsage.user_id == user_id, ModelUsage.day >= since)
             .order_by(ModelUsage.day.desc(), ModelUsage.kind)
         )
-        return [UsageRow(u.day, u.kind, u.calls, u.input_tokens, u.output_tokens) for u in rows.scalars()]
+        return [UsageRow(u.day, u.kind, *(getattr(u, name) for name in _COUNTS)) for u in rows.scalars()]
 
     async def totals_by_kind(self, *, since: date) -> list[UsageRow]:
         """Every user's counters from `since` on, summed per kind."""
         rows = await self.session.execute(
-            select(
-                ModelUsage.kind,
-                func.sum(ModelUsage.calls),
-                func.sum(ModelUsage.input_tokens),
-                func.sum(ModelUsage.output_tokens),
-            )
+            select(ModelUsage.kind, *(func.sum(getattr(ModelUsage, name)) for name in _COUNTS))
             .where(ModelUsage.day >= since)
             .group_by(ModelUsage.kind)
             .order_by(ModelUsage.kind)
         )
-        return [UsageRow(None, kind, int(c or 0), int(i or 0), int(o or 0)) for kind, c, i, o in rows]
+        return [UsageRow(None, kind, *(int(n or 0) for n in counts)) for kind, *counts in rows]
 
     async def day_tokens(self, day: date, *, user_id: int | None = None) -> int:
         """Tokens (input + output, every kind) of `day`: the user's, or everyone's when None."""

@@ -1,7 +1,8 @@
 """The day's bot-wide token total, kept by the database beside `model_usage`.
 
 `daily_counts` holds one row per UTC day named `TOKENS` whose count is the sum of that day's
-`model_usage` input and output tokens, every user and kind. Triggers on `model_usage` add each
+`model_usage` input and output tokens, every user and kind (input includes the prompt-cache reads
+and writes, so the cache columns are not added again). Triggers on `model_usage` add each
 insert, update and delete to it in the writer's own transaction, cascaded deletes of a forgotten
 user included, so the total is exact whichever process or job wrote, and the bot-wide budget reads
 one row instead of summing the day's rows before every turn.

@@ -4,6 +4,10 @@ A `UsageMeter` is opened around one piece of work (a turn, a conversation's post
 model call inside it, however deep (PydanticAI runs, graphiti's LLM client), adds to it through a
 context variable, and the owner of the work stores the totals with `db.usage.UsageRepository`.
 Calls outside a meter are not counted anywhere (benchmarks and tests open their own).
+
+Input tokens include the prompt-cache reads and writes, as PydanticAI counts them; the cache counts
+say how many of them the provider read from or wrote to its cache (1-hour writes are part of the
+writes), so the cost can be priced as billed.
 """
 
 from __future__ import annotations
@@ -41,12 +45,26 @@ class Spend:
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_write_1h_tokens: int = 0
 
-    def add(self, calls: int, input_tokens: int, output_tokens: int) -> None:
+    def add(
+        self,
+        calls: int,
+        input_tokens: int,
+        output_tokens: int,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+        cache_write_1h_tokens: int = 0,
+    ) -> None:
         """Count more calls and tokens."""
         self.calls += calls
         self.input_tokens += input_tokens
         self.output_tokens += output_tokens
+        self.cache_read_tokens += cache_read_tokens
+        self.cache_write_tokens += cache_write_tokens
+        self.cache_write_1h_tokens += cache_write_1h_tokens
 
 
 @dataclass
@@ -55,15 +73,34 @@ class UsageMeter:
 
     kinds: dict[UsageKind, Spend] = field(default_factory=dict)
 
-    def add(self, kind: UsageKind, *, calls: int, input_tokens: int, output_tokens: int) -> None:
+    def add(
+        self,
+        kind: UsageKind,
+        *,
+        calls: int,
+        input_tokens: int,
+        output_tokens: int,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+        cache_write_1h_tokens: int = 0,
+    ) -> None:
         """Count calls and tokens of one kind."""
-        self.kinds.setdefault(kind, Spend()).add(calls, input_tokens, output_tokens)
+        self.kinds.setdefault(kind, Spend()).add(
+            calls, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cache_write_1h_tokens
+        )
 
     def total(self) -> Spend:
         """Every kind together."""
         spend = Spend()
         for item in self.kinds.values():
-            spend.add(item.calls, item.input_tokens, item.output_tokens)
+            spend.add(
+                item.calls,
+                item.input_tokens,
+                item.output_tokens,
+                item.cache_read_tokens,
+                item.cache_write_tokens,
+                item.cache_write_1h_tokens,
+            )
         return spend
 
 
@@ -81,17 +118,40 @@ def metering(meter: UsageMeter | None = None) -> Iterator[UsageMeter]:
         _current.reset(token)
 
 
-def record_call(kind: UsageKind, *, calls: int = 1, input_tokens: int, output_tokens: int) -> None:
-    """Count one model call (or several) on the current meter, if any."""
+def record_call(
+    kind: UsageKind,
+    *,
+    calls: int = 1,
+    input_tokens: int,
+    output_tokens: int,
+    cache_read_tokens: int = 0,
+    cache_write_tokens: int = 0,
+    cache_write_1h_tokens: int = 0,
+) -> None:
+    """Count one model call (or several) on the current meter, if any (cache counts within input)."""
     meter = _current.get()
     if meter is not None:
-        meter.add(kind, calls=calls, input_tokens=input_tokens, output_tokens=output_tokens)
+        meter.add(
+            kind,
+            calls=calls,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cache_read_tokens=cache_read_tokens,
+            cache_write_tokens=cache_write_tokens,
+            cache_write_1h_tokens=cache_write_1h_tokens,
+        )
 
 
 def record_run(kind: UsageKind, usage: RunUsage) -> None:
     """Count a PydanticAI run's requests and tokens on the current meter, if any."""
     record_call(
-        kind, calls=usage.requests, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens
+        kind,
+        calls=usage.requests,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+        cache_write_1h_tokens=usage.cache_write_1h_tokens,
     )
 
 
@@ -115,6 +175,9 @@ async def store_usage(session: AsyncSession, user_id: int, day: date, meter: Usa
             calls=spend.calls,
             input_tokens=spend.input_tokens,
             output_tokens=spend.output_tokens,
+            cache_read_tokens=spend.cache_read_tokens,
+            cache_write_tokens=spend.cache_write_tokens,
+            cache_write_1h_tokens=spend.cache_write_1h_tokens,
         )
 
 

@@ -54,8 +54,7 @@ class SummaryModelClient(AnthropicClient):
             )
         except anthropic.RateLimitError as exc:
             raise RateLimitError(str(exc)) from exc  # type: ignore[no-untyped-call]
-        usage = (result.usage.input_tokens, result.usage.output_tokens)
-        record_call("graph", input_tokens=usage[0], output_tokens=usage[1])
+        usage = _record(result.usage)
         for block in result.content:
             if block.type == "tool_use":
                 data = block.input if isinstance(block.input, dict) else json.loads(str(block.input))
@@ -64,6 +63,23 @@ class SummaryModelClient(AnthropicClient):
             if block.type == "text":
                 return self._extract_json_from_text(block.text), *usage
         raise ValueError("the model answered without a tool call or JSON")
+
+
+def _record(usage: anthropic.types.Usage) -> tuple[int, int]:
+    """Meter one call as PydanticAI would count it (the Messages API leaves cached tokens out of
+    `input_tokens`); returns the input and output tokens."""
+    read = usage.cache_read_input_tokens or 0
+    written = usage.cache_creation_input_tokens or 0
+    input_tokens = usage.input_tokens + read + written
+    record_call(
+        "graph",
+        input_tokens=input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=read,
+        cache_write_tokens=written,
+        cache_write_1h_tokens=usage.cache_creation.ephemeral_1h_input_tokens if usage.cache_creation else 0,
+    )
+    return input_tokens, usage.output_tokens
 
 
 def anthropic_llm_client(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, date, datetime, timedelta
-from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import func, select
@@ -13,11 +12,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.account.access import REFUSED, STRANGERS, AccessListing
 from agent.context.snapshot import format_snapshot
 from agent.core.clock import local_day
-from agent.core.prices import estimate_cost, model_for
 from agent.core.settings import Settings
 from agent.graph import GraphMemory, GraphMemoryError, GroupLimits, NullGraphMemory
 from agent.proactive.plans import zone_of
 from agent.turn.budget import COUNTERS
+from bot.handlers.spend import format_spend, format_usage
 from db.access import AccessRepository
 from db.briefings import BriefingRepository
 from db.inbox import InboxRepository
@@ -189,26 +188,6 @@ async def stats_report(
     )
 
 
-def format_spend(rows: list[UsageRow], settings: Settings | None) -> list[str]:
-    """One line per kind: tokens and the estimated cost at the model making those calls."""
-    lines: list[str] = []
-    total = Decimal(0)
-    unknown = False
-    for row in rows:
-        tokens = f"  {row.kind}: {row.input_tokens + row.output_tokens} tokens"
-        model = model_for(row.kind, settings) if settings is not None else None
-        cost = estimate_cost(model, row.input_tokens, row.output_tokens) if model else None
-        if cost is None:
-            unknown = True
-            lines.append(f"{tokens}, price unknown ({model or 'model not given'})")
-            continue
-        total += cost
-        lines.append(f"{tokens}, ~${cost:.4f} ({model})")
-    if rows:
-        lines.append(f"  estimated cost: ~${total:.4f}{' + what is unpriced' if unknown else ''}")
-    return lines
-
-
 def access_report(listing: AccessListing) -> str:
     """What /access shows: the mode, who is allowed by setting, and the admins' rules."""
 
@@ -240,17 +219,6 @@ def format_briefings(rows: list[UsageRow], processed: int) -> str:
         f" ({per_conversation} per conversation), {spend.input_tokens // spend.calls} tokens in /"
         f" {spend.output_tokens // spend.calls} out per call"
     )
-
-
-def format_usage(rows: list[UsageRow]) -> str:
-    """Calls and tokens in total, then per kind: `12 calls, 3400 in / 560 out (chat 10, graph 2)`."""
-    if not rows:
-        return "no model calls"
-    calls = sum(r.calls for r in rows)
-    tokens_in = sum(r.input_tokens for r in rows)
-    tokens_out = sum(r.output_tokens for r in rows)
-    kinds = ", ".join(f"{r.kind} {r.calls}" for r in rows)
-    return f"{calls} calls, {tokens_in} tokens in / {tokens_out} out ({kinds})"
 
 
 async def user_report(sessions: async_sessionmaker[AsyncSession], telegram_id: int, now: datetime) -> str:

@@ -10,12 +10,16 @@ import itertools
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai.models.function import FunctionModel
+from genai_prices import Usage, calc_price
+from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
+from pydantic_ai.usage import RequestUsage
 from sqlalchemy import func, select
 
 from agent.core.settings import Settings
@@ -231,19 +235,45 @@ async def test_the_bot_wide_budget_stops_everyone(
     assert "0 over USER_DAILY_TOKENS, 1 over DAILY_TOKENS" in stats
 
 
-async def test_stats_shows_tokens_and_cost(
-    settings_factory: Callable[..., Settings], tg: FakeTelegram, engine: Any, brain: Brain
+@dataclass
+class CachingBrain(Brain):
+    """The chat brain on a provider that read most of every request from its prompt cache."""
+
+    async def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        response = await super().__call__(messages, info)
+        response.usage = RequestUsage(output_tokens=40, **CACHED)
+        return response
+
+
+CACHED = {
+    "input_tokens": 12_000,
+    "cache_read_tokens": 9_000,
+    "cache_write_tokens": 2_000,
+    "cache_write_1h_tokens": 500,
+}
+
+
+async def test_stats_shows_tokens_cache_share_and_cost(
+    settings_factory: Callable[..., Settings], tg: FakeTelegram, engine: Any
 ) -> None:
     settings = settings_factory(onboarding_enabled=False, model="anthropic:claude-sonnet-4-5")
-    async with bot(settings, brain) as (runtime, _):
-        tg.user_message(FRIEND, "what does this cost?")
-        await tg.wait_for_messages(1, chat_id=FRIEND)
+    async with bot(settings, CachingBrain()) as (runtime, _):
+        for n, text in enumerate(("what does this cost?", "and now?"), start=1):
+            tg.user_message(FRIEND, text)
+            await tg.wait_for_messages(n, chat_id=FRIEND)
         tg.command(ADMIN, "/stats")
         stats = (await tg.wait_for_messages(1, chat_id=ADMIN))[-1].text
         async with runtime.sessions() as session:
             usage = (await session.execute(select(ModelUsage))).scalars().one()
-    tokens = usage.input_tokens + usage.output_tokens
-    # Sonnet 4.5: $3 per million input tokens, $15 per million output tokens.
-    cost = (usage.input_tokens * 3 + usage.output_tokens * 15) / 1_000_000
-    assert f"  chat: {tokens} tokens, ~${cost:.4f} (anthropic:claude-sonnet-4-5)" in stats
+    # Two turns of the same request, added up in one row.
+    day = {name: 2 * count for name, count in CACHED.items()}
+    assert (usage.calls, usage.output_tokens, usage.cache_write_1h_tokens) == (2, 80, 1000)
+    model = {"model_ref": "claude-sonnet-4-5", "provider_id": "anthropic"}
+    billed = calc_price(Usage(output_tokens=80, **day), **model)
+    uncached = calc_price(Usage(input_tokens=day["input_tokens"], output_tokens=80), **model)
+    assert "model use today (UTC): 2 calls, 24000 tokens in (75% from cache) / 80 out (chat 2)" in stats
+    tokens = "24k in (75% from cache, 17% cache writes), 80 out"
+    cost = f"~${billed.total_price:.4f} (~${uncached.total_price:.4f} uncached)"
+    assert f"  chat: {tokens}, {cost} (anthropic:claude-sonnet-4-5)" in stats
+    assert f"  all kinds: {tokens}, estimated {cost}" in stats
     assert "refused today (UTC): 0 updates" in stats

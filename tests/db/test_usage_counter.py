@@ -6,10 +6,11 @@ import asyncio
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
+from pydantic_ai.usage import RunUsage
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from agent.core.usage import UsageMeter, store_usage
+from agent.core.usage import UsageMeter, metering, record_run, store_usage
 from db.engine import create_engine, session_factory
 from db.models import DailyCount, ModelUsage, User
 from db.usage import UsageRepository
@@ -86,6 +87,42 @@ async def test_the_counter_follows_inserts_upserts_moves_and_deletes(
         await session.execute(delete(User).where(User.id == alice))
     sums, counters = await _by_day(sessions)
     assert sums == counters == {DAY: 300, DAY + timedelta(days=1): 10000}
+
+
+async def test_cache_tokens_add_up_through_the_upsert_and_the_budget_counts_all_input(
+    sessions: async_sessionmaker[AsyncSession],
+) -> None:
+    alice, bob = await _users(sessions, 2)
+    runs = [
+        RunUsage(requests=1, input_tokens=5000, output_tokens=80, cache_write_tokens=4000),
+        RunUsage(
+            requests=2,
+            input_tokens=9000,
+            output_tokens=120,
+            cache_read_tokens=7000,
+            cache_write_tokens=1500,
+            cache_write_1h_tokens=500,
+        ),
+    ]
+    for user_id, run in [(alice, runs[0]), (alice, runs[1]), (bob, runs[1])]:
+        with metering() as meter:
+            record_run("chat", run)
+        async with sessions() as session, session.begin():
+            await store_usage(session, user_id, DAY, meter)
+
+    async with sessions() as session:
+        usage = UsageRepository(session)
+        (mine,) = await usage.for_user(alice, since=DAY)
+        (everyone,) = await usage.totals_by_kind(since=DAY)
+        spent = await usage.spent(DAY, alice)
+    counts = (mine.calls, mine.input_tokens, mine.output_tokens)
+    cache = (mine.cache_read_tokens, mine.cache_write_tokens, mine.cache_write_1h_tokens)
+    assert (counts, cache) == ((3, 14000, 200), (7000, 5500, 500))
+    assert (everyone.calls, everyone.cache_read_tokens, everyone.cache_write_1h_tokens) == (5, 14000, 1000)
+    # The budgets count every input token, cached or not, and the output: never the cache twice.
+    assert spent == (14000 + 200 + 9000 + 120, 14000 + 200)
+    sums, counters = await _by_day(sessions)
+    assert sums == counters == {DAY: spent[0]}
 
 
 async def _turns(engine: AsyncEngine, user_ids: list[int], rounds: int) -> None:

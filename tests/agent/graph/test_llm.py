@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -9,6 +10,7 @@ import pytest
 from graphiti_core.prompts.extract_nodes import ExtractedEntities
 from graphiti_core.prompts.models import Message
 
+from agent.core.usage import metering
 from agent.graph import STANDARD_LIMITS
 from agent.graph.llm import anthropic_llm_client, model_name
 from bench.fakes.anthropic_api import FakeAnthropic, Reply
@@ -25,18 +27,18 @@ def test_model_name_drops_the_provider_prefix() -> None:
 
 
 async def test_structured_output_travels_as_a_forced_tool_call() -> None:
-    with FakeAnthropic(api_key="sk-test") as fake:
-        fake.script(
-            Reply.tool_call(
-                "ExtractedEntities",
-                {
-                    "extracted_entities": [
-                        {"name": "User", "entity_type_id": 0},
-                        {"name": "Paris", "entity_type_id": 0},
-                    ]
-                },
-            )
-        )
+    entities = {
+        "extracted_entities": [{"name": "User", "entity_type_id": 0}, {"name": "Paris", "entity_type_id": 0}]
+    }
+    # The Messages API counts cached tokens apart from `input_tokens`; the meter counts them within.
+    cached = {
+        "input_tokens": 40,
+        "cache_read_input_tokens": 900,
+        "cache_creation_input_tokens": 300,
+        "cache_creation": {"ephemeral_5m_input_tokens": 200, "ephemeral_1h_input_tokens": 100},
+    }
+    with FakeAnthropic(api_key="sk-test") as fake, metering() as meter:
+        fake.script(replace(Reply.tool_call("ExtractedEntities", entities), usage=cached))
         client = anthropic_llm_client(
             "anthropic:claude-haiku-4-5", api_key="sk-test", base_url=fake.base_url, max_retries=0
         )
@@ -54,6 +56,9 @@ async def test_structured_output_travels_as_a_forced_tool_call() -> None:
     assert body["tool_choice"] == {"type": "tool", "name": "ExtractedEntities"}
     assert body["max_tokens"] == 4096
     assert "stream" not in body or body["stream"] is False
+    graph = meter.kinds["graph"]
+    assert (graph.calls, graph.input_tokens) == (1, 1240)
+    assert (graph.cache_read_tokens, graph.cache_write_tokens, graph.cache_write_1h_tokens) == (900, 300, 100)
 
 
 @pytest.mark.process
