@@ -28,6 +28,7 @@ NAMES = (
     "memory",
     "documents",
     "proactive",
+    "cost",
 )
 
 
@@ -106,6 +107,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench.proactive import run_proactive_bench
 
         asyncio.run(run_proactive_bench(settings, quick=quick))
+    elif args.name == "cost":
+        from bench.cost import run_cost_bench
+
+        asyncio.run(run_cost_bench(settings, quick=quick))
     elif args.name == "context":
         from bench.context import run_context_bench
 
