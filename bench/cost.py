@@ -299,7 +299,7 @@ async def run_cost_bench(settings: Settings, *, quick: bool = False) -> None:
                 chat = Settings(
                     database_url=url,
                     model=settings.model,
-                    anthropic_api_key="bench-key",  # type: ignore[arg-type]
+                    anthropic_api_key="bench-key",
                     prompt_cache=settings.prompt_cache,
                     _env_file=None,
                 )
@@ -334,8 +334,8 @@ def _print_session(
         )
     later_share, _ = _share(costs[1:])
     _, billed_ratio = _share(costs)
-    billed = sum(_dollars(model, c)[0] for c in costs)
-    plain = sum(_dollars(model, c)[1] for c in costs)
+    billed = sum((_dollars(model, c)[0] for c in costs), Decimal(0))
+    plain = sum((_dollars(model, c)[1] for c in costs), Decimal(0))
     print(
         f"  from turn 2: {later_share:.1%} of input read from cache (target >= 80%); "
         f"session billed input {billed_ratio:.2f} of uncached (target <= 0.30)"
