@@ -21,6 +21,7 @@ from pydantic_ai.models import Model
 
 from agent.chat.persona import with_name
 from agent.context.package import ContextPackage
+from agent.core.caching import static_cache_settings
 from agent.core.settings import Settings
 from agent.core.usage import record_run
 from agent.digest.summaries import summary_model_settings
@@ -162,7 +163,8 @@ async def write_briefing(
             package_prompt(package, previous),
             model=model,
             instructions=instructions,
-            model_settings=summary_model_settings(settings),
+            model_settings=summary_model_settings(settings)
+            | static_cache_settings(settings, settings.summary_model, instructions),
         )
     usage = result.usage
     record_run("briefing", usage)

@@ -48,6 +48,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.context.budget import truncate_text
+from agent.core.caching import static_cache_settings
 from agent.core.model_lifecycle import sampling_allowed
 from agent.core.settings import Settings
 from agent.core.usage import record_run
@@ -250,13 +251,15 @@ class Compactor:
         prompt += "New turns:\n" + "\n".join(reversed(kept))
         max_tokens = self.settings.compaction_summary_max_tokens
         assert self.model is not None
+        static = SUMMARY_INSTRUCTIONS.format(
+            max_words=max_tokens * 3 // 4, persona_name=self.settings.persona_name
+        )
         result = await summary_agent.run(
             prompt,
             model=self.model,
-            instructions=SUMMARY_INSTRUCTIONS.format(
-                max_words=max_tokens * 3 // 4, persona_name=self.settings.persona_name
-            ),
-            model_settings=self._model_settings(max_tokens),
+            instructions=static,
+            model_settings=self._model_settings(max_tokens)
+            | static_cache_settings(self.settings, self.settings.summary_model, static),
         )
         record_run("compaction", result.usage)
         return truncate_text(result.output.strip(), max_tokens, self.counter)

@@ -15,11 +15,13 @@ apart, and a session ends after a pause anyway.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic_ai.models.anthropic import AnthropicModelSettings
 
 from agent.core.settings import Settings
+from agent.history.tokens import get_counter
 
 CONVERSATION_TTL: Literal["5m"] = "5m"
 
@@ -36,3 +38,28 @@ def cache_settings(settings: Settings, *, conversation: bool = True) -> Anthropi
     else:
         cached["cache"] = {"retention": ttl, "messages": False}
     return cached
+
+
+# The shortest prefix each Anthropic model family caches, from the version on (Anthropic's prompt
+# caching rules); a shorter one is not cached even when marked. OpenAI's automatic caching starts at
+# 1024 tokens too.
+_MINIMUMS = (("haiku", (3, 0), 2048), ("haiku", (4, 5), 4096), ("opus", (4, 5), 4096))
+_VERSION = re.compile(r"(opus|sonnet|haiku)-(\d)(?!\d)(?:-(\d)(?!\d))?")
+
+
+def minimum_prefix(model: str) -> int:
+    """The shortest prompt prefix (tokens) that `model` caches."""
+    found = _VERSION.search(model)
+    if found is None:
+        return 1024
+    family, version = found[1], (int(found[2]), int(found[3] or 0))
+    rows = [tokens for name, since, tokens in _MINIMUMS if name == family and version >= since]
+    return rows[-1] if rows else 1024
+
+
+def static_cache_settings(settings: Settings, model: str, static: str) -> AnthropicModelSettings:
+    """Cache settings for a one-off call whose static instructions come first: their breakpoint when
+    they reach the model's minimum cacheable length (below it a mark buys nothing), else none."""
+    if get_counter().count(static) < minimum_prefix(model):
+        return AnthropicModelSettings()
+    return cache_settings(settings, conversation=False)

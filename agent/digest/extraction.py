@@ -12,6 +12,7 @@ from pydantic_ai import Agent
 from pydantic_ai.models import Model
 
 from agent.chat.persona import with_name
+from agent.core.caching import static_cache_settings
 from agent.core.settings import Settings
 from agent.core.usage import record_run
 from agent.digest.summaries import Line, format_lines, summary_model_settings
@@ -150,8 +151,9 @@ async def extract(
         result = await extraction_agent.run(
             extraction_prompt(lines, open_threads, ended_local=ended_local, thoughts=thoughts),
             model=model,
-            instructions=with_name(EXTRACTION_INSTRUCTIONS, settings.persona_name),
-            model_settings=summary_model_settings(settings),
+            instructions=(static := with_name(EXTRACTION_INSTRUCTIONS, settings.persona_name)),
+            model_settings=summary_model_settings(settings)
+            | static_cache_settings(settings, settings.summary_model, static),
         )
     record_run("extraction", result.usage)
     output = result.output

@@ -13,6 +13,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 
 from agent.chat.persona import with_name
+from agent.core.caching import static_cache_settings
 from agent.core.model_lifecycle import sampling_allowed
 from agent.core.settings import Settings
 from agent.core.usage import record_run
@@ -107,8 +108,9 @@ async def summarise_day(
         result = await day_summary_agent.run(
             _prompt(day, previous, lines, notes, final),
             model=model,
-            instructions=with_name(SUMMARY_INSTRUCTIONS, settings.persona_name),
-            model_settings=summary_model_settings(settings),
+            instructions=(static := with_name(SUMMARY_INSTRUCTIONS, settings.persona_name)),
+            model_settings=summary_model_settings(settings)
+            | static_cache_settings(settings, settings.summary_model, static),
         )
     record_run("day_summary", result.usage)
     output = result.output

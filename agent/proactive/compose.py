@@ -15,6 +15,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 
 from agent.chat.persona import persona_for
+from agent.core.caching import static_cache_settings
 from agent.core.settings import Settings
 from agent.core.usage import record_run
 
@@ -49,22 +50,27 @@ compose_agent: Agent[None, Composition] = Agent(
 )
 
 
-def instructions(settings: Settings, occasion: Occasion) -> str:
-    """The persona, the user's context tiers, and the task."""
+def _occasion(occasion: Occasion) -> str:
+    """What is this user's own: their context tiers and the task."""
     task = TASK.format(reason=occasion.reason, local_now=occasion.local_now)
-    return "\n\n".join(part for part in (persona_for(settings).chat, occasion.context, task) if part)
+    return "\n\n".join(part for part in (occasion.context, task) if part)
 
 
 async def compose(model: Model | str, settings: Settings, occasion: Occasion) -> Composition:
     """One model call with a timeout and an output cap; raises when the model fails."""
+    persona = persona_for(settings).chat
+    name = model if isinstance(model, str) else model.model_name
     async with asyncio.timeout(settings.summary_timeout_seconds):
         result = await compose_agent.run(
             f"(Write first about: {occasion.reason})",
             model=model,
-            instructions=instructions(settings, occasion),
+            # The persona first, a literal instruction the same for every user (cached where it is
+            # long enough), then this user's part, computed (sorted after it).
+            instructions=[persona, lambda: _occasion(occasion)],
             model_settings=ModelSettings(
                 max_tokens=settings.summary_max_tokens, timeout=settings.summary_timeout_seconds
-            ),
+            )
+            | static_cache_settings(settings, name, persona),
         )
     record_run("proactive", result.usage)
     output = result.output
