@@ -9,19 +9,23 @@ import itertools
 import json
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic_ai.models import override_allow_model_requests
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
 from agent.chat.agent import build_model, chat_agent
+from agent.core.caching import minimum_prefix
 from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
+from agent.proactive.compose import Occasion, compose
 from agent.turn.service import TurnService
 from bench.fakes.anthropic_api import FakeAnthropic, Reply, fake_anthropic_server
-from db.models import DaySegment
+from db.models import DaySegment, ModelUsage
 
 pytestmark = pytest.mark.both_databases
 
@@ -35,13 +39,8 @@ def fake() -> Iterator[FakeAnthropic]:
 
 
 def _settings(database_url: str, **overrides: Any) -> Settings:
-    return Settings(
-        database_url=database_url,
-        model=MODEL,
-        anthropic_api_key="test-key",  # type: ignore[arg-type]
-        _env_file=None,
-        **overrides,
-    )
+    values: dict[str, Any] = {"model": MODEL, "anthropic_api_key": "test-key"} | overrides
+    return Settings(database_url=database_url, _env_file=None, **values)
 
 
 def breakpoints(body: Json) -> list[str]:
@@ -201,3 +200,69 @@ async def test_prompt_cache_off_sends_no_cache_control(
     bodies = fake.message_bodies()
     assert len(bodies) == 2
     assert all("cache_control" not in json.dumps(body) for body in bodies)
+
+
+async def test_from_the_second_turn_most_of_the_input_is_read_from_the_cache(
+    monkeypatch: pytest.MonkeyPatch,
+    database_url: str,
+    engine: AsyncEngine,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+) -> None:
+    # The default chat model's family (Sonnet caches from 1,024 tokens); the fake's cache follows
+    # the turns' clock.
+    with FakeAnthropic(clock=lambda: clock.now().timestamp()) as fake, override_allow_model_requests(True):
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
+        settings = _settings(database_url, model="anthropic:claude-sonnet-5-5")
+        service = await _service(settings, engine, sessions, clock)
+        user, _ = await get_or_create_user(sessions, key="cli:di", now=clock.now(), timezone="UTC", name="Di")
+        for n in range(4):
+            await service.reply(user.id, f"message {n}", clock.now() + timedelta(minutes=n))
+        await service.settle()
+        async with sessions() as session:
+            usage = (await session.execute(select(ModelUsage).where(ModelUsage.kind == "chat"))).scalar_one()
+    uses = fake.cache.uses
+    assert uses[0].read == 0 and uses[0].written_1h > 0  # the persona and the session's memory, 1 h
+    for earlier, later in itertools.pairwise(uses):
+        # Each request reads everything the one before sent, and writes only the new turn.
+        assert later.read == earlier.total and later.uncached == 0
+    assert sum(u.read for u in uses[1:]) / sum(u.total for u in uses[1:]) > 0.8
+    # What the API reported is what is metered and stored.
+    assert usage.cache_read_tokens == sum(u.read for u in uses)
+    assert usage.cache_write_tokens == sum(u.written for u in uses)
+    assert usage.input_tokens == sum(u.total for u in uses)
+
+
+async def test_the_persona_of_a_one_off_call_is_shared_between_users_when_long_enough(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    persona = tmp_path / "persona.md"
+    persona.write_text(
+        "# Who you are\n" + "You are {persona_name}, kind and curious. " * 400, encoding="utf-8"
+    )
+    settings = Settings(
+        model="anthropic:claude-sonnet-5-5",
+        anthropic_api_key="test-key",  # type: ignore[arg-type]
+        persona_file=str(persona),
+        _env_file=None,
+    )
+    with FakeAnthropic() as fake, override_allow_model_requests(True):
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
+        model = build_model(settings.model, settings)
+        fake.script(*[Reply.tool_call("final_result", {"send": True, "text": "Hi!"})] * 2)
+        for who in ("Ana", "Bo"):
+            occasion = Occasion(
+                reason=f"{who}'s concert", local_now="Friday 18:00", context=f"<about>{who}</about>"
+            )
+            await compose(model, settings, occasion)
+    first, second = fake.message_bodies()
+    assert breakpoints(first) == ["system[0]"]  # after the persona, before the user's own part
+    assert "Ana" not in first["system"][0]["text"] and "Ana" in first["system"][1]["text"]
+    assert fake.cache.uses[1].read == fake.cache.uses[0].written > 0
+
+
+def test_the_minimum_prefix_follows_the_model_family() -> None:
+    assert minimum_prefix("anthropic:claude-sonnet-5-5") == 1024
+    assert minimum_prefix("anthropic:claude-haiku-4-5") == 4096
+    assert minimum_prefix("anthropic:claude-opus-4-1") == 1024
+    assert minimum_prefix("openai:gpt-5.6") == 1024
