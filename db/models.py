@@ -446,4 +446,5 @@ class DailyCount(Base):
 # it here registers its tables wherever the models are loaded, and keeps `db.models` the one place to
 # import a model from.
 from db.prepared import Briefing as Briefing  # noqa: E402
+from db.prepared import Reminder as Reminder  # noqa: E402
 from db.prepared import Touchpoint as Touchpoint  # noqa: E402

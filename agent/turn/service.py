@@ -196,6 +196,7 @@ class TurnService:
             persona=persona_for(self.settings).chat,
             context=context.text,
             recall=self.recall,
+            message_id=prepared.message_id,
         )
         outcome = await run_chat(
             deps,
