@@ -16,6 +16,7 @@ from telegram.ext import ContextTypes
 
 from agent.account.export import PartWriter, export_events
 from agent.account.timezones import Ambiguous, lookup_timezone
+from agent.reminders.store import move_to_zone
 from agent.search.language import parse_language, set_language
 from bot.delivery.sending import send_text
 from bot.handlers.reports import memory_report
@@ -38,6 +39,7 @@ USER_COMMANDS: tuple[tuple[str, str], ...] = (
     ("forget", "delete everything I know about you"),
     ("timeline", "our days, their summaries and search, in a Mini App"),
     ("followups", "whether I may write first (on or off)"),
+    ("reminders", "the reminders you asked me for, to cancel one"),
 )
 
 
@@ -128,6 +130,8 @@ async def on_timezone(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
             if stored is not None:
                 stored.timezone = zone
                 stored.profile = {**(stored.profile or {}), "timezone_confirmed": True}
+                # Pending reminders keep their local time ("9:00" stays 9:00 in the new zone).
+                await move_to_zone(session, user.id, zone)
         text = f"Got it: your time zone is now {zone}."
     await send_text(context.bot, message.chat_id, text)
 

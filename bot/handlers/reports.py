@@ -17,6 +17,7 @@ from agent.core.prices import estimate_cost, model_for
 from agent.core.settings import Settings
 from agent.graph import GraphMemory, GraphMemoryError, GroupLimits, NullGraphMemory
 from agent.proactive.plans import zone_of
+from agent.reminders.store import reminder_stats
 from agent.turn.budget import COUNTERS
 from db.access import AccessRepository
 from db.briefings import BriefingRepository
@@ -162,6 +163,7 @@ async def stats_report(
         counts = await AccessRepository(session).counts(today)
         dead, newest_dead = await InboxRepository(session).dead(last=DEAD_SHOWN)
         follow_ups = await TouchpointRepository(session).stats(since=now - timedelta(days=7))
+        reminders = await reminder_stats(session, since=now - timedelta(days=7))
     return "\n".join(
         [
             f"users: {users or 0}",
@@ -183,6 +185,8 @@ async def stats_report(
             f"follow-ups: {follow_ups.planned} planned; in the last 7 days {follow_ups.sent} sent "
             f"({follow_ups.answered_within_day} answered within 24 h), {follow_ups.declined} declined by "
             f"the model, {follow_ups.cancelled} cancelled",
+            f"reminders in the last 7 days: {reminders.set} set, {reminders.sent} sent, "
+            f"{reminders.snoozed} snoozed, {reminders.cancelled} cancelled",
             f"dead updates (kept INBOX_RETENTION_HOURS): {dead}",
             *(f"  {at.isoformat(timespec='seconds')}: {why[:200]}" for at, why in newest_dead),
         ]
