@@ -52,7 +52,9 @@ def test_a_late_run_skips_to_the_next_future_occurrence() -> None:
 
 
 def test_a_weekly_reminder_starts_on_its_first_day() -> None:
-    assert first_on_or_after(parse_local("2026-03-29 08:00"), "weekly", [0]) == parse_local("2026-03-30 08:00")
+    assert first_on_or_after(parse_local("2026-03-29 08:00"), "weekly", [0]) == parse_local(
+        "2026-03-30 08:00"
+    )
 
 
 @pytest.mark.parametrize(
@@ -74,4 +76,6 @@ def test_snooze_tomorrow_keeps_the_local_time_across_the_clock_change() -> None:
     saturday_nine = datetime(2026, 3, 28, 9, 0, tzinfo=UTC)
     until = snooze_until("tomorrow", now=saturday_nine, timezone="Europe/Lisbon")
     assert until.astimezone(LISBON).strftime("%Y-%m-%d %H:%M") == "2026-03-29 09:00"
-    assert snooze_until("10m", now=saturday_nine, timezone="Europe/Lisbon") == saturday_nine + timedelta(minutes=10)
+    assert snooze_until("10m", now=saturday_nine, timezone="Europe/Lisbon") == saturday_nine + timedelta(
+        minutes=10
+    )
