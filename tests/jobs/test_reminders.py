@@ -125,6 +125,7 @@ async def test_snooze_brings_it_back_and_done_ends_it(
 ) -> None:
     user_id = await _user(sessions, 43, "Europe/Lisbon")
     reminder_id = await _set(delivery, user_id, "2026-03-27 15:00")
+    assert await _set(delivery, user_id, "2026-03-27 15:00") == reminder_id  # the same request: set once
     clock.current = datetime(2026, 3, 27, 15, 0, tzinfo=UTC)
     assert await run_job("touchpoints", delivery) == {"due": 1, "sent": 1}
     until = await snooze(sessions, user_id, reminder_id, "10m", timezone="Europe/Lisbon", now=clock.now())

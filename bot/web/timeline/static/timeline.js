@@ -211,6 +211,7 @@
       row.append(el("span", "who", speaker(entry.role) + ":"), el("span", "text", entry.content));
       // A follow-up: the bot wrote first.
       if (entry.kind === "proactive") row.append(el("span", "tag", "follow-up (wrote first)"));
+      if (entry.kind === "reminder") row.append(el("span", "tag", "reminder you asked for"));
       return row;
     }
     const label = entry.type === "note" ? capitalise(entry.content) : "Conversation compacted for the model";
