@@ -110,6 +110,8 @@ _SECTIONS: dict[str, tuple[Any, dict[str, Any]]] = {
             "category": UserFact.category,
             "message_ids": UserFact.message_ids,
             "created_at": UserFact.created_at,
+            "invalidated_at": UserFact.invalidated_at,
+            "invalid_reason": UserFact.invalid_reason,
         },
     ),
     "reminders": (

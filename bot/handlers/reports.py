@@ -100,7 +100,7 @@ async def memory_report(
             (
                 await session.execute(
                     select(UserFact.content)
-                    .where(UserFact.user_id == user_id)
+                    .where(UserFact.user_id == user_id, UserFact.invalidated_at.is_(None))
                     .order_by(UserFact.created_at.desc())
                     .limit(MEMORY_FACTS)
                 )

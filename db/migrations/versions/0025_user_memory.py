@@ -1,4 +1,5 @@
-"""user memory: reminders the user sets, each occurrence sent as a touchpoint of kind "reminder"
+"""user memory: reminders the user sets, each occurrence sent as a touchpoint of kind "reminder";
+facts the user took back (user_facts.invalidated_at and invalid_reason)
 
 Revision ID: 0025_user_memory
 Revises: 0024_turn_speed
@@ -49,6 +50,9 @@ def upgrade() -> None:
         sa.UniqueConstraint("user_id", "dedupe_key", name="uq_reminders_user_dedupe"),
     )
     op.create_index("ix_reminders_user_status", "reminders", ["user_id", "status"])
+    with op.batch_alter_table("user_facts", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("invalidated_at", UTCDateTime(), nullable=True))
+        batch_op.add_column(sa.Column("invalid_reason", sa.Text(), nullable=True))
     with op.batch_alter_table("touchpoints", schema=None) as batch_op:
         batch_op.add_column(sa.Column("reminder_id", _ID, nullable=True))
         batch_op.create_index("ix_touchpoints_reminder_id", ["reminder_id"], unique=False)
@@ -66,5 +70,8 @@ def downgrade() -> None:
         batch_op.drop_constraint(batch_op.f("fk_touchpoints_reminder_id_reminders"), type_="foreignkey")
         batch_op.drop_index("ix_touchpoints_reminder_id")
         batch_op.drop_column("reminder_id")
+    with op.batch_alter_table("user_facts", schema=None) as batch_op:
+        batch_op.drop_column("invalid_reason")
+        batch_op.drop_column("invalidated_at")
     op.drop_index("ix_reminders_user_status", table_name="reminders")
     op.drop_table("reminders")
