@@ -223,7 +223,7 @@ async def _take_back(ctx: RunContext[TurnDeps], recall: Recall, fact: str, reaso
             ctx.deps.sessions, recall.graph, ctx.deps.user_id, matched, reason=reason, at=ctx.deps.now
         )
         recall.facts_changed(ctx.deps.user_id)
-    return [m.text for m in matched]
+    return list(dict.fromkeys(m.text for m in matched))  # a saved fact and its graph edge say one thing
 
 
 @recall_tools.tool
