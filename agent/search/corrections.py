@@ -183,3 +183,66 @@ async def without_taken_back(
             .execution_options(synchronize_session=False)
         )
     return kept
+
+
+@dataclass(frozen=True)
+class FactsPage:
+    """One page of the facts a user can see and take back (/memory, the Mini App)."""
+
+    facts: list[UserFact]
+    page: int
+    pages: int
+
+
+async def facts_page(session: AsyncSession, user_id: int, *, page: int, size: int) -> FactsPage:
+    """The user's held facts, newest first, `size` a page; the page number is kept in range."""
+    total = int(
+        await session.scalar(
+            select(func.count())
+            .select_from(UserFact)
+            .where(UserFact.user_id == user_id, UserFact.invalidated_at.is_(None))
+        )
+        or 0
+    )
+    pages = max(1, -(-total // size))
+    page = min(max(page, 1), pages)
+    facts = (
+        (
+            await session.execute(
+                select(UserFact)
+                .where(UserFact.user_id == user_id, UserFact.invalidated_at.is_(None))
+                .order_by(UserFact.id.desc())
+                .offset((page - 1) * size)
+                .limit(size)
+            )
+        )
+        .scalars()
+        .all()
+    )
+    return FactsPage(list(facts), page, pages)
+
+
+async def forget_fact(
+    sessions: async_sessionmaker[AsyncSession],
+    graph: GraphMemory | None,
+    user_id: int,
+    fact_id: int,
+    *,
+    reason: str,
+    at: datetime,
+) -> str | None:
+    """Take back one saved fact of the user (and the graph's edges that say it); its text, or None
+    when the user holds no such fact."""
+    async with sessions() as session:
+        content = await session.scalar(
+            select(UserFact.content).where(
+                UserFact.id == fact_id, UserFact.user_id == user_id, UserFact.invalidated_at.is_(None)
+            )
+        )
+    if content is None:
+        return None
+    edges = [m for m in await find_facts(sessions, graph, user_id, content, now=at) if m.uuid]
+    await invalidate(
+        sessions, graph, user_id, [Matched(content, fact_id=fact_id), *edges], reason=reason, at=at
+    )
+    return content

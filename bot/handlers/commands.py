@@ -1,6 +1,6 @@
-"""User commands: /help, /memory, /timezone, /language, /export, /forget (with its confirmation).
+"""User commands: /help, /timezone, /language, /export, /forget (with its confirmation).
 
-/followups lives in bot/handlers/followups.py."""
+/memory lives in bot/handlers/memory_facts.py, /followups in followups.py, /reminders in reminders.py."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from agent.account.timezones import Ambiguous, lookup_timezone
 from agent.reminders.store import move_to_zone
 from agent.search.language import parse_language, set_language
 from bot.delivery.sending import send_text
-from bot.handlers.reports import memory_report
 from bot.ratelimit import Scope
 from bot.services import BotServices, services
 from db.inbox import InboxRepository
@@ -98,15 +97,6 @@ async def on_help(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     if update.effective_message is not None:
         name = services(context).runtime.settings.persona_name
         await send_text(context.bot, update.effective_message.chat_id, help_text(name))
-
-
-async def on_memory(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """/memory: profile, open threads, today's summary and a few facts, in plain words."""
-    if (c := await caller(update, context, limit="memory")) is None:
-        return
-    runtime = c.services.runtime
-    report = await memory_report(runtime.sessions, c.user.id, c.message.date, graph=runtime.graph)
-    await send_text(context.bot, c.message.chat_id, report)
 
 
 async def on_timezone(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
