@@ -13,6 +13,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from zoneinfo import ZoneInfo
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -31,6 +32,8 @@ logger = logging.getLogger(__name__)
 # "Ana lives in Lisbon", and "Ana lives in Lisbon" does not name "Ana lives in Porto").
 MATCH_SHARE = 0.75
 MAX_MATCHES = 5
+# The Mini App's page lists at most this many facts (a user has hundreds at most).
+MAX_REMEMBERED = 500
 
 
 @dataclass(frozen=True)
@@ -246,3 +249,57 @@ async def forget_fact(
         sessions, graph, user_id, [Matched(content, fact_id=fact_id), *edges], reason=reason, at=at
     )
     return content
+
+
+@dataclass(frozen=True)
+class Remembered:
+    """A held fact as the user sees it: its kind and the local day it comes from."""
+
+    id: int
+    content: str
+    kind: str
+    day: str
+
+
+# How each writer's facts are grouped when the writer named no category.
+_KINDS = {
+    "extraction": "from our conversations",
+    "tool": "you asked me to remember",
+    "voice": "from our calls",
+}
+
+
+async def remembered(session: AsyncSession, user_id: int, zone: ZoneInfo) -> list[Remembered]:
+    """Every fact the user holds, newest first, with the local day of its first source message (or of
+    when it was saved)."""
+    facts = (
+        (
+            await session.execute(
+                select(UserFact)
+                .where(UserFact.user_id == user_id, UserFact.invalidated_at.is_(None))
+                .order_by(UserFact.id.desc())
+                .limit(MAX_REMEMBERED)
+            )
+        )
+        .scalars()
+        .all()
+    )
+    wanted = {int(m) for f in facts for m in f.message_ids or []}
+    sent = dict(
+        (
+            await session.execute(
+                select(TranscriptMessage.id, TranscriptMessage.sent_at).where(
+                    TranscriptMessage.user_id == user_id, TranscriptMessage.id.in_(wanted)
+                )
+            )
+        ).all()
+        if wanted
+        else []
+    )
+    out = []
+    for fact in facts:
+        times = [sent[int(m)] for m in fact.message_ids or [] if int(m) in sent]
+        at = min(times) if times else fact.created_at
+        kind = fact.category or _KINDS.get(fact.source, fact.source)
+        out.append(Remembered(fact.id, fact.content, kind, at.astimezone(zone).date().isoformat()))
+    return out
