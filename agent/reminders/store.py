@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Literal, cast
 
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -179,7 +179,8 @@ async def advance(session: AsyncSession, reminder: Reminder, *, now: datetime) -
     zone = zone_of(reminder.timezone)
     days = list(reminder.days or [])
     current = parse_local(reminder.next_local)
-    following = next_after(current, reminder.repeat, days, reminder.day_of_month, now=now, zone=zone)  # type: ignore[arg-type]
+    repeat = cast(Repeat, reminder.repeat)
+    following = next_after(current, repeat, days, reminder.day_of_month, now=now, zone=zone)
     if following is None:
         reminder.status, reminder.finished_at = "done", now
         return None
