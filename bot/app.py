@@ -31,7 +31,7 @@ from agent.onboarding.service import OnboardingService
 from bot.delivery.proactive import TelegramSender
 from bot.delivery.runner import DeliveryRunner, build_delivery
 from bot.delivery.signals import SignalFreeServer, on_stop_signal
-from bot.handlers import access, admin, commands, followups, media, messages
+from bot.handlers import access, admin, commands, followups, media, memory_facts, messages, reminders
 from bot.preflight import listen, one_line, preflight
 from bot.ratelimit import RateLimiter
 from bot.runtime import Runtime, build_runtime
@@ -96,13 +96,14 @@ def _register(application: AnyApplication, settings: Settings) -> None:
         "start": messages.on_start,
         "skip": messages.on_skip,
         "help": commands.on_help,
-        "memory": commands.on_memory,
+        "memory": memory_facts.on_memory,
         "timezone": commands.on_timezone,
         "language": commands.on_language,
         "export": commands.on_export,
         "forget": commands.on_forget,
         "timeline": timeline_command.on_timeline,
         "followups": followups.on_followups,
+        "reminders": reminders.on_reminders,
     }
     for name, callback in user_commands.items():
         application.add_handler(CommandHandler(name, callback, filters=private))
@@ -122,6 +123,8 @@ def _register(application: AnyApplication, settings: Settings) -> None:
         application.add_handler(CommandHandler(name, callback, filters=admins))
     application.add_handler(CallbackQueryHandler(commands.on_forget_button, pattern=r"^forget:"))
     application.add_handler(CallbackQueryHandler(followups.on_followups_button, pattern=r"^followups:"))
+    application.add_handler(CallbackQueryHandler(reminders.on_reminder_button, pattern=r"^reminder:"))
+    application.add_handler(CallbackQueryHandler(memory_facts.on_fact_button, pattern=r"^memfact:"))
     application.add_handler(MessageHandler(filters.COMMAND & private, messages.on_unknown_command))
     application.add_handler(MessageHandler(filters.TEXT & private, messages.on_text))
     application.add_handler(MessageHandler(filters.PHOTO & private, media.on_photo))

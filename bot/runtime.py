@@ -126,6 +126,7 @@ async def build_runtime(
                 guarded, recall.facts, clock=clock, search_timeout_seconds=timeout, sessions=sessions
             )
             recall.facts = graph_facts
+            recall.graph = guarded
         tier = GraphMemoryTier(memory, timeout_seconds=timeout)
         turns = TurnService(
             settings=settings,

@@ -235,8 +235,12 @@ class FactRepository:
         return created
 
     async def for_user(self, user_id: int) -> Sequence[UserFact]:
-        """All facts of a user, oldest first."""
-        stmt = select(UserFact).where(UserFact.user_id == user_id).order_by(UserFact.id)
+        """All facts of a user still held (none taken back), oldest first."""
+        stmt = (
+            select(UserFact)
+            .where(UserFact.user_id == user_id, UserFact.invalidated_at.is_(None))
+            .order_by(UserFact.id)
+        )
         return (await self.session.execute(stmt)).scalars().all()
 
 

@@ -223,6 +223,10 @@ class UserFact(Base):
     message_ids: Mapped[list[Any]] = mapped_column(JSONType, default=list, server_default="[]")
     dedupe_key: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime]
+    # Taken back by the user ("forget that", "that's wrong"): kept, with when and why, so it is left
+    # out of every read and not learned again from the same old messages.
+    invalidated_at: Mapped[datetime | None]
+    invalid_reason: Mapped[str | None] = mapped_column(Text)
 
 
 class HistoryCompaction(Base):
@@ -451,4 +455,5 @@ class DailyCount(Base):
 # it here registers its tables wherever the models are loaded, and keeps `db.models` the one place to
 # import a model from.
 from db.prepared import Briefing as Briefing  # noqa: E402
+from db.prepared import Reminder as Reminder  # noqa: E402
 from db.prepared import Touchpoint as Touchpoint  # noqa: E402

@@ -1,5 +1,5 @@
 """What the bot prepares while the user is away: the briefing written from their context package,
-and the follow-ups it plans to send first. Import them from `db.models`."""
+the follow-ups it plans to send first, and the reminders the user set. Import them from `db.models`."""
 
 from __future__ import annotations
 
@@ -55,13 +55,16 @@ class Touchpoint(Base):
         # The due finder: open rows by due time (one index range scan however many users there are).
         Index("ix_touchpoints_status_due", "status", "due_at"),
         Index("ix_touchpoints_user_status", "user_id", "status"),
+        Index("ix_touchpoints_reminder_id", "reminder_id"),
     )
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
     thread_id: Mapped[int | None] = mapped_column(ForeignKey("conversation_threads.id", ondelete="SET NULL"))
     conversation_id: Mapped[int | None] = mapped_column(ForeignKey("conversations.id", ondelete="SET NULL"))
-    kind: Mapped[str] = mapped_column(String(16), default="follow_up")  # follow_up | check_in
+    kind: Mapped[str] = mapped_column(String(16), default="follow_up")  # follow_up | check_in | reminder
+    # A reminder's occurrence (kind "reminder"): the text is the reminder's, written without a model.
+    reminder_id: Mapped[int | None] = mapped_column(ForeignKey("reminders.id", ondelete="CASCADE"))
     reason: Mapped[str] = mapped_column(Text)
     due_at: Mapped[datetime]
     # The user's zone when it was planned: the local time the plan meant.
@@ -79,3 +82,38 @@ class Touchpoint(Base):
     sent_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
     last_error: Mapped[str | None] = mapped_column(Text)
+
+
+class Reminder(Base):
+    """A reminder the user set in chat: what, and when in their local time, once or repeating.
+
+    Each occurrence is a `touchpoints` row of kind "reminder" (the same leased, exactly-once send as
+    follow-ups); `next_local` is the local wall-clock time of the next one, resolved in the user's
+    zone when it is planned, so daylight saving and a new zone keep "09:00". active -> done (a
+    one-off that went out, or "done" pressed) or cancelled. `dedupe_key` is the idempotency key of
+    the message that set it.
+    """
+
+    __tablename__ = "reminders"
+    __table_args__ = (
+        UniqueConstraint("user_id", "dedupe_key", name="uq_reminders_user_dedupe"),
+        Index("ix_reminders_user_status", "user_id", "status"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    text: Mapped[str] = mapped_column(Text)
+    # once | daily | weekdays | weekly | monthly; `days` are weekday numbers (0 = Monday) for weekly.
+    repeat: Mapped[str] = mapped_column(String(16))
+    days: Mapped[list[int]] = mapped_column(JSONType, default=list)
+    day_of_month: Mapped[int] = mapped_column(Integer)
+    # Local "YYYY-MM-DDTHH:MM" of the next occurrence, and the zone it was last planned in.
+    next_local: Mapped[str] = mapped_column(String(16))
+    timezone: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16), default="active")
+    source_message_id: Mapped[int | None] = mapped_column(BigInteger)
+    dedupe_key: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+    finished_at: Mapped[datetime | None]
+    sent_count: Mapped[int] = mapped_column(Integer, default=0)
+    snoozed_count: Mapped[int] = mapped_column(Integer, default=0)

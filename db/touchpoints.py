@@ -21,6 +21,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from db.models import ConversationThread, Touchpoint, TranscriptMessage
 
 OPEN = ("planned", "sending")
+# The kind of a reminder's occurrence (agent/reminders/): the follow-up rules and reports leave it out.
+REMINDER = "reminder"
 FINAL = ("sent", "declined", "cancelled", "undeliverable")
 
 
@@ -205,6 +207,7 @@ class TouchpointRepository:
         """When the user's proactive messages since `since` were sent (or are being sent)."""
         stmt = select(Touchpoint.sent_at).where(
             Touchpoint.user_id == user_id,
+            Touchpoint.kind != REMINDER,
             Touchpoint.status.in_(("sending", "sent")),
             Touchpoint.sent_at >= since,
         )
@@ -213,7 +216,9 @@ class TouchpointRepository:
     async def last_sent_at(self, user_id: int) -> datetime | None:
         """The newest proactive message's time, ever."""
         stmt = select(func.max(Touchpoint.sent_at)).where(
-            Touchpoint.user_id == user_id, Touchpoint.status.in_(("sending", "sent"))
+            Touchpoint.user_id == user_id,
+            Touchpoint.kind != REMINDER,
+            Touchpoint.status.in_(("sending", "sent")),
         )
         return await self.session.scalar(stmt)
 
@@ -221,7 +226,7 @@ class TouchpointRepository:
         """The user's planned follow-ups, soonest first (/memory)."""
         stmt = (
             select(Touchpoint)
-            .where(Touchpoint.user_id == user_id, Touchpoint.status == "planned")
+            .where(Touchpoint.user_id == user_id, Touchpoint.kind != REMINDER, Touchpoint.status == "planned")
             .order_by(Touchpoint.due_at, Touchpoint.id)
             .limit(limit)
         )
@@ -231,7 +236,7 @@ class TouchpointRepository:
         """Cancel every planned (not leased) row of the user (/followups off)."""
         stmt = (
             update(Touchpoint)
-            .where(Touchpoint.user_id == user_id, Touchpoint.status == "planned")
+            .where(Touchpoint.user_id == user_id, Touchpoint.kind != REMINDER, Touchpoint.status == "planned")
             .values(status="cancelled", outcome=outcome, finished_at=now)
             .execution_options(synchronize_session=False)
         )
@@ -243,7 +248,10 @@ class TouchpointRepository:
             (
                 await self.session.execute(
                     select(Touchpoint.status, func.count())
-                    .where(or_(Touchpoint.status == "planned", Touchpoint.finished_at >= since))
+                    .where(
+                        Touchpoint.kind != REMINDER,
+                        or_(Touchpoint.status == "planned", Touchpoint.finished_at >= since),
+                    )
                     .group_by(Touchpoint.status)
                 )
             ).all()
@@ -261,7 +269,7 @@ class TouchpointRepository:
         sent = (
             await self.session.execute(
                 select(Touchpoint.sent_at, answer).where(
-                    Touchpoint.status == "sent", Touchpoint.finished_at >= since
+                    Touchpoint.kind != REMINDER, Touchpoint.status == "sent", Touchpoint.finished_at >= since
                 )
             )
         ).all()

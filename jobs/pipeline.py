@@ -23,6 +23,7 @@ from agent.core.usage import UsageMeter, metering, store_usage, store_usage_apar
 from agent.digest.extraction import Extraction, OpenThread, ShownThought, extract
 from agent.digest.summaries import Line
 from agent.proactive.plans import local_label, plans_from
+from agent.search.corrections import without_taken_back
 from db.memory_repositories import FactRepository, ThoughtRepository, ThreadRepository
 from db.models import Conversation, ConversationThread, Thought, TranscriptMessage, User
 from db.repositories import TranscriptRepository, user_present
@@ -172,7 +173,10 @@ async def memory_stage(
         facts = await FactRepository(session).add_sourced(
             item.user_id,
             item.conversation_id,
-            [(f.text, f.message_ids) for f in output.user_facts],
+            # What the user took back is not learned again from the messages it came from.
+            await without_taken_back(
+                session, item.user_id, [(f.text, f.message_ids) for f in output.user_facts]
+            ),
             at,
             source="extraction",
         )
@@ -209,8 +213,12 @@ async def graph_stage(ctx: JobContext, item: Ingested, output: Extraction) -> in
     if ctx.graph is None:
         return 0
     source = f"conversation:{item.conversation_id}"
+    async with ctx.sessions() as session:
+        held = await without_taken_back(
+            session, item.user_id, [(f.text, f.message_ids) for f in output.user_facts]
+        )
     episodes = [
-        ("user", "user facts", [f.text for f in output.user_facts]),
+        ("user", "user facts", [text for text, _ in held]),
         ("relationship", "conversation", [output.summary, *output.key_moments]),
         ("persona", "thoughts", output.thoughts[:2]),
     ]

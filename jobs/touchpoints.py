@@ -1,4 +1,6 @@
-"""The `touchpoints` job: find the due follow-ups, lease them, compose each once, send it durably.
+"""The `touchpoints` job: find the due follow-ups and reminders, lease them, compose each follow-up
+once, send it durably. A reminder skips the rules and the model (jobs/reminders.py) and takes the
+same record-then-send path.
 
 1. Lease: one statement on the `(status, due_at)` index (db/touchpoints.py); nothing due, no model call.
 2. Rules (agent/proactive/rules.py): cancel or postpone before any model call.
@@ -37,8 +39,9 @@ from agent.turn.budget import TokenBudget
 from agent.turn.transcript import write_message
 from db.models import PROACTIVE, Conversation, ConversationThread, Touchpoint, TranscriptMessage, User
 from db.repositories import ConversationRepository
-from db.touchpoints import TouchpointRepository
+from db.touchpoints import REMINDER, TouchpointRepository
 from jobs.context import JobContext
+from jobs.reminders import Closed, record_occurrence
 
 logger = logging.getLogger(__name__)
 
@@ -123,14 +126,18 @@ class _Worker:
             if row is None:
                 return "lease_lost"
             if row.status == "sending":
-                return await self._send(row.id, row.user_id, row.text or "", row.chunks_sent)
-            user = await session.get(User, row.user_id)
-            if user is None:
+                return await self._send(row.id, row.user_id, row.text or "", row.chunks_sent, row.reminder_id)
+            if row.kind == REMINDER:
+                user = None
+            elif (user := await session.get(User, row.user_id)) is None:
                 return "lease_lost"
-            subject = await _subject(session, row, user, now)
-            decision = decide(subject, now, self.ctx.settings)
-            reason, timezone, chat_id = row.reason, user.timezone, user.telegram_id
-            attempts = row.attempts
+            else:
+                subject = await _subject(session, row, user, now)
+                decision = decide(subject, now, self.ctx.settings)
+                reason, timezone, chat_id = row.reason, user.timezone, user.telegram_id
+                attempts = row.attempts
+        if user is None:
+            return await self._remind(touchpoint_id)
         if isinstance(decision, Cancel):
             await self._close(touchpoint_id, "cancelled", decision.outcome)
             return f"cancelled_{decision.outcome}"
@@ -181,6 +188,35 @@ class _Worker:
             return f"postponed_{recorded.why}"
         return await self._send(touchpoint_id, user.id, composition.text, 0)
 
+    async def _remind(self, touchpoint_id: int) -> str:
+        """A reminder's occurrence: recorded with its transcript row and the next one planned, in one
+        transaction under the user's row lock (jobs/reminders.py), then sent with its buttons."""
+        now = self.ctx.clock.now()
+        async with self.ctx.sessions() as session, session.begin():
+            repo = TouchpointRepository(session)
+            row = await repo.held(touchpoint_id, self.owner)
+            if row is None:
+                raise LeaseLostError
+            user = await session.get(User, row.user_id, with_for_update=True, populate_existing=True)
+            if user is None:
+                raise LeaseLostError
+            outcome = await record_occurrence(session, row, user, now=now, settings=self.ctx.settings)
+            if isinstance(outcome, Closed):
+                await repo.close(
+                    touchpoint_id, self.owner, status="cancelled", outcome=outcome.outcome, now=now
+                )
+                return f"cancelled_{outcome.outcome}"
+            if not await repo.record(
+                touchpoint_id,
+                self.owner,
+                text=outcome.text,
+                transcript_message_id=outcome.transcript_message_id,
+                now=now,
+            ):
+                raise LeaseLostError
+            user_id, reminder_id = user.id, row.reminder_id
+        return await self._send(touchpoint_id, user_id, outcome.text, 0, reminder_id)
+
     async def _record(self, touchpoint_id: int, text: str) -> Cancel | Postpone | None:
         """Store the message as the assistant's proactive turn, in a session it opens; the rules are
         read again under the user's row lock, so two instances never both send to one user."""
@@ -224,7 +260,9 @@ class _Worker:
                 raise LeaseLostError
         return None
 
-    async def _send(self, touchpoint_id: int, user_id: int, text: str, start: int) -> str:
+    async def _send(
+        self, touchpoint_id: int, user_id: int, text: str, start: int, reminder_id: int | None = None
+    ) -> str:
         assert self.ctx.sender is not None
         async with self.ctx.sessions() as session:
             chat_id = await session.scalar(select(User.telegram_id).where(User.id == user_id))
@@ -247,7 +285,7 @@ class _Worker:
         try:
             await self._renew(touchpoint_id)
             await self.pace.wait()
-            await self.ctx.sender.send(chat_id, text, start=start, on_sent=on_sent)
+            await self.ctx.sender.send(chat_id, text, start=start, on_sent=on_sent, reminder_id=reminder_id)
         except RecipientBlockedError:
             await self._unreachable(touchpoint_id, user_id)
             return "undeliverable"

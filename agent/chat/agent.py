@@ -17,6 +17,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.settings import ModelSettings
 
 from agent.chat.deps import TurnDeps
+from agent.chat.reminder_tools import reminder_tools
 from agent.chat.tools import recall_tools
 from agent.core.caching import cache_settings
 from agent.core.settings import Settings
@@ -26,7 +27,7 @@ chat_agent: Agent[TurnDeps, str] = Agent(
     deps_type=TurnDeps,
     name="nikita",
     defer_model_check=True,
-    toolsets=[recall_tools],
+    toolsets=[recall_tools, reminder_tools],
 )
 
 

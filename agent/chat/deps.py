@@ -30,3 +30,5 @@ class TurnDeps:
     extras: dict[str, Any] = field(default_factory=dict)
     # Search and memory services for the recall tools (agent/chat/tools.py); None turns them into no-ops.
     recall: Recall | None = None
+    # The transcript row of the user's message this turn answers (what a reminder is set from).
+    message_id: int | None = None

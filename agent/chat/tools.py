@@ -13,6 +13,7 @@ from typing import Any
 from pydantic_ai import FunctionToolset, ModelRetry, RunContext
 
 from agent.chat.deps import TurnDeps
+from agent.search.corrections import find_facts, invalidate
 from agent.search.facts import FactRejectedError, clean_fact
 from agent.search.get import MessagesOut, RecallInputError, RecallNotFoundError
 from agent.search.recall import Recall
@@ -213,3 +214,54 @@ async def memory_add(ctx: RunContext[TurnDeps], fact: str) -> dict[str, Any]:
         ctx.deps.user_id, text, conversation_id=ctx.deps.conversation_id, at=ctx.deps.now
     )
     return {"saved": added.created, "fact_id": added.fact_id, "already_known": not added.created}
+
+
+async def _take_back(ctx: RunContext[TurnDeps], recall: Recall, fact: str, reason: str) -> list[str]:
+    matched = await find_facts(ctx.deps.sessions, recall.graph, ctx.deps.user_id, fact, now=ctx.deps.now)
+    if matched:
+        await invalidate(
+            ctx.deps.sessions, recall.graph, ctx.deps.user_id, matched, reason=reason, at=ctx.deps.now
+        )
+        recall.facts_changed(ctx.deps.user_id)
+    return list(dict.fromkeys(m.text for m in matched))  # a saved fact and its graph edge say one thing
+
+
+@recall_tools.tool
+async def memory_forget(ctx: RunContext[TurnDeps], fact: str, reason: str) -> dict[str, Any]:
+    """Forget a remembered fact this person takes back or wants forgotten ("forget that I have a
+    cat", "I don't have a cat"). The conversation itself stays; the fact is no longer remembered.
+
+    Args:
+        fact: The fact as you remember it, in a few words, e.g. "has a cat".
+        reason: Why, in a few words, e.g. "they asked me to forget it", "it was wrong".
+    """
+    recall = _recall(ctx)
+    if recall is None:
+        return {"forgotten": [], "note": "memory is not available right now"}
+    gone = await _take_back(ctx, recall, fact, reason)
+    if not gone:
+        return {"forgotten": [], "note": "no remembered fact matches; memory_search shows how it is worded"}
+    return {"forgotten": gone}
+
+
+@recall_tools.tool
+async def memory_correct(ctx: RunContext[TurnDeps], wrong: str, correct: str) -> dict[str, Any]:
+    """Correct a remembered fact that is wrong or out of date ("that's wrong, I moved to Porto"):
+    the old fact is no longer remembered and the corrected one is saved.
+
+    Args:
+        wrong: The fact as you remember it, in a few words, e.g. "lives in Lisbon".
+        correct: The corrected fact as one short sentence in the third person, e.g. "Lives in Porto".
+    """
+    recall = _recall(ctx)
+    if recall is None:
+        return {"corrected": False, "note": "memory is not available right now"}
+    try:
+        text = clean_fact(correct, max_chars=recall.settings.memory_fact_max_chars)
+    except FactRejectedError as exc:
+        raise ModelRetry(str(exc)) from exc
+    gone = await _take_back(ctx, recall, wrong, f"corrected: {text}")
+    added = await recall.facts.add(
+        ctx.deps.user_id, text, conversation_id=ctx.deps.conversation_id, at=ctx.deps.now
+    )
+    return {"corrected": True, "forgotten": gone, "saved": text, "fact_id": added.fact_id}

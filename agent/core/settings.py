@@ -233,6 +233,11 @@ class Settings(BaseSettings):
     proactive_send_per_second: float = 25.0
     # A proactive message stays the open conversation this long, so a late reply reads it in history.
     proactive_reply_window_hours: float = 24.0
+    # Reminders the user sets (docs/reminders.md) go out through the same job at their local time,
+    # without quiet hours or the follow-up caps: at most REMINDERS_PER_DAY reminder messages to one
+    # user in one local day, and REMINDERS_MAX_ACTIVE active reminders per user.
+    reminders_per_day: int = Field(default=24, ge=1)
+    reminders_max_active: int = Field(default=50, ge=1)
 
     # Timeline Mini App: the page at /timeline (webhook mode's web app, or `python -m bot
     # web`). WEBAPP_URL is its public HTTPS address: /timeline sends a button opening it and the chat

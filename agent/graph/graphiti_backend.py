@@ -314,6 +314,27 @@ class GraphitiMemory:
             user_id, "user", "fact", text, reference_time, f"fact:{digest[:24]}", facts=[text]
         )
 
+    async def invalidate_facts(self, user_id: int, uuids: Sequence[str], at: datetime) -> int:
+        """End the user's edges of these uuids: `invalid_at` and `expired_at` set to `at` and saved, as
+        graphiti's own contradiction handling does, so every current-facts search leaves them out."""
+        at, ended = ensure_utc(at), 0
+        for group in ("user", "relationship"):
+            gid = group_id(user_id, group)
+            try:
+                scope = await self._read_scope(gid)
+                if scope is None or not uuids:
+                    continue
+                async with self._write_locks.hold(gid):
+                    for edge in await EntityEdge.get_by_uuids(scope.driver, list(uuids)):
+                        if edge.group_id != gid or edge.expired_at is not None:
+                            continue  # another group's (or user's) edge, or ended already
+                        edge.invalid_at, edge.expired_at = at, at
+                        await edge.save(scope.driver)
+                        ended += 1
+            except BACKEND_ERRORS as exc:
+                raise GraphMemoryError(f"ending facts in {gid} failed: {exc}") from exc
+        return ended
+
     async def search(self, user_id: int, query: str, *, limits: GroupLimits, now: datetime) -> MemoryResults:
         """Facts relevant to `query` from the three groups in parallel; a blank query gives the newest."""
         now = ensure_utc(now)

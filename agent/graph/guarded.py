@@ -42,6 +42,11 @@ class GuardedGraphMemory:
         async with self.guard.writing(user_id):
             await self.graph.add_fact(user_id, text, reference_time)
 
+    async def invalidate_facts(self, user_id: int, uuids: Sequence[str], at: datetime) -> int:
+        """End the facts unless the user was forgotten (then `UserForgottenError`)."""
+        async with self.guard.writing(user_id):
+            return await self.graph.invalidate_facts(user_id, uuids, at)
+
     async def search(self, user_id: int, query: str, *, limits: GroupLimits, now: datetime) -> MemoryResults:
         """Reads need no guard."""
         return await self.graph.search(user_id, query, limits=limits, now=now)

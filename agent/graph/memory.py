@@ -109,6 +109,11 @@ class GraphMemory(Protocol):
         """Add one durable fact about the user (the `memory_add` tool)."""
         ...
 
+    async def invalidate_facts(self, user_id: int, uuids: Sequence[str], at: datetime) -> int:
+        """End the user's facts (edges) of these uuids at `at`, as the graph does when a fact changes;
+        how many were ended. Ids of another user's facts end nothing."""
+        ...
+
     async def search(self, user_id: int, query: str, *, limits: GroupLimits, now: datetime) -> MemoryResults:
         """Facts relevant to `query` from the three groups in parallel; superseded facts left out."""
         ...

@@ -28,6 +28,10 @@ class NullGraphMemory:
     async def add_fact(self, user_id: int, text: str, reference_time: datetime) -> None:
         """Do nothing."""
 
+    async def invalidate_facts(self, user_id: int, uuids: Sequence[str], at: datetime) -> int:
+        """Nothing to end."""
+        return 0
+
     async def search(self, user_id: int, query: str, *, limits: GroupLimits, now: datetime) -> MemoryResults:
         """Return no facts."""
         return MemoryResults()

@@ -35,6 +35,7 @@ from agent.chat.persona import Persona, default_persona, with_name
 from agent.context.fence import fence, neutralise
 from agent.core.errors import UserNotFoundError
 from agent.core.usage import UsageMeter, metering, record_run, store_usage
+from agent.reminders.store import move_to_zone
 from agent.turn.budget import BUDGET_REPLY, TokenBudget, counting
 from agent.turn.locks import UserLocks
 from agent.turn.transcript import TurnReceipt, delivered, write_message
@@ -457,6 +458,7 @@ class OnboardingService:
             if deps.timezone is not None:
                 user.timezone = deps.timezone
                 profile["timezone_confirmed"] = True
+                await move_to_zone(session, user_id, deps.timezone)  # reminders keep their local time
             user.profile = profile
             user.name = deps.name or user.name
             if deps.finished:

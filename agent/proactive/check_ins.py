@@ -16,7 +16,7 @@ from agent.core.clock import local_day
 from agent.core.settings import Settings
 from db.memory_repositories import ThreadRepository, dedupe_key
 from db.models import ConversationThread, Touchpoint, User
-from db.touchpoints import NewTouchpoint, TouchpointRepository
+from db.touchpoints import REMINDER, NewTouchpoint, TouchpointRepository
 
 
 async def plan_check_ins(
@@ -56,7 +56,11 @@ async def _quiet_users(session: AsyncSession, quiet_since: datetime, limit: int)
             User.unreachable_at.is_(None),
             User.followups.is_not(False),
             exists().where(ConversationThread.user_id == User.id, ConversationThread.status == "open"),
-            ~exists().where(Touchpoint.user_id == User.id, Touchpoint.planned_at >= User.last_message_at),
+            ~exists().where(
+                Touchpoint.user_id == User.id,
+                Touchpoint.kind != REMINDER,
+                Touchpoint.planned_at >= User.last_message_at,
+            ),
         )
         .order_by(User.last_message_at)
         .limit(limit)

@@ -25,8 +25,11 @@ ChunkSent = Callable[[int, int], Awaitable[None]]
 class ProactiveSender(Protocol):
     """Sends a proactive message to a chat, chunk by chunk, from chunk `start`."""
 
-    async def send(self, chat_id: int, text: str, *, start: int, on_sent: ChunkSent) -> int:
-        """Send the chunks of `text` from `start` (the last one with the stop button); the total.
+    async def send(
+        self, chat_id: int, text: str, *, start: int, on_sent: ChunkSent, reminder_id: int | None = None
+    ) -> int:
+        """Send the chunks of `text` from `start`; the total. The last chunk carries the stop button,
+        or for a reminder's occurrence (`reminder_id`) its done and snooze buttons.
 
         Raises RecipientBlockedError or SendFailedError.
         """

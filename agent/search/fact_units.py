@@ -32,7 +32,8 @@ from db.models import SearchChunk, TranscriptMessage, UserFact
 KIND_FACT_CHUNK = "fact"
 
 
-def _digest(fact_id: int, content: str, message_ids: list[int]) -> str:
+def fact_digest(fact_id: int, content: str, message_ids: list[int]) -> str:
+    """What a fact's search row is keyed by: a changed fact is embedded again."""
     raw = f"{fact_id}\x1f{content}\x1f{','.join(map(str, message_ids))}"
     return hashlib.sha256(raw.encode()).hexdigest()
 
@@ -52,7 +53,7 @@ async def sourced_facts(
     """The user's facts that name at least one source message (only the `newest` facts when given)."""
     stmt = (
         select(UserFact.id, UserFact.content, UserFact.message_ids)
-        .where(UserFact.user_id == user_id)
+        .where(UserFact.user_id == user_id, UserFact.invalidated_at.is_(None))
         .order_by(UserFact.id.desc())
     )
     rows = await session.execute(stmt if newest is None else stmt.limit(newest))
@@ -66,7 +67,7 @@ async def index_facts(session: AsyncSession, user_id: int, *, embedder: Embedder
     were embedded (in the caller's transaction)."""
     facts = {}
     for fact in await sourced_facts(session, user_id):
-        facts[_digest(fact.id, fact.content, fact.message_ids)] = fact
+        facts[fact_digest(fact.id, fact.content, fact.message_ids)] = fact
     indexed = dict(
         (
             await session.execute(
@@ -196,7 +197,7 @@ class FactWordsCache:
                     func.count(UserFact.id),
                     func.max(UserFact.id),
                     func.sum(func.length(cast(UserFact.message_ids, Text))),
-                ).where(UserFact.user_id == user_id)
+                ).where(UserFact.user_id == user_id, UserFact.invalidated_at.is_(None))
             )
         ).one()
         version = (int(row[0] or 0), int(row[1] or 0), int(row[2] or 0), language or "")

@@ -100,7 +100,7 @@ class SqlFactStore:
                 (
                     await session.execute(
                         select(UserFact)
-                        .where(UserFact.user_id == user_id)
+                        .where(UserFact.user_id == user_id, UserFact.invalidated_at.is_(None))
                         .order_by(UserFact.id.desc())
                         .limit(MAX_FACTS_SCANNED)
                     )

@@ -20,6 +20,7 @@ from agent.core.clock import local_day
 from agent.core.errors import UserForgottenError
 from agent.core.settings import Settings
 from agent.core.usage import metering, store_usage_apart
+from agent.graph.memory import GraphMemory
 from agent.history.tokens import get_counter
 from agent.search import get as getters
 from agent.search.embeddings import Embedder, EmbedderUnavailableError, Preloadable
@@ -60,6 +61,8 @@ class Recall:
         self.full_text = full_text_for(dialect, scan=settings.search_fts_scan_limit)
         self.embedder = embedder if embedder is not None and embedder.dimensions > 0 else None
         self.facts: FactStore = facts or SqlFactStore(sessions)
+        # The knowledge graph when one is on (the runtime sets it): taking a fact back ends its edges.
+        self.graph: GraphMemory | None = None
         self.ranking = ConversationSearch(settings, self.full_text)
         # Bounded: a lock lives only while a pass holds or awaits it; markers are an LRU.
         self._index_locks: KeyedLocks[int] = KeyedLocks()
@@ -367,6 +370,13 @@ class Recall:
             "embedded_chunks": int(chunks or 0),
             "embedder": self.embedder.name if self.embedder else None,
         }
+
+    def facts_changed(self, user_id: int) -> None:
+        """Facts were taken back: what this process holds of the user's facts is read again."""
+        self._indexed.pop(user_id)
+        self.ranking.messages.fact_words.invalidate(user_id)
+        if self.cache is not None:
+            self.cache.invalidate(user_id)
 
     async def forget_user(self, user_id: int) -> None:
         """Delete the user's embeddings and drop them from memory.

@@ -197,6 +197,7 @@ class TurnService:
             memory=context.memory,
             note=context.note,
             recall=self.recall,
+            message_id=prepared.message_id,
         )
         outcome = await run_chat(
             deps,

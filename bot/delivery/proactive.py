@@ -1,9 +1,9 @@
 """The bot's side of proactive follow-ups: the sender the touchpoints job writes through.
 
 The same rendering as replies (Markdown as text + entities, split at Telegram's limit); the last
-chunk carries the button that stops follow-ups. A 403 (blocked, deactivated) is the job's
-`RecipientBlockedError`; any other refusal is a `SendFailedError`, tried again later from the first
-chunk Telegram did not take.
+chunk carries the button that stops follow-ups (under a reminder: done and snooze). A 403 (blocked,
+deactivated) is the job's `RecipientBlockedError`; any other refusal is a `SendFailedError`, tried
+again later from the first chunk Telegram did not take.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from telegram.error import BadRequest, Forbidden, TelegramError
 
 from agent.proactive.sender import ChunkSent, RecipientBlockedError, SendFailedError
 from bot.delivery.formatting import Chunk, render
+from bot.delivery.reminder_buttons import reminder_buttons
 
 logger = logging.getLogger(__name__)
 
@@ -33,11 +34,14 @@ class TelegramSender:
     def __init__(self, bot: Bot) -> None:
         self.bot = bot
 
-    async def send(self, chat_id: int, text: str, *, start: int, on_sent: ChunkSent) -> int:
+    async def send(
+        self, chat_id: int, text: str, *, start: int, on_sent: ChunkSent, reminder_id: int | None = None
+    ) -> int:
         """Send the chunks from `start`; `on_sent` after each one Telegram accepted."""
         chunks = render(text) or [Chunk("…")]
+        buttons = stop_button() if reminder_id is None else reminder_buttons(reminder_id)
         for index in range(start, len(chunks)):
-            markup = stop_button() if index == len(chunks) - 1 else None
+            markup = buttons if index == len(chunks) - 1 else None
             try:
                 await self._send(chat_id, chunks[index], markup)
             except Forbidden as exc:

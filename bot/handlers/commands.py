@@ -1,6 +1,6 @@
-"""User commands: /help, /memory, /timezone, /language, /export, /forget (with its confirmation).
+"""User commands: /help, /timezone, /language, /export, /forget (with its confirmation).
 
-/followups lives in bot/handlers/followups.py."""
+/memory lives in bot/handlers/memory_facts.py, /followups in followups.py, /reminders in reminders.py."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from telegram.ext import ContextTypes
 
 from agent.account.export import PartWriter, export_events
 from agent.account.timezones import Ambiguous, lookup_timezone
+from agent.reminders.store import move_to_zone
 from agent.search.language import parse_language, set_language
 from bot.delivery.sending import send_text
-from bot.handlers.reports import memory_report
 from bot.ratelimit import Scope
 from bot.services import BotServices, services
 from db.inbox import InboxRepository
@@ -38,6 +38,7 @@ USER_COMMANDS: tuple[tuple[str, str], ...] = (
     ("forget", "delete everything I know about you"),
     ("timeline", "our days, their summaries and search, in a Mini App"),
     ("followups", "whether I may write first (on or off)"),
+    ("reminders", "the reminders you asked me for, to cancel one"),
 )
 
 
@@ -98,15 +99,6 @@ async def on_help(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         await send_text(context.bot, update.effective_message.chat_id, help_text(name))
 
 
-async def on_memory(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """/memory: profile, open threads, today's summary and a few facts, in plain words."""
-    if (c := await caller(update, context, limit="memory")) is None:
-        return
-    runtime = c.services.runtime
-    report = await memory_report(runtime.sessions, c.user.id, c.message.date, graph=runtime.graph)
-    await send_text(context.bot, c.message.chat_id, report)
-
-
 async def on_timezone(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """/timezone [place]: show the user's time zone, or set it from a zone, city or country name."""
     if (c := await caller(update, context)) is None:
@@ -128,6 +120,8 @@ async def on_timezone(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
             if stored is not None:
                 stored.timezone = zone
                 stored.profile = {**(stored.profile or {}), "timezone_confirmed": True}
+                # Pending reminders keep their local time ("9:00" stays 9:00 in the new zone).
+                await move_to_zone(session, user.id, zone)
         text = f"Got it: your time zone is now {zone}."
     await send_text(context.bot, message.chat_id, text)
 

@@ -15,6 +15,7 @@ from agent.core.clock import local_day
 from agent.core.settings import Settings
 from agent.graph import GraphMemory, GraphMemoryError, GroupLimits, NullGraphMemory
 from agent.proactive.plans import zone_of
+from agent.reminders.store import reminder_stats
 from agent.turn.budget import COUNTERS
 from bot.handlers.spend import format_spend, format_usage
 from db.access import AccessRepository
@@ -98,7 +99,7 @@ async def memory_report(
             (
                 await session.execute(
                     select(UserFact.content)
-                    .where(UserFact.user_id == user_id)
+                    .where(UserFact.user_id == user_id, UserFact.invalidated_at.is_(None))
                     .order_by(UserFact.created_at.desc())
                     .limit(MEMORY_FACTS)
                 )
@@ -161,6 +162,7 @@ async def stats_report(
         counts = await AccessRepository(session).counts(today)
         dead, newest_dead = await InboxRepository(session).dead(last=DEAD_SHOWN)
         follow_ups = await TouchpointRepository(session).stats(since=now - timedelta(days=7))
+        reminders = await reminder_stats(session, since=now - timedelta(days=7))
     return "\n".join(
         [
             f"users: {users or 0}",
@@ -182,6 +184,8 @@ async def stats_report(
             f"follow-ups: {follow_ups.planned} planned; in the last 7 days {follow_ups.sent} sent "
             f"({follow_ups.answered_within_day} answered within 24 h), {follow_ups.declined} declined by "
             f"the model, {follow_ups.cancelled} cancelled",
+            f"reminders in the last 7 days: {reminders.set} set, {reminders.sent} sent, "
+            f"{reminders.snoozed} snoozed, {reminders.cancelled} cancelled",
             f"dead updates (kept INBOX_RETENTION_HOURS): {dead}",
             *(f"  {at.isoformat(timespec='seconds')}: {why[:200]}" for at, why in newest_dead),
         ]

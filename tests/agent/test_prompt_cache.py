@@ -255,7 +255,7 @@ async def test_the_persona_of_a_one_off_call_is_shared_between_users_when_long_e
                 reason=f"{who}'s concert", local_now="Friday 18:00", context=f"<about>{who}</about>"
             )
             await compose(model, settings, occasion)
-    first, second = fake.message_bodies()
+    first, _ = fake.message_bodies()
     assert breakpoints(first) == ["system[0]"]  # after the persona, before the user's own part
     assert "Ana" not in first["system"][0]["text"] and "Ana" in first["system"][1]["text"]
     assert fake.cache.uses[1].read == fake.cache.uses[0].written > 0

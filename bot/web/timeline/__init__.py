@@ -42,4 +42,6 @@ def routes(runtime: Runtime) -> list[BaseRoute]:
         Route("/timeline/api/search", api.endpoint(api.search), methods=["GET"]),
         Route("/timeline/api/messages/{message_id}", api.endpoint(api.message), methods=["GET"]),
         Route("/timeline/api/summaries/{day_segment_id}", api.endpoint(api.summary), methods=["GET"]),
+        Route("/timeline/api/facts", api.endpoint(api.facts), methods=["GET"]),
+        Route("/timeline/api/facts/{fact_id}/forget", api.endpoint(api.forget), methods=["POST"]),
     ]

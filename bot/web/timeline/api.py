@@ -21,6 +21,7 @@ from starlette.responses import JSONResponse
 from agent.account.timeline import DayView, Entry, Timeline, TimelineUser, parse_summary, within_calendar
 from agent.chat.tools import hit_dict
 from agent.core.errors import NikitaError
+from agent.search.corrections import forget_fact, remembered
 from agent.search.get import MessagesOut, RecallNotFoundError, SummaryOut
 from agent.search.recall import Recall
 from bot.ratelimit import RateLimiter
@@ -251,3 +252,37 @@ class TimelineApi:
         out = await self._conversation_get(who, day_segment_id=_id(request.path_params["day_segment_id"]))
         assert isinstance(out, SummaryOut)
         return {**asdict(out), "sections": [asdict(s) for s in parse_summary(out.summary_markdown)]}
+
+    async def facts(self, request: Request, who: SignedIn) -> dict[str, Any]:
+        """GET /timeline/api/facts: what the bot remembers of the signed-in user, grouped by kind."""
+        user = who.user
+        if user is None:
+            return {"groups": []}
+        async with self.runtime.sessions() as session:
+            facts = await remembered(session, user.id, ZoneInfo(user.timezone))
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for fact in facts:
+            groups.setdefault(fact.kind, []).append({"id": fact.id, "content": fact.content, "day": fact.day})
+        return {"groups": [{"kind": kind, "facts": items} for kind, items in groups.items()]}
+
+    async def forget(self, request: Request, who: SignedIn) -> dict[str, Any]:
+        """POST /timeline/api/facts/{fact_id}/forget: take back one fact of the signed-in user."""
+        fact_id = _id(request.path_params["fact_id"])
+        user = who.user
+        recall = self.runtime.recall
+        gone = None
+        if user is not None:
+            gone = await forget_fact(
+                self.runtime.sessions,
+                recall.graph if recall is not None else None,
+                user.id,
+                fact_id,
+                reason="they deleted it in the timeline",
+                at=self.runtime.clock.now(),
+            )
+        if user is None or gone is None:
+            raise ApiError(404, "not found")
+        if recall is not None:
+            recall.facts_changed(user.id)
+        logger.info("fact taken back in the timeline", extra={"user_id": user.id})
+        return {"forgotten": gone}

@@ -45,6 +45,7 @@ def render_page(*, persona_name: str, version: str) -> str:
 <header class="top">
   <h1>{name}</h1>
   <span class="mode">Continuous</span>
+  <button type="button" id="memory-open" class="chip">What I remember</button>
 </header>
 <nav class="days" aria-label="Day selector">
   <button type="button" id="day-today" class="chip">Today</button>
@@ -62,6 +63,7 @@ def render_page(*, persona_name: str, version: str) -> str:
   </select>
   <button type="submit" id="search-go">Go</button>
 </form>
+<section id="memory" class="memory" hidden aria-label="What I remember"></section>
 <section id="results" class="results" hidden aria-label="Search results"></section>
 <section id="opened" class="opened" hidden aria-label="Opened result"></section>
 <section id="card" class="card" aria-label="Day summary"></section>

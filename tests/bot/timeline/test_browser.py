@@ -15,7 +15,7 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select, WebDriverWait
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
@@ -67,8 +68,11 @@ def _free_port() -> int:
 
 
 @contextmanager
-def serve_seeded(settings: Settings) -> Iterator[str]:
-    """The pages app on a seeded database, served by uvicorn in its own thread and event loop."""
+def serve_seeded(
+    settings: Settings, *, then: Callable[[async_sessionmaker[AsyncSession]], Awaitable[Any]] | None = None
+) -> Iterator[str]:
+    """The pages app on a seeded database (and `then`'s rows), served by uvicorn in its own thread
+    and event loop."""
     port = _free_port()
     ready = threading.Event()
     holder: dict[str, Any] = {}
@@ -83,6 +87,8 @@ def serve_seeded(settings: Settings) -> Iterator[str]:
         )
         try:
             await seed_timeline(runtime.sessions)
+            if then is not None:
+                await then(runtime.sessions)
             config = uvicorn.Config(build_pages_app(runtime), host="127.0.0.1", port=port, log_config=None)
             server = holder["server"] = uvicorn.Server(config)
             server.install_signal_handlers = lambda: None  # type: ignore[method-assign]

@@ -1,4 +1,5 @@
-// The timeline Mini App: day selector, summary card, folded timeline, search and "open".
+// The timeline Mini App: day selector, summary card, folded timeline, search and "open", and what
+// the bot remembers (each fact with its day and a delete button).
 // Every API call carries Telegram's signed initData; all text is inserted with textContent.
 "use strict";
 
@@ -211,6 +212,7 @@
       row.append(el("span", "who", speaker(entry.role) + ":"), el("span", "text", entry.content));
       // A follow-up: the bot wrote first.
       if (entry.kind === "proactive") row.append(el("span", "tag", "follow-up (wrote first)"));
+      if (entry.kind === "reminder") row.append(el("span", "tag", "reminder you asked for"));
       return row;
     }
     const label = entry.type === "note" ? capitalise(entry.content) : "Conversation compacted for the model";
@@ -359,6 +361,62 @@
     }
   }
 
+  // --- what I remember ------------------------------------------------------------------------
+
+  async function showMemory() {
+    const box = $("memory");
+    status("Loading…");
+    try {
+      const data = await api("/timeline/api/facts");
+      box.hidden = false;
+      box.replaceChildren(el("h2", "", "What I remember"));
+      if (!data.groups.length) box.append(el("p", "muted", "Nothing saved about you yet."));
+      data.groups.forEach((group) => {
+        box.append(el("h3", "", capitalise(group.kind)));
+        const list = el("ul", "fact-list");
+        group.facts.forEach((fact) => {
+          const item = el("li", "fact");
+          item.id = "f-" + fact.id;
+          item.append(el("span", "text", fact.content));
+          const day = el("button", "fact-day", dayTitle(fact.day));
+          day.type = "button";
+          day.dataset.day = fact.day;
+          day.title = "Show " + fact.day + " in the timeline";
+          day.onclick = () => { box.hidden = true; showDay(fact.day).catch((e) => status(e.message)); };
+          const forget = el("button", "forget", "Delete");
+          forget.type = "button";
+          forget.onclick = () => forgetFact(fact, item);
+          item.append(day, forget);
+          list.append(item);
+        });
+        box.append(list);
+      });
+      const close = el("button", "close", "Close");
+      close.type = "button";
+      close.onclick = () => { box.hidden = true; };
+      box.append(close);
+      box.scrollIntoView({ block: "start" });
+      status("");
+    } catch (error) {
+      status(error.message);
+    }
+  }
+
+  async function forgetFact(fact, item) {
+    try {
+      await api("/timeline/api/facts/" + fact.id + "/forget", { method: "POST" });
+      const list = item.parentElement;
+      item.remove();
+      if (list && !list.children.length) {
+        list.previousElementSibling.remove();
+        list.remove();
+      }
+      status("Forgotten: " + fact.content);
+    } catch (error) {
+      status(error.message);
+    }
+  }
+
   // --- start ----------------------------------------------------------------------------------
 
   async function start() {
@@ -381,6 +439,7 @@
     $("day-yesterday").onclick = () => showDay(state.yesterday).catch((e) => status(e.message));
     $("day-pick").onclick = () => toggleCalendar($("calendar").hidden);
     $("search").addEventListener("submit", search);
+    $("memory-open").onclick = showMemory;
     state.initData = launch.get("tgWebAppData") || "";
     if (insideTelegram) loadTelegramScript();
     if (state.initData) {

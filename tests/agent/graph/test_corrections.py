@@ -1,0 +1,71 @@
+"""Taking back a graph fact: memory_forget ends the edge (its end time set, as graphiti does), the
+memory tier and memory_search leave it out at once, another user's edge is not theirs to end, and
+post-processing the same conversation again does not bring it back. Real embedded FalkorDB."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select, update
+
+from agent.context.memory import STANDARD
+from agent.core.clock import FrozenClock
+from agent.graph import STANDARD_LIMITS
+from agent.graph.tier import GraphMemoryTier
+from db.models import Conversation, UserFact
+from jobs.registry import run_job
+from tests.jobs.conftest import ScriptedSummaries, extraction_reply
+
+from .test_wiring import Chat, OpenRuntime, open_runtime, postprocessed_user
+
+__all__ = ["open_runtime"]
+
+
+@pytest.mark.process
+async def test_a_forgotten_graph_fact_leaves_the_tier_and_the_tools_and_stays_gone(
+    open_runtime: OpenRuntime, clock: FrozenClock
+) -> None:
+    chat, scripted = Chat(), ScriptedSummaries()
+    runtime = await open_runtime(chat, scripted)
+    ana = await postprocessed_user(
+        runtime, scripted, clock, "cli:ana", ["Ana has a cat named Miso", "Ana plays the cello"]
+    )
+    bo = await postprocessed_user(runtime, scripted, clock, "cli:bo", ["Bo has a cat named Rex"])
+    clock.advance(timedelta(days=1))
+    tier = GraphMemoryTier(runtime.graph, timeout_seconds=5)
+    assert any(
+        "Miso" in line for line in await tier.search(ana, "cat Miso", limits=STANDARD, now=clock.now())
+    )
+
+    chat.tool_calls = [("memory_forget", {"fact": "has a cat named Miso", "reason": "there is no cat"})]
+    await runtime.turns.reply(ana, "I don't have a cat, forget Miso", clock.now())
+    assert chat.tool_returns[-1]["forgotten"] == ["Ana has a cat named Miso"]  # saved, and in the graph
+
+    after = await tier.search(ana, "cat Miso cello", limits=STANDARD, now=clock.now())
+    assert not any("Miso" in line for line in after) and any("cello" in line for line in after)
+    chat.tool_calls = [("memory_search", {"query": "cat Miso"})]
+    await runtime.turns.reply(ana, "what do you know about my cat?", clock.now() + timedelta(minutes=1))
+    assert "Miso" not in json.dumps(chat.tool_returns[-1])
+    bo_facts = await runtime.graph.search(bo, "cat Rex", limits=STANDARD_LIMITS, now=clock.now())
+    assert [f.text for f in bo_facts.user] == ["Bo has a cat named Rex"]
+    # Bo's edge is not Ana's to end.
+    assert await runtime.graph.invalidate_facts(ana, [bo_facts.user[0].uuid], clock.now()) == 0
+
+    # Post-processing the old conversation again learns nothing it was told to forget.
+    async with runtime.sessions() as session, session.begin():
+        await session.execute(
+            update(Conversation)
+            .where(Conversation.user_id == ana, Conversation.status == "processed")
+            .values(status="closed", extraction=None)
+        )
+    scripted.extraction = extraction_reply(user_facts=["Ana has a cat named Miso", "Ana plays the cello"])
+    assert (await run_job("postprocess", runtime.jobs))["processed"] == 1
+    again = await tier.search(ana, "cat Miso", limits=STANDARD, now=clock.now() + timedelta(hours=1))
+    assert not any("Miso" in line for line in again)
+    async with runtime.sessions() as session:
+        held = await session.scalar(
+            select(UserFact.invalidated_at).where(UserFact.content == "Ana has a cat named Miso")
+        )
+    assert held is not None
