@@ -22,6 +22,7 @@ from sqlalchemy import select
 from agent.account.users import get_or_create_user
 from agent.core.clock import FrozenClock, system_now
 from agent.core.settings import Settings
+from agent.history.turn_notes import is_note
 from bench.fakes.anthropic_api import FakeAnthropic, Reply
 from bench.fakes.telegram_api import FakeTelegram
 from bot.app import build_application, running
@@ -38,9 +39,14 @@ ZONE = "Europe/Lisbon"
 
 
 def _text_of(content: Any) -> str:
+    """A message's text as the person or the bot wrote it (the turn's note left out)."""
     if isinstance(content, str):
         return content
-    return "".join(block.get("text", "") for block in content if isinstance(block, dict))
+    return "".join(
+        block.get("text", "")
+        for block in content
+        if isinstance(block, dict) and not is_note(block.get("text", ""))
+    )
 
 
 @dataclass
