@@ -45,7 +45,14 @@ logger = logging.getLogger(__name__)
 
 AnyApplication = Application[Any, Any, Any, Any, Any, Any]
 # Updates the bot asks Telegram for; everything else is never delivered.
-ALLOWED_UPDATES = ["message", "edited_message", "channel_post", "callback_query"]
+ALLOWED_UPDATES = [
+    "message",
+    "edited_message",
+    "channel_post",
+    "callback_query",
+    "message_reaction",
+    "stopped_message_generation",
+]
 
 
 def build_application(runtime: Runtime, *, webhook: bool | None = None) -> AnyApplication:

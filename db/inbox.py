@@ -38,6 +38,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import InboxUpdate, User, UTCDateTime
+from db.stops import add_stops
 
 OPEN = ("pending", "replying")
 
@@ -192,7 +193,8 @@ class NewUpdate:
     """An update as received: its id, sender and chat (None when it has none) and the raw JSON.
 
     `dead`: why it can never be worked; it is stored done with that reason and without its JSON
-    (`update_id` None when even the id cannot be stored).
+    (`update_id` None when even the id cannot be stored). `draft_stop`: the draft whose stop button
+    was pressed in `chat_id`; it is stored done, and the stop in `draft_stops` with it.
     """
 
     update_id: int | None
@@ -200,6 +202,7 @@ class NewUpdate:
     chat_id: int | None
     payload: dict[str, Any]
     dead: str | None = None
+    draft_stop: int | None = None
 
 
 @dataclass(frozen=True)
@@ -249,7 +252,13 @@ class InboxRepository:
             .on_conflict_do_nothing(index_elements=["update_id"])
             .returning(_T.c.id)
         )
-        return len((await self.session.execute(stmt)).all())
+        added = len((await self.session.execute(stmt)).all())
+        stops = {
+            (u.chat_id, u.draft_stop) for u in updates if u.chat_id is not None and u.draft_stop is not None
+        }
+        if stops:
+            await add_stops(self.session, sorted(stops), now=now)
+        return added
 
     @staticmethod
     def _row(u: NewUpdate, now: datetime) -> dict[str, Any]:
@@ -260,7 +269,13 @@ class InboxRepository:
             "chat_id": u.chat_id,
             "payload": u.payload if worked else None,
             "status": "pending" if worked else "done",
-            "outcome": None if worked else "dead" if u.dead is not None else "ignored",
+            "outcome": None
+            if worked
+            else "dead"
+            if u.dead is not None
+            else "handled"
+            if u.draft_stop is not None
+            else "ignored",
             "last_error": u.dead,
             "received_at": now,
             "available_at": now,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, Callable
 from typing import Protocol
 
-from pydantic_ai import RunContext
+from pydantic_ai import CancellationToken, RunContext
 from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.messages import (
     AgentStreamEvent,
@@ -35,6 +35,11 @@ class TurnProgress(Protocol):
 
     async def tool(self, name: str) -> None:
         """A tool (`conversation_search`, `memory_add`, ...) starts running."""
+        ...
+
+    @property
+    def cancellation(self) -> CancellationToken | None:
+        """Cancelled when the person stops the answer (None: they cannot); the run then ends."""
         ...
 
 

@@ -38,7 +38,10 @@ Json = dict[str, Any]
 MAX_TEXT_LENGTH = 4096
 # What bots may upload with sendDocument (https://core.telegram.org/bots/api#senddocument).
 MAX_DOCUMENT_BYTES = 50 * 1024 * 1024
-_DEFAULT_EXCLUDED = frozenset({"chat_member", "message_reaction", "message_reaction_count"})
+# Sent only when named in allowed_updates (getUpdates or setWebhook).
+_DEFAULT_EXCLUDED = frozenset(
+    {"chat_member", "message_reaction", "message_reaction_count", "stopped_message_generation"}
+)
 
 
 def _checked_text(p: Json, *, may_be_empty: bool = False) -> str:
@@ -104,6 +107,7 @@ class FakeTelegram(FileApi, UpdateFactory, WebAppApi, SetupApi):
         self._next_update_id = 1
         self._allowed: frozenset[str] | None = None
         self._bot_messages: dict[tuple[int | str, int], Json] = {}
+        self._stoppable: set[tuple[int, int]] = set()  # (chat_id, draft_id) shown with a stop button
         self._failures: dict[str, list[ApiError]] = {}
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -379,8 +383,23 @@ class FakeTelegram(FileApi, UpdateFactory, WebAppApi, SetupApi):
         if not isinstance(draft_id, int) or draft_id == 0:
             raise bad_request("draft_id must be non-zero")
         text = _checked_text(p, may_be_empty=True)  # empty text shows "Thinking..."
-        self.drafts.append(SentDraft(chat_id, draft_id, text, list(p.get("entities") or [])))
+        can_stop, keep_on_stop = p.get("can_stop", False), p.get("keep_on_stop", False)
+        if not isinstance(can_stop, bool) or not isinstance(keep_on_stop, bool):
+            raise bad_request("can_stop and keep_on_stop must be Boolean")
+        entities = list(p.get("entities") or [])
+        draft = SentDraft(chat_id, draft_id, text, entities, can_stop=can_stop, keep_on_stop=keep_on_stop)
+        self.drafts.append(draft)
+        if can_stop:
+            self._stoppable.add((chat_id, draft_id))
         return True
+
+    def stop_generation(self, chat_id: int, draft_id: int) -> Json | None:
+        """The user presses the stop button of a draft: a `stopped_message_generation` update, or None
+        (ignored, as Telegram shows no button) for a draft never sent with `can_stop` to that chat."""
+        if (chat_id, draft_id) not in self._stoppable:
+            return None
+        stopped = {"chat": self._chat(chat_id), "draft_id": draft_id}
+        return self.push_update({"stopped_message_generation": stopped})
 
     async def _ok(self, p: Json, files: Any) -> bool:
         return True

@@ -14,6 +14,7 @@ import contextlib
 import logging
 from datetime import timedelta
 
+from pydantic_ai import CancellationToken
 from telegram import Bot
 from telegram.error import BadRequest, RetryAfter, TelegramError
 
@@ -54,6 +55,8 @@ class LivePreview:
         self._stopped = False
         self._task: asyncio.Task[None] | None = None
         self._call: asyncio.Task[None] | None = None
+        # Set where the person can stop the answer (drafts' stop button).
+        self.cancellation: CancellationToken | None = None
 
     async def text(self, so_far: str) -> None:
         """The answer so far: its last message's worth, formatted, is shown."""
@@ -67,8 +70,8 @@ class LivePreview:
 
     def show(self, latest: Chunk | str) -> None:
         """Show `latest` (the raw answer so far, or a ready chunk) with the next call."""
-        if self._stopped:
-            return
+        if self._stopped or (self.cancellation is not None and self.cancellation.cancelled):
+            return  # over, or stopped by the person: Telegram shows no more drafts
         self._latest = latest
         self._wake.set()
         if self._task is None:
