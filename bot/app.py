@@ -18,6 +18,7 @@ from telegram.ext import (
     CallbackQueryHandler,
     CommandHandler,
     MessageHandler,
+    MessageReactionHandler,
     TypeHandler,
     filters,
 )
@@ -31,7 +32,7 @@ from agent.onboarding.service import OnboardingService
 from bot.delivery.proactive import TelegramSender
 from bot.delivery.runner import DeliveryRunner, build_delivery
 from bot.delivery.signals import SignalFreeServer, on_stop_signal
-from bot.handlers import access, admin, commands, followups, media, messages
+from bot.handlers import access, admin, commands, followups, media, messages, reactions
 from bot.preflight import listen, one_line, preflight
 from bot.ratelimit import RateLimiter
 from bot.runtime import Runtime, build_runtime
@@ -129,6 +130,7 @@ def _register(application: AnyApplication, settings: Settings) -> None:
         application.add_handler(CommandHandler(name, callback, filters=admins))
     application.add_handler(CallbackQueryHandler(commands.on_forget_button, pattern=r"^forget:"))
     application.add_handler(CallbackQueryHandler(followups.on_followups_button, pattern=r"^followups:"))
+    application.add_handler(MessageReactionHandler(reactions.on_reaction))
     application.add_handler(MessageHandler(filters.COMMAND & private, messages.on_unknown_command))
     application.add_handler(MessageHandler(filters.TEXT & private, messages.on_text))
     application.add_handler(MessageHandler(filters.PHOTO & private, media.on_photo))

@@ -211,6 +211,12 @@
       row.append(el("span", "who", speaker(entry.role) + ":"), el("span", "text", entry.content));
       // A follow-up: the bot wrote first.
       if (entry.kind === "proactive") row.append(el("span", "tag", "follow-up (wrote first)"));
+      // An answer the person stopped while it was being written.
+      if (entry.kind === "stopped") row.append(el("span", "tag", "stopped"));
+      // What the person put on this answer.
+      if (entry.reactions && entry.reactions.length) {
+        row.append(el("span", "tag reactions", entry.reactions.join(" ")));
+      }
       return row;
     }
     const label = entry.type === "note" ? capitalise(entry.content) : "Conversation compacted for the model";
