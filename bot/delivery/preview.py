@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from dataclasses import dataclass
 from datetime import timedelta
 
 from pydantic_ai import CancellationToken
@@ -22,14 +23,11 @@ from bot.delivery.formatting import Chunk, render
 
 logger = logging.getLogger(__name__)
 
-# What the person sees while a tool runs.
-TOOL_STATUS = {
-    "conversation_search": "🔎 searching our chats…",
-    "conversation_get": "📖 rereading our chats…",
-    "memory_search": "🧠 checking what I remember…",
-    "memory_add": "📝 making a note…",
-}
-DEFAULT_STATUS = "⏳ working on it…"
+
+@dataclass(frozen=True)
+class Activity(Chunk):
+    """What a tool is doing, in the person's words, shown in place of the text while it runs (a
+    thinking block where drafts are rich); never part of the answer."""
 
 
 def retry_seconds(exc: RetryAfter) -> float:
@@ -64,9 +62,9 @@ class LivePreview:
             # Formatting waits for the call: one render per update, not one per token.
             self.show(so_far)
 
-    async def tool(self, name: str) -> None:
-        """A tool runs: a short status in place of the text."""
-        self.show(Chunk(TOOL_STATUS.get(name, DEFAULT_STATUS)))
+    async def tool(self, name: str, doing: str) -> None:
+        """A tool runs: what it is doing, in place of the text."""
+        self.show(Activity(doing))
 
     def show(self, latest: Chunk | str) -> None:
         """Show `latest` (the raw answer so far, or a ready chunk) with the next call."""

@@ -40,7 +40,7 @@ class StopOnTool:
     async def text(self, so_far: str) -> None:
         """Nothing to show."""
 
-    async def tool(self, name: str) -> None:
+    async def tool(self, name: str, doing: str) -> None:
         """Stop."""
         self.tools.append(name)
         self.cancellation.cancel()
