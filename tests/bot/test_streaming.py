@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import itertools
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
