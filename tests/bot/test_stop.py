@@ -17,6 +17,7 @@ from agent.core.settings import Settings
 from agent.turn.stopped import STOPPED_NOTE
 from bench.fakes.telegram_api import FakeTelegram, SentDraft
 from bot.app import build_application, running
+from bot.delivery.intake import parse_update
 from bot.runtime import Runtime, build_runtime
 from bot.web.app import WEBHOOK_PATH
 from db.models import DraftStop, ModelUsage
@@ -160,3 +161,17 @@ async def test_a_stop_reaches_the_turn_on_another_instance(
     finally:
         await first.close()
         await second.close()
+
+
+def test_a_stop_update_is_read_from_its_json() -> None:
+    chat = {"id": ALICE, "type": "private", "first_name": "Alice"}
+    stop = parse_update({"update_id": 7, "stopped_message_generation": {"chat": chat, "draft_id": 3}})
+    assert (stop.update_id, stop.telegram_user_id, stop.chat_id, stop.draft_stop, stop.dead) == (
+        7,
+        None,
+        ALICE,
+        3,
+        None,
+    )
+    broken = parse_update({"update_id": 8, "stopped_message_generation": {"chat": chat}})
+    assert broken.dead is not None and "draft_id" in broken.dead and broken.payload == {}
