@@ -38,7 +38,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import InboxUpdate, User, UTCDateTime
-from db.stops import add_stops
+from db.stops import add_stops, forget_stops
 
 OPEN = ("pending", "replying")
 
@@ -368,12 +368,16 @@ class InboxRepository:
 
     async def forget_sender(self, telegram_user_id: int, *, current_update_id: int | None = None) -> int:
         """Delete a sender's finished rows and the one being worked (/forget); rows still waiting are
-        messages sent after the /forget, which stay."""
+        messages sent after the /forget, which stay. The stops pressed in their private chat (whose id
+        is theirs) go too, with the rows that brought them."""
+        mine = _T.c.telegram_user_id == telegram_user_id
+        their_stops = _T.c.telegram_user_id.is_(None) & (_T.c.chat_id == telegram_user_id)
         stmt = delete(_T).where(
-            _T.c.telegram_user_id == telegram_user_id,
-            or_(_T.c.status == "done", _T.c.update_id == current_update_id),
+            or_(mine, their_stops), or_(_T.c.status == "done", _T.c.update_id == current_update_id)
         )
-        return _rowcount(await self.session.execute(stmt))
+        deleted = _rowcount(await self.session.execute(stmt))
+        await forget_stops(self.session, telegram_user_id)
+        return deleted
 
     async def dead(self, *, last: int = 5) -> tuple[int, list[tuple[datetime, str]]]:
         """How many dead rows are kept, and the newest `last` of them: (when, why)."""

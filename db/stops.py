@@ -35,3 +35,8 @@ async def prune_stops(session: AsyncSession, *, before: datetime) -> int:
     """Delete stops older than `before` (their turns ended long ago)."""
     result = await session.execute(delete(DraftStop).where(DraftStop.stopped_at < before))
     return int(getattr(result, "rowcount", 0) or 0)
+
+
+async def forget_stops(session: AsyncSession, chat_id: int) -> None:
+    """Delete the stops pressed in one chat (/forget of the person whose private chat it is)."""
+    await session.execute(delete(DraftStop).where(DraftStop.chat_id == chat_id))

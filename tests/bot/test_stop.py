@@ -11,7 +11,7 @@ import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from agent.core.settings import Settings
 from agent.turn.stopped import STOPPED_NOTE
@@ -20,7 +20,8 @@ from bot.app import build_application, running
 from bot.delivery.intake import parse_update
 from bot.runtime import Runtime, build_runtime
 from bot.web.app import WEBHOOK_PATH
-from db.models import DraftStop, ModelUsage
+from db.inbox import InboxRepository
+from db.models import DraftStop, InboxUpdate, ModelUsage
 from tests.bot.conftest import Brain, last_user_text, running_bot, transcript_rows
 from tests.bot.delivery_helpers import WEBHOOK_HEADERS, eventually, webhook_client, webhook_settings
 
@@ -121,6 +122,18 @@ async def test_a_stop_after_the_answer_changes_nothing(
         ("user", "text"),
         ("assistant", "text"),
     ]
+    # /forget's cleanup of the inbox takes the stops of their chat and the rows that brought them.
+    await eventually(lambda: _all_done(bot_runtime, 3))
+    async with bot_runtime.sessions() as session, session.begin():
+        assert await InboxRepository(session).forget_sender(ALICE) == 3
+    async with bot_runtime.sessions() as session:
+        assert await session.scalar(select(func.count(DraftStop.draft_id))) == 0
+        assert await session.scalar(select(func.count(InboxUpdate.id))) == 0
+
+
+async def _all_done(runtime: Runtime, n: int) -> bool:
+    async with runtime.sessions() as session:
+        return await InboxRepository(session).counts() == {"done": n}
 
 
 @pytest.mark.both_databases
