@@ -24,6 +24,7 @@ from agent.core.settings import Settings
 from agent.core.usage import record_run
 from agent.turn.stopped import STOPPED_EMPTY, stopped_exchange
 from db.transient import is_transient
+from db.uninterrupted import collect_abandoned_connections
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +96,9 @@ def _stopped(
     # No apology: the person chose this. The partial run's requests and tokens still count.
     logger.info("answer stopped", extra={"user_id": deps.user_id, "conversation_id": deps.conversation_id})
     record_run("chat", exc.usage)
+    # A tool cut off inside a SQLite write leaves its connection holding the write lock until it
+    # is collected (db/uninterrupted.py): collected now, before the turn stores its answer.
+    collect_abandoned_connections()
     written, messages = stopped_exchange(exc.new_messages(), text, sent_at)
     if attachments:
         written, messages = files.visible(written).strip(), files.without_files(messages, text)
