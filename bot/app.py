@@ -18,6 +18,7 @@ from telegram.ext import (
     CallbackQueryHandler,
     CommandHandler,
     MessageHandler,
+    MessageReactionHandler,
     TypeHandler,
     filters,
 )
@@ -31,7 +32,17 @@ from agent.onboarding.service import OnboardingService
 from bot.delivery.proactive import TelegramSender
 from bot.delivery.runner import DeliveryRunner, build_delivery
 from bot.delivery.signals import SignalFreeServer, on_stop_signal
-from bot.handlers import access, admin, commands, followups, media, memory_facts, messages, reminders
+from bot.handlers import (
+    access,
+    admin,
+    commands,
+    followups,
+    media,
+    memory_facts,
+    messages,
+    reactions,
+    reminders,
+)
 from bot.preflight import listen, one_line, preflight
 from bot.ratelimit import RateLimiter
 from bot.runtime import Runtime, build_runtime
@@ -45,7 +56,14 @@ logger = logging.getLogger(__name__)
 
 AnyApplication = Application[Any, Any, Any, Any, Any, Any]
 # Updates the bot asks Telegram for; everything else is never delivered.
-ALLOWED_UPDATES = ["message", "edited_message", "channel_post", "callback_query"]
+ALLOWED_UPDATES = [
+    "message",
+    "edited_message",
+    "channel_post",
+    "callback_query",
+    "message_reaction",
+    "stopped_message_generation",
+]
 
 
 def build_application(runtime: Runtime, *, webhook: bool | None = None) -> AnyApplication:
@@ -125,6 +143,7 @@ def _register(application: AnyApplication, settings: Settings) -> None:
     application.add_handler(CallbackQueryHandler(followups.on_followups_button, pattern=r"^followups:"))
     application.add_handler(CallbackQueryHandler(reminders.on_reminder_button, pattern=r"^reminder:"))
     application.add_handler(CallbackQueryHandler(memory_facts.on_fact_button, pattern=r"^memfact:"))
+    application.add_handler(MessageReactionHandler(reactions.on_reaction))
     application.add_handler(MessageHandler(filters.COMMAND & private, messages.on_unknown_command))
     application.add_handler(MessageHandler(filters.TEXT & private, messages.on_text))
     application.add_handler(MessageHandler(filters.PHOTO & private, media.on_photo))

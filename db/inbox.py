@@ -38,6 +38,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import InboxUpdate, User, UTCDateTime
+from db.stops import add_stops, forget_stops
 
 OPEN = ("pending", "replying")
 
@@ -192,7 +193,8 @@ class NewUpdate:
     """An update as received: its id, sender and chat (None when it has none) and the raw JSON.
 
     `dead`: why it can never be worked; it is stored done with that reason and without its JSON
-    (`update_id` None when even the id cannot be stored).
+    (`update_id` None when even the id cannot be stored). `draft_stop`: the draft whose stop button
+    was pressed in `chat_id`; it is stored done, and the stop in `draft_stops` with it.
     """
 
     update_id: int | None
@@ -200,6 +202,7 @@ class NewUpdate:
     chat_id: int | None
     payload: dict[str, Any]
     dead: str | None = None
+    draft_stop: int | None = None
 
 
 @dataclass(frozen=True)
@@ -249,7 +252,13 @@ class InboxRepository:
             .on_conflict_do_nothing(index_elements=["update_id"])
             .returning(_T.c.id)
         )
-        return len((await self.session.execute(stmt)).all())
+        added = len((await self.session.execute(stmt)).all())
+        stops = {
+            (u.chat_id, u.draft_stop) for u in updates if u.chat_id is not None and u.draft_stop is not None
+        }
+        if stops:
+            await add_stops(self.session, sorted(stops), now=now)
+        return added
 
     @staticmethod
     def _row(u: NewUpdate, now: datetime) -> dict[str, Any]:
@@ -260,7 +269,13 @@ class InboxRepository:
             "chat_id": u.chat_id,
             "payload": u.payload if worked else None,
             "status": "pending" if worked else "done",
-            "outcome": None if worked else "dead" if u.dead is not None else "ignored",
+            "outcome": None
+            if worked
+            else "dead"
+            if u.dead is not None
+            else "handled"
+            if u.draft_stop is not None
+            else "ignored",
             "last_error": u.dead,
             "received_at": now,
             "available_at": now,
@@ -353,12 +368,16 @@ class InboxRepository:
 
     async def forget_sender(self, telegram_user_id: int, *, current_update_id: int | None = None) -> int:
         """Delete a sender's finished rows and the one being worked (/forget); rows still waiting are
-        messages sent after the /forget, which stay."""
+        messages sent after the /forget, which stay. The stops pressed in their private chat (whose id
+        is theirs) go too, with the rows that brought them."""
+        mine = _T.c.telegram_user_id == telegram_user_id
+        their_stops = _T.c.telegram_user_id.is_(None) & (_T.c.chat_id == telegram_user_id)
         stmt = delete(_T).where(
-            _T.c.telegram_user_id == telegram_user_id,
-            or_(_T.c.status == "done", _T.c.update_id == current_update_id),
+            or_(mine, their_stops), or_(_T.c.status == "done", _T.c.update_id == current_update_id)
         )
-        return _rowcount(await self.session.execute(stmt))
+        deleted = _rowcount(await self.session.execute(stmt))
+        await forget_stops(self.session, telegram_user_id)
+        return deleted
 
     async def dead(self, *, last: int = 5) -> tuple[int, list[tuple[datetime, str]]]:
         """How many dead rows are kept, and the newest `last` of them: (when, why)."""

@@ -454,6 +454,8 @@ class DailyCount(Base):
 # What the bot prepares while the user is away lives in its own module (on the same base); importing
 # it here registers its tables wherever the models are loaded, and keeps `db.models` the one place to
 # import a model from.
+from db.answer_signals import DraftStop as DraftStop  # noqa: E402
+from db.answer_signals import MessageReaction as MessageReaction  # noqa: E402
 from db.prepared import Briefing as Briefing  # noqa: E402
 from db.prepared import Reminder as Reminder  # noqa: E402
 from db.prepared import Touchpoint as Touchpoint  # noqa: E402

@@ -10,7 +10,7 @@ conversation is processed, and never failing it).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -24,6 +24,7 @@ from agent.digest.extraction import Extraction, OpenThread, ShownThought, extrac
 from agent.digest.summaries import Line
 from agent.proactive.plans import local_label, plans_from
 from agent.search.corrections import without_taken_back
+from agent.turn.reactions import reactions_on, with_reactions
 from db.memory_repositories import FactRepository, ThoughtRepository, ThreadRepository
 from db.models import Conversation, ConversationThread, Thought, TranscriptMessage, User
 from db.repositories import TranscriptRepository, user_present
@@ -64,6 +65,8 @@ class Loaded:
     messages: list[TranscriptMessage]
     open_threads: list[ConversationThread]
     thoughts: Sequence[Thought] = ()
+    # The emoji the person put on each answer (by transcript id): the extraction sees them.
+    reactions: Mapping[int, Sequence[str]] = field(default_factory=dict)
 
 
 async def load(session: AsyncSession, conversation_id: int) -> Loaded | None:
@@ -89,7 +92,9 @@ async def load(session: AsyncSession, conversation_id: int) -> Loaded | None:
         if needs_threads
         else ()
     )
-    return Loaded(conversation, timezone, messages, threads, thoughts)
+    answers = [m.id for m in messages if m.role == "assistant"]
+    reactions = await reactions_on(session, conversation.user_id, answers) if needs_threads else {}
+    return Loaded(conversation, timezone, messages, threads, thoughts, reactions)
 
 
 def ingested(loaded: Loaded) -> Ingested:
@@ -99,7 +104,9 @@ def ingested(loaded: Loaded) -> Ingested:
         conversation_id=conversation.id,
         user_id=conversation.user_id,
         ended_at=conversation.ended_at or conversation.last_message_at,
-        lines=[Line(m.id, m.role, m.content, m.sent_at) for m in rows],
+        lines=[
+            Line(m.id, m.role, with_reactions(m.content, loaded.reactions.get(m.id)), m.sent_at) for m in rows
+        ],
         segment_ids=sorted({m.day_segment_id for m in rows if m.day_segment_id is not None}),
         open_threads=[OpenThread(t.id, t.type, t.content) for t in loaded.open_threads],
         stored_extraction=(

@@ -31,6 +31,7 @@ from db.models import (
     Conversation,
     ConversationThread,
     DaySegment,
+    MessageReaction,
     Reminder,
     Thought,
     Touchpoint,
@@ -81,6 +82,15 @@ _SECTIONS: dict[str, tuple[Any, dict[str, Any]]] = {
             "kind": TranscriptMessage.kind,
             "content": TranscriptMessage.content,
             "sent_at": TranscriptMessage.sent_at,
+        },
+    ),
+    "reactions": (
+        MessageReaction,
+        {
+            "message_id": MessageReaction.message_id,
+            "emoji": MessageReaction.emoji,
+            "added": MessageReaction.added,
+            "reacted_at": MessageReaction.reacted_at,
         },
     ),
     "days": (

@@ -15,7 +15,7 @@ user's record of the day, and they count model messages, not transcript rows.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
@@ -23,6 +23,7 @@ from zoneinfo import ZoneInfo
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.clock import local_day
+from agent.turn.reactions import reactions_on
 from db.memory_repositories import DaySummaryRepository
 from db.models import DaySegment, HistoryCompaction, TranscriptMessage
 from db.repositories import DaySegmentRepository, UserRepository
@@ -88,6 +89,7 @@ class Entry:
     content: str
     at: datetime
     covered: bool = False
+    reactions: tuple[str, ...] = ()  # the emoji the person put on this answer
 
 
 @dataclass(frozen=True)
@@ -240,8 +242,13 @@ class Timeline:
                 user.id, segment.id if segment else None, start, end, limit=self.max_entries + 1
             )
             compactions = await repo.compactions(user.id, start, end)
+            shown = messages[: self.max_entries]
+            answers = [m.id for m in shown if m.role == "assistant"]
+            reactions = await reactions_on(session, user.id, answers)
         truncated = len(messages) > self.max_entries
-        entries = [_message_entry(m, segment) for m in messages[: self.max_entries]]
+        entries = [
+            replace(_message_entry(m, segment), reactions=tuple(reactions.get(m.id, ()))) for m in shown
+        ]
         entries += [_compaction_entry(c) for c in compactions]
         # Stable sort: a compaction made at a message's time comes after that message.
         entries.sort(key=lambda e: e.at)

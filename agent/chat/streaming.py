@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, Callable
 from typing import Protocol
 
-from pydantic_ai import RunContext
+from pydantic_ai import CancellationToken, RunContext
 from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.messages import (
     AgentStreamEvent,
@@ -23,6 +23,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import FunctionModel
 
+from agent.chat import activity
 from agent.chat.deps import TurnDeps
 
 
@@ -33,8 +34,14 @@ class TurnProgress(Protocol):
         """The answer as written so far by the model's current response."""
         ...
 
-    async def tool(self, name: str) -> None:
-        """A tool (`conversation_search`, `memory_add`, ...) starts running."""
+    async def tool(self, name: str, doing: str) -> None:
+        """A tool (`conversation_search`, `memory_add`, ...) starts running; `doing` says what it
+        does in the person's words (agent/chat/activity.py), never part of the answer."""
+        ...
+
+    @property
+    def cancellation(self) -> CancellationToken | None:
+        """Cancelled when the person stops the answer (None: they cannot); the run then ends."""
         ...
 
 
@@ -57,7 +64,8 @@ def event_handler(
         parts: dict[int, str] = {}
         async for event in events:
             if isinstance(event, FunctionToolCallEvent):
-                await progress.tool(event.part.tool_name)
+                part = event.part
+                await progress.tool(part.tool_name, activity.doing(part.tool_name, part.args_as_dict()))
                 continue
             if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
                 parts[event.index] = event.part.content

@@ -37,6 +37,7 @@ from agent.context.tiers import TierBlock, time_block
 from agent.core.clock import ensure_utc
 from agent.core.settings import Settings
 from agent.history.tokens import TokenCounter, get_counter
+from agent.turn.reactions import reaction_notes
 from db.briefings import StoredBriefing
 from db.models import Conversation, User
 
@@ -151,6 +152,9 @@ class ContextBuilder:
             self._compact(sessions, user.id, conversation_id, history, now),
         )
         now_block = time_block(user, now, previous_message_at)
+        # Reactions since their last message belong to this turn, in its note.
+        if noticed := await self._reactions(sessions, user.id, now, previous_message_at):
+            now_block = now_block.with_items((*now_block.items, *noticed))
         fixed = [package.profile] if package.profile is not None else []
         loaded = package.blocks()
         found = loaded.pop("memory", None)
@@ -213,6 +217,20 @@ class ContextBuilder:
             engine=engine["served"],
             briefing=served.briefing,
         )
+
+    async def _reactions(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        user_id: int,
+        now: datetime,
+        previous_message_at: datetime | None,
+    ) -> list[str]:
+        # What happened since their last message belongs with the time; a failure only leaves it out.
+        try:
+            return await reaction_notes(sessions, user_id, now, previous_message_at)
+        except COLLECTOR_ERRORS as exc:
+            logger.warning("reactions unavailable", exc_info=exc)
+            return []
 
     async def _compact(
         self,

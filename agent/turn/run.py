@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from pydantic_ai.exceptions import AgentRunError
+from pydantic_ai.exceptions import AgentRunError, RunCancelled
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models import Model
 
@@ -23,7 +23,9 @@ from agent.chat.streaming import TurnProgress, can_stream, event_handler
 from agent.core.settings import Settings
 from agent.core.usage import record_run
 from agent.history.turn_notes import with_note
+from agent.turn.stopped import STOPPED_EMPTY, stopped_exchange
 from db.transient import is_transient
+from db.uninterrupted import collect_abandoned_connections
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +48,7 @@ class Outcome:
     # How the transcript shows the user's message (with files: the model's description of them).
     text: str
     failed: bool = False
+    stopped: bool = False  # the person pressed stop: `answer` is what was written until then
 
 
 async def run_chat(
@@ -74,6 +77,7 @@ async def run_chat(
             event_stream_handler=(
                 event_handler(progress, files.visible) if progress is not None and can_stream(model) else None
             ),
+            cancellation_token=progress.cancellation if progress is not None else None,
         )
         record_run("chat", result.usage)
         answer = result.output.replace("\x00", "")
@@ -82,10 +86,27 @@ async def run_chat(
         description, answer = files.split_description(answer)
         remembered = files.remembered(text, description)
         return Outcome(answer, files.without_files(result.new_messages(), remembered), remembered)
+    except RunCancelled as exc:
+        return _stopped(exc, deps, text, sent_at, attachments)
     except Exception as exc:
         if is_transient(exc):
             raise
         return _apology(exc, deps, text, sent_at)
+
+
+def _stopped(
+    exc: RunCancelled, deps: TurnDeps, text: str, sent_at: datetime, attachments: Sequence[files.Attachment]
+) -> Outcome:
+    # No apology: the person chose this. The partial run's requests and tokens still count.
+    logger.info("answer stopped", extra={"user_id": deps.user_id, "conversation_id": deps.conversation_id})
+    record_run("chat", exc.usage)
+    # A tool cut off inside a SQLite write leaves its connection holding the write lock until it
+    # is collected (db/uninterrupted.py): collected now, before the turn stores its answer.
+    collect_abandoned_connections()
+    written, messages = stopped_exchange(exc.new_messages(), with_note(deps.note, text), sent_at)
+    if attachments:
+        written, messages = files.visible(written).strip(), files.without_files(messages, text)
+    return Outcome(written or STOPPED_EMPTY, messages, text, stopped=True)
 
 
 def _apology(exc: Exception, deps: TurnDeps, text: str, sent_at: datetime) -> Outcome:

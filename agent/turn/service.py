@@ -210,7 +210,7 @@ class TurnService:
             attachments=prepared.attachments,
             progress=progress,
         )
-        kind = "apology" if outcome.failed else "text"
+        kind = "apology" if outcome.failed else "stopped" if outcome.stopped else "text"
         reply_id = await self._persist(prepared, stored, outcome, context, sent_at, kind, receipt, meter)
         if self.recall is not None:
             # Full text was indexed in the transactions (triggers / generated columns); embeddings

@@ -23,8 +23,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from bench.fakes.serving import QuickServer
+from bench.fakes.telegram_drafts import DraftApi
 from bench.fakes.telegram_files import FileApi
-from bench.fakes.telegram_markup import ApiError, bad_request, check_entities, utf16_len, visible_text
+from bench.fakes.telegram_markup import ApiError, bad_request, checked_text
 from bench.fakes.telegram_params import read_params
 from bench.fakes.telegram_records import ApiCall, SentDocument, SentDraft, SentEdit, SentMessage
 from bench.fakes.telegram_setup import SetupApi
@@ -35,21 +36,12 @@ from bench.fakes.telegram_webhook import WebhookPusher, on_loop
 __all__ = ["ApiCall", "FakeTelegram", "SentDocument", "SentDraft", "SentEdit", "SentMessage"]
 
 Json = dict[str, Any]
-MAX_TEXT_LENGTH = 4096
 # What bots may upload with sendDocument (https://core.telegram.org/bots/api#senddocument).
 MAX_DOCUMENT_BYTES = 50 * 1024 * 1024
-_DEFAULT_EXCLUDED = frozenset({"chat_member", "message_reaction", "message_reaction_count"})
-
-
-def _checked_text(p: Json, *, may_be_empty: bool = False) -> str:
-    """The visible text of a sendMessage/editMessageText call, rejected as Telegram rejects it."""
-    visible = visible_text(str(p.get("text", "")), p.get("parse_mode"))
-    if not visible.strip() and not may_be_empty:
-        raise bad_request("message text is empty")
-    if utf16_len(visible) > MAX_TEXT_LENGTH:
-        raise bad_request("message is too long")
-    check_entities(visible, p.get("entities"))
-    return visible
+# Sent only when named in allowed_updates (getUpdates or setWebhook).
+_DEFAULT_EXCLUDED = frozenset(
+    {"chat_member", "message_reaction", "message_reaction_count", "stopped_message_generation"}
+)
 
 
 def _error(code: int, description: str, parameters: Json | None = None) -> JSONResponse:
@@ -62,7 +54,7 @@ def _error(code: int, description: str, parameters: Json | None = None) -> JSONR
 Handler = Callable[[Json, dict[str, tuple[str, bytes, str]]], Awaitable[Any]]
 
 
-class FakeTelegram(FileApi, UpdateFactory, WebAppApi, SetupApi):
+class FakeTelegram(FileApi, UpdateFactory, WebAppApi, SetupApi, DraftApi):
     """Telegram's Bot API on 127.0.0.1, served by uvicorn in a background thread; records every call."""
 
     def __init__(
@@ -86,10 +78,8 @@ class FakeTelegram(FileApi, UpdateFactory, WebAppApi, SetupApi):
         self.calls: list[ApiCall] = []
         self.sent: list[SentMessage] = []
         self.documents: list[SentDocument] = []
-        self.drafts: list[SentDraft] = []
         self.edits: list[SentEdit] = []
         self.deleted: list[tuple[int | str, int]] = []  # (chat_id, message_id) of deleted messages
-        self.drafts_refused = False  # True: every sendMessageDraft fails like a server without drafts
         # hold_sends(): sendMessage waits (unrecorded) until release_sends(); `dropped` refuses the
         # held ones instead, as Telegram never hears a request whose sender was killed mid-way.
         self._send_gate: threading.Event | None = None
@@ -110,6 +100,7 @@ class FakeTelegram(FileApi, UpdateFactory, WebAppApi, SetupApi):
         self._wakeup: asyncio.Event | None = None
         self._init_web_app()
         self._init_files()
+        self._init_drafts()
         self._methods: dict[str, Handler] = {
             name.lower(): getattr(self, f"_api_{name}")
             for name in (
@@ -129,6 +120,7 @@ class FakeTelegram(FileApi, UpdateFactory, WebAppApi, SetupApi):
                 "editMessageReplyMarkup",
                 "deleteMessage",
                 "sendMessageDraft",
+                "sendRichMessageDraft",
                 "getFile",
                 "setChatMenuButton",
                 "getChatMenuButton",
@@ -307,7 +299,7 @@ class FakeTelegram(FileApi, UpdateFactory, WebAppApi, SetupApi):
             if self._drop_held:
                 raise ApiError(400, "Bad Request: the request was never completed")
         check_web_app_buttons(p.get("reply_markup"))
-        message = self._bot_message(p, text=_checked_text(p))
+        message = self._bot_message(p, text=checked_text(p))
         self.sent.append(SentMessage(p["chat_id"], p["text"], p.get("parse_mode"), message["message_id"], p))
         return message
 
@@ -334,7 +326,7 @@ class FakeTelegram(FileApi, UpdateFactory, WebAppApi, SetupApi):
         old = self._bot_messages.get(key)
         if old is None:
             raise bad_request("message to edit not found")
-        visible = _checked_text(p)
+        visible = checked_text(p)
         if visible == old.get("text") and p.get("reply_markup") == old.get("reply_markup"):
             raise bad_request(
                 "message is not modified: specified new message content and reply markup are "
@@ -369,18 +361,6 @@ class FakeTelegram(FileApi, UpdateFactory, WebAppApi, SetupApi):
         with self._lock:
             shown = sorted((mid, m) for (chat, mid), m in list(self._bot_messages.items()) if chat == chat_id)
         return [message.get("text", "") for _, message in shown]
-
-    async def _api_sendMessageDraft(self, p: Json, files: Any) -> bool:
-        if self.drafts_refused:
-            raise bad_request("method sendMessageDraft is not available")
-        chat_id, draft_id = p.get("chat_id"), p.get("draft_id")
-        if not isinstance(chat_id, int) or chat_id <= 0:
-            raise bad_request("drafts can be sent only to private chats")
-        if not isinstance(draft_id, int) or draft_id == 0:
-            raise bad_request("draft_id must be non-zero")
-        text = _checked_text(p, may_be_empty=True)  # empty text shows "Thinking..."
-        self.drafts.append(SentDraft(chat_id, draft_id, text, list(p.get("entities") or [])))
-        return True
 
     async def _ok(self, p: Json, files: Any) -> bool:
         return True

@@ -54,8 +54,9 @@ def _byte_offset(text: str, index: int) -> int:
     return len(text[:index].encode())
 
 
-def plain_from_html(text: str) -> str:
-    """Parse Telegram HTML strictly enough to reject what Telegram rejects; return the visible text."""
+def plain_from_html(text: str, *, extra_tags: frozenset[str] = frozenset()) -> str:
+    """Parse Telegram HTML strictly enough to reject what Telegram rejects; return the visible text.
+    `extra_tags`: tags a rich message allows beyond a message's (a draft's `tg-thinking`)."""
     out: list[str] = []
     stack: list[str] = []
     i = 0
@@ -89,7 +90,7 @@ def plain_from_html(text: str) -> str:
             stack.pop()
         else:
             name = re.match(r"[a-zA-Z0-9-]*", tag).group().lower()  # type: ignore[union-attr]
-            if name not in _HTML_TAGS:
+            if name not in _HTML_TAGS and name not in extra_tags:
                 raise _unparsable(f'Unsupported start tag "{name}" at byte offset {offset}')
             stack.append(name)
         i = end + 1
@@ -206,3 +207,18 @@ def check_entities(text: str, entities: Any) -> None:
             raise bad_request("can't parse entities: wrong HTTP URL")
         if kind == "pre" and not isinstance(entity.get("language", ""), str):
             raise bad_request("can't parse entities: wrong pre language")
+
+
+MAX_TEXT_LENGTH = 4096
+
+
+def checked_text(p: dict[str, Any], *, may_be_empty: bool = False) -> str:
+    """The visible text of a sendMessage/editMessageText/sendMessageDraft call, rejected as Telegram
+    rejects it."""
+    visible = visible_text(str(p.get("text", "")), p.get("parse_mode"))
+    if not visible.strip() and not may_be_empty:
+        raise bad_request("message text is empty")
+    if utf16_len(visible) > MAX_TEXT_LENGTH:
+        raise bad_request("message is too long")
+    check_entities(visible, p.get("entities"))
+    return visible

@@ -51,6 +51,11 @@ class SentDraft:
     text: str
     entities: list[Json]
     at: float = field(default_factory=time.monotonic)
+    # The user sees a button that stops further drafts; with keep_on_stop the draft stays shown.
+    can_stop: bool = False
+    keep_on_stop: bool = False
+    # sendRichMessageDraft's InputRichMessage (`text` is then its visible text); None for sendMessageDraft.
+    rich: Json | None = None
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,11 @@ class SetupApi:
     webhook: WebhookPusher | None
     _lock: threading.Lock
     _queue: list[tuple[int, Json]]
+    _allowed: frozenset[str] | None
+
+    def _is_allowed(self, update: Json) -> bool:
+        """Whether the bot asked for this kind of update (implemented by the server)."""
+        raise NotImplementedError
 
     @property
     def pending_updates(self) -> int:
@@ -35,11 +40,18 @@ class SetupApi:
         self.webhook_url, self.webhook_secret, self.webhook = url, secret, None
         if url:
             self.webhook = WebhookPusher(
-                self._queue, self._lock, url=url, secret=secret, max_connections=max_connections
+                self._queue,
+                self._lock,
+                url=url,
+                secret=secret,
+                max_connections=max_connections,
+                allowed=self._is_allowed,
             )
             self.webhook.start()
 
     async def _api_setWebhook(self, p: Json, files: Any) -> bool:
+        if "allowed_updates" in p:  # one setting for both ways of receiving, as in Telegram
+            self._allowed = frozenset(p["allowed_updates"]) or None
         await self._set_webhook(
             str(p.get("url", "")), p.get("secret_token"), int(p.get("max_connections", 40))
         )

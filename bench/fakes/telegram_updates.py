@@ -5,10 +5,14 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from telegram.constants import ReactionEmoji
+
 Json = dict[str, Any]
+# The emoji Telegram accepts as a reaction (ReactionTypeEmoji); the only ones a user can put on.
+REACTION_EMOJI = frozenset(e.value for e in ReactionEmoji)
 
 
 class UpdateFactory:
@@ -149,3 +153,32 @@ class UpdateFactory:
             "text": text,
         }
         return self.push_update({"channel_post": post})
+
+    def reaction(
+        self,
+        user_id: int,
+        message_id: int,
+        *,
+        new: Sequence[str] = ("❤",),
+        old: Sequence[str] = (),
+        first_name: str = "Alice",
+        date: int | None = None,
+    ) -> Json | None:
+        """A `message_reaction`: `user_id` changed their reaction to a message of their private chat
+        from `old` to `new` emoji. None (ignored, as Telegram has nothing to react to) when that chat
+        has no such message."""
+        unknown = [e for e in (*new, *old) if e not in REACTION_EMOJI]
+        if unknown:
+            raise ValueError(f"not a reaction Telegram allows: {unknown}")
+        with self._ids_lock:
+            if not 0 < message_id <= self._message_ids.get(user_id, 0):
+                return None
+        reaction = {
+            "chat": {"id": user_id, "type": "private", "first_name": first_name},
+            "message_id": message_id,
+            "user": {"id": user_id, "is_bot": False, "first_name": first_name, "language_code": "en"},
+            "date": int(self._now()) if date is None else date,
+            "old_reaction": [{"type": "emoji", "emoji": e} for e in old],
+            "new_reaction": [{"type": "emoji", "emoji": e} for e in new],
+        }
+        return self.push_update({"message_reaction": reaction})

@@ -49,9 +49,11 @@ class WebhookPusher:
         retry_first: float = 0.1,
         retry_cap: float = 2.0,
         timeout: float = 60.0,
+        allowed: Callable[[Json], bool] = lambda update: True,
     ) -> None:
         self.queue, self.lock = queue, lock
         self.url, self.secret = url, secret
+        self.allowed = allowed  # kinds of update the bot did not ask for wait unsent
         self.max_connections = max_connections
         self.retry_first, self.retry_cap, self.timeout = retry_first, retry_cap, timeout
         self.deliveries: list[tuple[int, int | None, float]] = []  # (update_id, status or None, time)
@@ -101,6 +103,8 @@ class WebhookPusher:
         seen: set[object] = set()
         with self.lock:
             for update_id, update in self.queue:
+                if not self.allowed(update):
+                    continue
                 chat = chat_of(update)
                 if chat in seen or chat in self._in_flight:
                     seen.add(chat)

@@ -38,6 +38,7 @@ from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError
 from agent.core.clock import Clock
 from bot.delivery.reply import Delivery, LeaseLostError
 from db.inbox import InboxRepository, LeasedUpdate
+from db.stops import prune_stops
 from db.transient import Backoff, is_transient
 from db.uninterrupted import collect_abandoned_connections, uninterrupted
 
@@ -266,7 +267,9 @@ class Dispatcher:
         self._last_prune = loop_time
         try:
             async with self.sessions() as session, session.begin():
-                pruned = await InboxRepository(session).prune(done_before=self.clock.now() - self.retention)
+                cut = self.clock.now() - self.retention
+                pruned = await InboxRepository(session).prune(done_before=cut)
+                await prune_stops(session, before=cut)
         except ROW_ERRORS as exc:
             logger.warning("inbox prune failed", extra={"error": repr(exc)})
             return

@@ -20,10 +20,15 @@ from telegram import Update
 from agent.core.clock import Clock
 from agent.core.errors import NikitaError
 from bot.delivery.ranges import INT64, out_of_range
+from bot.delivery.stops import Stops
 from db.inbox import InboxRepository, LeasedUpdate, NewUpdate
 from db.uninterrupted import uninterrupted
 
 logger = logging.getLogger(__name__)
+
+
+# The update Telegram sends when a user presses the stop button of a draft sent with `can_stop`.
+STOP_UPDATE = "stopped_message_generation"
 
 
 class NotAnUpdateError(NikitaError):
@@ -53,8 +58,20 @@ def from_update(update: Update, payload: dict[str, Any] | None = None) -> NewUpd
     raw = payload if payload is not None else update.to_dict()
     if payload is None and (reason := out_of_range(raw)) is not None:
         return dead_update(raw, reason)
+    if (stop := raw.get(STOP_UPDATE)) is not None:
+        return _stop_update(update.update_id, stop, raw)
     sender, chat = update.effective_user, update.effective_chat
     return NewUpdate(update.update_id, sender.id if sender else None, chat.id if chat else None, raw)
+
+
+def _stop_update(update_id: int, stop: Any, raw: dict[str, Any]) -> NewUpdate:
+    # Newer than python-telegram-bot: the update's fields are read from its JSON.
+    chat = stop.get("chat") if isinstance(stop, dict) else None
+    chat_id = chat.get("id") if isinstance(chat, dict) else None
+    draft_id = stop.get("draft_id") if isinstance(stop, dict) else None
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (chat_id, draft_id)):
+        return dead_update(raw, "malformed: a stopped_message_generation without chat id and draft_id")
+    return NewUpdate(update_id, None, chat_id, raw, draft_stop=draft_id)
 
 
 def dead_update(payload: dict[str, Any], reason: str) -> NewUpdate:
@@ -99,10 +116,12 @@ class Inbox:
         clock: Clock,
         *,
         dispatcher: Claimer | None = None,
+        stops: Stops | None = None,
     ) -> None:
         self.sessions = sessions
         self.clock = clock
         self.dispatcher = dispatcher
+        self.stops = stops  # told of each stop once it is stored, to end a turn running here
 
     async def receive(self, updates: Sequence[NewUpdate]) -> int:
         """Store updates in one transaction (repeats ignored); returns how many were new.
@@ -111,7 +130,12 @@ class Inbox:
         """
         # A stop (the polling loop cancelled, uvicorn cutting a request) waits for this commit: a
         # cancelled SQLite write would hold the database's lock (db/uninterrupted.py).
-        return await uninterrupted(self._store(updates))
+        added = await uninterrupted(self._store(updates))
+        if self.stops is not None:
+            for update in updates:
+                if update.draft_stop is not None and update.chat_id is not None:
+                    self.stops.heard(update.chat_id, update.draft_stop)
+        return added
 
     async def _store(self, updates: Sequence[NewUpdate]) -> int:
         d = self.dispatcher

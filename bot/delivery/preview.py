@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from dataclasses import dataclass
 from datetime import timedelta
 
+from pydantic_ai import CancellationToken
 from telegram import Bot
 from telegram.error import BadRequest, RetryAfter, TelegramError
 
@@ -21,14 +23,11 @@ from bot.delivery.formatting import Chunk, render
 
 logger = logging.getLogger(__name__)
 
-# What the person sees while a tool runs.
-TOOL_STATUS = {
-    "conversation_search": "🔎 searching our chats…",
-    "conversation_get": "📖 rereading our chats…",
-    "memory_search": "🧠 checking what I remember…",
-    "memory_add": "📝 making a note…",
-}
-DEFAULT_STATUS = "⏳ working on it…"
+
+@dataclass(frozen=True)
+class Activity(Chunk):
+    """What a tool is doing, in the person's words, shown in place of the text while it runs (a
+    thinking block where drafts are rich); never part of the answer."""
 
 
 def retry_seconds(exc: RetryAfter) -> float:
@@ -54,6 +53,8 @@ class LivePreview:
         self._stopped = False
         self._task: asyncio.Task[None] | None = None
         self._call: asyncio.Task[None] | None = None
+        # Set where the person can stop the answer (drafts' stop button).
+        self.cancellation: CancellationToken | None = None
 
     async def text(self, so_far: str) -> None:
         """The answer so far: its last message's worth, formatted, is shown."""
@@ -61,14 +62,14 @@ class LivePreview:
             # Formatting waits for the call: one render per update, not one per token.
             self.show(so_far)
 
-    async def tool(self, name: str) -> None:
-        """A tool runs: a short status in place of the text."""
-        self.show(Chunk(TOOL_STATUS.get(name, DEFAULT_STATUS)))
+    async def tool(self, name: str, doing: str) -> None:
+        """A tool runs: what it is doing, in place of the text."""
+        self.show(Activity(doing))
 
     def show(self, latest: Chunk | str) -> None:
         """Show `latest` (the raw answer so far, or a ready chunk) with the next call."""
-        if self._stopped:
-            return
+        if self._stopped or (self.cancellation is not None and self.cancellation.cancelled):
+            return  # over, or stopped by the person: Telegram shows no more drafts
         self._latest = latest
         self._wake.set()
         if self._task is None:

@@ -22,6 +22,7 @@ from bot.delivery.dispatcher import Dispatcher
 from bot.delivery.intake import Inbox
 from bot.delivery.polling import Poller
 from bot.delivery.reply import Delivery, working
+from bot.delivery.stops import Stops
 from bot.runtime import Runtime
 
 logger = logging.getLogger(__name__)
@@ -37,6 +38,7 @@ class DeliveryRunner:
     dispatcher: Dispatcher
     poller: Poller | None
     grace_seconds: float
+    stops: Stops
 
     def start(self) -> None:
         """Start working the inbox (and polling)."""
@@ -83,7 +85,11 @@ def build_delivery(
         retention=timedelta(hours=settings.inbox_retention_hours),
         single_process=runtime.engine.dialect.name == "sqlite",
     )
-    inbox = Inbox(runtime.sessions, runtime.clock, dispatcher=dispatcher)
+    single_process = runtime.engine.dialect.name == "sqlite"
+    # Several instances share PostgreSQL: a stop may reach another one than the turn's.
+    poll = None if single_process else settings.stream_interval_seconds
+    stops = Stops(runtime.sessions, poll_seconds=poll)
+    inbox = Inbox(runtime.sessions, runtime.clock, dispatcher=dispatcher, stops=stops)
     poller = (
         None
         if webhook
@@ -94,4 +100,4 @@ def build_delivery(
             allowed_updates=allowed_updates,
         )
     )
-    return DeliveryRunner(inbox, dispatcher, poller, settings.shutdown_grace_seconds)
+    return DeliveryRunner(inbox, dispatcher, poller, settings.shutdown_grace_seconds, stops)

@@ -122,7 +122,7 @@ async def answer(
     async with (
         s.turn_slots,
         typing(context.bot, message.chat_id),
-        preview(context.bot, message, s.runtime.settings, row) as progress,
+        preview(context.bot, message, s.runtime.settings, row, s.delivery.stops) as progress,
     ):
         if onboarding:
             answered = await s.onboarding.handle(

@@ -61,7 +61,9 @@ def build_web_app(
             logger.error("webhook update not stored", extra={"error": repr(exc)})
             return Response("try again", status_code=503)
         wait = settings.inbox_webhook_wait_seconds
-        if wait > 0 and incoming.dead is None and incoming.update_id is not None:
+        # Only a row that is worked gets answered: a stop or a channel post is done on arrival.
+        worked = incoming.dead is None and incoming.telegram_user_id is not None
+        if wait > 0 and worked and incoming.update_id is not None:
             # CPU only during requests (Cloud Run request-based billing): answer inside the request.
             await delivery.dispatcher.wait_until_answered(incoming.update_id, within=wait)
         return Response(status_code=200)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -17,7 +18,6 @@ from sqlalchemy import select
 from agent.core.settings import Settings
 from agent.turn.run import FAULT_APOLOGY
 from bench.fakes.telegram_api import FakeTelegram
-from bot.delivery.preview import TOOL_STATUS
 from bot.runtime import Runtime
 from db.models import Conversation
 from tests.bot.conftest import Brain, last_user_text, running_bot, transcript_rows
@@ -25,6 +25,7 @@ from tests.bot.conftest import Brain, last_user_text, running_bot, transcript_ro
 ALICE = 42
 PIECES = ["Here is ", "**the plan**", ":\n\n", "- first\n", "- second 😀"]
 FINAL = "Here is the plan:\n\n⦁ first\n⦁ second 😀"
+SEARCHING = "Looking through our conversations for “plan”…"
 
 
 @dataclass
@@ -84,12 +85,29 @@ async def test_the_draft_grows_then_the_formatted_answer_arrives(
     assert (await transcript_rows(bot_runtime))[-1] == ("assistant", "text", "".join(PIECES))
 
 
-async def test_a_tool_call_shows_a_status_first(bot_runtime: Runtime, tg: FakeTelegram) -> None:
+async def test_a_tool_call_shows_what_it_does_as_a_thinking_block(
+    bot_runtime: Runtime, tg: FakeTelegram
+) -> None:
     tg.user_message(ALICE, "search for our plan")
-    await tg.wait_for_messages(1, chat_id=ALICE)
-    drafts = [d.text for d in tg.drafts]
-    assert drafts[0] == TOOL_STATUS["conversation_search"]
-    assert drafts[-1].startswith("Here is the plan")
+    [final] = await tg.wait_for_messages(1, chat_id=ALICE)
+    first = tg.drafts[0]
+    assert first.rich == {"html": f"<tg-thinking>{SEARCHING}</tg-thinking>"} and first.can_stop
+    assert first.text == SEARCHING
+    assert tg.drafts[-1].rich is None and tg.drafts[-1].text.startswith("Here is the plan")
+    assert final.text == FINAL  # the activity is never part of the answer
+
+
+async def test_without_rich_drafts_the_activity_is_plain_draft_text(
+    bot_runtime: Runtime, tg: FakeTelegram, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="bot.delivery.streaming")
+    tg.rich_drafts_refused = True
+    tg.user_message(ALICE, "search for our plan")
+    [final] = await tg.wait_for_messages(1, chat_id=ALICE)
+    assert len(tg.calls_to("sendRichMessageDraft")) == 1
+    assert tg.drafts[0].rich is None and tg.drafts[0].text == SEARCHING
+    assert final.text == FINAL
+    assert [r.message for r in caplog.records].count("rich drafts refused; tool activity shown as text") == 1
 
 
 async def test_a_failure_mid_stream_ends_with_the_apology_and_a_valid_history(

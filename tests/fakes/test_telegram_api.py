@@ -261,6 +261,23 @@ async def test_drafts_go_to_private_chats_only(bot: Bot, tg: FakeTelegram) -> No
     assert tg.messages_to(42) == []  # a draft is never a message
 
 
+async def test_a_stop_button_on_a_draft_sends_stopped_message_generation(bot: Bot, tg: FakeTelegram) -> None:
+    stoppable = {"can_stop": True, "keep_on_stop": True}
+    assert await bot.send_message_draft(42, 7, "writing…", api_kwargs=stoppable)
+    assert await bot.send_message_draft(42, 8, "no button")
+    with pytest.raises(BadRequest, match=r"(?i)must be boolean"):
+        await bot.send_message_draft(42, 9, "x", api_kwargs={"can_stop": "yes"})
+    shown = [(d.draft_id, d.can_stop, d.keep_on_stop) for d in tg.drafts]
+    assert shown == [(7, True, True), (8, False, False)]
+    # Only a draft shown with the button can be stopped, in its own chat.
+    assert tg.stop_generation(42, 8) is None and tg.stop_generation(43, 7) is None
+    assert tg.stop_generation(42, 7) is not None
+    assert await bot.get_updates(timeout=0) == ()  # sent only when asked for
+    [update] = await bot.get_updates(allowed_updates=["stopped_message_generation"], timeout=0)
+    stopped = update.api_kwargs["stopped_message_generation"]
+    assert stopped == {"chat": {"id": 42, "type": "private", "first_name": "User"}, "draft_id": 7}
+
+
 async def test_get_file_then_download(bot: Bot, tg: FakeTelegram) -> None:
     update = tg.photo(42, content=b"\xff\xd8 jpeg bytes")
     large = update["message"]["photo"][-1]

@@ -110,3 +110,17 @@ async def test_a_refused_connection_is_retried_and_polling_is_refused_meanwhile(
         assert tg.pending_updates == 1
         await bot.delete_webhook()
         assert len(await bot.get_updates(timeout=0)) == 1
+
+
+async def test_only_the_kinds_of_update_the_webhook_asked_for_are_pushed(
+    receiver: tuple[Receiver, str],
+) -> None:
+    found, url = receiver
+    async with FakeTelegram(token=TOKEN) as tg, Bot(TOKEN, base_url=tg.base_url) as bot:
+        first = tg.user_message(7, "one")
+        assert tg.reaction(7, first["message"]["message_id"]) is not None
+        last = tg.user_message(7, "two")
+        await bot.set_webhook(url, allowed_updates=["message"])
+        # One chat's updates go in order: a reaction that was pushed would come between the two.
+        await wait_until(lambda: len(found.requests) == 2)
+        assert [update_id for update_id, _, _ in found.requests] == [first["update_id"], last["update_id"]]

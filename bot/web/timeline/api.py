@@ -100,6 +100,7 @@ def _entry(entry: Entry, timezone: str) -> dict[str, Any]:
         "time": _local_time(entry.at, timezone),
         "at": entry.at.isoformat(timespec="seconds"),
         "covered": entry.covered,
+        "reactions": list(entry.reactions),
     }
 
 

@@ -213,6 +213,12 @@
       // A follow-up: the bot wrote first.
       if (entry.kind === "proactive") row.append(el("span", "tag", "follow-up (wrote first)"));
       if (entry.kind === "reminder") row.append(el("span", "tag", "reminder you asked for"));
+      // An answer the person stopped while it was being written.
+      if (entry.kind === "stopped") row.append(el("span", "tag", "stopped"));
+      // What the person put on this answer.
+      if (entry.reactions && entry.reactions.length) {
+        row.append(el("span", "tag reactions", entry.reactions.join(" ")));
+      }
       return row;
     }
     const label = entry.type === "note" ? capitalise(entry.content) : "Conversation compacted for the model";
