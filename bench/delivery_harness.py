@@ -26,6 +26,7 @@ from typing import IO, Any, Protocol
 import httpx
 from sqlalchemy import func, select
 
+from bench.fakes.anthropic_api import last_user_text
 from db.engine import create_engine
 from db.models import InboxUpdate, TranscriptMessage
 
@@ -51,10 +52,7 @@ class FakeBotApi(Protocol):
 
 def echo(body: dict[str, Any]) -> str:
     """The fake model's answer to a Messages API request: the last user text, echoed."""
-    content = body["messages"][-1]["content"]
-    if isinstance(content, list):
-        content = " ".join(block.get("text", "") for block in content if isinstance(block, dict))
-    return ECHO + str(content)
+    return ECHO + last_user_text(body)
 
 
 def bot_env(

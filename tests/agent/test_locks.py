@@ -7,12 +7,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from pydantic_ai.messages import UserPromptPart
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
 from agent.core.clock import FrozenClock
 from agent.history.messages import load_history
+from agent.history.turn_notes import words
 from db.models import Conversation, TranscriptMessage
 
 pytestmark = [pytest.mark.both_databases, pytest.mark.process]
@@ -54,7 +56,7 @@ async def test_two_processes_one_user_one_consistent_history(
     assert len(conversations) == 1
     history = load_history(conversations[0].messages)
     assert len(history) == 40
-    prompts = [p.content for m in history[::2] for p in m.parts]
+    prompts = [words(p) for m in history[::2] for p in m.parts if isinstance(p, UserPromptPart)]
     answers = [p.content for m in history[1::2] for p in m.parts]
     assert sorted(prompts) == sorted([f"a{i}" for i in range(10)] + [f"b{i}" for i in range(10)])
     # Each answer follows its own question: no turn saw another's half-written history.

@@ -31,6 +31,7 @@ from agent.graph import GROUPS, STANDARD_LIMITS, NullGraphMemory, group_id, open
 from agent.graph.graphiti_backend import GraphitiMemory
 from agent.graph.guarded import GuardedGraphMemory
 from agent.graph.tier import GraphMemoryTier
+from agent.history.turn_notes import turn_note
 from agent.search.embeddings import HashingEmbedder
 from bench.fakes.graph_llm import ScriptedLLMClient
 from bot.handlers.reports import memory_report
@@ -60,7 +61,8 @@ class Chat:
         if returns:
             self.tool_returns.extend(p.content for p in returns)
             return ModelResponse(parts=[TextPart("noted")])
-        self.instructions.append(info.instructions or "")
+        # The context the model reads: the instructions and this turn's note.
+        self.instructions.append(f"{info.instructions or ''}\n\n{turn_note(last)}")
         if self.tool_calls:
             name, args = self.tool_calls.pop(0)
             return ModelResponse(parts=[ToolCallPart(name, args)])

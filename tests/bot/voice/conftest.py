@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from agent.core.clock import FrozenClock, system_now
 from agent.core.settings import Settings
 from agent.graph import GraphMemory, NullGraphMemory
+from agent.history.turn_notes import turn_note
 from bench.fakes.telegram_api import FakeTelegram
 from bench.fakes.voice_agent import FakeVoiceAgent
 from bot.app import build_application, running
@@ -61,7 +62,8 @@ class Chat:
         if returns:
             self.tool_returns.update({p.tool_name: p.content for p in returns})
             return ModelResponse(parts=[TextPart("I remember.")])
-        self.instructions.append(info.instructions or "")
+        # The context the model reads: the instructions and this turn's note.
+        self.instructions.append(f"{info.instructions or ''}\n\n{turn_note(last)}")
         if self.plans:
             return ModelResponse(parts=[ToolCallPart(name, args) for name, args in self.plans.pop(0)])
         return ModelResponse(parts=[TextPart("ok")])
