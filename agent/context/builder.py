@@ -33,6 +33,7 @@ from agent.context.engine import Variant, assemble_v2, route_for, serve
 from agent.context.memory import MemoryTierSource, limits_for_budget
 from agent.context.package import COLLECTOR_ERRORS, Collected, ContextPackage, PackageCollector
 from agent.context.tiers import TierBlock, time_block
+from agent.core.errors import ConfigurationError
 from agent.core.settings import Settings
 from agent.history.tokens import TokenCounter, get_counter
 from db.briefings import StoredBriefing
@@ -71,7 +72,7 @@ def _default_summary_model(settings: Settings) -> Model | str | None:
         return None
     try:
         return build_model(settings.summary_model, settings)
-    except (UserError, ValueError, ImportError) as exc:
+    except (ConfigurationError, UserError, ValueError, ImportError) as exc:
         logger.warning("summary model unavailable, compaction off", exc_info=exc)
         return None
 
@@ -174,7 +175,7 @@ class ContextBuilder:
         build_ms = (time.perf_counter() - started) * 1000
         snapshot = self._snapshot(package, loaded, compacted, fitted, len(history), remaining, build_ms)
         snapshot["engine"] = engine
-        logger.info(
+        logger.debug(
             "context built",
             extra={
                 "user_id": user.id,

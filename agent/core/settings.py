@@ -14,6 +14,9 @@ from agent.core.errors import ConfigurationError
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./data/nikita.db"
 DEFAULT_PORT = 8080
+# Model strings that need no key and no network: `demo` writes readable memory from the
+# conversation (agent/chat/demo.py); `test` is PydanticAI's TestModel (schema-shaped placeholders).
+OFFLINE_MODELS = ("demo", "test")
 
 
 def normalise_database_url(url: str) -> str:
@@ -419,9 +422,13 @@ class Settings(BaseSettings):
 
     def require_model_keys(self) -> None:
         """Fail at start when a model needs a key that is not configured."""
-        for model in {self.model, self.summary_model}:
-            if model.startswith("anthropic:"):
-                self.require("anthropic_api_key")
+        for setting in ("model", "summary_model"):
+            model = getattr(self, setting)
+            if model.startswith("anthropic:") and self.anthropic_api_key is None:
+                raise ConfigurationError(
+                    f"{setting.upper()} {model} needs ANTHROPIC_API_KEY: put it in the environment or .env,"
+                    f" or set {setting.upper()}=demo to try the bot offline"
+                )
 
 
 def load_settings() -> Settings:
