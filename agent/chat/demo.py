@@ -175,7 +175,7 @@ def _chat(messages: list[ModelMessage], prompt: str) -> ModelResponse:
             answer += f" Earlier today: {_shorten(today[0].lstrip('- '), 160)}"
         topics = _tag_items(context, "unfinished_topics")
         if topics:
-            answer += f" Still open: {_shorten(topics[0], 120)}"
+            answer += f" Still open: {_shorten(topics[0].lstrip('- '), 120)}"
     return ModelResponse(parts=[TextPart(answer)])
 
 
@@ -184,9 +184,11 @@ def _found(content: object) -> str:
     if not results:
         return f"{LABEL} I searched our past conversations and found nothing about that."
     best = results[0]
-    text = best.get("snippet") or best.get("summary_snippet") or ""
-    when = best.get("when") or best.get("day") or "before"
-    return f"{LABEL} I found this ({when}): {_shorten(str(text), 200)}"
+    text = str(best.get("snippet") or best.get("summary_snippet") or "")
+    # A day summary's snippet is Markdown: its headings and empty sections say nothing here.
+    text = re.sub(r"#+ (?:Summary|Goals|Decisions|Open loops|Next steps)\b|- none", " ", text)
+    when = best.get("when") or best.get("day_label") or "before"
+    return f"{LABEL} I found this ({when}): {_shorten(text, 200)}"
 
 
 def _facts(text: str) -> list[str]:

@@ -1,33 +1,134 @@
-"""The terminal chat drives the same turn as Telegram."""
+"""The terminal chat behaves like the bot: the same turn, the same jobs on its own clock, the offline
+user commands, and with `--model demo` a memory a newcomer can watch work."""
 
 from __future__ import annotations
 
 import io
+import os
+import sqlite3
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
 
+import pytest
+
+from agent.core.clock import ShiftedClock
 from agent.core.settings import Settings
 from bot.cli.chat import run_chat
 
+ROOT = Path(__file__).resolve().parents[2]
+FIRST_SESSION = [
+    "Hi! I am a nurse in Lyon. My sister is called Ana.",
+    "I have an interview on Friday. Should I wear the blue suit?",
+]
 
-async def test_terminal_chat_remembers_and_shows_the_context(tmp_path: object) -> None:
+
+def answers(out: str) -> list[str]:
+    """The bot's lines of a chat's output."""
+    return [line.split("> ", 2)[-1] for line in out.splitlines() if line.startswith("you> nikita")]
+
+
+def user_messages(database: Path) -> list[str]:
+    """What the transcript holds as the user's messages."""
+    with sqlite3.connect(database) as db:
+        rows = db.execute(
+            "SELECT content FROM transcript_messages WHERE role = 'user' ORDER BY id"
+        ).fetchall()
+    return [content for (content,) in rows]
+
+
+async def test_wait_closes_the_session_and_the_next_one_remembers(tmp_path: Path) -> None:
+    database = tmp_path / "chat.db"
     settings = Settings(
-        database_url=f"sqlite+aiosqlite:///{tmp_path}/chat.db",
-        model="test",
-        summary_model="test",
-        _env_file=None,
+        database_url=f"sqlite+aiosqlite:///{database}", model="demo", summary_model="demo", _env_file=None
     )
-    stdin = io.StringIO("hello there\nsecond message\n/wait 20\nback after a break\n/context\n/quit\n")
+    lines = [
+        *FIRST_SESSION,
+        "/wait 20",
+        "/context",
+        "hello again",
+        "/context",
+        "/memory",
+        "/timeline",
+        "/quit",
+    ]
     stdout = io.StringIO()
-    await run_chat(settings, user_name="ana", stdin=stdin, stdout=stdout)
+    clock = ShiftedClock()
+    await run_chat(
+        settings, user_name="ana", stdin=io.StringIO("\n".join(lines) + "\n"), stdout=stdout, clock=clock
+    )
     out = stdout.getvalue()
     assert out.startswith("Nice to meet you, ana.")
-    answers = [line for line in out.splitlines() if "nikita" in line and ">" in line]
-    assert len(answers) == 3
-    assert (
-        "(new session)" in answers[0] and "(new session)" not in answers[1] and "(new session)" in answers[2]
-    )
-    assert "(time moves on by 20 minutes)" in out
-    assert "History: " in out and "Tiers:" in out
+    first, second, third = answers(out)
+    assert first == "(offline demo) Noted: 'Hi! I am a nurse in Lyon. My sister is called Ana.'."
+    assert second.startswith("(offline demo) Noted: 'I have an interview on Friday.")
+    assert "(new session)" in out.splitlines()[1] and "Noted: 'hello again'" in third
+    assert "(time moves on by 20 minutes: 1 conversation(s) closed, 1 remembered)" in out
+    # The second session's context holds the first one's summary and its open threads.
+    context = out.split("(what the model read with your last message, each tier in its tag)")[-1]
+    assert "<earlier_today>" in context and "(offline demo) Hi! I am a nurse in Lyon." in context
+    assert "<unfinished_topics>" in context and "They asked: Should I wear the blue suit?" in context
+    assert "Earlier today: (offline demo) Hi! I am a nurse in Lyon." in third
+    assert "A few things I know:\n- The user is a nurse in Lyon." in out
+    assert "There is no /timeline here." in out
+    # Commands never reach the model or the transcript.
+    assert user_messages(database) == [*FIRST_SESSION, "hello again"]
 
+    # After a restart the clock follows the stored last message, so the /wait is not undone.
+    clock_after_wait = clock.now()
     again = io.StringIO()
-    await run_chat(settings, user_name="ana", stdin=io.StringIO(""), stdout=again)
+    restarted = ShiftedClock()
+    await run_chat(settings, user_name="ana", stdin=io.StringIO("still me\n"), stdout=again, clock=restarted)
     assert again.getvalue().startswith("Welcome back, ana.")
+    assert restarted.now() >= clock_after_wait - timedelta(seconds=1)
+    assert "(new session)" not in again.getvalue()
+
+
+async def test_forget_and_export_work_offline(tmp_path: Path) -> None:
+    database = tmp_path / "chat.db"
+    settings = Settings(
+        database_url=f"sqlite+aiosqlite:///{database}", model="demo", summary_model="demo", _env_file=None
+    )
+    lines = ["I have a cat.", f"/export {tmp_path / 'out'}", "/forget", "/forget confirm", "/memory"]
+    stdout = io.StringIO()
+    await run_chat(settings, user_name="bo", stdin=io.StringIO("\n".join(lines) + "\n"), stdout=stdout)
+    out = stdout.getvalue()
+    exported = tmp_path / "out" / "nikita-export.json"
+    assert f"Everything I have stored about you: {exported}" in out
+    assert "I have a cat." in exported.read_text(encoding="utf-8")
+    assert "It cannot be undone. Are you sure? Type /forget confirm." in out
+    assert "I've forgotten everything about you" in out
+    assert "Nothing left open between us." in out and user_messages(database) == []
+
+
+@pytest.mark.process
+def test_a_newcomer_sees_the_memory_work_and_nothing_but_the_conversation(tmp_path: Path) -> None:
+    # As the README has it: a fresh folder, no key, no .env, the default log level.
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"ANTHROPIC_API_KEY", "MODEL", "SUMMARY_MODEL", "LOG_LEVEL", "DATABASE_URL"}
+    }
+    env["PYTHONPATH"] = str(ROOT)
+    script = [*FIRST_SESSION, "/wait 20", "hello again", "/context", "/memory", "/quit"]
+    done = subprocess.run(
+        [sys.executable, "-m", "bot", "chat", "--user", "ana", "--model", "demo"],
+        input="\n".join(script) + "\n",
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    out = done.stdout
+    assert out.startswith("Nice to meet you, ana. Type a message, or /help for the commands.\n")
+    assert len(answers(out)) == 3
+    context = out.split("each tier in its tag)")[-1]
+    assert "(offline demo) Hi! I am a nurse in Lyon." in context
+    assert "They asked: Should I wear the blue suit?" in context
+    assert "Here's what I remember about you." in out
+    assert user_messages(tmp_path / "data" / "nikita.db") == [*FIRST_SESSION, "hello again"]
