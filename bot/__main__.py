@@ -91,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command not in _ONE_LINE_FAILURES:
             raise
         logger.debug("stopped by an error", exc_info=True)
-        _say(f"{args.command} failed: {one_line(exc)} (LOG_LEVEL=DEBUG logs where it came from)")
+        _say(f"{args.command} failed: {one_line(exc)} (LOG_LEVEL=DEBUG LOG_FORMAT=json logs its traceback)")
         return 1
 
 

@@ -392,6 +392,17 @@ class Settings(BaseSettings):
         return value
 
     @model_validator(mode="after")
+    def _files_in_data_dir(self) -> Settings:
+        # Unset, DATABASE_URL and GRAPH_PATH are files in DATA_DIR. Written to __dict__ so they stay
+        # "not set" (model_fields_set), as the storage checks at start read it.
+        folder = self.data_dir.rstrip("/") or "/"
+        if "database_url" not in self.model_fields_set:
+            self.__dict__["database_url"] = f"sqlite+aiosqlite:///{folder}/nikita.db"
+        if "graph_path" not in self.model_fields_set:
+            self.__dict__["graph_path"] = f"{folder}/graph.db"
+        return self
+
+    @model_validator(mode="after")
     def _no_placeholder_secrets(self) -> Settings:
         if self.environment == "production":
             for name in ("telegram_bot_token", "webhook_secret", "tasks_secret"):
