@@ -53,8 +53,6 @@ def alembic_config(database_url: str) -> Config:
 
 def upgrade_to_head(database_url: str) -> None:
     """Bring the schema to the newest revision (blocking; async code uses the twins)."""
-    from alembic import command
-
     alembic_logger = logging.getLogger("alembic")
     steps = _Steps()
     level, propagate = alembic_logger.level, alembic_logger.propagate
@@ -62,6 +60,8 @@ def upgrade_to_head(database_url: str) -> None:
     alembic_logger.propagate = False
     alembic_logger.addHandler(steps)
     try:
+        from alembic import command  # it announces its plugins when first imported
+
         command.upgrade(alembic_config(database_url), "head")
     finally:
         alembic_logger.removeHandler(steps)
