@@ -29,6 +29,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 MODEL_NAME = "demo"
+SEARCH_TOOL = "conversation_search"
 LABEL = "(offline demo)"
 # A transcript line as the summary and extraction prompts show it: `[#12 09:30 user] text`.
 _LINE = re.compile(r"^\[#(\d+) \d\d:\d\d (\w+)\] (.*)$", re.MULTILINE)
@@ -68,7 +69,7 @@ def _answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         fields = set(tool.parameters_json_schema.get("properties", {}))
         return ModelResponse(parts=[ToolCallPart(tool.name, _structured(fields, prompt))])
     if info.function_tools:
-        return _chat(messages, prompt)
+        return _chat(messages, prompt, can_search=any(t.name == SEARCH_TOOL for t in info.function_tools))
     return ModelResponse(parts=[TextPart(f"{LABEL} {_extractive(_lines(prompt, role=None) or [prompt])}")])
 
 
@@ -151,29 +152,34 @@ def briefing(prompt: str) -> dict[str, Any]:
         "who": f"{LABEL} {who}",
         "today": now,
         "approach": "Plainly and briefly.",
-        "follow_up": topics[:5],
+        "follow_up": [topic.lstrip("- ") for topic in topics[:5]],
         "left_out": [],
         "voice": f"{who} {now}",
     }
 
 
-def _chat(messages: list[ModelMessage], prompt: str) -> ModelResponse:
+def _chat(messages: list[ModelMessage], prompt: str, *, can_search: bool) -> ModelResponse:
     last = messages[-1] if messages else None
     returned = [p for p in getattr(last, "parts", ()) if isinstance(p, ToolReturnPart)]
     if returned:
         return ModelResponse(parts=[TextPart(_found(returned[0].content))])
-    if _RECALL.search(prompt):
+    if can_search and _RECALL.search(prompt):
         words = [w for w in re.findall(r"[\w']+", prompt.lower()) if w not in _STOPWORDS]
         query = " ".join(words) or prompt
-        return ModelResponse(parts=[ToolCallPart("conversation_search", {"query": query})])
+        return ModelResponse(parts=[ToolCallPart(SEARCH_TOOL, {"query": query})])
     answer = f"{LABEL} Noted: {_shorten(prompt, 120)!r}."
     first_of_session = not any(isinstance(m, ModelResponse) for m in messages)
     context = _instructions(messages)
     if first_of_session:
-        today = [i for i in _tag_items(context, "earlier_today") if not i.startswith("- none")]
+        # The tiers (v1), or the briefing written from them (v2).
+        briefing = _tag_items(context, "your_briefing")
+        today = _tag_items(context, "earlier_today") or [
+            line.split(": ", 1)[1] for line in briefing if line.startswith("What matters today: ")
+        ]
         if today:
             answer += f" Earlier today: {_shorten(today[0].lstrip('- '), 160)}"
-        topics = _tag_items(context, "unfinished_topics")
+        follow_ups = briefing[briefing.index("To follow up:") + 1 :] if "To follow up:" in briefing else []
+        topics = _tag_items(context, "unfinished_topics") or follow_ups
         if topics:
             answer += f" Still open: {_shorten(topics[0].lstrip('- '), 120)}"
     return ModelResponse(parts=[TextPart(answer)])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime
 
-from agent.chat.demo import LABEL, demo_model
+from agent.chat.demo import LABEL, briefing, demo_model
 from agent.core.settings import Settings
 from agent.digest.extraction import extract
 from agent.digest.summaries import Line, summarise_day
@@ -50,3 +50,15 @@ async def test_a_day_summary_keeps_the_previous_one_and_adds_the_new_messages() 
     assert second.open_loops == ["Should I wear the blue suit?"]
     assert second.decisions == ["I decided to go for a run tomorrow."]
     assert second.next_steps == ["I have an interview on Friday.", "I decided to go for a run tomorrow."]
+
+
+async def test_a_briefing_is_written_from_the_package_and_validates() -> None:
+    from agent.context.briefing import BriefingDraft
+    from agent.context.tiers import TierBlock
+
+    today = TierBlock("today", "Earlier today:", ("They said they are a nurse in Lyon.",)).render()
+    threads = TierBlock("threads", "Unfinished topics:", ("(question, today) Blue suit or grey?",)).render()
+    draft = BriefingDraft.model_validate(briefing(f"Their local day: Thursday.\n\n{today}\n\n{threads}"))
+    assert draft.today == "They said they are a nurse in Lyon."
+    assert draft.follow_up == ["(question, today) Blue suit or grey?"]
+    assert draft.who.startswith(LABEL)
