@@ -85,15 +85,25 @@ async def test_wait_closes_the_session_and_the_next_one_remembers(tmp_path: Path
     assert "(new session)" not in again.getvalue()
 
 
-async def test_forget_and_export_work_offline(tmp_path: Path) -> None:
+async def test_the_offline_user_commands_work_in_the_chat(tmp_path: Path) -> None:
     database = tmp_path / "chat.db"
     settings = Settings(
         database_url=f"sqlite+aiosqlite:///{database}", model="demo", summary_model="demo", _env_file=None
     )
-    lines = ["I have a cat.", f"/export {tmp_path / 'out'}", "/forget", "/forget confirm", "/memory"]
+    lines = [
+        "I have a cat.",
+        "/timezone Lisbon",
+        "/language fr",
+        f"/export {tmp_path / 'out'}",
+        "/forget",
+        "/forget confirm",
+        "/memory",
+    ]
     stdout = io.StringIO()
     await run_chat(settings, user_name="bo", stdin=io.StringIO("\n".join(lines) + "\n"), stdout=stdout)
     out = stdout.getvalue()
+    assert "Got it: your time zone is now Europe/Lisbon." in out
+    assert "Got it: I'll search your messages as fr." in out
     exported = tmp_path / "out" / "nikita-export.json"
     assert f"Everything I have stored about you: {exported}" in out
     assert "I have a cat." in exported.read_text(encoding="utf-8")
