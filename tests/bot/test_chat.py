@@ -141,4 +141,9 @@ def test_a_newcomer_sees_the_memory_work_and_nothing_but_the_conversation(tmp_pa
     assert "(offline demo) Hi! I am a nurse in Lyon." in context
     assert "They asked: Should I wear the blue suit?" in context
     assert "Here's what I remember about you." in out
-    assert user_messages(tmp_path / "data" / "nikita.db") == [*FIRST_SESSION, "hello again"]
+    database = tmp_path / "data" / "nikita.db"
+    assert user_messages(database) == [*FIRST_SESSION, "hello again"]
+    # One chat model call per message: /context and /memory made none.
+    with sqlite3.connect(database) as db:
+        [(chat_calls,)] = db.execute("SELECT sum(calls) FROM model_usage WHERE kind = 'chat'").fetchall()
+    assert chat_calls == 3
