@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import pty
 import sqlite3
 import subprocess
 import sys
@@ -27,6 +28,20 @@ FIRST_SESSION = [
 def answers(out: str) -> list[str]:
     """The bot's lines of a chat's output."""
     return [line.split("> ", 2)[-1] for line in out.splitlines() if line.startswith("you> nikita")]
+
+
+def _drain(terminal: int) -> str:
+    """What a finished process wrote to the pseudo-terminal."""
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(terminal, 4096)
+        except OSError:  # EIO: the other end is closed and everything was read
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")
 
 
 def user_messages(database: Path) -> list[str]:
@@ -114,26 +129,32 @@ async def test_the_offline_user_commands_work_in_the_chat(tmp_path: Path) -> Non
 
 @pytest.mark.process
 def test_a_newcomer_sees_the_memory_work_and_nothing_but_the_conversation(tmp_path: Path) -> None:
-    # As the README has it: a fresh folder, no key, no .env, the default log level.
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in {"ANTHROPIC_API_KEY", "MODEL", "SUMMARY_MODEL", "LOG_LEVEL", "DATABASE_URL"}
-    }
+    # As the README has it: a fresh folder, no key, no .env, the default log level, and stderr a
+    # terminal (where libraries greet a first run; neither pytest's nor CI's variables to hush them).
+    hushing = {"PYTEST_VERSION", "CI", "PYDANTIC_AI_NO_BANNER"}
+    unset = {"ANTHROPIC_API_KEY", "MODEL", "SUMMARY_MODEL", "LOG_LEVEL", "DATABASE_URL", *hushing}
+    env = {key: value for key, value in os.environ.items() if key not in unset}
     env["PYTHONPATH"] = str(ROOT)
     script = [*FIRST_SESSION, "/wait 20", "hello again", "/context", "/memory", "/quit"]
-    done = subprocess.run(
-        [sys.executable, "-m", "bot", "chat", "--user", "ana", "--model", "demo"],
-        input="\n".join(script) + "\n",
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stderr == ""
+    terminal, stderr = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "bot", "chat", "--user", "ana", "--model", "demo"],
+            input="\n".join(script) + "\n",
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        os.close(stderr)
+        errors = _drain(terminal)
+    finally:
+        os.close(terminal)
+    assert done.returncode == 0, errors
+    assert errors == ""
     out = done.stdout
     assert out.startswith("Nice to meet you, ana. Type a message, or /help for the commands.\n")
     assert len(answers(out)) == 3
