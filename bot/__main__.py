@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agent.core.errors import ConfigurationError, StartupError
-from agent.core.settings import Settings, load_settings
+from agent.core.settings import OFFLINE_MODELS, Settings, load_settings
 from bot.allocator import tune_allocator
 from bot.hosting import require_durable_storage
 from bot.logs import configure_logging
@@ -153,13 +153,13 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "chat":
         from bot.cli.chat import run_chat
 
-        if args.model:
-            update = {"model": args.model}
-            no_key = settings.anthropic_api_key is None and settings.summary_model.startswith("anthropic:")
-            if args.model == "demo" or no_key:
-                # Trying it offline: summaries, extraction and briefings use the same model.
-                update["summary_model"] = args.model
-            settings = settings.model_copy(update=update)
+        chosen = args.model or settings.model
+        no_key = settings.anthropic_api_key is None and settings.summary_model.startswith("anthropic:")
+        update = {"model": chosen}
+        if args.model == "demo" or (no_key and (args.model or chosen in OFFLINE_MODELS)):
+            # Trying it offline: summaries, extraction and briefings use the same model.
+            update["summary_model"] = chosen
+        settings = settings.model_copy(update=update)
         _check_models(settings)
         asyncio.run(run_chat(settings, user_name=args.user))
         return 0
