@@ -168,3 +168,23 @@ def test_a_newcomer_sees_the_memory_work_and_nothing_but_the_conversation(tmp_pa
     with sqlite3.connect(database) as db:
         [(chat_calls,)] = db.execute("SELECT sum(calls) FROM model_usage WHERE kind = 'chat'").fetchall()
     assert chat_calls == 3
+
+
+async def test_the_readme_offline_lines_show_what_they_say(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("--model demo\n```\n\n```text\n", 1)[1].split("```", 1)[0]
+    lines = [line.removeprefix("you> ").split("  #", 1)[0].strip() for line in block.splitlines()]
+    settings = Settings(
+        database_url=f"sqlite+aiosqlite:///{tmp_path}/readme.db",
+        model="demo",
+        summary_model="demo",
+        _env_file=None,
+    )
+    stdout = io.StringIO()
+    await run_chat(settings, user_name="ana", stdin=io.StringIO("\n".join(lines) + "\n"), stdout=stdout)
+    out = stdout.getvalue()
+    first, again, searched = answers(out)
+    assert first.startswith("(offline demo) Noted: 'I am a nurse in Lyon.")
+    assert again.startswith("(offline demo) Noted: 'hello again'. Earlier today: (offline demo) I am a nurse")
+    assert "<earlier_today>" in out and "<unfinished_topics>" in out  # /context
+    assert searched.startswith("(offline demo) I found this (") and "nurse in Lyon" in searched
