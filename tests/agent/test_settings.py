@@ -94,3 +94,14 @@ def test_env_example_sets_only_the_first_run_and_lists_every_other_setting_at_it
     uncommented = tmp_path / ".env"
     uncommented.write_text("\n".join(commented) + "\n", encoding="utf-8")
     assert Settings(_env_file=str(uncommented)).model_dump() == Settings(_env_file=None).model_dump()
+
+
+def test_data_dir_holds_the_database_and_the_graph_unless_they_are_set() -> None:
+    moved = Settings(_env_file=None, data_dir="/srv/nikita/")
+    assert moved.database_url == "sqlite+aiosqlite:////srv/nikita/nikita.db"
+    assert moved.graph_path == "/srv/nikita/graph.db"
+    assert "database_url" not in moved.model_fields_set  # still "not set" for the storage checks
+    named = Settings(
+        _env_file=None, data_dir="/srv/nikita", database_url="postgres://u@h/d", graph_path="g.db"
+    )
+    assert named.database_url == "postgresql+asyncpg://u@h/d" and named.graph_path == "g.db"
