@@ -35,7 +35,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("forget", "delete everything I know about you"),
     ("wait", "let MINUTES pass (default 16): the conversation closes and its memory is written"),
     ("context", "what the model read with your last message (/context counts: the tiers' sizes)"),
-    ("quit", "leave (your memory stays)"),
+    ("quit", "leave (or /exit; your memory stays)"),
 )
 HELP = "Type a message, or /help for the commands."
 
