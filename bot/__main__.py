@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agent.core.errors import ConfigurationError, StartupError
-from agent.core.settings import Settings, load_settings
+from agent.core.settings import OFFLINE_MODELS, Settings, load_settings
 from bot.allocator import tune_allocator
 from bot.hosting import require_durable_storage
 from bot.logs import configure_logging
@@ -29,7 +29,11 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("web", help="serve the timeline Mini App on $PORT (for a polling bot)")
     chat = commands.add_parser("chat", help="chat with the agent in the terminal")
     chat.add_argument("--user", default="me", help="who you are (one memory per name)")
-    chat.add_argument("--model", default=None, help="a PydanticAI model string, e.g. 'test' for offline")
+    chat.add_argument(
+        "--model",
+        default=None,
+        help="a PydanticAI model string; 'demo' answers offline and writes the memory",
+    )
     # The benchmarks live beside the product (bench/), never inside it: `bench ...` runs `python -m bench`.
     bench = commands.add_parser("bench", help="print benchmark figures (python -m bench)", add_help=False)
     bench.add_argument("arguments", nargs=argparse.REMAINDER, help="NAME [--quick] ...")
@@ -72,7 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     tune_allocator()  # before the threads that would each take a malloc arena of their own
     try:
         settings = load_settings()
-        configure_logging(settings.log_level, log_format=settings.log_format)
+        configure_logging(_log_level(args, settings), log_format=settings.log_format)
+        _no_banner()
         return _dispatch(args, settings)
     except ConfigurationError as exc:
         _say(f"configuration error: {exc}")
@@ -86,8 +91,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command not in _ONE_LINE_FAILURES:
             raise
         logger.debug("stopped by an error", exc_info=True)
-        _say(f"{args.command} failed: {one_line(exc)} (LOG_LEVEL=DEBUG logs where it came from)")
+        _say(f"{args.command} failed: {one_line(exc)} (LOG_LEVEL=DEBUG LOG_FORMAT=json logs its traceback)")
         return 1
+
+
+def _log_level(args: argparse.Namespace, settings: Settings) -> str:
+    """LOG_LEVEL; the terminal chat, whose output is the conversation, logs warnings only unless it is set."""
+    if args.command == "chat" and "log_level" not in settings.model_fields_set:
+        return "WARNING"
+    return settings.log_level
+
+
+def _no_banner() -> None:
+    # PydanticAI greets a first run in a terminal with a Logfire banner on stderr; the bot's output
+    # is its log lines (and, in `chat`, the conversation).
+    import pydantic_ai
+
+    pydantic_ai.BANNER_ENABLED = False
 
 
 def _bench(arguments: list[str]) -> int:
@@ -104,6 +124,14 @@ def _bench(arguments: list[str]) -> int:
 def _say(line: str) -> None:
     # One line, so the reason is the last line an operator sees in the host's log.
     print(" ".join(line.split()), file=sys.stderr, flush=True)
+
+
+def _check_models(settings: Settings) -> None:
+    """Build MODEL and SUMMARY_MODEL once: an unknown string or a missing key stops here, in one line."""
+    from agent.chat.agent import build_model
+
+    for setting in ("model", "summary_model"):
+        build_model(getattr(settings, setting), settings, setting=setting.upper())
 
 
 def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
@@ -125,13 +153,14 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "chat":
         from bot.cli.chat import run_chat
 
-        if args.model:
-            update = {"model": args.model}
-            if settings.anthropic_api_key is None and settings.summary_model.startswith("anthropic:"):
-                # Trying it offline (`--model test`): summaries use the same model instead of failing.
-                update["summary_model"] = args.model
-            settings = settings.model_copy(update=update)
-        settings.require_model_keys()
+        chosen = args.model or settings.model
+        no_key = settings.anthropic_api_key is None and settings.summary_model.startswith("anthropic:")
+        update = {"model": chosen}
+        if args.model == "demo" or (no_key and (args.model or chosen in OFFLINE_MODELS)):
+            # Trying it offline: summaries, extraction and briefings use the same model.
+            update["summary_model"] = chosen
+        settings = settings.model_copy(update=update)
+        _check_models(settings)
         asyncio.run(run_chat(settings, user_name=args.user))
         return 0
     if args.command == "jobs":
@@ -146,7 +175,7 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return asyncio.run(run_reindex(settings, user_key=args.user))
     if args.command == "run":
         settings.require("telegram_bot_token")
-        settings.require_model_keys()
+        _check_models(settings)
         if settings.webhook_url:
             settings.require("webhook_secret")  # webhook mode rejects forged updates with it
         from bot.app import run_bot

@@ -44,7 +44,9 @@ def require_durable_storage(settings: Settings, *, graph: bool) -> None:
         given = "database_url" in settings.model_fields_set
         problems.append(
             (
-                "DATABASE_URL is SQLite" if given else "DATABASE_URL is not set (SQLite in ./data)",
+                "DATABASE_URL is SQLite"
+                if given
+                else f"DATABASE_URL is not set (SQLite in {settings.data_dir})",
                 "set DATABASE_URL to PostgreSQL",
             )
         )

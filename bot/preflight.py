@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from sqlalchemy import text
@@ -18,7 +20,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from agent.core.errors import ConfigurationError, StartupError
-from agent.core.settings import DEFAULT_DATABASE_URL, Settings
+from agent.core.settings import Settings
 from db.engine import create_engine
 
 logger = logging.getLogger(__name__)
@@ -110,9 +112,10 @@ async def check_anthropic(settings: Settings) -> None:
                     "check the key's workspace and the organisation's access"
                 ) from exc
             except anthropic.NotFoundError as exc:
+                example = Settings.model_fields[setting.lower()].default
                 raise ConfigurationError(
                     f"{setting} {model_id} is not a model Anthropic knows: "
-                    f"check {setting} (anthropic:<model id>, e.g. anthropic:claude-sonnet-4-5)"
+                    f"check {setting} (anthropic:<model id>, e.g. {example})"
                 ) from exc
             except anthropic.APIConnectionError as exc:
                 raise StartupError(
@@ -140,7 +143,7 @@ async def check_anthropic(settings: Settings) -> None:
 
 
 async def check_database(settings: Settings) -> None:
-    """Connect to DATABASE_URL and run SELECT 1 (a SQLite file is created, as migrations would)."""
+    """Connect to DATABASE_URL and run SELECT 1; a SQLite file not made yet is left to the migration."""
     url = make_url(settings.database_url)
     if url.get_backend_name() == "sqlite":
         where = f"the SQLite file {url.database}"
@@ -148,8 +151,13 @@ async def check_database(settings: Settings) -> None:
     else:
         where = f"{url.host or 'localhost'}:{url.port or 5432}"
         hint = "check DATABASE_URL (host, port, user, password, database) and that the server is up"
-    if settings.database_url == DEFAULT_DATABASE_URL:
-        hint = "set DATABASE_URL, or make ./data writable"
+    if "database_url" not in settings.model_fields_set:
+        hint = f"set DATABASE_URL, or make {settings.data_dir} writable (DATA_DIR)"
+    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+        # A new file: the migration creates it once every check passed, so a start that fails
+        # leaves nothing behind; here its folder must be one we can make and write to.
+        if await asyncio.to_thread(_new_file_in_writable_folder, Path(url.database), where, hint):
+            return
     try:
         engine = create_engine(settings.database_url, pool_size=1)
     except OSError as exc:  # the SQLite file's folder could not be made
@@ -165,6 +173,21 @@ async def check_database(settings: Settings) -> None:
         raise StartupError(f"cannot reach the database at {where} ({detail}): {hint}") from exc
     finally:
         await engine.dispose()
+
+
+def _new_file_in_writable_folder(file: Path, where: str, hint: str) -> bool:
+    """False when the file exists; True when it does not and its folder (or the nearest existing one
+    above it) can be written to; else a `StartupError`."""
+    if file.exists():
+        return False
+    existing = file.parent.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise StartupError(
+            f"cannot open the database at {where} ({existing} is not a writable folder): {hint}"
+        )
+    return True
 
 
 async def preflight(settings: Settings) -> None:

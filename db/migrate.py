@@ -8,7 +8,9 @@ never stays resident in a process that serves for days on a 512 MB instance.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,6 +20,21 @@ if TYPE_CHECKING:
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 _URL_VARIABLE = "DATABASE_URL"
+_STEP = re.compile(r"Running upgrade (\S*) -> (\S+),")
+logger = logging.getLogger(__name__)
+
+
+class _Steps(logging.Handler):
+    """Alembic's own lines, kept instead of printed: the upgrade is logged as one summary line."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.steps: list[tuple[str, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Keep each `Running upgrade a -> b` step; the other lines (plugins, DDL mode) say nothing new."""
+        if match := _STEP.match(record.getMessage()):
+            self.steps.append((match.group(1), match.group(2)))
 
 
 class MigrationError(RuntimeError):
@@ -36,9 +53,23 @@ def alembic_config(database_url: str) -> Config:
 
 def upgrade_to_head(database_url: str) -> None:
     """Bring the schema to the newest revision (blocking; async code uses the twins)."""
-    from alembic import command
+    alembic_logger = logging.getLogger("alembic")
+    steps = _Steps()
+    level, propagate = alembic_logger.level, alembic_logger.propagate
+    alembic_logger.setLevel(logging.INFO)
+    alembic_logger.propagate = False
+    alembic_logger.addHandler(steps)
+    try:
+        from alembic import command  # it announces its plugins when first imported
 
-    command.upgrade(alembic_config(database_url), "head")
+        command.upgrade(alembic_config(database_url), "head")
+    finally:
+        alembic_logger.removeHandler(steps)
+        alembic_logger.setLevel(level)
+        alembic_logger.propagate = propagate
+    if steps.steps:
+        first, last = steps.steps[0][0] or "empty", steps.steps[-1][1]
+        logger.info("database schema upgraded", extra={"from": first, "to": last, "steps": len(steps.steps)})
 
 
 async def upgrade_to_head_async(database_url: str) -> None:

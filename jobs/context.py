@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.forget import UserCache, UserDataStore
 from agent.account.writers import WriteGuard
-from agent.chat.agent import build_model
+from agent.chat.agent import MissingModelKeyError, build_model, unavailable_model
 from agent.core.clock import Clock
 from agent.core.settings import Settings
 from agent.graph.guarded import GuardedGraphMemory
@@ -62,7 +62,7 @@ def build_job_context(
     The graph's writes go through the `WriteGuard` (one is made when none is given), so the graph
     stage never writes for a user /forget deleted (agent/account/writers.py).
     """
-    model = summary_model if summary_model is not None else build_model(settings.summary_model, settings)
+    model = summary_model if summary_model is not None else settings_model(settings, "summary_model")
     guard = guard if guard is not None else WriteGuard(sessions, engine=engine)
     if graph is not None and not isinstance(graph, GuardedGraphMemory):
         graph = GuardedGraphMemory(graph, guard)
@@ -75,5 +75,17 @@ def build_job_context(
         worker_id=default_worker_id(),
         graph=graph,
         guard=guard,
-        chat_model=chat_model if chat_model is not None else build_model(settings.model, settings),
+        chat_model=chat_model if chat_model is not None else settings_model(settings, "model"),
     )
+
+
+def settings_model(settings: Settings, setting: str) -> Model:
+    """The model a setting names; without its key, one that refuses in one line when a job calls it.
+
+    Jobs that never call a model (closing idle sessions, finishing a /forget) run without any key; an
+    unknown model string still stops the start.
+    """
+    try:
+        return build_model(getattr(settings, setting), settings, setting=setting.upper())
+    except MissingModelKeyError as exc:
+        return unavailable_model(exc)

@@ -90,3 +90,29 @@ def test_configuration_page_lists_every_setting_and_no_other() -> None:
     settings = {(field.alias or name).upper() for name, field in Settings.model_fields.items()}
     assert settings - documented == set()
     assert documented - settings - NOT_SETTINGS == set()
+
+
+def _documents() -> str:
+    return "\n".join(path.read_text(encoding="utf-8") for path in [README, *DOCS, ROOT / "Procfile"])
+
+
+def test_every_documented_command_and_job_exists() -> None:
+    import argparse
+    import inspect
+
+    from bot.__main__ import _parser
+    from bot.delivery import routes
+    from jobs.registry import JOB_NAMES
+
+    text = _documents()
+    [subcommands] = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    named = set(re.findall(r"python -m bot ([a-z][a-z-]*)", text))
+    assert named and named - set(subcommands.choices) == set()
+    jobs = set(re.findall(r"jobs run ([a-z][a-z-]*)", text))
+    assert jobs and jobs - set(JOB_NAMES) == set()
+    # The scheduler recipes' job table and task URLs: a CLI job, or the one task only the web app serves.
+    deploy = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
+    table = set(re.findall(r"^\| `([a-z][a-z-]*)` \|", deploy, re.MULTILINE))
+    tasks = set(re.findall(r"/tasks/([a-z][a-z-]*)", text))
+    assert table and (table | tasks) - set(JOB_NAMES) == {"inbox"}
+    assert '"/tasks/inbox"' in inspect.getsource(routes)

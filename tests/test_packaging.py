@@ -215,6 +215,8 @@ def test_compose_runs_the_bot_on_postgres_and_falkordb_with_real_settings() -> N
     assert environment["ENVIRONMENT"] == "production"
     assert environment["DATABASE_URL"].startswith("postgresql")
     assert "WEBHOOK_URL" not in environment, "polling unless the operator's .env sets WEBHOOK_URL"
+    # Published on this machine only: the docs put a reverse proxy on 127.0.0.1 in front of it.
+    assert bot["ports"] and all(str(port).startswith("127.0.0.1:") for port in bot["ports"])
     assert bot["env_file"] in (".env", [".env"]) or ".env" in json.dumps(bot["env_file"])
     for dependency, condition in bot["depends_on"].items():
         assert dependency in services and condition == {"condition": "service_healthy"}

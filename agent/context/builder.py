@@ -35,6 +35,7 @@ from agent.context.memory import MemoryTierSource, limits_for_budget
 from agent.context.package import COLLECTOR_ERRORS, Collected, ContextPackage, PackageCollector
 from agent.context.tiers import TierBlock, time_block
 from agent.core.clock import ensure_utc
+from agent.core.errors import ConfigurationError
 from agent.core.settings import Settings
 from agent.history.tokens import TokenCounter, get_counter
 from agent.turn.reactions import reaction_notes
@@ -79,7 +80,7 @@ def _default_summary_model(settings: Settings) -> Model | str | None:
         return None
     try:
         return build_model(settings.summary_model, settings)
-    except (UserError, ValueError, ImportError) as exc:
+    except (ConfigurationError, UserError, ValueError, ImportError) as exc:
         logger.warning("summary model unavailable, compaction off", exc_info=exc)
         return None
 
@@ -197,7 +198,7 @@ class ContextBuilder:
             "window_start": layered.window.start,
             "window_cuts": layered.window.cuts,
         }
-        logger.info(
+        logger.debug(
             "context built",
             extra={
                 "user_id": user.id,

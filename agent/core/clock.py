@@ -39,6 +39,27 @@ class FrozenClock(Clock):
         self.current += delta
 
 
+@dataclass
+class ShiftedClock(Clock):
+    """The wall clock moved forward by `shift` (the terminal chat's `/wait`): time still passes."""
+
+    shift: timedelta = field(default_factory=timedelta)
+
+    def __post_init__(self) -> None:
+        wall = self.source
+        self.source = lambda: wall() + self.shift
+
+    def advance(self, delta: timedelta) -> None:
+        """Move time forward."""
+        self.shift += delta
+
+    def not_before(self, moment: datetime) -> None:
+        """Move time forward to `moment` when it is still ahead (a `/wait` before a restart)."""
+        ahead = ensure_utc(moment) - self.now()
+        if ahead > timedelta():
+            self.shift += ahead
+
+
 def ensure_utc(value: datetime) -> datetime:
     """Treat naive datetimes (SQLite returns them) as UTC and convert aware ones to UTC."""
     if value.tzinfo is None:

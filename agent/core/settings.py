@@ -14,6 +14,9 @@ from agent.core.errors import ConfigurationError
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./data/nikita.db"
 DEFAULT_PORT = 8080
+# Model strings that need no key and no network: `demo` writes readable memory from the
+# conversation (agent/chat/demo.py); `test` is PydanticAI's TestModel (schema-shaped placeholders).
+OFFLINE_MODELS = ("demo", "test")
 
 
 def normalise_database_url(url: str) -> str:
@@ -398,6 +401,17 @@ class Settings(BaseSettings):
         return value
 
     @model_validator(mode="after")
+    def _files_in_data_dir(self) -> Settings:
+        # Unset, DATABASE_URL and GRAPH_PATH are files in DATA_DIR. Written to __dict__ so they stay
+        # "not set" (model_fields_set), as the storage checks at start read it.
+        folder = self.data_dir.rstrip("/") or "/"
+        if "database_url" not in self.model_fields_set:
+            self.__dict__["database_url"] = f"sqlite+aiosqlite:///{folder}/nikita.db"
+        if "graph_path" not in self.model_fields_set:
+            self.__dict__["graph_path"] = f"{folder}/graph.db"
+        return self
+
+    @model_validator(mode="after")
     def _no_placeholder_secrets(self) -> Settings:
         if self.environment == "production":
             for name in ("telegram_bot_token", "webhook_secret", "tasks_secret"):
@@ -428,9 +442,13 @@ class Settings(BaseSettings):
 
     def require_model_keys(self) -> None:
         """Fail at start when a model needs a key that is not configured."""
-        for model in {self.model, self.summary_model}:
-            if model.startswith("anthropic:"):
-                self.require("anthropic_api_key")
+        for setting in ("model", "summary_model"):
+            model = getattr(self, setting)
+            if model.startswith("anthropic:") and self.anthropic_api_key is None:
+                raise ConfigurationError(
+                    f"{setting.upper()} {model} needs ANTHROPIC_API_KEY: put it in the environment or .env,"
+                    f" or set {setting.upper()}=demo to try the bot offline"
+                )
 
 
 def load_settings() -> Settings:

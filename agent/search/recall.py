@@ -117,9 +117,11 @@ class Recall:
         except SQLAlchemyError as exc:
             logger.warning("vector warm-up failed", exc_info=exc)
             return
+        if not users:
+            return  # an empty database: nothing was warmed, nothing to say
         logger.info(
             "search vectors warmed",
-            extra={"users": wanted, "ms": round((time.perf_counter() - started) * 1000, 1)},
+            extra={"users": len(users), "ms": round((time.perf_counter() - started) * 1000, 1)},
         )
 
     def cache_sizes(self) -> dict[str, int]:

@@ -1,4 +1,11 @@
-"""`python -m bot chat`: talk to the same `reply()` from a terminal, no Telegram needed."""
+"""`python -m bot chat`: the bot in a terminal, no Telegram needed.
+
+Messages go through the same `reply()` as Telegram's, and the same background jobs run (closing
+idle sessions, post-processing, day summaries), on the chat's own clock: `/wait 20` moves it on and
+runs them, so the next message starts a new session that remembers the last one. The clock never
+goes back before the user's stored last message, so a `/wait` survives a restart. Commands never
+reach the model (bot/cli/chat_commands.py).
+"""
 
 from __future__ import annotations
 
@@ -8,30 +15,40 @@ from datetime import timedelta
 from typing import TextIO
 
 from agent.account.users import get_or_create_user
-from agent.context import format_snapshot
+from agent.core.clock import ShiftedClock
 from agent.core.settings import Settings
+from bot.cli.chat_commands import HELP, Terminal, run_command
 from bot.runtime import build_runtime
-from db.repositories import PromptRepository
 
-HELP = """Commands: /wait MINUTES (pretend time passed), /context (last context snapshot), /quit"""
+# The bot runs its jobs every minute; the chat runs them before a message once this much chat time
+# has passed since the last run, and after every /wait.
+JOBS_EVERY = timedelta(minutes=1)
 
 
 async def run_chat(
-    settings: Settings, *, user_name: str, stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout
+    settings: Settings,
+    *,
+    user_name: str,
+    stdin: TextIO = sys.stdin,
+    stdout: TextIO = sys.stdout,
+    clock: ShiftedClock | None = None,
 ) -> None:
     """Read lines, answer each through the turn service, until end of input or /quit."""
-    runtime = await build_runtime(settings)
-    offset = timedelta()
+    clock = clock or ShiftedClock()
+    runtime = await build_runtime(settings, clock=clock)
     try:
         user, created = await get_or_create_user(
             runtime.sessions,
             key=f"cli:{user_name}",
-            now=runtime.clock.now(),
+            now=clock.now(),
             timezone=settings.default_timezone,
             name=user_name,
         )
+        if user.last_message_at is not None:
+            clock.not_before(user.last_message_at + timedelta(seconds=1))
+        terminal = Terminal(runtime, clock, user_name, user.id, stdout, jobs_ran_at=clock.now())
         greeting = "Nice to meet you" if created else "Welcome back"
-        print(f"{greeting}, {user_name}. {HELP}", file=stdout, flush=True)
+        terminal.say(f"{greeting}, {user_name}. {HELP}")
         while True:
             print("you> ", end="", file=stdout, flush=True)
             line = await asyncio.to_thread(stdin.readline)
@@ -40,21 +57,14 @@ async def run_chat(
             text = line.strip()
             if not text:
                 continue
-            if text in {"/quit", "/exit"}:
-                break
-            if text.startswith("/wait"):
-                minutes = float(text.split()[1]) if len(text.split()) > 1 else 16.0
-                offset += timedelta(minutes=minutes)
-                print(f"(time moves on by {minutes:g} minutes)", file=stdout, flush=True)
+            if text.startswith("/"):
+                if not await run_command(terminal, text):
+                    break
                 continue
-            if text == "/context":
-                async with runtime.sessions() as session:
-                    prompt = await PromptRepository(session).latest_for(user.id)
-                shown = format_snapshot(prompt.context_snapshot) if prompt else "(no turn yet)"
-                print(shown, file=stdout, flush=True)
-                continue
-            result = await runtime.turns.reply(user.id, text, runtime.clock.now() + offset)
+            if clock.now() - terminal.jobs_ran_at >= JOBS_EVERY:
+                await terminal.run_jobs()
+            result = await runtime.turns.reply(terminal.user_id, text, clock.now())
             marker = " (new session)" if result.new_session else ""
-            print(f"nikita{marker}> {result.text}", file=stdout, flush=True)
+            terminal.say(f"{settings.persona_name.lower()}{marker}> {result.text}")
     finally:
         await runtime.close()

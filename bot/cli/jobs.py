@@ -7,6 +7,7 @@ import json
 
 from telegram import Bot
 
+from agent.chat.agent import build_model
 from agent.core.clock import Clock
 from agent.core.settings import Settings
 from agent.graph import NullGraphMemory
@@ -18,18 +19,26 @@ from db.engine import create_engine, session_factory
 from jobs.context import build_job_context
 from jobs.registry import run_job
 
+# The model settings each job calls (a job left out here is checked for both): the others run without
+# a model key. Follow-ups are written by the chat model, with the summary model's compaction.
+MODELS_USED: dict[str, tuple[str, ...]] = {
+    "sessions": (),
+    "forget": (),
+    "postprocess": ("summary_model",),
+    "day-summaries": ("summary_model",),
+    "nightly": ("summary_model",),
+    "touchpoints": ("model", "summary_model"),
+}
+
 
 async def run_jobs_command(
     settings: Settings, name: str, *, conversation_id: int | None = None, limit: int | None = None
 ) -> int:
     """Run the job against DATABASE_URL (already migrated) and print its counts as JSON."""
-    if settings.summary_model.startswith("anthropic:") and name != "sessions":
-        settings.require("anthropic_api_key")
+    for setting in MODELS_USED.get(name, ("summary_model", "model")):
+        build_model(getattr(settings, setting), settings, setting=setting.upper())  # a missing key: one line
     if name == "touchpoints":
-        # Follow-ups are written by the chat model and sent with the bot's token.
-        settings.require("telegram_bot_token")
-        if settings.model.startswith("anthropic:"):
-            settings.require("anthropic_api_key")
+        settings.require("telegram_bot_token")  # follow-ups are sent with the bot's token
     engine = create_engine(settings.database_url)
     # Post-processing writes graph episodes and `forget` finishes deleting them;
     # the other jobs never touch the graph.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -77,3 +78,30 @@ def test_a_copied_env_example_loads_with_the_defaults(tmp_path: Path) -> None:
     defaults = Settings(_env_file=None)
     assert settings.model_dump() == defaults.model_dump()
     assert settings.webhook_url is None and settings.telegram_bot_token is None
+
+
+def test_env_example_sets_only_the_first_run_and_lists_every_other_setting_at_its_default(
+    tmp_path: Path,
+) -> None:
+    text = (Path(__file__).resolve().parents[2] / ".env.example").read_text(encoding="utf-8")
+    set_lines = re.findall(r"^([A-Z][A-Z0-9_]*)=", text, re.MULTILINE)
+    assert set_lines == ["TELEGRAM_BOT_TOKEN", "ANTHROPIC_API_KEY", "ADMIN_IDS"]
+    commented = re.findall(r"^# ([A-Z][A-Z0-9_]*=.*)$", text, re.MULTILINE)
+    names = {(field.alias or name).upper() for name, field in Settings.model_fields.items()}
+    listed = set(set_lines) | {line.split("=", 1)[0] for line in commented}
+    assert names - listed == {"K_SERVICE", "DYNO"}  # set by the platform, never by the operator
+    # Uncommented, every listed value is the default: the comments tell the truth.
+    uncommented = tmp_path / ".env"
+    uncommented.write_text("\n".join(commented) + "\n", encoding="utf-8")
+    assert Settings(_env_file=str(uncommented)).model_dump() == Settings(_env_file=None).model_dump()
+
+
+def test_data_dir_holds_the_database_and_the_graph_unless_they_are_set() -> None:
+    moved = Settings(_env_file=None, data_dir="/srv/nikita/")
+    assert moved.database_url == "sqlite+aiosqlite:////srv/nikita/nikita.db"
+    assert moved.graph_path == "/srv/nikita/graph.db"
+    assert "database_url" not in moved.model_fields_set  # still "not set" for the storage checks
+    named = Settings(
+        _env_file=None, data_dir="/srv/nikita", database_url="postgres://u@h/d", graph_path="g.db"
+    )
+    assert named.database_url == "postgresql+asyncpg://u@h/d" and named.graph_path == "g.db"

@@ -115,6 +115,22 @@ async def test_anthropic_out_of_reach(monkeypatch: pytest.MonkeyPatch) -> None:
         await check_anthropic(settings())
 
 
+async def test_a_new_sqlite_database_is_left_to_the_migration_so_a_failed_start_leaves_no_file(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    await check_database(settings(data_dir=str(data)))
+    assert not data.exists()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    unwritable = r"is not a writable folder\): set DATABASE_URL, or make .* writable"
+    with pytest.raises(StartupError, match=unwritable):
+        await check_database(settings(data_dir=str(blocker / "data")))
+    named = tmp_path / "named.db"
+    await check_database(settings(database_url=f"sqlite:///{named}"))
+    assert not named.exists()
+
+
 async def test_a_database_out_of_reach_names_its_host_but_not_the_password() -> None:
     port = closed_port()
     url = f"postgresql://nikita:hunter2secret@127.0.0.1:{port}/nikita"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -80,3 +81,19 @@ async def test_the_child_migration_runs_from_any_directory(
         (version,) = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalars()
     await engine.dispose()
     assert [version] == ScriptDirectory.from_config(alembic_config(url)).get_heads()
+
+
+def test_an_upgrade_is_one_log_line_and_nothing_when_at_head(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from db.migrate import upgrade_to_head
+
+    caplog.set_level(logging.DEBUG)
+    url = f"sqlite+aiosqlite:///{tmp_path}/one-line.db"
+    upgrade_to_head(url)
+    [line] = [r for r in caplog.records if r.name.startswith(("alembic", "db.migrate"))]
+    assert line.getMessage() == "database schema upgraded"
+    assert line.__dict__["from"] == "empty" and line.__dict__["steps"] > 1
+    caplog.clear()
+    upgrade_to_head(url)
+    assert [r for r in caplog.records if r.name.startswith(("alembic", "db.migrate"))] == []

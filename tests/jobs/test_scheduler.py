@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
+import pytest
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -28,8 +30,14 @@ async def test_jobs_are_scheduled_every_minute_and_nightly(ctx: JobContext) -> N
 
 
 async def test_minute_jobs_close_process_and_summarise(
-    ctx: JobContext, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+    ctx: JobContext,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="jobs.registry")
+    await run_minute_jobs(ctx)
+    assert [r.message for r in caplog.records if r.levelno >= logging.INFO] == []  # nothing to do: quiet
     await seed_conversation(sessions, start=clock.now(), texts=["conversation 1: hi", "hey"], status="active")
     clock.advance(timedelta(minutes=ctx.settings.session_timeout_minutes + 2))
 
@@ -38,3 +46,7 @@ async def test_minute_jobs_close_process_and_summarise(
     assert results["sessions"] == {"closed": 1}
     assert results["postprocess"]["processed"] == 1
     assert results["day-summaries"]["due"] == 0
+    done = {
+        r.__dict__["job"] for r in caplog.records if r.message == "job done" and r.levelno == logging.INFO
+    }
+    assert done == {"sessions", "postprocess"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -141,7 +142,12 @@ async def test_speaker_names_are_embedded(sessions: async_sessionmaker[AsyncSess
     assert quentin[0].message_id == ids[1] and quentin[0].role == "assistant"
 
 
-async def test_warm_up_loads_recent_users_vectors(sessions: async_sessionmaker[AsyncSession]) -> None:
+async def test_warm_up_loads_recent_users_vectors(
+    sessions: async_sessionmaker[AsyncSession], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="agent.search.recall")
+    await make_recall(recall_settings(), sessions).warm_up(now=NOW)
+    assert "search vectors warmed" not in caplog.text  # an empty database: nothing to say
     indexer = make_recall(recall_settings(), sessions)
     active, idle = await add_user(sessions, "cli:active"), await add_user(sessions, "cli:idle")
     for user in (active, idle):
@@ -153,6 +159,8 @@ async def test_warm_up_loads_recent_users_vectors(sessions: async_sessionmaker[A
     await started.warm_up(now=NOW)
     assert started.cache is not None
     assert active in started.cache and idle not in started.cache
+    [warmed] = [r for r in caplog.records if r.getMessage() == "search vectors warmed"]
+    assert warmed.__dict__["users"] == 1  # the users it loaded, not the cap
     none = make_recall(recall_settings(search_warm_users=0), sessions)
     await none.warm_up(now=NOW)
     assert none.cache is not None and active not in none.cache

@@ -1,0 +1,210 @@
+"""The terminal chat's commands: the Telegram bot's user commands that make sense offline, and the
+chat's own (`/wait`, `/context`, `/quit`). None of them reaches the model or the transcript."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TextIO
+
+from agent.account.export import PartWriter, export_events
+from agent.account.timezones import Ambiguous, lookup_timezone
+from agent.account.users import get_or_create_user
+from agent.context import format_snapshot
+from agent.core.clock import ShiftedClock
+from agent.search.language import parse_language, set_language
+from bot.handlers.commands import FORGET_ASK, FORGOTTEN, FORGOTTEN_PENDING, export_stem
+from bot.handlers.reports import memory_report
+from bot.runtime import Runtime
+from db.models import User
+from db.repositories import PromptRepository
+from jobs.scheduler import run_minute_jobs, run_nightly
+
+logger = logging.getLogger(__name__)
+
+COMMANDS: tuple[tuple[str, str], ...] = (
+    ("help", "these commands"),
+    ("memory", "what I remember about you"),
+    ("timezone", "show or set your time zone, e.g. /timezone Lisbon"),
+    ("language", "show or set the language you write in, e.g. /language French"),
+    ("export", "all your data as JSON files in this folder (or /export FOLDER)"),
+    ("forget", "delete everything I know about you"),
+    ("wait", "let MINUTES pass (default 16): the conversation closes and its memory is written"),
+    ("context", "what the model read with your last message (/context counts: the tiers' sizes)"),
+    ("quit", "leave (or /exit; your memory stays)"),
+)
+HELP = "Type a message, or /help for the commands."
+
+
+@dataclass
+class Terminal:
+    """The chat's runtime, clock and user, and where it prints."""
+
+    runtime: Runtime
+    clock: ShiftedClock
+    user_name: str
+    user_id: int
+    stdout: TextIO
+    # When the jobs last ran, in chat time (the chat runs them again a minute later).
+    jobs_ran_at: datetime
+
+    def say(self, text: str) -> None:
+        """Print one answer."""
+        print(text, file=self.stdout, flush=True)
+
+    async def run_jobs(self) -> dict[str, dict[str, object]]:
+        """The bot's minute jobs and the nightly finalisation, now, on the chat's clock."""
+        results: dict[str, dict[str, object]] = dict(await run_minute_jobs(self.runtime.jobs))
+        results["nightly"] = await run_nightly(self.runtime.jobs)
+        await self.runtime.settle()
+        self.jobs_ran_at = self.clock.now()
+        return results
+
+    async def user(self) -> User:
+        """The user's row as stored now."""
+        async with self.runtime.sessions() as session:
+            user = await session.get(User, self.user_id)
+        if user is None:
+            raise LookupError(self.user_id)
+        return user
+
+
+async def run_command(terminal: Terminal, text: str) -> bool:
+    """Answer one `/command`; False when the chat should end."""
+    name, _, rest = text[1:].partition(" ")
+    name = name.lower()
+    if name in {"quit", "exit"}:
+        return False
+    command = _COMMANDS.get(name)
+    if command is None:
+        terminal.say(f"There is no /{name} here. {HELP}")
+        return True
+    await command(terminal, rest.strip())
+    return True
+
+
+async def _help(terminal: Terminal, rest: str) -> None:
+    terminal.say("\n".join(f"/{name} - {text}" for name, text in COMMANDS))
+
+
+async def _memory(terminal: Terminal, rest: str) -> None:
+    runtime = terminal.runtime
+    terminal.say(
+        await memory_report(runtime.sessions, terminal.user_id, terminal.clock.now(), graph=runtime.graph)
+    )
+
+
+async def _timezone(terminal: Terminal, rest: str) -> None:
+    if not rest:
+        terminal.say(f"Your time zone is {(await terminal.user()).timezone}. To change it: /timezone Lisbon.")
+        return
+    zone = await lookup_timezone(rest)
+    if zone is None:
+        terminal.say(f"I couldn't place {rest!r}. Try the nearest big city, or a name like Europe/Lisbon.")
+    elif isinstance(zone, Ambiguous):
+        choices = "\n".join(f"/timezone {choice.label} ({choice.zone})" for choice in zone.choices)
+        terminal.say(f"There are several places called {zone.name}. Which one?\n{choices}")
+    else:
+        async with terminal.runtime.sessions() as session, session.begin():
+            stored = await session.get(User, terminal.user_id)
+            if stored is not None:
+                stored.timezone = zone
+                stored.profile = {**(stored.profile or {}), "timezone_confirmed": True}
+        terminal.say(f"Got it: your time zone is now {zone}.")
+
+
+async def _language(terminal: Terminal, rest: str) -> None:
+    if not rest:
+        language = (await terminal.user()).language
+        known = f"is {language}" if language else "isn't known yet (I'll tell from your messages)"
+        terminal.say(f"The language I search your messages in {known}. To set it: /language French.")
+        return
+    language = parse_language(rest)
+    if language is None:
+        terminal.say(f"I don't know the language {rest!r}. Try its two-letter code, like /language fr.")
+        return
+    async with terminal.runtime.sessions() as session, session.begin():
+        await set_language(session, terminal.user_id, language)
+    terminal.say(f"Got it: I'll search your messages as {language}.")
+
+
+async def _export(terminal: Terminal, rest: str) -> None:
+    runtime = terminal.runtime
+    folder = await asyncio.to_thread(_folder, rest or ".")
+    settings = runtime.settings
+    writer = PartWriter(
+        folder, part_bytes=settings.export_part_bytes, stem=export_stem(settings.persona_name)
+    )
+    parts = await writer.write_all(export_events(runtime.sessions, terminal.user_id, runtime.data_stores))
+    terminal.say("Everything I have stored about you: " + ", ".join(str(path) for path in parts))
+
+
+async def _forget(terminal: Terminal, rest: str) -> None:
+    if rest.lower() != "confirm":
+        terminal.say(FORGET_ASK.replace("(You can also type /forget confirm.)", "Type /forget confirm."))
+        return
+    runtime = terminal.runtime
+    pending = (await runtime.forget(terminal.user_id)).stores_pending
+    # The chat goes on as a stranger of the same name, as a Telegram user writing again would.
+    user, _ = await get_or_create_user(
+        runtime.sessions,
+        key=f"cli:{terminal.user_name}",
+        now=terminal.clock.now(),
+        timezone=runtime.settings.default_timezone,
+        name=terminal.user_name,
+    )
+    terminal.user_id = user.id
+    terminal.say(FORGOTTEN_PENDING if pending else FORGOTTEN)
+
+
+async def _wait(terminal: Terminal, rest: str) -> None:
+    try:
+        minutes = float(rest) if rest else 16.0
+    except ValueError:
+        terminal.say("/wait takes a number of minutes, e.g. /wait 20")
+        return
+    if not 0 < minutes <= 60 * 24 * 366:
+        terminal.say("/wait takes a number of minutes between 0 and a year")
+        return
+    terminal.clock.advance(timedelta(minutes=minutes))
+    results = await terminal.run_jobs()
+    closed = results.get("sessions", {}).get("closed", 0)
+    processed = results.get("postprocess", {}).get("processed", 0)
+    terminal.say(
+        f"(time moves on by {minutes:g} minutes: {closed} conversation(s) closed, {processed} remembered)"
+    )
+
+
+async def _context(terminal: Terminal, rest: str) -> None:
+    async with terminal.runtime.sessions() as session:
+        prompt = await PromptRepository(session).latest_for(terminal.user_id)
+    if prompt is None:
+        terminal.say("(no message yet: the context is built for each message)")
+    elif rest.lower() == "counts":
+        terminal.say(format_snapshot(prompt.context_snapshot))
+    else:
+        terminal.say(
+            f"(what the model read with your last message, each tier in its tag)\n{prompt.instructions}"
+        )
+
+
+def _folder(name: str) -> Path:
+    folder = Path(name).expanduser()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+_COMMANDS: dict[str, Callable[[Terminal, str], Awaitable[None]]] = {
+    "help": _help,
+    "memory": _memory,
+    "timezone": _timezone,
+    "language": _language,
+    "export": _export,
+    "forget": _forget,
+    "wait": _wait,
+    "context": _context,
+}
