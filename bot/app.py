@@ -17,6 +17,7 @@ from telegram.ext import (
     ApplicationBuilder,
     CallbackQueryHandler,
     CommandHandler,
+    ContextTypes,
     MessageHandler,
     MessageReactionHandler,
     TypeHandler,
@@ -43,10 +44,11 @@ from bot.handlers import (
     reactions,
     reminders,
 )
+from bot.handlers.context import HandlerContext
 from bot.preflight import listen, one_line, preflight
 from bot.ratelimit import RateLimiter
 from bot.runtime import Runtime, build_runtime
-from bot.services import SERVICES_KEY, BotServices, services, services_of
+from bot.services import BotData, BotServices, services_of
 from bot.web.app import build_web_app
 from bot.web.timeline import command as timeline_command
 from db.migrate import upgrade_in_child
@@ -79,11 +81,14 @@ def build_application(runtime: Runtime, *, webhook: bool | None = None) -> AnyAp
         .base_url(settings.telegram_api_base_url)
         .base_file_url(settings.telegram_files_url)
         .updater(None)
+        # Handlers read `context.services` and `context.row` (bot/handlers/context.py).
+        .context_types(ContextTypes(context=HandlerContext, bot_data=BotData))
         .post_init(_post_init)
         .post_shutdown(_post_shutdown)
         .build()
     )
-    application.bot_data[SERVICES_KEY] = BotServices(
+    data: BotData = application.bot_data
+    data.services = BotServices(
         runtime=runtime,
         onboarding=OnboardingService(
             sessions=runtime.sessions,
@@ -97,7 +102,7 @@ def build_application(runtime: Runtime, *, webhook: bool | None = None) -> AnyAp
         turn_slots=asyncio.Semaphore(max(1, settings.max_concurrent_turns)),
         delivery=build_delivery(application, runtime, webhook=use_webhook, allowed_updates=ALLOWED_UPDATES),
     )
-    application.bot_data["webhook"] = use_webhook
+    data.webhook = use_webhook
     _register(application, settings)
     return application
 
@@ -160,7 +165,7 @@ async def _post_init(application: AnyApplication) -> None:
     settings = s.runtime.settings
     await application.bot.set_my_commands([BotCommand(name, text) for name, text in commands.USER_COMMANDS])
     await timeline_command.point_menu_button(application.bot, settings)
-    if application.bot_data.get("webhook"):
+    if application.bot_data.webhook:
         assert settings.webhook_url is not None and settings.webhook_secret is not None
         try:
             await application.bot.set_webhook(
@@ -266,4 +271,4 @@ def run_bot(settings: Settings) -> None:
     asyncio.run(serve(settings))
 
 
-__all__ = ["build_application", "run_bot", "running", "serve", "services"]
+__all__ = ["build_application", "run_bot", "running", "serve"]

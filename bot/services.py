@@ -1,4 +1,4 @@
-"""What the Telegram handlers share: the runtime plus the bot-only helpers, kept in `bot_data`."""
+"""What the Telegram handlers share: the runtime plus the bot-only helpers, kept in the typed `bot_data`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from telegram import Bot
 from telegram import User as TelegramUser
-from telegram.ext import Application, CallbackContext
+from telegram.ext import Application
 
 from agent.account.access import AccessPolicy
 from agent.account.users import get_or_create_user
@@ -19,8 +19,6 @@ from bot.delivery.sending import send_text
 from bot.ratelimit import RateLimiter, Scope
 from bot.runtime import Runtime
 from db.models import User
-
-SERVICES_KEY = "nikita"
 
 
 def telegram_identity(person: TelegramUser) -> str:
@@ -68,13 +66,15 @@ class BotServices:
         return not verdict.allowed
 
 
+class BotData:
+    """The application's `bot_data` (ContextTypes): the services and how updates arrive, set once by
+    `bot.app.build_application` before any handler runs."""
+
+    services: BotServices
+    webhook: bool = False
+
+
 def services_of(application: Application[Any, Any, Any, Any, Any, Any]) -> BotServices:
     """The services of an application built by `bot.app.build_application`."""
-    found = application.bot_data[SERVICES_KEY]
-    assert isinstance(found, BotServices)
-    return found
-
-
-def services(context: CallbackContext[Any, Any, Any, Any]) -> BotServices:
-    """The services of the application running a handler."""
-    return services_of(context.application)
+    data: BotData = application.bot_data
+    return data.services

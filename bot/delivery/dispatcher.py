@@ -33,25 +33,18 @@ from datetime import datetime, timedelta
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from telegram import Bot
-from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError
+from telegram.error import RetryAfter, TelegramError
 
 from agent.core.clock import Clock
+from bot.delivery.failures import DELAYED_REPLY, ERROR_REPLY, is_retryable
 from bot.delivery.reply import Delivery, LeaseLostError
 from db.inbox import InboxRepository, LeasedUpdate
 from db.stops import prune_stops
-from db.transient import Backoff, is_transient
+from db.transient import Backoff
 from db.uninterrupted import collect_abandoned_connections, uninterrupted
 
 logger = logging.getLogger(__name__)
 
-ERROR_REPLY = (
-    "Sorry, something went wrong on my side and I couldn't answer that. "
-    "Your message may not have reached me; please try again in a moment."
-)
-DELAYED_REPLY = (
-    "Sorry, I'm having trouble reaching my memory right now. I've kept your message and I'll "
-    "answer it as soon as I can."
-)
 PRUNE_EVERY = 600.0  # seconds between deletions of old finished rows
 # What a row's work may raise that is about the row, not a bug: logged, the row retried later.
 ROW_ERRORS = (SQLAlchemyError, OSError, TelegramError, TimeoutError)
@@ -62,13 +55,6 @@ Process = Callable[[Delivery], Awaitable[None]]
 def new_owner() -> str:
     """This process's name on the leases it holds."""
     return f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-def is_retryable(exc: BaseException) -> bool:
-    """A failure the same work survives a moment later: the database or Telegram's network."""
-    # PTB's BadRequest is a NetworkError too, and it never heals by itself.
-    telegram = isinstance(exc, NetworkError | RetryAfter) and not isinstance(exc, BadRequest)
-    return telegram or is_transient(exc)
 
 
 class Dispatcher:

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
-from contextvars import ContextVar
+from contextlib import suppress
 from dataclasses import dataclass
 
 from sqlalchemy import select
@@ -35,25 +33,6 @@ from db.models import InboxUpdate
 from db.uninterrupted import uninterrupted
 
 logger = logging.getLogger(__name__)
-
-
-# The row whose update the running handlers work: set around `application.process_update`, so a
-# handler reads its own row instead of asking the dispatcher for it by update id.
-_WORKED: ContextVar[Delivery | None] = ContextVar("worked_inbox_row", default=None)
-
-
-def worked_row_if_any() -> Delivery | None:
-    """The inbox row the running handler (or error handler) works, if it runs for one."""
-    return _WORKED.get()
-
-
-def worked_row() -> Delivery:
-    """The inbox row the running handler works: pass its `receipt` to a turn, and the dispatcher
-    sends the answer the turn recorded."""
-    row = _WORKED.get()
-    if row is None:
-        raise RuntimeError("no inbox row is being worked here: updates reach the handlers through the inbox")
-    return row
 
 
 class LeaseLostError(NikitaError):
@@ -243,13 +222,3 @@ async def _edit(bot: Bot, chat_id: int, message_id: int, chunk: Chunk) -> None:
     except BadRequest as exc:
         if "not modified" not in exc.message:  # else the preview already shows exactly this
             raise
-
-
-@contextmanager
-def working(row: Delivery) -> Iterator[None]:
-    """Make `row` the worked row of the handlers run inside the body."""
-    token = _WORKED.set(row)
-    try:
-        yield
-    finally:
-        _WORKED.reset(token)

@@ -1,16 +1,17 @@
 """Durable delivery wired to one Application: the inbox, the dispatcher and (polling mode) the poller.
 
 Handlers stay ordinary python-telegram-bot handlers. The dispatcher feeds each leased row through
-`application.process_update`; a handler that answers through a turn passes the row's receipt
-(`worked_row().receipt`), and the dispatcher sends what the receipt recorded once the
-handler returns. Replies a handler sends itself (commands, rate-limit notes) are sent at least
+`application.process_update`; the handlers' context (bot/handlers/context.py) finds the row by its
+update id (`row_for`), a handler that answers through a turn passes the row's receipt
+(`context.row.receipt`), and the dispatcher sends what the receipt recorded once the handler
+returns. Replies a handler sends itself (commands, rate-limit notes) are sent at least
 once: a crash before the row is marked done runs the handler again on resume.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -21,7 +22,7 @@ from agent.core.settings import Settings
 from bot.delivery.dispatcher import Dispatcher
 from bot.delivery.intake import Inbox
 from bot.delivery.polling import Poller
-from bot.delivery.reply import Delivery, working
+from bot.delivery.reply import Delivery
 from bot.delivery.stops import Stops
 from bot.runtime import Runtime
 
@@ -39,6 +40,12 @@ class DeliveryRunner:
     poller: Poller | None
     grace_seconds: float
     stops: Stops
+    # The rows whose updates the handlers are running now, by update id (one row per update id).
+    handling: dict[int, Delivery] = field(default_factory=dict)
+
+    def row_for(self, update_id: int) -> Delivery | None:
+        """The inbox row the handlers of this update work, if they run for one."""
+        return self.handling.get(update_id)
 
     def start(self) -> None:
         """Start working the inbox (and polling)."""
@@ -58,6 +65,7 @@ def build_delivery(
 ) -> DeliveryRunner:
     """The inbox machinery of one application (built once, in `build_application`)."""
     settings: Settings = runtime.settings
+    handling: dict[int, Delivery] = {}
 
     async def process(delivery: Delivery) -> None:
         payload = delivery.row.payload or {}
@@ -69,8 +77,11 @@ def build_delivery(
             )
             delivery.outcome = "ignored"
             return
-        with working(delivery):
+        handling[update.update_id] = delivery
+        try:
             await application.process_update(update)
+        finally:
+            handling.pop(update.update_id, None)
 
     dispatcher = Dispatcher(
         sessions=runtime.sessions,
@@ -100,4 +111,4 @@ def build_delivery(
             allowed_updates=allowed_updates,
         )
     )
-    return DeliveryRunner(inbox, dispatcher, poller, settings.shutdown_grace_seconds, stops)
+    return DeliveryRunner(inbox, dispatcher, poller, settings.shutdown_grace_seconds, stops, handling)

@@ -13,11 +13,11 @@ from datetime import UTC
 
 from telegram import Update
 from telegram.constants import ChatType
-from telegram.ext import ApplicationHandlerStop, ContextTypes
+from telegram.ext import ApplicationHandlerStop
 
 from agent.account.access import REFUSED, STRANGERS
-from bot.delivery.reply import worked_row_if_any
-from bot.services import services, telegram_identity
+from bot.handlers.context import HandlerContext
+from bot.services import telegram_identity
 from db.access import AccessRepository
 
 logger = logging.getLogger(__name__)
@@ -26,17 +26,17 @@ logger = logging.getLogger(__name__)
 GATE_GROUP = -10
 
 
-async def gate(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def gate(update: Update, context: HandlerContext) -> None:
     """Let the update through, or refuse it here (ApplicationHandlerStop: no other handler runs)."""
     person = update.effective_user
     if person is None:
         return
-    s = services(context)
+    s = context.services
     if await s.access.allows(person.id, person.username):
         return
     now = s.runtime.clock.now()
     chat = update.effective_chat
-    row = worked_row_if_any()
+    row = context.row_if_any
     answer: str | None = None
     if chat is not None and chat.type == ChatType.PRIVATE and row is not None:
         verdict = await s.limiter.first_refusal(telegram_identity(person), now, "stranger")

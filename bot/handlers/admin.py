@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from telegram import Update
-from telegram.ext import ContextTypes
 
 from agent.account.access import Rule
 from agent.account.access_keys import access_key
 from bot.delivery.sending import send_text
+from bot.handlers.context import HandlerContext
 from bot.handlers.reports import access_report, prompt_report, stats_report, user_report
-from bot.services import services
 from jobs.queue import queue_stats, requeue
 
 ADMIN_COMMANDS = ("stats", "user", "prompt", "reprocess", "jobs", "allow", "deny", "access")
@@ -24,11 +23,11 @@ def _one_int(args: list[str] | None) -> int | None:
         return None
 
 
-async def on_stats(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_stats(update: Update, context: HandlerContext) -> None:
     """/stats: users, active today, conversations, messages, job queue, failures, model use."""
     if update.effective_message is None:
         return
-    s = services(context)
+    s = context.services
     queue = await queue_stats(s.runtime.sessions)
     report = await stats_report(
         s.runtime.sessions,
@@ -40,7 +39,7 @@ async def on_stats(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await send_text(context.bot, update.effective_message.chat_id, report)
 
 
-async def on_user(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_user(update: Update, context: HandlerContext) -> None:
     """/user <telegram id>: profile, counts, last activity, model calls and tokens per day."""
     if update.effective_message is None:
         return
@@ -48,12 +47,12 @@ async def on_user(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     text = (
         "Usage: /user <telegram id>"
         if telegram_id is None
-        else await user_report(services(context).runtime.sessions, telegram_id, update.effective_message.date)
+        else await user_report(context.services.runtime.sessions, telegram_id, update.effective_message.date)
     )
     await send_text(context.bot, update.effective_message.chat_id, text)
 
 
-async def on_prompt(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_prompt(update: Update, context: HandlerContext) -> None:
     """/prompt <telegram id>: the last context snapshot (tiers, tokens, what was left out)."""
     if update.effective_message is None:
         return
@@ -61,12 +60,12 @@ async def on_prompt(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     text = (
         "Usage: /prompt <telegram id>"
         if telegram_id is None
-        else await prompt_report(services(context).runtime.sessions, telegram_id)
+        else await prompt_report(context.services.runtime.sessions, telegram_id)
     )
     await send_text(context.bot, update.effective_message.chat_id, text)
 
 
-async def on_reprocess(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_reprocess(update: Update, context: HandlerContext) -> None:
     """/reprocess <conversation id>: queue a closed conversation for post-processing again."""
     message = update.effective_message
     if message is None:
@@ -74,36 +73,36 @@ async def on_reprocess(update: Update, context: ContextTypes.DEFAULT_TYPE) -> No
     conversation_id = _one_int(context.args)
     if conversation_id is None:
         text = "Usage: /reprocess <conversation id>"
-    elif await requeue(services(context).runtime.sessions, conversation_id, message.date):
+    elif await requeue(context.services.runtime.sessions, conversation_id, message.date):
         text = f"Conversation {conversation_id} is queued for post-processing."
     else:
         text = f"Conversation {conversation_id} does not exist or is still active."
     await send_text(context.bot, message.chat_id, text)
 
 
-async def on_jobs(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_jobs(update: Update, context: HandlerContext) -> None:
     """/jobs: the post-processing queue and due day summaries."""
     if update.effective_message is None:
         return
-    stats = await queue_stats(services(context).runtime.sessions)
+    stats = await queue_stats(context.services.runtime.sessions)
     await send_text(context.bot, update.effective_message.chat_id, stats.format())
 
 
-async def on_allow(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_allow(update: Update, context: HandlerContext) -> None:
     """/allow <id|@username>: let this person use the bot (under ACCESS=allowlist; lifts a /deny)."""
     await _set_rule(update, context, "allow")
 
 
-async def on_deny(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_deny(update: Update, context: HandlerContext) -> None:
     """/deny <id|@username>: block this person, in either access mode (admins excepted)."""
     await _set_rule(update, context, "deny")
 
 
-async def _set_rule(update: Update, context: ContextTypes.DEFAULT_TYPE, rule: Rule) -> None:
+async def _set_rule(update: Update, context: HandlerContext, rule: Rule) -> None:
     message, person = update.effective_message, update.effective_user
     if message is None or person is None:
         return
-    s = services(context)
+    s = context.services
     key = access_key(context.args[0]) if context.args and len(context.args) == 1 else None
     if key is None:
         text = f"Usage: /{rule} <telegram id or @username>"
@@ -118,9 +117,9 @@ async def _set_rule(update: Update, context: ContextTypes.DEFAULT_TYPE, rule: Ru
     await send_text(context.bot, message.chat_id, text)
 
 
-async def on_access(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_access(update: Update, context: HandlerContext) -> None:
     """/access: the access mode, the admins, ALLOWED_USERS and the /allow and /deny rules."""
     if update.effective_message is None:
         return
-    listing = await services(context).access.listing()
+    listing = await context.services.access.listing()
     await send_text(context.bot, update.effective_message.chat_id, access_report(listing))

@@ -7,20 +7,17 @@ from __future__ import annotations
 import logging
 import re
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
-from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
+from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram.constants import ChatType
-from telegram.ext import ContextTypes
 
 from agent.account.export import PartWriter, export_events
 from agent.account.timezones import Ambiguous, lookup_timezone
 from agent.reminders.store import move_to_zone
 from agent.search.language import parse_language, set_language
 from bot.delivery.sending import send_text
-from bot.ratelimit import Scope
-from bot.services import BotServices, services
+from bot.handlers.context import HandlerContext, sender
 from db.inbox import InboxRepository
 from db.models import User
 from db.repositories import UserRepository
@@ -68,42 +65,18 @@ FORGOTTEN_PENDING = (
 )
 
 
-@dataclass(frozen=True)
-class Caller:
-    """Who sent a command, where, and their account."""
-
-    message: Message
-    services: BotServices
-    user: User
-
-
-async def caller(
-    update: Update, context: ContextTypes.DEFAULT_TYPE, *, limit: Scope | None = None
-) -> Caller | None:
-    """The command's sender and account, or None when there is no one to answer (or, with `limit`,
-    the sender is over that rate limit and has been told so)."""
-    message, person = update.effective_message, update.effective_user
-    if message is None or person is None:
-        return None
-    s = services(context)
-    if limit is not None and await s.over_limit(context.bot, person, message.chat_id, message.date, limit):
-        return None
-    user, _ = await s.account(person, message.date)
-    return Caller(message, s, user)
-
-
-async def on_help(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_help(update: Update, context: HandlerContext) -> None:
     """/help: the user commands."""
     if update.effective_message is not None:
-        name = services(context).runtime.settings.persona_name
+        name = context.services.runtime.settings.persona_name
         await send_text(context.bot, update.effective_message.chat_id, help_text(name))
 
 
-async def on_timezone(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_timezone(update: Update, context: HandlerContext) -> None:
     """/timezone [place]: show the user's time zone, or set it from a zone, city or country name."""
-    if (c := await caller(update, context)) is None:
+    if (c := await sender(update, context, limit=None)) is None:
         return
-    s, user, message = c.services, c.user, c.message
+    s, user, message = context.services, c.user, c.message
     wanted = " ".join(context.args or [])
     if not wanted:
         text = f"Your time zone is {user.timezone}. To change it: /timezone Lisbon (or Europe/Lisbon)."
@@ -126,11 +99,11 @@ async def on_timezone(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
     await send_text(context.bot, message.chat_id, text)
 
 
-async def on_language(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_language(update: Update, context: HandlerContext) -> None:
     """/language [code or name]: show the language searches read the user's messages in, or set it."""
-    if (c := await caller(update, context)) is None:
+    if (c := await sender(update, context, limit=None)) is None:
         return
-    s, user, message = c.services, c.user, c.message
+    s, user, message = context.services, c.user, c.message
     wanted = " ".join(context.args or [])
     if not wanted:
         known = f"is {user.language}" if user.language else "isn't known yet (I'll tell from your messages)"
@@ -144,11 +117,11 @@ async def on_language(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
     await send_text(context.bot, message.chat_id, text)
 
 
-async def on_export(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_export(update: Update, context: HandlerContext) -> None:
     """/export: everything stored about the user, as JSON documents in the chat (parts when large)."""
-    if (c := await caller(update, context, limit="export")) is None:
+    if (c := await sender(update, context, limit="export")) is None:
         return
-    s, user, message = c.services, c.user, c.message
+    s, user, message = context.services, c.user, c.message
     # Written to a private temporary folder part by part, sent, and deleted right after.
     with tempfile.TemporaryDirectory(prefix="nikita-export-") as folder:
         settings = s.runtime.settings
@@ -183,7 +156,7 @@ def export_caption(number: int, total: int) -> str:
     )
 
 
-async def on_forget(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_forget(update: Update, context: HandlerContext) -> None:
     """/forget asks first; /forget confirm (or the button) deletes everything."""
     message, person = update.effective_message, update.effective_user
     if message is None or person is None:
@@ -202,7 +175,7 @@ async def on_forget(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await message.reply_text(FORGET_ASK, reply_markup=buttons)
 
 
-async def on_forget_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_forget_button(update: Update, context: HandlerContext) -> None:
     """The answer to /forget's question, honoured only in the presser's own private chat."""
     query = update.callback_query
     if query is None:
@@ -233,8 +206,8 @@ def own_chat(query: CallbackQuery) -> int | None:
     return message.chat.id
 
 
-async def _forget(context: ContextTypes.DEFAULT_TYPE, update: Update, telegram_id: int, chat_id: int) -> None:
-    s = services(context)
+async def _forget(context: HandlerContext, update: Update, telegram_id: int, chat_id: int) -> None:
+    s = context.services
     async with s.runtime.sessions() as session:
         user = await UserRepository(session).by_telegram_id(telegram_id)
     pending: tuple[str, ...] = ()

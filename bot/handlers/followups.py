@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from telegram import Update
-from telegram.ext import ContextTypes
 
 from agent.proactive.choice import set_followups
 from agent.proactive.rules import enabled_for
 from bot.delivery.sending import send_text
-from bot.handlers.commands import caller, own_chat
-from bot.services import services
+from bot.handlers.commands import own_chat
+from bot.handlers.context import HandlerContext, sender
 from db.repositories import UserRepository
 
 USAGE = "Follow-ups are {state}. /followups on or /followups off to change it."
@@ -17,11 +16,11 @@ TURNED_ON = "Okay: now and then I'll come back to something you told me. /follow
 TURNED_OFF = "Okay, I won't write first any more. I'm here whenever you write. (/followups on to undo.)"
 
 
-async def on_followups(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_followups(update: Update, context: HandlerContext) -> None:
     """/followups [on|off]: show or change whether the bot may write first."""
-    if (c := await caller(update, context, limit="memory")) is None:
+    if (c := await sender(update, context, limit="memory")) is None:
         return
-    s, user, message = c.services, c.user, c.message
+    s, user, message = context.services, c.user, c.message
     choice = (context.args or [""])[0].strip().lower()
     if choice in ("on", "off"):
         await set_followups(s.runtime.sessions, user.id, choice == "on", now=s.runtime.clock.now())
@@ -31,7 +30,7 @@ async def on_followups(update: Update, context: ContextTypes.DEFAULT_TYPE) -> No
     await send_text(context.bot, message.chat_id, USAGE.format(state=state))
 
 
-async def on_followups_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_followups_button(update: Update, context: HandlerContext) -> None:
     """The button under a proactive message: follow-ups off for the presser, in their own chat."""
     query = update.callback_query
     if query is None:
@@ -40,7 +39,7 @@ async def on_followups_button(update: Update, context: ContextTypes.DEFAULT_TYPE
     if chat_id is None:
         await query.answer("This button only works in your own chat with me: /followups off", show_alert=True)
         return
-    s = services(context)
+    s = context.services
     async with s.runtime.sessions() as session:
         user = await UserRepository(session).by_telegram_id(query.from_user.id)
     await query.answer()

@@ -14,15 +14,14 @@ from pathlib import PurePosixPath
 
 from telegram import Update
 from telegram.error import BadRequest
-from telegram.ext import ContextTypes
 
 from agent.chat.attachments import Attachment
 from agent.chat.documents import DocumentTooHeavyError
 from agent.chat.pdf import UnreadablePdfError
 from agent.core.errors import NikitaError
+from bot.handlers.context import HandlerContext
 from bot.handlers.messages import Fetched, answer, describe, on_other
 from bot.handlers.transcribe import TranscriptionError, transcribe
-from bot.services import services
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +43,7 @@ class FileTooLargeError(NikitaError):
     """A file over its cap, found before or during the download."""
 
 
-async def _download(context: ContextTypes.DEFAULT_TYPE, file_id: str, size: int | None, cap: int) -> bytes:
+async def _download(context: HandlerContext, file_id: str, size: int | None, cap: int) -> bytes:
     if size is not None and size > cap:
         raise FileTooLargeError(f"{size} bytes > {cap}")
     try:
@@ -65,12 +64,12 @@ def _limit(cap: int) -> str:
     return f"{cap // 1_000_000} MB" if cap >= 1_000_000 else f"{cap // 1000} KB"
 
 
-async def on_photo(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_photo(update: Update, context: HandlerContext) -> None:
     """A photo: the model sees it (with the caption) and answers; the transcript keeps a description."""
     message = update.effective_message
     if message is None or not message.photo:
         return
-    cap = services(context).runtime.settings.photo_max_bytes
+    cap = context.services.runtime.settings.photo_max_bytes
     kind, content = describe(message)
     # The largest size under the cap (Telegram sends several sizes of every photo).
     fitting = [p for p in message.photo if p.file_size is None or p.file_size <= cap] or [message.photo[0]]
@@ -86,7 +85,7 @@ async def on_photo(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await answer(update, context, content, kind=kind, fetch=fetch)
 
 
-async def on_document(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_document(update: Update, context: HandlerContext) -> None:
     """A text file (txt, md, csv, json) or a PDF's text is read like a photo is seen; other files get
     the short answer."""
     message = update.effective_message
@@ -97,7 +96,7 @@ async def on_document(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
     if suffix not in TEXT_TYPES and suffix != PDF:
         await on_other(update, context)
         return
-    runtime = services(context).runtime
+    runtime = context.services.runtime
     settings = runtime.settings
     cap = settings.pdf_max_bytes if suffix == PDF else settings.document_max_bytes
     kind, content = describe(message)
@@ -129,10 +128,10 @@ async def on_document(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
     await answer(update, context, content, kind=kind, fetch=fetch)
 
 
-async def on_voice(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_voice(update: Update, context: HandlerContext) -> None:
     """A voice note: transcribed when an endpoint is configured, then answered as text."""
     message = update.effective_message
-    settings = services(context).runtime.settings
+    settings = context.services.runtime.settings
     if message is None or message.voice is None or not settings.transcription_url:
         await on_other(update, context)
         return

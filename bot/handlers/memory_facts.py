@@ -6,14 +6,13 @@ import logging
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram.error import BadRequest
-from telegram.ext import ContextTypes
 
 from agent.search.corrections import FactsPage, facts_page, forget_fact
 from bot.delivery.sending import split_text
-from bot.handlers.commands import caller, own_chat
+from bot.handlers.commands import own_chat
+from bot.handlers.context import HandlerContext, sender
 from bot.handlers.reports import memory_report
 from bot.runtime import Runtime
-from bot.services import services
 from db.repositories import UserRepository
 
 logger = logging.getLogger(__name__)
@@ -57,11 +56,11 @@ async def read_page(runtime: Runtime, user_id: int, page: int) -> FactsPage:
         return await facts_page(session, user_id, page=page, size=PAGE_SIZE)
 
 
-async def on_memory(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_memory(update: Update, context: HandlerContext) -> None:
     """/memory: profile, open threads, today's summary and a few facts, a button per fact to forget it."""
-    if (c := await caller(update, context, limit="memory")) is None:
+    if (c := await sender(update, context, limit="memory")) is None:
         return
-    runtime = c.services.runtime
+    runtime = context.services.runtime
     report = await memory_report(runtime.sessions, c.user.id, c.message.date, graph=runtime.graph)
     # The newest facts' buttons go under the report; "Older" turns it into the list of facts.
     _, markup = page_message(await read_page(runtime, c.user.id, 1))
@@ -71,7 +70,7 @@ async def on_memory(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await context.bot.send_message(chat_id=c.message.chat_id, text=last, reply_markup=markup)
 
 
-async def on_fact_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_fact_button(update: Update, context: HandlerContext) -> None:
     """Forget one fact of the presser's own, or turn the page; in their own chat only."""
     query = update.callback_query
     if query is None:
@@ -81,7 +80,7 @@ async def on_fact_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> 
     if chat_id is None or len(parts) < 3 or not all(p.isdigit() for p in parts[2:]):
         await query.answer(NOT_HERE, show_alert=True)
         return
-    runtime = services(context).runtime
+    runtime = context.services.runtime
     async with runtime.sessions() as session:
         user = await UserRepository(session).by_telegram_id(query.from_user.id)
     if user is None:

@@ -11,15 +11,15 @@ from datetime import timedelta
 
 from telegram import Message, Update
 from telegram.error import TelegramError
-from telegram.ext import ApplicationHandlerStop, ContextTypes
+from telegram.ext import ApplicationHandlerStop
 
 from agent.chat.attachments import Attachment
 from agent.turn.transcript import store_unanswered
-from bot.delivery.dispatcher import ERROR_REPLY, is_retryable
-from bot.delivery.reply import LeaseLostError, worked_row, worked_row_if_any
+from bot.delivery.failures import ERROR_REPLY, is_retryable
+from bot.delivery.reply import LeaseLostError
 from bot.delivery.sending import send_text, typing
 from bot.delivery.streaming import preview
-from bot.services import services
+from bot.handlers.context import HandlerContext, Sender, sender
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def describe(message: Message) -> tuple[str, str]:
     return kind, f"[{kind.replace('_', ' ')}{detail}]{caption}"
 
 
-async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_text(update: Update, context: HandlerContext) -> None:
     """A text message: onboarding until it is complete, then the turn (the inbox sends the answer)."""
     message = update.effective_message
     if message is not None and message.text is not None:
@@ -86,7 +86,7 @@ Fetch = Callable[[], Awaitable[Fetched]]
 
 async def answer(
     update: Update,
-    context: ContextTypes.DEFAULT_TYPE,
+    context: HandlerContext,
     text: str,
     *,
     kind: str = "text",
@@ -96,19 +96,13 @@ async def answer(
 
     Media (`fetch` downloads or transcribes them, in order, after the limits) wait for onboarding.
     """
-    message, person = update.effective_message, update.effective_user
-    if message is None or person is None:
+    if (c := await sender(update, context)) is None:
         return
-    s = services(context)
-    row = worked_row()
+    s, row, message, person, user = context.services, context.row, c.message, c.person, c.user
     receipt = row.receipt
-    # Limits are counted per Telegram identity before any row is written for the message.
-    if await s.over_limit(context.bot, person, message.chat_id, message.date):
-        return
-    user, _ = await s.account(person, message.date)
     onboarding = user.onboarding_status != "complete"
     if onboarding and kind != "text":
-        await store_short_answer(update, context, user.id, kind, text, _REPLIES.get(kind, OTHER_REPLY))
+        await store_short_answer(context, c, kind, text, _REPLIES.get(kind, OTHER_REPLY))
         return
     if onboarding and await s.over_limit(context.bot, person, message.chat_id, message.date, "onboarding"):
         return
@@ -116,7 +110,7 @@ async def answer(
     if fetch is not None:
         fetched = await fetch()
         if fetched.refusal is not None:
-            await store_short_answer(update, context, user.id, kind, fetched.text, fetched.refusal)
+            await store_short_answer(context, c, kind, fetched.text, fetched.refusal)
             return
         text, attachments = fetched.text, fetched.attachments
     async with (
@@ -148,15 +142,11 @@ async def answer(
         )
 
 
-async def on_start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_start(update: Update, context: HandlerContext) -> None:
     """/start: onboarding for someone new, a short welcome back for everyone else."""
-    message, person = update.effective_message, update.effective_user
-    if message is None or person is None:
+    if (c := await sender(update, context, limit="start")) is None:
         return
-    s = services(context)
-    if await s.over_limit(context.bot, person, message.chat_id, message.date, "start"):
-        return
-    user, _ = await s.account(person, message.date)
+    s, message, person, user = context.services, c.message, c.person, c.user
     if user.onboarding_status == "complete":
         name = user.name or person.first_name
         await send_text(
@@ -176,17 +166,15 @@ async def on_start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
             message.date,
             telegram_message_id=message.message_id,
             fallback_name=person.first_name,
-            receipt=worked_row().receipt,
+            receipt=context.row.receipt,
         )
 
 
-async def on_skip(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_skip(update: Update, context: HandlerContext) -> None:
     """/skip: leave onboarding now with what was collected."""
-    message, person = update.effective_message, update.effective_user
-    if message is None or person is None:
+    if (c := await sender(update, context, limit=None)) is None:
         return
-    s = services(context)
-    user, _ = await s.account(person, message.date)
+    s, message, person, user = context.services, c.message, c.person, c.user
     if user.onboarding_status == "complete":
         await send_text(context.bot, message.chat_id, "Nothing to skip: we're already talking!")
         return
@@ -198,7 +186,7 @@ async def on_skip(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     )
 
 
-async def on_other(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_other(update: Update, context: HandlerContext) -> None:
     """Stickers, photos, voice, files...: stored as what they are, a short reply, no model call."""
     message = update.effective_message
     if message is not None:
@@ -206,53 +194,41 @@ async def on_other(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         await short_answer(update, context, kind, content, _REPLIES.get(kind, OTHER_REPLY))
 
 
-async def short_answer(
-    update: Update, context: ContextTypes.DEFAULT_TYPE, kind: str, content: str, reply: str
-) -> None:
+async def short_answer(update: Update, context: HandlerContext, kind: str, content: str, reply: str) -> None:
     """Store a message the model does not see, with `reply` as its answer (the inbox sends it)."""
-    message, person = update.effective_message, update.effective_user
-    if message is None or person is None:
-        return
-    s = services(context)
-    if await s.over_limit(context.bot, person, message.chat_id, message.date):
-        return
-    user, _ = await s.account(person, message.date)
-    await store_short_answer(update, context, user.id, kind, content, reply)
+    if (c := await sender(update, context)) is not None:
+        await store_short_answer(context, c, kind, content, reply)
 
 
-async def store_short_answer(
-    update: Update, context: ContextTypes.DEFAULT_TYPE, user_id: int, kind: str, content: str, reply: str
-) -> None:
-    """The storing half of `short_answer`, for callers that already hold the sender's order."""
-    message = update.effective_message
-    assert message is not None
-    s = services(context)
+async def store_short_answer(context: HandlerContext, c: Sender, kind: str, content: str, reply: str) -> None:
+    """The storing half of `short_answer`, for callers past the preamble."""
+    message, s = c.message, context.services
     # Stored with its short answer in one transaction; the inbox sends the answer.
     await store_unanswered(
         s.runtime.sessions,
-        user_id,
+        c.user.id,
         kind=kind,
         content=content,
         sent_at=message.date,
         session_timeout=timedelta(minutes=s.runtime.settings.session_timeout_minutes),
         telegram_message_id=message.message_id,
         answer=reply,
-        receipt=worked_row().receipt,
+        receipt=context.row.receipt,
     )
 
 
-async def on_unknown_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_unknown_command(update: Update, context: HandlerContext) -> None:
     """Any command nobody handled (including admin commands from non-admins)."""
     if update.effective_message is not None:
         await send_text(context.bot, update.effective_message.chat_id, UNKNOWN_COMMAND)
 
 
-async def on_ignored(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_ignored(update: Update, context: HandlerContext) -> None:
     """Edited messages and channel posts: noted in the log, otherwise ignored."""
     logger.debug("ignored update", extra={"update_id": update.update_id})
 
 
-async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_error(update: object, context: HandlerContext) -> None:
     """The one error handler: log with context, tell the user honestly that it failed.
 
     For an update worked from the inbox the dispatcher decides: it retries transient database and
@@ -261,8 +237,8 @@ async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
     error = context.error
     details: dict[str, object] = {"error": repr(error)}
     chat_id: int | None = None
-    # Set by the dispatcher around the handlers, which PTB's error handling runs inside.
-    row = worked_row_if_any()
+    # PTB's error handling runs inside the dispatcher's call of the handlers, for the same row.
+    row = context.row_if_any
     if isinstance(update, Update):
         details["update_id"] = update.update_id
         if update.effective_user is not None:

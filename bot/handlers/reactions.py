@@ -7,10 +7,10 @@ import logging
 
 from telegram import ReactionType, ReactionTypeCustomEmoji, ReactionTypeEmoji, Update
 from telegram.constants import ChatType
-from telegram.ext import ContextTypes
 
 from agent.turn.reactions import record_reaction
-from bot.services import services, telegram_identity
+from bot.handlers.context import HandlerContext
+from bot.services import telegram_identity
 
 logger = logging.getLogger(__name__)
 
@@ -24,13 +24,13 @@ def emoji_of(reaction: ReactionType) -> str:
     return "paid"
 
 
-async def on_reaction(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_reaction(update: Update, context: HandlerContext) -> None:
     """A person changed their reaction to a message in their private chat: stored, no reply."""
     changed = update.message_reaction
     person = changed.user if changed is not None else None
     if changed is None or person is None or changed.chat.type != ChatType.PRIVATE:
         return
-    s = services(context)
+    s = context.services
     # Counted like any message (a flood of reactions is limited too), never as a model call.
     if await s.over_limit(context.bot, person, changed.chat.id, changed.date):
         return

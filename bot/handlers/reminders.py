@@ -6,7 +6,6 @@ import logging
 from typing import cast
 
 from telegram import InlineKeyboardMarkup, Update
-from telegram.ext import ContextTypes
 
 from agent.core.clock import ensure_utc
 from agent.proactive.plans import zone_of
@@ -14,8 +13,8 @@ from agent.reminders.schedule import Repeat, describe, label, parse_local
 from agent.reminders.store import Snooze, active_reminders, cancel_reminder, mark_done, snooze
 from bot.delivery.reminder_buttons import cancel_button, parse_press
 from bot.delivery.sending import send_text
-from bot.handlers.commands import caller, own_chat
-from bot.services import services
+from bot.handlers.commands import own_chat
+from bot.handlers.context import HandlerContext, sender
 from db.repositories import UserRepository
 
 logger = logging.getLogger(__name__)
@@ -34,11 +33,11 @@ def _short(text: str) -> str:
     return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
 
 
-async def on_reminders(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_reminders(update: Update, context: HandlerContext) -> None:
     """/reminders: the user's active reminders, each with its next local time and a cancel button."""
-    if (c := await caller(update, context, limit="memory")) is None:
+    if (c := await sender(update, context, limit="memory")) is None:
         return
-    async with c.services.runtime.sessions() as session:
+    async with context.services.runtime.sessions() as session:
         reminders = await active_reminders(session, c.user.id)
     if not reminders:
         await send_text(context.bot, c.message.chat_id, NONE_SET)
@@ -52,7 +51,7 @@ async def on_reminders(update: Update, context: ContextTypes.DEFAULT_TYPE) -> No
     await context.bot.send_message(chat_id=c.message.chat_id, text="\n".join(lines), reply_markup=buttons)
 
 
-async def on_reminder_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_reminder_button(update: Update, context: HandlerContext) -> None:
     """Done, snooze or cancel, on a reminder of the presser's own, in their own chat."""
     query = update.callback_query
     if query is None:
@@ -62,7 +61,7 @@ async def on_reminder_button(update: Update, context: ContextTypes.DEFAULT_TYPE)
     if chat_id is None or press is None:
         await query.answer(NOT_HERE, show_alert=True)
         return
-    s = services(context)
+    s = context.services
     runtime = s.runtime
     now = runtime.clock.now()
     async with runtime.sessions() as session:

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.settings import Settings
 from bench.fakes.telegram_api import FakeTelegram
-from bot.delivery.dispatcher import ERROR_REPLY
+from bot.delivery.failures import ERROR_REPLY
 from bot.handlers.commands import FORGOTTEN
 from bot.web.app import WEBHOOK_PATH
 from db.engine import create_engine

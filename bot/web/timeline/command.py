@@ -5,11 +5,10 @@ from __future__ import annotations
 import logging
 
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, MenuButtonWebApp, Update, WebAppInfo
-from telegram.ext import ContextTypes
 
 from agent.core.settings import Settings
 from bot.delivery.sending import send_text
-from bot.services import services
+from bot.handlers.context import HandlerContext
 
 logger = logging.getLogger(__name__)
 
@@ -22,12 +21,12 @@ NOT_SET_UP = (
 )
 
 
-async def on_timeline(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_timeline(update: Update, context: HandlerContext) -> None:
     """/timeline: a button that opens the timeline Mini App."""
     message = update.effective_message
     if message is None:
         return
-    url = services(context).runtime.settings.webapp_url
+    url = context.services.runtime.settings.webapp_url
     if url is None:
         await send_text(context.bot, message.chat_id, NOT_SET_UP)
         return

@@ -1,0 +1,84 @@
+"""The handlers' context: python-telegram-bot's `CallbackContext` typed for this bot, and the preamble
+every user command and message handler starts with.
+
+`bot.app.build_application` registers `HandlerContext` with `ContextTypes`, so every handler (and
+the error handler) gets one: `context.services` are the bot's services (bot/services.py) and
+`context.row` is the inbox row whose update the handlers work, whose `receipt` a turn records its
+answer with (bot/delivery/reply.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from telegram import Message, Update
+from telegram import User as TelegramUser
+from telegram.ext import Application, CallbackContext, ExtBot
+
+from bot.delivery.reply import Delivery
+from bot.ratelimit import Scope
+from bot.services import BotData, BotServices
+from db.models import User
+
+
+class HandlerContext(CallbackContext[ExtBot[None], dict[Any, Any], dict[Any, Any], BotData]):
+    """What a handler reads besides the update: the bot's services and the inbox row it works."""
+
+    def __init__(
+        self,
+        application: Application[Any, Any, Any, Any, Any, Any],
+        chat_id: int | None = None,
+        user_id: int | None = None,
+    ) -> None:
+        super().__init__(application, chat_id=chat_id, user_id=user_id)
+        # Outside the inbox (an error raised by a job or a task of its own) there is no row.
+        self.row_if_any: Delivery | None = None
+
+    @classmethod
+    def from_update(
+        cls, update: object, application: Application[Any, HandlerContext, Any, Any, Any, Any]
+    ) -> HandlerContext:
+        """The context of one update's handlers (and of its error handler), with its inbox row."""
+        context = super().from_update(update, application)
+        if isinstance(update, Update):
+            context.row_if_any = context.services.delivery.row_for(update.update_id)
+        return context
+
+    @property
+    def services(self) -> BotServices:
+        """The runtime and the bot's own helpers."""
+        return self.bot_data.services
+
+    @property
+    def row(self) -> Delivery:
+        """The inbox row the running handler works: pass its `receipt` to a turn, and the dispatcher
+        sends the answer the turn recorded."""
+        if self.row_if_any is None:
+            raise RuntimeError("no inbox row is worked here: updates reach the handlers through the inbox")
+        return self.row_if_any
+
+
+@dataclass(frozen=True)
+class Sender:
+    """Who sent a message or command, where, and their stored account."""
+
+    message: Message
+    person: TelegramUser
+    user: User
+
+
+async def sender(
+    update: Update, context: HandlerContext, *, limit: Scope | None = "message"
+) -> Sender | None:
+    """The preamble of user commands and message handlers: the sender and their account (created on
+    first contact), or None when there is no one to answer or, with `limit`, the sender is over that
+    rate limit (and has been told so once). Limits are counted before any row is written."""
+    message, person = update.effective_message, update.effective_user
+    if message is None or person is None:
+        return None
+    s = context.services
+    if limit is not None and await s.over_limit(context.bot, person, message.chat_id, message.date, limit):
+        return None
+    user, _ = await s.account(person, message.date)
+    return Sender(message, person, user)
