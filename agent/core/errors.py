@@ -21,7 +21,3 @@ class UserNotFoundError(NikitaError):
 
 class UserForgottenError(UserNotFoundError):
     """The user was forgotten (/forget) while something was about to write for them: write nothing."""
-
-
-class ModelUnavailableError(NikitaError):
-    """The language model could not produce an answer (network, API error, timeout)."""
