@@ -21,3 +21,8 @@ class UserNotFoundError(NikitaError):
 
 class UserForgottenError(UserNotFoundError):
     """The user was forgotten (/forget) while something was about to write for them: write nothing."""
+
+
+class LeaseLostError(NikitaError):
+    """A worker's lease on a row (an inbox update, a touchpoint) ran out and another worker holds the
+    row now: this one stops touching it."""
