@@ -35,7 +35,7 @@ from agent.proactive.compose import Occasion, compose
 from agent.proactive.plans import local_label
 from agent.proactive.rules import WEEK, Cancel, Postpone, Subject, decide
 from agent.proactive.sender import RecipientBlockedError, SendFailedError
-from agent.turn.budget import TokenBudget
+from agent.turn.daily_tokens import TokenBudget
 from agent.turn.transcript import write_message
 from db.models import PROACTIVE, Conversation, ConversationThread, Touchpoint, TranscriptMessage, User
 from db.repositories import ConversationRepository
