@@ -36,7 +36,8 @@ from telegram import Bot
 from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError
 
 from agent.core.clock import Clock
-from bot.delivery.reply import Delivery, LeaseLostError
+from agent.core.errors import LeaseLostError
+from bot.delivery.reply import Delivery
 from db.inbox import InboxRepository, LeasedUpdate
 from db.stops import prune_stops
 from db.transient import Backoff, is_transient

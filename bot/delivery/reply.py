@@ -28,7 +28,7 @@ from telegram import Bot
 from telegram.error import BadRequest, TelegramError
 
 from agent.core.clock import Clock
-from agent.core.errors import NikitaError
+from agent.core.errors import LeaseLostError as LeaseLostError
 from bot.delivery.formatting import Chunk, render
 from db.inbox import InboxRepository, LeasedUpdate
 from db.models import InboxUpdate
@@ -54,10 +54,6 @@ def worked_row() -> Delivery:
     if row is None:
         raise RuntimeError("no inbox row is being worked here: updates reach the handlers through the inbox")
     return row
-
-
-class LeaseLostError(NikitaError):
-    """Another worker holds the row now (this one's lease ran out); this worker stops touching it."""
 
 
 class NotStoredError(LeaseLostError):

@@ -12,8 +12,6 @@ from bot.handlers.reports import access_report, prompt_report, stats_report, use
 from bot.services import services
 from jobs.queue import queue_stats, requeue
 
-ADMIN_COMMANDS = ("stats", "user", "prompt", "reprocess", "jobs", "allow", "deny", "access")
-
 
 def _one_int(args: list[str] | None) -> int | None:
     if not args or len(args) != 1:
