@@ -268,18 +268,6 @@ class DaySummaryRepository:
         )
         return (await self.session.execute(stmt)).scalars().all()
 
-    async def segment_ids_for_conversation(self, conversation_id: int) -> list[int]:
-        """The days a conversation's messages fall on (two when it crossed midnight)."""
-        stmt = (
-            select(TranscriptMessage.day_segment_id)
-            .where(
-                TranscriptMessage.conversation_id == conversation_id,
-                TranscriptMessage.day_segment_id.is_not(None),
-            )
-            .distinct()
-        )
-        return sorted(i for i in (await self.session.execute(stmt)).scalars() if i is not None)
-
     async def store(
         self,
         segment: DaySegment,

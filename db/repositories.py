@@ -185,16 +185,6 @@ class ConversationRepository:
             stmt = stmt.where(Conversation.user_id == user_id)
         return list((await self.session.execute(stmt)).scalars())
 
-    async def previous_for(self, user_id: int, before_id: int) -> Conversation | None:
-        """The conversation before the given one (for "last time we talked")."""
-        stmt = (
-            select(Conversation)
-            .where(Conversation.user_id == user_id, Conversation.id < before_id)
-            .order_by(Conversation.id.desc())
-            .limit(1)
-        )
-        return (await self.session.execute(stmt)).scalar_one_or_none()
-
 
 class TranscriptRepository:
     """The transcript: every message as a row, the source of truth for search and export."""

@@ -1,4 +1,4 @@
-"""Session detection: close conversations idle past the session timeout (the rule is agent/sessions)."""
+"""Session detection: close conversations idle past the session timeout (rule: agent/turn/sessions.py)."""
 
 from __future__ import annotations
 

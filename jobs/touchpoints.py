@@ -27,7 +27,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.context.builder import ContextBuilder
-from agent.core.errors import NikitaError
+from agent.core.errors import LeaseLostError
 from agent.core.usage import metering, store_usage_apart
 from agent.history.messages import proactive_history
 from agent.proactive.check_ins import plan_check_ins
@@ -35,7 +35,7 @@ from agent.proactive.compose import Occasion, compose
 from agent.proactive.plans import local_label
 from agent.proactive.rules import WEEK, Cancel, Postpone, Subject, decide
 from agent.proactive.sender import RecipientBlockedError, SendFailedError
-from agent.turn.budget import TokenBudget
+from agent.turn.daily_tokens import TokenBudget
 from agent.turn.transcript import write_message
 from db.models import PROACTIVE, Conversation, ConversationThread, Touchpoint, TranscriptMessage, User
 from db.repositories import ConversationRepository
@@ -49,10 +49,6 @@ MAX_ATTEMPTS = 8
 RETRY_AFTER = timedelta(minutes=5)
 # Follow-ups composed at once (model calls in flight); sends are paced separately.
 CONCURRENCY = 8
-
-
-class LeaseLostError(NikitaError):
-    """Another worker holds the row now: this one stops touching it."""
 
 
 class Pace:

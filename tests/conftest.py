@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.core.clock import FrozenClock
 from db.engine import create_engine, session_factory
-from db.schema import Base
+from db.models import Base
 
 models.ALLOW_MODEL_REQUESTS = False
 os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")

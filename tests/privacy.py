@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from db.schema import Base
+from db.models import Base
 
 
 async def rows_of(sessions: async_sessionmaker[AsyncSession], user_id: int) -> dict[str, int]:

@@ -29,7 +29,6 @@ from db.models import DaySegment, HistoryCompaction, TranscriptMessage
 from db.repositories import DaySegmentRepository, UserRepository
 from db.timeline_repository import TimelineRepository
 
-SUMMARY_SECTIONS = ("Summary", "Goals", "Decisions", "Open loops", "Next steps")
 # The days a user can have messages on: message times are Unix times (Telegram's `date`, a call's
 # start), whose first day west of UTC is 31 December 1969; the last is the calendar's last day
 # whose bounds (`day_bounds`) exist in every time zone.

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -27,7 +27,6 @@ class TurnDeps:
     memory: str = ""
     # This turn's note: the time and the facts found for this message, first in the user prompt.
     note: str = ""
-    extras: dict[str, Any] = field(default_factory=dict)
     # Search and memory services for the recall tools (agent/chat/tools.py); None turns them into no-ops.
     recall: Recall | None = None
     # The transcript row of the user's message this turn answers (what a reminder is set from).

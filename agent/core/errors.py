@@ -23,5 +23,6 @@ class UserForgottenError(UserNotFoundError):
     """The user was forgotten (/forget) while something was about to write for them: write nothing."""
 
 
-class ModelUnavailableError(NikitaError):
-    """The language model could not produce an answer (network, API error, timeout)."""
+class LeaseLostError(NikitaError):
+    """A worker's lease on a row (an inbox update, a touchpoint) ran out and another worker holds the
+    row now: this one stops touching it."""

@@ -36,7 +36,7 @@ from agent.context.fence import fence, neutralise
 from agent.core.errors import UserNotFoundError
 from agent.core.usage import UsageMeter, metering, record_run, store_usage
 from agent.reminders.store import move_to_zone
-from agent.turn.budget import BUDGET_REPLY, TokenBudget, counting
+from agent.turn.daily_tokens import BUDGET_REPLY, TokenBudget, counting
 from agent.turn.locks import UserLocks
 from agent.turn.transcript import TurnReceipt, delivered, write_message
 from db.models import TranscriptMessage, User
@@ -326,7 +326,7 @@ class OnboardingService:
         budget: TokenBudget | None = None,
     ) -> None:
         self.sessions = sessions
-        # Daily token caps (agent/turn/budget.py), checked before each onboarding model call.
+        # Daily token caps (agent/turn/daily_tokens.py), checked before each onboarding model call.
         self.budget = budget or TokenBudget()
         self.locks = locks
         self.model = model

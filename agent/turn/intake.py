@@ -6,7 +6,7 @@ the stored message. A new message closes a session that a long enough pause ende
 post-processing) and opens the next, and is stored before the model is called, so it is never lost.
 
 Taking a message in is one transaction: the look-up by Telegram id, the writes, and the daily token
-budgets' check (agent/turn/budget.py), which reads what is metered as the message is stored.
+budgets' check (agent/turn/daily_tokens.py), which reads what is metered as the message is stored.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from agent.chat import attachments as files
 from agent.core.errors import UserNotFoundError
 from agent.history.cache import SessionHistories
 from agent.search.language import detect_language, set_language
-from agent.turn.budget import Over, TokenBudget
+from agent.turn.daily_tokens import Over, TokenBudget
 from agent.turn.sessions import session_expired, session_timeout_for
 from agent.turn.transcript import Delivered, delivered, write_message
 from db.models import PROACTIVE, Conversation, TranscriptMessage, User

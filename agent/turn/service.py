@@ -32,7 +32,7 @@ from agent.core.usage import UsageMeter, metering, store_usage
 from agent.history.cache import SessionHistories, StoredHistory
 from agent.history.tokens import get_counter
 from agent.search.recall import Recall
-from agent.turn.budget import BUDGET_REPLY, Over, TokenBudget, counting
+from agent.turn.daily_tokens import BUDGET_REPLY, Over, TokenBudget, counting
 from agent.turn.intake import Intake, Prepared
 from agent.turn.locks import UserLocks
 from agent.turn.run import Outcome, run_chat
@@ -81,7 +81,7 @@ class TurnService:
         self.counter = get_counter()
         # Conversation search and memory tools; None leaves the tools answering "unavailable".
         self.recall = recall
-        # Daily token caps, checked before each turn's model call (agent/turn/budget.py).
+        # Daily token caps, checked before each turn's model call (agent/turn/daily_tokens.py).
         self.budget = TokenBudget.from_settings(settings)
         self.histories = SessionHistories(
             max_sessions=settings.history_cache_sessions, max_bytes=settings.history_cache_max_bytes

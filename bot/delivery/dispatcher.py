@@ -36,8 +36,9 @@ from telegram import Bot
 from telegram.error import RetryAfter, TelegramError
 
 from agent.core.clock import Clock
+from agent.core.errors import LeaseLostError
 from bot.delivery.failures import DELAYED_REPLY, ERROR_REPLY, is_retryable
-from bot.delivery.reply import Delivery, LeaseLostError
+from bot.delivery.reply import Delivery
 from db.inbox import InboxRepository, LeasedUpdate
 from db.stops import prune_stops
 from db.transient import Backoff

@@ -26,17 +26,13 @@ from telegram import Bot
 from telegram.error import BadRequest, TelegramError
 
 from agent.core.clock import Clock
-from agent.core.errors import NikitaError
+from agent.core.errors import LeaseLostError
 from bot.delivery.formatting import Chunk, render
 from db.inbox import InboxRepository, LeasedUpdate
 from db.models import InboxUpdate
 from db.uninterrupted import uninterrupted
 
 logger = logging.getLogger(__name__)
-
-
-class LeaseLostError(NikitaError):
-    """Another worker holds the row now (this one's lease ran out); this worker stops touching it."""
 
 
 class NotStoredError(LeaseLostError):

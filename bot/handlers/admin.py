@@ -11,8 +11,6 @@ from bot.handlers.context import HandlerContext
 from bot.handlers.reports import access_report, prompt_report, stats_report, user_report
 from jobs.queue import queue_stats, requeue
 
-ADMIN_COMMANDS = ("stats", "user", "prompt", "reprocess", "jobs", "allow", "deny", "access")
-
 
 def _one_int(args: list[str] | None) -> int | None:
     if not args or len(args) != 1:

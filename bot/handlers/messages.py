@@ -14,9 +14,9 @@ from telegram.error import TelegramError
 from telegram.ext import ApplicationHandlerStop
 
 from agent.chat.attachments import Attachment
+from agent.core.errors import LeaseLostError
 from agent.turn.transcript import store_unanswered
 from bot.delivery.failures import ERROR_REPLY, is_retryable
-from bot.delivery.reply import LeaseLostError
 from bot.delivery.sending import send_text, typing
 from bot.delivery.streaming import preview
 from bot.handlers.context import HandlerContext, Sender, sender

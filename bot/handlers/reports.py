@@ -16,7 +16,7 @@ from agent.core.settings import Settings
 from agent.graph import GraphMemory, GraphMemoryError, GroupLimits, NullGraphMemory
 from agent.proactive.plans import zone_of
 from agent.reminders.store import reminder_stats
-from agent.turn.budget import COUNTERS
+from agent.turn.daily_tokens import COUNTERS
 from bot.handlers.spend import format_spend, format_usage
 from db.access import AccessRepository
 from db.briefings import BriefingRepository

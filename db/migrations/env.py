@@ -8,7 +8,7 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 from db.engine import create_engine
-from db.schema import Base
+from db.models import Base
 
 config = context.config
 target_metadata = Base.metadata

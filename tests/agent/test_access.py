@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.account.access import REFRESH, AccessPolicy
 from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
-from agent.turn.budget import COUNTERS, TokenBudget, counting
+from agent.turn.daily_tokens import COUNTERS, TokenBudget, counting
 from db.access import AccessRepository
 from db.models import User
 from db.usage import UsageRepository

@@ -23,7 +23,7 @@ from pydantic_ai.usage import RequestUsage
 from sqlalchemy import func, select
 
 from agent.core.settings import Settings
-from agent.turn.budget import BUDGET_REPLY
+from agent.turn.daily_tokens import BUDGET_REPLY
 from bench.fakes.telegram_api import FakeTelegram
 from bot.app import build_application, running
 from bot.handlers.messages import UNKNOWN_COMMAND

@@ -14,7 +14,7 @@ from sqlalchemy import Connection, text
 from bench.common import scratch_database
 from db.engine import create_engine
 from db.migrate import MigrationError, alembic_config, upgrade_in_child
-from db.schema import Base
+from db.models import Base
 
 
 def _diff(connection: Connection) -> list[object]:
