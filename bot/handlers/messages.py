@@ -200,13 +200,15 @@ async def short_answer(update: Update, context: HandlerContext, kind: str, conte
         await store_short_answer(context, c, kind, content, reply)
 
 
-async def store_short_answer(context: HandlerContext, c: Sender, kind: str, content: str, reply: str) -> None:
+async def store_short_answer(
+    context: HandlerContext, who: Sender, kind: str, content: str, reply: str
+) -> None:
     """The storing half of `short_answer`, for callers past the preamble."""
-    message, s = c.message, context.services
+    message, s = who.message, context.services
     # Stored with its short answer in one transaction; the inbox sends the answer.
     await store_unanswered(
         s.runtime.sessions,
-        c.user.id,
+        who.user.id,
         kind=kind,
         content=content,
         sent_at=message.date,
