@@ -17,9 +17,9 @@ from agent.context.briefing import briefing_instructions, fingerprint, package_p
 from agent.core.settings import Settings
 from agent.history.tokens import get_counter
 from bench.common import describe, percentile, scratch_database
-from db.briefings import BriefingRepository, StoredBriefing
 from db.engine import create_engine, session_factory
 from db.models import Conversation, ConversationThread, DaySegment, TranscriptMessage, User
+from db.repositories.briefings import BriefingRepository, StoredBriefing
 
 NOW = datetime(2026, 3, 3, 18, 0, tzinfo=UTC)
 START = NOW - timedelta(days=365)

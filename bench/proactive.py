@@ -29,7 +29,7 @@ from bench.fakes.telegram_api import FakeTelegram
 from bot.delivery.proactive import TelegramSender
 from db.engine import create_engine, session_factory
 from db.models import Touchpoint, User
-from db.touchpoints import TouchpointRepository
+from db.repositories.touchpoints import TouchpointRepository
 from jobs.context import JobContext
 from jobs.registry import run_job
 

@@ -26,9 +26,9 @@ from sqlalchemy import update
 from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
 from agent.search import chunks, fact_units, indexer
-from db.memory_repositories import FactRepository
 from db.migrate import alembic_config
 from db.models import DaySegment, TranscriptMessage, User
+from db.repositories.facts import FactRepository
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 _DIA = re.compile(r"D(\d+):(\d+)")

@@ -410,8 +410,8 @@ class ModelUsage(Base):
     """
 
     __tablename__ = "model_usage"
-    # The days' rows of everyone: /stats sums them per kind (db/usage.py); the bot-wide budget reads
-    # the day's counter instead (db/usage_ddl.py).
+    # The days' rows of everyone: /stats sums them per kind (db/repositories/usage.py); the bot-wide
+    # budget reads the day's counter instead (db/usage_ddl.py).
     __table_args__ = (Index("ix_model_usage_day", "day"),)
 
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)

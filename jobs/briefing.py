@@ -24,9 +24,10 @@ from agent.context.package import PackageCollector
 from agent.context.validators import validate
 from agent.core.usage import metering, store_usage_apart
 from agent.history.tokens import get_counter
-from db.briefings import BriefingRepository, StoredBriefing
 from db.models import User
-from db.repositories import ConversationRepository, user_present
+from db.repositories.briefings import BriefingRepository, StoredBriefing
+from db.repositories.conversations import ConversationRepository
+from db.repositories.users import user_present
 from jobs.context import JobContext
 
 logger = logging.getLogger(__name__)

@@ -13,9 +13,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.core.usage import UsageMeter, metering, store_usage
 from agent.digest.summaries import MAX_KEY_MOMENTS, DaySummary, Line, summarise_day
-from db.memory_repositories import DaySummaryRepository
 from db.models import DaySegment, TranscriptMessage
-from db.repositories import user_present
+from db.repositories.day_summaries import DaySummaryRepository
+from db.repositories.users import user_present
 from jobs.context import JobContext
 from jobs.regenerate import run_regenerations
 

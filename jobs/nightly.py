@@ -9,7 +9,7 @@ from typing import Any
 from pydantic_ai.exceptions import AgentRunError
 
 from agent.core.clock import local_day
-from db.memory_repositories import DaySummaryRepository
+from db.repositories.day_summaries import DaySummaryRepository
 from jobs.briefing import refresh_briefing
 from jobs.context import JobContext
 from jobs.day_summary import summarise_segment

@@ -25,10 +25,13 @@ from agent.digest.summaries import Line
 from agent.proactive.plans import local_label, plans_from
 from agent.search.corrections import without_taken_back
 from agent.turn.reactions import reactions_on, with_reactions
-from db.memory_repositories import FactRepository, ThoughtRepository, ThreadRepository
 from db.models import Conversation, ConversationThread, Thought, TranscriptMessage, User
-from db.repositories import TranscriptRepository, user_present
-from db.touchpoints import NewTouchpoint, TouchpointRepository
+from db.repositories.facts import FactRepository
+from db.repositories.thoughts import ThoughtRepository
+from db.repositories.threads import ThreadRepository
+from db.repositories.touchpoints import NewTouchpoint, TouchpointRepository
+from db.repositories.transcript import TranscriptRepository
+from db.repositories.users import user_present
 from jobs.briefing import refresh_briefing
 from jobs.context import JobContext
 from jobs.day_summary import DayFold, draft_fold, pending_fold, store_draft

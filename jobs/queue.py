@@ -1,8 +1,9 @@
 """The post-processing queue: claiming conversations, retries with backoff, requeue and stats.
 
 A conversation enters the queue when its session ends: `ConversationRepository.end_and_queue` and
-`end_idle_and_queue` (db/repositories.py) set its status to `QUEUED`. That way in lives in `db/`
-because the turn ends sessions and the agent never imports `jobs/`; everything after it is here.
+`end_idle_and_queue` (db/repositories/conversations.py) set its status to `QUEUED`. That way in
+lives in `db/` because the turn ends sessions and the agent never imports `jobs/`; everything after
+it is here.
 """
 
 from __future__ import annotations

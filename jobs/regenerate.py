@@ -19,8 +19,8 @@ from pydantic_ai.exceptions import AgentRunError
 
 from agent.core.usage import metering, store_usage
 from agent.digest.summaries import MAX_KEY_MOMENTS, DaySummary, Line, summarise_day
-from db.memory_repositories import DaySummaryRepository
-from db.repositories import user_present
+from db.repositories.day_summaries import DaySummaryRepository
+from db.repositories.users import user_present
 from jobs.context import JobContext
 
 logger = logging.getLogger(__name__)

@@ -22,8 +22,8 @@ from agent.proactive.plans import zone_of
 from agent.reminders.store import advance, is_snooze
 from agent.turn.transcript import write_message
 from db.models import PROACTIVE, Reminder, Touchpoint, User
-from db.repositories import ConversationRepository
-from db.touchpoints import REMINDER
+from db.repositories.conversations import ConversationRepository
+from db.repositories.touchpoints import REMINDER
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 once, send it durably. A reminder skips the rules and the model (jobs/reminders.py) and takes the
 same record-then-send path.
 
-1. Lease: one statement on the `(status, due_at)` index (db/touchpoints.py); nothing due, no model call.
+1. Lease: one statement on the `(status, due_at)` index (db/repositories/touchpoints.py); nothing
+   due, no model call.
 2. Rules (agent/proactive/rules.py): cancel or postpone before any model call.
 3. Compose: one model call with the user's context tiers (agent/proactive/compose.py); a decline
    sends nothing.
@@ -38,8 +39,8 @@ from agent.proactive.sender import RecipientBlockedError, SendFailedError
 from agent.turn.daily_tokens import TokenBudget
 from agent.turn.transcript import write_message
 from db.models import PROACTIVE, Conversation, ConversationThread, Touchpoint, TranscriptMessage, User
-from db.repositories import ConversationRepository
-from db.touchpoints import REMINDER, TouchpointRepository
+from db.repositories.conversations import ConversationRepository
+from db.repositories.touchpoints import REMINDER, TouchpointRepository
 from jobs.context import JobContext
 from jobs.reminders import Closed, record_occurrence
 

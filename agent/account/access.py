@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.account.access_keys import keys_of
 from agent.core.clock import Clock
 from agent.core.settings import Settings
-from db.access import AccessRepository
+from db.repositories.access import AccessRepository
 
 REFRESH = timedelta(seconds=5)
 # Bot-wide counters of a UTC day (daily_counts.name).

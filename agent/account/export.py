@@ -26,7 +26,6 @@ from typing import Any, BinaryIO, Literal
 from sqlalchemy import Select, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from db.briefings import BriefingRepository
 from db.models import (
     Conversation,
     ConversationThread,
@@ -39,6 +38,7 @@ from db.models import (
     User,
     UserFact,
 )
+from db.repositories.briefings import BriefingRepository
 
 PAGE_ROWS = 1000
 FORMAT = "nikita-export/2"

@@ -24,10 +24,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.clock import local_day
 from agent.turn.reactions import reactions_on
-from db.memory_repositories import DaySummaryRepository
 from db.models import DaySegment, HistoryCompaction, TranscriptMessage
-from db.repositories import DaySegmentRepository, UserRepository
-from db.timeline_repository import TimelineRepository
+from db.repositories.day_segments import DaySegmentRepository
+from db.repositories.day_summaries import DaySummaryRepository
+from db.repositories.timeline import TimelineRepository
+from db.repositories.users import UserRepository
 
 # The days a user can have messages on: message times are Unix times (Telegram's `date`, a call's
 # start), whose first day west of UTC is 31 December 1969; the last is the calendar's last day

@@ -8,7 +8,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from db.models import User
-from db.repositories import UserRepository
+from db.repositories.users import UserRepository
 
 
 async def get_or_create_user(

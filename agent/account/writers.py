@@ -1,7 +1,7 @@
 """Writers of a user's data that /forget must wait for: registered here, checked, awaited.
 
 Database rows need no help: every table references `users` with ON DELETE CASCADE, ids are never
-reused, and a writer's transaction checks the user row (`db.repositories.user_present`, which on
+reused, and a writer's transaction checks the user row (`db.repositories.users.user_present`, which on
 PostgreSQL also takes a FOR KEY SHARE lock, so the delete waits for that transaction and then
 removes its rows too). What the database cannot protect are writes elsewhere: the knowledge graph
 and the in-memory caches. For those, the protocol is *register, then check, then write*:
@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.core.errors import UserForgottenError
 from agent.turn.locks import advisory_lock
-from db.repositories import user_present
+from db.repositories.users import user_present
 
 # Advisory lock keys: the top bits say what is locked (agent/turn/locks.py uses 1 << 56 for turns).
 WRITER_LOCK_SPACE = 2 << 56

@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.context.package import Collected, collect
 from agent.core.bounded import BoundedCache
-from db.briefings import BriefingRepository, StoredBriefing
+from db.repositories.briefings import BriefingRepository, StoredBriefing
 
 # Reading one row by its key: a database slower than this has the turn served by v1.
 READ_TIMEOUT_SECONDS = 2.0

@@ -39,8 +39,8 @@ from agent.core.errors import ConfigurationError
 from agent.core.settings import Settings
 from agent.history.tokens import TokenCounter, get_counter
 from agent.turn.reactions import reaction_notes
-from db.briefings import StoredBriefing
 from db.models import Conversation, User
+from db.repositories.briefings import StoredBriefing
 
 logger = logging.getLogger(__name__)
 

@@ -56,7 +56,7 @@ from agent.history.messages import sanitize_history
 from agent.history.tokens import TokenCounter
 from agent.history.turn_notes import words
 from db.models import HistoryCompaction
-from db.repositories import user_present
+from db.repositories.users import user_present
 
 logger = logging.getLogger(__name__)
 

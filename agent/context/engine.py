@@ -27,7 +27,7 @@ from agent.context.package import Collected, ContextPackage
 from agent.context.tiers import TierBlock
 from agent.core.settings import Settings
 from agent.history.tokens import TokenCounter
-from db.briefings import StoredBriefing
+from db.repositories.briefings import StoredBriefing
 
 Route = Literal["v1", "v2", "shadow"]
 Variant = Literal["text", "voice"]

@@ -40,7 +40,7 @@ from agent.core.errors import NikitaError
 from agent.core.settings import Settings
 from agent.history.tokens import TokenCounter
 from db.models import DaySegment, Thought, User
-from db.touchpoints import TouchpointRepository
+from db.repositories.touchpoints import TouchpointRepository
 
 logger = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from typing import Literal
 from pydantic_ai.usage import RunUsage
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from db.repositories import user_present
-from db.usage import UsageRepository
+from db.repositories.usage import UsageRepository
+from db.repositories.users import user_present
 
 UsageKind = Literal[
     "chat",

@@ -14,9 +14,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.context.threads import ThreadRow, rank_threads
 from agent.core.clock import local_day
 from agent.core.settings import Settings
-from db.memory_repositories import ThreadRepository, dedupe_key
 from db.models import ConversationThread, Touchpoint, User
-from db.touchpoints import REMINDER, NewTouchpoint, TouchpointRepository
+from db.repositories.dedupe import dedupe_key
+from db.repositories.threads import ThreadRepository
+from db.repositories.touchpoints import REMINDER, NewTouchpoint, TouchpointRepository
 
 
 async def plan_check_ins(

@@ -8,7 +8,7 @@ from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from db.models import User
-from db.touchpoints import TouchpointRepository
+from db.repositories.touchpoints import TouchpointRepository
 
 
 async def set_followups(

@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from agent.core.clock import ensure_utc
 from agent.digest.extraction import NewThread
-from db.memory_repositories import dedupe_key
+from db.repositories.dedupe import dedupe_key
 
 # A plan further ahead than this is a misreading, not a follow-up.
 MAX_AHEAD = timedelta(days=60)

@@ -29,9 +29,9 @@ from agent.reminders.schedule import (
     repeated,
     to_utc,
 )
-from db.memory_repositories import dedupe_key
 from db.models import Reminder, Touchpoint
-from db.touchpoints import REMINDER
+from db.repositories.dedupe import dedupe_key
+from db.repositories.touchpoints import REMINDER
 
 # Further ahead than this is a misreading (or not a reminder).
 MAX_AHEAD = timedelta(days=366)

@@ -23,8 +23,8 @@ from agent.graph.memory import GraphMemory, GroupLimits
 from agent.search.fact_units import KIND_FACT_CHUNK, fact_digest
 from agent.search.facts import stem
 from agent.search.fts import query_terms
-from db.memory_repositories import fact_dedupe_key
 from db.models import SearchChunk, TranscriptMessage, UserFact
+from db.repositories.dedupe import fact_dedupe_key
 
 logger = logging.getLogger(__name__)
 

@@ -15,9 +15,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.errors import NikitaError, UserForgottenError
 from agent.search.fts import query_terms
-from db.memory_repositories import FactRepository, fact_dedupe_key
 from db.models import UserFact
-from db.repositories import user_present
+from db.repositories.dedupe import fact_dedupe_key
+from db.repositories.facts import FactRepository
+from db.repositories.users import user_present
 
 MAX_FACTS_SCANNED = 5000
 

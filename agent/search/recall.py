@@ -31,7 +31,7 @@ from agent.search.indexer import Indexer, IndexStats
 from agent.search.search import ConversationSearch, SearchHit, SearchQuery, recency_start
 from agent.search.vectors import VectorCache
 from db.models import DaySegment, SearchChunk, TranscriptMessage, User, UserFact
-from db.repositories import user_present
+from db.repositories.users import user_present
 
 logger = logging.getLogger(__name__)
 

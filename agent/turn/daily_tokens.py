@@ -21,8 +21,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.settings import Settings
 from agent.turn.transcript import TurnReceipt
-from db.access import AccessRepository
-from db.usage import UsageRepository
+from db.repositories.access import AccessRepository
+from db.repositories.usage import UsageRepository
 
 BUDGET_REPLY = "I've reached my limit for today — let's pick this up tomorrow."
 

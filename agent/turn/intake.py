@@ -27,7 +27,8 @@ from agent.turn.daily_tokens import Over, TokenBudget
 from agent.turn.sessions import session_expired, session_timeout_for
 from agent.turn.transcript import Delivered, delivered, write_message
 from db.models import PROACTIVE, Conversation, TranscriptMessage, User
-from db.repositories import ConversationRepository, UserRepository
+from db.repositories.conversations import ConversationRepository
+from db.repositories.users import UserRepository
 
 logger = logging.getLogger(__name__)
 

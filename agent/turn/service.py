@@ -37,9 +37,10 @@ from agent.turn.intake import Intake, Prepared
 from agent.turn.locks import UserLocks
 from agent.turn.run import Outcome, run_chat
 from agent.turn.transcript import Delivered, TurnReceipt, write_message
-from db.memory_repositories import flag_summary_due
 from db.models import DaySegment, TranscriptMessage
-from db.repositories import ConversationRepository, PromptRepository
+from db.repositories.conversations import ConversationRepository
+from db.repositories.day_summaries import flag_summary_due
+from db.repositories.prompts import PromptRepository
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import PROACTIVE
-from db.repositories import ConversationRepository
+from db.repositories.conversations import ConversationRepository
 
 
 def session_expired(last_message_at: datetime, at: datetime, timeout: timedelta) -> bool:

@@ -19,7 +19,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.core.clock import local_day
 from agent.turn.sessions import session_expired
 from db.models import TranscriptMessage, User
-from db.repositories import ConversationRepository, DaySegmentRepository, TranscriptRepository
+from db.repositories.conversations import ConversationRepository
+from db.repositories.day_segments import DaySegmentRepository
+from db.repositories.transcript import TranscriptRepository
 
 
 class TurnReceipt(Protocol):

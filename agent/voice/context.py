@@ -30,7 +30,7 @@ from agent.history.cache import SessionHistories
 from agent.search.facts import FactStore
 from agent.turn.sessions import session_expired
 from db.models import Conversation, User
-from db.repositories import ConversationRepository
+from db.repositories.conversations import ConversationRepository
 
 logger = logging.getLogger(__name__)
 

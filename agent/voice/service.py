@@ -29,7 +29,7 @@ from agent.voice.errors import VoiceAuthError, VoiceRequestError, VoiceUserNotFo
 from agent.voice.store import StoredCall, VoiceStore
 from agent.voice.tools import VoiceTools
 from db.models import User
-from db.repositories import UserRepository
+from db.repositories.users import UserRepository
 
 logger = logging.getLogger(__name__)
 

@@ -25,12 +25,10 @@ from agent.search.facts import FactAdded, FactStore
 from agent.turn.locks import UserLocks
 from agent.turn.transcript import write_message
 from agent.voice.calls import EndedCall
-from db.memory_repositories import flag_summary_due
 from db.models import QUEUED, Conversation, DaySegment, User
-from db.repositories import (
-    ConversationRepository,
-    PromptRepository,
-)
+from db.repositories.conversations import ConversationRepository
+from db.repositories.day_summaries import flag_summary_due
+from db.repositories.prompts import PromptRepository
 
 logger = logging.getLogger(__name__)
 

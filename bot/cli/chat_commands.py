@@ -21,7 +21,7 @@ from bot.handlers.commands import FORGET_ASK, FORGOTTEN, FORGOTTEN_PENDING, expo
 from bot.handlers.reports import memory_report
 from bot.runtime import Runtime
 from db.models import User
-from db.repositories import PromptRepository
+from db.repositories.prompts import PromptRepository
 from jobs.scheduler import run_minute_jobs, run_nightly
 
 logger = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from agent.search.recall import build_recall
 from db.engine import create_engine, session_factory
 from db.migrate import upgrade_to_head_async
 from db.models import SearchChunk, TranscriptMessage, User
-from db.repositories import UserRepository
+from db.repositories.users import UserRepository
 
 
 async def run_reindex(settings: Settings, *, user_key: str | None = None) -> int:

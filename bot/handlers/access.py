@@ -18,7 +18,7 @@ from telegram.ext import ApplicationHandlerStop
 from agent.account.access import REFUSED, STRANGERS
 from bot.handlers.context import HandlerContext
 from bot.services import telegram_identity
-from db.access import AccessRepository
+from db.repositories.access import AccessRepository
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from bot.delivery.sending import send_text
 from bot.handlers.context import HandlerContext, sender
 from db.inbox import InboxRepository
 from db.models import User
-from db.repositories import UserRepository
+from db.repositories.users import UserRepository
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from agent.proactive.rules import enabled_for
 from bot.delivery.sending import send_text
 from bot.handlers.commands import own_chat
 from bot.handlers.context import HandlerContext, sender
-from db.repositories import UserRepository
+from db.repositories.users import UserRepository
 
 USAGE = "Follow-ups are {state}. /followups on or /followups off to change it."
 TURNED_ON = "Okay: now and then I'll come back to something you told me. /followups off stops it."

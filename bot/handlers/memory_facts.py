@@ -13,7 +13,7 @@ from bot.handlers.commands import own_chat
 from bot.handlers.context import HandlerContext, sender
 from bot.handlers.reports import memory_report
 from bot.runtime import Runtime
-from db.repositories import UserRepository
+from db.repositories.users import UserRepository
 
 logger = logging.getLogger(__name__)
 

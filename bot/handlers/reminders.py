@@ -15,7 +15,7 @@ from bot.delivery.reminder_buttons import cancel_button, parse_press
 from bot.delivery.sending import send_text
 from bot.handlers.commands import own_chat
 from bot.handlers.context import HandlerContext, sender
-from db.repositories import UserRepository
+from db.repositories.users import UserRepository
 
 logger = logging.getLogger(__name__)
 

@@ -18,8 +18,6 @@ from agent.proactive.plans import zone_of
 from agent.reminders.store import reminder_stats
 from agent.turn.daily_tokens import COUNTERS
 from bot.handlers.spend import format_spend, format_usage
-from db.access import AccessRepository
-from db.briefings import BriefingRepository
 from db.inbox import InboxRepository
 from db.models import (
     Conversation,
@@ -30,8 +28,10 @@ from db.models import (
     User,
     UserFact,
 )
-from db.touchpoints import TouchpointRepository
-from db.usage import UsageRepository, UsageRow
+from db.repositories.access import AccessRepository
+from db.repositories.briefings import BriefingRepository
+from db.repositories.touchpoints import TouchpointRepository
+from db.repositories.usage import UsageRepository, UsageRow
 
 MEMORY_THREADS = 5
 MEMORY_FACTS = 5

@@ -6,7 +6,7 @@ from decimal import Decimal
 
 from agent.core.prices import Cost, estimate_cost, model_for
 from agent.core.settings import Settings
-from db.usage import UsageRow
+from db.repositories.usage import UsageRow
 
 
 def format_usage(rows: list[UsageRow]) -> str:

@@ -13,9 +13,9 @@ from agent.account.access import REFRESH, AccessPolicy
 from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.turn.daily_tokens import COUNTERS, TokenBudget, counting
-from db.access import AccessRepository
 from db.models import User
-from db.usage import UsageRepository
+from db.repositories.access import AccessRepository
+from db.repositories.usage import UsageRepository
 
 pytestmark = pytest.mark.both_databases
 

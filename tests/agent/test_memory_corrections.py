@@ -15,8 +15,8 @@ from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.search.corrections import without_taken_back
 from agent.search.fact_units import KIND_FACT_CHUNK
-from db.memory_repositories import FactRepository
 from db.models import SearchChunk, TranscriptMessage, UserFact
+from db.repositories.facts import FactRepository
 from tests.agent.test_tools import ToolScript, make_service
 
 pytestmark = pytest.mark.both_databases

@@ -23,7 +23,7 @@ from bot.delivery.proactive import FOLLOWUPS_OFF
 from bot.handlers.followups import TURNED_OFF, TURNED_ON
 from bot.runtime import Runtime, build_runtime
 from db.models import ConversationThread, Touchpoint, User
-from db.touchpoints import NewTouchpoint, TouchpointRepository
+from db.repositories.touchpoints import NewTouchpoint, TouchpointRepository
 from jobs.registry import run_job
 from tests.bot.conftest import ADMIN
 from tests.privacy import rows_of

@@ -12,8 +12,8 @@ from bench.fakes.telegram_api import FakeTelegram
 from bot.app import AnyApplication
 from bot.handlers.memory_facts import PAGE_SIZE
 from bot.runtime import Runtime
-from db.memory_repositories import FactRepository
 from db.models import UserFact
+from db.repositories.facts import FactRepository
 
 pytestmark = pytest.mark.both_databases
 

@@ -7,14 +7,12 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.clock import FrozenClock
-from db.memory_repositories import (
-    DaySummaryRepository,
-    FactRepository,
-    ThoughtRepository,
-    ThreadRepository,
-    dedupe_key,
-)
 from db.models import ConversationThread, DaySegment, TranscriptMessage, UserFact
+from db.repositories.day_summaries import DaySummaryRepository
+from db.repositories.dedupe import dedupe_key
+from db.repositories.facts import FactRepository
+from db.repositories.thoughts import ThoughtRepository
+from db.repositories.threads import ThreadRepository
 from tests.jobs.conftest import seed_conversation
 
 pytestmark = pytest.mark.both_databases

@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from db.engine import create_engine, session_factory
 from db.migrate import alembic_config
 from db.models import Base
-from db.repositories import UserRepository
+from db.repositories.users import UserRepository
 from tests.conftest import POSTGRES_ADMIN_URL, _admin
 
 REVISION = "0008_privacy"

@@ -18,7 +18,8 @@ from agent.core.clock import FrozenClock, local_day
 from agent.core.settings import Settings
 from agent.history.turn_notes import words
 from db.models import Conversation
-from db.repositories import DaySegmentRepository, TranscriptRepository
+from db.repositories.day_segments import DaySegmentRepository
+from db.repositories.transcript import TranscriptRepository
 from jobs.context import JobContext
 
 MARKER = re.compile(r"conversation (\d+)")

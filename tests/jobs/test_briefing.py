@@ -12,8 +12,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.account.forget import export_user
 from agent.core.clock import FrozenClock
 from bot.handlers.reports import stats_report
-from db.briefings import BriefingRepository, StoredBriefing
 from db.models import Conversation, ModelUsage
+from db.repositories.briefings import BriefingRepository, StoredBriefing
 from jobs.briefing import refresh_briefing
 from jobs.context import JobContext
 from jobs.registry import run_job

@@ -10,8 +10,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.clock import FrozenClock
 from agent.history.tokens import get_counter
-from db.memory_repositories import DAY_SUMMARY_FINAL_NOTE, DAY_SUMMARY_NOTE, flag_summary_due
 from db.models import DaySegment, TranscriptMessage
+from db.repositories.day_summaries import DAY_SUMMARY_FINAL_NOTE, DAY_SUMMARY_NOTE, flag_summary_due
 from jobs.context import JobContext
 from jobs.registry import run_job
 from tests.jobs.conftest import ScriptedSummaries, seed_conversation

@@ -9,7 +9,6 @@ from sqlalchemy import event, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.core.clock import FrozenClock
-from db.memory_repositories import DAY_SUMMARY_NOTE
 from db.models import (
     Conversation,
     ConversationThread,
@@ -19,6 +18,7 @@ from db.models import (
     TranscriptMessage,
     UserFact,
 )
+from db.repositories.day_summaries import DAY_SUMMARY_NOTE
 from jobs.context import JobContext
 from jobs.queue import requeue
 from jobs.registry import run_job

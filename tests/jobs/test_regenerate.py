@@ -9,8 +9,8 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.clock import FrozenClock
-from db.memory_repositories import DAY_SUMMARY_NOTE, DAY_SUMMARY_REGENERATED_NOTE, DaySummaryRepository
 from db.models import DaySegment, ModelUsage, TranscriptMessage
+from db.repositories.day_summaries import DAY_SUMMARY_NOTE, DAY_SUMMARY_REGENERATED_NOTE, DaySummaryRepository
 from jobs import regenerate
 from jobs.context import JobContext
 from jobs.registry import run_job

@@ -22,7 +22,7 @@ from agent.core.clock import system_now
 from bench.fakes.anthropic_api import FakeAnthropic, Reply
 from bench.fakes.telegram_api import FakeTelegram
 from db.models import ConversationThread, Touchpoint, User
-from db.touchpoints import NewTouchpoint, TouchpointRepository
+from db.repositories.touchpoints import NewTouchpoint, TouchpointRepository
 
 pytestmark = [pytest.mark.slow, pytest.mark.both_databases, pytest.mark.process]
 

@@ -22,7 +22,7 @@ from bench.fakes.anthropic_api import FakeAnthropic, Reply
 from bench.fakes.telegram_api import FakeTelegram
 from bot.delivery.proactive import FOLLOWUPS_OFF, TelegramSender
 from db.models import Conversation, ConversationThread, ModelUsage, Touchpoint, TranscriptMessage, User
-from db.touchpoints import NewTouchpoint, TouchpointRepository
+from db.repositories.touchpoints import NewTouchpoint, TouchpointRepository
 from jobs.context import JobContext
 from jobs.registry import run_job
 

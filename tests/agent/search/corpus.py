@@ -12,7 +12,7 @@ from agent.core.settings import Settings
 from agent.search.embeddings import HashingEmbedder
 from agent.search.recall import Recall
 from db.models import DaySegment, TranscriptMessage
-from db.repositories import DaySegmentRepository
+from db.repositories.day_segments import DaySegmentRepository
 
 
 def recall_settings(**overrides: object) -> Settings:

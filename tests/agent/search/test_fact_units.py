@@ -11,8 +11,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.search.language import set_language
 from agent.search.recall import Recall
-from db.memory_repositories import FactRepository
 from db.models import SearchChunk
+from db.repositories.facts import FactRepository
 from tests.agent.search.corpus import add_day, add_user, make_recall, recall_settings
 
 pytestmark = pytest.mark.both_databases

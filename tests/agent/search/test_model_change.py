@@ -19,7 +19,7 @@ from agent.search.model_embedder import ModelEmbedder
 from agent.search.recall import Recall
 from bench.fakes.embeddings_api import FakeEmbeddings
 from db.models import SearchChunk
-from db.usage import UsageRepository
+from db.repositories.usage import UsageRepository
 from tests.agent.search.corpus import add_day, add_user, recall_settings
 
 pytestmark = pytest.mark.both_databases

@@ -18,7 +18,8 @@ from agent.turn.locks import UserLocks
 from agent.voice.calls import CallTurn, EndedCall
 from agent.voice.store import VoiceStore
 from db.models import Conversation, DaySegment, TranscriptMessage, User, UserFact
-from db.repositories import ConversationRepository, TranscriptRepository
+from db.repositories.conversations import ConversationRepository
+from db.repositories.transcript import TranscriptRepository
 from jobs.queue import claim_next
 
 pytestmark = pytest.mark.both_databases

@@ -14,9 +14,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
 from agent.core.clock import local_day
-from db.memory_repositories import DaySummaryRepository
 from db.models import Conversation, DaySegment, HistoryCompaction, TranscriptMessage
-from db.repositories import DaySegmentRepository, TranscriptRepository
+from db.repositories.day_segments import DaySegmentRepository
+from db.repositories.day_summaries import DaySummaryRepository
+from db.repositories.transcript import TranscriptRepository
 
 ANA, BEN = 101, 202
 ZONE = "Europe/Berlin"

@@ -16,8 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.settings import Settings
 from bench.fakes.telegram_webapp import launch_fragment, sign_init_data
-from db.memory_repositories import FactRepository
 from db.models import TranscriptMessage, User, UserFact
+from db.repositories.facts import FactRepository
 from tests.bot.conftest import TOKEN
 from tests.bot.timeline.conftest import Auth
 from tests.bot.timeline.seed import ANA, BEN, NOW, Seeded

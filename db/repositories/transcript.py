@@ -1,0 +1,83 @@
+"""The transcript: every message as a row, the source of truth for search and export; the caller commits."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from db.models import TranscriptMessage
+
+
+class TranscriptRepository:
+    """The transcript: every message as a row, the source of truth for search and export."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def add(
+        self,
+        *,
+        user_id: int,
+        conversation_id: int | None,
+        role: str,
+        content: str,
+        sent_at: datetime,
+        kind: str = "text",
+        telegram_message_id: int | None = None,
+        reply_to_id: int | None = None,
+        day_segment_id: int | None = None,
+    ) -> TranscriptMessage:
+        """Insert one message and flush to get its id."""
+        message = TranscriptMessage(
+            user_id=user_id,
+            conversation_id=conversation_id,
+            role=role,
+            kind=kind,
+            content=content,
+            sent_at=sent_at,
+            telegram_message_id=telegram_message_id,
+            reply_to_id=reply_to_id,
+            day_segment_id=day_segment_id,
+        )
+        self.session.add(message)
+        await self.session.flush()
+        return message
+
+    async def by_telegram_id(self, user_id: int, telegram_message_id: int) -> TranscriptMessage | None:
+        """The user's message with this Telegram id, if already stored (retried delivery)."""
+        stmt = select(TranscriptMessage).where(
+            TranscriptMessage.user_id == user_id,
+            TranscriptMessage.role == "user",
+            TranscriptMessage.telegram_message_id == telegram_message_id,
+        )
+        return (await self.session.execute(stmt)).scalar_one_or_none()
+
+    async def reply_to(self, message_id: int) -> TranscriptMessage | None:
+        """The assistant message that answered a stored user message."""
+        stmt = (
+            select(TranscriptMessage)
+            .where(TranscriptMessage.reply_to_id == message_id, TranscriptMessage.role == "assistant")
+            .order_by(TranscriptMessage.id)
+            .limit(1)
+        )
+        return (await self.session.execute(stmt)).scalar_one_or_none()
+
+    async def for_conversation(self, conversation_id: int) -> Sequence[TranscriptMessage]:
+        """All messages of a conversation in order."""
+        stmt = (
+            select(TranscriptMessage)
+            .where(TranscriptMessage.conversation_id == conversation_id)
+            .order_by(TranscriptMessage.sent_at, TranscriptMessage.id)
+        )
+        return (await self.session.execute(stmt)).scalars().all()
+
+    async def for_user(self, user_id: int, *, limit: int | None = None) -> Sequence[TranscriptMessage]:
+        """A user's messages, oldest first (newest `limit` when given)."""
+        stmt = select(TranscriptMessage).where(TranscriptMessage.user_id == user_id)
+        if limit is None:
+            return (await self.session.execute(stmt.order_by(TranscriptMessage.id))).scalars().all()
+        rows = (await self.session.execute(stmt.order_by(TranscriptMessage.id.desc()).limit(limit))).scalars()
+        return list(reversed(rows.all()))
