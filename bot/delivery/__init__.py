@@ -13,7 +13,7 @@ The path of an update:
    it (a `TurnReceipt`); the dispatcher then sends it chunk by chunk, counting what Telegram
    accepted, and marks the row done. A resumed row runs the turn for a message that was stored but
    not answered (never storing it twice) or sends a recorded reply that was not (fully) sent.
-4. Stop (`runner.py`, `signals.py`): SIGTERM/SIGINT stop the intake, give turns in flight the
+4. Stop (`running` in bot/app.py, `signals.py`): SIGTERM/SIGINT stop the intake, give turns in flight the
    grace period, and leave the rest in the inbox for the next start.
 
 What is not covered: the moment between Telegram accepting a sendMessage and our commit of that
