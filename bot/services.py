@@ -25,11 +25,11 @@ from agent.account.access import AccessPolicy
 from agent.account.users import get_or_create_user
 from agent.onboarding.service import OnboardingService
 from bot.delivery.dispatcher import Dispatcher
-from bot.delivery.intake import Inbox
+from bot.delivery.inbox import UpdateInbox
 from bot.delivery.polling import Poller
-from bot.delivery.reply import Delivery
 from bot.delivery.sending import send_text
 from bot.delivery.stops import Stops
+from bot.delivery.worked_row import WorkedRow
 from bot.ratelimit import RateLimiter, Scope
 from bot.runtime import Runtime
 from db.models import User
@@ -43,15 +43,15 @@ AnyApplication = Application[Any, Any, Any, Any, Any, Any]
 class DeliveryRunner:
     """What runs while the bot runs: the dispatcher always, the poller without a webhook."""
 
-    inbox: Inbox
+    inbox: UpdateInbox
     dispatcher: Dispatcher
     poller: Poller | None
     grace_seconds: float
     stops: Stops
     # The rows whose updates the handlers are running now, by update id (one row per update id).
-    handling: dict[int, Delivery] = field(default_factory=dict)
+    handling: dict[int, WorkedRow] = field(default_factory=dict)
 
-    def row_for(self, update_id: int) -> Delivery | None:
+    def row_for(self, update_id: int) -> WorkedRow | None:
         """The inbox row the handlers of this update work, if they run for one."""
         return self.handling.get(update_id)
 
@@ -73,9 +73,9 @@ def build_delivery(
 ) -> DeliveryRunner:
     """The inbox machinery of one application (built once, in `build_application`)."""
     settings = runtime.settings
-    handling: dict[int, Delivery] = {}
+    handling: dict[int, WorkedRow] = {}
 
-    async def process(delivery: Delivery) -> None:
+    async def process(delivery: WorkedRow) -> None:
         payload = delivery.row.payload or {}
         try:
             update = Update.de_json(payload, application.bot)
@@ -108,7 +108,7 @@ def build_delivery(
     # Several instances share PostgreSQL: a stop may reach another one than the turn's.
     poll = None if single_process else settings.stream_interval_seconds
     stops = Stops(runtime.sessions, poll_seconds=poll)
-    inbox = Inbox(runtime.sessions, runtime.clock, dispatcher=dispatcher, stops=stops)
+    inbox = UpdateInbox(runtime.sessions, runtime.clock, dispatcher=dispatcher, stops=stops)
     poller = (
         None
         if webhook

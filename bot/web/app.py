@@ -20,7 +20,7 @@ from starlette.routing import BaseRoute, Route
 from telegram.ext import Application
 
 from agent.core.errors import ConfigurationError
-from bot.delivery.intake import NotAnUpdateError, parse_update
+from bot.delivery.inbox import NotAnUpdateError, parse_update
 from bot.runtime import Runtime
 from bot.services import services_of
 from bot.web import timeline, voice
