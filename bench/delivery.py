@@ -38,8 +38,8 @@ from agent.turn.service import TurnService
 from bench.common import describe, percentile, scratch_database
 from bench.delivery_harness import BotProcess, Crowd, Tally, bot_env, echo, run_crowd
 from bench.pg_cluster import ClusterUnavailableError, PrivateCluster
-from bot.delivery.intake import Inbox
-from bot.delivery.reply import Delivery
+from bot.delivery.inbox import UpdateInbox
+from bot.delivery.worked_row import WorkedRow
 from db.engine import create_engine, session_factory
 from db.inbox import LeasedUpdate, NewUpdate
 
@@ -253,7 +253,7 @@ async def inbox_overhead(url: str, turns: int) -> Overhead:
     now = clock.now()
     user, _ = await get_or_create_user(sessions, key="telegram:77", now=now, timezone="UTC", telegram_id=77)
     collect = _Collect()
-    inbox = Inbox(sessions, clock, dispatcher=collect)
+    inbox = UpdateInbox(sessions, clock, dispatcher=collect)
     found = Overhead()
     for i in range(2 * turns + 6):
         at = clock.now() + timedelta(seconds=20 * i)
@@ -269,10 +269,10 @@ async def inbox_overhead(url: str, turns: int) -> Overhead:
         received = asyncio.create_task(inbox.receive([update]))
         await collect.handed.wait()
         row, stored = collect.rows.pop()
-        delivery = Delivery(row, collect.owner, sessions, clock, stored=stored)
+        delivery = WorkedRow(row, collect.owner, sessions, clock, stored=stored)
         receipt_ms = 0.0
 
-        async def receipt(session: AsyncSession, answer: str, delivery: Delivery = delivery) -> None:
+        async def receipt(session: AsyncSession, answer: str, delivery: WorkedRow = delivery) -> None:
             nonlocal receipt_ms
             begun = time.perf_counter()
             await delivery.receipt(session, answer)

@@ -7,13 +7,11 @@ import logging
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import uvicorn
 from telegram import BotCommand, Update
 from telegram.error import BadRequest
 from telegram.ext import (
-    Application,
     ApplicationBuilder,
     CallbackQueryHandler,
     CommandHandler,
@@ -31,7 +29,6 @@ from agent.core.model_lifecycle import model_warnings
 from agent.core.settings import Settings
 from agent.onboarding.service import OnboardingService
 from bot.delivery.proactive import TelegramSender
-from bot.delivery.runner import DeliveryRunner, build_delivery
 from bot.delivery.signals import SignalFreeServer, on_stop_signal
 from bot.handlers import (
     access,
@@ -48,7 +45,7 @@ from bot.handlers.context import HandlerContext
 from bot.preflight import listen, one_line, preflight
 from bot.ratelimit import RateLimiter
 from bot.runtime import Runtime, build_runtime
-from bot.services import BotData, BotServices, services_of
+from bot.services import AnyApplication, BotData, BotServices, DeliveryRunner, build_delivery, services_of
 from bot.web.app import build_web_app
 from bot.web.timeline import command as timeline_command
 from db.migrate import upgrade_in_child
@@ -56,7 +53,6 @@ from jobs.scheduler import schedule_jobs
 
 logger = logging.getLogger(__name__)
 
-AnyApplication = Application[Any, Any, Any, Any, Any, Any]
 # Updates the bot asks Telegram for; everything else is never delivered.
 ALLOWED_UPDATES = [
     "message",

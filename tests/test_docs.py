@@ -101,7 +101,7 @@ def test_every_documented_command_and_job_exists() -> None:
     import inspect
 
     from bot.__main__ import _parser
-    from bot.delivery import routes
+    from bot.web import app as web_app
     from jobs.registry import JOB_NAMES
 
     text = _documents()
@@ -115,4 +115,4 @@ def test_every_documented_command_and_job_exists() -> None:
     table = set(re.findall(r"^\| `([a-z][a-z-]*)` \|", deploy, re.MULTILINE))
     tasks = set(re.findall(r"/tasks/([a-z][a-z-]*)", text))
     assert table and (table | tasks) - set(JOB_NAMES) == {"inbox"}
-    assert '"/tasks/inbox"' in inspect.getsource(routes)
+    assert '"/tasks/inbox"' in inspect.getsource(web_app)

@@ -50,7 +50,7 @@ class Prepared:
 
 
 @dataclass(frozen=True)
-class Intake:
+class MessageIntake:
     """Takes messages in for the turn service (which holds the user's lock around `take`)."""
 
     sessions: async_sessionmaker[AsyncSession]

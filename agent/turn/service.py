@@ -33,7 +33,7 @@ from agent.history.cache import SessionHistories, StoredHistory
 from agent.history.tokens import get_counter
 from agent.search.recall import Recall
 from agent.turn.daily_tokens import BUDGET_REPLY, Over, TokenBudget, counting
-from agent.turn.intake import Intake, Prepared
+from agent.turn.intake import MessageIntake, Prepared
 from agent.turn.locks import UserLocks
 from agent.turn.run import Outcome, run_chat
 from agent.turn.transcript import Delivered, TurnReceipt, write_message
@@ -88,7 +88,7 @@ class TurnService:
             max_sessions=settings.history_cache_sessions, max_bytes=settings.history_cache_max_bytes
         )
         reply_window = timedelta(hours=settings.proactive_reply_window_hours)
-        self.intake = Intake(sessions, self.histories, self.session_timeout, reply_window, self.budget)
+        self.intake = MessageIntake(sessions, self.histories, self.session_timeout, reply_window, self.budget)
         self._background: set[asyncio.Task[object]] = set()
 
     async def settle(self) -> None:

@@ -2,19 +2,20 @@
 
 The path of an update:
 
-1. Intake (`intake.py`): the update's raw JSON is committed to the `inbox_updates` table before
-   Telegram is told we have it. Webhook: the 200 follows the commit (a failed commit answers 503,
-   and Telegram retries); polling (`polling.py`): the next getUpdates offset follows the commit.
-   Repeats of an update_id are ignored by the table's unique key.
+1. Intake (`inbox.py`, the `UpdateInbox`): the update's raw JSON is committed to the
+   `inbox_updates` table before Telegram is told we have it. Webhook: the 200 follows the commit (a
+   failed commit answers 503, and Telegram retries); polling (`polling.py`): the next getUpdates
+   offset follows the commit. Repeats of an update_id are ignored by the table's unique key.
 2. Dispatch (`dispatcher.py`): the head of each sender's queue is leased (SKIP LOCKED on
    PostgreSQL) and run through the ordinary python-telegram-bot handlers; one row per sender at a
    time, oldest first, bounded across senders. Leases expire, so a dead instance's rows move on.
-3. Answer (`reply.py`): a turn records its reply on the row in the same transaction that stores
-   it (a `TurnReceipt`); the dispatcher then sends it chunk by chunk, counting what Telegram
-   accepted, and marks the row done. A resumed row runs the turn for a message that was stored but
-   not answered (never storing it twice) or sends a recorded reply that was not (fully) sent.
-4. Stop (`runner.py`, `signals.py`): SIGTERM/SIGINT stop the intake, give turns in flight the
-   grace period, and leave the rest in the inbox for the next start.
+3. Answer (`worked_row.py`, a `WorkedRow`): a turn records its reply on the row in the same
+   transaction that stores it (a `TurnReceipt`); the dispatcher then sends it chunk by chunk,
+   counting what Telegram accepted, and marks the row done. A resumed row runs the turn for a
+   message that was stored but not answered (never storing it twice) or sends a recorded reply that
+   was not (fully) sent.
+4. Stop (`running` in bot/app.py, `signals.py`): SIGTERM/SIGINT stop the intake, give turns in
+   flight the grace period, and leave the rest in the inbox for the next start.
 
 What is not covered: the moment between Telegram accepting a sendMessage and our commit of that
 fact. A crash exactly there sends that chunk again on resume (at least once; `resumed_sends`

@@ -38,7 +38,7 @@ from telegram.error import RetryAfter, TelegramError
 from agent.core.clock import Clock
 from agent.core.errors import LeaseLostError
 from bot.delivery.failures import DELAYED_REPLY, ERROR_REPLY, is_retryable
-from bot.delivery.reply import Delivery
+from bot.delivery.worked_row import WorkedRow
 from db.inbox import InboxRepository, LeasedUpdate
 from db.stops import prune_stops
 from db.transient import Backoff
@@ -50,7 +50,7 @@ PRUNE_EVERY = 600.0  # seconds between deletions of old finished rows
 # What a row's work may raise that is about the row, not a bug: logged, the row retried later.
 ROW_ERRORS = (SQLAlchemyError, OSError, TelegramError, TimeoutError)
 
-Process = Callable[[Delivery], Awaitable[None]]
+Process = Callable[[WorkedRow], Awaitable[None]]
 
 
 def new_owner() -> str:
@@ -89,7 +89,7 @@ class Dispatcher:
         self.worked = 0
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._reserved = 0  # slots promised to an intake that leases its own rows
-        self._deliveries: dict[int, Delivery] = {}
+        self._deliveries: dict[int, WorkedRow] = {}
         self._unstored: dict[int, asyncio.Future[bool]] = {}  # rows whose intake is still committing
         self._finished: dict[int, asyncio.Event] = {}
         self._wake = asyncio.Event()
@@ -265,7 +265,7 @@ class Dispatcher:
 
     # -- one row ---------------------------------------------------------------------------------------
     async def _work(self, row: LeasedUpdate, stored: asyncio.Future[bool] | None) -> None:
-        delivery = Delivery(row, self.owner, self.sessions, self.clock, stored=stored)
+        delivery = WorkedRow(row, self.owner, self.sessions, self.clock, stored=stored)
         self._deliveries[row.update_id] = delivery
         try:
             await self._work_until_done(delivery)
@@ -288,7 +288,7 @@ class Dispatcher:
                 event.set()
             self.wake()  # a slot is free, and the sender's next row may be claimable now
 
-    async def _work_until_done(self, delivery: Delivery) -> None:
+    async def _work_until_done(self, delivery: WorkedRow) -> None:
         backoff = Backoff(self.retry_seconds)
         told_user = False
         while True:
@@ -322,7 +322,7 @@ class Dispatcher:
                     # What did the failed try commit? (A reply recorded before the failure is only sent.)
                     await delivery.reload()
 
-    async def _attempt(self, delivery: Delivery) -> None:
+    async def _attempt(self, delivery: WorkedRow) -> None:
         if delivery.status == "pending":
             if delivery.row.attempts > self.max_attempts:
                 logger.error("inbox row given up", extra={"update_id": delivery.row.update_id})
@@ -342,7 +342,7 @@ class Dispatcher:
                     return
         await delivery.finish(self.bot)
 
-    async def _failed(self, delivery: Delivery, exc: BaseException) -> None:
+    async def _failed(self, delivery: WorkedRow, exc: BaseException) -> None:
         logger.error("inbox row failed", extra={"update_id": delivery.row.update_id, "error": repr(exc)})
         outcome = "undeliverable" if isinstance(exc, TelegramError) else "dead"
         try:
@@ -350,7 +350,7 @@ class Dispatcher:
         except ROW_ERRORS as again:
             logger.error("inbox row could not be closed", extra={"error": repr(again)})
 
-    async def _tell(self, delivery: Delivery, text: str) -> bool:
+    async def _tell(self, delivery: WorkedRow, text: str) -> bool:
         if delivery.chat_id is None:
             return False
         try:
@@ -360,7 +360,7 @@ class Dispatcher:
             return False
         return True
 
-    async def _release(self, delivery: Delivery, why: str, *, delay: float = 0.0) -> None:
+    async def _release(self, delivery: WorkedRow, why: str, *, delay: float = 0.0) -> None:
         at = self.clock.now() + timedelta(seconds=delay)
         with suppress(*ROW_ERRORS, LeaseLostError, asyncio.CancelledError):
             async with asyncio.timeout(2):

@@ -2,7 +2,7 @@
 
 Used in group chats (drafts are private-only) and when Telegram refuses drafts in a private chat.
 The preview is a real message, so the final answer replaces it instead of arriving beside it: the
-reply sender (bot/delivery/reply.py) edits the preview into the answer's first chunk, counted
+reply sender (bot/delivery/worked_row.py) edits the preview into the answer's first chunk, counted
 exactly like a sent chunk, so the delivery guarantee still holds. Edits go out at most every
 `interval` seconds (at least 1 s; groups 3 s, Telegram allows ~20 messages a minute there);
 "message is not modified" is skipped, another BadRequest stops the preview.

@@ -24,7 +24,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from telegram import Bot
 from telegram.error import TelegramError
 
-from bot.delivery.intake import Inbox, NotAnUpdateError, parse_update
+from bot.delivery.inbox import NotAnUpdateError, UpdateInbox, parse_update
 from db.transient import Backoff
 
 logger = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ READ_MARGIN = 10.0
 class Poller:
     """getUpdates in a loop: fetch a batch, commit it to the inbox, then confirm it."""
 
-    def __init__(self, bot: Bot, inbox: Inbox, *, timeout: int, allowed_updates: list[str]) -> None:
+    def __init__(self, bot: Bot, inbox: UpdateInbox, *, timeout: int, allowed_updates: list[str]) -> None:
         self.bot = bot
         self.inbox = inbox
         self.timeout = timeout

@@ -29,7 +29,7 @@ def stop_button() -> InlineKeyboardMarkup:
 
 
 class TelegramSender:
-    """Sends proactive messages with the bot (bot/delivery/reply.py's rendering)."""
+    """Sends proactive messages with the bot (bot/delivery/formatting.py's rendering, as replies)."""
 
     def __init__(self, bot: Bot) -> None:
         self.bot = bot

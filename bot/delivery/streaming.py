@@ -1,7 +1,7 @@
 """Streaming a reply into a private chat with Telegram's draft messages (sendMessageDraft).
 
 A draft is an ephemeral preview: the final answer still goes through the inbox's recorded-reply
-path (bot/delivery/reply.py), so a resumed delivery never duplicates anything a draft showed. Drafts
+path (bot/delivery/worked_row.py), so a resumed delivery never duplicates anything a draft showed. Drafts
 are sent from a background task at most every `interval` seconds with the newest text, so a slow
 Telegram never slows the model down. Every draft carries the stop button (bot/delivery/stops.py);
 while a tool runs, what it does is shown as a thinking block (sendRichMessageDraft) until Telegram
@@ -27,8 +27,8 @@ from agent.core.settings import Settings
 from bot.delivery.edit_stream import GROUP_INTERVAL, EditStream
 from bot.delivery.formatting import Chunk
 from bot.delivery.preview import Activity, LivePreview
-from bot.delivery.reply import Delivery
 from bot.delivery.stops import Stops
+from bot.delivery.worked_row import WorkedRow
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ class DraftStream(LivePreview):
 
 @contextlib.asynccontextmanager
 async def preview(
-    bot: Bot, message: Message, settings: Settings, delivery: Delivery, stops: Stops | None = None
+    bot: Bot, message: Message, settings: Settings, delivery: WorkedRow, stops: Stops | None = None
 ) -> AsyncIterator[LivePreview | None]:
     """The live preview of the answer to `message`: drafts in a private chat, falling back to send
     then edit (STREAM_EDIT_FALLBACK), which groups use directly. The preview message, if one was

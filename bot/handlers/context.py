@@ -4,7 +4,7 @@ every user command and message handler starts with.
 `bot.app.build_application` registers `HandlerContext` with `ContextTypes`, so every handler (and
 the error handler) gets one: `context.services` are the bot's services (bot/services.py) and
 `context.row` is the inbox row whose update the handlers work, whose `receipt` a turn records its
-answer with (bot/delivery/reply.py).
+answer with (bot/delivery/worked_row.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from telegram import Message, Update
 from telegram import User as TelegramUser
 from telegram.ext import Application, CallbackContext, ExtBot
 
-from bot.delivery.reply import Delivery
+from bot.delivery.worked_row import WorkedRow
 from bot.ratelimit import Scope
 from bot.services import BotData, BotServices
 from db.models import User
@@ -33,7 +33,7 @@ class HandlerContext(CallbackContext[ExtBot[None], dict[Any, Any], dict[Any, Any
     ) -> None:
         super().__init__(application, chat_id=chat_id, user_id=user_id)
         # Outside the inbox (an error raised by a job or a task of its own) there is no row.
-        self.row_if_any: Delivery | None = None
+        self.row_if_any: WorkedRow | None = None
 
     @classmethod
     def from_update(
@@ -51,7 +51,7 @@ class HandlerContext(CallbackContext[ExtBot[None], dict[Any, Any], dict[Any, Any
         return self.bot_data.services
 
     @property
-    def row(self) -> Delivery:
+    def row(self) -> WorkedRow:
         """The inbox row the running handler works: pass its `receipt` to a turn, and the dispatcher
         sends the answer the turn recorded."""
         if self.row_if_any is None:

@@ -1,4 +1,9 @@
-"""The web app of webhook mode: Telegram's webhook, a health check, and jobs triggered over HTTP."""
+"""The web app of webhook mode: Telegram's webhook, a health check, and jobs triggered over HTTP.
+
+`POST /tasks/inbox` works the inbox until it is empty, for an external scheduler: on a host that only
+gives the process CPU during a request (Cloud Run with request-based billing), a scheduler calling it
+every minute makes sure nothing waits in the inbox for long.
+"""
 
 from __future__ import annotations
 
@@ -15,18 +20,20 @@ from starlette.routing import BaseRoute, Route
 from telegram.ext import Application
 
 from agent.core.errors import ConfigurationError
-from bot.delivery import routes as delivery_routes
-from bot.delivery.intake import NotAnUpdateError, parse_update
+from bot.delivery.inbox import NotAnUpdateError, parse_update
 from bot.runtime import Runtime
 from bot.services import services_of
 from bot.web import timeline, voice
 from bot.web.health import health_route
 from bot.web.json_input import JsonInputError, loads
+from db.inbox import InboxRepository
 
 logger = logging.getLogger(__name__)
 
 WEBHOOK_PATH = "/telegram/webhook"
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+# How long `/tasks/inbox` works the inbox: under the usual request timeouts of schedulers and hosts.
+DRAIN_SECONDS = 50.0
 
 
 def _same(given: str | None, expected: str) -> bool:
@@ -72,6 +79,16 @@ def build_web_app(
         given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip() or None
         return tasks_secret is not None and _same(given, tasks_secret)
 
+    async def drain_inbox(request: Request) -> Response:
+        if not tasks_authorized(request):
+            return Response("forbidden", status_code=403)
+        before = delivery.dispatcher.worked
+        emptied = await delivery.dispatcher.drain(within=DRAIN_SECONDS)
+        async with delivery.inbox.sessions() as session:
+            counts = await InboxRepository(session).counts()
+        result = {"emptied": emptied, "worked": delivery.dispatcher.worked - before, "rows": counts}
+        return JSONResponse({"ok": True, "job": "inbox", "result": result})
+
     async def run_task(request: Request) -> Response:
         if not tasks_authorized(request):
             return Response("forbidden", status_code=403)
@@ -88,7 +105,8 @@ def build_web_app(
     routes: list[BaseRoute] = [
         *([Route(WEBHOOK_PATH, telegram_webhook, methods=["POST"])] if webhook else []),
         health_route(runtime.engine),
-        *delivery_routes.routes(delivery, authorized=tasks_authorized),
+        # Before the generic `/tasks/{name}`: the inbox is a task only the web app serves.
+        Route("/tasks/inbox", drain_inbox, methods=["POST"]),
         Route("/tasks/{name}", run_task, methods=["POST"]),
         *voice.routes(runtime),
         *timeline.routes(runtime),

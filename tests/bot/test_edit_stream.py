@@ -18,8 +18,8 @@ from agent.core.clock import Clock
 from agent.core.settings import Settings
 from bench.fakes.telegram_api import FakeTelegram
 from bot.delivery.edit_stream import GROUP_INTERVAL, EditStream
-from bot.delivery.reply import Delivery
 from bot.delivery.streaming import preview
+from bot.delivery.worked_row import WorkedRow
 from db.inbox import LeasedUpdate
 from tests.bot.conftest import TOKEN
 
@@ -39,9 +39,9 @@ def group_message(bot: Bot) -> Message:
     return message
 
 
-def leased(engine: AsyncEngine) -> Delivery:
+def leased(engine: AsyncEngine) -> WorkedRow:
     row = LeasedUpdate(1, 1, 42, GROUP, None, "pending", None, 0, 0)
-    return Delivery(row, "test", async_sessionmaker(engine), Clock())
+    return WorkedRow(row, "test", async_sessionmaker(engine), Clock())
 
 
 async def test_a_group_preview_is_one_message_edited_every_three_seconds(

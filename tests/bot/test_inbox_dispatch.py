@@ -61,6 +61,12 @@ async def test_a_reply_recorded_but_not_sent_is_sent_once_without_a_new_turn(
     async with running_bot(settings_factory(onboarding_enabled=False), brain) as (runtime, _, _):
         assert [m.text for m in await tg.wait_for_messages(1, chat_id=5)] == ["answered before the crash"]
         await eventually(lambda: tg.pending_updates == 0)
+
+        # Telegram holds the message a moment before the row's done mark commits.
+        async def marked_done() -> bool:
+            return [r.status for r in await inbox_rows(runtime.sessions)] == ["done"]
+
+        await eventually(marked_done)
         rows = await inbox_rows(runtime.sessions)
     assert [(r.status, r.outcome, r.resumed_sends, r.payload) for r in rows] == [
         ("done", "answered", 1, None)

@@ -17,7 +17,7 @@ from agent.core.settings import Settings
 from agent.turn.stopped import STOPPED_NOTE
 from bench.fakes.telegram_api import FakeTelegram, SentDraft
 from bot.app import build_application, running
-from bot.delivery.intake import parse_update
+from bot.delivery.inbox import parse_update
 from bot.runtime import Runtime, build_runtime
 from bot.web.app import WEBHOOK_PATH
 from db.inbox import InboxRepository

@@ -40,7 +40,7 @@ class NotStoredError(LeaseLostError):
 
 
 @dataclass
-class Delivery:
+class WorkedRow:
     """A row being worked: what its handler recorded, what was sent, how it ended."""
 
     row: LeasedUpdate
@@ -54,7 +54,7 @@ class Delivery:
     outcome: str = "handled"
     # The send in progress, which a graceful stop lets finish (it is the crash window).
     sending: asyncio.Task[None] | None = None
-    # The intake's commit of the row, when the row was handed over before it (bot/delivery/intake.py).
+    # The intake's commit of the row, when the row was handed over before it (bot/delivery/inbox.py).
     stored: asyncio.Future[bool] | None = None
     # The streamed preview message this process sent for the row, until the answer replaces it.
     preview_message_id: int | None = None

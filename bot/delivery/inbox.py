@@ -99,14 +99,14 @@ class Claimer(Protocol):
         ...
 
 
-class Inbox:
+class UpdateInbox:
     """Commits received updates and hands them to this process's dispatcher.
 
     When the dispatcher has free slots, the same transaction that stores the updates also leases
     them (the dispatcher's usual rule, so order and fairness are unchanged; a lone update is stored
     and leased in one statement). The leased rows start before the commit: the commit's disk flush
     then runs while the turn starts instead of before it. Nothing about a row is written before its
-    commit succeeded (the row's `stored` future, awaited by every write of `bot/delivery/reply.py`),
+    commit succeeded (the row's `stored` future, awaited by every write of `bot/delivery/worked_row.py`),
     and the caller still acknowledges the update only after the commit.
     """
 
