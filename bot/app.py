@@ -23,6 +23,7 @@ from telegram.ext import (
 )
 
 from agent.account.access import AccessPolicy
+from agent.account.ratelimit import RateLimiter
 from agent.chat.persona import persona_for
 from agent.core.errors import ConfigurationError
 from agent.core.model_lifecycle import model_warnings
@@ -43,7 +44,6 @@ from bot.handlers import (
 )
 from bot.handlers.context import HandlerContext
 from bot.preflight import listen, one_line, preflight
-from bot.ratelimit import RateLimiter
 from bot.runtime import Runtime, build_runtime
 from bot.services import AnyApplication, BotData, BotServices, DeliveryRunner, build_delivery, services_of
 from bot.web.app import build_web_app

@@ -22,6 +22,7 @@ from telegram import User as TelegramUser
 from telegram.ext import Application
 
 from agent.account.access import AccessPolicy
+from agent.account.ratelimit import RateLimiter, Scope
 from agent.account.users import get_or_create_user
 from agent.onboarding.service import OnboardingService
 from bot.delivery.dispatcher import Dispatcher
@@ -30,7 +31,6 @@ from bot.delivery.polling import Poller
 from bot.delivery.sending import send_text
 from bot.delivery.stops import Stops
 from bot.delivery.worked_row import WorkedRow
-from bot.ratelimit import RateLimiter, Scope
 from bot.runtime import Runtime
 from db.models import User
 

@@ -1,1 +1,1 @@
-"""A user's account and data: users, access rules, time zones, export, forget and the timeline."""
+"""A user's account and data: users, access, rate limits, time zones, export, forget, the timeline."""

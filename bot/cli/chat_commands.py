@@ -16,9 +16,9 @@ from agent.account.timezones import Ambiguous, lookup_timezone
 from agent.account.users import get_or_create_user
 from agent.context import format_snapshot
 from agent.core.clock import ShiftedClock
+from agent.reports.texts import memory_report
 from agent.search.language import parse_language, set_language
 from bot.handlers.commands import FORGET_ASK, FORGOTTEN, FORGOTTEN_PENDING, export_stem
-from bot.handlers.reports import memory_report
 from bot.runtime import Runtime
 from db.models import User
 from db.repositories.prompts import PromptRepository

@@ -6,9 +6,9 @@ from telegram import Update
 
 from agent.account.access import Rule
 from agent.account.access_keys import access_key
+from agent.reports.texts import access_report, prompt_report, stats_report, user_report
 from bot.delivery.sending import send_text
 from bot.handlers.context import HandlerContext
-from bot.handlers.reports import access_report, prompt_report, stats_report, user_report
 from jobs.queue import queue_stats, requeue
 
 

@@ -16,8 +16,8 @@ from telegram import Message, Update
 from telegram import User as TelegramUser
 from telegram.ext import Application, CallbackContext, ExtBot
 
+from agent.account.ratelimit import Scope
 from bot.delivery.worked_row import WorkedRow
-from bot.ratelimit import Scope
 from bot.services import BotData, BotServices
 from db.models import User
 

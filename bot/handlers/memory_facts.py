@@ -7,11 +7,11 @@ import logging
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram.error import BadRequest
 
+from agent.reports.texts import memory_report
 from agent.search.corrections import FactsPage, facts_page, forget_fact
 from bot.delivery.sending import split_text
 from bot.handlers.commands import own_chat
 from bot.handlers.context import HandlerContext, sender
-from bot.handlers.reports import memory_report
 from bot.runtime import Runtime
 from db.repositories.users import UserRepository
 

@@ -22,12 +22,12 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RequestUsage
 from sqlalchemy import func, select
 
+from agent.account.ratelimit import STRANGER_REPLY
 from agent.core.settings import Settings
 from agent.turn.daily_tokens import BUDGET_REPLY
 from bench.fakes.telegram_api import FakeTelegram
 from bot.app import build_application, running
 from bot.handlers.messages import UNKNOWN_COMMAND
-from bot.ratelimit import STRANGER_REPLY
 from bot.runtime import Runtime, build_runtime
 from bot.services import services_of
 from db.models import InboxUpdate, ModelUsage, TranscriptMessage, User

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.forget import export_user
 from agent.core.clock import FrozenClock
-from bot.handlers.reports import stats_report
+from agent.reports.texts import stats_report
 from db.models import Conversation, ModelUsage
 from db.repositories.briefings import BriefingRepository, StoredBriefing
 from jobs.briefing import refresh_briefing

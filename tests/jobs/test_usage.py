@@ -10,7 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.clock import FrozenClock
-from bot.handlers.reports import stats_report, user_report
+from agent.reports.texts import stats_report, user_report
 from db.models import ModelUsage, User
 from jobs.context import JobContext
 from jobs.registry import run_job

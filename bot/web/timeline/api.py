@@ -18,13 +18,13 @@ from zoneinfo import ZoneInfo
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from agent.account.ratelimit import RateLimiter
 from agent.account.timeline import DayView, Entry, Timeline, TimelineUser, parse_summary, within_calendar
 from agent.chat.tools import hit_dict
 from agent.core.errors import NikitaError
 from agent.search.corrections import forget_fact, remembered
 from agent.search.get import MessagesOut, RecallNotFoundError, SummaryOut
 from agent.search.recall import Recall
-from bot.ratelimit import RateLimiter
 from bot.runtime import Runtime
 from bot.web.ids import IdFormatError, parse_id
 from bot.web.timeline.auth import SCHEME, InitDataError, init_data_from_header, validate_init_data
@@ -132,7 +132,7 @@ class TimelineApi:
         self.timeline = Timeline(runtime.sessions)
         self.bot_token = bot_token
         self.max_age = timedelta(seconds=settings.timeline_auth_max_age_seconds)
-        # The bot's own limits (bot/ratelimit.py): counted in the database, across instances and
+        # The bot's own limits (agent/account/ratelimit.py): counted in the database, across instances and
         # restarts, keyed like every other limit by the Telegram identity.
         self.limits = RateLimiter.from_settings(runtime.sessions, settings)
 

@@ -18,8 +18,8 @@ from agent.context.engine import canary_bucket, route_for
 from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.history.turn_notes import turn_note, words
+from agent.reports.texts import prompt_report
 from agent.turn.service import TurnService
-from bot.handlers.reports import prompt_report
 from db.models import GeneratedPrompt, User
 from jobs.context import JobContext
 from jobs.registry import run_job

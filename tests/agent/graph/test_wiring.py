@@ -32,9 +32,9 @@ from agent.graph.graphiti_backend import GraphitiMemory
 from agent.graph.guarded import GuardedGraphMemory
 from agent.graph.tier import GraphMemoryTier
 from agent.history.turn_notes import turn_note
+from agent.reports.texts import memory_report
 from agent.search.embeddings import HashingEmbedder
 from bench.fakes.graph_llm import ScriptedLLMClient
-from bot.handlers.reports import memory_report
 from bot.runtime import Runtime, build_runtime
 from jobs.registry import run_job
 from tests.jobs.conftest import ScriptedSummaries, extraction_reply, seed_conversation

@@ -11,9 +11,9 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.forget import forget_user
+from agent.account.ratelimit import Limit, RateLimiter, hash_key
 from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
-from bot.ratelimit import Limit, RateLimiter, hash_key
 from db.engine import create_engine, session_factory
 from db.models import RateLimitEvent
 

@@ -16,8 +16,8 @@ from agent.core.settings import Settings
 from agent.graph import GraphMemory, GraphMemoryError, GroupLimits, NullGraphMemory
 from agent.proactive.plans import zone_of
 from agent.reminders.store import reminder_stats
+from agent.reports.spend import format_spend, format_usage
 from agent.turn.daily_tokens import COUNTERS
-from bot.handlers.spend import format_spend, format_usage
 from db.inbox import InboxRepository
 from db.models import (
     Conversation,
