@@ -98,3 +98,32 @@ async def _rows(runtime: Runtime, n: int) -> bool:
 
 def _today(runtime: Runtime) -> date:
     return runtime.clock.now().date()
+
+
+@pytest.mark.both_databases
+async def test_one_users_reactions_never_reach_another(runtime: Runtime, tg: FakeTelegram) -> None:
+    start = int(time.time()) - 120
+    bob = ALICE + 1
+    tg.user_message(ALICE, "hi", date=start)
+    [alice_answer] = await tg.wait_for_messages(1, chat_id=ALICE)
+    tg.user_message(bob, "hello", date=start)
+    [bob_answer] = await tg.wait_for_messages(1, chat_id=bob)
+    tg.reaction(ALICE, alice_answer.message_id, new=["❤"], date=start + 30)
+    tg.reaction(bob, bob_answer.message_id, new=["👎"], date=start + 30)
+    await eventually(lambda: _rows(runtime, 2))
+    tg.user_message(ALICE, "and you?", date=start + 60)
+    tg.user_message(bob, "and you?", date=start + 60)
+    await tg.wait_for_messages(2, chat_id=ALICE)
+    await tg.wait_for_messages(2, chat_id=bob)
+    async with runtime.sessions() as session:
+        users = {u.key: u.id for u in await session.scalars(select(User))}
+        prompts = {
+            row.user_id: row.instructions
+            for row in await session.scalars(select(GeneratedPrompt).order_by(GeneratedPrompt.id))
+        }
+    alice, bobs = users[f"telegram:{ALICE}"], users[f"telegram:{bob}"]
+    assert "❤" in prompts[alice] and "👎" not in prompts[alice]
+    assert "👎" in prompts[bobs] and "❤" not in prompts[bobs]
+    assert [r["emoji"] for r in (await export_user(runtime.sessions, alice))["reactions"]] == ["❤"]
+    await forget_user(runtime.sessions, bobs)
+    assert [r["emoji"] for r in (await export_user(runtime.sessions, alice))["reactions"]] == ["❤"]
