@@ -29,6 +29,7 @@ NAMES = (
     "documents",
     "proactive",
     "cost",
+    "trip",
 )
 
 
@@ -40,6 +41,7 @@ def _parser() -> argparse.ArgumentParser:
         "--backend", choices=["sqlite", "postgres"], default="sqlite", help="recall: database"
     )
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    parser.add_argument("--verbose", action="store_true", help="trip: list the modules in the order they ran")
     parser.add_argument(
         "--facts", action="store_true", help="recall: also measure with the files' observations as facts"
     )
@@ -111,6 +113,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench.cost import run_cost_bench
 
         asyncio.run(run_cost_bench(settings, quick=quick))
+    elif args.name == "trip":
+        from bench.trip import run_trip_bench
+
+        asyncio.run(run_trip_bench(verbose=args.verbose))
     elif args.name == "context":
         from bench.context import run_context_bench
 
