@@ -22,8 +22,8 @@ from agent.core.errors import UserForgottenError
 from agent.core.usage import UsageMeter, metering, store_usage, store_usage_apart
 from agent.digest.extraction import Extraction, OpenThread, ShownThought, extract
 from agent.digest.summaries import Line
-from agent.proactive.plans import local_label, plans_from
 from agent.search.corrections import without_taken_back
+from agent.touchpoints.plans import local_label, plans_from
 from agent.turn.reactions import reactions_on, with_reactions
 from db.models import Conversation, ConversationThread, Thought, TranscriptMessage, User
 from db.repositories.facts import FactRepository
