@@ -27,7 +27,7 @@ NAMES = (
     "delivery",
     "memory",
     "documents",
-    "proactive",
+    "touchpoints",
     "cost",
     "trip",
 )
@@ -105,10 +105,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench.documents import run_documents_bench
 
         asyncio.run(run_documents_bench(settings, quick=quick))
-    elif args.name == "proactive":
-        from bench.proactive import run_proactive_bench
+    elif args.name == "touchpoints":
+        from bench.touchpoints import run_touchpoints_bench
 
-        asyncio.run(run_proactive_bench(settings, quick=quick))
+        asyncio.run(run_touchpoints_bench(settings, quick=quick))
     elif args.name == "cost":
         from bench.cost import run_cost_bench
 

@@ -13,7 +13,7 @@ from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.context import BuiltContext, ContextBuilder, FunctionMemory, MemoryLimits
-from agent.context.briefing import briefing_instructions, fingerprint, package_prompt
+from agent.context.briefing.writer import briefing_instructions, fingerprint, package_prompt
 from agent.core.settings import Settings
 from agent.history.tokens import get_counter
 from bench.common import describe, percentile, scratch_database

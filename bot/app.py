@@ -29,18 +29,18 @@ from agent.core.errors import ConfigurationError
 from agent.core.model_lifecycle import model_warnings
 from agent.core.settings import Settings
 from agent.onboarding.service import OnboardingService
-from bot.delivery.proactive import TelegramSender
 from bot.delivery.signals import SignalFreeServer, on_stop_signal
+from bot.delivery.touchpoints import TelegramSender
 from bot.handlers import (
     access,
     admin,
     commands,
-    followups,
     media,
     memory_facts,
     messages,
     reactions,
     reminders,
+    touchpoints,
 )
 from bot.handlers.context import HandlerContext
 from bot.preflight import listen, one_line, preflight
@@ -121,7 +121,7 @@ def _register(application: AnyApplication, settings: Settings) -> None:
         "export": commands.on_export,
         "forget": commands.on_forget,
         "timeline": timeline_command.on_timeline,
-        "followups": followups.on_followups,
+        "followups": touchpoints.on_followups,
         "reminders": reminders.on_reminders,
     }
     for name, callback in user_commands.items():
@@ -141,7 +141,7 @@ def _register(application: AnyApplication, settings: Settings) -> None:
     for name, callback in admin_commands.items():
         application.add_handler(CommandHandler(name, callback, filters=admins))
     application.add_handler(CallbackQueryHandler(commands.on_forget_button, pattern=r"^forget:"))
-    application.add_handler(CallbackQueryHandler(followups.on_followups_button, pattern=r"^followups:"))
+    application.add_handler(CallbackQueryHandler(touchpoints.on_followups_button, pattern=r"^followups:"))
     application.add_handler(CallbackQueryHandler(reminders.on_reminder_button, pattern=r"^reminder:"))
     application.add_handler(CallbackQueryHandler(memory_facts.on_fact_button, pattern=r"^memfact:"))
     application.add_handler(MessageReactionHandler(reactions.on_reaction))

@@ -52,7 +52,7 @@ class User(Base):
     last_message_at: Mapped[datetime | None]
     # /followups on|off; None follows PROACTIVE_ENABLED.
     followups: Mapped[bool | None] = mapped_column(Boolean)
-    # Telegram refused a proactive message (the user blocked the bot): no more until they write.
+    # Telegram refused a touchpoint (the user blocked the bot): no more until they write.
     unreachable_at: Mapped[datetime | None]
 
 
@@ -93,8 +93,8 @@ class Conversation(Base):
     claimed_at: Mapped[datetime | None]
     claimed_by: Mapped[str | None] = mapped_column(String(128))
     processed_at: Mapped[datetime | None]
-    # text (Telegram, terminal) | voice (a call's transcript) | proactive (the bot wrote first; text
-    # once the user answers); call_id is the voice agent's id.
+    # text (Telegram, terminal) | voice (a call's transcript) | proactive (a touchpoint: the bot wrote
+    # first; text once the user answers); call_id is the voice agent's id.
     kind: Mapped[str] = mapped_column(String(16), default="text", server_default="text")
     call_id: Mapped[str | None] = mapped_column(String(128))
 
@@ -404,9 +404,9 @@ class ModelUsage(Base):
     """Model calls and tokens of one user on one UTC day, per kind of use (cost in view).
 
     `kind` is chat, onboarding, compaction, extraction, day_summary, graph, briefing, embedding or
-    proactive. Input tokens include those read from and written to the provider's prompt cache,
-    which the cache columns count again (1-hour writes are part of the writes). Counts only, never
-    text; deleted with the user.
+    proactive (a touchpoint composed). Input tokens include those read from and written to the
+    provider's prompt cache, which the cache columns count again (1-hour writes are part of the
+    writes). Counts only, never text; deleted with the user.
     """
 
     __tablename__ = "model_usage"

@@ -16,7 +16,7 @@ from agent.chat.agent import MissingModelKeyError, build_model, unavailable_mode
 from agent.core.clock import Clock
 from agent.core.settings import Settings
 from agent.graph.guarded import GuardedGraphMemory
-from agent.proactive.sender import ProactiveSender
+from agent.touchpoints.sender import TouchpointSender
 
 
 @dataclass
@@ -35,10 +35,10 @@ class JobContext:
     guard: WriteGuard | None = None
     data_stores: list[UserDataStore] = field(default_factory=list)
     caches: list[UserCache] = field(default_factory=list)
-    # Follow-ups: the model that writes them (the chat model; None: the summary model) and the
+    # Touchpoints: the model that writes them (the chat model; None: the summary model) and the
     # bot's sender (None where there is no Telegram: the touchpoints job then leaves them due).
     chat_model: Model | str | None = None
-    sender: ProactiveSender | None = None
+    sender: TouchpointSender | None = None
 
 
 def default_worker_id() -> str:

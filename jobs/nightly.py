@@ -10,7 +10,7 @@ from pydantic_ai.exceptions import AgentRunError
 
 from agent.core.clock import local_day
 from db.repositories.day_summaries import DaySummaryRepository
-from jobs.briefing import refresh_briefing
+from jobs.briefing_refresh import refresh_briefing
 from jobs.context import JobContext
 from jobs.day_summary import summarise_segment
 

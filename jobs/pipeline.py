@@ -3,7 +3,7 @@
 1 ingestion -> 2 extraction -> 3 threads, 4 thoughts, 5 facts (one transaction with the stored
 extraction and its cost, so a rerun never calls the model again; dedupe keys) -> 6 graph -> 7 day
 summary rollup (version-guarded, one note per version) -> 8 finalisation (processed, summary, tone;
-in the rollup's last transaction) -> 9 the user's briefing (jobs/briefing.py; after the
+in the rollup's last transaction) -> 9 the user's briefing (jobs/briefing_refresh.py; after the
 conversation is processed, and never failing it).
 """
 
@@ -22,8 +22,8 @@ from agent.core.errors import UserForgottenError
 from agent.core.usage import UsageMeter, metering, store_usage, store_usage_apart
 from agent.digest.extraction import Extraction, OpenThread, ShownThought, extract
 from agent.digest.summaries import Line
-from agent.proactive.plans import local_label, plans_from
 from agent.search.corrections import without_taken_back
+from agent.touchpoints.plans import local_label, plans_from
 from agent.turn.reactions import reactions_on, with_reactions
 from db.models import Conversation, ConversationThread, Thought, TranscriptMessage, User
 from db.repositories.facts import FactRepository
@@ -32,7 +32,7 @@ from db.repositories.threads import ThreadRepository
 from db.repositories.touchpoints import NewTouchpoint, TouchpointRepository
 from db.repositories.transcript import TranscriptRepository
 from db.repositories.users import user_present
-from jobs.briefing import refresh_briefing
+from jobs.briefing_refresh import refresh_briefing
 from jobs.context import JobContext
 from jobs.day_summary import DayFold, draft_fold, pending_fold, store_draft
 from jobs.queue import mark_processed

@@ -17,9 +17,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.core.clock import ensure_utc
 from agent.core.settings import Settings
-from agent.history.messages import proactive_history
-from agent.proactive.plans import zone_of
+from agent.history.messages import touchpoint_history
 from agent.reminders.store import advance, is_snooze
+from agent.touchpoints.plans import zone_of
 from agent.turn.transcript import write_message
 from db.models import PROACTIVE, Reminder, Touchpoint, User
 from db.repositories.conversations import ConversationRepository
@@ -87,7 +87,7 @@ async def record_occurrence(
         await conversations.end_and_queue(active, active.last_message_at)
     conversation = await conversations.start(user.id, now)
     conversation.kind = PROACTIVE
-    conversation.messages = proactive_history(
+    conversation.messages = touchpoint_history(
         f"the reminder they asked for: {reminder.text}", text, now, settings.persona_name
     )
     message = await write_message(

@@ -1,11 +1,11 @@
-"""The `touchpoints` job: find the due follow-ups and reminders, lease them, compose each follow-up
+"""The `touchpoints` job: find the due touchpoints, lease them, compose each follow-up and check-in
 once, send it durably. A reminder skips the rules and the model (jobs/reminders.py) and takes the
 same record-then-send path.
 
 1. Lease: one statement on the `(status, due_at)` index (db/repositories/touchpoints.py); nothing
    due, no model call.
-2. Rules (agent/proactive/rules.py): cancel or postpone before any model call.
-3. Compose: one model call with the user's context tiers (agent/proactive/compose.py); a decline
+2. Rules (agent/touchpoints/rules.py): cancel or postpone before any model call.
+3. Compose: one model call with the user's context tiers (agent/touchpoints/compose.py); a decline
    sends nothing.
 4. Record: the text, its transcript row (an assistant turn, kind `proactive`) and the session it
    opens are committed together, under the user's row lock, with the rules read again; from then on
@@ -30,12 +30,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from agent.context.builder import ContextBuilder
 from agent.core.errors import LeaseLostError
 from agent.core.usage import metering, store_usage_apart
-from agent.history.messages import proactive_history
-from agent.proactive.check_ins import plan_check_ins
-from agent.proactive.compose import Occasion, compose
-from agent.proactive.plans import local_label
-from agent.proactive.rules import WEEK, Cancel, Postpone, Subject, decide
-from agent.proactive.sender import RecipientBlockedError, SendFailedError
+from agent.history.messages import touchpoint_history
+from agent.touchpoints.check_ins import plan_check_ins
+from agent.touchpoints.compose import Occasion, compose
+from agent.touchpoints.plans import local_label
+from agent.touchpoints.rules import WEEK, Cancel, Postpone, Subject, decide
+from agent.touchpoints.sender import RecipientBlockedError, SendFailedError
 from agent.turn.daily_tokens import TokenBudget
 from agent.turn.transcript import write_message
 from db.models import PROACTIVE, Conversation, ConversationThread, Touchpoint, TranscriptMessage, User
@@ -48,7 +48,7 @@ logger = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 8
 RETRY_AFTER = timedelta(minutes=5)
-# Follow-ups composed at once (model calls in flight); sends are paced separately.
+# Touchpoints composed at once (model calls in flight); sends are paced separately.
 CONCURRENCY = 8
 
 
@@ -148,7 +148,7 @@ class _Worker:
             await self._close(touchpoint_id, "cancelled", "failed")
             return "cancelled_failed"
         if await self.budget.over(self.ctx.sessions, user.id, now) is not None:
-            # USER_DAILY_TOKENS / DAILY_TOKENS reached: the follow-up waits for the next UTC day.
+            # USER_DAILY_TOKENS / DAILY_TOKENS reached: the touchpoint waits for the next UTC day.
             tomorrow = datetime.combine(now.astimezone(UTC).date() + timedelta(days=1), time(), tzinfo=UTC)
             await self._postpone(touchpoint_id, tomorrow)
             return "postponed_budget"
@@ -167,7 +167,7 @@ class _Worker:
                 composition = await compose(model, self.ctx.settings, occasion)
             except Exception as exc:  # the model's failures are many (HTTP, timeouts, bad output)
                 logger.warning(
-                    "follow-up not composed",
+                    "touchpoint not composed",
                     extra={"touchpoint_id": touchpoint_id, "error": repr(exc)},
                     exc_info=exc,
                 )
@@ -215,7 +215,7 @@ class _Worker:
         return await self._send(touchpoint_id, user_id, outcome.text, 0, reminder_id)
 
     async def _record(self, touchpoint_id: int, text: str) -> Cancel | Postpone | None:
-        """Store the message as the assistant's proactive turn, in a session it opens; the rules are
+        """Store the message as the assistant's turn of kind `proactive`, in a session it opens; the rules are
         read again under the user's row lock, so two instances never both send to one user."""
         now = self.ctx.clock.now()
         async with self.ctx.sessions() as session, session.begin():
@@ -241,7 +241,7 @@ class _Worker:
                 await conversations.end_and_queue(active, active.last_message_at)
             conversation = await conversations.start(user.id, now)
             conversation.kind = PROACTIVE
-            conversation.messages = proactive_history(row.reason, text, now, self.ctx.settings.persona_name)
+            conversation.messages = touchpoint_history(row.reason, text, now, self.ctx.settings.persona_name)
             message = await write_message(
                 session,
                 user,

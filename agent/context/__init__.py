@@ -1,10 +1,10 @@
-"""Working memory: what the model sees on every turn (DESIGN.md "Working memory").
+"""Working memory: what the model sees on every turn (docs/context.md).
 
 `ContextBuilder.build` collects the context package (its parts concurrently), compacts a long
 history, fits everything to the token budgets and returns a `BuiltContext`: the instructions text,
 the history to send, the package, and a snapshot of what went in, what was cut and what failed.
 Context engine v2 (`engine.py`) serves instead the briefing the summary model wrote from the package
-in idle time (`briefing.py`, checked by `validators.py`), while it is fresh.
+in idle time (`briefing/writer.py`, checked by `briefing/checks.py`), while it is fresh.
 """
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.context.briefing import fingerprint
-from agent.context.briefings import BriefingReader
+from agent.context.briefing.reader import BriefingReader
+from agent.context.briefing.writer import fingerprint
 from agent.context.budget import Budgets, Fitted
 from agent.context.compaction import Compacted, Compactor
 from agent.context.engine import Variant, assemble_v2, route_for, serve

@@ -1,7 +1,7 @@
 """The context engine's router and v2's assembly.
 
 `CONTEXT_ENGINE` picks how a turn's context is made: `v1` renders the package as tiers; `v2` serves
-the stored briefing (agent/context/briefing.py); `shadow` serves v1 and records what v2 would have
+the stored briefing (agent/context/briefing/writer.py); `shadow` serves v1 and records what v2 would have
 been beside it; `canary` serves v2 to `CONTEXT_ENGINE_CANARY_PERCENT` of users, the same users on
 every turn (a hash of the user id), and v1 to the others. v2 falls back to v1, with the reason in
 the snapshot, whenever the briefing is missing or stale.

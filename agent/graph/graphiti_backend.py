@@ -6,7 +6,6 @@ import asyncio
 import hashlib
 import logging
 import time
-import uuid as uuidlib
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
@@ -19,7 +18,6 @@ from graphiti_core.edges import EntityEdge
 from graphiti_core.errors import GraphitiError
 from graphiti_core.llm_client import LLMClient
 from graphiti_core.llm_client.errors import EmptyResponseError, RateLimitError, RefusalError
-from graphiti_core.nodes import EpisodeType, EpisodicNode
 from graphiti_core.search.search import search as graph_search
 from graphiti_core.search.search_config import (
     EdgeReranker,
@@ -28,7 +26,6 @@ from graphiti_core.search.search_config import (
     SearchConfig,
 )
 from graphiti_core.search.search_filters import ComparisonOperator, DateFilter, SearchFilters
-from graphiti_core.search.search_utils import RELEVANT_SCHEMA_LIMIT
 from neo4j.exceptions import DriverError, Neo4jError
 from pydantic import ValidationError
 from redis.exceptions import RedisError
@@ -37,11 +34,12 @@ from agent.core.bounded import BoundedCache, KeyedLocks
 from agent.core.clock import Clock, ensure_utc
 from agent.graph.connect import GraphConnection
 from agent.graph.embedder import GraphitiEmbedder
+from agent.graph.episodes import Episode, episode_uuid, write_episode
 from agent.graph.errors import GraphMemoryError
 from agent.graph.fast_search import ensure_vector_index, search_group
 from agent.graph.memory import GROUPS, Group, GroupLimits, MemoryFact, MemoryResults, group_id
 from agent.graph.records import export_group, export_group_empty, recent_facts, to_datetime
-from agent.graph.triplets import PERSONA_KEY, write_facts
+from agent.graph.triplets import PERSONA_KEY
 from agent.graph.vector_space import (
     REINDEX_HINT,
     Space,
@@ -70,15 +68,8 @@ BACKEND_ERRORS: tuple[type[BaseException], ...] = (
     EmptyResponseError,
     ValidationError,
 )
-_PENDING = "pending:"
 # Graphiti objects bound to a group's graph, kept for the most recently used groups (3 per user).
 MAX_SCOPES = 300
-_NAMESPACE = uuidlib.UUID("6f1c1a52-56a4-4b0e-9a51-1a3f7d0c9e21")
-
-
-def episode_uuid(group: str, source_id: str) -> str:
-    """A stable episode id, so a rerun of the same source finds the episode it already wrote."""
-    return str(uuidlib.uuid5(_NAMESPACE, f"{group}/{source_id}"))
 
 
 class _KeepOrder(CrossEncoderClient):
@@ -238,73 +229,18 @@ class GraphitiMemory:
         started = time.perf_counter()
         try:
             async with self._write_locks.hold(gid), asyncio.timeout(self.episode_timeout_seconds):
-                await self._write_episode(
-                    gid, group, name, body, reference_time, source_id, episode_id, facts
+                scope = await self.graphiti_for(gid)
+                await write_episode(
+                    scope,
+                    Episode(gid, group, name, body, reference_time, source_id, episode_id, facts),
+                    clock=self.clock,
+                    persona_name=self.persona_name,
                 )
         except BACKEND_ERRORS as exc:
             raise GraphMemoryError(f"graph episode for {gid} failed: {exc}") from exc
         logger.info(
             "graph episode added",
             extra={"user_id": user_id, "group": group, "ms": round((time.perf_counter() - started) * 1000)},
-        )
-
-    async def _write_episode(
-        self,
-        gid: str,
-        group: Group,
-        name: str,
-        body: str,
-        reference_time: datetime,
-        source_id: str,
-        episode_id: str,
-        facts: Sequence[str] | None,
-    ) -> None:
-        """Write one episode unless already complete; resume it when a previous try left it pending."""
-        scope = await self.graphiti_for(gid)
-        existing = await _find_episode(scope.driver, episode_id)
-        if existing is not None and not existing.source_description.startswith(_PENDING):
-            return
-        episode = existing or EpisodicNode(
-            uuid=episode_id,
-            name=name,
-            group_id=gid,
-            labels=[],
-            source=EpisodeType.text,
-            content=body,
-            source_description=_PENDING + source_id,
-            created_at=self.clock.now(),
-            valid_at=reference_time,
-        )
-        if existing is None:
-            # Written first, marked pending: a crash mid-extraction leaves a marker, and the rerun
-            # resumes this same episode instead of adding a second one.
-            await episode.save(scope.driver)
-        if facts is not None:
-            episode.entity_edges = await write_facts(
-                scope, gid, group, episode, facts, self.clock.now(), persona_name=self.persona_name
-            )
-            episode.source_description = source_id
-            await episode.save(scope.driver)
-            return
-        previous = await scope.retrieve_episodes(
-            reference_time, last_n=RELEVANT_SCHEMA_LIMIT + 1, group_ids=[gid], driver=scope.driver
-        )
-        await scope.add_episode(
-            name=name,
-            episode_body=body,
-            source_description=source_id,
-            reference_time=reference_time,
-            source=EpisodeType.text,
-            group_id=gid,
-            uuid=episode_id,
-            previous_episode_uuids=[ep.uuid for ep in previous if ep.uuid != episode_id][
-                -RELEVANT_SCHEMA_LIMIT:
-            ],
-        )
-        await scope.driver.execute_query(
-            "MATCH (e:Episodic {uuid: $uuid}) SET e.source_description = $done",
-            uuid=episode_id,
-            done=source_id,
         )
 
     async def add_fact(self, user_id: int, text: str, reference_time: datetime) -> None:
@@ -426,11 +362,6 @@ class GraphitiMemory:
         """Close the connection and stop the embedded database."""
         self._scopes.clear()
         await self.connection.close()
-
-
-async def _find_episode(driver: GraphDriver, episode_id: str) -> EpisodicNode | None:
-    found = await EpisodicNode.get_by_uuids(driver, [episode_id])
-    return found[0] if found else None
 
 
 def _is_current(edge: EntityEdge, now: datetime) -> bool:

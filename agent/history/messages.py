@@ -290,7 +290,7 @@ def _shorten(text: str, max_tokens: int, counter: TokenCounter) -> str | None:
     return counter.decode(tokens[:head]) + marker + tail_text
 
 
-def proactive_history(reason: str, text: str, at: datetime, persona_name: str) -> list[Any]:
+def touchpoint_history(reason: str, text: str, at: datetime, persona_name: str) -> list[Any]:
     """The stored history of a session the bot opened by writing first: a note standing in for the
     user's turn (the API wants a history to start with one) and the message as the model's answer."""
     note = f"[{persona_name} wrote first, following up on: {reason}]"

@@ -18,7 +18,6 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.clock import ensure_utc
 from agent.core.errors import NikitaError
-from agent.proactive.plans import zone_of
 from agent.reminders.schedule import (
     Repeat,
     exists,
@@ -29,6 +28,7 @@ from agent.reminders.schedule import (
     repeated,
     to_utc,
 )
+from agent.touchpoints.plans import zone_of
 from db.models import Reminder, Touchpoint
 from db.repositories.dedupe import dedupe_key
 from db.repositories.touchpoints import REMINDER

@@ -14,9 +14,9 @@ from agent.context.snapshot import format_snapshot
 from agent.core.clock import local_day
 from agent.core.settings import Settings
 from agent.graph import GraphMemory, GraphMemoryError, GroupLimits, NullGraphMemory
-from agent.proactive.plans import zone_of
 from agent.reminders.store import reminder_stats
 from agent.reports.spend import format_spend, format_usage
+from agent.touchpoints.plans import zone_of
 from agent.turn.daily_tokens import COUNTERS
 from db.inbox import InboxRepository
 from db.models import (

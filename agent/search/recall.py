@@ -5,255 +5,30 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
 from dataclasses import replace
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.writers import WriteGuard
-from agent.core.bounded import BoundedCache, KeyedLocks
 from agent.core.clock import local_day
-from agent.core.errors import UserForgottenError
 from agent.core.settings import Settings
-from agent.core.usage import metering, store_usage_apart
-from agent.graph.memory import GraphMemory
-from agent.history.tokens import get_counter
 from agent.search import get as getters
-from agent.search.embeddings import Embedder, EmbedderUnavailableError, Preloadable
-from agent.search.facts import FactStore, SqlFactStore
-from agent.search.fts import full_text_for
+from agent.search.embeddings import Embedder, EmbedderUnavailableError
 from agent.search.get import MessagesOut, RecallInputError, SummaryOut
-from agent.search.indexer import Indexer, IndexStats
-from agent.search.search import ConversationSearch, SearchHit, SearchQuery, recency_start
-from agent.search.vectors import VectorCache
-from db.models import DaySegment, SearchChunk, TranscriptMessage, User, UserFact
-from db.repositories.users import user_present
+from agent.search.recall_index import RecallIndex
+from agent.search.search import SearchHit, SearchQuery, recency_start
+from db.models import SearchChunk, User
 
 logger = logging.getLogger(__name__)
 
-# What a failed embedding pass may raise: the model, the database, or numpy on a bad shape.
-INDEX_ERRORS = (EmbedderUnavailableError, SQLAlchemyError, OSError, ValueError, RuntimeError)
 
-
-class Recall:
+class Recall(RecallIndex):
     """Conversation search and get, memory facts, and the index they read, for any user id given."""
 
     name = "search_index"
-
-    def __init__(
-        self,
-        *,
-        settings: Settings,
-        sessions: async_sessionmaker[AsyncSession],
-        dialect: str,
-        embedder: Embedder | None,
-        facts: FactStore | None = None,
-        guard: WriteGuard | None = None,
-    ) -> None:
-        self.settings = settings
-        self.sessions = sessions
-        # Indexing passes register here, so /forget waits for one in flight (agent/account/writers.py).
-        self.guard = guard if guard is not None else WriteGuard(sessions)
-        self.full_text = full_text_for(dialect, scan=settings.search_fts_scan_limit)
-        self.embedder = embedder if embedder is not None and embedder.dimensions > 0 else None
-        self.facts: FactStore = facts or SqlFactStore(sessions)
-        # The knowledge graph when one is on (the runtime sets it): taking a fact back ends its edges.
-        self.graph: GraphMemory | None = None
-        self.ranking = ConversationSearch(settings, self.full_text)
-        # Bounded: a lock lives only while a pass holds or awaits it; markers are an LRU.
-        self._index_locks: KeyedLocks[int] = KeyedLocks()
-        self._indexed: BoundedCache[int, tuple[Any, ...]] = BoundedCache(
-            max_entries=settings.search_indexed_users
-        )
-        self.cache: VectorCache | None = None
-        self.indexer: Indexer | None = None
-        self._background: set[asyncio.Task[IndexStats | None]] = set()
-        if self.embedder is not None:
-            self.cache = VectorCache(
-                embedder=self.embedder.name,
-                dimensions=self.embedder.dimensions,
-                max_users=settings.search_vector_cache_users,
-                max_bytes=settings.search_vector_cache_bytes,
-            )
-            self.indexer = Indexer(
-                settings=settings, embedder=self.embedder, counter=get_counter(), cache=self.cache
-            )
-
-    async def warm_up(self, *, now: datetime) -> None:
-        """At start: load the embedding model, then catch up the index of the most recently active
-        users and load their vectors.
-
-        The first search after a restart then costs what any search costs; without it, it paid for
-        the model (~0.5 s), the index catch-up check and the user's matrix (~0.2-0.4 s at 100,000
-        messages).
-        """
-        if isinstance(self.embedder, Preloadable):
-            try:
-                await asyncio.to_thread(self.embedder.load)
-            except EmbedderUnavailableError as exc:
-                logger.warning("embedding model unavailable; full text only", extra={"error": str(exc)})
-                return
-        wanted = min(self.settings.search_warm_users, self.settings.search_vector_cache_users)
-        if self.cache is None or wanted <= 0:
-            return
-        started = time.perf_counter()
-        try:
-            async with self.sessions() as session:
-                recent = await session.scalars(
-                    select(User.id)
-                    .where(User.last_message_at.is_not(None))
-                    .order_by(User.last_message_at.desc())
-                    .limit(wanted)
-                )
-                users = list(recent)
-            for user_id in users:
-                await self.index_quietly(user_id, now=now)
-                async with self.sessions() as session:
-                    await self.cache.get(session, user_id)
-        except SQLAlchemyError as exc:
-            logger.warning("vector warm-up failed", exc_info=exc)
-            return
-        if not users:
-            return  # an empty database: nothing was warmed, nothing to say
-        logger.info(
-            "search vectors warmed",
-            extra={"users": len(users), "ms": round((time.perf_counter() - started) * 1000, 1)},
-        )
-
-    def cache_sizes(self) -> dict[str, int]:
-        """How much the per-user maps hold right now (each is bounded; see the settings)."""
-        sizes = {
-            "index_locks": len(self._index_locks),
-            "indexed_users": len(self._indexed),
-            "fact_word_users": len(self.ranking.messages.fact_words),
-        }
-        if self.cache is not None:
-            sizes |= {"vector_users": len(self.cache), "vector_bytes": self.cache.bytes}
-            sizes["vector_locks"] = self.cache.locks_in_use
-        return sizes
-
-    def remembers(self, user_id: int) -> bool:
-        """Whether anything of the user is held in this process's memory (index marker, vectors)."""
-        return (
-            user_id in self._indexed
-            or user_id in self.ranking.messages.fact_words
-            or (self.cache is not None and user_id in self.cache)
-        )
-
-    # --- indexing -------------------------------------------------------------------------------
-
-    async def index_user(self, user_id: int, *, now: datetime) -> IndexStats:
-        """Embed what is new for this user (full text is always current); raises on failure.
-
-        `UserForgottenError` when the user is gone: nothing is written for them.
-        """
-        if self.indexer is None:
-            return IndexStats()
-        # One pass per user at a time in this process: a turn's hook and a search's catch-up may meet.
-        # A hosted embedder's tokens are the user's spend (their daily cap counts them too).
-        async with self.guard.registered(user_id), self._index_locks.hold(user_id):
-            with metering() as meter:
-                async with self.sessions() as session, session.begin():
-                    if not await user_present(session, user_id):
-                        raise UserForgottenError(f"user {user_id} was forgotten")
-                    stats = await self.indexer.index_user(session, user_id, now=now)
-            await store_usage_apart(self.sessions, user_id, now.astimezone(UTC).date(), meter)
-            return stats
-
-    async def _marker(self, user_id: int) -> tuple[Any, ...]:
-        """The newest message id, summary time and fact id of the user: what the index must have seen."""
-        newest = (
-            select(TranscriptMessage.id)
-            .where(TranscriptMessage.user_id == user_id)
-            .order_by(TranscriptMessage.sent_at.desc(), TranscriptMessage.id.desc())
-            .limit(1)
-            .scalar_subquery()
-        )
-        summarised = (
-            select(func.max(DaySegment.summary_updated_at))
-            .where(DaySegment.user_id == user_id)
-            .scalar_subquery()
-        )
-        facts = select(func.max(UserFact.id)).where(UserFact.user_id == user_id).scalar_subquery()
-        async with self.sessions() as session:  # one round trip: this runs before every search
-            row = (await session.execute(select(newest, summarised, facts))).one()
-        return row[0], row[1], row[2]
-
-    async def index_quietly(self, user_id: int, *, now: datetime) -> IndexStats | None:
-        """`index_user` that logs a failure instead of raising: a reply never depends on the index.
-
-        Two indexed look-ups decide whether anything changed since this process last indexed the
-        user; only then does the indexer run.
-        """
-        try:
-            marker = await self._marker(user_id)
-            if self._indexed.get(user_id) == marker:
-                return IndexStats()
-            stats = await self.index_user(user_id, now=now)
-            self._indexed.put(user_id, marker)
-            return stats
-        except UserForgottenError:
-            return None
-        except INDEX_ERRORS as exc:
-            logger.warning(
-                "indexing failed; left for the next search or reindex",
-                extra={"user_id": user_id},
-                exc_info=exc,
-            )
-            return None
-
-    async def _catch_up(self, user_id: int, *, now: datetime) -> None:
-        """Index what the turn hook missed before a search, waiting at most
-        EMBEDDER_SEARCH_TIMEOUT_SECONDS: a slow or unreachable embedder (or a long backlog) goes on
-        in the background, and the search ranks what is not embedded yet by full text."""
-        task = asyncio.create_task(self.index_quietly(user_id, now=now))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        await asyncio.wait({task}, timeout=self.settings.embedder_search_timeout_seconds)
-
-    async def settle(self) -> None:
-        """Wait for the indexing passes searches left running in the background."""
-        while self._background:
-            await asyncio.gather(*list(self._background), return_exceptions=True)
-
-    async def index_day_summary(self, session: AsyncSession, segment: DaySegment, *, now: datetime) -> bool:
-        """Embed a day's new summary in the caller's transaction (full text follows by itself)."""
-        if self.indexer is None:
-            return False
-        return await self.indexer.index_day_summary(session, segment, now=now)
-
-    async def reindex(
-        self,
-        *,
-        now: datetime,
-        user_ids: Sequence[int] | None = None,
-        progress: Callable[[int, IndexStats], None] | None = None,
-    ) -> IndexStats:
-        """Rebuild the full text (all users) and the embeddings of the given users (all by default)."""
-        total = IndexStats()
-        async with self.sessions() as session, session.begin():
-            if user_ids is None:
-                await self.full_text.rebuild(session)
-                user_ids = list((await session.execute(select(User.id).order_by(User.id))).scalars())
-        for user_id in user_ids:
-            stats = IndexStats()
-            if self.indexer is not None:
-                async with self.sessions() as session, session.begin():
-                    self._indexed.pop(user_id)
-                    await self.indexer.clear_user(session, user_id)
-                    stats = await self.indexer.index_user(session, user_id, now=now)
-            total.messages += stats.messages
-            total.chunks += stats.chunks
-            total.sections += stats.sections
-            total.summaries += stats.summaries
-            total.facts += stats.facts
-            if progress is not None:
-                progress(user_id, stats)
-        return total
 
     # --- the tools --------------------------------------------------------------------------------
 

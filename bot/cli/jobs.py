@@ -14,7 +14,7 @@ from agent.graph import NullGraphMemory
 from agent.graph.setup import open_settings_graph
 from agent.graph.store import GraphDataStore
 from agent.search.embedders import open_embedder
-from bot.delivery.proactive import TelegramSender
+from bot.delivery.touchpoints import TelegramSender
 from db.engine import create_engine, session_factory
 from jobs.context import build_job_context
 from jobs.registry import run_job

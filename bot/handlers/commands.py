@@ -1,6 +1,6 @@
 """User commands: /help, /timezone, /language, /export, /forget (with its confirmation).
 
-/memory lives in bot/handlers/memory_facts.py, /followups in followups.py, /reminders in reminders.py."""
+/memory lives in bot/handlers/memory_facts.py, /followups in touchpoints.py, /reminders in reminders.py."""
 
 from __future__ import annotations
 

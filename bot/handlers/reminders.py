@@ -8,9 +8,9 @@ from typing import cast
 from telegram import InlineKeyboardMarkup, Update
 
 from agent.core.clock import ensure_utc
-from agent.proactive.plans import zone_of
 from agent.reminders.schedule import Repeat, describe, label, parse_local
 from agent.reminders.store import Snooze, active_reminders, cancel_reminder, mark_done, snooze
+from agent.touchpoints.plans import zone_of
 from bot.delivery.reminder_buttons import cancel_button, parse_press
 from bot.delivery.sending import send_text
 from bot.handlers.commands import own_chat

@@ -21,7 +21,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from db.models import ConversationThread, Touchpoint, TranscriptMessage
 
 OPEN = ("planned", "sending")
-# The kind of a reminder's occurrence (agent/reminders/): the follow-up rules and reports leave it out.
+# The kind of a reminder's occurrence (agent/reminders/): the rules that keep touchpoints welcome and the
+# reports leave it out.
 REMINDER = "reminder"
 FINAL = ("sent", "declined", "cancelled", "undeliverable")
 
@@ -204,7 +205,7 @@ class TouchpointRepository:
         )
 
     async def sent_since(self, user_id: int, since: datetime) -> list[datetime]:
-        """When the user's proactive messages since `since` were sent (or are being sent)."""
+        """When the user's touchpoints since `since` were sent (or are being sent)."""
         stmt = select(Touchpoint.sent_at).where(
             Touchpoint.user_id == user_id,
             Touchpoint.kind != REMINDER,
@@ -214,7 +215,7 @@ class TouchpointRepository:
         return sorted(at for at in (await self.session.execute(stmt)).scalars() if at is not None)
 
     async def last_sent_at(self, user_id: int) -> datetime | None:
-        """The newest proactive message's time, ever."""
+        """The newest touchpoint's send time, ever."""
         stmt = select(func.max(Touchpoint.sent_at)).where(
             Touchpoint.user_id == user_id,
             Touchpoint.kind != REMINDER,
@@ -223,7 +224,7 @@ class TouchpointRepository:
         return await self.session.scalar(stmt)
 
     async def planned_for(self, user_id: int, *, limit: int = 10) -> Sequence[Touchpoint]:
-        """The user's planned follow-ups, soonest first (/memory)."""
+        """The user's planned touchpoints other than reminders, soonest first (/memory)."""
         stmt = (
             select(Touchpoint)
             .where(Touchpoint.user_id == user_id, Touchpoint.kind != REMINDER, Touchpoint.status == "planned")

@@ -53,7 +53,7 @@ async def test_a_day_summary_keeps_the_previous_one_and_adds_the_new_messages() 
 
 
 async def test_a_briefing_is_written_from_the_package_and_validates() -> None:
-    from agent.context.briefing import BriefingDraft
+    from agent.context.briefing.writer import BriefingDraft
     from agent.context.tiers import TierBlock
 
     today = TierBlock("today", "Earlier today:", ("They said they are a nurse in Lyon.",)).render()

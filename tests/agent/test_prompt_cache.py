@@ -22,7 +22,7 @@ from agent.chat.agent import build_model, chat_agent
 from agent.core.caching import minimum_prefix
 from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
-from agent.proactive.compose import Occasion, compose
+from agent.touchpoints.compose import Occasion, compose
 from agent.turn.service import TurnService
 from bench.fakes.anthropic_api import FakeAnthropic, Reply, fake_anthropic_server
 from db.models import DaySegment, ModelUsage

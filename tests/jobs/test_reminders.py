@@ -13,11 +13,11 @@ from telegram import Bot
 
 from agent.account.users import get_or_create_user
 from agent.core.clock import FrozenClock
-from agent.proactive.choice import set_followups
 from agent.reminders.schedule import parse_local
 from agent.reminders.store import NewReminder, mark_done, move_to_zone, set_reminder, snooze
+from agent.touchpoints.choice import allow_touchpoints
 from bench.fakes.telegram_api import FakeTelegram
-from bot.delivery.proactive import TelegramSender
+from bot.delivery.touchpoints import TelegramSender
 from db.models import Reminder, Touchpoint, TranscriptMessage, User
 from jobs.context import JobContext
 from jobs.registry import run_job
@@ -78,7 +78,7 @@ async def test_a_reminder_goes_out_at_its_minute_at_night_once_without_a_model(
     user_id = await _user(sessions, 41, "Europe/Lisbon")
     reminder_id = await _set(delivery, user_id, "2026-03-27 23:30")
     # Follow-ups off does not touch what the user asked for.
-    await set_followups(sessions, user_id, False, now=clock.now())
+    await allow_touchpoints(sessions, user_id, False, now=clock.now())
 
     clock.current = datetime(2026, 3, 27, 23, 29, 59, tzinfo=UTC)
     assert await run_job("touchpoints", delivery) == {"due": 0}

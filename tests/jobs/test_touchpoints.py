@@ -20,7 +20,7 @@ from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from bench.fakes.anthropic_api import FakeAnthropic, Reply
 from bench.fakes.telegram_api import FakeTelegram
-from bot.delivery.proactive import FOLLOWUPS_OFF, TelegramSender
+from bot.delivery.touchpoints import FOLLOWUPS_OFF, TelegramSender
 from db.models import Conversation, ConversationThread, ModelUsage, Touchpoint, TranscriptMessage, User
 from db.repositories.touchpoints import NewTouchpoint, TouchpointRepository
 from jobs.context import JobContext

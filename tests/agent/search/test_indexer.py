@@ -145,7 +145,7 @@ async def test_speaker_names_are_embedded(sessions: async_sessionmaker[AsyncSess
 async def test_warm_up_loads_recent_users_vectors(
     sessions: async_sessionmaker[AsyncSession], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="agent.search.recall")
+    caplog.set_level(logging.INFO, logger="agent.search.recall_index")
     await make_recall(recall_settings(), sessions).warm_up(now=NOW)
     assert "search vectors warmed" not in caplog.text  # an empty database: nothing to say
     indexer = make_recall(recall_settings(), sessions)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from jobs.briefing import refresh_briefing
+from jobs.briefing_refresh import refresh_briefing
 from jobs.context import JobContext
 
 from .conftest import OpenApp

@@ -1,5 +1,5 @@
-"""The seam between the touchpoints job and Telegram: the job sends through a `ProactiveSender`
-that the bot wires in (bot/delivery/proactive.py), so jobs never import the bot."""
+"""The seam between the touchpoints job and Telegram: the job sends through a `TouchpointSender`
+that the bot wires in (bot/delivery/touchpoints.py), so jobs never import the bot."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ class SendFailedError(NikitaError):
 ChunkSent = Callable[[int, int], Awaitable[None]]
 
 
-class ProactiveSender(Protocol):
-    """Sends a proactive message to a chat, chunk by chunk, from chunk `start`."""
+class TouchpointSender(Protocol):
+    """Sends a touchpoint to a chat, chunk by chunk, from chunk `start`."""
 
     async def send(
         self, chat_id: int, text: str, *, start: int, on_sent: ChunkSent, reminder_id: int | None = None

@@ -1,4 +1,4 @@
-"""Check-ins (PROACTIVE_CHECK_IN_DAYS > 0): a user quiet that long gets one follow-up on their best
+"""Check-ins (PROACTIVE_CHECK_IN_DAYS > 0): a user quiet that long gets one touchpoint on their best
 open thread (the open-threads tier's ranking), planned due now; the delivery rules still apply.
 
 One per quiet spell: a user with any touchpoint planned since their last message gets none.

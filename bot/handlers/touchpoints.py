@@ -1,11 +1,11 @@
-"""/followups on|off and the "Stop follow-ups" button under each proactive message."""
+"""/followups on|off and the "Stop follow-ups" button: the user's choice about touchpoints."""
 
 from __future__ import annotations
 
 from telegram import Update
 
-from agent.proactive.choice import set_followups
-from agent.proactive.rules import enabled_for
+from agent.touchpoints.choice import allow_touchpoints
+from agent.touchpoints.rules import enabled_for
 from bot.delivery.sending import send_text
 from bot.handlers.commands import own_chat
 from bot.handlers.context import HandlerContext, sender
@@ -23,7 +23,7 @@ async def on_followups(update: Update, context: HandlerContext) -> None:
     s, user, message = context.services, c.user, c.message
     choice = (context.args or [""])[0].strip().lower()
     if choice in ("on", "off"):
-        await set_followups(s.runtime.sessions, user.id, choice == "on", now=s.runtime.clock.now())
+        await allow_touchpoints(s.runtime.sessions, user.id, choice == "on", now=s.runtime.clock.now())
         await send_text(context.bot, message.chat_id, TURNED_ON if choice == "on" else TURNED_OFF)
         return
     state = "on" if enabled_for(user.followups, s.runtime.settings) else "off"
@@ -31,7 +31,7 @@ async def on_followups(update: Update, context: HandlerContext) -> None:
 
 
 async def on_followups_button(update: Update, context: HandlerContext) -> None:
-    """The button under a proactive message: follow-ups off for the presser, in their own chat."""
+    """The button under a touchpoint: touchpoints off for the presser, in their own chat."""
     query = update.callback_query
     if query is None:
         return
@@ -44,6 +44,6 @@ async def on_followups_button(update: Update, context: HandlerContext) -> None:
         user = await UserRepository(session).by_telegram_id(query.from_user.id)
     await query.answer()
     if user is not None:
-        await set_followups(s.runtime.sessions, user.id, False, now=s.runtime.clock.now())
+        await allow_touchpoints(s.runtime.sessions, user.id, False, now=s.runtime.clock.now())
     await query.edit_message_reply_markup(reply_markup=None)
     await send_text(context.bot, chat_id, TURNED_OFF)

@@ -1,7 +1,7 @@
-"""The rules that keep follow-ups welcome: when a due touchpoint is sent, waits, or is dropped.
+"""The rules that keep touchpoints welcome: when a due one is sent, waits, or is dropped.
 
 Read at delivery, not at planning: the user's choice (/followups), their reachability, onboarding,
-the thread's state, whether they wrote since the plan, whether the last follow-up was answered, their
+the thread's state, whether they wrote since the plan, whether the last touchpoint was answered, their
 quiet hours (local), one a day (local) and PROACTIVE_MAX_PER_WEEK in any seven days.
 """
 
@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 
 from agent.core.clock import ensure_utc
 from agent.core.settings import Settings
-from agent.proactive.plans import zone_of
+from agent.touchpoints.plans import zone_of
 
 WEEK = timedelta(days=7)
 
@@ -30,7 +30,7 @@ class Subject:
     last_message_at: datetime | None
     thread_open: bool
     planned_at: datetime
-    # Proactive messages sent in the last seven days, and the newest one ever.
+    # Touchpoints sent in the last seven days, and the newest one ever.
     sent_this_week: Sequence[datetime]
     last_sent_at: datetime | None
 

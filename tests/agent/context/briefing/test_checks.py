@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from agent.context.briefing import BriefingDraft
-from agent.context.validators import mentioned, validate
+from agent.context.briefing.checks import mentioned, validate
+from agent.context.briefing.writer import BriefingDraft
 from agent.core.settings import Settings
 from agent.history.tokens import get_counter
 

@@ -1,4 +1,4 @@
-"""Composition: one model call per due follow-up, in the persona's voice, with the user's context.
+"""Composition: one model call per due touchpoint, in the persona's voice, with the user's context.
 
 The output is typed (send or not, and the text): a decline is `send=false`, so no "stay silent"
 marker can ever reach a chat, and an empty text is a decline too.
@@ -29,7 +29,7 @@ class Composition(BaseModel):
 
 @dataclass(frozen=True)
 class Occasion:
-    """Why and when the follow-up is composed, as the model reads it."""
+    """Why and when the touchpoint is composed, as the model reads it."""
 
     reason: str
     local_now: str

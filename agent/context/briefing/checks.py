@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agent.context.briefing import BriefingDraft
+from agent.context.briefing.writer import BriefingDraft
 from agent.core.settings import Settings
 from agent.history.tokens import TokenCounter
 

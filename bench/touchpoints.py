@@ -1,4 +1,4 @@
-"""`bench proactive`: finding due follow-ups among many users, and sending them.
+"""`bench touchpoints`: finding due touchpoints among many users, and sending them.
 
 100,000 users (10,000 with --quick), each with a follow-up planned, 1,000 of them due (100): the
 time of the due finder (the lease statement on the `(status, due_at)` index, rolled back after each
@@ -26,7 +26,7 @@ from agent.core.settings import Settings
 from bench.common import describe, scratch_database
 from bench.fakes.anthropic_api import FakeAnthropic, Reply
 from bench.fakes.telegram_api import FakeTelegram
-from bot.delivery.proactive import TelegramSender
+from bot.delivery.touchpoints import TelegramSender
 from db.engine import create_engine, session_factory
 from db.models import Touchpoint, User
 from db.repositories.touchpoints import TouchpointRepository
@@ -144,10 +144,10 @@ async def _deliver(ctx: JobContext, tg: FakeTelegram, server: FakeAnthropic) -> 
             return counts, time.perf_counter() - started
 
 
-async def run_proactive_bench(settings: Settings, *, quick: bool = False) -> None:
+async def run_touchpoints_bench(settings: Settings, *, quick: bool = False) -> None:
     """Print the due finder's time and the delivery figures on SQLite and PostgreSQL."""
     users, due = (10_000, 100) if quick else (100_000, 1_000)
-    print(f"proactive follow-ups: {users:,} users with a planned follow-up, {due:,} due")
+    print(f"touchpoints: {users:,} users with a planned follow-up, {due:,} due")
     for backend in ("sqlite", "postgres"):
         async with scratch_database(backend) as url:
             if url is None:

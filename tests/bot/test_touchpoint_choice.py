@@ -19,8 +19,8 @@ from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
 from bench.fakes.telegram_api import FakeTelegram
 from bot.app import build_application, running
-from bot.delivery.proactive import FOLLOWUPS_OFF
-from bot.handlers.followups import TURNED_OFF, TURNED_ON
+from bot.delivery.touchpoints import FOLLOWUPS_OFF
+from bot.handlers.touchpoints import TURNED_OFF, TURNED_ON
 from bot.runtime import Runtime, build_runtime
 from db.models import ConversationThread, Touchpoint, User
 from db.repositories.touchpoints import NewTouchpoint, TouchpointRepository

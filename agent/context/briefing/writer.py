@@ -1,6 +1,6 @@
 """The briefing: the context the summary model writes from a user's context package in idle time.
 
-After a conversation's post-processing and nightly (jobs/briefing.py), `write_briefing` gives the
+After a conversation's post-processing and nightly (jobs/briefing_refresh.py), `write_briefing` gives the
 summary model the package and the previous briefing and gets back an edited one: who the user is
 now, what matters today, how to meet them, what to follow up, and the open threads it left out; a
 text variant and a voice variant (plain, short, speakable sentences). It is never written inside a

@@ -14,7 +14,7 @@ from agent.core.clock import FrozenClock
 from agent.reports.texts import stats_report
 from db.models import Conversation, ModelUsage
 from db.repositories.briefings import BriefingRepository, StoredBriefing
-from jobs.briefing import refresh_briefing
+from jobs.briefing_refresh import refresh_briefing
 from jobs.context import JobContext
 from jobs.registry import run_job
 from tests.jobs.conftest import ScriptedSummaries, extraction_reply, seed_conversation
@@ -127,7 +127,7 @@ async def test_an_unchanged_package_costs_nothing_and_v1_writes_nothing(
     assert await refresh_briefing(ctx, user_id, trigger="nightly") == "off"
 
 
-# Every check is exercised in tests/agent/context/test_validators.py; here, that a failure keeps
+# Every check is exercised in tests/agent/context/briefing/test_checks.py; here, that a failure keeps
 # the stored briefing, for a check of each variant.
 @pytest.mark.parametrize(
     ("override", "check"),

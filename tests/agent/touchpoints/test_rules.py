@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from agent.core.settings import Settings
-from agent.proactive.rules import Cancel, Postpone, Send, Subject, decide, in_quiet_hours
+from agent.touchpoints.rules import Cancel, Postpone, Send, Subject, decide, in_quiet_hours
 
 NOW = datetime(2026, 3, 6, 14, 0, tzinfo=UTC)  # a Friday, 14:00 UTC
 SETTINGS = Settings(_env_file=None)  # type: ignore[call-arg]

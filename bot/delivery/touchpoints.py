@@ -1,7 +1,7 @@
-"""The bot's side of proactive follow-ups: the sender the touchpoints job writes through.
+"""The bot's side of touchpoints: the sender the touchpoints job writes through.
 
 The same rendering as replies (Markdown as text + entities, split at Telegram's limit); the last
-chunk carries the button that stops follow-ups (under a reminder: done and snooze). A 403 (blocked,
+chunk carries the button that stops touchpoints (under a reminder: done and snooze). A 403 (blocked,
 deactivated) is the job's `RecipientBlockedError`; any other refusal is a `SendFailedError`, tried
 again later from the first chunk Telegram did not take.
 """
@@ -13,7 +13,7 @@ import logging
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.error import BadRequest, Forbidden, TelegramError
 
-from agent.proactive.sender import ChunkSent, RecipientBlockedError, SendFailedError
+from agent.touchpoints.sender import ChunkSent, RecipientBlockedError, SendFailedError
 from bot.delivery.formatting import Chunk, render
 from bot.delivery.reminder_buttons import reminder_buttons
 
@@ -24,12 +24,12 @@ STOP_LABEL = "Stop follow-ups"
 
 
 def stop_button() -> InlineKeyboardMarkup:
-    """The button under each proactive message."""
+    """The button under each touchpoint that is not a reminder."""
     return InlineKeyboardMarkup([[InlineKeyboardButton(STOP_LABEL, callback_data=FOLLOWUPS_OFF)]])
 
 
 class TelegramSender:
-    """Sends proactive messages with the bot (bot/delivery/formatting.py's rendering, as replies)."""
+    """Sends touchpoints with the bot (bot/delivery/formatting.py's rendering, as replies)."""
 
     def __init__(self, bot: Bot) -> None:
         self.bot = bot
@@ -63,5 +63,5 @@ class TelegramSender:
         except BadRequest as exc:
             if not chunk.entities or "chat not found" in exc.message.lower():
                 raise
-            logger.warning("formatted follow-up refused; sending it plain", extra={"error": exc.message})
+            logger.warning("formatted touchpoint refused; sending it plain", extra={"error": exc.message})
             await self.bot.send_message(chat_id=chat_id, text=chunk.text, reply_markup=markup)

@@ -2,7 +2,7 @@
 
 The user's context package is collected as a turn would see it (the open conversation left out),
 and when it differs from the one the stored briefing was written from, the summary model edits the
-briefing (agent/context/briefing.py). The draft is validated (agent/context/validators.py): a
+briefing (agent/context/briefing/writer.py). The draft is validated (agent/context/briefing/checks.py): a
 valid one replaces the stored one; a failed one is logged and the previous valid one stays. Its
 cost goes into the usage table as the `briefing` kind. Nothing is written while every user's
 turns are served by v1.
@@ -17,11 +17,11 @@ from typing import Literal
 
 from pydantic_ai.exceptions import AgentRunError, UserError
 
-from agent.context.briefing import FINGERPRINT_PARTS, fingerprint, open_threads, write_briefing
+from agent.context.briefing.checks import validate
+from agent.context.briefing.writer import FINGERPRINT_PARTS, fingerprint, open_threads, write_briefing
 from agent.context.budget import Budgets
 from agent.context.engine import route_for
 from agent.context.package import PackageCollector
-from agent.context.validators import validate
 from agent.core.usage import metering, store_usage_apart
 from agent.history.tokens import get_counter
 from db.models import User
