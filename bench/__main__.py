@@ -16,6 +16,7 @@ from pathlib import Path
 from agent.core.settings import load_settings
 from bot.allocator import tune_allocator
 from bot.logs import configure_logging
+from bot.preflight import check_settings
 
 NAMES = (
     "turn",
@@ -53,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one benchmark; returns the exit status."""
     args = _parser().parse_args(argv)
     tune_allocator()
-    settings = load_settings()
+    settings = check_settings(load_settings())
     configure_logging(settings.log_level, log_format=settings.log_format)
     # Every scratch database is migrated from nothing: the figures, not twenty "Running upgrade" lines.
     logging.getLogger("alembic").setLevel(max(logging.WARNING, logging.getLogger().level))

@@ -101,7 +101,10 @@ def _hosted_model(kind: str, settings: Settings) -> EmbeddingModel:
 
 def build_embedder(settings: Settings) -> ModelEmbedder | None:
     """The embedder EMBEDDER names (None for `none`); a missing key or package raises ConfigurationError."""
-    kind = settings.embedder
+    try:
+        kind = embedder_string(settings.embedder)  # the name each vector records, whatever alias was set
+    except ValueError as exc:
+        raise ConfigurationError(f"EMBEDDER: {exc}") from exc
     if kind == "none":
         return None
     if kind in LOCAL_EMBEDDERS:
