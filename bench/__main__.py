@@ -30,6 +30,7 @@ NAMES = (
     "documents",
     "proactive",
     "cost",
+    "structure",
 )
 
 
@@ -53,6 +54,10 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one benchmark; returns the exit status."""
     args = _parser().parse_args(argv)
+    if args.name == "structure":  # read from the source tree alone: no settings, nothing of the product runs
+        from bench.structure import run_structure
+
+        return run_structure(Path(__file__).resolve().parents[1])
     tune_allocator()
     settings = check_settings(load_settings())
     configure_logging(settings.log_level, log_format=settings.log_format)
