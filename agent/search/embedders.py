@@ -20,7 +20,7 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.providers import Provider, infer_provider_class
 
 from agent.core.errors import ConfigurationError
-from agent.core.settings import Settings
+from agent.core.settings import SearchSettings, Settings
 from agent.search.embeddings import EmbedderUnavailableError
 from agent.search.local_models import E5EmbeddingModel, LocalEmbeddingModel, MiniLMEmbeddingModel
 from agent.search.model_embedder import EmbeddingRefusedError, ModelEmbedder
@@ -53,7 +53,7 @@ def _local_model(kind: str, threads: int) -> LocalEmbeddingModel:
     return MiniLMEmbeddingModel(threads=threads) if kind == "minilm" else E5EmbeddingModel(threads=threads)
 
 
-def _openai_model(name: str, settings: Settings, key: str | None) -> EmbeddingModel:
+def _openai_model(name: str, settings: SearchSettings, key: str | None) -> EmbeddingModel:
     """OpenAI, or an OpenAI-compatible server at EMBEDDER_BASE_URL, with our timeout and retries."""
     from openai import AsyncOpenAI, OpenAIError
     from pydantic_ai.embeddings.openai import OpenAIEmbeddingModel
@@ -75,7 +75,7 @@ def _openai_model(name: str, settings: Settings, key: str | None) -> EmbeddingMo
     return OpenAIEmbeddingModel(name, provider=OpenAIProvider(openai_client=client))
 
 
-def _hosted_model(kind: str, settings: Settings) -> EmbeddingModel:
+def _hosted_model(kind: str, settings: SearchSettings) -> EmbeddingModel:
     key = settings.embedder_api_key.get_secret_value() if settings.embedder_api_key else None
     provider, _, name = kind.partition(":")
     if provider == "openai":
@@ -99,7 +99,7 @@ def _hosted_model(kind: str, settings: Settings) -> EmbeddingModel:
         raise ConfigurationError(f"EMBEDDER={kind}: {exc} (or set EMBEDDER_API_KEY)") from exc
 
 
-def build_embedder(settings: Settings) -> ModelEmbedder | None:
+def build_embedder(settings: SearchSettings) -> ModelEmbedder | None:
     """The embedder EMBEDDER names (None for `none`); a missing key or package raises ConfigurationError."""
     try:
         kind = embedder_string(settings.embedder)  # the name each vector records, whatever alias was set
