@@ -23,7 +23,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from agent.chat.persona import read_persona_file
 from agent.core.errors import ConfigurationError, StartupError
 from agent.core.settings import Settings
-from agent.search.embedders import embedder_string
+from agent.search.embedder_names import embedder_string
 from db.engine import create_engine
 
 logger = logging.getLogger(__name__)

@@ -21,32 +21,12 @@ from pydantic_ai.providers import Provider, infer_provider_class
 
 from agent.core.errors import ConfigurationError
 from agent.core.settings import SearchSettings, Settings
+from agent.search.embedder_names import LOCAL_EMBEDDERS, embedder_string
 from agent.search.embeddings import EmbedderUnavailableError
 from agent.search.local_models import E5EmbeddingModel, LocalEmbeddingModel, MiniLMEmbeddingModel
 from agent.search.model_embedder import EmbeddingRefusedError, ModelEmbedder
 
 logger = logging.getLogger(__name__)
-
-LOCAL_EMBEDDERS = ("minilm", "multilingual-e5-small")
-NAME_CHARS = 64  # search_chunks.embedder
-_ALIASES = {"voyage": "voyageai"}
-
-
-def embedder_string(value: str) -> str:
-    """EMBEDDER in its canonical form; raises ValueError for a value that names no embedder."""
-    value = value.strip()
-    if value in (*LOCAL_EMBEDDERS, "none"):
-        return value
-    provider, _, model = value.partition(":")
-    if not provider or not model:
-        raise ValueError(
-            f"{value!r} is none, minilm, multilingual-e5-small or a PydanticAI embedding model "
-            "such as openai:text-embedding-3-small"
-        )
-    canonical = f"{_ALIASES.get(provider, provider)}:{model}"
-    if len(canonical) > NAME_CHARS:
-        raise ValueError(f"{canonical!r} is longer than {NAME_CHARS} characters (each vector records it)")
-    return canonical
 
 
 def _local_model(kind: str, threads: int) -> LocalEmbeddingModel:
