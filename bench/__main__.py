@@ -16,6 +16,7 @@ from pathlib import Path
 from agent.core.settings import load_settings
 from bot.allocator import tune_allocator
 from bot.logs import configure_logging
+from bot.preflight import check_settings
 
 NAMES = (
     "turn",
@@ -30,6 +31,7 @@ NAMES = (
     "touchpoints",
     "cost",
     "trip",
+    "structure",
 )
 
 
@@ -54,8 +56,12 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one benchmark; returns the exit status."""
     args = _parser().parse_args(argv)
+    if args.name == "structure":  # read from the source tree alone: no settings, nothing of the product runs
+        from bench.structure import run_structure
+
+        return run_structure(Path(__file__).resolve().parents[1])
     tune_allocator()
-    settings = load_settings()
+    settings = check_settings(load_settings())
     configure_logging(settings.log_level, log_format=settings.log_format)
     # Every scratch database is migrated from nothing: the figures, not twenty "Running upgrade" lines.
     logging.getLogger("alembic").setLevel(max(logging.WARNING, logging.getLogger().level))

@@ -16,7 +16,7 @@ from agent.core.settings import OFFLINE_MODELS, Settings, load_settings
 from bot.allocator import tune_allocator
 from bot.hosting import require_durable_storage
 from bot.logs import configure_logging
-from bot.preflight import check_database, one_line
+from bot.preflight import check_database, check_settings, one_line
 
 logger = logging.getLogger("bot")
 
@@ -75,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(arguments)
     tune_allocator()  # before the threads that would each take a malloc arena of their own
     try:
-        settings = load_settings()
+        settings = check_settings(load_settings())
         configure_logging(_log_level(args, settings), log_format=settings.log_format)
         _no_banner()
         return _dispatch(args, settings)

@@ -3,7 +3,8 @@
 `python -m bot run` runs them before it starts anything (migrations, the embedded graph's server,
 the web server), each with STARTUP_CHECK_TIMEOUT_SECONDS, so a failure leaves nothing behind: the
 process prints one line saying what failed and what to check, and exits. Models of other providers
-are not checked here; their first call shows a wrong key.
+are not checked here; their first call shows a wrong key. Every command first checks the settings
+that only the product can judge (the persona file, the embedder's name).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
+from agent.chat.persona import read_persona_file
 from agent.core.errors import ConfigurationError, StartupError
 from agent.core.settings import Settings
+from agent.search.embedder_names import embedder_string
 from db.engine import create_engine
 
 logger = logging.getLogger(__name__)
@@ -37,6 +40,21 @@ def one_line(exc: BaseException, *, hide: str | None = None) -> str:
     if len(message) > 240:
         message = message[:239] + "…"
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+def check_settings(settings: Settings) -> Settings:
+    """The settings checks that need the product itself: PERSONA_FILE readable, EMBEDDER an embedder.
+
+    Every command runs them right after reading the settings, so a wrong value stops it at start in
+    one line, as a malformed setting does. Returns the settings with EMBEDDER in its canonical form.
+    """
+    if settings.persona_file is not None:
+        read_persona_file(settings.persona_file)
+    try:
+        embedder = embedder_string(settings.embedder)
+    except ValueError as exc:
+        raise ConfigurationError(f"invalid settings: EMBEDDER: Value error, {exc}") from exc
+    return settings if embedder == settings.embedder else settings.model_copy(update={"embedder": embedder})
 
 
 async def check_telegram(settings: Settings) -> None:

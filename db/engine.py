@@ -117,7 +117,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: ConnectionPoolEntry, *, fore
     # history) does not linger in the file; many builds default to it, this makes it every build's.
     cursor.execute("PRAGMA secure_delete=ON")
     cursor.close()
-    # The full-text triggers index `nikita_search_text(content)` (db/search_ddl.py).
+    # The full-text triggers index `nikita_search_text(content)` (db/ddl/search.py).
     dbapi_connection.create_function("nikita_search_text", 1, search_text, deterministic=True)
 
 

@@ -6,7 +6,7 @@ Russian "ё" to "е"), so a word typed without its accents still matches; and ev
 Japanese character a word of its own, because those scripts put no spaces between words (a query
 then asks for adjacent characters, see agent/search/language.py). SQLite applies `search_text`
 through a function registered on every connection (db/engine.py); PostgreSQL applies the same
-mapping with `translate` and `regexp_replace` inside its generated columns (db/search_ddl.py).
+mapping with `translate` and `regexp_replace` inside its generated columns (db/ddl/search.py).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The documentation: a short README that starts with the newcomer's commands, links that resolve,
-and a configuration page that lists every setting `agent/core/settings.py` reads, and nothing else."""
+and a configuration page that lists every setting `agent/core/settings/` reads, and nothing else."""
 
 from __future__ import annotations
 

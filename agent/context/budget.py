@@ -20,7 +20,7 @@ from typing import Literal, TypeVar
 from pydantic_ai.messages import ModelMessage, ModelRequest, TextPart, UserPromptPart
 
 from agent.context.tiers import TierBlock, TierName
-from agent.core.settings import Settings
+from agent.core.settings import ContextSettings
 from agent.history.messages import trim_history
 from agent.history.tokens import TokenCounter
 from agent.history.turn_notes import is_note
@@ -68,7 +68,7 @@ class Budgets:
     )
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Budgets:
+    def from_settings(cls, settings: ContextSettings) -> Budgets:
         """The budgets configured in settings."""
         return cls(
             total=settings.context_total_budget,

@@ -25,7 +25,7 @@ from agent.context.budget import Budgets
 from agent.context.layers import Layered, fit_layers
 from agent.context.package import Collected, ContextPackage
 from agent.context.tiers import TierBlock
-from agent.core.settings import Settings
+from agent.core.settings import ContextSettings
 from agent.history.tokens import TokenCounter
 from db.repositories.briefings import StoredBriefing
 
@@ -39,7 +39,7 @@ def canary_bucket(user_id: int) -> int:
     return int.from_bytes(digest[:8], "big") % 100
 
 
-def route_for(settings: Settings, user_id: int) -> Route:
+def route_for(settings: ContextSettings, user_id: int) -> Route:
     """Which engine this user's turns go to under the configured CONTEXT_ENGINE."""
     if settings.context_engine == "canary":
         return "v2" if canary_bucket(user_id) < settings.context_engine_canary_percent else "v1"

@@ -1,6 +1,6 @@
 """Which Anthropic models are deprecated, by the SDK's own table, and what to tell the operator at start.
 
-The defaults (agent/core/settings.py) are the newest Sonnet and Haiku that the anthropic SDK knows
+The defaults (agent/core/settings/models.py) are the newest Sonnet and Haiku that the anthropic SDK knows
 (`anthropic.types.ModelParam`) and does not list in its `DEPRECATED_MODELS`, that PydanticAI knows
 (`pydantic_ai.models.known_model_names()`) and that genai-prices has prices for (so /stats can
 estimate cost): `claude-sonnet-5-5` and `claude-haiku-5-5`. Both refuse sampling settings, so

@@ -159,7 +159,7 @@ async def store_usage(session: AsyncSession, user_id: int, day: date, meter: Usa
     """Add the meter's counts to the user's counters of `day` (in the caller's transaction).
 
     Call it as the transaction's last write: a usage row also adds to the day's bot-wide token
-    counter, one row every writer shares and holds until its commit (db/usage_ddl.py), so a
+    counter, one row every writer shares and holds until its commit (db/ddl/usage.py), so a
     transaction holding it must wait for nothing else. The caller's pending changes are flushed
     first for the same reason.
     """

@@ -20,40 +20,20 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.providers import Provider, infer_provider_class
 
 from agent.core.errors import ConfigurationError
-from agent.core.settings import Settings
+from agent.core.settings import SearchSettings, Settings
+from agent.search.embedder_names import LOCAL_EMBEDDERS, embedder_string
 from agent.search.embeddings import EmbedderUnavailableError
 from agent.search.local_models import E5EmbeddingModel, LocalEmbeddingModel, MiniLMEmbeddingModel
 from agent.search.model_embedder import EmbeddingRefusedError, ModelEmbedder
 
 logger = logging.getLogger(__name__)
 
-LOCAL_EMBEDDERS = ("minilm", "multilingual-e5-small")
-NAME_CHARS = 64  # search_chunks.embedder
-_ALIASES = {"voyage": "voyageai"}
-
-
-def embedder_string(value: str) -> str:
-    """EMBEDDER in its canonical form; raises ValueError for a value that names no embedder."""
-    value = value.strip()
-    if value in (*LOCAL_EMBEDDERS, "none"):
-        return value
-    provider, _, model = value.partition(":")
-    if not provider or not model:
-        raise ValueError(
-            f"{value!r} is none, minilm, multilingual-e5-small or a PydanticAI embedding model "
-            "such as openai:text-embedding-3-small"
-        )
-    canonical = f"{_ALIASES.get(provider, provider)}:{model}"
-    if len(canonical) > NAME_CHARS:
-        raise ValueError(f"{canonical!r} is longer than {NAME_CHARS} characters (each vector records it)")
-    return canonical
-
 
 def _local_model(kind: str, threads: int) -> LocalEmbeddingModel:
     return MiniLMEmbeddingModel(threads=threads) if kind == "minilm" else E5EmbeddingModel(threads=threads)
 
 
-def _openai_model(name: str, settings: Settings, key: str | None) -> EmbeddingModel:
+def _openai_model(name: str, settings: SearchSettings, key: str | None) -> EmbeddingModel:
     """OpenAI, or an OpenAI-compatible server at EMBEDDER_BASE_URL, with our timeout and retries."""
     from openai import AsyncOpenAI, OpenAIError
     from pydantic_ai.embeddings.openai import OpenAIEmbeddingModel
@@ -75,7 +55,7 @@ def _openai_model(name: str, settings: Settings, key: str | None) -> EmbeddingMo
     return OpenAIEmbeddingModel(name, provider=OpenAIProvider(openai_client=client))
 
 
-def _hosted_model(kind: str, settings: Settings) -> EmbeddingModel:
+def _hosted_model(kind: str, settings: SearchSettings) -> EmbeddingModel:
     key = settings.embedder_api_key.get_secret_value() if settings.embedder_api_key else None
     provider, _, name = kind.partition(":")
     if provider == "openai":
@@ -99,9 +79,12 @@ def _hosted_model(kind: str, settings: Settings) -> EmbeddingModel:
         raise ConfigurationError(f"EMBEDDER={kind}: {exc} (or set EMBEDDER_API_KEY)") from exc
 
 
-def build_embedder(settings: Settings) -> ModelEmbedder | None:
+def build_embedder(settings: SearchSettings) -> ModelEmbedder | None:
     """The embedder EMBEDDER names (None for `none`); a missing key or package raises ConfigurationError."""
-    kind = settings.embedder
+    try:
+        kind = embedder_string(settings.embedder)  # the name each vector records, whatever alias was set
+    except ValueError as exc:
+        raise ConfigurationError(f"EMBEDDER: {exc}") from exc
     if kind == "none":
         return None
     if kind in LOCAL_EMBEDDERS:

@@ -1,7 +1,7 @@
 """Full-text search behind one interface: SQLite FTS5 (bm25) or PostgreSQL tsvector (IDF-weighted),
 in the user's language (agent/search/language.py).
 
-The indexes maintain themselves (triggers / generated columns, db/search_ddl.py); this module only
+The indexes maintain themselves (triggers / generated columns, db/ddl/search.py); this module only
 turns a free-text query into the dialect's query and reads ranked ids, always for one user.
 """
 
@@ -17,8 +17,8 @@ from sqlalchemy import TextClause, bindparam, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.search.language import Term, lexical_terms
+from db.ddl.search import SQLITE_FTS_TABLES, SQLITE_REFILL
 from db.models import UTCDateTime
-from db.search_ddl import SQLITE_FTS_TABLES, SQLITE_REFILL
 from db.search_text import postgres_config
 
 _WORD = re.compile(r"[^\W_]+")

@@ -10,7 +10,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from agent.core.settings import Settings
+from agent.core.settings import SearchSettings
 from agent.search.dates import DayRange, describe_day, named_days
 from agent.search.fact_units import FactWordsCache, fact_lexical
 from agent.search.facts import MAX_FACTS_SCANNED
@@ -25,7 +25,7 @@ from db.models import DaySegment, TranscriptMessage
 class MessageRanking:
     """Ranks one user's transcript messages for a query."""
 
-    def __init__(self, settings: Settings, full_text: FullText) -> None:
+    def __init__(self, settings: SearchSettings, full_text: FullText) -> None:
         self.settings = settings
         self.full_text = full_text
         # Bounded like memory_search: the words of a user's newest facts.

@@ -6,7 +6,7 @@ day, post-processing included. The turn that crosses a cap finishes; the next on
 A refused message is still stored, with BUDGET_REPLY as its answer and no model call.
 
 The check is one statement: everyone's tokens of the day are one `daily_counts` row that triggers on
-`model_usage` keep in every writer's transaction (db/usage_ddl.py), so it costs the same whatever
+`model_usage` keep in every writer's transaction (db/ddl/usage.py), so it costs the same whatever
 the number of users, and it is exact across processes because the database keeps it. A turn reads
 it in the transaction that stores the user's message (agent/turn/intake.py).
 """

@@ -286,7 +286,7 @@ class TurnService:
                 )
             if receipt is not None:
                 await receipt(session, outcome.answer)
-            # Last: it locks the day's token counter until the commit (db/usage_ddl.py).
+            # Last: it locks the day's token counter until the commit (db/ddl/usage.py).
             await store_usage(session, prepared.user.id, at.astimezone(UTC).date(), meter)
         self.histories.remember(prepared.conversation.id, updated, user_id=prepared.user.id)
         return reply.id

@@ -9,8 +9,8 @@ from sqlalchemy import func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from db.ddl.usage import TOKENS
 from db.models import DailyCount, ModelUsage
-from db.usage_ddl import TOKENS
 
 # The counters of a row, in UsageRow's order.
 _COUNTS = (
@@ -108,7 +108,7 @@ class UsageRepository:
 
     async def spent(self, day: date, user_id: int | None = None) -> tuple[int, int]:
         """Tokens of `day` in one statement: everyone's (one row, the day's counter that triggers
-        keep, db/usage_ddl.py) and the user's (their rows of the day, one per kind); 0 for no user."""
+        keep, db/ddl/usage.py) and the user's (their rows of the day, one per kind); 0 for no user."""
         everyone = (
             select(DailyCount.count).where(DailyCount.day == day, DailyCount.name == TOKENS).scalar_subquery()
         )

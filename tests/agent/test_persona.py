@@ -21,6 +21,7 @@ from agent.digest.extraction import extract
 from agent.digest.summaries import Line, summarise_day
 from agent.onboarding.service import OnboardingContext, OnboardingProfile, build_messages
 from agent.turn.service import TurnService
+from bot.preflight import check_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -119,8 +120,9 @@ def test_a_missing_or_empty_persona_file_fails_naming_it(
     if content is not None:
         path.write_text(content, encoding="utf-8")
     monkeypatch.setenv("PERSONA_FILE", str(path))
+    settings = load_settings()  # read as a path; whether it holds a persona is the start's check
     with pytest.raises(ConfigurationError, match=f"PERSONA_FILE {path} (does not exist|is empty)"):
-        load_settings()
+        check_settings(settings)
 
 
 @pytest.mark.process

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from agent.core.errors import ConfigurationError
-from agent.core.settings import Settings, load_settings, normalise_database_url
+from agent.core.settings import ContextSettings, Settings, load_settings, normalise_database_url
+from agent.core.settings.base import SettingsGroup
 
 
 def test_defaults_are_the_embedded_ones() -> None:
@@ -105,3 +106,15 @@ def test_data_dir_holds_the_database_and_the_graph_unless_they_are_set() -> None
         _env_file=None, data_dir="/srv/nikita", database_url="postgres://u@h/d", graph_path="g.db"
     )
     assert named.database_url == "postgresql+asyncpg://u@h/d" and named.graph_path == "g.db"
+
+
+def test_every_setting_is_in_exactly_one_group_and_a_group_reads_it_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    groups = [c for c in Settings.__mro__[1:] if issubclass(c, SettingsGroup) and c is not SettingsGroup]
+    assert len(groups) == 12
+    grouped = [name for group in groups for name in group.model_fields]
+    assert sorted(grouped) == sorted(Settings.model_fields)
+    monkeypatch.setenv("CONTEXT_TOTAL_BUDGET", "5000")
+    assert ContextSettings(_env_file=None).context_total_budget == 5000
+    assert Settings(_env_file=None).context_total_budget == 5000

@@ -14,9 +14,9 @@ from alembic import command
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from db.ddl.usage import TOKENS
 from db.engine import create_engine
 from db.migrate import alembic_config
-from db.usage_ddl import TOKENS
 from tests.conftest import POSTGRES_ADMIN_URL, _admin
 
 BEFORE = "0023_users_last_message"

@@ -11,10 +11,10 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.core.usage import UsageMeter, metering, record_run, store_usage
+from db.ddl.usage import TOKENS
 from db.engine import create_engine, session_factory
 from db.models import DailyCount, ModelUsage, User
 from db.repositories.usage import UsageRepository
-from db.usage_ddl import TOKENS
 
 pytestmark = pytest.mark.both_databases
 

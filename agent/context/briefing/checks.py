@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from agent.context.briefing.writer import BriefingDraft
-from agent.core.settings import Settings
+from agent.core.settings import ContextSettings
 from agent.history.tokens import TokenCounter
 
 _INSTRUCTION_LIKE = re.compile(
@@ -68,7 +68,7 @@ def validate(
     *,
     threads: list[str],
     previous_tokens: int | None,
-    settings: Settings,
+    settings: ContextSettings,
     counter: TokenCounter,
 ) -> list[Check]:
     """Every check on one draft; the draft is usable only if all are ok."""

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from db import fts_english as search_ddl
+from db.ddl import fts_english as search_ddl
 from db.models import UTCDateTime
 
 revision: str = "0006_search"

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from db import fts_english, search_ddl
+from db.ddl import fts_english
+from db.ddl import search as search_ddl
 
 revision: str = "0022_search_languages"
 down_revision: str | Sequence[str] | None = "0021_fact_sources"

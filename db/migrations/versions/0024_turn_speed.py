@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from alembic import op
 
-from db import usage_ddl
+from db.ddl import usage as usage_ddl
 
 revision: str = "0024_turn_speed"
 down_revision: str | Sequence[str] | None = "0023_users_last_message"

@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
-from pydantic import ValidationError
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models import override_allow_model_requests
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -17,12 +16,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agent.account.users import get_or_create_user
 from agent.core.errors import ConfigurationError
-from agent.core.settings import Settings
+from agent.core.settings import Settings, load_settings
 from agent.graph.embedder import GraphitiEmbedder
 from agent.search.embedders import build_embedder, open_embedder, shared_embedder
 from agent.search.embeddings import HashingEmbedder, MiniLMEmbedder
 from agent.search.model_embedder import EmbeddingFailedError, EmbeddingWidthError, ModelEmbedder
 from bench.fakes.embeddings_api import FakeEmbeddings
+from bot.preflight import check_settings
 from bot.runtime import build_runtime
 
 TEXTS = [f"note {i}: the orchard by the river, plum {i % 3}" for i in range(7)]
@@ -115,14 +115,18 @@ async def test_the_graph_embeds_through_the_same_embedder(server: FakeEmbeddings
     assert len(await graph.create_batch(["a", "b", "c"])) == 3
 
 
-def test_embedder_setting_forms() -> None:
-    assert Settings(_env_file=None, embedder="voyage:voyage-3.5").embedder == "voyageai:voyage-3.5"  # type: ignore[call-arg]
-    assert Settings(_env_file=None, embedder=" minilm ").embedder == "minilm"  # type: ignore[call-arg]
+def test_embedder_setting_forms(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EMBEDDER", "voyage:voyage-3.5")
+    assert check_settings(load_settings()).embedder == "voyageai:voyage-3.5"
+    monkeypatch.setenv("EMBEDDER", " minilm ")
+    assert check_settings(load_settings()).embedder == "minilm"
     for wrong in ("openai", "openai:", ":model", "mini-lm"):
-        with pytest.raises(ValidationError, match="none, minilm, multilingual-e5-small"):
-            Settings(_env_file=None, embedder=wrong)  # type: ignore[call-arg]
-    with pytest.raises(ValidationError, match="longer than 64 characters"):
-        Settings(_env_file=None, embedder="openai:" + "m" * 60)  # type: ignore[call-arg]
+        monkeypatch.setenv("EMBEDDER", wrong)
+        with pytest.raises(ConfigurationError, match=r"EMBEDDER: .*none, minilm, multilingual-e5-small"):
+            check_settings(load_settings())
+    monkeypatch.setenv("EMBEDDER", "openai:" + "m" * 60)
+    with pytest.raises(ConfigurationError, match=r"EMBEDDER: .*longer than 64 characters"):
+        check_settings(load_settings())
 
 
 @pytest.mark.parametrize("kind", ["voyageai:voyage-3.5", "cohere:embed-v4.0"])

@@ -1,5 +1,5 @@
 """What people signal about the bot's answers: the stop button pressed on a draft, and reactions.
-Import them from `db.models`."""
+Imported through `db.models`."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The full-text structures as revision 0006 created them (English only, the text indexed as
 stored), frozen here so that revision and the downgrade of 0018 build exactly these whatever
-db/search_ddl.py builds today.
+db/ddl/search.py builds today.
 """
 
 from __future__ import annotations

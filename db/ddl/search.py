@@ -1,6 +1,6 @@
 """Full-text structures per dialect: FTS5 on SQLite, generated tsvector columns on PostgreSQL.
 
-Shared by the Alembic migration and by `create_all` (DDL events in db/models.py), so tests and
+Shared by the Alembic migration and by `create_all` (`db.ddl.attach`), so tests and
 production get the same structures. Both stay in sync with their tables by themselves (triggers,
 generated columns) inside the writer's transaction, so a stored message is searchable at once.
 What both do to the text first is in db/search_text.py.

@@ -1,5 +1,5 @@
 """What the bot prepares while the user is away: the briefing written from their context package,
-the follow-ups it plans to send first, and the reminders the user set. Import them from `db.models`."""
+the follow-ups it plans to send first, and the reminders the user set. Imported through `db.models`."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ On PostgreSQL the counter row is locked from a usage write until its transaction
 writer stores its usage as the last write of its transaction: a transaction holding the counter
 then waits for no other row, and concurrent writers queue on it without a deadlock.
 
-Shared by the Alembic migration and by `create_all` (DDL events in db/models.py).
+Shared by the Alembic migration and by `create_all` (`db.ddl.attach`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,42 @@
+"""Settings of background work: post-processing, day summaries, proactive follow-ups, reminders."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from agent.core.settings.base import SettingsGroup
+
+
+class JobSettings(SettingsGroup):
+    """POSTPROCESS_*, DAY_*, NIGHTLY_INTERVAL_MINUTES, PROACTIVE_* and REMINDERS_*."""
+
+    # Post-processing and day summaries
+    postprocess_max_attempts: int = 5
+    postprocess_retry_base_seconds: float = 60.0
+    postprocess_retry_max_seconds: float = 3600.0
+    postprocess_claim_timeout_seconds: float = 900.0
+    postprocess_batch_limit: int = 200
+    day_summary_message_threshold: int = 10
+    day_raw_token_budget: int = 4000
+    nightly_interval_minutes: int = 15
+
+    # Proactive follow-ups (docs/touchpoints.md): post-processing plans them from open threads; the
+    # `touchpoints` job sends the due ones. PROACTIVE_ENABLED is every user's default (/followups
+    # changes theirs). Quiet hours are local hours [start, end); at most one a day and
+    # PROACTIVE_MAX_PER_WEEK in any 7 days. PROACTIVE_CHECK_IN_DAYS > 0 plans one check-in on the best
+    # open thread of a user quiet that many days (0: off).
+    proactive_enabled: bool = True
+    proactive_max_per_week: int = 3
+    proactive_quiet_start_hour: int = Field(default=22, ge=0, le=23)
+    proactive_quiet_end_hour: int = Field(default=9, ge=0, le=23)
+    proactive_check_in_days: int = 0
+    proactive_batch_limit: int = 100
+    proactive_lease_seconds: float = 120.0
+    proactive_send_per_second: float = 25.0
+    # A proactive message stays the open conversation this long, so a late reply reads it in history.
+    proactive_reply_window_hours: float = 24.0
+    # Reminders the user sets (docs/reminders.md) go out through the same job at their local time,
+    # without quiet hours or the follow-up caps: at most REMINDERS_PER_DAY reminder messages to one
+    # user in one local day, and REMINDERS_MAX_ACTIVE active reminders per user.
+    reminders_per_day: int = Field(default=24, ge=1)
+    reminders_max_active: int = Field(default=50, ge=1)

@@ -1,0 +1,41 @@
+"""Settings of storage: where the data lives, and the checks at start that keep it."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+
+from agent.core.settings.base import SettingsGroup
+
+DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./data/nikita.db"
+
+
+def normalise_database_url(url: str) -> str:
+    """Accept the URL forms operators paste (Heroku's `postgres://`) and return the async driver form."""
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url.removeprefix("postgres://")
+    if url.startswith("postgresql://"):
+        url = "postgresql+asyncpg://" + url.removeprefix("postgresql://")
+    if url.startswith("sqlite://") and not url.startswith("sqlite+aiosqlite://"):
+        url = "sqlite+aiosqlite://" + url.removeprefix("sqlite://")
+    return url
+
+
+class StorageSettings(SettingsGroup):
+    """DATABASE_URL, DATA_DIR, STARTUP_CHECK_TIMEOUT_SECONDS, ALLOW_EPHEMERAL_STORAGE, K_SERVICE, DYNO."""
+
+    # Storage
+    database_url: str = DEFAULT_DATABASE_URL
+    data_dir: str = "./data"
+
+    # Start-up (bot/preflight.py, bot/hosting.py): each network check at start gives up after this
+    # long. Cloud Run sets K_SERVICE and Heroku sets DYNO; their disks are lost at every deploy, so
+    # SQLite and the embedded graph are refused there unless ALLOW_EPHEMERAL_STORAGE is true.
+    startup_check_timeout_seconds: float = Field(default=10.0, gt=0)
+    cloud_run_service: str | None = Field(default=None, alias="K_SERVICE")
+    heroku_dyno: str | None = Field(default=None, alias="DYNO")
+    allow_ephemeral_storage: bool = False
+
+    @field_validator("database_url")
+    @classmethod
+    def _normalise_url(cls, value: str) -> str:
+        return normalise_database_url(value)

@@ -1,0 +1,119 @@
+"""Conversations and their transcript: every message, the context each turn was sent with, compactions."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from db.base import Base, BigIntPK, JSONType
+
+# A conversation in this status is queued for post-processing (`jobs/queue.py` claims it).
+QUEUED = "closed"
+# The kind of a conversation the bot opened by writing first, until the user answers in it.
+PROACTIVE = "proactive"
+
+
+class Conversation(Base):
+    """One session: consecutive messages with no gap longer than the session timeout."""
+
+    __tablename__ = "conversations"
+    __table_args__ = (
+        Index("ix_conversations_user_status", "user_id", "status"),
+        Index("ix_conversations_status_last", "status", "last_message_at"),
+        # A voice call is stored once however often its post-call webhook arrives.
+        Index("uq_conversations_call_id", "call_id", unique=True),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    # active -> closed (QUEUED) -> processing -> processed | failed (closed again on retry)
+    status: Mapped[str] = mapped_column(String(16), default="active")
+    started_at: Mapped[datetime]
+    last_message_at: Mapped[datetime]
+    ended_at: Mapped[datetime | None]
+    # The PydanticAI history (ModelMessagesTypeAdapter's JSON form) of this session.
+    messages: Mapped[list[Any]] = mapped_column(JSONType, default=list)
+    message_count: Mapped[int] = mapped_column(Integer, default=0)
+    summary: Mapped[str | None] = mapped_column(Text)
+    tone: Mapped[str | None] = mapped_column(String(64))
+    # The typed extraction output of post-processing (facts, threads, markers, key moments).
+    extraction: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    next_attempt_at: Mapped[datetime | None]
+    claimed_at: Mapped[datetime | None]
+    claimed_by: Mapped[str | None] = mapped_column(String(128))
+    processed_at: Mapped[datetime | None]
+    # text (Telegram, terminal) | voice (a call's transcript) | proactive (a touchpoint: the bot wrote
+    # first; text once the user answers); call_id is the voice agent's id.
+    kind: Mapped[str] = mapped_column(String(16), default="text", server_default="text")
+    call_id: Mapped[str | None] = mapped_column(String(128))
+
+
+class TranscriptMessage(Base):
+    """One user, assistant or system message: the searchable source of truth, never compacted."""
+
+    __tablename__ = "transcript_messages"
+    __table_args__ = (
+        UniqueConstraint("user_id", "role", "telegram_message_id", name="uq_transcript_telegram_id"),
+        Index("ix_transcript_user_sent", "user_id", "sent_at"),
+        Index("ix_transcript_conversation", "conversation_id", "id"),
+        # A day's neighbours of a search hit (conversation_search context and rescoring).
+        Index("ix_transcript_day_id", "day_segment_id", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    conversation_id: Mapped[int | None] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
+    role: Mapped[str] = mapped_column(String(16))  # user | assistant | system
+    kind: Mapped[str] = mapped_column(String(32), default="text")  # text | sticker | apology | note | voice
+    content: Mapped[str] = mapped_column(Text)
+    telegram_message_id: Mapped[int | None] = mapped_column(BigInteger)
+    reply_to_id: Mapped[int | None] = mapped_column(BigInteger)
+    day_segment_id: Mapped[int | None] = mapped_column(
+        ForeignKey("day_segments.id", ondelete="SET NULL"), index=True
+    )
+    sent_at: Mapped[datetime]
+
+
+class GeneratedPrompt(Base):
+    """The context snapshot of one turn: what the model was given and what was left out."""
+
+    __tablename__ = "generated_prompts"
+    __table_args__ = (Index("ix_generated_prompts_user", "user_id", "id"),)
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    conversation_id: Mapped[int | None] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
+    message_id: Mapped[int | None] = mapped_column(ForeignKey("transcript_messages.id", ondelete="CASCADE"))
+    instructions: Mapped[str] = mapped_column(Text, default="")
+    context_snapshot: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    created_at: Mapped[datetime]
+
+
+class HistoryCompaction(Base):
+    """A summary of a session's older turns that stands in for them in what the model is sent.
+
+    Keyed by the last stored message it covers (its position and a digest), so it is computed once
+    and reused on later turns; the stored history and the transcript are never changed by it.
+    """
+
+    __tablename__ = "history_compactions"
+    __table_args__ = (
+        UniqueConstraint("conversation_id", "covered_messages", name="uq_history_compactions_covered"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
+    # How many messages of the stored history (from the start) the summary replaces.
+    covered_messages: Mapped[int] = mapped_column(Integer)
+    # sha256 of the last covered message: a history that changed under the summary invalidates it.
+    last_message_digest: Mapped[str] = mapped_column(String(64))
+    summary: Mapped[str] = mapped_column(Text)
+    summary_tokens: Mapped[int] = mapped_column(Integer)
+    model: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime]

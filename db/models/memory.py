@@ -1,0 +1,142 @@
+"""What post-processing keeps of conversations: day summaries, threads, thoughts, facts, search chunks."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Date,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from db.base import Base, BigIntPK, JSONType
+
+
+class DaySegment(Base):
+    """One calendar day of a user in their timezone; opens at the first message of that day."""
+
+    __tablename__ = "day_segments"
+    __table_args__ = (UniqueConstraint("user_id", "day", name="uq_day_segments_user_day"),)
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    day: Mapped[date] = mapped_column(Date)
+    timezone: Mapped[str] = mapped_column(String(64))
+    first_message_at: Mapped[datetime]
+    last_message_at: Mapped[datetime]
+    first_message_id: Mapped[int | None] = mapped_column(BigInteger)
+    last_message_id: Mapped[int | None] = mapped_column(BigInteger)
+    message_count: Mapped[int] = mapped_column(Integer, default=0)
+    # Hybrid Markdown: Summary / Goals / Decisions / Open loops / Next steps.
+    summary: Mapped[str | None] = mapped_column(Text)
+    key_moments: Mapped[list[Any]] = mapped_column(JSONType, default=list)
+    messages_since_summary: Mapped[int] = mapped_column(Integer, default=0)
+    last_summarized_message_id: Mapped[int | None] = mapped_column(BigInteger)
+    summary_updated_at: Mapped[datetime | None]
+    summary_due: Mapped[bool] = mapped_column(Boolean, default=False)
+    status: Mapped[str] = mapped_column(String(16), default="open")  # open | final
+    finalized_at: Mapped[datetime | None]
+    # Set by "Regenerate summary" in the timeline: the day-summaries job rewrites it.
+    regenerate_requested_at: Mapped[datetime | None]
+
+
+class ConversationThread(Base):
+    """A topic left open (follow_up, question, promise, topic, curiosity, callback)."""
+
+    __tablename__ = "conversation_threads"
+    __table_args__ = (
+        UniqueConstraint("user_id", "dedupe_key", name="uq_threads_user_dedupe"),
+        Index("ix_threads_user_status", "user_id", "status"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    conversation_id: Mapped[int | None] = mapped_column(ForeignKey("conversations.id", ondelete="SET NULL"))
+    type: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), default="open")  # open | resolved
+    # Stable per source so a rerun of post-processing never opens the same thread twice.
+    dedupe_key: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+    resolved_at: Mapped[datetime | None]
+    resolved_by_conversation_id: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class Thought(Base):
+    """Something the persona thought about the conversation, for later."""
+
+    __tablename__ = "thoughts"
+    __table_args__ = (UniqueConstraint("user_id", "dedupe_key", name="uq_thoughts_user_dedupe"),)
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    conversation_id: Mapped[int | None] = mapped_column(ForeignKey("conversations.id", ondelete="SET NULL"))
+    content: Mapped[str] = mapped_column(Text)
+    dedupe_key: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+    used_at: Mapped[datetime | None]
+
+
+class UserFact(Base):
+    """A durable fact or preference about the user (extraction or the memory_add tool)."""
+
+    __tablename__ = "user_facts"
+    __table_args__ = (UniqueConstraint("user_id", "dedupe_key", name="uq_user_facts_user_dedupe"),)
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    conversation_id: Mapped[int | None] = mapped_column(ForeignKey("conversations.id", ondelete="SET NULL"))
+    content: Mapped[str] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(String(16), default="extraction")  # extraction | tool | voice
+    # What the fact is about, when the writer said (the voice agent's update_memory).
+    category: Mapped[str | None] = mapped_column(String(32))
+    # The transcript messages the fact comes from (the extraction names them; a tool's fact has none):
+    # recall search ranks the fact as a unit and returns these turns.
+    message_ids: Mapped[list[Any]] = mapped_column(JSONType, default=list, server_default="[]")
+    dedupe_key: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+    # Taken back by the user ("forget that", "that's wrong"): kept, with when and why, so it is left
+    # out of every read and not learned again from the same old messages.
+    invalidated_at: Mapped[datetime | None]
+    invalid_reason: Mapped[str | None] = mapped_column(Text)
+
+
+class SearchChunk(Base):
+    """Embeddings of a run of contiguous messages of one day (or of a day summary), for recall search.
+
+    A chunk holds ~400-800 tokens; MiniLM reads at most 256 word pieces, so a chunk is embedded as
+    `sections` (index ranges into `message_ids`, each under the section budget) and `vectors` is
+    the float32 matrix (sections x dimensions). Derived data: `python -m bot reindex` rebuilds it.
+    """
+
+    __tablename__ = "search_chunks"
+    __table_args__ = (Index("ix_search_chunks_user", "user_id", "id"),)
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    day_segment_id: Mapped[int | None] = mapped_column(
+        ForeignKey("day_segments.id", ondelete="CASCADE"), index=True
+    )
+    kind: Mapped[str] = mapped_column(String(16), default="messages")  # messages | summary
+    message_ids: Mapped[list[Any]] = mapped_column(JSONType, default=list)
+    sections: Mapped[list[Any]] = mapped_column(JSONType, default=list)
+    first_message_id: Mapped[int | None] = mapped_column(BigInteger)
+    last_message_id: Mapped[int | None] = mapped_column(BigInteger)
+    token_count: Mapped[int] = mapped_column(Integer, default=0)
+    # sha256 of what was embedded (a day summary that changed is embedded again).
+    digest: Mapped[str] = mapped_column(String(64))
+    embedder: Mapped[str] = mapped_column(String(64))
+    dimensions: Mapped[int] = mapped_column(Integer)
+    vectors: Mapped[bytes] = mapped_column(LargeBinary)
+    last_sent_at: Mapped[datetime]
+    created_at: Mapped[datetime]

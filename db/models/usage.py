@@ -1,0 +1,46 @@
+"""Metering: model calls and tokens per user and day, and the bot-wide counters of a day."""
+
+from __future__ import annotations
+
+from datetime import date
+
+from sqlalchemy import BigInteger, Date, ForeignKey, Index, Integer, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from db.base import Base
+
+
+class ModelUsage(Base):
+    """Model calls and tokens of one user on one UTC day, per kind of use (cost in view).
+
+    `kind` is chat, onboarding, compaction, extraction, day_summary, graph, briefing, embedding or
+    proactive (a touchpoint composed). Input tokens include those read from and written to the
+    provider's prompt cache, which the cache columns count again (1-hour writes are part of the
+    writes). Counts only, never text; deleted with the user.
+    """
+
+    __tablename__ = "model_usage"
+    # The days' rows of everyone: /stats sums them per kind (db/repositories/usage.py); the bot-wide
+    # budget reads the day's counter instead (db/ddl/usage.py).
+    __table_args__ = (Index("ix_model_usage_day", "day"),)
+
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    calls: Mapped[int] = mapped_column(Integer, default=0)
+    input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cache_read_tokens: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    cache_write_tokens: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    cache_write_1h_tokens: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+
+
+class DailyCount(Base):
+    """A bot-wide counter of one UTC day: refused strangers, budget refusals, and the day's tokens
+    (kept by triggers on `model_usage`, db/ddl/usage.py). Counts only, no ids."""
+
+    __tablename__ = "daily_counts"
+
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    count: Mapped[int] = mapped_column(BigInteger, default=0)
