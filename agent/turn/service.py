@@ -1,11 +1,11 @@
 """`TurnService.reply`: the one Telegram-free entry point that answers a user's message.
 
-A turn reads in order: take the message in (agent/turn/intake.py: stored in its session, or found
-stored before, and the user's token budget checked in the same transaction), build the context,
-run the chat agent (agent/turn/run.py: a failure becomes an apology), then store the answer, the
-grown history, the context snapshot and the usage in one transaction. A surface that must answer
-each message exactly once passes a `TurnReceipt`; it runs inside that transaction, so "answered"
-and "the surface knows what to send" commit together.
+A chat turn is a `ChatTurn` in the turn frame (agent/turn/frame.py), which serialises the user's
+turns, takes the message in (agent/turn/intake.py: stored in its session, or found stored before),
+reads the daily token budgets, meters the model calls and stores the answer with the caller's
+`TurnReceipt` and the usage in one transaction. What is the chat's own: build the context, run the
+chat agent (agent/turn/run.py: a failure becomes an apology), and store the grown history, the
+answer, the summary flag and the context snapshot.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models import Model
@@ -28,11 +28,11 @@ from agent.chat.streaming import TurnProgress
 from agent.context import BuiltContext, ContextBuilder
 from agent.core.clock import Clock, ensure_utc
 from agent.core.settings import Settings
-from agent.core.usage import UsageMeter, metering, store_usage
 from agent.history.cache import SessionHistories, StoredHistory
 from agent.history.tokens import get_counter
 from agent.search.recall import Recall
-from agent.turn.daily_tokens import BUDGET_REPLY, Over, TokenBudget, counting
+from agent.turn.daily_tokens import BUDGET_REPLY, Over, TokenBudget
+from agent.turn.frame import Done, Stored, Turn, TurnFrame, clean
 from agent.turn.intake import MessageIntake, Prepared
 from agent.turn.locks import UserLocks
 from agent.turn.run import Outcome, run_chat
@@ -88,7 +88,9 @@ class TurnService:
             max_sessions=settings.history_cache_sessions, max_bytes=settings.history_cache_max_bytes
         )
         reply_window = timedelta(hours=settings.proactive_reply_window_hours)
-        self.intake = MessageIntake(sessions, self.histories, self.session_timeout, reply_window, self.budget)
+        self.intake = MessageIntake(self.histories, self.session_timeout, reply_window)
+        # Serialisation, repeated deliveries, budgets, metering and the receipt: every surface's turn.
+        self.frame = TurnFrame(sessions=sessions, locks=self.locks, budget=self.budget)
         self._background: set[asyncio.Task[object]] = set()
 
     async def settle(self) -> None:
@@ -104,6 +106,17 @@ class TurnService:
         """Finish background work and release what the service holds beyond the shared engine."""
         await self.settle()
         await self.locks.close()
+
+    def index(self, user_id: int, at: datetime) -> None:
+        """Embed what the user's turns stored, in the background."""
+        if self.recall is None:
+            return
+        # Full text was indexed in the transactions (triggers / generated columns); embeddings follow
+        # in the background, so the reply never waits for the embedder and a failure never reaches
+        # it (every search catches up on what is missing first).
+        task = asyncio.create_task(self.recall.index_quietly(user_id, now=at))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     @property
     def session_timeout(self) -> timedelta:
@@ -128,76 +141,93 @@ class TurnService:
         With `attachments` (photos, text files), `text` is how the transcript shows the message
         ("[photo] caption"); the model sees the files this turn only (agent/chat/attachments.py).
         """
-        sent_at = ensure_utc(sent_at)
-        text = text.replace("\x00", "")  # what the model reads is what is stored (PostgreSQL refuses NUL)
-        async with self.locks.hold(user_id):
-            taken = await self.intake.take(user_id, text, sent_at, telegram_message_id, kind)
-            if isinstance(taken, Delivered):
-                return _repeated(taken)
-            prepared = replace(taken, attachments=tuple(attachments))
-            stored = await self.histories.load(
-                # The count includes this turn's user message, stored a moment ago.
-                self.sessions,
-                prepared.conversation.id,
-                prepared.conversation.message_count - 1,
-            )
-            if prepared.over is not None:
-                return await self._refuse(prepared, stored, sent_at, receipt, prepared.over)
-            # Every model call of the turn (compaction, the chat run) counts towards the user's usage.
-            with metering() as meter:
-                return await self._answer(prepared, stored, sent_at, receipt, meter, progress)
-
-    async def _refuse(
-        self,
-        prepared: Prepared,
-        stored: StoredHistory,
-        sent_at: datetime,
-        receipt: TurnReceipt | None,
-        over: Over,
-    ) -> TurnResult:
-        # Over a daily token cap: the message stays stored and gets BUDGET_REPLY, without a model call.
-        logger.info("token budget reached", extra={"user_id": prepared.user.id, "budget": over})
-        exchange: list[ModelMessage] = [
-            ModelRequest(parts=[UserPromptPart(prepared.text, timestamp=sent_at)]),
-            ModelResponse(parts=[TextPart(BUDGET_REPLY)], timestamp=sent_at),
-        ]
-        outcome = Outcome(BUDGET_REPLY, exchange, prepared.text)
-        counted = counting(receipt, over, sent_at)
-        reply_id = await self._persist(
-            prepared, stored, outcome, None, sent_at, "budget", counted, UsageMeter()
+        turn = ChatTurn(
+            service=self,
+            key=user_id,
+            user_id=user_id,
+            at=ensure_utc(sent_at),
+            telegram_message_id=telegram_message_id,
+            text=clean(text),
+            kind=kind,
+            attachments=tuple(attachments),
+            progress=progress,
         )
-        return _result(prepared, outcome, reply_id)
+        return await self.frame.run(turn, receipt=receipt)
 
-    async def _answer(
-        self,
-        prepared: Prepared,
-        stored: StoredHistory,
-        sent_at: datetime,
-        receipt: TurnReceipt | None,
-        meter: UsageMeter,
-        progress: TurnProgress | None,
-    ) -> TurnResult:
+
+@dataclass(frozen=True)
+class Answered:
+    """A chat turn's answer before it is stored, and what it was built from."""
+
+    outcome: Outcome
+    stored: StoredHistory
+    context: BuiltContext | None  # None: refused without a model call, so no context was built
+    kind: str
+
+
+@dataclass(kw_only=True)
+class ChatTurn(Turn[Prepared, Answered, TurnResult]):
+    """A private chat's message answered by the chat agent, in the turn frame."""
+
+    service: TurnService
+    key: int
+    user_id: int
+    at: datetime
+    telegram_message_id: int | None
+    text: str
+    kind: str
+    attachments: tuple[files.Attachment, ...]
+    progress: TurnProgress | None
+    updated: StoredHistory | None = None  # the history as stored, for the cache after the commit
+
+    async def resume(self, session: AsyncSession, found: Delivered) -> Prepared | Done[TurnResult]:
+        """Answer a message stored in a session but never answered; anything else was answered."""
+        if found.answer is not None or found.message.conversation_id is None:
+            return Done(_repeated(found))
+        return await self.service.intake.resume(session, found.message)
+
+    async def take(self, session: AsyncSession) -> Prepared:
+        """Store the message in its session."""
+        return await self.service.intake.store(
+            session, self.user_id, self.text, self.at, self.telegram_message_id, self.kind
+        )
+
+    async def answer(self, taken: Prepared, over: Over | None) -> Answered:
+        """Build the context and run the chat agent (a failure becomes an apology)."""
+        service, prepared = self.service, replace(taken, attachments=self.attachments)
+        stored = await service.histories.load(
+            # The count includes this turn's user message, stored a moment ago.
+            service.sessions,
+            prepared.conversation.id,
+            prepared.conversation.message_count - 1,
+        )
+        if over is not None:
+            exchange: list[ModelMessage] = [
+                ModelRequest(parts=[UserPromptPart(prepared.text, timestamp=self.at)]),
+                ModelResponse(parts=[TextPart(BUDGET_REPLY)], timestamp=self.at),
+            ]
+            return Answered(Outcome(BUDGET_REPLY, exchange, prepared.text), stored, None, "budget")
         user, conversation = prepared.user, prepared.conversation
         # Tiers, compaction and the budget (history included) in one place; each tier in its own session.
-        context = await self.context_builder.build(
-            self.sessions,
+        context = await service.context_builder.build(
+            service.sessions,
             user=user,
             conversation=conversation,
             text=prepared.text,
-            now=sent_at,
+            now=self.at,
             previous_message_at=prepared.previous_message_at,
             history=stored.messages,
         )
         deps = TurnDeps(
             user_id=user.id,
             conversation_id=conversation.id,
-            now=sent_at,
+            now=self.at,
             timezone=user.timezone,
-            sessions=self.sessions,
-            persona=persona_for(self.settings).chat,
+            sessions=service.sessions,
+            persona=persona_for(service.settings).chat,
             memory=context.memory,
             note=context.note,
-            recall=self.recall,
+            recall=service.recall,
             message_id=prepared.message_id,
         )
         outcome = await run_chat(
@@ -205,91 +235,77 @@ class TurnService:
             prepared.text,
             # None on a session's first message: the instructions start the run fresh.
             history=context.history,
-            model=self.model,
-            settings=self.settings,
-            sent_at=sent_at,
+            model=service.model,
+            settings=service.settings,
+            sent_at=self.at,
             attachments=prepared.attachments,
-            progress=progress,
+            progress=self.progress,
         )
         kind = "apology" if outcome.failed else "stopped" if outcome.stopped else "text"
-        reply_id = await self._persist(prepared, stored, outcome, context, sent_at, kind, receipt, meter)
-        if self.recall is not None:
-            # Full text was indexed in the transactions (triggers / generated columns); embeddings
-            # follow in the background, so the reply never waits for the embedder and a failure
-            # never reaches it (every search catches up on what is missing first).
-            task = asyncio.create_task(self.recall.index_quietly(user.id, now=sent_at))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
-        return _result(prepared, outcome, reply_id)
+        return Answered(outcome, stored, context, kind)
 
-    async def _persist(
-        self,
-        prepared: Prepared,
-        stored: StoredHistory,
-        outcome: Outcome,
-        context: BuiltContext | None,
-        at: datetime,
-        reply_kind: str,
-        receipt: TurnReceipt | None,
-        meter: UsageMeter,
-    ) -> int:
+    async def store(self, session: AsyncSession, taken: Prepared, answer: Answered) -> Stored[TurnResult]:
+        """The grown history, the answer, the summary flag and the context snapshot."""
+        service, outcome, stored, context = self.service, answer.outcome, answer.stored, answer.context
         # The full stored history grows (the cached copy is what is stored, as of its message count:
         # agent/history/cache.py); trimming only shapes what the model is sent.
-        updated = stored.extended(outcome.new_messages, prepared.conversation.message_count + 1)
-        async with self.sessions() as session, session.begin():
-            # One statement: the history written and counted, or nothing when /forget deleted the
-            # conversation while the model was thinking.
-            count = await ConversationRepository(session).append_turn(
-                prepared.conversation.id,
-                updated.raw[len(stored.raw) :],
-                whole=updated.raw if stored.stale else None,
+        updated = stored.extended(outcome.new_messages, taken.conversation.message_count + 1)
+        # One statement: the history written and counted, or nothing when /forget deleted the
+        # conversation while the model was thinking.
+        count = await ConversationRepository(session).append_turn(
+            taken.conversation.id,
+            updated.raw[len(stored.raw) :],
+            whole=updated.raw if stored.stale else None,
+        )
+        if count is None:
+            return Stored(_result(taken, outcome, 0), None)
+        if count != updated.version:  # the row moved under us: the cache must not claim it
+            updated = replace(updated, version=count)
+        self.updated = updated
+        if outcome.text != taken.text:
+            # The description the model gave of the files replaces the placeholder, for search and
+            # summaries.
+            message = await session.get(TranscriptMessage, taken.message_id)
+            if message is not None:
+                message.content = outcome.text
+        reply = await write_message(
+            session,
+            taken.user,
+            role="assistant",
+            content=outcome.answer,
+            sent_at=self.at,
+            kind=answer.kind,
+            conversation_id=taken.conversation.id,
+            reply_to_id=taken.message_id,
+        )
+        # The reply's day segment, still in the session's identity map: no query.
+        segment = await session.get(DaySegment, reply.day_segment_id)
+        assert segment is not None
+        # Only a flag: the day-summaries job summarises, never the user's turn.
+        await flag_summary_due(
+            session,
+            segment,
+            threshold=service.settings.day_summary_message_threshold,
+            token_budget=service.settings.day_raw_token_budget,
+            count_tokens=service.counter.count,
+        )
+        if context is not None:
+            await PromptRepository(session).add(
+                user_id=taken.user.id,
+                conversation_id=taken.conversation.id,
+                message_id=taken.message_id,
+                instructions=context.text,
+                snapshot={**context.snapshot, "model_failed": outcome.failed},
+                created_at=self.at,
             )
-            if count is None:
-                return 0
-            if count != updated.version:  # the row moved under us: the cache must not claim it
-                updated = replace(updated, version=count)
-            if outcome.text != prepared.text:
-                # The description the model gave of the files replaces the placeholder, for search
-                # and summaries.
-                message = await session.get(TranscriptMessage, prepared.message_id)
-                if message is not None:
-                    message.content = outcome.text
-            reply = await write_message(
-                session,
-                prepared.user,
-                role="assistant",
-                content=outcome.answer,
-                sent_at=at,
-                kind=reply_kind,
-                conversation_id=prepared.conversation.id,
-                reply_to_id=prepared.message_id,
-            )
-            # The reply's day segment, still in the session's identity map: no query.
-            segment = await session.get(DaySegment, reply.day_segment_id)
-            assert segment is not None
-            # Only a flag: the day-summaries job summarises, never the user's turn.
-            await flag_summary_due(
-                session,
-                segment,
-                threshold=self.settings.day_summary_message_threshold,
-                token_budget=self.settings.day_raw_token_budget,
-                count_tokens=self.counter.count,
-            )
-            if context is not None:  # None: no model call, so no context was built
-                await PromptRepository(session).add(
-                    user_id=prepared.user.id,
-                    conversation_id=prepared.conversation.id,
-                    message_id=prepared.message_id,
-                    instructions=context.text,
-                    snapshot={**context.snapshot, "model_failed": outcome.failed},
-                    created_at=at,
-                )
-            if receipt is not None:
-                await receipt(session, outcome.answer)
-            # Last: it locks the day's token counter until the commit (db/usage_ddl.py).
-            await store_usage(session, prepared.user.id, at.astimezone(UTC).date(), meter)
-        self.histories.remember(prepared.conversation.id, updated, user_id=prepared.user.id)
-        return reply.id
+        return Stored(_result(taken, outcome, reply.id), outcome.answer)
+
+    async def after(self, taken: Prepared, answer: Answered, result: TurnResult) -> None:
+        """Remember the stored history; start indexing the turn's embeddings."""
+        if self.updated is not None:
+            self.service.histories.remember(taken.conversation.id, self.updated, user_id=taken.user.id)
+        if answer.context is not None:
+            self.service.index(taken.user.id, self.at)
 
 
 def _result(prepared: Prepared, outcome: Outcome, reply_id: int) -> TurnResult:
