@@ -54,8 +54,8 @@ class Done[R]:
 class Stored[R]:
     """What `Turn.store` wrote: the turn's result and the answer the receipt records.
 
-    `answer` None: nothing was stored (the user was forgotten while the model was thinking), so
-    no receipt runs and no usage is stored.
+    `answer` None: no answer to record (the user was forgotten while the model was thinking, or
+    the surface answers nothing, as a finished call), so no receipt runs and no usage is stored.
     """
 
     result: R
