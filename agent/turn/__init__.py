@@ -1,1 +1,2 @@
-"""One turn: TurnService, the transcript writer, sessions, per-user locks and token budgets."""
+"""One turn: the turn frame every surface plugs into, TurnService, the transcript writer, sessions,
+per-user locks and token budgets."""

@@ -8,7 +8,7 @@ A refused message is still stored, with BUDGET_REPLY as its answer and no model 
 The check is one statement: everyone's tokens of the day are one `daily_counts` row that triggers on
 `model_usage` keep in every writer's transaction (db/ddl/usage.py), so it costs the same whatever
 the number of users, and it is exact across processes because the database keeps it. A turn reads
-it in the transaction that stores the user's message (agent/turn/intake.py).
+it in the transaction that stores the user's message (the turn frame, agent/turn/frame.py).
 """
 
 from __future__ import annotations

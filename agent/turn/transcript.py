@@ -1,25 +1,22 @@
 """The one writer of transcript rows: every message a user sends or the bot answers is stored here.
 
-The turn, onboarding and the store of messages the model does not answer (stickers, photos while
-onboarding, files) all write through `write_message`, inside their own transaction: the row goes
-into the day segment of its local calendar day (opened by the first message of that day), and a
-user's message carries its Telegram id, by which a repeated delivery is found (`delivered`) and,
-should two deliveries race, refused by the database's unique index.
+Every turn (chat, onboarding, short answers, voice calls) writes through `write_message`, inside
+its turn's transaction: the row goes into the day segment of its local calendar day (opened by the
+first message of that day), and a user's message carries its Telegram id, by which a repeated
+delivery is found (`delivered`) and, should two deliveries race, refused by the database's unique
+index.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Protocol
 
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.core.clock import local_day
-from agent.turn.sessions import session_expired
 from db.models import TranscriptMessage, User
-from db.repositories.conversations import ConversationRepository
 from db.repositories.day_segments import DaySegmentRepository
 from db.repositories.transcript import TranscriptRepository
 
@@ -90,50 +87,3 @@ async def write_message(
     if segment is not None:
         DaySegmentRepository.record_message(segment, row.id, sent_at)
     return row
-
-
-async def store_unanswered(
-    sessions: async_sessionmaker[AsyncSession],
-    user_id: int,
-    *,
-    kind: str,
-    content: str,
-    sent_at: datetime,
-    session_timeout: timedelta,
-    telegram_message_id: int | None = None,
-    answer: str = "",
-    receipt: TurnReceipt | None = None,
-) -> bool:
-    """Store a user's message the model will not see ("[sticker 😀]"); False when stored already.
-
-    It joins the open session when there is one, so the transcript shows what happened, and starts
-    none. The short answer the caller sends is recorded through `receipt` in the same transaction,
-    so a message stored is a message whose answer will be sent.
-    """
-    try:
-        async with sessions() as session, session.begin():
-            if await delivered(session, user_id, telegram_message_id) is not None:
-                return False
-            user = await session.get(User, user_id)
-            if user is None:
-                return False
-            conversation = await ConversationRepository(session).active_for(user_id)
-            open_session = conversation is not None and not session_expired(
-                conversation.last_message_at, sent_at, session_timeout
-            )
-            await write_message(
-                session,
-                user,
-                role="user",
-                kind=kind,
-                content=content,
-                sent_at=sent_at,
-                conversation_id=conversation.id if conversation is not None and open_session else None,
-                telegram_message_id=telegram_message_id,
-            )
-            if receipt is not None:
-                await receipt(session, answer)
-    except IntegrityError:
-        # A concurrent retry of the same Telegram message stored it first.
-        return False
-    return True

@@ -1,11 +1,12 @@
 """Every write the voice surface makes, each behind `_may_write`: the one place a /forget tombstone
 is to be checked before a call's transcript or a voice fact reaches the memory.
 
-A call is stored as the turn service stores messages (agent/turn/service.py): transcript rows of kind
-`voice` at their own times in their users' day segments, in a conversation of kind `voice` that is
-closed at once, so post-processing (jobs/queue.py) claims it like any ended session. The call id is
-unique, so a webhook delivered twice stores the call once. The user's turn lock is held meanwhile,
-so a text turn never interleaves with it, in this process or another.
+A call is stored as a turn of the turn frame (agent/turn/frame.py) that calls no model: transcript
+rows of kind `voice` at their own times in their users' day segments, in a conversation of kind
+`voice` that is closed at once, so post-processing (jobs/queue.py) claims it like any ended session.
+The frame finds a call stored before by its call id, which is unique, so a webhook delivered twice
+stores the call once; and it serialises the call with the user's turns, so a text turn never
+interleaves with it, in this process or another.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.settings import Settings
 from agent.history.tokens import get_counter
 from agent.search.facts import FactAdded, FactStore
+from agent.turn.daily_tokens import Over
+from agent.turn.frame import Done, Stored, Turn, TurnFrame
 from agent.turn.locks import UserLocks
 from agent.turn.transcript import write_message
 from agent.voice.calls import EndedCall
@@ -57,7 +59,8 @@ class VoiceStore:
         self.settings = settings
         self.sessions = sessions
         self.facts = facts
-        self.locks = locks
+        # The turn frame over the chat's locks: a call is stored as a turn, never beside a text turn.
+        self.frame = TurnFrame(sessions=sessions, locks=locks)
         self.counter = get_counter()
 
     async def _may_write(self, session: AsyncSession, user_id: int) -> User | None:
@@ -89,69 +92,9 @@ class VoiceStore:
 
     async def store_call(self, user_id: int, call: EndedCall) -> StoredCall | None:
         """Store a finished call once (by call id); None when the user's memory takes no writes."""
-        async with self.locks.hold(user_id):
-            try:
-                return await self._store(user_id, call)
-            except IntegrityError:
-                # Another instance stored the same call between our look-up and insert.
-                known = await self._known(call.call_id)
-                if known is None:
-                    raise
-                return known
-
-    async def _known(self, call_id: str) -> StoredCall | None:
-        async with self.sessions() as session:
-            row = (
-                await session.execute(
-                    select(Conversation.id, Conversation.message_count).where(Conversation.call_id == call_id)
-                )
-            ).one_or_none()
-        return StoredCall(row.id, row.message_count, duplicate=True) if row is not None else None
-
-    async def _store(self, user_id: int, call: EndedCall) -> StoredCall | None:
-        if (known := await self._known(call.call_id)) is not None:
-            return known
-        async with self.sessions() as session, session.begin():
-            user = await self._may_write(session, user_id)
-            if user is None:
-                return None
-            conversations = ConversationRepository(session)
-            closed_id: int | None = None
-            active = await conversations.active_for(user_id)
-            # A call ends the text session it interrupts; the next message starts afresh after it.
-            if active is not None and active.last_message_at <= call.started_at:
-                await conversations.end_and_queue(active, active.last_message_at)
-                closed_id = active.id
-            last_at = call.turns[-1].at if call.turns else call.ended_at
-            conversation = Conversation(
-                user_id=user_id,
-                kind="voice",
-                call_id=call.call_id,
-                status=QUEUED,  # a call is over when it is stored: queued for post-processing at once
-                started_at=call.started_at,
-                last_message_at=last_at,
-                ended_at=call.ended_at,
-                messages=[],
-                message_count=len(call.turns),
-            )
-            session.add(conversation)
-            await session.flush()
-            segments = await self._transcribe(session, user, conversation.id, call)
-            for segment in segments.values():
-                await flag_summary_due(
-                    session,
-                    segment,
-                    threshold=self.settings.day_summary_message_threshold,
-                    token_budget=self.settings.day_raw_token_budget,
-                    count_tokens=self.counter.count,
-                )
-            if user.last_message_at is None or last_at > user.last_message_at:
-                user.last_message_at = last_at
-        logger.info(
-            "voice call stored",
-            extra={"user_id": user_id, "conversation_id": conversation.id, "messages": len(call.turns)},
+        return await self.frame.run(
+            CallTurn(voice=self, key=user_id, user_id=user_id, at=call.ended_at, call=call)
         )
-        return StoredCall(conversation.id, len(call.turns), closed_text_conversation_id=closed_id)
 
     async def _transcribe(
         self, session: AsyncSession, user: User, conversation_id: int, call: EndedCall
@@ -173,3 +116,85 @@ class VoiceStore:
                 assert segment is not None
                 segments[row.day_segment_id] = segment
         return segments
+
+
+@dataclass(kw_only=True)
+class CallTurn(Turn[StoredCall, None, StoredCall | None]):
+    """A finished call, stored as a turn that calls no model: found by its call id when known."""
+
+    voice: VoiceStore
+    key: int
+    user_id: int
+    at: datetime
+    call: EndedCall
+    calls_model: bool = False
+
+    async def earlier(self, session: AsyncSession) -> Done[StoredCall | None] | None:
+        """The call stored before (a webhook delivered twice), by its call id."""
+        row = (
+            await session.execute(
+                select(Conversation.id, Conversation.message_count).where(
+                    Conversation.call_id == self.call.call_id
+                )
+            )
+        ).one_or_none()
+        return Done(StoredCall(row.id, row.message_count, duplicate=True)) if row is not None else None
+
+    async def take(self, session: AsyncSession) -> StoredCall | Done[StoredCall | None]:
+        """The call's conversation and transcript, in the days it touched."""
+        user, call, user_id = await self.voice._may_write(session, self.user_id), self.call, self.user_id
+        if user is None:
+            return Done(None)
+        conversations = ConversationRepository(session)
+        closed_id: int | None = None
+        active = await conversations.active_for(user_id)
+        # A call ends the text session it interrupts; the next message starts afresh after it.
+        if active is not None and active.last_message_at <= call.started_at:
+            await conversations.end_and_queue(active, active.last_message_at)
+            closed_id = active.id
+        last_at = call.turns[-1].at if call.turns else call.ended_at
+        conversation = Conversation(
+            user_id=user_id,
+            kind="voice",
+            call_id=call.call_id,
+            status=QUEUED,  # a call is over when it is stored: queued for post-processing at once
+            started_at=call.started_at,
+            last_message_at=last_at,
+            ended_at=call.ended_at,
+            messages=[],
+            message_count=len(call.turns),
+        )
+        session.add(conversation)
+        await session.flush()
+        segments = await self.voice._transcribe(session, user, conversation.id, call)
+        for segment in segments.values():
+            await flag_summary_due(
+                session,
+                segment,
+                threshold=self.voice.settings.day_summary_message_threshold,
+                token_budget=self.voice.settings.day_raw_token_budget,
+                count_tokens=self.voice.counter.count,
+            )
+        if user.last_message_at is None or last_at > user.last_message_at:
+            user.last_message_at = last_at
+        return StoredCall(conversation.id, len(call.turns), closed_text_conversation_id=closed_id)
+
+    async def answer(self, taken: StoredCall, over: Over | None) -> None:
+        """A call is answered while it happens: nothing to answer now."""
+
+    async def store(
+        self, session: AsyncSession, taken: StoredCall, answer: None
+    ) -> Stored[StoredCall | None]:
+        """Everything was written with the call: no receipt, no usage."""
+        return Stored(taken, None)
+
+    async def after(self, taken: StoredCall, answer: None, result: StoredCall | None) -> None:
+        """Log the stored call."""
+        logger.info(
+            "voice call stored",
+            extra={
+                "user_id": self.user_id,
+                "conversation_id": taken.conversation_id,
+                "messages": taken.messages,
+            },
+        )

@@ -15,7 +15,7 @@ from telegram.ext import ApplicationHandlerStop
 
 from agent.chat.attachments import Attachment
 from agent.core.errors import LeaseLostError
-from agent.turn.transcript import store_unanswered
+from agent.turn.short_answer import store_unanswered
 from bot.delivery.failures import ERROR_REPLY, is_retryable
 from bot.delivery.sending import send_text, typing
 from bot.delivery.streaming import preview
@@ -207,7 +207,7 @@ async def store_short_answer(
     message, s = who.message, context.services
     # Stored with its short answer in one transaction; the inbox sends the answer.
     await store_unanswered(
-        s.runtime.sessions,
+        s.runtime.turns.frame,
         who.user.id,
         kind=kind,
         content=content,

@@ -26,16 +26,16 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 from agent.account.users import get_or_create_user
-from agent.onboarding.service import (
+from agent.onboarding.context import (
     LOAD_LIMIT,
     PROMPT_LIMIT,
     OnboardingContext,
     OnboardingProfile,
-    OnboardingService,
     build_messages,
     history_entries,
     load_context,
 )
+from agent.onboarding.service import OnboardingService
 from agent.turn.locks import UserLocks
 from db.models import TranscriptMessage, User
 

@@ -19,7 +19,7 @@ from agent.core.errors import ConfigurationError
 from agent.core.settings import Settings, load_settings
 from agent.digest.extraction import extract
 from agent.digest.summaries import Line, summarise_day
-from agent.onboarding.service import OnboardingContext, OnboardingProfile, build_messages
+from agent.onboarding.context import OnboardingContext, OnboardingProfile, build_messages
 from agent.turn.service import TurnService
 from bot.preflight import check_settings
 

@@ -19,7 +19,7 @@ from agent.context.fence import TAGS, neutralise
 from agent.core.clock import FrozenClock, local_day
 from agent.core.settings import Settings
 from agent.history.turn_notes import turn_note
-from agent.onboarding.service import OnboardingProfile, system_prompt
+from agent.onboarding.context import OnboardingProfile, system_prompt
 from agent.turn.service import TurnService
 from db.models import Conversation, ConversationThread, DaySegment
 

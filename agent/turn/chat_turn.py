@@ -1,0 +1,233 @@
+"""A private chat's turn: the chat agent answers one message, in the turn frame (agent/turn/frame.py).
+
+What is the chat's own: the message is taken in by the `MessageIntake` (stored in its session, or a
+message stored before but never answered resumed), the context is built, the chat agent runs
+(agent/turn/run.py: a failure becomes an apology; over a daily budget the refusal is stored without
+a model call), and the grown history, the answer, the summary flag and the context snapshot are
+stored. The frame serialises, finds repeated deliveries, reads the budgets, meters, and commits all
+of it with the caller's receipt and the usage.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from agent.chat import attachments as files
+from agent.chat.deps import TurnDeps
+from agent.chat.persona import persona_for
+from agent.chat.streaming import TurnProgress
+from agent.context import BuiltContext
+from agent.history.cache import StoredHistory
+from agent.turn.daily_tokens import BUDGET_REPLY, Over
+from agent.turn.frame import Done, Stored, Turn
+from agent.turn.intake import Prepared
+from agent.turn.run import Outcome, run_chat
+from agent.turn.transcript import Delivered, write_message
+from db.models import DaySegment, TranscriptMessage
+from db.repositories.conversations import ConversationRepository
+from db.repositories.day_summaries import flag_summary_due
+from db.repositories.prompts import PromptRepository
+
+if TYPE_CHECKING:
+    from agent.turn.service import TurnService
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """The answer to one message and where it was stored."""
+
+    text: str
+    conversation_id: int
+    message_id: int
+    reply_id: int | None
+    new_session: bool
+    closed_conversation_id: int | None = None
+    duplicate: bool = False
+    failed: bool = False
+
+
+@dataclass(frozen=True)
+class Answered:
+    """A chat turn's answer before it is stored, and what it was built from."""
+
+    outcome: Outcome
+    stored: StoredHistory
+    context: BuiltContext | None  # None: refused without a model call, so no context was built
+    kind: str
+
+
+@dataclass(kw_only=True)
+class ChatTurn(Turn[Prepared, Answered, TurnResult]):
+    """A private chat's message answered by the chat agent, in the turn frame."""
+
+    service: TurnService
+    key: int
+    user_id: int
+    at: datetime
+    telegram_message_id: int | None
+    text: str
+    kind: str
+    attachments: tuple[files.Attachment, ...]
+    progress: TurnProgress | None
+    updated: StoredHistory | None = None  # the history as stored, for the cache after the commit
+
+    async def resume(self, session: AsyncSession, found: Delivered) -> Prepared | Done[TurnResult]:
+        """Answer a message stored in a session but never answered; anything else was answered."""
+        if found.answer is not None or found.message.conversation_id is None:
+            return Done(_repeated(found))
+        return await self.service.intake.resume(session, found.message)
+
+    async def take(self, session: AsyncSession) -> Prepared:
+        """Store the message in its session."""
+        return await self.service.intake.store(
+            session, self.user_id, self.text, self.at, self.telegram_message_id, self.kind
+        )
+
+    async def answer(self, taken: Prepared, over: Over | None) -> Answered:
+        """Build the context and run the chat agent (a failure becomes an apology)."""
+        service, prepared = self.service, replace(taken, attachments=self.attachments)
+        stored = await service.histories.load(
+            # The count includes this turn's user message, stored a moment ago.
+            service.sessions,
+            prepared.conversation.id,
+            prepared.conversation.message_count - 1,
+        )
+        if over is not None:
+            exchange: list[ModelMessage] = [
+                ModelRequest(parts=[UserPromptPart(prepared.text, timestamp=self.at)]),
+                ModelResponse(parts=[TextPart(BUDGET_REPLY)], timestamp=self.at),
+            ]
+            return Answered(Outcome(BUDGET_REPLY, exchange, prepared.text), stored, None, "budget")
+        user, conversation = prepared.user, prepared.conversation
+        # Tiers, compaction and the budget (history included) in one place; each tier in its own session.
+        context = await service.context_builder.build(
+            service.sessions,
+            user=user,
+            conversation=conversation,
+            text=prepared.text,
+            now=self.at,
+            previous_message_at=prepared.previous_message_at,
+            history=stored.messages,
+        )
+        deps = TurnDeps(
+            user_id=user.id,
+            conversation_id=conversation.id,
+            now=self.at,
+            timezone=user.timezone,
+            sessions=service.sessions,
+            persona=persona_for(service.settings).chat,
+            memory=context.memory,
+            note=context.note,
+            recall=service.recall,
+            message_id=prepared.message_id,
+        )
+        outcome = await run_chat(
+            deps,
+            prepared.text,
+            # None on a session's first message: the instructions start the run fresh.
+            history=context.history,
+            model=service.model,
+            settings=service.settings,
+            sent_at=self.at,
+            attachments=prepared.attachments,
+            progress=self.progress,
+        )
+        kind = "apology" if outcome.failed else "stopped" if outcome.stopped else "text"
+        return Answered(outcome, stored, context, kind)
+
+    async def store(self, session: AsyncSession, taken: Prepared, answer: Answered) -> Stored[TurnResult]:
+        """The grown history, the answer, the summary flag and the context snapshot."""
+        service, outcome, stored, context = self.service, answer.outcome, answer.stored, answer.context
+        # The full stored history grows (the cached copy is what is stored, as of its message count:
+        # agent/history/cache.py); trimming only shapes what the model is sent.
+        updated = stored.extended(outcome.new_messages, taken.conversation.message_count + 1)
+        # One statement: the history written and counted, or nothing when /forget deleted the
+        # conversation while the model was thinking.
+        count = await ConversationRepository(session).append_turn(
+            taken.conversation.id,
+            updated.raw[len(stored.raw) :],
+            whole=updated.raw if stored.stale else None,
+        )
+        if count is None:
+            return Stored(_result(taken, outcome, 0), None)
+        if count != updated.version:  # the row moved under us: the cache must not claim it
+            updated = replace(updated, version=count)
+        self.updated = updated
+        if outcome.text != taken.text:
+            # The description the model gave of the files replaces the placeholder, for search and
+            # summaries.
+            message = await session.get(TranscriptMessage, taken.message_id)
+            if message is not None:
+                message.content = outcome.text
+        reply = await write_message(
+            session,
+            taken.user,
+            role="assistant",
+            content=outcome.answer,
+            sent_at=self.at,
+            kind=answer.kind,
+            conversation_id=taken.conversation.id,
+            reply_to_id=taken.message_id,
+        )
+        # The reply's day segment, still in the session's identity map: no query.
+        segment = await session.get(DaySegment, reply.day_segment_id)
+        assert segment is not None
+        # Only a flag: the day-summaries job summarises, never the user's turn.
+        await flag_summary_due(
+            session,
+            segment,
+            threshold=service.settings.day_summary_message_threshold,
+            token_budget=service.settings.day_raw_token_budget,
+            count_tokens=service.counter.count,
+        )
+        if context is not None:
+            await PromptRepository(session).add(
+                user_id=taken.user.id,
+                conversation_id=taken.conversation.id,
+                message_id=taken.message_id,
+                instructions=context.text,
+                snapshot={**context.snapshot, "model_failed": outcome.failed},
+                created_at=self.at,
+            )
+        return Stored(_result(taken, outcome, reply.id), outcome.answer)
+
+    async def after(self, taken: Prepared, answer: Answered, result: TurnResult) -> None:
+        """Remember the stored history; start indexing the turn's embeddings."""
+        if self.updated is not None:
+            self.service.histories.remember(taken.conversation.id, self.updated, user_id=taken.user.id)
+        if answer.context is not None:
+            self.service.index(taken.user.id, self.at)
+
+
+def _result(prepared: Prepared, outcome: Outcome, reply_id: int) -> TurnResult:
+    return TurnResult(
+        text=outcome.answer,
+        conversation_id=prepared.conversation.id,
+        message_id=prepared.message_id,
+        reply_id=reply_id,
+        new_session=prepared.new_session,
+        closed_conversation_id=prepared.closed_id,
+        failed=outcome.failed,
+    )
+
+
+def _repeated(found: Delivered) -> TurnResult:
+    """A message delivered again: the answer stored the first time (none if it never got one)."""
+    message, answer = found.message, found.answer
+    logger.info("duplicate delivery", extra={"user_id": message.user_id, "message_id": message.id})
+    return TurnResult(
+        text=answer.content if answer else "",
+        conversation_id=message.conversation_id or 0,
+        message_id=message.id,
+        reply_id=answer.id if answer else None,
+        new_session=False,
+        duplicate=True,
+    )

@@ -1,0 +1,190 @@
+"""The turn frame: the one skeleton every surface's turn runs in (chat, onboarding, short answers,
+voice calls).
+
+A turn, in order:
+
+1. **serialise**: the turns of one key (a user's private chat) run one at a time;
+2. **take it in**, in one transaction: a delivery stored before is found (`Turn.earlier`: by its
+   Telegram id, or by the surface's own key such as a call id) and is either what it got the
+   first time or, stored but never answered because the process stopped mid-turn, resumed;
+   otherwise what arrived is stored (`Turn.take`). A turn that calls the model reads the daily
+   token budgets in that same transaction;
+3. **answer** (`Turn.answer`), with every model call metered; over a budget the surface answers
+   without a model call and the refusal is counted;
+4. **persist** (`Turn.store`) in one transaction with the caller's receipt and, last, the usage.
+
+A message the model answers is committed in step 2, before the model is called, so it is never
+lost. A turn that calls no model (a short answer, a finished call) has no step 3 and makes steps 2
+and 4 one transaction, so what is stored is always stored with its receipt. Should another process
+store the same delivery between the look-up and the write, the unique index refuses the second
+write and the frame looks again.
+
+A surface plugs in by subclassing `Turn`: what to take in, what to run for the answer, what to
+store. The frame knows whose turn it is by `key` (whose turns are serialised) and `user_id` (whose
+budget and usage), so a turn keyed by something other than its user fits as it is.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from agent.core.usage import UsageMeter, metering, store_usage
+from agent.turn.daily_tokens import Over, TokenBudget, counting
+from agent.turn.locks import UserLocks
+from agent.turn.transcript import Delivered, TurnReceipt, delivered
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Done[R]:
+    """A turn with nothing (more) to answer: a repeated delivery, or nothing to do; its result."""
+
+    result: R
+
+
+@dataclass(frozen=True)
+class Stored[R]:
+    """What `Turn.store` wrote: the turn's result and the answer the receipt records.
+
+    `answer` None: no answer to record (the user was forgotten while the model was thinking, or
+    the surface answers nothing, as a finished call), so no receipt runs and no usage is stored.
+    """
+
+    result: R
+    answer: str | None
+
+
+class Turn[T, A, R]:
+    """One turn of a surface, as the frame runs it; a surface overrides the steps that are its own.
+
+    `T` is what the surface took in (the stored message it answers), `A` its answer before it is
+    stored, `R` what the turn returns to its caller.
+    """
+
+    key: int  # whose turns are serialised
+    user_id: int  # whose budget and usage
+    at: datetime  # the message's own time (the budget's day, the usage's day)
+    telegram_message_id: int | None = None
+    # False: no model call, so no budget to read and steps 2 and 4 share one transaction.
+    calls_model: bool = True
+
+    async def earlier(self, session: AsyncSession) -> T | Done[R] | None:
+        """A delivery stored before: its turn to resume, what it got the first time, or None."""
+        found = await delivered(session, self.user_id, self.telegram_message_id)
+        return None if found is None else await self.resume(session, found)
+
+    async def resume(self, session: AsyncSession, found: Delivered) -> T | Done[R]:
+        """A message stored before: answer it now (stored, never answered) or return `Done`."""
+        raise NotImplementedError
+
+    async def take(self, session: AsyncSession) -> T | Done[R]:
+        """Store what arrived, in the frame's transaction (Done: nothing to answer)."""
+        raise NotImplementedError
+
+    async def answer(self, taken: T, over: Over | None) -> A:
+        """The answer; with `over` (a daily token cap reached) one that calls no model."""
+        raise NotImplementedError
+
+    async def store(self, session: AsyncSession, taken: T, answer: A) -> Stored[R]:
+        """Write the answer in the frame's transaction (the receipt and the usage follow)."""
+        raise NotImplementedError
+
+    async def after(self, taken: T, answer: A, result: R) -> None:
+        """Work after the commit (caches, background indexing); nothing by default."""
+
+
+@dataclass(frozen=True)
+class _Taken[T]:
+    taken: T
+    over: Over | None
+
+
+class TurnFrame:
+    """Runs turns: one key's at a time, different keys' side by side."""
+
+    def __init__(
+        self,
+        *,
+        sessions: async_sessionmaker[AsyncSession],
+        locks: UserLocks,
+        budget: TokenBudget | None = None,
+    ) -> None:
+        self.sessions = sessions
+        self.locks = locks
+        # Daily token caps (agent/turn/daily_tokens.py), read before each turn's model call.
+        self.budget = budget or TokenBudget()
+
+    @asynccontextmanager
+    async def serialised(self, key: int) -> AsyncIterator[None]:
+        """Hold the key's turn: nothing else of the key runs meanwhile, in this process or another."""
+        async with self.locks.hold(key):
+            yield
+
+    async def run[T, A, R](self, turn: Turn[T, A, R], *, receipt: TurnReceipt | None = None) -> R:
+        """Run one turn through every step of the frame; returns what the surface stored."""
+        async with self.serialised(turn.key):
+            try:
+                taken = await self._take(turn, receipt)
+            except IntegrityError as exc:
+                # Another process stored the same delivery between our look-up and our write.
+                taken = await self._take(turn, receipt, refused=exc)
+            if isinstance(taken, Done):
+                return taken.result
+            if taken.over is not None:
+                logger.info("token budget reached", extra={"user_id": turn.user_id, "budget": taken.over})
+                receipt = counting(receipt, taken.over, turn.at)
+            # Every model call of the turn (compaction, the run itself) counts towards the user's usage.
+            with metering() as meter:
+                answer = await turn.answer(taken.taken, taken.over)
+            async with self.sessions() as session, session.begin():
+                stored = await self._persist(session, turn, taken.taken, answer, receipt, meter)
+            await turn.after(taken.taken, answer, stored.result)
+            return stored.result
+
+    async def _take[T, A, R](
+        self, turn: Turn[T, A, R], receipt: TurnReceipt | None, *, refused: IntegrityError | None = None
+    ) -> _Taken[T] | Done[R]:
+        async with self.sessions() as session, session.begin():
+            found = await turn.earlier(session)
+            if found is None and refused is not None:
+                raise refused  # not a repeated delivery: some other write was refused
+            taken = found if found is not None else await turn.take(session)
+            if isinstance(taken, Done):
+                return taken
+            if turn.calls_model:
+                # In the intake's transaction: one statement, whatever the number of users.
+                return _Taken(taken, await self.budget.check(session, turn.user_id, turn.at))
+            answer = await turn.answer(taken, None)
+            stored = await self._persist(session, turn, taken, answer, receipt, UsageMeter())
+        await turn.after(taken, answer, stored.result)
+        return Done(stored.result)
+
+    @staticmethod
+    async def _persist[T, A, R](
+        session: AsyncSession,
+        turn: Turn[T, A, R],
+        taken: T,
+        answer: A,
+        receipt: TurnReceipt | None,
+        meter: UsageMeter,
+    ) -> Stored[R]:
+        stored = await turn.store(session, taken, answer)
+        if stored.answer is not None:
+            if receipt is not None:
+                await receipt(session, stored.answer)
+            # Last: it locks the day's token counter until the commit (db/ddl/usage.py).
+            await store_usage(session, turn.user_id, turn.at.astimezone(UTC).date(), meter)
+        return stored
+
+
+def clean(text: str) -> str:
+    """What the model reads is what is stored: PostgreSQL refuses NUL characters in text."""
+    return text.replace("\x00", "")

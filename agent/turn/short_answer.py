@@ -1,0 +1,96 @@
+"""Short answers: a user's message the model does not see ("[sticker 😀]"), stored with the short
+reply the surface sends, as a turn of the turn frame (agent/turn/frame.py) that calls no model.
+
+Serialised with the user's other turns; a Telegram message stored before is not stored or answered
+again. The message joins the open session when there is one, so the transcript shows what happened,
+and starts none. It is stored with the reply's receipt in one transaction, so a message stored is
+a message whose answer will be sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from agent.turn.daily_tokens import Over
+from agent.turn.frame import Done, Stored, Turn, TurnFrame
+from agent.turn.sessions import session_expired
+from agent.turn.transcript import Delivered, TurnReceipt, write_message
+from db.models import User
+from db.repositories.conversations import ConversationRepository
+
+
+async def store_unanswered(
+    frame: TurnFrame,
+    user_id: int,
+    *,
+    kind: str,
+    content: str,
+    sent_at: datetime,
+    session_timeout: timedelta,
+    telegram_message_id: int | None = None,
+    answer: str = "",
+    receipt: TurnReceipt | None = None,
+) -> bool:
+    """Store the message with `answer` recorded through `receipt`; False when stored already."""
+    turn = ShortAnswerTurn(
+        key=user_id,
+        user_id=user_id,
+        at=sent_at,
+        telegram_message_id=telegram_message_id,
+        kind=kind,
+        content=content,
+        reply=answer,
+        session_timeout=session_timeout,
+    )
+    return await frame.run(turn, receipt=receipt)
+
+
+@dataclass(kw_only=True)
+class ShortAnswerTurn(Turn[int, str, bool]):
+    """A message answered with a fixed short reply: no model call, one transaction."""
+
+    key: int
+    user_id: int
+    at: datetime
+    telegram_message_id: int | None
+    kind: str
+    content: str
+    reply: str
+    session_timeout: timedelta
+    calls_model: bool = False
+
+    async def resume(self, session: AsyncSession, found: Delivered) -> Done[bool]:
+        """Stored before, with its answer's receipt: nothing to do."""
+        return Done(False)
+
+    async def take(self, session: AsyncSession) -> int | Done[bool]:
+        """Store the message in the open session, if any; its id."""
+        user = await session.get(User, self.user_id)
+        if user is None:
+            return Done(False)
+        conversation = await ConversationRepository(session).active_for(self.user_id)
+        open_session = conversation is not None and not session_expired(
+            conversation.last_message_at, self.at, self.session_timeout
+        )
+        row = await write_message(
+            session,
+            user,
+            role="user",
+            kind=self.kind,
+            content=self.content,
+            sent_at=self.at,
+            conversation_id=conversation.id if conversation is not None and open_session else None,
+            telegram_message_id=self.telegram_message_id,
+        )
+        return row.id
+
+    async def answer(self, taken: int, over: Over | None) -> str:
+        """The fixed reply."""
+        return self.reply
+
+    async def store(self, session: AsyncSession, taken: int, answer: str) -> Stored[bool]:
+        """Nothing more to write: the receipt records the reply."""
+        return Stored(True, answer)
