@@ -37,7 +37,7 @@ from agent.core.errors import UserNotFoundError
 from agent.core.usage import UsageMeter, metering, record_run, store_usage
 from agent.reminders.store import move_to_zone
 from agent.turn.daily_tokens import BUDGET_REPLY, TokenBudget, counting
-from agent.turn.locks import UserLocks
+from agent.turn.serial import TurnQueue
 from agent.turn.transcript import TurnReceipt, delivered, write_message
 from db.models import TranscriptMessage, User
 from db.transient import is_transient
@@ -319,7 +319,7 @@ class OnboardingService:
         self,
         *,
         sessions: async_sessionmaker[AsyncSession],
-        locks: UserLocks,
+        queue: TurnQueue,
         model: Model | str,
         max_user_messages: int = 12,
         persona: Persona | None = None,
@@ -328,7 +328,7 @@ class OnboardingService:
         self.sessions = sessions
         # Daily token caps (agent/turn/daily_tokens.py), checked before each onboarding model call.
         self.budget = budget or TokenBudget()
-        self.locks = locks
+        self.queue = queue
         self.model = model
         self.persona = persona or default_persona()
         # A model that never calls finish_onboarding must not trap the user in onboarding.
@@ -343,15 +343,16 @@ class OnboardingService:
         telegram_message_id: int | None = None,
         fallback_name: str | None = None,
         receipt: TurnReceipt | None = None,
+        held: bool = False,
     ) -> OnboardingReply | None:
         """Answer one message in onboarding; None when the user has completed onboarding already.
 
         Like `TurnService.reply`: a message stored and answered before is a repeated delivery; stored
         but unanswered (the process stopped mid-turn), it is answered now without being stored again.
-        `receipt` runs inside the transaction that stores the answer.
+        `receipt` runs inside the transaction that stores the answer; `held` as in `TurnService.reply`.
         """
         text = text.replace("\x00", "")
-        async with self.locks.hold(user_id):
+        async with self.queue.serial(user_id, held=held):
             async with self.sessions() as session:
                 user = await session.get(User, user_id)
                 if user is None:
@@ -386,9 +387,11 @@ class OnboardingService:
             await self._persist(user_id, message_id, turn.text, sent_at, deps, receipt, meter)
             return OnboardingReply(turn.text, deps.finished, failed=turn.failed)
 
-    async def complete_with_defaults(self, user_id: int, fallback_name: str | None) -> None:
+    async def complete_with_defaults(
+        self, user_id: int, fallback_name: str | None, *, held: bool = False
+    ) -> None:
         """Skip the rest of onboarding: keep what was collected, fill the name from the fallback."""
-        async with self.locks.hold(user_id), self.sessions() as session, session.begin():
+        async with self.queue.serial(user_id, held=held), self.sessions() as session, session.begin():
             user = await session.get(User, user_id)
             if user is None:
                 raise UserNotFoundError(f"no user with id {user_id}")

@@ -34,8 +34,8 @@ from agent.history.tokens import get_counter
 from agent.search.recall import Recall
 from agent.turn.daily_tokens import BUDGET_REPLY, Over, TokenBudget, counting
 from agent.turn.intake import MessageIntake, Prepared
-from agent.turn.locks import UserLocks
 from agent.turn.run import Outcome, run_chat
+from agent.turn.serial import TurnQueue
 from agent.turn.transcript import Delivered, TurnReceipt, write_message
 from db.models import DaySegment, TranscriptMessage
 from db.repositories.conversations import ConversationRepository
@@ -76,7 +76,7 @@ class TurnService:
         self.settings = settings
         self.sessions = sessions
         self.clock = clock or Clock()
-        self.locks = UserLocks(engine)
+        self.queue = TurnQueue()
         self.context_builder = context_builder or ContextBuilder(settings)
         self.model: Model | str = model if model is not None else build_chat_model(settings)
         self.counter = get_counter()
@@ -103,7 +103,6 @@ class TurnService:
     async def close(self) -> None:
         """Finish background work and release what the service holds beyond the shared engine."""
         await self.settle()
-        await self.locks.close()
 
     @property
     def session_timeout(self) -> timedelta:
@@ -121,16 +120,18 @@ class TurnService:
         progress: TurnProgress | None = None,
         kind: str = "text",
         attachments: Sequence[files.Attachment] = (),
+        held: bool = False,
     ) -> TurnResult:
         """Answer one message; the message is stored before the model is called and never lost.
 
         With `progress`, the answer is streamed to it while the model writes (a preview only).
         With `attachments` (photos, text files), `text` is how the transcript shows the message
         ("[photo] caption"); the model sees the files this turn only (agent/chat/attachments.py).
+        `held`: the caller's inbox lease already serialises the user's turns (agent/turn/serial.py).
         """
         sent_at = ensure_utc(sent_at)
         text = text.replace("\x00", "")  # what the model reads is what is stored (PostgreSQL refuses NUL)
-        async with self.locks.hold(user_id):
+        async with self.queue.serial(user_id, held=held):
             taken = await self.intake.take(user_id, text, sent_at, telegram_message_id, kind)
             if isinstance(taken, Delivered):
                 return _repeated(taken)

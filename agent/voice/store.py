@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.core.settings import Settings
 from agent.history.tokens import get_counter
 from agent.search.facts import FactAdded, FactStore
-from agent.turn.locks import UserLocks
+from agent.turn.serial import TurnQueue
 from agent.turn.transcript import write_message
 from agent.voice.calls import EndedCall
 from db.models import QUEUED, Conversation, DaySegment, User
@@ -52,12 +52,12 @@ class VoiceStore:
         settings: Settings,
         sessions: async_sessionmaker[AsyncSession],
         facts: FactStore,
-        locks: UserLocks,
+        queue: TurnQueue,
     ) -> None:
         self.settings = settings
         self.sessions = sessions
         self.facts = facts
-        self.locks = locks
+        self.queue = queue
         self.counter = get_counter()
 
     async def _may_write(self, session: AsyncSession, user_id: int) -> User | None:
@@ -89,7 +89,7 @@ class VoiceStore:
 
     async def store_call(self, user_id: int, call: EndedCall) -> StoredCall | None:
         """Store a finished call once (by call id); None when the user's memory takes no writes."""
-        async with self.locks.hold(user_id):
+        async with self.queue.serial(user_id):
             try:
                 return await self._store(user_id, call)
             except IntegrityError:
