@@ -131,8 +131,7 @@ class Settings(BaseSettings):
     compaction_input_max_tokens: int = 12_000
     compaction_timeout_seconds: float = 15.0
 
-    # Telegram surface: turns (model calls) running at once across users. On PostgreSQL
-    # each holds its advisory lock on a connection of the lock pool (agent/turn/locks.py, 50).
+    # Telegram surface: inbox rows (and so turns) the dispatcher works at once across conversations.
     max_concurrent_turns: int = 32
     # Telegram experience: in private chats the reply streams as a draft
     # (sendMessageDraft) at most every STREAM_INTERVAL_SECONDS, then arrives as formatted messages.
@@ -200,7 +199,7 @@ class Settings(BaseSettings):
     search_vector_cache_bytes: int = 64_000_000
     search_indexed_users: int = 10_000
     # Durable delivery: every update is committed to the inbox before Telegram hears we
-    # have it, then worked per sender in order under a lease that another instance takes over when
+    # have it, then worked per chat in order under a lease that another instance takes over when
     # it runs out; transient database errors are retried, SIGTERM drains within the grace period.
     inbox_lease_seconds: float = 20.0
     inbox_poll_seconds: float = 1.0

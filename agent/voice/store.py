@@ -4,8 +4,9 @@ is to be checked before a call's transcript or a voice fact reaches the memory.
 A call is stored as the turn service stores messages (agent/turn/service.py): transcript rows of kind
 `voice` at their own times in their users' day segments, in a conversation of kind `voice` that is
 closed at once, so post-processing (jobs/queue.py) claims it like any ended session. The call id is
-unique, so a webhook delivered twice stores the call once. The user's turn lock is held meanwhile,
-so a text turn never interleaves with it, in this process or another.
+unique, so a webhook delivered twice stores the call once. It queues behind the user's other
+turns in this process (agent/turn/serial.py); a Telegram turn running meanwhile, here or on another
+instance, keeps its own messages, because a turn appends and counts them in one statement.
 """
 
 from __future__ import annotations
