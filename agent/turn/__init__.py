@@ -1,1 +1,1 @@
-"""One turn: TurnService, the transcript writer, sessions, per-user locks and token budgets."""
+"""One turn: TurnService, the transcript writer, sessions, turn serialisation and token budgets."""

@@ -51,7 +51,7 @@ class Prepared:
 
 @dataclass(frozen=True)
 class MessageIntake:
-    """Takes messages in for the turn service (which holds the user's lock around `take`)."""
+    """Takes messages in for the turn service (which runs `take` as the conversation's only turn)."""
 
     sessions: async_sessionmaker[AsyncSession]
     histories: SessionHistories
@@ -74,8 +74,9 @@ class MessageIntake:
             return stored
         if isinstance(taken, Prepared) or taken.answer is not None or taken.message.conversation_id is None:
             return taken
-        # Stored but never answered: the process stopped mid-turn. The caller holds the user's turn
-        # lock, so no other process is answering it; its turn runs now, without storing it again.
+        # Stored but never answered: the process stopped mid-turn. The caller runs the conversation's
+        # only turn (the inbox lease of the row), so nobody else is answering it; it runs now,
+        # without storing it again.
         return await self._resume(taken.message, sent_at)
 
     async def _delivered(self, user_id: int, telegram_message_id: int | None) -> Delivered | None:

@@ -127,7 +127,7 @@ class TurnService:
         With `progress`, the answer is streamed to it while the model writes (a preview only).
         With `attachments` (photos, text files), `text` is how the transcript shows the message
         ("[photo] caption"); the model sees the files this turn only (agent/chat/attachments.py).
-        `held`: the caller's inbox lease already serialises the user's turns (agent/turn/serial.py).
+        `held`: the caller's inbox lease already serialises the conversation's turns (agent/turn/serial.py).
         """
         sent_at = ensure_utc(sent_at)
         text = text.replace("\x00", "")  # what the model reads is what is stored (PostgreSQL refuses NUL)

@@ -125,7 +125,7 @@ async def answer(
                 telegram_message_id=message.message_id,
                 fallback_name=person.first_name,
                 receipt=receipt,
-                held=True,  # the inbox's lease on this row serialises the user's turns
+                held=True,  # the inbox's lease on this row keeps the chat's turns apart
             )
             if answered is not None:
                 return
