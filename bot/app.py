@@ -88,14 +88,13 @@ def build_application(runtime: Runtime, *, webhook: bool | None = None) -> AnyAp
         runtime=runtime,
         onboarding=OnboardingService(
             sessions=runtime.sessions,
-            locks=runtime.turns.locks,
+            queue=runtime.turns.queue,
             model=runtime.turns.model,
             persona=persona_for(settings),
             budget=runtime.turns.budget,
         ),
         limiter=RateLimiter.from_settings(runtime.sessions, settings),
         access=AccessPolicy.from_settings(runtime.sessions, settings, runtime.clock),
-        turn_slots=asyncio.Semaphore(max(1, settings.max_concurrent_turns)),
         delivery=build_delivery(application, runtime, webhook=use_webhook, allowed_updates=ALLOWED_UPDATES),
     )
     data.webhook = use_webhook

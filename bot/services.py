@@ -11,7 +11,6 @@ notes) are sent at least once: a crash before the row is marked done runs the ha
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -138,8 +137,6 @@ class BotServices:
     access: AccessPolicy
     # The inbox, its dispatcher and the poller: every update reaches the handlers through it.
     delivery: DeliveryRunner
-    # Bounds turns in flight (see MAX_CONCURRENT_TURNS); waiting here holds no database connection.
-    turn_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(8))
 
     async def account(self, person: TelegramUser, now: datetime) -> tuple[User, bool]:
         """The stored user behind a Telegram user, created on first contact."""

@@ -1,8 +1,12 @@
-"""The inbox table's statements: store updates, lease the head of each sender's queue, finish rows.
+"""The inbox table's statements: store updates, lease the head of each conversation's queue, finish rows.
 
 The caller owns the transaction. Leasing is one statement on both databases: PostgreSQL locks the
 chosen rows with `FOR UPDATE SKIP LOCKED` (two instances never take the same row, and neither
 waits for the other); SQLite runs one writer at a time, so the same statement is atomic there.
+
+A queue is a conversation (`queue_key`: the update's chat, else its sender): its rows are leased one
+at a time, oldest first, so the lease of its head row is what serialises the conversation's turns
+across instances; nothing else locks them.
 
 The statements are built once with bound parameters (they run on every message; building them
 per call cost more than running them). `relax_durability` marks a transaction whose loss in a
@@ -13,7 +17,6 @@ waiting for the disk, which keeps the bookkeeping off the turn's critical path.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -37,6 +40,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from db.inbox_rows import LeasedUpdate as LeasedUpdate
+from db.inbox_rows import NewUpdate as NewUpdate
 from db.models import InboxUpdate, User, UTCDateTime
 from db.stops import add_stops, forget_stops
 
@@ -50,11 +55,11 @@ _SENDER_USER = select(User.id).where(User.telegram_id == _T.c.telegram_user_id).
 
 
 def _claim_statement() -> Any:
-    # The head of each sender's queue: no earlier open row, and no open row of theirs leased now
-    # (rows can commit out of update_id order; a sender never has two rows in flight).
+    # The head of each conversation's queue: no earlier open row, and no open row of it leased now
+    # (rows can commit out of update_id order; a conversation never has two rows in flight).
     other = _T.alias("other")
     busy_or_earlier = exists().where(
-        other.c.telegram_user_id == _T.c.telegram_user_id,
+        other.c.queue_key == _T.c.queue_key,
         other.c.status.in_(OPEN),
         other.c.id != _T.c.id,
         or_(other.c.update_id < _T.c.update_id, other.c.lease_expires_at >= _NOW),
@@ -98,18 +103,19 @@ def _claim_statement() -> Any:
 
 def _insert_leased_statement(insert: Any) -> Any:
     # One update, stored and leased in one statement (one round trip instead of two): leased when
-    # its sender has no other open row, so it is the head of their queue (the claim's own rule).
-    sender = bindparam("sender", type_=BigInteger())
+    # its conversation has no other open row, so it heads that queue (the claim's own rule).
+    queue = bindparam("queue_key", type_=BigInteger())
     other = _T.alias("other")
     free = (
-        select((~exists().where(other.c.telegram_user_id == sender, other.c.status.in_(OPEN))).label("free"))
-        .subquery("sender_free")
+        select((~exists().where(other.c.queue_key == queue, other.c.status.in_(OPEN))).label("free"))
+        .subquery("queue_free")
         .c.free
     )
     values = {
         _T.c.update_id: bindparam("update_id", type_=BigInteger()),
-        _T.c.telegram_user_id: sender,
+        _T.c.telegram_user_id: bindparam("sender", type_=BigInteger()),
         _T.c.chat_id: bindparam("chat_id", type_=BigInteger()),
+        _T.c.queue_key: queue,
         _T.c.payload: bindparam("payload", type_=_T.c.payload.type),
         _T.c.status: literal("pending"),
         _T.c.received_at: _NOW,
@@ -188,38 +194,6 @@ _RELEASE = (
 )
 
 
-@dataclass(frozen=True)
-class NewUpdate:
-    """An update as received: its id, sender and chat (None when it has none) and the raw JSON.
-
-    `dead`: why it can never be worked; it is stored done with that reason and without its JSON
-    (`update_id` None when even the id cannot be stored). `draft_stop`: the draft whose stop button
-    was pressed in `chat_id`; it is stored done, and the stop in `draft_stops` with it.
-    """
-
-    update_id: int | None
-    telegram_user_id: int | None
-    chat_id: int | None
-    payload: dict[str, Any]
-    dead: str | None = None
-    draft_stop: int | None = None
-
-
-@dataclass(frozen=True)
-class LeasedUpdate:
-    """A row this worker holds: what to process, or the reply still to send."""
-
-    id: int
-    update_id: int
-    telegram_user_id: int | None
-    chat_id: int | None
-    payload: dict[str, Any] | None
-    status: str
-    reply_text: str | None
-    reply_chunks_sent: int
-    attempts: int
-
-
 def _rowcount(result: Any) -> int:
     return int(getattr(result, "rowcount", 0) or 0)
 
@@ -267,6 +241,7 @@ class InboxRepository:
             "update_id": u.update_id,
             "telegram_user_id": u.telegram_user_id,
             "chat_id": u.chat_id,
+            "queue_key": u.queue_key,
             "payload": u.payload if worked else None,
             "status": "pending" if worked else "done",
             "outcome": None
@@ -288,7 +263,7 @@ class InboxRepository:
     async def add_leased(
         self, update: NewUpdate, *, owner: str, now: datetime, lease: timedelta
     ) -> tuple[bool, LeasedUpdate | None]:
-        """Insert one update with a sender and lease it to `owner` when it heads its sender's queue.
+        """Insert one update with a sender and lease it to `owner` when it heads its conversation's queue.
 
         Returns whether it was new, and the leased row (None when it waits behind an earlier one).
         """
@@ -299,6 +274,7 @@ class InboxRepository:
             "update_id": update.update_id,
             "sender": update.telegram_user_id,
             "chat_id": update.chat_id,
+            "queue_key": update.queue_key,
             "payload": update.payload,
             "now": now,
             "owner": owner,
@@ -315,7 +291,7 @@ class InboxRepository:
         return True, LeasedUpdate(row_id, update_id, sender, chat, payload, "pending", None, 0, 1)
 
     async def claim(self, *, owner: str, now: datetime, lease: timedelta, limit: int) -> list[LeasedUpdate]:
-        """Lease up to `limit` claimable rows, oldest first, at most one per sender."""
+        """Lease up to `limit` claimable rows, oldest first, at most one per conversation."""
         if limit <= 0:
             return []
         params = {"now": now, "owner": owner, "expires": now + lease, "limit": limit}

@@ -1,7 +1,7 @@
 """The `draft_stops` table's statements: a stop pressed on a draft, asked about, and pruned.
 
 The caller owns the transaction. A stop arrives as an update without a sender, so it is stored with
-the inbox's batch (db/inbox.py) and never waits in a sender's queue behind the turn it stops.
+the inbox's batch (db/inbox.py) and never waits in its chat's queue behind the turn it stops.
 """
 
 from __future__ import annotations

@@ -24,10 +24,10 @@ from contextlib import asynccontextmanager
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 from agent.core.errors import UserForgottenError
-from agent.turn.locks import advisory_lock
+from db.advisory import advisory_lock
 from db.repositories.users import user_present
 
-# Advisory lock keys: the top bits say what is locked (agent/turn/locks.py uses 1 << 56 for turns).
+# Advisory lock keys are one bigint; the top bits say what is locked, so other uses get their own space.
 WRITER_LOCK_SPACE = 2 << 56
 
 
@@ -44,8 +44,12 @@ class WriteGuard:
         self.sessions = sessions
         self._active: dict[int, int] = {}
         self._idle: dict[int, asyncio.Future[None]] = {}
-        # External writes hold their shared advisory lock on a connection of their own for the whole
-        # write (a graph episode takes seconds), never on one of the query pool's connections.
+        # External writes hold their shared advisory lock for the whole write (a graph episode takes
+        # seconds, and /forget's exclusive lock waits behind it), on a connection of their own: such
+        # a write runs its own queries on the query pool meanwhile, so holding the lock on a pooled
+        # connection would deadlock once every pooled connection held one and waited for another.
+        # The main pool cannot stand in either, because the lock must outlive the write's transactions
+        # (a graph write is not a database transaction at all).
         self._lock_engine: AsyncEngine | None = (
             create_async_engine(
                 engine.url, pool_size=lock_connections, max_overflow=lock_connections * 4, pool_pre_ping=True

@@ -25,7 +25,7 @@ from agent.onboarding.context import KIND, load_context
 from agent.reminders.store import move_to_zone
 from agent.turn.daily_tokens import BUDGET_REPLY, Over, TokenBudget
 from agent.turn.frame import Done, Stored, Turn, TurnFrame, clean
-from agent.turn.locks import UserLocks
+from agent.turn.serial import TurnQueue
 from agent.turn.transcript import Delivered, TurnReceipt, write_message
 from db.models import TranscriptMessage, User
 
@@ -47,15 +47,15 @@ class OnboardingService:
         self,
         *,
         sessions: async_sessionmaker[AsyncSession],
-        locks: UserLocks,
+        queue: TurnQueue,
         model: Model | str,
         max_user_messages: int = 12,
         persona: Persona | None = None,
         budget: TokenBudget | None = None,
     ) -> None:
         self.sessions = sessions
-        # The chat's turn frame over the same locks: an onboarding turn never runs beside another turn.
-        self.frame = TurnFrame(sessions=sessions, locks=locks, budget=budget)
+        # The chat's turn frame over the same queue: an onboarding turn never runs beside another turn.
+        self.frame = TurnFrame(sessions=sessions, queue=queue, budget=budget)
         self.model = model
         self.persona = persona or default_persona()
         # A model that never calls finish_onboarding must not trap the user in onboarding.
@@ -70,12 +70,13 @@ class OnboardingService:
         telegram_message_id: int | None = None,
         fallback_name: str | None = None,
         receipt: TurnReceipt | None = None,
+        held: bool = False,
     ) -> OnboardingReply | None:
         """Answer one message in onboarding; None when the user has completed onboarding already.
 
         Like `TurnService.reply`: a message stored and answered before is a repeated delivery; stored
         but unanswered (the process stopped mid-turn), it is answered now without being stored again.
-        `receipt` runs inside the transaction that stores the answer.
+        `receipt` runs inside the transaction that stores the answer; `held` as in `TurnService.reply`.
         """
         turn = OnboardingTurn(
             service=self,
@@ -86,11 +87,13 @@ class OnboardingService:
             text=clean(text),
             fallback_name=fallback_name,
         )
-        return await self.frame.run(turn, receipt=receipt)
+        return await self.frame.run(turn, receipt=receipt, held=held)
 
-    async def complete_with_defaults(self, user_id: int, fallback_name: str | None) -> None:
+    async def complete_with_defaults(
+        self, user_id: int, fallback_name: str | None, *, held: bool = False
+    ) -> None:
         """Skip the rest of onboarding: keep what was collected, fill the name from the fallback."""
-        async with self.frame.serialised(user_id), self.sessions() as session, session.begin():
+        async with self.frame.serialised(user_id, held=held), self.sessions() as session, session.begin():
             user = await session.get(User, user_id)
             if user is None:
                 raise UserNotFoundError(f"no user with id {user_id}")

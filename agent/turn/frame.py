@@ -37,7 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.usage import UsageMeter, metering, store_usage
 from agent.turn.daily_tokens import Over, TokenBudget, counting
-from agent.turn.locks import UserLocks
+from agent.turn.serial import TurnQueue
 from agent.turn.transcript import Delivered, TurnReceipt, delivered
 
 logger = logging.getLogger(__name__)
@@ -114,23 +114,29 @@ class TurnFrame:
         self,
         *,
         sessions: async_sessionmaker[AsyncSession],
-        locks: UserLocks,
+        queue: TurnQueue,
         budget: TokenBudget | None = None,
     ) -> None:
         self.sessions = sessions
-        self.locks = locks
+        self.queue = queue
         # Daily token caps (agent/turn/daily_tokens.py), read before each turn's model call.
         self.budget = budget or TokenBudget()
 
     @asynccontextmanager
-    async def serialised(self, key: int) -> AsyncIterator[None]:
-        """Hold the key's turn: nothing else of the key runs meanwhile, in this process or another."""
-        async with self.locks.hold(key):
+    async def serialised(self, key: int, *, held: bool = False) -> AsyncIterator[None]:
+        """Run the body as the key's only turn; `held`: the caller's inbox lease already makes it so."""
+        async with self.queue.serial(key, held=held):
             yield
 
-    async def run[T, A, R](self, turn: Turn[T, A, R], *, receipt: TurnReceipt | None = None) -> R:
-        """Run one turn through every step of the frame; returns what the surface stored."""
-        async with self.serialised(turn.key):
+    async def run[T, A, R](
+        self, turn: Turn[T, A, R], *, receipt: TurnReceipt | None = None, held: bool = False
+    ) -> R:
+        """Run one turn through every step of the frame; returns what the surface stored.
+
+        `held`: the caller works the conversation's inbox row, whose lease already serialises its
+        turns across instances (agent/turn/serial.py); other surfaces queue per key in the process.
+        """
+        async with self.serialised(turn.key, held=held):
             try:
                 taken = await self._take(turn, receipt)
             except IntegrityError as exc:

@@ -1,7 +1,7 @@
 """`TurnService.reply`: the one Telegram-free entry point that answers a user's message.
 
 The service holds what turns share (the model, the context builder, the cached histories, the
-locks and budgets of the turn frame) and runs each message as a `ChatTurn` (agent/turn/chat_turn.py)
+turn queue and budgets of the turn frame) and runs each message as a `ChatTurn` (agent/turn/chat_turn.py)
 in the turn frame (agent/turn/frame.py): serialised with the user's other turns, stored before the
 model is called, answered once however often it is delivered, and stored with the caller's
 `TurnReceipt` and the usage in one transaction.
@@ -29,7 +29,7 @@ from agent.turn.chat_turn import ChatTurn, TurnResult
 from agent.turn.daily_tokens import TokenBudget
 from agent.turn.frame import TurnFrame, clean
 from agent.turn.intake import MessageIntake
-from agent.turn.locks import UserLocks
+from agent.turn.serial import TurnQueue
 from agent.turn.transcript import TurnReceipt
 
 
@@ -50,7 +50,8 @@ class TurnService:
         self.settings = settings
         self.sessions = sessions
         self.clock = clock or Clock()
-        self.locks = UserLocks(engine)
+        # The conversation's turns one at a time, for the surfaces without an inbox row.
+        self.queue = TurnQueue()
         self.context_builder = context_builder or ContextBuilder(settings)
         self.model: Model | str = model if model is not None else build_chat_model(settings)
         self.counter = get_counter()
@@ -64,7 +65,7 @@ class TurnService:
         reply_window = timedelta(hours=settings.proactive_reply_window_hours)
         self.intake = MessageIntake(self.histories, self.session_timeout, reply_window)
         # Serialisation, repeated deliveries, budgets, metering and the receipt: every surface's turn.
-        self.frame = TurnFrame(sessions=sessions, locks=self.locks, budget=self.budget)
+        self.frame = TurnFrame(sessions=sessions, queue=self.queue, budget=self.budget)
         self._background: set[asyncio.Task[object]] = set()
 
     async def settle(self) -> None:
@@ -79,7 +80,6 @@ class TurnService:
     async def close(self) -> None:
         """Finish background work and release what the service holds beyond the shared engine."""
         await self.settle()
-        await self.locks.close()
 
     def index(self, user_id: int, at: datetime) -> None:
         """Embed what the user's turns stored, in the background."""
@@ -108,12 +108,14 @@ class TurnService:
         progress: TurnProgress | None = None,
         kind: str = "text",
         attachments: Sequence[files.Attachment] = (),
+        held: bool = False,
     ) -> TurnResult:
         """Answer one message; the message is stored before the model is called and never lost.
 
         With `progress`, the answer is streamed to it while the model writes (a preview only).
         With `attachments` (photos, text files), `text` is how the transcript shows the message
         ("[photo] caption"); the model sees the files this turn only (agent/chat/attachments.py).
+        `held`: the caller's inbox lease already serialises the conversation's turns (agent/turn/serial.py).
         """
         turn = ChatTurn(
             service=self,
@@ -126,4 +128,4 @@ class TurnService:
             attachments=tuple(attachments),
             progress=progress,
         )
-        return await self.frame.run(turn, receipt=receipt)
+        return await self.frame.run(turn, receipt=receipt, held=held)

@@ -33,8 +33,12 @@ async def store_unanswered(
     telegram_message_id: int | None = None,
     answer: str = "",
     receipt: TurnReceipt | None = None,
+    held: bool = False,
 ) -> bool:
-    """Store the message with `answer` recorded through `receipt`; False when stored already."""
+    """Store the message with `answer` recorded through `receipt`; False when stored already.
+
+    `held`: the caller's inbox lease already serialises the conversation's turns (agent/turn/serial.py).
+    """
     turn = ShortAnswerTurn(
         key=user_id,
         user_id=user_id,
@@ -45,7 +49,7 @@ async def store_unanswered(
         reply=answer,
         session_timeout=session_timeout,
     )
-    return await frame.run(turn, receipt=receipt)
+    return await frame.run(turn, receipt=receipt, held=held)
 
 
 @dataclass(kw_only=True)

@@ -21,7 +21,7 @@ from agent.graph import GraphMemory
 from agent.history.cache import SessionHistories
 from agent.search.facts import SqlFactStore
 from agent.search.recall import Recall
-from agent.turn.locks import UserLocks
+from agent.turn.serial import TurnQueue
 from agent.voice.auth import CallToken, CallTokens, verify_webhook
 from agent.voice.calls import SESSION_VARIABLE, TOKEN_VARIABLE, parse_post_call
 from agent.voice.context import VoiceContext
@@ -171,7 +171,7 @@ def build_voice_service(
     histories: SessionHistories,
     recall: Recall,
     graph: GraphMemory,
-    locks: UserLocks,
+    queue: TurnQueue,
 ) -> VoiceService:
     """Wire the voice service from the runtime's parts; the secrets must be set (settings.require)."""
     settings.require("voice_token_secret", "voice_initiate_secret", "elevenlabs_webhook_secret")
@@ -186,7 +186,7 @@ def build_voice_service(
         graph_timeout_seconds=settings.graph_search_timeout_seconds,
         persona=persona_for(settings),
     )
-    store = VoiceStore(settings=settings, sessions=sessions, facts=recall.facts, locks=locks)
+    store = VoiceStore(settings=settings, sessions=sessions, facts=recall.facts, queue=queue)
     tools = VoiceTools(
         sessions=sessions,
         context=context,

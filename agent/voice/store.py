@@ -5,8 +5,9 @@ A call is stored as a turn of the turn frame (agent/turn/frame.py) that calls no
 rows of kind `voice` at their own times in their users' day segments, in a conversation of kind
 `voice` that is closed at once, so post-processing (jobs/queue.py) claims it like any ended session.
 The frame finds a call stored before by its call id, which is unique, so a webhook delivered twice
-stores the call once; and it serialises the call with the user's turns, so a text turn never
-interleaves with it, in this process or another.
+stores the call once. It queues behind the user's other turns in this process
+(agent/turn/serial.py); a Telegram turn running meanwhile, here or on another instance, keeps its own
+messages, because a turn appends and counts them in one statement.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from agent.history.tokens import get_counter
 from agent.search.facts import FactAdded, FactStore
 from agent.turn.daily_tokens import Over
 from agent.turn.frame import Done, Stored, Turn, TurnFrame
-from agent.turn.locks import UserLocks
+from agent.turn.serial import TurnQueue
 from agent.turn.transcript import write_message
 from agent.voice.calls import EndedCall
 from db.models import QUEUED, Conversation, DaySegment, User
@@ -54,13 +55,14 @@ class VoiceStore:
         settings: Settings,
         sessions: async_sessionmaker[AsyncSession],
         facts: FactStore,
-        locks: UserLocks,
+        queue: TurnQueue,
     ) -> None:
         self.settings = settings
         self.sessions = sessions
         self.facts = facts
-        # The turn frame over the chat's locks: a call is stored as a turn, never beside a text turn.
-        self.frame = TurnFrame(sessions=sessions, locks=locks)
+        # The turn frame over the chat's queue: in this process a call is stored as a turn, never
+        # beside a text turn.
+        self.frame = TurnFrame(sessions=sessions, queue=queue)
         self.counter = get_counter()
 
     async def _may_write(self, session: AsyncSession, user_id: int) -> User | None:

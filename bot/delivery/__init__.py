@@ -6,9 +6,10 @@ The path of an update:
    `inbox_updates` table before Telegram is told we have it. Webhook: the 200 follows the commit (a
    failed commit answers 503, and Telegram retries); polling (`polling.py`): the next getUpdates
    offset follows the commit. Repeats of an update_id are ignored by the table's unique key.
-2. Dispatch (`dispatcher.py`): the head of each sender's queue is leased (SKIP LOCKED on
-   PostgreSQL) and run through the ordinary python-telegram-bot handlers; one row per sender at a
-   time, oldest first, bounded across senders. Leases expire, so a dead instance's rows move on.
+2. Dispatch (`dispatcher.py`): the head of each chat's queue is leased (SKIP LOCKED on
+   PostgreSQL) and run through the ordinary python-telegram-bot handlers; one row per chat at a
+   time, oldest first, bounded across chats. Leases expire, so a dead instance's rows move on.
+   The lease is what keeps a chat's turns apart: the turn itself takes no lock.
 3. Answer (`worked_row.py`, a `WorkedRow`): a turn records its reply on the row in the same
    transaction that stores it (a `TurnReceipt`); the dispatcher then sends it chunk by chunk,
    counting what Telegram accepted, and marks the row done. A resumed row runs the turn for a

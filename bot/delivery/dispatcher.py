@@ -1,7 +1,7 @@
-"""The inbox dispatcher: leases the head of each sender's queue and works it through the handlers.
+"""The inbox dispatcher: leases the head of each chat's queue and works it through the handlers.
 
-- Order and fairness: the inbox hands out at most one row per sender at a time, oldest first (see
-  `db/inbox.py`), so a sender's updates are handled in order across processes, and a burst of 300
+- Order and fairness: the inbox hands out at most one row per chat at a time, oldest first (see
+  `db/inbox.py`), so a chat's updates are handled in order across processes, and a burst of 300
   messages from one person occupies one worker slot while everyone else's rows go past it. At most
   `concurrency` rows are worked at once (MAX_CONCURRENT_TURNS).
 - Leases: a worked row is leased to this process; one heartbeat renews the rows being worked. A
@@ -13,7 +13,7 @@
   dedupes updates, the transcript dedupes messages, a recorded reply is only sent). After
   `retry_seconds` the user gets an honest "I'll answer when I can"; the row stays and is answered
   once the database is back. A row started `max_attempts` times (crashes included) is given up
-  with an apology, so one poisonous update cannot block its sender forever. A row that fails for a
+  with an apology, so one poisonous update cannot block its chat forever. A row that fails for a
   reason that is not transient is not retried at all. Both end `dead`, with the reason, for /stats.
 - Graceful stop: no new claims; rows in flight get `grace` seconds; the rest are cancelled, their
   leases released so the next instance resumes them at once.
@@ -104,7 +104,7 @@ class Dispatcher:
         self._loop_task = asyncio.create_task(self._run(), name="inbox-dispatcher")
 
     def wake(self) -> None:
-        """There may be new rows (one was just stored, or a sender's row finished)."""
+        """There may be new rows (one was just stored, or a chat's row finished)."""
         self._wake.set()
 
     async def stop(self, grace: float) -> None:
@@ -276,7 +276,7 @@ class Dispatcher:
             raise
         except Exception as exc:
             # A bug in the row's work: logged with its traceback, the row tried again later (and
-            # given up after max_attempts), so it never blocks its sender's queue for good.
+            # given up after max_attempts), so it never blocks its chat's queue for good.
             logger.exception("inbox row crashed", extra={"update_id": row.update_id})
             delay = min(300.0, 2.0**row.attempts)
             await self._release(delivery, repr(exc)[:500], delay=delay)
@@ -286,7 +286,7 @@ class Dispatcher:
             self._deliveries.pop(row.update_id, None)
             if (event := self._finished.get(row.update_id)) is not None and delivery.status == "done":
                 event.set()
-            self.wake()  # a slot is free, and the sender's next row may be claimable now
+            self.wake()  # a slot is free, and the chat's next row may be claimable now
 
     async def _work_until_done(self, delivery: WorkedRow) -> None:
         backoff = Backoff(self.retry_seconds)

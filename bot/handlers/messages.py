@@ -114,7 +114,6 @@ async def answer(
             return
         text, attachments = fetched.text, fetched.attachments
     async with (
-        s.turn_slots,
         typing(context.bot, message.chat_id),
         preview(context.bot, message, s.runtime.settings, row, s.delivery.stops) as progress,
     ):
@@ -126,6 +125,7 @@ async def answer(
                 telegram_message_id=message.message_id,
                 fallback_name=person.first_name,
                 receipt=receipt,
+                held=True,  # the inbox's lease on this row keeps the chat's turns apart
             )
             if answered is not None:
                 return
@@ -139,6 +139,7 @@ async def answer(
             progress=progress,
             kind=kind,
             attachments=attachments,
+            held=True,
         )
 
 
@@ -159,7 +160,7 @@ async def on_start(update: Update, context: HandlerContext) -> None:
     # Onboarding's answer to /start is a model call: it counts as one.
     if await s.over_limit(context.bot, person, message.chat_id, message.date, "onboarding"):
         return
-    async with s.turn_slots, typing(context.bot, message.chat_id):
+    async with typing(context.bot, message.chat_id):
         await s.onboarding.handle(
             user.id,
             message.text or "/start",
@@ -167,6 +168,7 @@ async def on_start(update: Update, context: HandlerContext) -> None:
             telegram_message_id=message.message_id,
             fallback_name=person.first_name,
             receipt=context.row.receipt,
+            held=True,
         )
 
 
@@ -178,7 +180,7 @@ async def on_skip(update: Update, context: HandlerContext) -> None:
     if user.onboarding_status == "complete":
         await send_text(context.bot, message.chat_id, "Nothing to skip: we're already talking!")
         return
-    await s.onboarding.complete_with_defaults(user.id, person.first_name)
+    await s.onboarding.complete_with_defaults(user.id, person.first_name, held=True)
     await send_text(
         context.bot,
         message.chat_id,
@@ -216,6 +218,7 @@ async def store_short_answer(
         telegram_message_id=message.message_id,
         answer=reply,
         receipt=context.row.receipt,
+        held=True,
     )
 
 

@@ -134,7 +134,7 @@ def routes(runtime: Runtime) -> list[BaseRoute]:
         histories=runtime.turns.histories,
         recall=runtime.recall,
         graph=runtime.graph,
-        locks=runtime.turns.locks,
+        queue=runtime.turns.queue,
     )
     assert settings.voice_initiate_secret is not None  # build_voice_service required it
     initiate_secret = settings.voice_initiate_secret.get_secret_value().encode()

@@ -14,8 +14,8 @@ from db.base import Base, BigIntPK, JSONType
 class InboxUpdate(Base):
     """One Telegram update, committed before Telegram is told we have it (durable delivery).
 
-    `pending` rows wait for their turn (per Telegram user, oldest update first); a worker leases the
-    head row (`lease_owner` until `lease_expires_at`). The turn's own transaction records the reply
+    `pending` rows wait for their turn (per conversation, `queue_key`, oldest update first); a worker
+    leases the head row (`lease_owner` until `lease_expires_at`). The turn's own transaction records the reply
     (`replying`, `reply_text`); the row is `done` once every chunk was sent. Done rows keep no text
     (payload and reply cleared), only ids, times and, for dead rows, the reason; they are pruned after
     the retention period.
@@ -24,7 +24,8 @@ class InboxUpdate(Base):
     __tablename__ = "inbox_updates"
     __table_args__ = (
         Index("ix_inbox_updates_status_update", "status", "update_id"),
-        Index("ix_inbox_updates_sender", "telegram_user_id", "status", "update_id"),
+        Index("ix_inbox_updates_queue", "queue_key", "status", "update_id"),
+        Index("ix_inbox_updates_sender", "telegram_user_id"),
         Index("ix_inbox_updates_done", "done_at"),
     )
 
@@ -34,6 +35,9 @@ class InboxUpdate(Base):
     # Who sent it (None: channel posts and other updates without a user, done on arrival).
     telegram_user_id: Mapped[int | None] = mapped_column(BigInteger)
     chat_id: Mapped[int | None] = mapped_column(BigInteger)
+    # The conversation the update belongs to: its chat (a private chat's id is the user's), else its
+    # sender. One conversation's rows are worked one at a time, in order; different ones side by side.
+    queue_key: Mapped[int | None] = mapped_column(BigInteger)
     # The stored user, filled when the row is answered: /forget's deletion of the user takes the rows.
     user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     payload: Mapped[dict[str, Any] | None] = mapped_column(JSONType)

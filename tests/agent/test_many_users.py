@@ -135,7 +135,7 @@ async def test_many_users_leave_every_map_bounded(
                 {
                     "histories": len(service.histories),
                     "history_bytes": service.histories.bytes,
-                    "turn_locks": len(service.locks),
+                    "turn_queues": len(service.queue),
                     "background_tasks": len(service._background),
                     "writers": len(guard),
                     **recall.cache_sizes(),
@@ -153,7 +153,7 @@ async def test_many_users_leave_every_map_bounded(
         assert seen["vector_bytes"] <= BOUNDS["search_vector_cache_bytes"]
         assert seen["indexed_users"] <= BOUNDS["search_indexed_users"]
         # Locks and in-flight registries hold nobody once every turn is done.
-        assert seen["turn_locks"] == seen["index_locks"] == seen["vector_locks"] == 0
+        assert seen["turn_queues"] == seen["index_locks"] == seen["vector_locks"] == 0
         assert seen["writers"] == seen["background_tasks"] == 0
     # The caches were really used, to their bounds.
     last = sizes[-1]

@@ -36,7 +36,7 @@ from agent.onboarding.context import (
     load_context,
 )
 from agent.onboarding.service import OnboardingService
-from agent.turn.locks import UserLocks
+from agent.turn.serial import TurnQueue
 from db.models import TranscriptMessage, User
 
 pytestmark = pytest.mark.both_databases
@@ -202,7 +202,7 @@ async def test_service_collects_the_profile_and_completes(
     engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession]
 ) -> None:
     model = ScriptedOnboarding()
-    service = OnboardingService(sessions=sessions, locks=UserLocks(engine), model=FunctionModel(model))
+    service = OnboardingService(sessions=sessions, queue=TurnQueue(), model=FunctionModel(model))
     user, _ = await get_or_create_user(
         sessions, key="t:1", now=NOW, timezone="UTC", onboarding_status="pending"
     )
@@ -237,7 +237,7 @@ async def test_a_repeated_telegram_message_is_one_onboarding_turn(
     engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession]
 ) -> None:
     model = ScriptedOnboarding()
-    service = OnboardingService(sessions=sessions, locks=UserLocks(engine), model=FunctionModel(model))
+    service = OnboardingService(sessions=sessions, queue=TurnQueue(), model=FunctionModel(model))
     user, _ = await get_or_create_user(
         sessions, key="t:1", now=NOW, timezone="UTC", onboarding_status="pending"
     )

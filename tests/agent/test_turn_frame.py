@@ -75,7 +75,7 @@ async def turns(
 
 def onboarding(turns: TurnService, model: Model) -> OnboardingService:
     return OnboardingService(
-        sessions=turns.sessions, locks=turns.locks, model=FunctionModel(model), budget=turns.budget
+        sessions=turns.sessions, queue=turns.queue, model=FunctionModel(model), budget=turns.budget
     )
 
 

@@ -1,4 +1,4 @@
-"""The inbox table's statements on both databases: dedupe, per-sender order, leases, finishing, pruning."""
+"""The inbox table's statements on both databases: dedupe, order per conversation, leases, pruning."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ async def test_a_repeated_update_id_is_stored_once(sessions: async_sessionmaker[
         assert list(ids) == [1, 2, 3]
 
 
-async def test_a_lone_update_is_stored_and_leased_in_one_statement_when_it_heads_its_senders_queue(
+async def test_a_lone_update_is_stored_and_leased_in_one_statement_when_it_heads_its_queue(
     sessions: async_sessionmaker[AsyncSession],
 ) -> None:
     async def add_leased(u: NewUpdate, owner: str = "a") -> tuple[bool, int | None]:
@@ -60,7 +60,7 @@ async def test_a_lone_update_is_stored_and_leased_in_one_statement_when_it_heads
         return new, row.update_id if row is not None else None
 
     assert await add_leased(update(1, 7, "nul\x00inside")) == (True, 1)
-    assert await add_leased(update(2, 7)) == (True, None)  # its sender has a row in flight: it waits
+    assert await add_leased(update(2, 7)) == (True, None)  # its chat has a row in flight: it waits
     assert await add_leased(update(1, 7)) == (False, None)  # a repeat changes nothing
     assert await add_leased(update(3, 8), owner="b") == (True, 3)
     async with sessions() as session:
@@ -88,7 +88,7 @@ async def test_updates_without_a_sender_are_stored_done_without_their_json(
     assert await claim(sessions) == []
 
 
-async def test_one_row_per_sender_oldest_first_and_the_next_only_after_it_is_done(
+async def test_one_row_per_conversation_oldest_first_and_the_next_only_after_it_is_done(
     sessions: async_sessionmaker[AsyncSession],
 ) -> None:
     await add(sessions, update(1, 7), update(2, 8), update(3, 7), update(4, 9), update(5, 8))
@@ -101,7 +101,7 @@ async def test_one_row_per_sender_oldest_first_and_the_next_only_after_it_is_don
     assert await claim(sessions) == [5]
 
 
-async def test_a_row_stored_late_waits_while_its_sender_has_a_row_in_flight(
+async def test_a_row_stored_late_waits_while_its_conversation_has_a_row_in_flight(
     sessions: async_sessionmaker[AsyncSession],
 ) -> None:
     await add(sessions, update(10, 7))
@@ -110,6 +110,52 @@ async def test_a_row_stored_late_waits_while_its_sender_has_a_row_in_flight(
     assert await claim(sessions, "b") == []
     await finish(sessions, 10)
     assert await claim(sessions, "b") == [9]
+
+
+def in_chat(update_id: int, sender: int, chat: int) -> NewUpdate:
+    message = {"message_id": update_id, "date": 0, "chat": {"id": chat}, "from": {"id": sender}}
+    return NewUpdate(update_id, sender, chat, {"update_id": update_id, "message": {**message, "text": "hi"}})
+
+
+async def test_two_chats_of_one_user_are_worked_side_by_side_and_each_chat_in_order(
+    sessions: async_sessionmaker[AsyncSession],
+) -> None:
+    group = -1001
+    # One user writes in their private chat (whose id is theirs) and in a group, alternately.
+    await add(sessions, in_chat(1, 7, 7), in_chat(2, 7, group), in_chat(3, 7, 7), in_chat(4, 7, group))
+    assert await claim(sessions) == [1, 2]  # both chats' heads at once, though they share a sender
+    assert await claim(sessions, "b") == []  # each chat has its row in flight
+    await finish(sessions, 2)
+    assert await claim(sessions, "b") == [4]
+    await finish(sessions, 1)
+    assert await claim(sessions) == [3]
+    async with sessions() as session, session.begin():
+        # A lone update stored while the private chat's row is in flight: the group's queue is free.
+        repo = InboxRepository(session)
+        await repo.finish(await _row_id(session, 4), now=NOW, outcome="answered")
+        _, leased = await repo.add_leased(in_chat(5, 7, group), owner="c", now=NOW, lease=LEASE)
+        _, waiting = await repo.add_leased(in_chat(6, 7, 7), owner="c", now=NOW, lease=LEASE)
+    assert leased is not None and leased.update_id == 5
+    assert waiting is None
+    async with sessions() as session:
+        keys = dict((await session.execute(select(InboxUpdate.update_id, InboxUpdate.queue_key))).all())
+    assert keys == {1: 7, 2: group, 3: 7, 4: group, 5: group, 6: 7}
+
+
+async def test_an_update_without_a_chat_queues_with_its_sender(
+    sessions: async_sessionmaker[AsyncSession],
+) -> None:
+    inline = NewUpdate(1, 7, None, {"update_id": 1, "callback_query": {"id": "q", "from": {"id": 7}}})
+    await add(sessions, inline, in_chat(2, 7, 7))
+    assert await claim(sessions) == [1]  # the private chat's message waits behind it
+    await finish(sessions, 1)
+    assert await claim(sessions) == [2]
+
+
+async def _row_id(session: AsyncSession, update_id: int) -> int:
+    row_id = await session.scalar(select(InboxUpdate.id).where(InboxUpdate.update_id == update_id))
+    assert row_id is not None
+    return row_id
 
 
 async def test_an_expired_lease_is_taken_over_and_counted_when_a_reply_was_recorded(

@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
 
-import pytest
 from alembic import command
 from alembic.script import ScriptDirectory
 from sqlalchemy import func, select, text
@@ -18,28 +14,9 @@ from db.engine import create_engine, session_factory
 from db.migrate import alembic_config
 from db.models import Base
 from db.repositories.users import UserRepository
-from tests.conftest import POSTGRES_ADMIN_URL, _admin
 
 REVISION = "0008_privacy"
 AT = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def empty_url(
-    request: pytest.FixtureRequest, tmp_path: Path, postgres_url: str | None
-) -> AsyncIterator[str]:
-    """A database with no schema at all, on each backend."""
-    if request.param == "sqlite":
-        yield f"sqlite+aiosqlite:///{tmp_path / 'old.db'}"
-        return
-    if postgres_url is None:
-        pytest.skip("PostgreSQL is not reachable (outside CI)")
-    name = f"nikita_migration_{uuid.uuid4().hex[:8]}"
-    await _admin(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"{POSTGRES_ADMIN_URL.rsplit('/', 1)[0]}/{name}"
-    finally:
-        await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _upgrade(url: str, *targets: str) -> None:

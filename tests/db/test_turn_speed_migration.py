@@ -4,12 +4,8 @@ sums, follow later writes, and go away on downgrade."""
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import AsyncIterator
 from datetime import datetime
-from pathlib import Path
 
-import pytest
 from alembic import command
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -17,28 +13,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from db.ddl.usage import TOKENS
 from db.engine import create_engine
 from db.migrate import alembic_config
-from tests.conftest import POSTGRES_ADMIN_URL, _admin
 
 BEFORE = "0023_users_last_message"
 AT = datetime(2026, 3, 3, 9, 0)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def empty_url(
-    request: pytest.FixtureRequest, tmp_path: Path, postgres_url: str | None
-) -> AsyncIterator[str]:
-    """A database with no schema at all, on each backend."""
-    if request.param == "sqlite":
-        yield f"sqlite+aiosqlite:///{tmp_path / 'old.db'}"
-        return
-    if postgres_url is None:
-        pytest.skip("PostgreSQL is not reachable (outside CI)")
-    name = f"nikita_migration_{uuid.uuid4().hex[:8]}"
-    await _admin(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"{POSTGRES_ADMIN_URL.rsplit('/', 1)[0]}/{name}"
-    finally:
-        await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 async def _usage(engine: AsyncEngine, user_id: int, day: str, kind: str, tokens: int) -> None:

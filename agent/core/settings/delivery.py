@@ -9,7 +9,7 @@ class DeliverySettings(SettingsGroup):
     """INBOX_*, POLLING_TIMEOUT_SECONDS, SHUTDOWN_GRACE_SECONDS, DB_RETRY_SECONDS."""
 
     # Durable delivery: every update is committed to the inbox before Telegram hears we
-    # have it, then worked per sender in order under a lease that another instance takes over when
+    # have it, then worked per chat in order under a lease that another instance takes over when
     # it runs out; transient database errors are retried, SIGTERM drains within the grace period.
     inbox_lease_seconds: float = 20.0
     inbox_poll_seconds: float = 1.0

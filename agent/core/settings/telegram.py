@@ -26,8 +26,7 @@ class TelegramSettings(SettingsGroup):
     admin_ids: Annotated[list[int], NoDecode] = Field(default_factory=list)
     onboarding_enabled: bool = True
     tasks_secret: SecretStr | None = None
-    # Telegram surface: turns (model calls) running at once across users. On PostgreSQL
-    # each holds its advisory lock on a connection of the lock pool (agent/turn/locks.py, 50).
+    # Telegram surface: inbox rows (and so turns) the dispatcher works at once across conversations.
     max_concurrent_turns: int = 32
     # Telegram experience: in private chats the reply streams as a draft
     # (sendMessageDraft) at most every STREAM_INTERVAL_SECONDS, then arrives as formatted messages.

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
 from agent.search.facts import SqlFactStore
-from agent.turn.locks import UserLocks
+from agent.turn.serial import TurnQueue
 from agent.voice.calls import CallTurn, EndedCall
 from agent.voice.store import VoiceStore
 from db.models import Conversation, DaySegment, TranscriptMessage, User, UserFact
@@ -44,10 +44,8 @@ def call(call_id: str = "conv_a", *, start: datetime = START, texts: tuple[str, 
 
 @pytest.fixture
 async def store(engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession]) -> AsyncIterator[VoiceStore]:
-    locks = UserLocks(engine)
     settings = Settings(_env_file=None, database_url=str(engine.url))  # type: ignore[call-arg]
-    yield VoiceStore(settings=settings, sessions=sessions, facts=SqlFactStore(sessions), locks=locks)
-    await locks.close()
+    yield VoiceStore(settings=settings, sessions=sessions, facts=SqlFactStore(sessions), queue=TurnQueue())
 
 
 async def user_in(sessions: async_sessionmaker[AsyncSession], timezone: str, key: str = "cli:ana") -> int:

@@ -1,0 +1,37 @@
+"""One conversation's turns run one at a time, in arrival order; different conversations side by side.
+
+A turn's frame asks for this in one place: `async with turns.serial(key, held=...)`. On Telegram the
+inbox already serialises: it leases one row per conversation at a time, across every instance, so
+a turn run for a leased row passes `held=True` and takes nothing more. Surfaces without an inbox row
+(the terminal chat, a voice call's transcript, onboarding driven directly) queue here, per key, in
+this process. Across processes those writes rely on storage that stays consistent without a lock:
+a turn appends its messages in one statement and never overwrites another writer's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from agent.core.bounded import KeyedLocks
+
+
+class TurnQueue:
+    """Per-key ordered queues of turns in this process (asyncio locks are FIFO)."""
+
+    def __init__(self) -> None:
+        # A key's lock exists only while a turn holds or awaits it: bounded by turns in flight.
+        self._locks: KeyedLocks[int] = KeyedLocks()
+
+    def __len__(self) -> int:
+        """Conversations with a turn running or waiting here right now."""
+        return len(self._locks)
+
+    @asynccontextmanager
+    async def serial(self, key: int, *, held: bool = False) -> AsyncIterator[None]:
+        """Run the body as the conversation's only turn; `held`: the caller's inbox lease already is."""
+        if held:
+            yield
+            return
+        async with self._locks.hold(key):
+            yield
