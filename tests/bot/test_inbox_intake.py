@@ -100,7 +100,8 @@ async def test_the_turn_starts_while_the_update_commits_and_its_reply_waits_for_
     async with (
         running_bot(settings, brain, webhook=True) as (runtime, app, _),
         webhook_client(app, runtime) as http,
-        slow_commit_of_inbox_rows(runtime.sessions, seconds=1.5),
+        # Long enough for the turn to start within it on a loaded machine.
+        slow_commit_of_inbox_rows(runtime.sessions, seconds=4.0),
     ):
         update = tg.user_message(5, "quick")
         post = asyncio.create_task(http.post(WEBHOOK_PATH, json=update, headers=WEBHOOK_HEADERS))
@@ -127,7 +128,7 @@ async def test_a_commit_failing_after_the_turn_started_sends_nothing_and_the_ret
         webhook_client(app, runtime) as http,
     ):
         update = tg.user_message(5, "refused at commit")
-        async with slow_commit_of_inbox_rows(runtime.sessions, seconds=0.5, refuse="refused at commit"):
+        async with slow_commit_of_inbox_rows(runtime.sessions, seconds=3.0, refuse="refused at commit"):
             response = await http.post(WEBHOOK_PATH, json=update, headers=WEBHOOK_HEADERS)
             assert response.status_code == 503
             assert brain.chat_calls == ["refused at commit"]  # the turn had started
