@@ -20,13 +20,20 @@ class User(Base):
     # quiet users a check-in looks for, and the most recently active ones warmed up at start.
     __table_args__ = (
         Index("ix_users_last_message_at", "last_message_at"),
+        Index("uq_users_chat_id", "chat_id", unique=True),
         {"sqlite_autoincrement": True},
     )
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
-    # "telegram:<id>" or "cli:<name>": one namespace for every surface.
+    # "telegram:<id>", "cli:<name>" or "telegram-chat:<group chat id>": one namespace for every surface.
     key: Mapped[str] = mapped_column(String(128), unique=True)
+    # A person's Telegram user id; None for a group.
     telegram_id: Mapped[int | None] = mapped_column(BigInteger, unique=True)
+    # person | group: a group chat owns its memory as a person does, so every query scoped to an
+    # owner keeps a group's memory and its members' private ones apart.
+    kind: Mapped[str] = mapped_column(String(8), default="person", server_default="person")
+    # A group's Telegram chat id (it changes when the group becomes a supergroup); None for a person.
+    chat_id: Mapped[int | None] = mapped_column(BigInteger)
     name: Mapped[str | None] = mapped_column(String(200))
     timezone: Mapped[str] = mapped_column(String(64), default="UTC")
     # ISO 639-1 code of the language the user writes in (full-text search stems by it); None until

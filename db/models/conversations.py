@@ -63,6 +63,8 @@ class TranscriptMessage(Base):
         Index("ix_transcript_conversation", "conversation_id", "id"),
         # A day's neighbours of a search hit (conversation_search context and rescoring).
         Index("ix_transcript_day_id", "day_segment_id", "id"),
+        # A member's words in groups, for their /forget and (when allowed) their own recall.
+        Index("ix_transcript_speaker", "speaker_telegram_id"),
     )
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
@@ -77,6 +79,9 @@ class TranscriptMessage(Base):
         ForeignKey("day_segments.id", ondelete="SET NULL"), index=True
     )
     sent_at: Mapped[datetime]
+    # Who said a group's message (Telegram user id and the name shown then); None in a private chat.
+    speaker_telegram_id: Mapped[int | None] = mapped_column(BigInteger)
+    speaker_name: Mapped[str | None] = mapped_column(String(200))
 
 
 class GeneratedPrompt(Base):

@@ -40,6 +40,11 @@ class UserRepository:
         stmt = select(User).where(User.telegram_id == telegram_id)
         return (await self.session.execute(stmt)).scalar_one_or_none()
 
+    async def by_chat_id(self, chat_id: int) -> User | None:
+        """A group by its Telegram chat id."""
+        stmt = select(User).where(User.chat_id == chat_id)
+        return (await self.session.execute(stmt)).scalar_one_or_none()
+
     async def create(
         self,
         *,
@@ -49,11 +54,15 @@ class UserRepository:
         name: str | None = None,
         telegram_id: int | None = None,
         onboarding_status: str = "pending",
+        kind: str = "person",
+        chat_id: int | None = None,
     ) -> User:
-        """Insert a new user and flush to get its id."""
+        """Insert a new user (a person, or a group chat owning its memory) and flush to get its id."""
         user = User(
             key=key,
             telegram_id=telegram_id,
+            kind=kind,
+            chat_id=chat_id,
             name=name,
             timezone=timezone,
             onboarding_status=onboarding_status,

@@ -19,6 +19,7 @@ A setting's attribute is its environment variable in lower case (`CONTEXT_TOTAL_
 | jobs | JobSettings | post-processing, day summaries, follow-ups, reminders |
 | search | SearchSettings | embedder, recall search, chunking |
 | graph | GraphSettings | knowledge graph |
+| groups | GroupSettings | group chats: joining, pace, limits, recall of one's own words |
 
 `.env.example` and docs/configuration.md document each setting. The checks that need the rest of
 the product (PERSONA_FILE readable, EMBEDDER a known embedder) run where the runtime is built.
@@ -35,6 +36,7 @@ from agent.core.settings.context import ContextSettings
 from agent.core.settings.delivery import DeliverySettings
 from agent.core.settings.general import GeneralSettings
 from agent.core.settings.graph import GraphSettings
+from agent.core.settings.groups import GroupSettings
 from agent.core.settings.jobs import JobSettings
 from agent.core.settings.media import MediaSettings
 from agent.core.settings.models import OFFLINE_MODELS, ModelSettings
@@ -52,6 +54,7 @@ __all__ = [
     "DeliverySettings",
     "GeneralSettings",
     "GraphSettings",
+    "GroupSettings",
     "JobSettings",
     "MediaSettings",
     "ModelSettings",
@@ -78,6 +81,7 @@ class Settings(
     JobSettings,
     SearchSettings,
     GraphSettings,
+    GroupSettings,
 ):
     """Every setting of the bot; `.env.example` documents each one."""
 
