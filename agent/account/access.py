@@ -6,9 +6,8 @@ decides, by its (negative) chat id in the same list and rules: an allowed group 
 whoever writes in it, except a person denied by name; a group not allowed is not answered at all,
 however allowed its members are (an admin's message included: an admin /allow-s the group).
 Rules live in the database, so every instance sees them: each process reads the whole (small)
-table at most every
-`REFRESH` and answers from that copy in between, so a change made on one instance holds on the
-others within `REFRESH` (5 seconds), and at once on the instance that made it.
+table at most every `REFRESH` and answers from that copy in between, so a change made on one
+instance holds on the others within `REFRESH` (5 seconds), and at once on the instance that made it.
 """
 
 from __future__ import annotations
