@@ -29,6 +29,7 @@ from agent.core.errors import ConfigurationError
 from agent.core.model_lifecycle import model_warnings
 from agent.core.settings import Settings
 from agent.onboarding.service import OnboardingService
+from bot.delivery.sending import GroupPace
 from bot.delivery.signals import SignalFreeServer, on_stop_signal
 from bot.delivery.touchpoints import TelegramSender
 from bot.handlers import (
@@ -77,6 +78,8 @@ def build_application(runtime: Runtime, *, webhook: bool | None = None) -> AnyAp
         .base_url(settings.telegram_api_base_url)
         .base_file_url(settings.telegram_files_url)
         .updater(None)
+        # At most GROUP_MESSAGES_PER_MINUTE new messages into one group chat (bot/delivery/sending.py).
+        .rate_limiter(GroupPace(settings.group_messages_per_minute))
         # Handlers read `context.services` and `context.row` (bot/handlers/context.py).
         .context_types(ContextTypes(context=HandlerContext, bot_data=BotData))
         .post_init(_post_init)

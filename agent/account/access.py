@@ -1,10 +1,13 @@
 """Who may use the bot: ACCESS (open | allowlist), ALLOWED_USERS, ADMIN_IDS and admins' rules.
 
 Admins are always allowed. A /deny rule blocks in either mode; under `allowlist` a person also
-needs ALLOWED_USERS or an /allow rule, by Telegram id or username. Rules live in the database,
-so every instance sees them: each process reads the whole (small) table at most every
-`REFRESH` and answers from that copy in between, so a change made on one instance holds on the
-others within `REFRESH` (5 seconds), and at once on the instance that made it.
+needs ALLOWED_USERS or an /allow rule, by Telegram id or username. In a group chat the group
+decides, by its (negative) chat id in the same list and rules: an allowed group is answered
+whoever writes in it, except a person denied by name; a group not allowed is not answered at all,
+however allowed its members are (an admin's message included: an admin /allow-s the group).
+Rules live in the database, so every instance sees them: each process reads the whole (small)
+table at most every `REFRESH` and answers from that copy in between, so a change made on one
+instance holds on the others within `REFRESH` (5 seconds), and at once on the instance that made it.
 """
 
 from __future__ import annotations
@@ -88,6 +91,18 @@ class AccessPolicy:
         if self.mode == "open" or "allow" in ruled:
             return True
         return any(key in self.allowed for key in keys)
+
+    async def allows_group(self, chat_id: int, telegram_id: int | None, username: str | None) -> bool:
+        """Whether the bot may take part in this group chat now, for this speaker (None: no speaker)."""
+        rules = await self._current_rules()
+        group = str(chat_id)
+        if rules.get(group) == "deny":
+            return False
+        if self.mode == "allowlist" and rules.get(group) != "allow" and group not in self.allowed:
+            return False
+        if telegram_id is None or telegram_id in self.admins:
+            return True
+        return not any(rules.get(key) == "deny" for key in keys_of(telegram_id, username))
 
     async def set_rule(self, key: str, rule: Rule, *, by: int | None) -> None:
         """Store an admin's /allow or /deny; this process follows it at once, others within REFRESH."""

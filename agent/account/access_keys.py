@@ -1,4 +1,5 @@
-"""How a person is named in access rules: a Telegram id ("123") or a username ("alice", no @)."""
+"""How a person or a group is named in access rules: a Telegram id ("123"), a username ("alice",
+no @) or a group's chat id ("-1001234567890": group chat ids are negative, so they never name a person)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,23 @@ _USERNAME = re.compile(r"[a-z][a-z0-9_]{2,31}")
 
 
 def access_key(text: str) -> str | None:
-    """The stored form of "123", "@Alice" or "alice": the id's digits or the lowercased username."""
+    """The stored form of "123", "-100123", "@Alice" or "alice": the id or the lowercased username."""
     text = text.strip()
-    if text.isdigit():
+    if is_id(text):
         return str(int(text))
     name = text.removeprefix("@").lower()
     return name if _USERNAME.fullmatch(name) else None
+
+
+def is_id(key: str) -> bool:
+    """Whether a key is a Telegram id (a person's, or a group's negative chat id)."""
+    digits = key.removeprefix("-")
+    return digits.isascii() and digits.isdigit()  # "²" is a digit to isdigit(), not to int()
+
+
+def is_group_key(key: str) -> bool:
+    """Whether a key names a group chat (a negative chat id)."""
+    return is_id(key) and int(key) < 0
 
 
 def keys_of(telegram_id: int, username: str | None) -> list[str]:

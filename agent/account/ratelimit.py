@@ -13,6 +13,10 @@ person who forwards 300 messages gets one note, not 280. The first refusal in a 
 marker row (scope `<scope>!m` or `<scope>!d`, never counted as a request), and later refusals in
 the same window find it and stay quiet.
 
+A group chat's messages to the bot count together, under the group's identity
+(`group_identity`: "telegram-chat:<chat id>") and its own scope and caps (GROUP_RATE_LIMIT_*),
+so one busy group never spends a member's private allowance, nor the other way round.
+
 A request is inserted first and counted with the others in the same transaction (removed again
 when it is one too many): on SQLite the insert takes the database's write lock, so the next check
 waits for this one; on PostgreSQL a transaction-level advisory lock on the identity does the same.
@@ -46,7 +50,7 @@ STRANGER_REPLY = "Hi! This bot is private. If you know its owner, ask them to ad
 _DEVELOPMENT_KEY = b"nikita rate limits (development key: set RATE_LIMIT_HASH_KEY)"
 
 # "stranger" is never counted: only its one-note-per-window marker is used (`first_refusal`).
-Scope = Literal["message", "onboarding", "start", "export", "memory", "regenerate", "stranger"]
+Scope = Literal["message", "group", "onboarding", "start", "export", "memory", "regenerate", "stranger"]
 Window = Literal["minute", "day"]
 
 _MESSAGES: dict[tuple[Scope, Window], str] = {
@@ -54,6 +58,8 @@ _MESSAGES: dict[tuple[Scope, Window], str] = {
         "Whoa, that's a lot of messages at once! Give me a minute to catch up, then write again."
     ),
     ("message", "day"): "We've talked a lot today, and I need a break. Let's pick this up tomorrow!",
+    ("group", "minute"): "That's a lot at once! Give me a minute to catch up, then ask me again.",
+    ("group", "day"): "I've talked a lot in this group today. Let's pick this up tomorrow!",
     ("onboarding", "minute"): (
         "Slow down a little, I'm still getting to know you! Give me a minute, then tell me more."
     ),
@@ -109,12 +115,18 @@ def limits_from(settings: Settings) -> dict[Scope, Limit]:
     s = settings
     return {
         "message": Limit(s.rate_limit_per_minute, s.rate_limit_per_day),
+        "group": Limit(s.group_rate_limit_per_minute, s.group_rate_limit_per_day),
         "onboarding": Limit(s.rate_limit_onboarding_per_minute, s.rate_limit_onboarding_per_day),
         "start": Limit(s.rate_limit_start_per_minute, s.rate_limit_start_per_day),
         "export": Limit(s.rate_limit_export_per_minute, s.rate_limit_export_per_day),
         "memory": Limit(s.rate_limit_memory_per_minute, s.rate_limit_memory_per_day),
         "regenerate": Limit(s.timeline_regenerate_per_minute, s.timeline_regenerate_per_day),
     }
+
+
+def group_identity(chat_id: int) -> str:
+    """The identity a group chat's messages are counted under (every member together)."""
+    return f"telegram-chat:{chat_id}"
 
 
 def hash_key(settings: Settings) -> bytes:

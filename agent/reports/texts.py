@@ -10,6 +10,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.access import REFUSED, STRANGERS, AccessListing
+from agent.account.access_keys import is_id
 from agent.context.snapshot import format_snapshot
 from agent.core.clock import local_day
 from agent.core.settings import Settings
@@ -196,7 +197,7 @@ def access_report(listing: AccessListing) -> str:
     """What /access shows: the mode, who is allowed by setting, and the admins' rules."""
 
     def shown(key: str) -> str:
-        return key if key.isdigit() else f"@{key}"
+        return key if is_id(key) else f"@{key}"
 
     allowed = [shown(k) for k, rule in sorted(listing.rules.items()) if rule == "allow"]
     denied = [shown(k) for k, rule in sorted(listing.rules.items()) if rule == "deny"]

@@ -1,4 +1,6 @@
-"""Daily token budgets: USER_DAILY_TOKENS per user and DAILY_TOKENS for everyone (0 = no cap).
+"""Daily token budgets: USER_DAILY_TOKENS per user, GROUP_DAILY_TOKENS per group chat and
+DAILY_TOKENS for everyone (0 = no cap). A group's turns are metered on the group's own owner row,
+so its members' private budgets and the group's never mix.
 
 A day is a UTC day, the day `model_usage` counts in. The check runs before a turn's (or an
 onboarding answer's) model call and reads what is already metered: every kind of call of that
@@ -26,27 +28,32 @@ from db.repositories.usage import UsageRepository
 
 BUDGET_REPLY = "I've reached my limit for today — let's pick this up tomorrow."
 
-Over = Literal["user", "bot"]
+Over = Literal["user", "group", "bot"]
 # Bot-wide counters of a UTC day (daily_counts.name), one per cap.
-COUNTERS: dict[Over, str] = {"user": "budget_user", "bot": "budget_bot"}
+COUNTERS: dict[Over, str] = {"user": "budget_user", "group": "budget_group", "bot": "budget_bot"}
 
 
 @dataclass(frozen=True)
 class TokenBudget:
-    """The two daily caps."""
+    """The three daily caps."""
 
     per_user: int = 0
     bot_wide: int = 0
+    per_group: int = 0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TokenBudget:
         """The caps the settings describe."""
-        return cls(per_user=settings.user_daily_tokens, bot_wide=settings.daily_tokens)
+        return cls(
+            per_user=settings.user_daily_tokens,
+            bot_wide=settings.daily_tokens,
+            per_group=settings.group_daily_tokens,
+        )
 
     @property
     def enabled(self) -> bool:
         """Whether any cap is set (no cap: nothing to read before a turn)."""
-        return self.per_user > 0 or self.bot_wide > 0
+        return self.per_user > 0 or self.bot_wide > 0 or self.per_group > 0
 
     async def over(
         self, sessions: async_sessionmaker[AsyncSession], user_id: int, at: datetime
@@ -59,14 +66,16 @@ class TokenBudget:
 
     async def check(self, session: AsyncSession, user_id: int, at: datetime) -> Over | None:
         """`over` in the caller's session: one statement, the day's bot-wide counter row and the
-        user's rows of the day (the primary key), whatever the number of users."""
+        owner's rows of the day (the primary key) and the owner's kind, whatever the number of users."""
         if not self.enabled:
             return None
-        everyone, users = await UsageRepository(session).spent(at.astimezone(UTC).date(), user_id)
+        day = at.astimezone(UTC).date()
+        everyone, owners, group = await UsageRepository(session).spent_by_owner(day, user_id)
         if self.bot_wide > 0 and everyone >= self.bot_wide:
             return "bot"
-        if self.per_user > 0 and users >= self.per_user:
-            return "user"
+        cap = self.per_group if group else self.per_user
+        if cap > 0 and owners >= cap:
+            return "group" if group else "user"
         return None
 
 

@@ -4,6 +4,7 @@ A refused update leaves no user row, no transcript row and no model call: its in
 with its payload dropped, like every finished row, and the day's bot-wide counters go up (refused
 updates; strangers told, who are counted by the rate limiter's keyed hash, never by id). A stranger
 in a private chat is told STRANGER_REPLY once a day; whatever else they send is dropped quietly.
+In a group chat the group decides (agent/account/access.py), and a refused group is told nothing.
 """
 
 from __future__ import annotations
@@ -28,17 +29,18 @@ GATE_GROUP = -10
 
 async def gate(update: Update, context: HandlerContext) -> None:
     """Let the update through, or refuse it here (ApplicationHandlerStop: no other handler runs)."""
-    person = update.effective_user
-    if person is None:
-        return
+    person, chat = update.effective_user, update.effective_chat
     s = context.services
-    if await s.access.allows(person.id, person.username):
+    if chat is not None and chat.type in (ChatType.GROUP, ChatType.SUPERGROUP):
+        who, name = (person.id, person.username) if person is not None else (None, None)
+        if await s.access.allows_group(chat.id, who, name):
+            return
+    elif person is None or await s.access.allows(person.id, person.username):
         return
     now = s.runtime.clock.now()
-    chat = update.effective_chat
     row = context.row_if_any
     answer: str | None = None
-    if chat is not None and chat.type == ChatType.PRIVATE and row is not None:
+    if person is not None and chat is not None and chat.type == ChatType.PRIVATE and row is not None:
         verdict = await s.limiter.first_refusal(telegram_identity(person), now, "stranger")
         answer = verdict.message if verdict.tell else None
     async with s.runtime.sessions() as session, session.begin():

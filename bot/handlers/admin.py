@@ -5,7 +5,7 @@ from __future__ import annotations
 from telegram import Update
 
 from agent.account.access import Rule
-from agent.account.access_keys import access_key
+from agent.account.access_keys import access_key, is_id
 from agent.reports.texts import access_report, prompt_report, stats_report, user_report
 from bot.delivery.sending import send_text
 from bot.handlers.context import HandlerContext
@@ -87,12 +87,12 @@ async def on_jobs(update: Update, context: HandlerContext) -> None:
 
 
 async def on_allow(update: Update, context: HandlerContext) -> None:
-    """/allow <id|@username>: let this person use the bot (under ACCESS=allowlist; lifts a /deny)."""
+    """/allow <id|@username|group chat id>: let them use the bot (under ACCESS=allowlist; lifts a /deny)."""
     await _set_rule(update, context, "allow")
 
 
 async def on_deny(update: Update, context: HandlerContext) -> None:
-    """/deny <id|@username>: block this person, in either access mode (admins excepted)."""
+    """/deny <id|@username|group chat id>: block them, in either access mode (admins excepted)."""
     await _set_rule(update, context, "deny")
 
 
@@ -103,12 +103,12 @@ async def _set_rule(update: Update, context: HandlerContext, rule: Rule) -> None
     s = context.services
     key = access_key(context.args[0]) if context.args and len(context.args) == 1 else None
     if key is None:
-        text = f"Usage: /{rule} <telegram id or @username>"
-    elif rule == "deny" and key.isdigit() and int(key) in s.access.admins:
+        text = f"Usage: /{rule} <telegram id, @username or group chat id>"
+    elif rule == "deny" and is_id(key) and int(key) in s.access.admins:
         text = f"{key} is an admin (ADMIN_IDS) and always allowed."
     else:
         await s.access.set_rule(key, rule, by=person.id)
-        shown = key if key.isdigit() else f"@{key}"
+        shown = key if is_id(key) else f"@{key}"
         text = f"{shown} is {'allowed' if rule == 'allow' else 'denied'} from now on."
         if rule == "allow" and s.access.mode == "open":
             text += " (ACCESS is open: everyone not denied may use the bot anyway.)"

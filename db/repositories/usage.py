@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date
 
-from sqlalchemy import func, select
+from sqlalchemy import ScalarSelect, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.ddl.usage import TOKENS
-from db.models import DailyCount, ModelUsage
+from db.models import DailyCount, ModelUsage, User
 
 # The counters of a row, in UsageRow's order.
 _COUNTS = (
@@ -106,9 +106,22 @@ class UsageRepository:
         )
         return int(await self.session.scalar(stmt) or 0)
 
+    async def spent_by_owner(self, day: date, user_id: int) -> tuple[int, int, bool]:
+        """`spent` and whether the owner is a group chat (whose caps differ), in the same one statement."""
+        everyone, owners = self._spent(day, user_id)
+        kind = select(User.kind).where(User.id == user_id).scalar_subquery()
+        row = (await self.session.execute(select(func.coalesce(everyone, 0), owners, kind))).one()
+        return int(row[0] or 0), int(row[1] or 0), row[2] == "group"
+
     async def spent(self, day: date, user_id: int | None = None) -> tuple[int, int]:
         """Tokens of `day` in one statement: everyone's (one row, the day's counter that triggers
         keep, db/ddl/usage.py) and the user's (their rows of the day, one per kind); 0 for no user."""
+        everyone, users = self._spent(day, user_id)
+        row = (await self.session.execute(select(func.coalesce(everyone, 0), users))).one()
+        return int(row[0] or 0), int(row[1] or 0)
+
+    @staticmethod
+    def _spent(day: date, user_id: int | None) -> tuple[ScalarSelect[int], ScalarSelect[int]]:
         everyone = (
             select(DailyCount.count).where(DailyCount.day == day, DailyCount.name == TOKENS).scalar_subquery()
         )
@@ -117,5 +130,4 @@ class UsageRepository:
             .where(ModelUsage.day == day, ModelUsage.user_id == (user_id if user_id is not None else -1))
             .scalar_subquery()
         )
-        row = (await self.session.execute(select(func.coalesce(everyone, 0), users))).one()
-        return int(row[0] or 0), int(row[1] or 0)
+        return everyone, users
