@@ -35,6 +35,7 @@ from bot.handlers import (
     access,
     admin,
     commands,
+    group_forget,
     media,
     memory_facts,
     messages,
@@ -140,6 +141,9 @@ def _register(application: AnyApplication, settings: Settings) -> None:
     for name, callback in admin_commands.items():
         application.add_handler(CommandHandler(name, callback, filters=admins))
     application.add_handler(CallbackQueryHandler(commands.on_forget_button, pattern=r"^forget:"))
+    application.add_handler(
+        CommandHandler("forget", group_forget.on_group_forget, filters=filters.ChatType.GROUPS)
+    )
     application.add_handler(CallbackQueryHandler(touchpoints.on_followups_button, pattern=r"^followups:"))
     application.add_handler(CallbackQueryHandler(reminders.on_reminder_button, pattern=r"^reminder:"))
     application.add_handler(CallbackQueryHandler(memory_facts.on_fact_button, pattern=r"^memfact:"))
