@@ -85,13 +85,15 @@ class Recall(RecallIndex):
                     )
                 )
             ).first()
-            user_name, timezone, language, telegram_id, kind = (
-                tuple(row) if row is not None else (None, "UTC", None, None, None)
-            )
+            user_name: str | None = row[0] if row is not None else None
+            timezone: str = (row[1] if row is not None else None) or "UTC"
+            language: str | None = row[2] if row is not None else None
+            telegram_id: int | None = row[3] if row is not None else None
+            kind: str | None = row[4] if row is not None else None
             spec = replace(
                 spec,
                 speakers=(user_name or "", self.settings.persona_name),
-                today=local_day(now, timezone or "UTC"),
+                today=local_day(now, timezone),
                 language=language,
             )
             vectors = None
@@ -104,7 +106,7 @@ class Recall(RecallIndex):
                     session,
                     telegram_id,
                     spec,
-                    timezone=timezone or "UTC",
+                    timezone=timezone,
                     speaker=speaker_name("user", user_name=user_name or "", persona_name=""),
                     snippet_chars=self.settings.search_snippet_chars,
                 )
