@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import logging
 
-from telegram import Update
+from telegram import Message, Update
 from telegram.constants import ChatMemberStatus
+from telegram.error import TelegramError
 
 from agent.account.group_forget import group_owner_id
-from bot.delivery.sending import send_text
 from bot.handlers.context import HandlerContext
 
 logger = logging.getLogger(__name__)
 
-ADMINS = {ChatMemberStatus.ADMINISTRATOR, ChatMemberStatus.OWNER}
+ADMINS = frozenset({ChatMemberStatus.ADMINISTRATOR, ChatMemberStatus.OWNER})
 GROUP_FORGET_ASK = (
     "This deletes everything I remember of this group: its conversations, summaries and facts. "
     "Members' private chats with me are not touched. It cannot be undone. An admin of the group "
@@ -27,21 +27,34 @@ GROUP_FORGET_ADMINS_ONLY = "Only an admin of this group can make me forget it."
 GROUP_FORGOTTEN = "Done. I've forgotten everything about this group."
 
 
+async def is_group_admin(context: HandlerContext, message: Message) -> bool:
+    """Whether the sender administers the group (Telegram says so; an anonymous admin speaks as it)."""
+    if message.sender_chat is not None and message.sender_chat.id == message.chat_id:
+        return True
+    person = message.from_user
+    if person is None:
+        return False
+    try:
+        member = await context.bot.get_chat_member(message.chat_id, person.id)
+    except TelegramError:
+        return False  # not knowing is not an admin: deleting a group's memory is final
+    return member.status in ADMINS
+
+
 async def on_group_forget(update: Update, context: HandlerContext) -> None:
     """/forget in a group: asks first; /forget confirm by an admin of the group deletes its memory."""
-    message, person, chat = update.effective_message, update.effective_user, update.effective_chat
-    if message is None or person is None or chat is None:
+    message = update.effective_message
+    if message is None:
         return
-    member = await context.bot.get_chat_member(chat.id, person.id)
-    if member.status not in ADMINS:
-        await send_text(context.bot, chat.id, GROUP_FORGET_ADMINS_ONLY)
+    if not await is_group_admin(context, message):
+        await message.reply_text(GROUP_FORGET_ADMINS_ONLY)
         return
     if [a.lower() for a in context.args or []] != ["confirm"]:
-        await send_text(context.bot, chat.id, GROUP_FORGET_ASK)
+        await message.reply_text(GROUP_FORGET_ASK)
         return
     runtime = context.services.runtime
-    owner = await group_owner_id(runtime.sessions, chat.id)
+    owner = await group_owner_id(runtime.sessions, message.chat_id)
     if owner is not None:
         result = await runtime.forget(owner)
         logger.info("group forgotten", extra={"user_id": owner, "stores_pending": len(result.stores_pending)})
-    await send_text(context.bot, chat.id, GROUP_FORGOTTEN)
+    await message.reply_text(GROUP_FORGOTTEN)
