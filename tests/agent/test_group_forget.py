@@ -10,9 +10,10 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from agent.account.forget import forget_user
+from agent.account.forget import export_user, forget_user
 from agent.account.group_forget import DELETED, forget_group_words, group_owner_id
 from agent.account.groups import group_owner
+from agent.account.timeline import Timeline
 from agent.account.users import get_or_create_user
 from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
@@ -131,3 +132,21 @@ async def test_a_group_forgotten_whole_leaves_its_members_private_memory(
             select(func.count()).select_from(TranscriptMessage).where(TranscriptMessage.user_id == ana.id)
         )
     assert left == 0 and mine == 2
+
+
+async def test_export_and_timeline_hold_the_private_memory_only(
+    world: tuple[TurnService, Recall, User, User], sessions: async_sessionmaker[AsyncSession]
+) -> None:
+    _, recall, ana, group = world
+    exported = json.dumps(await export_user(sessions, ana.id, [recall]), default=str)
+    assert "in private: my anawordplan" in exported
+    # Her own line in the group is the group's memory, like Bob's and the bot's answers there.
+    assert ANA_LINE not in exported and BOB_LINE not in exported and "sounds good" in exported
+    timeline = Timeline(sessions)
+    mine = await timeline.user_for_telegram(ANA)
+    assert mine is not None and mine.id == ana.id
+    days = await timeline.calendar(mine)
+    shown = json.dumps([await timeline.day(mine, d.day) for d in days], default=str)
+    assert "anawordplan stays with you" in shown and ANA_LINE not in shown and BOB_LINE not in shown
+    # A group has no Telegram user id, so no signed-in timeline can ever be the group's.
+    assert await timeline.user_for_telegram(CHAT) is None and group.telegram_id is None
