@@ -6,7 +6,7 @@ import json
 
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
@@ -17,11 +17,11 @@ from agent.account.timeline import Timeline
 from agent.account.users import get_or_create_user
 from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
-from agent.search.embeddings import HashingEmbedder
 from agent.search.recall import Recall
 from agent.turn.service import TurnService
 from agent.turn.transcript import write_message
 from db.models import Conversation, TranscriptMessage, User
+from tests.agent.test_tools import make_service
 
 pytestmark = pytest.mark.both_databases
 
@@ -39,17 +39,7 @@ async def world(
     database_url: str, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
 ) -> tuple[TurnService, Recall, User, User]:
     settings = Settings(database_url=database_url, model="test", _env_file=None)
-    recall = Recall(
-        settings=settings, sessions=sessions, dialect=engine.dialect.name, embedder=HashingEmbedder()
-    )
-    service = TurnService(
-        settings=settings,
-        engine=engine,
-        sessions=sessions,
-        clock=clock,
-        model=FunctionModel(answer),
-        recall=recall,
-    )
+    service, recall = make_service(settings, engine, sessions, clock, answer)
     ana, _ = await get_or_create_user(
         sessions, key=f"telegram:{ANA}", now=clock.now(), timezone="UTC", name="Ana", telegram_id=ANA
     )

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
@@ -24,12 +24,11 @@ from agent.account.users import get_or_create_user
 from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.history.turn_notes import words
-from agent.search.embeddings import HashingEmbedder
-from agent.search.recall import Recall
 from agent.search.search import SearchHit
 from agent.turn.service import TurnService
 from agent.turn.transcript import write_message
 from db.models import TranscriptMessage, User
+from tests.agent.test_tools import make_service
 
 pytestmark = pytest.mark.both_databases
 
@@ -85,27 +84,6 @@ class Recorder:
             name, args = SEARCHES[made]
             return ModelResponse(parts=[ToolCallPart(name, json.dumps(args))])
         return ModelResponse(parts=[TextPart("noted")])
-
-
-def _service(
-    settings: Settings,
-    engine: AsyncEngine,
-    sessions: async_sessionmaker[AsyncSession],
-    clock: FrozenClock,
-    recorder: Recorder,
-) -> tuple[TurnService, Recall]:
-    recall = Recall(
-        settings=settings, sessions=sessions, dialect=engine.dialect.name, embedder=HashingEmbedder()
-    )
-    service = TurnService(
-        settings=settings,
-        engine=engine,
-        sessions=sessions,
-        clock=clock,
-        model=FunctionModel(recorder),
-        recall=recall,
-    )
-    return service, recall
 
 
 async def _people_and_group(
@@ -185,7 +163,7 @@ async def test_a_private_secret_never_reaches_a_groups_requests_or_search(
     settings: Settings, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
 ) -> None:
     recorder = Recorder()
-    service, recall = _service(settings, engine, sessions, clock, recorder)
+    service, recall = make_service(settings, engine, sessions, clock, recorder)
     ana, _, group = await _seed(service, sessions, clock)
     recorder.requests.clear()
     recorder.returns.clear()
@@ -207,7 +185,7 @@ async def test_the_groups_words_never_reach_a_members_private_chat(
     settings: Settings, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
 ) -> None:
     recorder = Recorder()
-    service, recall = _service(settings, engine, sessions, clock, recorder)
+    service, recall = make_service(settings, engine, sessions, clock, recorder)
     ana, bob, _ = await _seed(service, sessions, clock)
     recorder.requests.clear()
     recorder.returns.clear()
@@ -227,7 +205,7 @@ async def test_with_recall_of_own_words_a_member_finds_their_own_group_lines_onl
 ) -> None:
     settings = Settings(database_url=database_url, model="test", group_recall_own_words=True, _env_file=None)
     recorder = Recorder()
-    service, recall = _service(settings, engine, sessions, clock, recorder)
+    service, recall = make_service(settings, engine, sessions, clock, recorder)
     ana, bob, group = await _seed(service, sessions, clock)
 
     hits = [h for h in await recall.search(ana.id, GROUP_WORD, now=clock.now()) if GROUP_WORD in _shown([h])]
@@ -258,7 +236,7 @@ async def test_interleaved_private_and_group_turns_keep_their_walls(
     settings: Settings, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
 ) -> None:
     recorder = Recorder()
-    service, _ = _service(settings, engine, sessions, clock, recorder)
+    service, _ = make_service(settings, engine, sessions, clock, recorder)
     ana, bob, group = await _seed(service, sessions, clock)
     recorder.requests.clear()
     at = clock.now()
