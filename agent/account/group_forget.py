@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.forget import UserCache
 from agent.account.groups import GROUP
+from agent.account.writers import WriteGuard
 from agent.search.fts import purge_deleted
 from db.models import Conversation, SearchChunk, TranscriptMessage, User
 
@@ -32,9 +33,17 @@ async def group_owner_id(sessions: async_sessionmaker[AsyncSession], chat_id: in
 
 
 async def forget_group_words(
-    sessions: async_sessionmaker[AsyncSession], telegram_id: int, *, caches: Sequence[UserCache] = ()
+    sessions: async_sessionmaker[AsyncSession],
+    telegram_id: int,
+    *,
+    caches: Sequence[UserCache] = (),
+    guard: WriteGuard | None = None,
 ) -> int:
-    """Blank everything this Telegram user said in any group; how many lines were blanked."""
+    """Blank everything this Telegram user said in any group; how many lines were blanked.
+
+    An indexing pass of a group may have read the lines before they were blanked: with the
+    runtime's `guard`, its writers are awaited and those days' sections deleted once more after.
+    """
     async with sessions() as session, session.begin():
         rows = (
             await session.execute(
@@ -70,14 +79,23 @@ async def forget_group_words(
         owners = {r.user_id for r in rows}
         days = {r.day_segment_id for r in rows if r.day_segment_id is not None}
         # The embedded sections of those days held the words; the index embeds the blanked day again.
-        await session.execute(
-            delete(SearchChunk).where(SearchChunk.user_id.in_(owners), SearchChunk.day_segment_id.in_(days))
-        )
+        await _drop_sections(session, owners, days)
         await purge_deleted(session)
+    if guard is not None:
+        for owner in owners:
+            await guard.wait_for_writers(owner)
+        async with sessions() as session, session.begin():
+            await _drop_sections(session, owners, days)
     for owner in owners:
         for cache in caches:
             cache.drop_user(owner)
     return len(ids)
+
+
+async def _drop_sections(session: AsyncSession, owners: set[int], days: set[int]) -> None:
+    await session.execute(
+        delete(SearchChunk).where(SearchChunk.user_id.in_(owners), SearchChunk.day_segment_id.in_(days))
+    )
 
 
 def _without_lines(messages: list[Any], lines: list[tuple[str | None, str]]) -> list[Any]:

@@ -218,7 +218,9 @@ async def _forget(
     s = context.services
     if groups:
         # Their own lines in groups (by speaker), before the person row goes (agent/account/group_forget.py).
-        await forget_group_words(s.runtime.sessions, telegram_id, caches=s.runtime.jobs.caches)
+        runtime = s.runtime
+        caches = runtime.jobs.caches
+        await forget_group_words(runtime.sessions, telegram_id, caches=caches, guard=runtime.guard)
     async with s.runtime.sessions() as session:
         user = await UserRepository(session).by_telegram_id(telegram_id)
     pending: tuple[str, ...] = ()

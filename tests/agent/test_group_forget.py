@@ -15,6 +15,7 @@ from agent.account.group_forget import DELETED, forget_group_words, group_owner_
 from agent.account.groups import group_owner
 from agent.account.timeline import Timeline
 from agent.account.users import get_or_create_user
+from agent.account.writers import WriteGuard
 from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.search.recall import Recall
@@ -75,7 +76,8 @@ async def test_a_members_group_lines_are_blanked_in_transcript_history_and_searc
         [h.snippet for h in await recall.search(group.id, "anawordplan", now=clock.now())]
     )
 
-    assert await forget_group_words(sessions, ANA, caches=[service.histories]) == 1
+    guard = WriteGuard(sessions)
+    assert await forget_group_words(sessions, ANA, caches=[service.histories], guard=guard) == 1
 
     async with sessions() as session:
         rows = (
