@@ -47,6 +47,7 @@ from bot.handlers import (
     touchpoints,
 )
 from bot.handlers.context import HandlerContext
+from bot.handlers.group_forget import on_group_forget
 from bot.preflight import listen, one_line, preflight
 from bot.runtime import Runtime, build_runtime
 from bot.services import AnyApplication, BotData, BotServices, DeliveryRunner, build_delivery, services_of
@@ -147,6 +148,7 @@ def _register(application: AnyApplication, settings: Settings) -> None:
     for name, callback in admin_commands.items():
         application.add_handler(CommandHandler(name, callback, filters=admins))
     application.add_handler(CallbackQueryHandler(commands.on_forget_button, pattern=r"^forget:"))
+    application.add_handler(CommandHandler("forget", on_group_forget, filters=filters.ChatType.GROUPS))
     application.add_handler(CallbackQueryHandler(touchpoints.on_followups_button, pattern=r"^followups:"))
     application.add_handler(CallbackQueryHandler(reminders.on_reminder_button, pattern=r"^reminder:"))
     application.add_handler(CallbackQueryHandler(memory_facts.on_fact_button, pattern=r"^memfact:"))

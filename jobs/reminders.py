@@ -20,6 +20,7 @@ from agent.core.settings import Settings
 from agent.history.messages import touchpoint_history
 from agent.reminders.store import advance, is_snooze
 from agent.touchpoints.plans import zone_of
+from agent.touchpoints.sender import chat_of
 from agent.turn.transcript import write_message
 from db.models import PROACTIVE, Reminder, Touchpoint, User
 from db.repositories.conversations import ConversationRepository
@@ -76,7 +77,7 @@ async def record_occurrence(
             reminder.status, reminder.finished_at = "done", now
     else:
         await advance(session, reminder, now=now)
-    if user.telegram_id is None:
+    if chat_of(user) is None:
         return Closed("no_chat")
     if await _sent_today(session, user, now) >= settings.reminders_per_day:
         return Closed("daily_limit")

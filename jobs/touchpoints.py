@@ -35,7 +35,7 @@ from agent.touchpoints.check_ins import plan_check_ins
 from agent.touchpoints.compose import Occasion, compose
 from agent.touchpoints.plans import local_label
 from agent.touchpoints.rules import WEEK, Cancel, Postpone, Subject, decide
-from agent.touchpoints.sender import RecipientBlockedError, SendFailedError
+from agent.touchpoints.sender import RecipientBlockedError, SendFailedError, chat_of
 from agent.turn.daily_tokens import TokenBudget
 from agent.turn.transcript import write_message
 from db.models import PROACTIVE, Conversation, ConversationThread, Touchpoint, TranscriptMessage, User
@@ -262,7 +262,8 @@ class _Worker:
     ) -> str:
         assert self.ctx.sender is not None
         async with self.ctx.sessions() as session:
-            chat_id = await session.scalar(select(User.telegram_id).where(User.id == user_id))
+            owner = await session.get(User, user_id)
+            chat_id = chat_of(owner) if owner is not None else None
         if chat_id is None:
             await self._close(touchpoint_id, "undeliverable", "no_chat")
             return "undeliverable"

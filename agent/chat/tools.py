@@ -33,10 +33,11 @@ _MESSAGE_FIELDS = (
     "previous_turn",
     "next_turn",
     "covered_by_summary",
+    "group",
     "score",
 )
 # Left out of a result when empty (a day's first or last message has no neighbour on that side).
-_OPTIONAL_FIELDS = ("when", "previous_turn", "next_turn")
+_OPTIONAL_FIELDS = ("when", "previous_turn", "next_turn", "group")
 
 
 # The chat agent's tools (agent/chat/agent.py gives them to the agent).
@@ -94,6 +95,7 @@ async def conversation_search(
     (`previous_turn`, `next_turn`): usually enough to answer. For more of that day's words, call
     `conversation_get`. `covered_by_summary` means the day's summary already covers it. Dates in
     the query ("last May", "three weeks ago", "on 9 March") favour messages of those days.
+    A message with a `group` is something this person said in that group chat.
 
     Args:
         query: What to look for, in a few words (names, topics, places), in the language used.

@@ -35,6 +35,8 @@ class SearchHit:
     when: str | None = None
     previous_turn: Neighbour | None = None
     next_turn: Neighbour | None = None
+    # The group's title when this is the searcher's own line in a group (GROUP_RECALL_OWN_WORDS).
+    group: str | None = None
 
 
 @dataclass(frozen=True)

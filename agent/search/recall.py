@@ -18,11 +18,15 @@ from agent.core.settings import Settings
 from agent.search import get as getters
 from agent.search.embeddings import Embedder, EmbedderUnavailableError
 from agent.search.get import MessagesOut, RecallInputError, SummaryOut
+from agent.search.own_words import merged, own_group_words
 from agent.search.recall_index import RecallIndex
 from agent.search.search import SearchHit, SearchQuery, recency_start
+from agent.search.turns import speaker_name
 from db.models import SearchChunk, User
 
 logger = logging.getLogger(__name__)
+
+PERSON = "person"
 
 
 class Recall(RecallIndex):
@@ -76,22 +80,37 @@ class Recall(RecallIndex):
             # The speakers' names are left out of the lexical side (see search.without_speakers).
             row = (
                 await session.execute(
-                    select(User.name, User.timezone, User.language).where(User.id == user_id)
+                    select(User.name, User.timezone, User.language, User.telegram_id, User.kind).where(
+                        User.id == user_id
+                    )
                 )
             ).first()
-            user_name, timezone, language = (
-                (row[0], row[1], row[2]) if row is not None else (None, "UTC", None)
-            )
+            user_name: str | None = row[0] if row is not None else None
+            timezone: str = (row[1] if row is not None else None) or "UTC"
+            language: str | None = row[2] if row is not None else None
+            telegram_id: int | None = row[3] if row is not None else None
+            kind: str | None = row[4] if row is not None else None
             spec = replace(
                 spec,
                 speakers=(user_name or "", self.settings.persona_name),
-                today=local_day(now, timezone or "UTC"),
+                today=local_day(now, timezone),
                 language=language,
             )
             vectors = None
             if self.cache is not None and query_vector is not None:
                 vectors = await self.cache.get(session, user_id)
             hits = await self.ranking.run(session, user_id, spec, query_vector=query_vector, vectors=vectors)
+            # A person's own lines in groups, only when the operator allows it (agent/search/own_words.py).
+            if self.settings.group_recall_own_words and kind == PERSON and telegram_id is not None:
+                own = await own_group_words(
+                    session,
+                    telegram_id,
+                    spec,
+                    timezone=timezone,
+                    speaker=speaker_name("user", user_name=user_name or "", persona_name=""),
+                    snippet_chars=self.settings.search_snippet_chars,
+                )
+                hits = merged(hits, own, spec.limit)
         logger.info(
             "conversation search",
             extra={

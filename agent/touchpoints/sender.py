@@ -6,7 +6,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from agent.account.groups import is_group
 from agent.core.errors import NikitaError
+from db.models import User
+
+
+def chat_of(user: User) -> int | None:
+    """Where the owner's touchpoints go: a person's private chat, or a group's own chat (its
+    reminders); never a member's private chat for a group's reminder, nor a group for a person's."""
+    return user.chat_id if is_group(user) else user.telegram_id
 
 
 class RecipientBlockedError(NikitaError):

@@ -13,6 +13,7 @@ from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, 
 from telegram.constants import ChatType
 
 from agent.account.export import PartWriter, export_events
+from agent.account.group_forget import forget_group_words
 from agent.account.timezones import Ambiguous, lookup_timezone
 from agent.reminders.store import move_to_zone
 from agent.search.language import parse_language, set_language
@@ -55,9 +56,11 @@ def help_text(persona_name: str) -> str:
 
 FORGET_CONFIRM = "forget:confirm"
 FORGET_CANCEL = "forget:cancel"
+FORGET_CONFIRM_GROUPS = "forget:confirm:groups"
 FORGET_ASK = (
     "This deletes everything I know about you: our conversations, summaries, facts and your "
-    "profile. It cannot be undone. Are you sure? (You can also type /forget confirm.)"
+    "profile. It cannot be undone. Are you sure? (You can also type /forget confirm.) What you "
+    "said in groups stays in those groups' memory unless you delete it too (/forget confirm groups)."
 )
 BUTTON_NOT_HERE = "This button only works in your own chat with me. To delete your data there: /forget"
 FORGOTTEN = "Done. I've forgotten everything about you. If you write again, we start from scratch."
@@ -164,15 +167,17 @@ async def on_forget(update: Update, context: HandlerContext) -> None:
     message, person = update.effective_message, update.effective_user
     if message is None or person is None:
         return
-    if [a.lower() for a in context.args or []] == ["confirm"]:
-        await _forget(context, update, person.id, message.chat_id)
+    args = [a.lower() for a in context.args or []]
+    if args in (["confirm"], ["confirm", "groups"]):
+        await _forget(context, update, person.id, message.chat_id, groups=args == ["confirm", "groups"])
         return
     buttons = InlineKeyboardMarkup(
         [
             [
                 InlineKeyboardButton("Yes, delete everything", callback_data=FORGET_CONFIRM),
                 InlineKeyboardButton("No, keep it", callback_data=FORGET_CANCEL),
-            ]
+            ],
+            [InlineKeyboardButton("Yes, and my messages in groups too", callback_data=FORGET_CONFIRM_GROUPS)],
         ]
     )
     await message.reply_text(FORGET_ASK, reply_markup=buttons)
@@ -191,8 +196,9 @@ async def on_forget_button(update: Update, context: HandlerContext) -> None:
         await query.answer(BUTTON_NOT_HERE, show_alert=True)
         return
     await query.answer()
-    if query.data == FORGET_CONFIRM:
-        await _forget(context, update, query.from_user.id, chat_id)
+    if query.data in (FORGET_CONFIRM, FORGET_CONFIRM_GROUPS):
+        groups = query.data == FORGET_CONFIRM_GROUPS
+        await _forget(context, update, query.from_user.id, chat_id, groups=groups)
         return
     await send_text(context.bot, chat_id, "Okay, I'll keep everything.")
 
@@ -209,8 +215,15 @@ def own_chat(query: CallbackQuery) -> int | None:
     return message.chat.id
 
 
-async def _forget(context: HandlerContext, update: Update, telegram_id: int, chat_id: int) -> None:
+async def _forget(
+    context: HandlerContext, update: Update, telegram_id: int, chat_id: int, *, groups: bool = False
+) -> None:
     s = context.services
+    if groups:
+        # Their own lines in groups (by speaker), before the person row goes (agent/account/group_forget.py).
+        runtime = s.runtime
+        caches = runtime.jobs.caches
+        await forget_group_words(runtime.sessions, telegram_id, caches=caches, guard=runtime.guard)
     async with s.runtime.sessions() as session:
         user = await UserRepository(session).by_telegram_id(telegram_id)
     pending: tuple[str, ...] = ()

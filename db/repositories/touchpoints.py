@@ -18,7 +18,7 @@ from sqlalchemy import Select, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from db.models import ConversationThread, Touchpoint, TranscriptMessage
+from db.models import ConversationThread, Touchpoint, TranscriptMessage, User
 
 OPEN = ("planned", "sending")
 # The kind of a reminder's occurrence (agent/reminders/): the rules that keep touchpoints welcome and the
@@ -69,8 +69,15 @@ class TouchpointRepository:
         *,
         at: datetime,
     ) -> int:
-        """Store plans not stored before (the idempotency key); return how many were new."""
+        """Store plans not stored before (the idempotency key); return how many were new.
+
+        A group chat gets no follow-ups or check-ins: the bot never writes first into a group, so
+        nothing is planned for a group's owner row (a reminder set in a group is planned by
+        agent/reminders, and goes to the group).
+        """
         if not plans:
+            return 0
+        if await self.session.scalar(select(User.kind).where(User.id == user_id)) == "group":
             return 0
         keys = [p.thread_key for p in plans if p.thread_key]
         threads: dict[str, int] = {}

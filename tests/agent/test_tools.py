@@ -16,7 +16,7 @@ from pydantic_ai.messages import (
     ToolCallPart,
     ToolReturnPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, FunctionDef, FunctionModel
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
@@ -73,7 +73,7 @@ def make_service(
     engine: AsyncEngine,
     sessions: async_sessionmaker[AsyncSession],
     clock: FrozenClock,
-    model: ToolScript,
+    model: FunctionDef,
 ) -> tuple[TurnService, Recall]:
     recall = Recall(
         settings=settings, sessions=sessions, dialect=engine.dialect.name, embedder=HashingEmbedder()

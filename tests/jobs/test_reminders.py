@@ -11,6 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from telegram import Bot
 
+from agent.account.groups import group_owner
 from agent.account.users import get_or_create_user
 from agent.core.clock import FrozenClock
 from agent.reminders.schedule import parse_local
@@ -173,3 +174,18 @@ async def test_the_daily_limit_applies(
     # The two are worked side by side; the user's row lock lets one through.
     (sent,) = tg.messages_to(46)
     assert sent.text in ("⏰ first", "⏰ second")
+
+
+async def test_a_groups_reminder_goes_to_the_group_and_a_members_to_the_member(
+    delivery: JobContext, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock, tg: FakeTelegram
+) -> None:
+    member = await _user(sessions, 43, "Europe/Lisbon")
+    group, _ = await group_owner(sessions, chat_id=-100_777, title="Picnic", now=FRIDAY_NOON, timezone="UTC")
+    await _set(delivery, group.id, "2026-03-27 13:00", text="bring the blanket")
+    await _set(delivery, member, "2026-03-27 13:00", text="call the dentist")
+
+    clock.current = FRIDAY_NOON + timedelta(hours=1, seconds=5)
+    assert await run_job("touchpoints", delivery) == {"due": 2, "sent": 2}
+    # The group's row has no Telegram user id: its reminder goes to the group's chat, nowhere else.
+    assert [m.text for m in tg.messages_to(-100_777)] == ["⏰ bring the blanket"]
+    assert [m.text for m in tg.messages_to(43)] == ["⏰ call the dentist"]

@@ -1,0 +1,60 @@
+"""/forget inside a group: only a Telegram admin of the group may delete the group's memory.
+
+The deletion itself is Telegram-free (agent/account/group_forget.py and `Runtime.forget` on the
+group's owner row); this module checks who asks and answers in the group.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from telegram import Message, Update
+from telegram.constants import ChatMemberStatus
+from telegram.error import TelegramError
+
+from agent.account.group_forget import group_owner_id
+from bot.handlers.context import HandlerContext
+
+logger = logging.getLogger(__name__)
+
+ADMINS = frozenset({ChatMemberStatus.ADMINISTRATOR, ChatMemberStatus.OWNER})
+GROUP_FORGET_ASK = (
+    "This deletes everything I remember of this group: its conversations, summaries and facts. "
+    "Members' private chats with me are not touched. It cannot be undone. An admin of the group "
+    "can confirm with /forget confirm."
+)
+GROUP_FORGET_ADMINS_ONLY = "Only an admin of this group can make me forget it."
+GROUP_FORGOTTEN = "Done. I've forgotten everything about this group."
+
+
+async def is_group_admin(context: HandlerContext, message: Message) -> bool:
+    """Whether the sender administers the group (Telegram says so; an anonymous admin speaks as it)."""
+    if message.sender_chat is not None and message.sender_chat.id == message.chat_id:
+        return True
+    person = message.from_user
+    if person is None:
+        return False
+    try:
+        member = await context.bot.get_chat_member(message.chat_id, person.id)
+    except TelegramError:
+        return False  # not knowing is not an admin: deleting a group's memory is final
+    return member.status in ADMINS
+
+
+async def on_group_forget(update: Update, context: HandlerContext) -> None:
+    """/forget in a group: asks first; /forget confirm by an admin of the group deletes its memory."""
+    message = update.effective_message
+    if message is None:
+        return
+    if not await is_group_admin(context, message):
+        await message.reply_text(GROUP_FORGET_ADMINS_ONLY)
+        return
+    if [a.lower() for a in context.args or []] != ["confirm"]:
+        await message.reply_text(GROUP_FORGET_ASK)
+        return
+    runtime = context.services.runtime
+    owner = await group_owner_id(runtime.sessions, message.chat_id)
+    if owner is not None:
+        result = await runtime.forget(owner)
+        logger.info("group forgotten", extra={"user_id": owner, "stores_pending": len(result.stores_pending)})
+    await message.reply_text(GROUP_FORGOTTEN)

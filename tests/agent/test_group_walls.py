@@ -1,0 +1,267 @@
+"""The walls between a group and its members' private chats, proved on real turns and real search.
+
+A group's turns run under the group's owner row (agent/account/groups.py) and a member's under
+their person row; every request the model receives is recorded and searched for the other side's
+marker words, with the recall and memory tools called on them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import asdict
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo
+from sqlalchemy import update
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from agent.account.groups import group_owner
+from agent.account.users import get_or_create_user
+from agent.core.clock import FrozenClock
+from agent.core.settings import Settings
+from agent.history.turn_notes import words
+from agent.search.search import SearchHit
+from agent.turn.service import TurnService
+from agent.turn.transcript import write_message
+from db.models import TranscriptMessage, User
+from tests.agent.test_tools import make_service
+
+pytestmark = pytest.mark.both_databases
+
+ANA, BOB = 7, 8
+SECRET = "aquamarinesecret"  # Ana tells it in private only
+GROUP_WORD = "vermilionpicnic"  # said in the group
+BOB_WORD = "bobsbluecake"  # Bob's line in the group
+SEARCHES = [
+    ("conversation_search", {"query": SECRET}),
+    ("conversation_search", {"query": "what did Ana tell you in private?"}),
+    ("conversation_search", {"query": GROUP_WORD}),
+    ("conversation_search", {"query": BOB_WORD}),
+    ("memory_search", {"query": SECRET}),
+    ("memory_search", {"query": GROUP_WORD}),
+    ("memory_search", {"query": ""}),
+]
+
+
+class Recorder:
+    """Records every request as text; a turn whose prompt starts with "search" calls every tool first."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str]] = []  # (the turn's prompt, everything the model was sent)
+        self.returns: list[str] = []
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        prompt = next(
+            words(p)
+            for m in reversed(messages)
+            if isinstance(m, ModelRequest)
+            for p in m.parts
+            if getattr(p, "part_kind", "") == "user-prompt"
+        )
+        # Everything the model was sent except its own tool calls (which carry the queries it chose).
+        sent = json.dumps(
+            [info.instructions, [[p for p in m.parts if p.part_kind != "tool-call"] for m in messages]],
+            default=str,
+        )
+        self.requests.append((prompt, sent))
+        start = max(
+            i
+            for i, m in enumerate(messages)
+            if isinstance(m, ModelRequest)
+            and any(getattr(p, "part_kind", "") == "user-prompt" for p in m.parts)
+        )
+        made = sum(1 for m in messages[start:] if isinstance(m, ModelResponse))
+        for m in messages[start:]:
+            if isinstance(m, ModelRequest):
+                self.returns.extend(
+                    json.dumps(p.content, default=str) for p in m.parts if p.part_kind == "tool-return"
+                )
+        if prompt.startswith("search") and made < len(SEARCHES):
+            name, args = SEARCHES[made]
+            return ModelResponse(parts=[ToolCallPart(name, json.dumps(args))])
+        return ModelResponse(parts=[TextPart("noted")])
+
+
+async def _people_and_group(
+    sessions: async_sessionmaker[AsyncSession], now: datetime
+) -> tuple[User, User, User]:
+    ana, _ = await get_or_create_user(
+        sessions, key=f"telegram:{ANA}", now=now, timezone="UTC", name="Ana", telegram_id=ANA
+    )
+    bob, _ = await get_or_create_user(
+        sessions, key=f"telegram:{BOB}", now=now, timezone="UTC", name="Bob", telegram_id=BOB
+    )
+    group, _ = await group_owner(sessions, chat_id=-100_500, title="Picnic club", now=now, timezone="UTC")
+    return ana, bob, group
+
+
+async def _group_line(
+    sessions: async_sessionmaker[AsyncSession], group: User, speaker: int, name: str, text: str, at: datetime
+) -> None:
+    """A line the bot heard in the group (listening: stored with its speaker, no model call)."""
+    async with sessions() as session, session.begin():
+        row = await write_message(session, group, role="user", content=text, sent_at=at)
+        row.speaker_telegram_id, row.speaker_name = speaker, name
+
+
+async def _said_by(sessions: async_sessionmaker[AsyncSession], group: User, speaker: int, name: str) -> None:
+    """The group turn's stored message gets its speaker, as the group surface stores it."""
+    async with sessions() as session, session.begin():
+        await session.execute(
+            update(TranscriptMessage)
+            .where(
+                TranscriptMessage.user_id == group.id,
+                TranscriptMessage.role == "user",
+                TranscriptMessage.speaker_telegram_id.is_(None),
+            )
+            .values(speaker_telegram_id=speaker, speaker_name=name)
+        )
+
+
+async def _seed(
+    service: TurnService, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> tuple[User, User, User]:
+    ana, bob, group = await _people_and_group(sessions, clock.now())
+    start = clock.now()
+    await service.reply(ana.id, f"promise to keep it between us: my code word is {SECRET}", start)
+    await service.recall.facts.add(ana.id, f"Her code word is {SECRET}", conversation_id=None, at=start)  # type: ignore[union-attr]
+    await service.reply(
+        group.id, f"let's meet at the {GROUP_WORD} spot on Saturday", start + timedelta(minutes=1)
+    )
+    await _said_by(sessions, group, ANA, "Ana")
+    await _group_line(
+        sessions,
+        group,
+        BOB,
+        "Bob",
+        f"I'll bring {BOB_WORD} for the {GROUP_WORD}",
+        start + timedelta(minutes=2),
+    )
+    await service.recall.facts.add(
+        group.id, f"The club meets at the {GROUP_WORD} spot", conversation_id=None, at=start
+    )  # type: ignore[union-attr]
+    await service.recall.settle()  # type: ignore[union-attr]
+    clock.advance(timedelta(days=1))
+    return ana, bob, group
+
+
+def _shown(hits: list[SearchHit]) -> str:
+    """Everything a list of search results would show the model."""
+    return json.dumps([asdict(h) for h in hits], default=str)
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return Settings(database_url=database_url, model="test", _env_file=None)
+
+
+async def test_a_private_secret_never_reaches_a_groups_requests_or_search(
+    settings: Settings, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    recorder = Recorder()
+    service, recall = make_service(settings, engine, sessions, clock, recorder)
+    ana, _, group = await _seed(service, sessions, clock)
+    recorder.requests.clear()
+    recorder.returns.clear()
+
+    await service.reply(group.id, "search: what did Ana tell you in private?", clock.now())
+
+    assert len(recorder.requests) == len(SEARCHES) + 1
+    assert all(SECRET not in sent for _, sent in recorder.requests)
+    assert all(SECRET not in r for r in recorder.returns)
+    assert any(GROUP_WORD in r for r in recorder.returns)  # the group's own memory is found
+    for query in (SECRET, "what did Ana tell you in private?", "code word"):
+        assert SECRET not in _shown(await recall.search(group.id, query, now=clock.now()))
+    # The secret is there, in Ana's own search.
+    assert any(SECRET in (h.snippet or "") for h in await recall.search(ana.id, SECRET, now=clock.now()))
+    await service.close()
+
+
+async def test_the_groups_words_never_reach_a_members_private_chat(
+    settings: Settings, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    recorder = Recorder()
+    service, recall = make_service(settings, engine, sessions, clock, recorder)
+    ana, bob, _ = await _seed(service, sessions, clock)
+    recorder.requests.clear()
+    recorder.returns.clear()
+
+    await service.reply(ana.id, "search: where do we meet on Saturday?", clock.now())
+    await service.reply(bob.id, "search: what did I bring?", clock.now())
+
+    for _, sent in recorder.requests:
+        assert GROUP_WORD not in sent and BOB_WORD not in sent
+    assert all(GROUP_WORD not in r and BOB_WORD not in r for r in recorder.returns)
+    assert GROUP_WORD not in _shown(await recall.search(ana.id, GROUP_WORD, now=clock.now()))
+    await service.close()
+
+
+async def test_with_recall_of_own_words_a_member_finds_their_own_group_lines_only(
+    database_url: str, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    settings = Settings(database_url=database_url, model="test", group_recall_own_words=True, _env_file=None)
+    recorder = Recorder()
+    service, recall = make_service(settings, engine, sessions, clock, recorder)
+    ana, bob, group = await _seed(service, sessions, clock)
+
+    hits = [h for h in await recall.search(ana.id, GROUP_WORD, now=clock.now()) if GROUP_WORD in _shown([h])]
+    assert [(h.group, h.speaker) for h in hits] == [("Picnic club", "Ana")]
+    assert hits[0].message_id is None and BOB_WORD not in _shown(hits)
+    # Bob's line holds the same word: only Bob finds it, and nobody finds the bot's answers there.
+    bobs = [h for h in await recall.search(bob.id, GROUP_WORD, now=clock.now()) if GROUP_WORD in _shown([h])]
+    assert [(h.group, h.speaker) for h in bobs] == [("Picnic club", "Bob")] and BOB_WORD in (
+        bobs[0].snippet or ""
+    )
+    assert BOB_WORD not in _shown(await recall.search(ana.id, BOB_WORD, now=clock.now()))
+    # The bot's answers in the group are the group's: Ana's search for them finds only her own chat.
+    assert all(h.group is None for h in await recall.search(ana.id, "noted", now=clock.now()))
+    # The group's facts and summaries stay in the group; the group itself gets no one's private words.
+    facts = await recall.facts.search(ana.id, GROUP_WORD, limit=10)
+    assert all(GROUP_WORD not in f.text for f in facts)
+    assert SECRET not in _shown(await recall.search(group.id, SECRET, now=clock.now()))
+
+    recorder.requests.clear()
+    recorder.returns.clear()
+    await service.reply(ana.id, "search: where do we meet?", clock.now())
+    assert any(GROUP_WORD in r and "Picnic club" in r for r in recorder.returns)
+    assert all(BOB_WORD not in sent for _, sent in recorder.requests)
+    await service.close()
+
+
+async def test_interleaved_private_and_group_turns_keep_their_walls(
+    settings: Settings, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    recorder = Recorder()
+    service, _ = make_service(settings, engine, sessions, clock, recorder)
+    ana, bob, group = await _seed(service, sessions, clock)
+    recorder.requests.clear()
+    at = clock.now()
+    turns: list[Any] = []
+    for i in range(4):
+        turns += [
+            service.reply(ana.id, f"ana private {i}: {SECRET}", at + timedelta(seconds=i)),
+            service.reply(group.id, f"search group {i}", at + timedelta(seconds=i)),
+            service.reply(bob.id, f"bob private {i}: search", at + timedelta(seconds=i)),
+            service.reply(
+                group.id, f"group talk {i}: {GROUP_WORD}", at + timedelta(seconds=i, milliseconds=500)
+            ),
+        ]
+    await asyncio.gather(*turns)
+
+    by_side = {"group": 0, "ana": 0, "bob": 0}
+    for prompt, sent in recorder.requests:
+        if prompt.startswith(("search group", "group talk")):
+            by_side["group"] += 1
+            assert SECRET not in sent
+        elif prompt.startswith("ana private"):
+            by_side["ana"] += 1
+            assert GROUP_WORD not in sent and BOB_WORD not in sent
+        else:
+            by_side["bob"] += 1
+            assert SECRET not in sent and GROUP_WORD not in sent and BOB_WORD not in sent
+    assert all(count >= 4 for count in by_side.values())
+    await service.close()
