@@ -14,6 +14,7 @@ from telegram.error import BadRequest
 from telegram.ext import (
     ApplicationBuilder,
     CallbackQueryHandler,
+    ChatMemberHandler,
     CommandHandler,
     ContextTypes,
     MessageHandler,
@@ -36,6 +37,8 @@ from bot.handlers import (
     access,
     admin,
     commands,
+    group_commands,
+    groups,
     media,
     memory_facts,
     messages,
@@ -62,6 +65,7 @@ ALLOWED_UPDATES = [
     "callback_query",
     "message_reaction",
     "stopped_message_generation",
+    "my_chat_member",
 ]
 
 
@@ -155,7 +159,29 @@ def _register(application: AnyApplication, settings: Settings) -> None:
     application.add_handler(
         MessageHandler(private & ~filters.TEXT & ~filters.StatusUpdate.ALL, messages.on_other)
     )
+    _register_groups(application, settings)
     application.add_error_handler(messages.on_error)
+
+
+def _register_groups(application: AnyApplication, settings: Settings) -> None:
+    # Joining and leaving are heard even with groups off: the bot then says so and leaves.
+    application.add_handler(ChatMemberHandler(groups.on_my_chat_member, ChatMemberHandler.MY_CHAT_MEMBER))
+    if not settings.groups_enabled:
+        return
+    in_group = filters.ChatType.GROUPS
+    application.add_handler(MessageHandler(filters.StatusUpdate.MIGRATE & in_group, groups.on_migrate))
+    group_commands_ = {
+        "help": group_commands.on_group_help,
+        "timezone": group_commands.on_group_timezone,
+        "memory": group_commands.on_group_memory,
+    }
+    for name, callback in group_commands_.items():
+        application.add_handler(CommandHandler(name, callback, filters=in_group))
+    application.add_handler(
+        CommandHandler(group_commands.PRIVATE_ONLY, group_commands.on_private_only, filters=in_group)
+    )
+    # Everything else a member says (other bots' commands too): answered when addressed, else heard.
+    application.add_handler(MessageHandler(in_group & ~filters.StatusUpdate.ALL, groups.on_group_message))
 
 
 async def _post_init(application: AnyApplication) -> None:

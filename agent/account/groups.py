@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from db.models import User
+from db.models import TranscriptMessage, User
 from db.repositories.users import UserRepository
 
 GROUP = "group"
@@ -68,14 +68,22 @@ async def move_group(sessions: async_sessionmaker[AsyncSession], old_chat_id: in
     """A group became a supergroup (a new chat id): its memory follows it. False when nothing moved.
 
     Telegram sends the move twice (`migrate_to_chat_id` in the old chat, `migrate_from_chat_id` in
-    the new one); the second finds the row already moved and changes nothing.
+    the new one); the second finds the row already moved and changes nothing. Telegram message ids
+    count per chat, so the new chat's ids start again: the old chat's ids are cleared from the
+    transcript, or a new message would be taken for a repeated delivery of an old one.
     """
     async with sessions() as session, session.begin():
         if await UserRepository(session).by_chat_id(new_chat_id) is not None:
             return False
-        result = await session.execute(
-            update(User)
-            .where(User.chat_id == old_chat_id, User.kind == GROUP)
-            .values(chat_id=new_chat_id, key=group_key(new_chat_id))
+        owner = await session.scalar(select(User.id).where(User.chat_id == old_chat_id, User.kind == GROUP))
+        if owner is None:
+            return False
+        await session.execute(
+            update(User).where(User.id == owner).values(chat_id=new_chat_id, key=group_key(new_chat_id))
         )
-        return bool(getattr(result, "rowcount", 0))
+        await session.execute(
+            update(TranscriptMessage)
+            .where(TranscriptMessage.user_id == owner, TranscriptMessage.telegram_message_id.is_not(None))
+            .values(telegram_message_id=None)
+        )
+        return True

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.access import REFUSED, STRANGERS, AccessListing
 from agent.account.access_keys import is_id
+from agent.account.groups import is_group
 from agent.context.snapshot import format_snapshot
 from agent.core.clock import local_day
 from agent.core.settings import Settings
@@ -110,12 +111,20 @@ async def memory_report(
         )
     facts = await _graph_facts(graph, user_id, now) or facts
     profile = user.profile or {}
+    # A group's own memory (agent/account/groups.py): no profile of a person to show.
+    who = (
+        ["Here's what I remember of this group.", "", f"This group: time zone {user.timezone}."]
+        if is_group(user)
+        else [
+            "Here's what I remember about you.",
+            "",
+            f"You: {user.name or 'no name yet'}, time zone {user.timezone}.",
+            f"Interests: {_join(profile.get('interests'))}.",
+            f"Boundaries: {_join(profile.get('boundaries'))}.",
+        ]
+    )
     lines = [
-        "Here's what I remember about you.",
-        "",
-        f"You: {user.name or 'no name yet'}, time zone {user.timezone}.",
-        f"Interests: {_join(profile.get('interests'))}.",
-        f"Boundaries: {_join(profile.get('boundaries'))}.",
+        *who,
         "",
         "Things we left open:" if threads else "Nothing left open between us.",
         *(f"- {t}" for t in threads),

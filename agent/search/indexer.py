@@ -133,6 +133,7 @@ class Indexer:
             TranscriptMessage.content,
             TranscriptMessage.sent_at,
             TranscriptMessage.role,
+            TranscriptMessage.speaker_name,
         )
         rows = (
             await session.execute(
@@ -166,7 +167,7 @@ class Indexer:
                 r.content,
                 r.sent_at,
                 max(1, self.counter.count(r.content)),
-                speakers.get(r.role, ""),
+                r.speaker_name or speakers.get(r.role, ""),
             )
             for r in rows
         ]

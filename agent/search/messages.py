@@ -203,7 +203,9 @@ class MessageRanking:
                 score=round(score, 4),
                 role=message.role,
                 sent_at=message.sent_at.isoformat(timespec="minutes"),
-                speaker=speaker_name(message.role, user_name=user_name, persona_name=persona_name),
+                # A group's messages name their own speaker; a private chat's are the user's or the bot's.
+                speaker=message.speaker_name
+                or speaker_name(message.role, user_name=user_name, persona_name=persona_name),
                 when=describe_day(day, query.today) if query.today is not None else None,
             )
             ranked.append((hit, day.toordinal()))

@@ -79,6 +79,10 @@ class ChatTurn(Turn[Prepared, Answered, TurnResult]):
     progress: TurnProgress | None
     updated: StoredHistory | None = None  # the history as stored, for the cache after the commit
 
+    def instructions(self) -> str:
+        """The persona prompt the agent runs with."""
+        return persona_for(self.service.settings).chat
+
     async def resume(self, session: AsyncSession, found: Delivered) -> Prepared | Done[TurnResult]:
         """Answer a message stored in a session but never answered; anything else was answered."""
         if found.answer is not None or found.message.conversation_id is None:
@@ -123,7 +127,7 @@ class ChatTurn(Turn[Prepared, Answered, TurnResult]):
             now=self.at,
             timezone=user.timezone,
             sessions=service.sessions,
-            persona=persona_for(service.settings).chat,
+            persona=self.instructions(),
             memory=context.memory,
             note=context.note,
             recall=service.recall,

@@ -21,7 +21,7 @@ from agent.core.errors import UserNotFoundError
 from agent.history.cache import SessionHistories
 from agent.search.language import detect_language, set_language
 from agent.turn.sessions import session_expired, session_timeout_for
-from agent.turn.transcript import write_message
+from agent.turn.transcript import Speaker, write_message
 from db.models import PROACTIVE, Conversation, TranscriptMessage, User
 from db.repositories.conversations import ConversationRepository
 from db.repositories.users import UserRepository
@@ -80,8 +80,15 @@ class MessageIntake:
         sent_at: datetime,
         telegram_message_id: int | None,
         kind: str,
+        *,
+        speaker: Speaker | None = None,
+        answered: bool = True,
     ) -> Prepared:
-        """Store a new message in its session (closing one a long enough pause ended)."""
+        """Store a new message in its session (closing one a long enough pause ended).
+
+        `answered=False`: a group message the bot only hears; the session's message count is the
+        version of its stored history, which only answered turns grow, so it stays as it is.
+        """
         conversations = ConversationRepository(session)
         user, conversation = await conversations.user_and_active(user_id)
         if user is None:
@@ -104,7 +111,8 @@ class MessageIntake:
         if conversation.kind == PROACTIVE:
             conversation.kind = "text"  # answered: an ordinary conversation from now on
         conversation.last_message_at = max(conversation.last_message_at, sent_at)
-        conversation.message_count += 1
+        if answered:
+            conversation.message_count += 1
         if user.last_message_at is None or sent_at > user.last_message_at:
             user.last_message_at = sent_at
         message = await write_message(
@@ -116,6 +124,7 @@ class MessageIntake:
             sent_at=sent_at,
             conversation_id=conversation.id,
             telegram_message_id=telegram_message_id,
+            speaker=speaker,
         )
         if user.language is None and kind == "text":
             # Until the user's language is known, each message may tell it (full text stems by it).

@@ -30,6 +30,14 @@ class TurnReceipt(Protocol):
 
 
 @dataclass(frozen=True)
+class Speaker:
+    """Who said a group chat's message: their Telegram id (None for a chat speaking as itself) and name."""
+
+    telegram_id: int | None
+    name: str
+
+
+@dataclass(frozen=True)
 class Delivered:
     """A user's message stored before, and the answer to it if one was stored."""
 
@@ -60,11 +68,13 @@ async def write_message(
     telegram_message_id: int | None = None,
     reply_to_id: int | None = None,
     in_day: bool = True,
+    speaker: Speaker | None = None,
 ) -> TranscriptMessage:
     """Store one message in the caller's transaction and count it into its day.
 
     `in_day=False` keeps the row out of the day segments (onboarding's exchange, which is not part
-    of the user's days). Raises `IntegrityError` at flush when the Telegram id is stored already.
+    of the user's days). `speaker`: who said a group chat's message. Raises `IntegrityError` at
+    flush when the Telegram id is stored already.
     """
     segment = (
         await DaySegmentRepository(session).open(
@@ -83,6 +93,8 @@ async def write_message(
         telegram_message_id=telegram_message_id,
         reply_to_id=reply_to_id,
         day_segment_id=segment.id if segment is not None else None,
+        speaker_telegram_id=speaker.telegram_id if speaker is not None else None,
+        speaker_name=speaker.name if speaker is not None else None,
     )
     if segment is not None:
         DaySegmentRepository.record_message(segment, row.id, sent_at)

@@ -25,6 +25,7 @@ from starlette.routing import Route
 from bench.fakes.serving import QuickServer
 from bench.fakes.telegram_drafts import DraftApi
 from bench.fakes.telegram_files import FileApi
+from bench.fakes.telegram_groups import GroupApi
 from bench.fakes.telegram_markup import ApiError, bad_request, checked_text
 from bench.fakes.telegram_params import read_params
 from bench.fakes.telegram_records import ApiCall, SentDocument, SentDraft, SentEdit, SentMessage
@@ -54,7 +55,7 @@ def _error(code: int, description: str, parameters: Json | None = None) -> JSONR
 Handler = Callable[[Json, dict[str, tuple[str, bytes, str]]], Awaitable[Any]]
 
 
-class FakeTelegram(FileApi, UpdateFactory, WebAppApi, SetupApi, DraftApi):
+class FakeTelegram(FileApi, UpdateFactory, GroupApi, WebAppApi, SetupApi, DraftApi):
     """Telegram's Bot API on 127.0.0.1, served by uvicorn in a background thread; records every call."""
 
     def __init__(
@@ -101,6 +102,7 @@ class FakeTelegram(FileApi, UpdateFactory, WebAppApi, SetupApi, DraftApi):
         self._init_web_app()
         self._init_files()
         self._init_drafts()
+        self._init_groups()
         self._methods: dict[str, Handler] = {
             name.lower(): getattr(self, f"_api_{name}")
             for name in (
@@ -124,6 +126,9 @@ class FakeTelegram(FileApi, UpdateFactory, WebAppApi, SetupApi, DraftApi):
                 "getFile",
                 "setChatMenuButton",
                 "getChatMenuButton",
+                "getChatMember",
+                "getChatAdministrators",
+                "leaveChat",
                 "close",
                 "logOut",
             )

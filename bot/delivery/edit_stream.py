@@ -10,6 +10,8 @@ exactly like a sent chunk, so the delivery guarantee still holds. Edits go out a
 
 from __future__ import annotations
 
+from typing import Any
+
 from telegram import Bot
 from telegram.error import BadRequest
 
@@ -23,8 +25,18 @@ GROUP_INTERVAL = 3.0  # seconds between edits in a group (~20 messages a minute 
 class EditStream(LivePreview):
     """A `TurnProgress` that shows the answer in one message it sends, then edits."""
 
-    def __init__(self, bot: Bot, chat_id: int, *, interval: float, message_id: int | None = None) -> None:
+    def __init__(
+        self,
+        bot: Bot,
+        chat_id: int,
+        *,
+        interval: float,
+        message_id: int | None = None,
+        where: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(bot, chat_id, interval=max(interval, MIN_INTERVAL))
+        # In a group: the reply to the addressed message, in its topic (bot/delivery/placement.py).
+        self.where = where or {}
         # The preview message, once Telegram accepted it (or an earlier try's, edited again).
         self.message_id = message_id
         self.edits = 0  # edits Telegram accepted
@@ -32,7 +44,9 @@ class EditStream(LivePreview):
     async def _put(self, chunk: Chunk) -> None:
         entities = chunk.entities or None
         if self.message_id is None:
-            sent = await self.bot.send_message(chat_id=self.chat_id, text=chunk.text, entities=entities)
+            sent = await self.bot.send_message(
+                chat_id=self.chat_id, text=chunk.text, entities=entities, **self.where
+            )
             self.message_id = sent.message_id
             return
         await self.bot.edit_message_text(

@@ -26,6 +26,7 @@ from telegram.error import BadRequest, InvalidToken
 from agent.core.settings import Settings
 from bot.delivery.edit_stream import GROUP_INTERVAL, EditStream
 from bot.delivery.formatting import Chunk
+from bot.delivery.placement import placement
 from bot.delivery.preview import Activity, LivePreview
 from bot.delivery.stops import Stops
 from bot.delivery.worked_row import WorkedRow
@@ -110,6 +111,7 @@ async def preview(
     sent, is handed to `delivery`, whose reply turns it into the answer. With `stops`, drafts offer
     the stop button, which cancels the turn (bot/delivery/stops.py)."""
     private, fallback = message.chat.type == ChatType.PRIVATE, settings.stream_edit_fallback
+    # Drafts are private-only: a group's preview is a message sent, then edited (STREAM_EDIT_FALLBACK).
     if not settings.stream_replies or not (private or fallback):
         yield None
         return
@@ -121,6 +123,7 @@ async def preview(
             message.chat_id,
             interval=interval if private else max(interval, GROUP_INTERVAL),
             message_id=delivery.preview_message_id,
+            where=placement(delivery.row.payload),
         )
         if fallback
         else None

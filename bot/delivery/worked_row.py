@@ -28,6 +28,7 @@ from telegram.error import BadRequest, TelegramError
 from agent.core.clock import Clock
 from agent.core.errors import LeaseLostError
 from bot.delivery.formatting import Chunk, render
+from bot.delivery.placement import placement
 from db.inbox import InboxRepository, LeasedUpdate
 from db.models import InboxUpdate
 from db.uninterrupted import uninterrupted
@@ -141,14 +142,17 @@ class WorkedRow:
         assert self.chat_id is not None
         chunk = chunks[self.sent]
         if self.sent > 0 or not await self._into_preview(bot, chunk):
+            where = placement(self.row.payload)
             try:
-                await bot.send_message(chat_id=self.chat_id, text=chunk.text, entities=chunk.entities or None)
+                await bot.send_message(
+                    chat_id=self.chat_id, text=chunk.text, entities=chunk.entities or None, **where
+                )
             except BadRequest as exc:
                 if not chunk.entities:
                     raise
                 # Formatting must never cost the reply: the same words without entities.
                 logger.warning("formatted chunk refused; sending it plain", extra={"error": exc.message})
-                await bot.send_message(chat_id=self.chat_id, text=chunk.text)
+                await bot.send_message(chat_id=self.chat_id, text=chunk.text, **where)
         self.sent += 1
         await self._record(self.sent, len(chunks))
 
@@ -157,7 +161,7 @@ class WorkedRow:
         preview when there is one."""
         assert self.chat_id is not None
         if not await self._into_preview(bot, Chunk(text)):
-            await bot.send_message(chat_id=self.chat_id, text=text)
+            await bot.send_message(chat_id=self.chat_id, text=text, **placement(self.row.payload))
 
     async def _into_preview(self, bot: Bot, chunk: Chunk) -> bool:
         """Edit the preview message into `chunk`: True when it shows it, False when there is no

@@ -29,6 +29,8 @@ class TranscriptRepository:
         telegram_message_id: int | None = None,
         reply_to_id: int | None = None,
         day_segment_id: int | None = None,
+        speaker_telegram_id: int | None = None,
+        speaker_name: str | None = None,
     ) -> TranscriptMessage:
         """Insert one message and flush to get its id."""
         message = TranscriptMessage(
@@ -41,6 +43,8 @@ class TranscriptRepository:
             telegram_message_id=telegram_message_id,
             reply_to_id=reply_to_id,
             day_segment_id=day_segment_id,
+            speaker_telegram_id=speaker_telegram_id,
+            speaker_name=speaker_name,
         )
         self.session.add(message)
         await self.session.flush()

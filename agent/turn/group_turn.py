@@ -1,0 +1,207 @@
+"""A group chat's turns: a message the bot only hears, and one addressed to it, in the turn frame.
+
+A group is a memory owner of its own (agent/account/groups.py), so both turns run with the group's
+owner id: its sessions, history, days, search and facts, never a member's. Every message is stored
+once, with its speaker. A heard message joins the group's open session (a long enough pause closes
+it, as for a person) and gets no model call and no answer. An addressed message is a chat turn
+whose user prompt is what was heard since the bot's last answer, one line per speaker, then the
+addressed message: that prompt is what the stored history keeps, so the history stays a valid
+alternation of requests and responses however many people spoke in between.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from agent.chat.streaming import TurnProgress
+from agent.core.clock import ensure_utc
+from agent.turn.chat_turn import ChatTurn, TurnResult
+from agent.turn.daily_tokens import Over
+from agent.turn.frame import Done, Stored, Turn, clean
+from agent.turn.intake import Prepared
+from agent.turn.transcript import Delivered, Speaker, TurnReceipt
+from db.models import TranscriptMessage
+
+if TYPE_CHECKING:
+    from agent.turn.service import TurnService
+
+# At most this many heard lines go with an addressed message (the newest); older ones stay searchable.
+MAX_HEARD = 40
+
+GROUP_RULE = """
+
+## In a group chat
+
+You are in a group chat with several people. The message you get lists what was said since your
+last answer, one line per speaker ("Name: ..."), and last the message addressed to you
+("Name (to you): ..."). Answer that person, and name who you answer when several are talking.
+Only this group's conversation is known here: nothing from anyone's private chat with you."""
+
+
+def heard_line(speaker: str | None, content: str, *, to_you: bool = False) -> str:
+    """One message as the model reads it in a group: "Ana: ..." or "Bob (to you): ..."."""
+    name = speaker or "Someone"
+    return f"{name} (to you): {content}" if to_you else f"{name}: {content}"
+
+
+async def group_prompt(session: AsyncSession, message: TranscriptMessage) -> str:
+    """The user prompt of an addressed group message: the lines heard since the last answer, then it."""
+    assert message.conversation_id is not None
+    in_session = TranscriptMessage.conversation_id == message.conversation_id
+    last_answer = (
+        select(func.coalesce(func.max(TranscriptMessage.id), 0))
+        .where(in_session, TranscriptMessage.role == "assistant", TranscriptMessage.id < message.id)
+        .scalar_subquery()
+    )
+    rows = (
+        await session.execute(
+            select(TranscriptMessage.speaker_name, TranscriptMessage.content)
+            .where(
+                in_session,
+                TranscriptMessage.role == "user",
+                TranscriptMessage.id > last_answer,
+                TranscriptMessage.id < message.id,
+            )
+            .order_by(TranscriptMessage.id.desc())
+            .limit(MAX_HEARD)
+        )
+    ).all()
+    lines = [heard_line(name, content) for name, content in reversed(rows)]
+    lines.append(heard_line(message.speaker_name, message.content, to_you=True))
+    return "\n".join(lines)
+
+
+@dataclass(kw_only=True)
+class GroupTurn(ChatTurn):
+    """A group message addressed to the bot, answered by the chat agent with the group's memory."""
+
+    speaker: Speaker
+
+    def instructions(self) -> str:
+        """The persona with the group rule after it."""
+        return super().instructions() + GROUP_RULE
+
+    async def resume(self, session: AsyncSession, found: Delivered) -> Prepared | Done[TurnResult]:
+        """A message stored but never answered: answered now, with what was heard before it."""
+        taken = await super().resume(session, found)
+        if isinstance(taken, Done):
+            return taken
+        return replace(taken, text=await group_prompt(session, found.message))
+
+    async def take(self, session: AsyncSession) -> Prepared:
+        """Store the message with its speaker; the prompt is what was heard, then the message."""
+        prepared = await self.service.intake.store(
+            session,
+            self.user_id,
+            self.text,
+            self.at,
+            self.telegram_message_id,
+            self.kind,
+            speaker=self.speaker,
+        )
+        message = await session.get(TranscriptMessage, prepared.message_id)
+        assert message is not None
+        return replace(prepared, text=await group_prompt(session, message))
+
+
+@dataclass(kw_only=True)
+class HeardTurn(Turn[int, None, bool]):
+    """A group message not addressed to the bot: stored with its speaker, no model call, no answer."""
+
+    service: TurnService
+    key: int
+    user_id: int
+    at: datetime
+    telegram_message_id: int | None
+    text: str
+    kind: str
+    speaker: Speaker
+    calls_model: bool = False
+
+    async def resume(self, session: AsyncSession, found: Delivered) -> Done[bool]:
+        """Heard before: nothing to do."""
+        return Done(False)
+
+    async def take(self, session: AsyncSession) -> int:
+        """Store the message in the group's session."""
+        prepared = await self.service.intake.store(
+            session,
+            self.user_id,
+            self.text,
+            self.at,
+            self.telegram_message_id,
+            self.kind,
+            speaker=self.speaker,
+            answered=False,
+        )
+        return prepared.message_id
+
+    async def answer(self, taken: int, over: Over | None) -> None:
+        """No answer."""
+
+    async def store(self, session: AsyncSession, taken: int, answer: None) -> Stored[bool]:
+        """Nothing more to write, and no answer to record."""
+        return Stored(True, None)
+
+    async def after(self, taken: int, answer: None, result: bool) -> None:
+        """Index the heard message for search, as an answered turn's messages are."""
+        self.service.index(self.user_id, self.at)
+
+
+async def group_reply(
+    service: TurnService,
+    owner_id: int,
+    text: str,
+    sent_at: datetime,
+    *,
+    speaker: Speaker,
+    telegram_message_id: int | None = None,
+    receipt: TurnReceipt | None = None,
+    progress: TurnProgress | None = None,
+    kind: str = "text",
+    held: bool = False,
+) -> TurnResult:
+    """Answer a message addressed to the bot in the group whose memory `owner_id` is."""
+    turn = GroupTurn(
+        service=service,
+        key=owner_id,
+        user_id=owner_id,
+        at=ensure_utc(sent_at),
+        telegram_message_id=telegram_message_id,
+        text=clean(text),
+        kind=kind,
+        attachments=(),
+        progress=progress,
+        speaker=speaker,
+    )
+    return await service.frame.run(turn, receipt=receipt, held=held)
+
+
+async def hear(
+    service: TurnService,
+    owner_id: int,
+    text: str,
+    sent_at: datetime,
+    *,
+    speaker: Speaker,
+    telegram_message_id: int | None = None,
+    kind: str = "text",
+    held: bool = False,
+) -> bool:
+    """Store a group message the bot only hears; False when it was stored already."""
+    turn = HeardTurn(
+        service=service,
+        key=owner_id,
+        user_id=owner_id,
+        at=ensure_utc(sent_at),
+        telegram_message_id=telegram_message_id,
+        text=clean(text),
+        kind=kind,
+        speaker=speaker,
+    )
+    return await service.frame.run(turn, held=held)

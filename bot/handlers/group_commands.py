@@ -1,0 +1,115 @@
+"""Commands in a group chat: /help, /timezone (the group's Telegram admins only) and /memory (the
+group's memory, never a member's). The commands about a person's own data answer that they work in
+a private chat."""
+
+from __future__ import annotations
+
+from telegram import Message, Update
+from telegram.constants import ChatMemberStatus
+from telegram.error import TelegramError
+
+from agent.account.timezones import Ambiguous, lookup_timezone
+from agent.reminders.store import move_to_zone
+from agent.reports.texts import memory_report
+from bot.delivery.placement import placement
+from bot.delivery.sending import split_text
+from bot.handlers.context import HandlerContext
+from bot.handlers.groups import group_of
+from db.models import User
+
+# The private chat's commands that are about one person (their data, their settings).
+PRIVATE_ONLY = ("start", "skip", "language", "export", "timeline", "followups", "reminders")
+_ADMINS = frozenset({ChatMemberStatus.ADMINISTRATOR, ChatMemberStatus.OWNER})
+
+
+def group_help(name: str, username: str) -> str:
+    """/help in a group."""
+    return "\n".join(
+        [
+            f"I'm {name}. In this group I answer when you mention me (@{username}), reply to one of my "
+            "messages or say my name; otherwise I just listen.",
+            "I remember this group's conversation and who said what, here only: nothing from anyone's "
+            "private chat with me comes here, and this group's talk stays out of private chats.",
+            "",
+            "/memory - what I remember of this group",
+            "/timezone - show or set this group's time zone (group admins)",
+            "/forget - clear what I remember of this group (group admins)",
+            "",
+            "Everything else (your own memory, export, reminders) works in a private chat with me: "
+            f"@{username}",
+        ]
+    )
+
+
+async def _answer(context: HandlerContext, update: Update, text: str) -> None:
+    message = update.effective_message
+    assert message is not None
+    where = placement(update.to_dict())
+    for chunk in split_text(text) or ["…"]:
+        await context.bot.send_message(chat_id=message.chat_id, text=chunk, **where)
+
+
+async def on_group_help(update: Update, context: HandlerContext) -> None:
+    """/help in a group: how to talk to the bot there and what it remembers."""
+    name = context.services.runtime.settings.persona_name
+    await _answer(context, update, group_help(name, context.bot.username))
+
+
+async def on_private_only(update: Update, context: HandlerContext) -> None:
+    """A command about a person's own data, sent in a group: it works in a private chat."""
+    await _answer(
+        context,
+        update,
+        f"That one works in a private chat with me: @{context.bot.username}",
+    )
+
+
+async def _is_admin(context: HandlerContext, message: Message) -> bool:
+    person = message.from_user
+    if message.sender_chat is not None and message.sender_chat.id == message.chat_id:
+        return True  # an anonymous admin speaks as the group itself
+    if person is None:
+        return False
+    try:
+        member = await context.bot.get_chat_member(message.chat_id, person.id)
+    except TelegramError:
+        return False
+    return member.status in _ADMINS
+
+
+async def on_group_timezone(update: Update, context: HandlerContext) -> None:
+    """/timezone [place] in a group: show the group's time zone; its admins may set it."""
+    message = update.effective_message
+    if message is None:
+        return
+    runtime = context.services.runtime
+    group = await group_of(context, message.chat_id, message.chat.title, message.date)
+    wanted = " ".join(context.args or [])
+    if not wanted:
+        text = f"This group's time zone is {group.timezone}. A group admin can change it: /timezone Lisbon"
+    elif not await _is_admin(context, message):
+        text = "Only this group's admins can change its time zone."
+    elif (zone := await lookup_timezone(wanted)) is None:
+        text = f"I couldn't place {wanted!r}. Try the nearest big city, or a name like Europe/Lisbon."
+    elif isinstance(zone, Ambiguous):
+        lines = [f"/timezone {choice.label} ({choice.zone})" for choice in zone.choices]
+        text = f"There are several places called {zone.name}. Which one?\n" + "\n".join(lines)
+    else:
+        async with runtime.sessions() as session, session.begin():
+            stored = await session.get(User, group.id)
+            if stored is not None:
+                stored.timezone = zone
+                await move_to_zone(session, group.id, zone)
+        text = f"Got it: this group's time zone is now {zone}."
+    await _answer(context, update, text)
+
+
+async def on_group_memory(update: Update, context: HandlerContext) -> None:
+    """/memory in a group: what the bot remembers of this group, never of a member."""
+    message = update.effective_message
+    if message is None:
+        return
+    runtime = context.services.runtime
+    group = await group_of(context, message.chat_id, message.chat.title, message.date)
+    report = await memory_report(runtime.sessions, group.id, message.date, graph=runtime.graph)
+    await _answer(context, update, report)
