@@ -43,6 +43,7 @@ from bench.common import describe, scratch_database
 from bench.fakes.anthropic_api import FakeAnthropic, Reply, last_user_text
 from db.engine import create_engine, session_factory
 from db.models import GeneratedPrompt, TranscriptMessage
+from db.repositories.usage import UsageRepository
 
 START = datetime(2026, 3, 10, 8, 0, tzinfo=UTC)
 DAY = timedelta(hours=15)
@@ -125,6 +126,7 @@ class GroupDay:
     heard_ms: list[float] = field(default_factory=list)
     tokens: list[Tokens] = field(default_factory=list)  # the late addressed turns
     cache: list[tuple[int, int]] = field(default_factory=list)  # every addressed turn: (read, input)
+    spent: list[int] = field(default_factory=list)  # the group's tokens of the day after each of them
     owner_id: int = 0
 
 
@@ -197,6 +199,9 @@ async def run_day(
             if fake is not None:
                 uses = [u for u in fake.cache.uses[before:] if u.model == chat_model]
                 day.cache.append((sum(u.read for u in uses), sum(u.total for u in uses)))
+                async with sessions() as session:
+                    _, spent = await UsageRepository(session).spent(message.at.date(), owner.id)
+                day.spent.append(spent)
             if n >= late:
                 day.addressed_ms.append(elapsed)
                 day.tokens.append(await _tokens(sessions, result.message_id))
@@ -236,6 +241,8 @@ async def cached_day(settings: Settings, said: Sequence[Said]) -> GroupDay:
                 model=settings.model,
                 anthropic_api_key="bench-key",
                 prompt_cache=settings.prompt_cache,
+                # Every turn answered by the model; where the day crosses the cap is printed instead.
+                group_daily_tokens=0,
                 _env_file=None,
             )
             return await run_day(url, chat, build_model(chat.model, chat), said, clock=clock, fake=fake)
@@ -292,6 +299,13 @@ async def run_group_bench(settings: Settings, *, quick: bool = False) -> None:
         f"  chat input read from cache: first turn {shares[0]:.1%}; from the second "
         f"{sum(r for r, _ in later) / max(1, sum(t for _, t in later)):.1%} of "
         f"{sum(t for _, t in later)} tokens (lowest turn {min(shares[1:]):.1%})"
+    )
+    cap = settings.group_daily_tokens
+    crossed = next((n for n, spent in enumerate(cached.spent, 1) if spent >= cap), None) if cap else None
+    print(
+        f"  the group's model tokens of the day: {cached.spent[-1]:,} (chat and compaction); "
+        f"GROUP_DAILY_TOKENS {cap:,} "
+        + (f"reached after addressed turn {crossed}" if crossed else "not reached")
     )
 
 
