@@ -7,43 +7,22 @@ Once, on SQLite: the SQL behind these runs on both databases in tests/agent/test
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import Any
 
-from pydantic_ai.models.function import FunctionModel
-from pydantic_ai.models.test import TestModel
 from sqlalchemy import func, select
 
 from agent.account.ratelimit import Verdict
 from agent.core.settings import Settings
 from agent.turn.daily_tokens import BUDGET_REPLY
 from bench.fakes.telegram_api import FakeTelegram
-from bot.app import build_application, running
-from bot.runtime import Runtime, build_runtime
-from bot.services import services_of
 from db.models import InboxUpdate, TranscriptMessage, User
 from tests.bot.conftest import Brain
+from tests.bot.test_access import bot, drained
 from tests.bot.test_groups import group_lines, reply_target
 
 GROUP, STRANGE_GROUP = -4001, -4002
 ANA, BOB = 11, 12
-
-
-@asynccontextmanager
-async def bot(settings: Settings, brain: Brain) -> AsyncIterator[tuple[Runtime, Any]]:
-    """The bot on these settings; the runtime closes with the application."""
-    runtime = await build_runtime(
-        settings, model=FunctionModel(brain), migrate=False, summary_model=TestModel()
-    )
-    application = build_application(runtime, webhook=False)
-    async with running(application, poll_timeout=1):
-        yield runtime, application
-
-
-async def drained(application: Any) -> None:
-    """Wait until every stored update is worked."""
-    assert await services_of(application).delivery.dispatcher.drain(within=15)
 
 
 async def test_a_group_over_its_minute_limit_gets_one_note_and_no_model_call(
