@@ -1,4 +1,4 @@
-"""The turn frame: the one skeleton every surface's turn runs in (chat, onboarding, short answers,
+"""The turn frame: the one skeleton every surface's turn runs in (chat, groups, onboarding, short answers,
 voice calls).
 
 A turn, in order:

@@ -46,6 +46,9 @@ def help_text(persona_name: str) -> str:
             f"I'm {persona_name}. Just write to me like you would to a friend; I remember our conversations.",
             "",
             *(f"/{name} - {text}" for name, text in USER_COMMANDS),
+            "",
+            "Add me to a group and I answer there when mentioned, replied to or named; what I hear in a "
+            "group stays that group's memory.",
         ]
     )
 

@@ -1,7 +1,7 @@
 """The send-then-edit preview in a group chat, through the real python-telegram-bot and fake Bot API.
 
-The bot answers private chats only today, so no group update reaches a turn; this drives the
-preview a group message would get, as the handler does.
+This drives the preview directly, for its pace and its edits; tests/bot/test_groups.py sees a group
+turn's preview through the handler.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -239,3 +239,24 @@ async def test_group_commands(tg: FakeTelegram, brain: Brain, runtime: Runtime, 
     helped = (await tg.wait_for_messages(5, chat_id=GROUP))[-1]
     assert "mention you" not in helped.text and "reply to one of my messages" in helped.text
     assert not brain.chat_calls  # no command reached the model
+
+
+async def test_a_streamed_answer_is_one_message_sent_then_edited_in_its_topic(
+    tg: FakeTelegram, settings: Settings, engine: AsyncEngine
+) -> None:
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        yield "Hello "
+        await asyncio.sleep(0.5)
+        yield "everyone, nice to meet you"
+
+    model = FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("unused")]), stream_function=stream)
+    async with running_bot(settings, model):
+        asked = tg.mention(SUPERGROUP, ANA, "say hi", first_name="Ana", thread_id=3)
+        preview = (await tg.wait_for_messages(1, chat_id=SUPERGROUP))[0]
+        await tg.wait_for_calls("editMessageText")
+    assert preview.params["message_thread_id"] == 3
+    assert reply_target(preview) == asked["message"]["message_id"]
+    # The preview became the answer: one message in the chat, no drafts (they are private-only).
+    assert tg.chat_view(SUPERGROUP) == ["Hello everyone, nice to meet you"]
+    assert len(tg.messages_to(SUPERGROUP)) == 1
+    assert not tg.calls_to("sendMessageDraft")
