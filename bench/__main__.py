@@ -32,6 +32,7 @@ NAMES = (
     "cost",
     "trip",
     "structure",
+    "group",
 )
 
 
@@ -123,6 +124,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench.trip import run_trip_bench
 
         asyncio.run(run_trip_bench(verbose=args.verbose))
+    elif args.name == "group":
+        from bench.group import run_group_bench
+
+        asyncio.run(run_group_bench(settings, quick=quick))
     elif args.name == "context":
         from bench.context import run_context_bench
 

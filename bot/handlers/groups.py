@@ -7,6 +7,10 @@ one of its messages, or its name as a word; commands have their own handlers
 (bot/handlers/group_commands.py). Anything else is heard: stored with its speaker, no model call,
 no answer. Photos, voice notes and files are stored as what they are ("[photo] caption"); the model
 reads that line, not the file.
+
+Addressed messages count against the group's own rate limit (GROUP_RATE_LIMIT_*), never a
+member's: one over it is heard like any other, and the group is told once a window. The group's
+turns are metered on its owner row, so GROUP_DAILY_TOKENS caps them.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from telegram import ChatMember, ChatMemberUpdated, Message, Update
 from telegram.constants import ChatMemberStatus, MessageEntityType
 
 from agent.account.groups import group_owner, move_group
+from agent.account.ratelimit import Verdict, group_identity
 from agent.turn.group_turn import group_reply, hear
 from agent.turn.transcript import Speaker
 from bot.delivery.sending import typing
@@ -108,7 +113,12 @@ async def on_group_message(update: Update, context: HandlerContext) -> None:
     owner = await group_of(context, message.chat_id, message.chat.title, message.date)
     speaker, turns = speaker_of(message), s.runtime.turns
     me = context.bot
-    if not addressed(message, bot_id=me.id, username=me.username, name=settings.persona_name):
+    verdict: Verdict | None = None
+    if addressed(message, bot_id=me.id, username=me.username, name=settings.persona_name):
+        # The group's messages to the bot count together, never against a member's own allowance.
+        verdict = await s.limiter.check(group_identity(message.chat_id), message.date, "group")
+    if verdict is None or not verdict.allowed:
+        # Heard: a message over the group's limit stays in its memory, like one not addressed.
         await hear(
             turns,
             owner.id,
@@ -119,6 +129,10 @@ async def on_group_message(update: Update, context: HandlerContext) -> None:
             kind=kind,
             held=True,  # the inbox's lease on this row keeps the group's turns apart
         )
+        if verdict is not None and verdict.tell:
+            # Once a window; recorded on the inbox row, which sends it as a reply in the message's topic.
+            async with s.runtime.sessions() as session, session.begin():
+                await context.row.receipt(session, verdict.message)
         return
     row = context.row
     async with typing(me, message.chat_id), preview(me, message, settings, row) as progress:
