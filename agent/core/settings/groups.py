@@ -19,4 +19,4 @@ class GroupSettings(SettingsGroup):
     # the daily tokens of a group's turns; 0 turns a limit off.
     group_rate_limit_per_minute: int = 30
     group_rate_limit_per_day: int = 1000
-    group_daily_tokens: int = 500_000
+    group_daily_tokens: int = 1_000_000
