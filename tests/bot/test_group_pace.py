@@ -64,9 +64,9 @@ async def test_twenty_a_minute_into_one_group_while_a_private_chat_is_not_slowed
     times = sent_at[GROUP]
     assert all(times[i + 20] - times[i] >= PACE_WINDOW for i in range(len(times) - 20))
     assert times[-1] - times[0] == pytest.approx(2 * PACE_WINDOW)
-    # The other group filled its own minute and the private chat went out before any wait.
-    assert max(sent_at[OTHER_GROUP]) == pytest.approx(times[0])
-    assert max(sent_at[PRIVATE]) == pytest.approx(times[0])
+    # The only waits are the two the busy group needs for its 45: the other group (its 20 fit one
+    # minute) and the private chat never waited. (The shared clock jumps when the busy group waits,
+    # so the times the others' sends finished at say nothing about whether they waited.)
     assert clock.waits == [pytest.approx(PACE_WINDOW), pytest.approx(PACE_WINDOW)]
 
 
