@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import uvicorn
-from telegram import BotCommand, Update
+from telegram import BotCommand, BotCommandScopeAllGroupChats, Update
 from telegram.error import BadRequest
 from telegram.ext import (
     ApplicationBuilder,
@@ -190,6 +190,12 @@ async def _post_init(application: AnyApplication) -> None:
     s = services_of(application)
     settings = s.runtime.settings
     await application.bot.set_my_commands([BotCommand(name, text) for name, text in commands.USER_COMMANDS])
+    # Groups get their own menu, whose ephemeral commands answer the asker alone; none with groups off.
+    in_groups = BotCommandScopeAllGroupChats()
+    if settings.groups_enabled:
+        await application.bot.set_my_commands(group_commands.group_menu(), scope=in_groups)
+    else:
+        await application.bot.delete_my_commands(scope=in_groups)
     await timeline_command.point_menu_button(application.bot, settings)
     if application.bot_data.webhook:
         assert settings.webhook_url is not None and settings.webhook_secret is not None

@@ -170,6 +170,9 @@ class BotData:
 
     services: BotServices
     webhook: bool = False
+    # Set when the Bot API server refused an ephemeral answer (bot/handlers/group_answers.py): from then
+    # on this process answers group commands in the group only.
+    ephemeral_refused: bool = False
 
 
 def services_of(application: AnyApplication) -> BotServices:

@@ -304,7 +304,7 @@ class FakeTelegram(FileApi, UpdateFactory, GroupApi, WebAppApi, SetupApi, DraftA
             if self._drop_held:
                 raise ApiError(400, "Bad Request: the request was never completed")
         check_web_app_buttons(p.get("reply_markup"))
-        message = self._bot_message(p, text=checked_text(p))
+        message = self._bot_message(p, text=checked_text(p), **self._ephemeral_fields(p))
         self.sent.append(SentMessage(p["chat_id"], p["text"], p.get("parse_mode"), message["message_id"], p))
         return message
 

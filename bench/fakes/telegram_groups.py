@@ -1,12 +1,23 @@
 """Group chats in the fake Bot API: members' messages (topics, replies, mentions), the bot added or
 removed (my_chat_member), a group becoming a supergroup, and the admin look-ups a bot makes
-(getChatMember, getChatAdministrators, leaveChat), shaped as Telegram sends them."""
+(getChatMember, getChatAdministrators, leaveChat), shaped as Telegram sends them.
+
+Ephemeral commands and answers (Bot API 10.2): `group_command(..., ephemeral=True)` delivers a command
+the way a current Telegram app sends one the bot's group menu marks is_ephemeral, with an
+ephemeral_message_id; sendMessage takes an answer seen by one member only (receiver_user_id, or 10.3's
+ephemeral_message_parameters) that replies to it (reply_parameters.ephemeral_message_id). With
+`ephemeral_sends = False` the fake is a server older than 10.2: it ignores the parameters it does not
+know and refuses a reply_parameters without message_id, as such a server does (a test may still
+deliver an ephemeral command to it, to drive a bot's fallback).
+"""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from bench.fakes.telegram_markup import bad_request
 
 Json = dict[str, Any]
 
@@ -58,6 +69,7 @@ class GroupApi:
     """Group updates for the tests to push, and the group methods of the Bot API."""
 
     bot_user: Json
+    commands: dict[tuple[str, str], list[Json]]
     _now: Callable[[], float]
     _bot_messages: dict[tuple[int | str, int], Json]
 
@@ -67,6 +79,11 @@ class GroupApi:
         self.group_admins: dict[int, dict[int, str]] = {}
         self.left_chats: list[int] = []
         self.titles: dict[int, str] = {}
+        # False: a Bot API server older than 10.2, which refuses ephemeral answers.
+        self.ephemeral_sends = True
+        # (chat id, ephemeral message id) -> the one member who sees it; an ephemeral answer replies to one.
+        self.ephemeral: dict[tuple[int, int], int] = {}
+        self._next_ephemeral_id = 1
 
     def push_update(self, update: Json) -> Json:
         """Queue one update (implemented by the server)."""
@@ -142,9 +159,22 @@ class GroupApi:
         entity["length"] = len(handle)
         return self.group_message(chat_id, user_id, text, entities=[entity], **kwargs)
 
-    def group_command(self, chat_id: int, user_id: int, text: str, **kwargs: Any) -> Json:
-        """A command in a group ("/timezone Lisbon" or "/help@botname"), with its bot_command entity."""
+    def group_command(
+        self, chat_id: int, user_id: int, text: str, *, ephemeral: bool = False, **kwargs: Any
+    ) -> Json:
+        """A command in a group ("/timezone Lisbon" or "/help@botname"), with its bot_command entity;
+        `ephemeral`: picked from the group menu where the bot marks it is_ephemeral, so only the sender
+        and the bot see it (it then carries an ephemeral_message_id, and receiver_user is the bot)."""
         entity = {"type": "bot_command", "offset": 0, "length": len(text.split()[0])}
+        if ephemeral:
+            name = text.split()[0].lstrip("/").split("@")[0]
+            menu = self.commands.get(("all_group_chats", ""), self.commands.get(("default", ""), []))
+            if not any(c.get("command") == name and c.get("is_ephemeral") is True for c in menu):
+                raise AssertionError(f"no ephemeral /{name} in the bot's group menu: an app sends it as is")
+            with self._groups_lock:
+                ephemeral_id, self._next_ephemeral_id = self._next_ephemeral_id, self._next_ephemeral_id + 1
+                self.ephemeral[(chat_id, ephemeral_id)] = user_id
+            kwargs.update(ephemeral_message_id=ephemeral_id, receiver_user=self.bot_user)
         return self.group_message(chat_id, user_id, text, entities=[entity], **kwargs)
 
     def my_chat_member(
@@ -187,6 +217,32 @@ class GroupApi:
             self.push_update({"message": message})
 
     # -- Bot API methods ---------------------------------------------------------------------------
+    def _ephemeral_fields(self, p: Json) -> Json:
+        """The fields sendMessage adds to an ephemeral answer (none to an ordinary one), after the checks
+        Telegram makes: an ephemeral message only answers an ephemeral message of its receiver."""
+        reply = p.get("reply_parameters") or {}
+        if not self.ephemeral_sends:
+            if reply and "message_id" not in reply:
+                raise bad_request('Can\'t find field "message_id"')
+            return {}  # receiver_user_id and the rest are unknown here: ignored, the message is public
+        replied = reply.get("ephemeral_message_id")
+        receiver = (p.get("ephemeral_message_parameters") or {}).get("receiver_user_id")
+        flat = p.get("receiver_user_id")
+        if receiver is not None and flat is not None and receiver != flat:
+            raise bad_request("receiver_user_id differs from ephemeral_message_parameters.receiver_user_id")
+        receiver = flat if receiver is None else receiver
+        if replied is None and receiver is None:
+            return {}
+        chat_id = int(p["chat_id"])
+        if receiver is None or replied is None:
+            raise bad_request("an ephemeral message needs a receiver and an ephemeral message to reply to")
+        with self._groups_lock:
+            if self.ephemeral.get((chat_id, int(replied))) != int(receiver):
+                raise bad_request("ephemeral message to be replied not found")
+            ephemeral_id, self._next_ephemeral_id = self._next_ephemeral_id, self._next_ephemeral_id + 1
+            self.ephemeral[(chat_id, ephemeral_id)] = int(receiver)
+        return {"ephemeral_message_id": ephemeral_id, "receiver_user": person(int(receiver), "Member")}
+
     def _status(self, chat_id: int, user_id: int) -> str:
         with self._groups_lock:
             return self.group_admins.get(chat_id, {}).get(user_id, "member")

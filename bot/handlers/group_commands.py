@@ -1,25 +1,44 @@
 """Commands in a group chat: /help, /timezone (the group's Telegram admins only) and /memory (the
 group's memory, never a member's). The commands about a person's own data answer that they work in
-a private chat."""
+a private chat.
+
+The group's command menu (GROUP_COMMANDS) marks the commands whose answer is for the asker alone as
+ephemeral: picked from it in a current Telegram app, they are answered to that person only
+(bot/handlers/group_answers.py). /memory is the group's and answers everyone."""
 
 from __future__ import annotations
 
-from telegram import Message, Update
+from telegram import BotCommand, Message, Update
 from telegram.constants import ChatMemberStatus
 from telegram.error import TelegramError
 
 from agent.account.timezones import Ambiguous, lookup_timezone
 from agent.reminders.store import move_to_zone
 from agent.reports.texts import memory_report
-from bot.delivery.placement import placement
-from bot.delivery.sending import split_text
 from bot.handlers.context import HandlerContext
+from bot.handlers.group_answers import answer_command
 from bot.handlers.groups import group_of
 from db.models import User
 
 # The private chat's commands that are about one person (their data, their settings).
 PRIVATE_ONLY = ("start", "skip", "language", "export", "timeline", "followups", "reminders")
 _ADMINS = frozenset({ChatMemberStatus.ADMINISTRATOR, ChatMemberStatus.OWNER})
+# The group chats' command menu: (command, description, ephemeral). An ephemeral command's answer is
+# for the asker alone: how the bot works, a time zone shown or set, /forget's warning or refusal.
+GROUP_COMMANDS: tuple[tuple[str, str, bool], ...] = (
+    ("help", "how I work in this group", True),
+    ("memory", "what I remember of this group", False),
+    ("timezone", "show or set this group's time zone (group admins)", True),
+    ("forget", "clear what I remember of this group (group admins)", True),
+)
+
+
+def group_menu() -> list[BotCommand]:
+    """GROUP_COMMANDS for setMyCommands, with Bot API 10.2's is_ephemeral (python-telegram-bot lacks it)."""
+    return [
+        BotCommand(name, text, api_kwargs={"is_ephemeral": True} if ephemeral else None)
+        for name, text, ephemeral in GROUP_COMMANDS
+    ]
 
 
 def group_help(name: str, username: str) -> str:
@@ -31,9 +50,7 @@ def group_help(name: str, username: str) -> str:
             "I remember this group's conversation and who said what, here only: nothing from anyone's "
             "private chat with me comes here, and this group's talk stays out of private chats.",
             "",
-            "/memory - what I remember of this group",
-            "/timezone - show or set this group's time zone (group admins)",
-            "/forget - clear what I remember of this group (group admins)",
+            *(f"/{command} - {text}" for command, text, _ in GROUP_COMMANDS if command != "help"),
             "",
             "Everything else (your own memory, export, reminders) works in a private chat with me: "
             f"@{username}",
@@ -41,23 +58,15 @@ def group_help(name: str, username: str) -> str:
     )
 
 
-async def _answer(context: HandlerContext, update: Update, text: str) -> None:
-    message = update.effective_message
-    assert message is not None
-    where = placement(update.to_dict())
-    for chunk in split_text(text) or ["…"]:
-        await context.bot.send_message(chat_id=message.chat_id, text=chunk, **where)
-
-
 async def on_group_help(update: Update, context: HandlerContext) -> None:
     """/help in a group: how to talk to the bot there and what it remembers."""
     name = context.services.runtime.settings.persona_name
-    await _answer(context, update, group_help(name, context.bot.username))
+    await answer_command(context, update, group_help(name, context.bot.username))
 
 
 async def on_private_only(update: Update, context: HandlerContext) -> None:
     """A command about a person's own data, sent in a group: it works in a private chat."""
-    await _answer(
+    await answer_command(
         context,
         update,
         f"That one works in a private chat with me: @{context.bot.username}",
@@ -101,7 +110,7 @@ async def on_group_timezone(update: Update, context: HandlerContext) -> None:
                 stored.timezone = zone
                 await move_to_zone(session, group.id, zone)
         text = f"Got it: this group's time zone is now {zone}."
-    await _answer(context, update, text)
+    await answer_command(context, update, text)
 
 
 async def on_group_memory(update: Update, context: HandlerContext) -> None:
@@ -112,4 +121,4 @@ async def on_group_memory(update: Update, context: HandlerContext) -> None:
     runtime = context.services.runtime
     group = await group_of(context, message.chat_id, message.chat.title, message.date)
     report = await memory_report(runtime.sessions, group.id, message.date, graph=runtime.graph)
-    await _answer(context, update, report)
+    await answer_command(context, update, report)

@@ -1,7 +1,9 @@
 """/forget inside a group: only a Telegram admin of the group may delete the group's memory.
 
 The deletion itself is Telegram-free (agent/account/group_forget.py and `Runtime.forget` on the
-group's owner row); this module checks who asks and answers in the group.
+group's owner row); this module checks who asks and answers in the group. The warning and the
+refusal are for the asker alone when /forget came as an ephemeral command
+(bot/handlers/group_answers.py); that the group's memory is gone concerns everyone, so the group sees it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from telegram.error import TelegramError
 
 from agent.account.group_forget import group_owner_id
 from bot.handlers.context import HandlerContext
+from bot.handlers.group_answers import answer_command
 
 logger = logging.getLogger(__name__)
 
@@ -47,14 +50,14 @@ async def on_group_forget(update: Update, context: HandlerContext) -> None:
     if message is None:
         return
     if not await is_group_admin(context, message):
-        await message.reply_text(GROUP_FORGET_ADMINS_ONLY)
+        await answer_command(context, update, GROUP_FORGET_ADMINS_ONLY)
         return
     if [a.lower() for a in context.args or []] != ["confirm"]:
-        await message.reply_text(GROUP_FORGET_ASK)
+        await answer_command(context, update, GROUP_FORGET_ASK)
         return
     runtime = context.services.runtime
     owner = await group_owner_id(runtime.sessions, message.chat_id)
     if owner is not None:
         result = await runtime.forget(owner)
         logger.info("group forgotten", extra={"user_id": owner, "stores_pending": len(result.stores_pending)})
-    await message.reply_text(GROUP_FORGOTTEN)
+    await answer_command(context, update, GROUP_FORGOTTEN, public=True)

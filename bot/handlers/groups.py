@@ -6,7 +6,8 @@ id, never a member's. Addressed means an @mention of the bot (or a text mention 
 one of its messages, or its name as a word; commands have their own handlers
 (bot/handlers/group_commands.py). Anything else is heard: stored with its speaker, no model call,
 no answer. Photos, voice notes and files are stored as what they are ("[photo] caption"); the model
-reads that line, not the file.
+reads that line, not the file. An ephemeral message (seen only by its sender and the bot) is not
+the group's conversation: it is neither heard nor answered here.
 
 Addressed messages count against the group's own rate limit (GROUP_RATE_LIMIT_*), never a
 member's: one over it is heard like any other, and the group is told once a window. The group's
@@ -29,6 +30,7 @@ from agent.turn.transcript import Speaker
 from bot.delivery.sending import typing
 from bot.delivery.streaming import preview
 from bot.handlers.context import HandlerContext
+from bot.handlers.group_answers import ephemeral_id
 from bot.handlers.messages import describe
 from db.models import User
 from db.repositories.users import UserRepository
@@ -105,6 +107,10 @@ async def on_group_message(update: Update, context: HandlerContext) -> None:
     s = context.services
     settings = s.runtime.settings
     if message is None or not settings.groups_enabled:
+        return
+    if ephemeral_id(message) is not None:
+        # Seen by its sender and the bot only (Bot API 10.2): not the group's conversation, never stored.
+        logger.info("an ephemeral message in a group left unheard", extra={"chat_id": message.chat_id})
         return
     if message.text is not None:
         kind, text = "text", message.text

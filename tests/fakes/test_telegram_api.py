@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
-from telegram import Bot, BotCommand, MessageEntity, Update
+from telegram import Bot, BotCommand, BotCommandScopeAllGroupChats, Message, MessageEntity, Update
 from telegram.error import BadRequest, Conflict, Forbidden, InvalidToken, RetryAfter
 from telegram.ext import (
     Application,
@@ -286,3 +286,78 @@ async def test_get_file_then_download(bot: Bot, tg: FakeTelegram) -> None:
     assert bytes(await file.download_as_bytearray()) == b"\xff\xd8 jpeg bytes"
     with pytest.raises(BadRequest, match="nvalid file_id"):
         await bot.get_file("nope")
+
+
+# Ephemeral messages (Bot API 10.2): python-telegram-bot knows none of their fields, which travel
+# in api_kwargs both ways.
+GROUP, ANA, BOB = -4021, 41, 42
+
+
+async def set_group_menu(bot: Bot) -> None:
+    """The groups' menu: /help ephemeral, /memory not."""
+    await bot.set_my_commands(
+        [BotCommand("help", "how", api_kwargs={"is_ephemeral": True}), BotCommand("memory", "what")],
+        scope=BotCommandScopeAllGroupChats(),
+    )
+
+
+async def delivered(bot: Bot) -> Message:
+    [update] = await bot.get_updates(timeout=1)
+    await bot.get_updates(offset=update.update_id + 1)
+    assert update.message is not None
+    return update.message
+
+
+async def test_an_ephemeral_command_and_its_answer_for_the_sender_alone(tg: FakeTelegram, bot: Bot) -> None:
+    await set_group_menu(bot)
+    assert tg.commands[("all_group_chats", "")][0] == {
+        "command": "help",
+        "description": "how",
+        "is_ephemeral": True,
+    }
+    tg.group_command(GROUP, ANA, "/help", ephemeral=True)
+    command = await delivered(bot)
+    replied = command.api_kwargs["ephemeral_message_id"]
+    assert isinstance(replied, int) and command.api_kwargs["receiver_user"]["id"] == bot.id
+    answer = await bot.send_message(
+        GROUP,
+        "only you",
+        api_kwargs={"receiver_user_id": ANA, "reply_parameters": {"ephemeral_message_id": replied}},
+    )
+    assert (
+        answer.api_kwargs["receiver_user"]["id"] == ANA
+        and answer.api_kwargs["ephemeral_message_id"] != replied
+    )
+    assert tg.messages_to(GROUP)[0].params["receiver_user_id"] == ANA
+    # Bot API 10.3's spelling of the receiver is read too; the answer may only go to the command's sender.
+    nested = {"ephemeral_message_parameters": {"receiver_user_id": ANA}}
+    await bot.send_message(
+        GROUP, "again", api_kwargs={**nested, "reply_parameters": {"ephemeral_message_id": replied}}
+    )
+    with pytest.raises(BadRequest, match="replied not found"):
+        await bot.send_message(
+            GROUP,
+            "x",
+            api_kwargs={"receiver_user_id": BOB, "reply_parameters": {"ephemeral_message_id": replied}},
+        )
+    with pytest.raises(BadRequest, match="needs a receiver"):
+        await bot.send_message(GROUP, "x", api_kwargs={"reply_parameters": {"ephemeral_message_id": replied}})
+    # Only a command the menu marks ephemeral can arrive as one.
+    with pytest.raises(AssertionError, match="no ephemeral /memory"):
+        tg.group_command(GROUP, ANA, "/memory", ephemeral=True)
+    tg.group_command(GROUP, ANA, "/memory")
+    assert "ephemeral_message_id" not in (await delivered(bot)).api_kwargs
+
+
+async def test_a_server_before_ephemeral_messages_refuses_the_answer(tg: FakeTelegram, bot: Bot) -> None:
+    await set_group_menu(bot)
+    tg.ephemeral_sends = False
+    tg.group_command(GROUP, ANA, "/help", ephemeral=True)
+    replied = (await delivered(bot)).api_kwargs["ephemeral_message_id"]
+    ephemeral = {"receiver_user_id": ANA, "reply_parameters": {"ephemeral_message_id": replied}}
+    with pytest.raises(BadRequest, match='find field "message_id"'):
+        await bot.send_message(GROUP, "only you", api_kwargs=ephemeral)
+    assert tg.messages_to(GROUP) == []
+    # The parameters it does not know are ignored: this message is for everyone.
+    public = await bot.send_message(GROUP, "everyone", api_kwargs={"receiver_user_id": ANA})
+    assert "receiver_user" not in public.api_kwargs
