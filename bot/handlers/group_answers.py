@@ -8,8 +8,10 @@ so the group sees neither. Neither is part of the group's history and nothing of
 the group's memory. Telegram does not promise to deliver an ephemeral message to someone offline.
 An older app, or the command typed by hand, sends an ordinary message, answered as an ordinary reply.
 
-A Bot API server that refuses the ephemeral answer (one older than 10.2) gets the ordinary reply
-instead, and this process stops asking (logged once). python-telegram-bot knows none of these fields
+A refused ephemeral answer is sent as the ordinary reply instead. When the refusal says the server
+does not know ephemeral messages (one older than 10.2 ignores the new fields and then misses the
+reply's message_id), this process stops asking (logged once); any other refusal (the ephemeral
+message gone, its time to answer passed) costs that one answer only. python-telegram-bot knows none of these fields
 yet: the incoming id is read from the message's api_kwargs and the send passes them as api_kwargs.
 """
 
@@ -48,6 +50,12 @@ def ephemeral_params(receiver_id: int, replied_id: int) -> dict[str, Any]:
     }
 
 
+def predates_ephemeral(exc: BadRequest) -> bool:
+    """Whether a refusal comes from a server that does not know ephemeral messages: it ignored the
+    ephemeral fields, so the reply parameters it read lacked their message_id."""
+    return "message_id" in exc.message and "ephemeral" not in exc.message.lower()
+
+
 def _public_placement(update: Update, message: Message) -> dict[str, Any]:
     where = placement(update.to_dict())
     if ephemeral_id(message) is not None:
@@ -76,7 +84,12 @@ async def answer_command(context: HandlerContext, update: Update, text: str, *, 
                 chunks.pop(0)
             return
         except BadRequest as exc:
-            if not data.ephemeral_refused:
+            if not predates_ephemeral(exc):
+                logger.info(
+                    "an ephemeral answer was refused: this one answers in the group",
+                    extra={"chat_id": message.chat_id, "error": one_line(exc)},
+                )
+            elif not data.ephemeral_refused:
                 data.ephemeral_refused = True
                 logger.warning(
                     "the Bot API server refused an ephemeral answer: group commands answer in the group",

@@ -143,3 +143,18 @@ async def test_a_server_refusing_ephemeral_answers_gets_the_ordinary_reply_once(
     assert len(tg.calls_to("sendMessage")) == 3
     warnings = [r for r in caplog.records if r.name == "bot.handlers.group_answers"]
     assert len(warnings) == 1 and "refused an ephemeral answer" in warnings[0].getMessage()
+
+
+async def test_an_ephemeral_answer_refused_for_another_reason_costs_that_answer_only(
+    tg: FakeTelegram, app: Any
+) -> None:
+    # The server knows ephemeral messages, but not the one answered (gone: its time to answer passed).
+    tg.group_command(
+        GROUP, ANA, "/help", first_name="Ana", ephemeral_message_id=9_999, receiver_user=tg.bot_user
+    )
+    [helped] = await tg.wait_for_messages(1, chat_id=GROUP)
+    assert "reply to one of my messages" in helped.text and private_to(helped) is None
+    # The next ephemeral command is still answered to its sender alone.
+    tg.group_command(GROUP, BOB, "/timezone", ephemeral=True, first_name="Bob")
+    shown = (await tg.wait_for_messages(2, chat_id=GROUP))[-1]
+    assert shown.text.startswith("This group's time zone is") and private_to(shown) == BOB
