@@ -11,8 +11,10 @@ An older app, or the command typed by hand, sends an ordinary message, answered 
 A refused ephemeral answer is sent as the ordinary reply instead. When the refusal says the server
 does not know ephemeral messages (one older than 10.2 ignores the new fields and then misses the
 reply's message_id), this process stops asking (logged once); any other refusal (the ephemeral
-message gone, its time to answer passed) costs that one answer only. python-telegram-bot knows none of these fields
-yet: the incoming id is read from the message's api_kwargs and the send passes them as api_kwargs.
+message gone, its time to answer passed) costs that one answer only.
+
+python-telegram-bot knows none of these fields yet: the incoming id is read from the message's
+api_kwargs and the send passes them as api_kwargs.
 """
 
 from __future__ import annotations
