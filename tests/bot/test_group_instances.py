@@ -13,16 +13,15 @@ from typing import Any
 
 import httpx
 import pytest
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models.function import AgentInfo
 from sqlalchemy import select
 
 from agent.core.settings import Settings
-from agent.history.turn_notes import words
 from bench.fakes.telegram_api import FakeTelegram
 from bot.web.app import WEBHOOK_PATH
 from db.models import InboxUpdate, TranscriptMessage, User
-from tests.bot.conftest import Brain
+from tests.bot.conftest import Brain, user_prompts
 from tests.bot.delivery_helpers import WEBHOOK_HEADERS, running_bot, webhook_client, webhook_settings
 
 pytestmark = [pytest.mark.both_databases, pytest.mark.process]
@@ -53,13 +52,7 @@ class GroupBrain(Brain):
     most: dict[str, int] = field(default_factory=dict)
 
     async def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        prompts = [
-            said
-            for m in messages
-            if isinstance(m, ModelRequest)
-            for p in m.parts
-            if isinstance(p, UserPromptPart) and (said := words(p))
-        ]
+        prompts = user_prompts(messages)
         chat = "group" if TO_YOU in prompts[-1] else "private"
         if chat == "group":
             self.group_prompts.append(prompts[-1])
