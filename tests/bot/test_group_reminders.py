@@ -64,7 +64,7 @@ def reminding(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 async def bot(settings_factory: Callable[..., Settings], engine: Any) -> AsyncIterator[Runtime]:
     runtime = await build_runtime(
         settings_factory(onboarding_enabled=False),
-        clock=FrozenClock(system_now()),
+        clock=FrozenClock(current=system_now()),
         model=FunctionModel(reminding),
         migrate=False,
         summary_model=TestModel(),
