@@ -14,7 +14,6 @@ from typing import Literal, cast
 
 from telegram import CallbackQuery, InlineKeyboardMarkup, Update
 from telegram.constants import ChatType
-from telegram.error import BadRequest
 
 from agent.account.groups import is_group
 from agent.core.clock import ensure_utc
@@ -22,7 +21,7 @@ from agent.reminders.schedule import Repeat, describe, label, parse_local
 from agent.reminders.store import Snooze, active_reminders, cancel_reminder, mark_done, snooze
 from agent.touchpoints.plans import zone_of
 from bot.delivery.reminder_buttons import cancel_button, parse_press
-from bot.delivery.sending import send_text
+from bot.delivery.sending import drop_buttons, send_text
 from bot.handlers.context import HandlerContext, sender
 from db.repositories.users import UserRepository
 
@@ -107,12 +106,12 @@ async def on_reminder_button(update: Update, context: HandlerContext) -> None:
         local = ensure_utc(until).astimezone(zone)
         later = "" if local.date() == now.astimezone(zone).date() else " tomorrow"
         await query.answer(f"Snoozed until {local:%H:%M}{later}")
-        await _drop_buttons(query)
+        await drop_buttons(query)
         return
     if press.action == "done":
         done = await mark_done(runtime.sessions, user.id, press.reminder_id, now=now)
         await query.answer("Done ✓" if done is not None else GONE)
-        await _drop_buttons(query)
+        await drop_buttons(query)
         return
     cancelled = await cancel_reminder(runtime.sessions, user.id, press.reminder_id, now=now)
     if cancelled is None:
@@ -120,12 +119,3 @@ async def on_reminder_button(update: Update, context: HandlerContext) -> None:
         return
     await query.answer()
     await send_text(context.bot, chat_id, f"Cancelled: {cancelled.text}")
-
-
-async def _drop_buttons(query: CallbackQuery) -> None:
-    """The pressed message loses its buttons; already gone (another member pressed first), it stays so."""
-    try:
-        await query.edit_message_reply_markup(reply_markup=None)
-    except BadRequest as exc:
-        if "not modified" not in exc.message:
-            raise
