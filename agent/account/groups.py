@@ -19,6 +19,7 @@ from db.models import TranscriptMessage, User
 from db.repositories.users import UserRepository
 
 GROUP = "group"
+PERSON = "person"  # the kind of every other `users` row
 
 
 def group_key(chat_id: int) -> str:

@@ -2,7 +2,8 @@
 
 Every statement names the user: a reminder id of someone else looks exactly like a missing one.
 Each occurrence is a `touchpoints` row of kind "reminder" whose key names the reminder and the local
-time it stands for (`reminder:<id>:<local>`), or a snooze (`reminder:<id>:snooze:<n>`); the reminder's
+time it stands for (`reminder:<id>:<local>`), or a snooze (`reminder:<id>:snooze:<n>`, or
+`reminder:<id>:snooze:m<message id>` for a press of the snooze button under a message); the reminder's
 `next_local` is the local time of its one planned regular occurrence.
 """
 
@@ -248,17 +249,31 @@ async def snooze(
     *,
     timezone: str,
     now: datetime,
+    pressed: int | None = None,
 ) -> datetime | None:
-    """Send the reminder again later (a one-off that went out comes back); when, or None."""
+    """Send the reminder again later (a one-off that went out comes back); when, or None.
+
+    `pressed` is the message whose snooze button was pressed: it is snoozed once, so a second press
+    under it (two members of a group at once) plans nothing more and returns the first one's time.
+    """
     async with sessions() as session, session.begin():
         reminder = await _owned(session, user_id, reminder_id)
         if reminder is None or reminder.status == "cancelled":
             return None
+        if pressed is not None:
+            key = f"reminder:{reminder.id}:snooze:m{pressed}"
+            earlier = await session.scalar(
+                select(Touchpoint.due_at).where(Touchpoint.user_id == user_id, Touchpoint.dedupe_key == key)
+            )
+            if earlier is not None:
+                return ensure_utc(earlier)
         until = snooze_until(choice, now=now, timezone=timezone)
         reminder.snoozed_count += 1
         if reminder.status == "done":
             reminder.status, reminder.finished_at = "active", None
-        _plan(session, reminder, until, f"reminder:{reminder.id}:snooze:{reminder.snoozed_count}", now)
+        if pressed is None:
+            key = f"reminder:{reminder.id}:snooze:{reminder.snoozed_count}"
+        _plan(session, reminder, until, key, now)
         return until
 
 

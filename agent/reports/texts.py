@@ -6,12 +6,12 @@ import json
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.access import REFUSED, STRANGERS, AccessListing
 from agent.account.access_keys import is_id
-from agent.account.groups import is_group
+from agent.account.groups import GROUP, PERSON, is_group
 from agent.context.snapshot import format_snapshot
 from agent.core.clock import local_day
 from agent.core.settings import Settings
@@ -34,6 +34,7 @@ from db.repositories.access import AccessRepository
 from db.repositories.briefings import BriefingRepository
 from db.repositories.touchpoints import TouchpointRepository
 from db.repositories.usage import UsageRepository, UsageRow
+from db.repositories.users import UserRepository
 
 MEMORY_THREADS = 5
 MEMORY_FACTS = 5
@@ -150,10 +151,8 @@ async def stats_report(
     """Users, activity, job queue, failures, model use and its estimated cost (priced when `settings`
     name the models), refused strangers and budget refusals of the UTC day, and dead updates."""
     async with sessions() as session:
-        users = await session.scalar(select(func.count()).select_from(User))
-        active = await session.scalar(
-            select(func.count()).select_from(User).where(User.last_message_at > now - timedelta(days=1))
-        )
+        users = await _owners_by_kind(session)
+        active = await _owners_by_kind(session, User.last_message_at > now - timedelta(days=1))
         conversations = await session.scalar(select(func.count()).select_from(Conversation))
         messages = await session.scalar(select(func.count()).select_from(TranscriptMessage))
         apologies = await session.scalar(
@@ -175,8 +174,8 @@ async def stats_report(
         reminders = await reminder_stats(session, since=now - timedelta(days=7))
     return "\n".join(
         [
-            f"users: {users or 0}",
-            f"active in the last 24 h: {active or 0}",
+            f"users: {_people_and_groups(users)}",
+            f"active in the last 24 h: {_people_and_groups(active)}",
             f"conversations: {conversations or 0}",
             f"messages: {messages or 0}",
             f"job queue depth: {'n/a' if queue_depth is None else queue_depth}",
@@ -190,6 +189,7 @@ async def stats_report(
             f"refused today (UTC): {counts.get(REFUSED, 0)} updates from people not allowed; "
             f"{counts.get(STRANGERS, 0)} strangers told the bot is private",
             f"budget refusals today (UTC): {counts.get(COUNTERS['user'], 0)} over USER_DAILY_TOKENS, "
+            f"{counts.get(COUNTERS['group'], 0)} over GROUP_DAILY_TOKENS, "
             f"{counts.get(COUNTERS['bot'], 0)} over DAILY_TOKENS",
             f"follow-ups: {follow_ups.planned} planned; in the last 7 days {follow_ups.sent} sent "
             f"({follow_ups.answered_within_day} answered within 24 h), {follow_ups.declined} declined by "
@@ -200,6 +200,18 @@ async def stats_report(
             *(f"  {at.isoformat(timespec='seconds')}: {why[:200]}" for at, why in newest_dead),
         ]
     )
+
+
+async def _owners_by_kind(session: AsyncSession, *where: ColumnElement[bool]) -> dict[str, int]:
+    """How many `users` rows of each kind (people, groups) match `where`."""
+    rows = await session.execute(select(User.kind, func.count()).where(*where).group_by(User.kind))
+    return {kind: int(n) for kind, n in rows.all()}
+
+
+def _people_and_groups(counts: dict[str, int]) -> str:
+    """ "3 people, 1 group": a group chat's memory is a `users` row too, but not a person."""
+    people, groups = counts.get(PERSON, 0), counts.get(GROUP, 0)
+    return f"{people} {'person' if people == 1 else 'people'}, {groups} group{'' if groups == 1 else 's'}"
 
 
 def access_report(listing: AccessListing) -> str:
@@ -235,12 +247,19 @@ def format_briefings(rows: list[UsageRow], processed: int) -> str:
     )
 
 
+async def _owner(session: AsyncSession, telegram_id: int) -> User | None:
+    """A person by their Telegram id, or a group by its chat id (negative: Telegram's people are not)."""
+    users = UserRepository(session)
+    return await (users.by_chat_id(telegram_id) if telegram_id < 0 else users.by_telegram_id(telegram_id))
+
+
 async def user_report(sessions: async_sessionmaker[AsyncSession], telegram_id: int, now: datetime) -> str:
-    """One user's profile, counts, last activity and model use per day, by Telegram id."""
+    """One person's (or, by a group chat id, one group's) profile, counts, last activity and model use
+    per day."""
     async with sessions() as session:
-        user = await session.scalar(select(User).where(User.telegram_id == telegram_id))
+        user = await _owner(session, telegram_id)
         if user is None:
-            return f"No user with Telegram id {telegram_id}."
+            return f"No user or group with Telegram id {telegram_id}."
         conversations = await session.scalar(
             select(func.count()).select_from(Conversation).where(Conversation.user_id == user.id)
         )
@@ -252,11 +271,18 @@ async def user_report(sessions: async_sessionmaker[AsyncSession], telegram_id: i
         )
         usage = await UsageRepository(session).for_user(user.id, since=_utc_day(now) - timedelta(days=6))
     last = user.last_message_at.isoformat(timespec="minutes") if user.last_message_at else "never"
-    return "\n".join(
-        [
+    who = (
+        [f"group {user.id} (chat {telegram_id}): {user.name or '(no title)'}", f"time zone: {user.timezone}"]
+        if is_group(user)
+        else [
             f"user {user.id} (telegram {telegram_id}): {user.name or '(no name)'}",
             f"time zone: {user.timezone}; onboarding: {user.onboarding_status}",
             f"profile: {json.dumps(user.profile or {}, ensure_ascii=False)}",
+        ]
+    )
+    return "\n".join(
+        [
+            *who,
             f"conversations: {conversations or 0}; messages: {messages or 0}; facts: {facts or 0}",
             f"joined: {user.created_at.isoformat(timespec='minutes')}; last message: {last}",
             "model use per day (UTC, last 7 days):" if usage else "model use in the last 7 days: none",
@@ -278,11 +304,12 @@ def _by_day(rows: list[UsageRow]) -> list[tuple[date, list[UsageRow]]]:
 
 
 async def prompt_report(sessions: async_sessionmaker[AsyncSession], telegram_id: int) -> str:
-    """The user's last context snapshot: tiers, tokens per tier, what was left out."""
+    """The last context snapshot of a person (or, by a group chat id, a group): tiers, tokens per tier,
+    what was left out."""
     async with sessions() as session:
-        user = await session.scalar(select(User).where(User.telegram_id == telegram_id))
+        user = await _owner(session, telegram_id)
         if user is None:
-            return f"No user with Telegram id {telegram_id}."
+            return f"No user or group with Telegram id {telegram_id}."
         prompt = await session.scalar(
             select(GeneratedPrompt)
             .where(GeneratedPrompt.user_id == user.id)

@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agent.account.groups import PERSON
 from agent.account.writers import WriteGuard
 from agent.core.clock import local_day
 from agent.core.settings import Settings
@@ -25,8 +26,6 @@ from agent.search.turns import speaker_name
 from db.models import SearchChunk, User
 
 logger = logging.getLogger(__name__)
-
-PERSON = "person"
 
 
 class Recall(RecallIndex):

@@ -348,6 +348,11 @@ class FakeTelegram(FileApi, UpdateFactory, GroupApi, WebAppApi, SetupApi, DraftA
         if old is None:
             raise bad_request("message to edit not found")
         markup = p.get("reply_markup")
+        if markup == old.get("reply_markup"):  # taking buttons off twice too (Telegram says so)
+            raise bad_request(
+                "message is not modified: specified new message content and reply markup are "
+                "exactly the same as a current content and reply markup of the message"
+            )
         if markup is None:
             old.pop("reply_markup", None)
         else:

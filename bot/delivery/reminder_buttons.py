@@ -1,7 +1,8 @@
 """The buttons under a reminder and beside each one in /reminders, and their callback data.
 
 `reminder:<action>:<id>[:<choice>]`: done, snooze (10m, 1h, tomorrow) and cancel. The handler acts
-only on a reminder of the person who pressed (bot/handlers/reminders.py).
+only on a reminder of the chat pressed in: the presser's own, or in a group the group's
+(bot/handlers/reminders.py).
 """
 
 from __future__ import annotations

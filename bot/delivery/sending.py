@@ -12,9 +12,9 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any
 
-from telegram import Bot
+from telegram import Bot, CallbackQuery
 from telegram.constants import ChatAction, MessageLimit
-from telegram.error import TelegramError
+from telegram.error import BadRequest, TelegramError
 from telegram.ext import BaseRateLimiter
 
 LIMIT = int(MessageLimit.MAX_TEXT_LENGTH)
@@ -159,3 +159,13 @@ def _group_chat(endpoint: str, data: dict[str, Any]) -> int | None:
     except (TypeError, ValueError):
         return None  # a channel's @username: not a group this bot answers in
     return chat_id if chat_id < 0 else None
+
+
+async def drop_buttons(query: CallbackQuery) -> None:
+    """Take the buttons off the pressed message; already off (pressed twice, or by two members of a
+    group at once: Telegram answers "message is not modified"), it stays so."""
+    try:
+        await query.edit_message_reply_markup(reply_markup=None)
+    except BadRequest as exc:
+        if "not modified" not in exc.message:
+            raise

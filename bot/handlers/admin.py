@@ -22,7 +22,7 @@ def _one_int(args: list[str] | None) -> int | None:
 
 
 async def on_stats(update: Update, context: HandlerContext) -> None:
-    """/stats: users, active today, conversations, messages, job queue, failures, model use."""
+    """/stats: people and groups, active today, conversations, messages, job queue, failures, model use."""
     if update.effective_message is None:
         return
     s = context.services
@@ -38,12 +38,12 @@ async def on_stats(update: Update, context: HandlerContext) -> None:
 
 
 async def on_user(update: Update, context: HandlerContext) -> None:
-    """/user <telegram id>: profile, counts, last activity, model calls and tokens per day."""
+    """/user <telegram id or group chat id>: profile, counts, last activity, model use per day."""
     if update.effective_message is None:
         return
     telegram_id = _one_int(context.args)
     text = (
-        "Usage: /user <telegram id>"
+        "Usage: /user <telegram id or group chat id>"
         if telegram_id is None
         else await user_report(context.services.runtime.sessions, telegram_id, update.effective_message.date)
     )
@@ -51,12 +51,12 @@ async def on_user(update: Update, context: HandlerContext) -> None:
 
 
 async def on_prompt(update: Update, context: HandlerContext) -> None:
-    """/prompt <telegram id>: the last context snapshot (tiers, tokens, what was left out)."""
+    """/prompt <telegram id or group chat id>: the last context snapshot (tiers, tokens, what was cut)."""
     if update.effective_message is None:
         return
     telegram_id = _one_int(context.args)
     text = (
-        "Usage: /prompt <telegram id>"
+        "Usage: /prompt <telegram id or group chat id>"
         if telegram_id is None
         else await prompt_report(context.services.runtime.sessions, telegram_id)
     )

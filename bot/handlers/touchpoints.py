@@ -6,7 +6,7 @@ from telegram import Update
 
 from agent.touchpoints.choice import allow_touchpoints
 from agent.touchpoints.rules import enabled_for
-from bot.delivery.sending import send_text
+from bot.delivery.sending import drop_buttons, send_text
 from bot.handlers.commands import own_chat
 from bot.handlers.context import HandlerContext, sender
 from db.repositories.users import UserRepository
@@ -45,5 +45,5 @@ async def on_followups_button(update: Update, context: HandlerContext) -> None:
     await query.answer()
     if user is not None:
         await allow_touchpoints(s.runtime.sessions, user.id, False, now=s.runtime.clock.now())
-    await query.edit_message_reply_markup(reply_markup=None)
+    await drop_buttons(query)
     await send_text(context.bot, chat_id, TURNED_OFF)

@@ -46,6 +46,17 @@ def last_user_text(messages: list[ModelMessage]) -> str:
     return ""
 
 
+def user_prompts(messages: list[ModelMessage]) -> list[str]:
+    """Every user prompt in a request list, oldest first."""
+    return [
+        said
+        for m in messages
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, UserPromptPart) and (said := words(p))
+    ]
+
+
 @dataclass
 class Brain:
     """The scripted model for both agents: onboarding by keywords, chat by echo."""

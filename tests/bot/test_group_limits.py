@@ -1,6 +1,7 @@
 """A group's limits through the real python-telegram-bot against the fake Bot API: its addressed
 messages count against the group's own rate limit (one note, no model call, the message still heard),
-its turns against GROUP_DAILY_TOKENS, and a group the allowlist leaves out costs nothing at all.
+its turns against GROUP_DAILY_TOKENS (which /stats counts), and a group the allowlist leaves out costs
+nothing at all.
 
 Once, on SQLite: the SQL behind these runs on both databases in tests/agent/test_group_limits.py.
 """
@@ -17,7 +18,7 @@ from agent.core.settings import Settings
 from agent.turn.daily_tokens import BUDGET_REPLY
 from bench.fakes.telegram_api import FakeTelegram
 from db.models import InboxUpdate, TranscriptMessage, User
-from tests.bot.conftest import Brain
+from tests.bot.conftest import ADMIN, Brain
 from tests.bot.test_access import bot, drained
 from tests.bot.test_groups import group_lines, reply_target
 
@@ -73,7 +74,14 @@ async def test_the_group_daily_token_cap_stops_its_turns(
         # The group's spending is its own: a member's private chat is not capped by it.
         tg.user_message(ANA, "hi privately")
         private = await tg.wait_for_messages(1, chat_id=ANA)
+        # The operator sees the refusal, and the group apart from the one person.
+        tg.command(ADMIN, "/stats")
+        stats = (await tg.wait_for_messages(1, chat_id=ADMIN))[-1].text
+        tg.command(ADMIN, f"/user {GROUP}")
+        group = (await tg.wait_for_messages(2, chat_id=ADMIN))[-1].text
     assert sent[1].text == BUDGET_REPLY
+    assert "users: 1 person, 1 group" in stats and "1 over GROUP_DAILY_TOKENS" in stats
+    assert f"(chat {GROUP}): Friends" in group.splitlines()[0] and ": 1 calls" in group
     assert private[0].text == "echo: hi privately"
     assert brain.chat_calls == ["Ana (to you): @nikita_test_bot first?", "hi privately"]
 

@@ -7,14 +7,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models.function import AgentInfo
 
 from agent.core.settings import Settings
-from agent.history.turn_notes import words
 from bench.fakes.telegram_api import FakeTelegram
 from bot.web.app import WEBHOOK_PATH
-from tests.bot.conftest import Brain
+from tests.bot.conftest import Brain, user_prompts
 from tests.bot.delivery_helpers import WEBHOOK_HEADERS, running_bot, webhook_client, webhook_settings
 
 pytestmark = [pytest.mark.both_databases, pytest.mark.process]
@@ -32,13 +31,7 @@ class ChatBrain(Brain):
     seen: dict[str, list[str]] = field(default_factory=dict)
 
     async def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        prompts = [
-            said
-            for m in messages
-            if isinstance(m, ModelRequest)
-            for p in m.parts
-            if isinstance(p, UserPromptPart) and (said := words(p))
-        ]
+        prompts = user_prompts(messages)
         chat = prompts[-1][0]
         self.seen[prompts[-1]] = prompts[:-1]
         self.per_chat[chat] = self.per_chat.get(chat, 0) + 1

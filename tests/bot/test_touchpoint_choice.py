@@ -17,7 +17,7 @@ from sqlalchemy import select
 
 from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
-from bench.fakes.telegram_api import FakeTelegram
+from bench.fakes.telegram_api import FakeTelegram, SentMessage
 from bot.app import build_application, running
 from bot.delivery.touchpoints import FOLLOWUPS_OFF
 from bot.handlers.touchpoints import TURNED_OFF, TURNED_ON
@@ -133,10 +133,20 @@ async def test_the_button_under_a_follow_up_stops_them(bot: Runtime, tg: FakeTel
     user_id = await _plan(bot)
     await run_job("touchpoints", bot.jobs)
     (sent,) = await tg.wait_for_messages(1, chat_id=ANA)
+    for press in ("cb1", "cb2"):  # a double tap: the second finds the button already gone
+        _press_stop(tg, press, sent)
+    assert [m.text for m in await tg.wait_for_messages(3, chat_id=ANA)][1:] == [TURNED_OFF, TURNED_OFF]
+    assert len(tg.calls_to("answerCallbackQuery")) == 2 and tg.calls_to("editMessageReplyMarkup")
+    async with bot.sessions() as session:
+        user = await session.get(User, user_id)
+        assert user is not None and user.followups is False
+
+
+def _press_stop(tg: FakeTelegram, press: str, sent: SentMessage) -> None:
     tg.push_update(
         {
             "callback_query": {
-                "id": "cb1",
+                "id": press,
                 "from": {"id": ANA, "is_bot": False, "first_name": "Ana"},
                 "chat_instance": "1",
                 "data": FOLLOWUPS_OFF,
@@ -149,11 +159,6 @@ async def test_the_button_under_a_follow_up_stops_them(bot: Runtime, tg: FakeTel
             }
         }
     )
-    assert (await tg.wait_for_messages(2, chat_id=ANA))[-1].text == TURNED_OFF
-    assert tg.calls_to("answerCallbackQuery") and tg.calls_to("editMessageReplyMarkup")
-    async with bot.sessions() as session:
-        user = await session.get(User, user_id)
-        assert user is not None and user.followups is False
 
 
 async def test_memory_stats_export_and_forget_show_and_remove_them(bot: Runtime, tg: FakeTelegram) -> None:

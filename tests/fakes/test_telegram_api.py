@@ -10,7 +10,16 @@ from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
-from telegram import Bot, BotCommand, BotCommandScopeAllGroupChats, Message, MessageEntity, Update
+from telegram import (
+    Bot,
+    BotCommand,
+    BotCommandScopeAllGroupChats,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    Message,
+    MessageEntity,
+    Update,
+)
 from telegram.error import BadRequest, Conflict, Forbidden, InvalidToken, RetryAfter
 from telegram.ext import (
     Application,
@@ -157,6 +166,16 @@ async def test_edit_message_text(tg: FakeTelegram, bot: Bot) -> None:
         await bot.edit_message_text("final", chat_id=42, message_id=sent.message_id)
     with pytest.raises(BadRequest, match="Message to edit not found"):
         await bot.edit_message_text("x", chat_id=42, message_id=999)
+
+
+async def test_taking_the_buttons_off_twice_is_not_modified(tg: FakeTelegram, bot: Bot) -> None:
+    buttons = InlineKeyboardMarkup([[InlineKeyboardButton("Done", callback_data="done")]])
+    sent = await bot.send_message(42, "⏰ tea", reply_markup=buttons)
+    await bot.edit_message_reply_markup(chat_id=42, message_id=sent.message_id, reply_markup=None)
+    assert "reply_markup" not in tg.calls_to("editMessageReplyMarkup")[-1].params
+    with pytest.raises(BadRequest, match="Message is not modified"):
+        await bot.edit_message_reply_markup(chat_id=42, message_id=sent.message_id, reply_markup=None)
+    await bot.edit_message_reply_markup(chat_id=42, message_id=sent.message_id, reply_markup=buttons)
 
 
 async def test_send_message_returns_a_real_message(tg: FakeTelegram, bot: Bot) -> None:
