@@ -246,7 +246,7 @@ class TimelineApi:
         """GET /timeline/api/messages/{id}: conversation_get(message_id), the exact message."""
         out = await self._conversation_get(who, message_id=_id(request.path_params["message_id"]))
         assert isinstance(out, MessagesOut)
-        return {"messages": [asdict(m) for m in out.messages]}
+        return {"messages": [m.shown() for m in out.messages]}
 
     async def summary(self, request: Request, who: SignedIn) -> dict[str, Any]:
         """GET /timeline/api/summaries/{id}: conversation_get(day_segment_id), a day's summary."""
