@@ -41,6 +41,12 @@ async def _day(sessions: async_sessionmaker[AsyncSession], owner: int) -> tuple[
     return rows[0].day_segment_id, [r.id for r in rows]
 
 
+def _search_then_read(day: int, ids: list[int]) -> ToolScript:
+    """A model that searches for the cake, then reads the whole day it was said on."""
+    whole_day = {"day_segment_id": day, "from_message_id": ids[0], "to_message_id": ids[-1]}
+    return ToolScript([("conversation_search", {"query": "lemon cake"}), ("conversation_get", whole_day)])
+
+
 async def test_a_groups_results_name_the_member_and_the_bot(
     settings: Settings, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
 ) -> None:
@@ -53,15 +59,7 @@ async def test_a_groups_results_name_the_member_and_the_bot(
     await group_reply(service, group.id, "Nikita, sounds good?", start + timedelta(minutes=3), speaker=BEN)
     day, ids = await _day(sessions, group.id)
 
-    script = ToolScript(
-        [
-            ("conversation_search", {"query": "lemon cake"}),
-            (
-                "conversation_get",
-                {"day_segment_id": day, "from_message_id": ids[0], "to_message_id": ids[-1]},
-            ),
-        ]
-    )
+    script = _search_then_read(day, ids)
     service.model = FunctionModel(script)
     await group_reply(service, group.id, "Nikita, who bakes?", start + timedelta(days=1), speaker=ANA)
 
@@ -89,15 +87,7 @@ async def test_a_persons_results_keep_their_shape(
     await service.reply(user.id, "with my grandmother's recipe", start + timedelta(minutes=1))
     day, ids = await _day(sessions, user.id)
 
-    script = ToolScript(
-        [
-            ("conversation_search", {"query": "lemon cake"}),
-            (
-                "conversation_get",
-                {"day_segment_id": day, "from_message_id": ids[0], "to_message_id": ids[-1]},
-            ),
-        ]
-    )
+    script = _search_then_read(day, ids)
     service.model = FunctionModel(script)
     await service.reply(user.id, "what do I bake?", start + timedelta(days=1))
 
