@@ -17,6 +17,7 @@ from typing import Literal
 
 from pydantic_ai.exceptions import AgentRunError, UserError
 
+from agent.account.groups import is_group
 from agent.context.briefing.checks import validate
 from agent.context.briefing.writer import FINGERPRINT_PARTS, fingerprint, open_threads, write_briefing
 from agent.context.budget import Budgets
@@ -77,7 +78,11 @@ async def refresh_briefing(
     with metering() as meter:
         try:
             written = await write_briefing(
-                ctx.summary_model, settings, package, previous.text if previous is not None else None
+                ctx.summary_model,
+                settings,
+                package,
+                previous.text if previous is not None else None,
+                group=is_group(user),
             )
         except (AgentRunError, UserError, TimeoutError, OSError) as exc:
             logger.warning("briefing not written", extra={"user_id": user_id, "error": repr(exc)})

@@ -9,11 +9,13 @@ from datetime import UTC
 from typing import Any
 
 from pydantic_ai.exceptions import AgentRunError
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from agent.account.groups import GROUP
 from agent.core.usage import UsageMeter, metering, store_usage
 from agent.digest.summaries import MAX_KEY_MOMENTS, DaySummary, Line, summarise_day
-from db.models import DaySegment, TranscriptMessage
+from db.models import DaySegment, TranscriptMessage, User
 from db.repositories.day_summaries import DaySummaryRepository
 from db.repositories.users import user_present
 from jobs.context import JobContext
@@ -28,6 +30,8 @@ class DayFold:
 
     segment: DaySegment
     messages: list[TranscriptMessage]
+    # The day is a group chat's: its prompt speaks of members by name (agent/digest/groups.py).
+    group: bool = False
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,8 @@ async def pending_fold(session: AsyncSession, segment_id: int) -> DayFold | None
     if segment is None or segment.status != "open":
         return None
     messages = list(await repo.unsummarised(segment))
-    return DayFold(segment, messages)
+    kind = await session.scalar(select(User.kind).where(User.id == segment.user_id))
+    return DayFold(segment, messages, group=kind == GROUP)
 
 
 async def draft_fold(ctx: JobContext, fold: DayFold, *, final: bool, notes: Sequence[str]) -> DayDraft:
@@ -57,9 +62,10 @@ async def draft_fold(ctx: JobContext, fold: DayFold, *, final: bool, notes: Sequ
             ctx.settings,
             day=fold.segment.day,
             previous=fold.segment.summary,
-            lines=[Line(m.id, m.role, m.content, m.sent_at) for m in fold.messages],
+            lines=[Line(m.id, m.role, m.content, m.sent_at, m.speaker_name) for m in fold.messages],
             notes=notes,
             final=final,
+            group=fold.group,
         )
     return DayDraft(fold, result, meter)
 

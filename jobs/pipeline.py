@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from agent.account.groups import GROUP
 from agent.context.package import THOUGHTS_MAX
 from agent.core.errors import UserForgottenError
 from agent.core.usage import UsageMeter, metering, store_usage, store_usage_apart
@@ -57,6 +58,8 @@ class Ingested:
     thoughts: list[ShownThought] = field(default_factory=list)
     # The user's zone: the extraction's follow-up times are local times there.
     timezone: str = "UTC"
+    # The owner is a group chat: its prompts speak of members by name (agent/digest/groups.py).
+    group: bool = False
 
 
 @dataclass(frozen=True)
@@ -70,20 +73,21 @@ class Loaded:
     thoughts: Sequence[Thought] = ()
     # The emoji the person put on each answer (by transcript id): the extraction sees them.
     reactions: Mapping[int, Sequence[str]] = field(default_factory=dict)
+    group: bool = False
 
 
 async def load(session: AsyncSession, conversation_id: int) -> Loaded | None:
     """Read the conversation, its user's zone, its user/assistant messages and open threads."""
     found = (
         await session.execute(
-            select(Conversation, User.timezone)
+            select(Conversation, User.timezone, User.kind)
             .join(User, User.id == Conversation.user_id)
             .where(Conversation.id == conversation_id)
         )
     ).one_or_none()
     if found is None:
         return None
-    conversation, timezone = found
+    conversation, timezone, kind = found
     messages = [
         m for m in await TranscriptRepository(session).for_conversation(conversation_id) if m.role != "system"
     ]
@@ -97,7 +101,7 @@ async def load(session: AsyncSession, conversation_id: int) -> Loaded | None:
     )
     answers = [m.id for m in messages if m.role == "assistant"]
     reactions = await reactions_on(session, conversation.user_id, answers) if needs_threads else {}
-    return Loaded(conversation, timezone, messages, threads, thoughts, reactions)
+    return Loaded(conversation, timezone, messages, threads, thoughts, reactions, group=kind == GROUP)
 
 
 def ingested(loaded: Loaded) -> Ingested:
@@ -108,7 +112,10 @@ def ingested(loaded: Loaded) -> Ingested:
         user_id=conversation.user_id,
         ended_at=conversation.ended_at or conversation.last_message_at,
         lines=[
-            Line(m.id, m.role, with_reactions(m.content, loaded.reactions.get(m.id)), m.sent_at) for m in rows
+            Line(
+                m.id, m.role, with_reactions(m.content, loaded.reactions.get(m.id)), m.sent_at, m.speaker_name
+            )
+            for m in rows
         ],
         segment_ids=sorted({m.day_segment_id for m in rows if m.day_segment_id is not None}),
         open_threads=[OpenThread(t.id, t.type, t.content) for t in loaded.open_threads],
@@ -117,6 +124,7 @@ def ingested(loaded: Loaded) -> Ingested:
         ),
         timezone=loaded.timezone,
         thoughts=[ShownThought(t.id, t.content) for t in loaded.thoughts],
+        group=loaded.group,
     )
 
 
@@ -139,6 +147,7 @@ async def extraction_stage(ctx: JobContext, item: Ingested) -> Extraction:
         item.open_threads,
         ended_local=ended,
         thoughts=item.thoughts,
+        group=item.group,
     )
 
 

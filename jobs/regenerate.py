@@ -16,9 +16,12 @@ from datetime import UTC
 from typing import Any, Literal
 
 from pydantic_ai.exceptions import AgentRunError
+from sqlalchemy import select
 
+from agent.account.groups import GROUP
 from agent.core.usage import metering, store_usage
 from agent.digest.summaries import MAX_KEY_MOMENTS, DaySummary, Line, summarise_day
+from db.models import User
 from db.repositories.day_summaries import DaySummaryRepository
 from db.repositories.users import user_present
 from jobs.context import JobContext
@@ -49,6 +52,7 @@ async def regenerate_segment(ctx: JobContext, segment_id: int) -> Outcome:
         if segment is None:
             return "empty"
         messages = list(await repo.day_messages(segment))
+        group = await session.scalar(select(User.kind).where(User.id == segment.user_id)) == GROUP
     if not messages:
         return "empty"
     result: DaySummary | None = None
@@ -60,8 +64,9 @@ async def regenerate_segment(ctx: JobContext, segment_id: int) -> Outcome:
                 ctx.settings,
                 day=segment.day,
                 previous=result.markdown() if result is not None else None,
-                lines=[Line(m.id, m.role, m.content, m.sent_at) for m in batch],
+                lines=[Line(m.id, m.role, m.content, m.sent_at, m.speaker_name) for m in batch],
                 final=segment.status == "final",
+                group=group,
             )
     assert result is not None
     key_moments: list[Any] = [{"text": text, "message_id": messages[-1].id} for text in result.key_moments]

@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.forget import UserCache
@@ -30,6 +30,22 @@ async def group_owner_id(sessions: async_sessionmaker[AsyncSession], chat_id: in
     """The owner row of a group chat's memory, if the group has one."""
     async with sessions() as session:
         return await session.scalar(select(User.id).where(User.chat_id == chat_id, User.kind == GROUP))
+
+
+async def group_lines_of(sessions: async_sessionmaker[AsyncSession], telegram_id: int) -> int:
+    """How many lines this Telegram user said in groups that still hold their text."""
+    async with sessions() as session:
+        count = await session.scalar(
+            select(func.count())
+            .select_from(TranscriptMessage)
+            .join(User, User.id == TranscriptMessage.user_id)
+            .where(
+                User.kind == GROUP,
+                TranscriptMessage.speaker_telegram_id == telegram_id,
+                TranscriptMessage.content != "",
+            )
+        )
+    return int(count or 0)
 
 
 async def forget_group_words(

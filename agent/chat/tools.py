@@ -166,7 +166,7 @@ async def conversation_get(
     except (RecallInputError, RecallNotFoundError) as exc:
         raise ModelRetry(str(exc)) from exc
     if isinstance(out, MessagesOut):
-        document: dict[str, Any] = {"messages": [asdict(m) for m in out.messages]}
+        document: dict[str, Any] = {"messages": [m.shown() for m in out.messages]}
         if out.truncated:
             document["note"] = "more messages in this range; ask for the rest from the last id shown"
         return document

@@ -25,6 +25,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agent.account.groups import is_group
 from agent.context.briefing.reader import BriefingReader
 from agent.context.briefing.writer import fingerprint
 from agent.context.budget import Budgets, Fitted
@@ -150,7 +151,7 @@ class ContextBuilder:
                 previous_message_at=previous_message_at,
                 remaining=remaining,
             ),
-            self._compact(sessions, user.id, conversation_id, history, now),
+            self._compact(sessions, user.id, conversation_id, history, now, group=is_group(user)),
         )
         now_block = time_block(user, now, previous_message_at)
         # Reactions since their last message belong to this turn, in its note.
@@ -240,12 +241,19 @@ class ContextBuilder:
         conversation_id: int | None,
         history: Sequence[ModelMessage],
         now: datetime,
+        *,
+        group: bool,
     ) -> Compacted:
         if not history or conversation_id is None:
             return Compacted([], "not needed")
         try:
             return await self.compactor.compact(
-                sessions, user_id=user_id, conversation_id=conversation_id, history=history, now=now
+                sessions,
+                user_id=user_id,
+                conversation_id=conversation_id,
+                history=history,
+                now=now,
+                group=group,
             )
         except COLLECTOR_ERRORS as exc:
             # The cache could not be read or written: plain truncation, as on a summary failure.

@@ -52,6 +52,7 @@ from agent.core.caching import static_cache_settings
 from agent.core.model_lifecycle import sampling_allowed
 from agent.core.settings import Settings
 from agent.core.usage import record_run
+from agent.digest.groups import for_owner
 from agent.history.messages import sanitize_history
 from agent.history.tokens import TokenCounter
 from agent.history.turn_notes import words
@@ -101,14 +102,17 @@ def with_summary(summary: str, tail: Sequence[ModelMessage]) -> list[ModelMessag
     return [head, *tail[1:]]
 
 
-def render_for_summary(messages: Sequence[ModelMessage], *, persona_name: str) -> list[str]:
+def render_for_summary(
+    messages: Sequence[ModelMessage], *, persona_name: str, group: bool = False
+) -> list[str]:
     """The turns as plain lines, without system parts, turn notes, earlier summaries or recall tool
-    traffic (a prompt's files are left out too: only its words)."""
+    traffic (a prompt's files are left out too: only its words). A group turn's prompt already
+    names each speaker ("Ana: ..."), so it is given as it is (`group`)."""
     lines: list[str] = []
     for message in messages:
         for part in message.parts:
             if isinstance(part, UserPromptPart) and (said := words(part)):
-                lines.append(f"Person: {said}")
+                lines.append(said if group else f"Person: {said}")
             elif isinstance(part, TextPart) and part.content.strip():
                 lines.append(f"{persona_name}: {part.content}")
             elif isinstance(part, BaseToolCallPart) and part.tool_name not in RECALL_TOOLS:
@@ -149,8 +153,10 @@ class Compactor:
         conversation_id: int,
         history: Sequence[ModelMessage],
         now: datetime,
+        group: bool = False,
     ) -> Compacted:
-        """The history to send: unchanged, with a cached summary, or with a fresh one."""
+        """The history to send: unchanged, with a cached summary, or with a fresh one (`group`: the
+        session is a group chat's, agent/digest/groups.py)."""
         started = time.perf_counter()
         history = list(history)
 
@@ -184,7 +190,7 @@ class Compactor:
             return done(history, "not needed")
         try:
             summary = await asyncio.wait_for(
-                self._summarise(previous, history[covered:boundary]),
+                self._summarise(previous, history[covered:boundary], group=group),
                 timeout=self.settings.compaction_timeout_seconds,
             )
         except TimeoutError:
@@ -234,8 +240,10 @@ class Compactor:
             return None
         return row
 
-    async def _summarise(self, previous: str, messages: Sequence[ModelMessage]) -> str:
-        lines = render_for_summary(sanitize_history(messages), persona_name=self.settings.persona_name)
+    async def _summarise(self, previous: str, messages: Sequence[ModelMessage], *, group: bool) -> str:
+        lines = render_for_summary(
+            sanitize_history(messages), persona_name=self.settings.persona_name, group=group
+        )
         # Bound the input: the oldest lines go first (the transcript keeps them, search finds them).
         budget = self.settings.compaction_input_max_tokens
         kept: list[str] = []
@@ -251,7 +259,7 @@ class Compactor:
         prompt += "New turns:\n" + "\n".join(reversed(kept))
         max_tokens = self.settings.compaction_summary_max_tokens
         assert self.model is not None
-        static = SUMMARY_INSTRUCTIONS.format(
+        static = for_owner(SUMMARY_INSTRUCTIONS, group=group).format(
             max_words=max_tokens * 3 // 4, persona_name=self.settings.persona_name
         )
         result = await summary_agent.run(

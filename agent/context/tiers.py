@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from agent.account.groups import is_group
 from agent.context.fence import fence, neutralise
 from agent.context.threads import ThreadRow, priority_classes, rank_threads, thread_lines
 from agent.core.clock import ensure_utc, local_day
@@ -72,25 +73,35 @@ def describe_gap(seconds: float) -> str:
 
 
 def time_block(user: User, now: datetime, previous_message_at: datetime | None) -> TierBlock:
-    """The time tier: local weekday and part of day, and how long since their last message."""
+    """The time tier: local weekday and part of day, and how long since their (a group's: anyone's)
+    last message."""
     local = now.astimezone(ZoneInfo(user.timezone))
     line = f"It's {local:%A} {part_of_day(local.hour)} ({local:%Y-%m-%d %H:%M}, {user.timezone})"
+    group = is_group(user)
     if previous_message_at is None:
-        line += "; this is their first message"
+        line += "; this is the group's first message" if group else "; this is their first message"
     else:
-        line += f"; they last wrote {describe_gap((now - ensure_utc(previous_message_at)).total_seconds())}"
+        gap = describe_gap((now - ensure_utc(previous_message_at)).total_seconds())
+        line += f"; someone in the group last wrote {gap}" if group else f"; they last wrote {gap}"
     return TierBlock("time", "Now:", (line + ".",))
 
 
 def profile_block(user: User) -> TierBlock | None:
-    """What onboarding told us: name, interests, boundaries and the rest of users.profile."""
-    lines = [f"Name to use: {user.name}"] if user.name else []
+    """What onboarding told us: name, interests, boundaries and the rest of users.profile.
+
+    A group chat's row names the group (its title), never a person to call by that name.
+    """
+    group = is_group(user)
+    named = f"Group: {user.name}" if group else f"Name to use: {user.name}"
+    lines = [named] if user.name else []
     for key, value in sorted((user.profile or {}).items()):
         if value in (None, "", [], {}):
             continue
         shown = ", ".join(str(v) for v in value) if isinstance(value, list) else str(value)
         lines.append(f"{key.replace('_', ' ').capitalize()}: {shown}")
-    return TierBlock("profile", "About them:", tuple(lines)) if lines else None
+    return (
+        TierBlock("profile", "About this group:" if group else "About them:", tuple(lines)) if lines else None
+    )
 
 
 def _moment_text(moment: Any) -> str:
@@ -169,7 +180,12 @@ async def _unsummarised(
     count: Callable[[str], int],
 ) -> list[str]:
     """Lines of the day's turns that no summary covers, outside this conversation, newest kept."""
-    stmt = select(TranscriptMessage.role, TranscriptMessage.content, TranscriptMessage.sent_at).where(
+    stmt = select(
+        TranscriptMessage.role,
+        TranscriptMessage.content,
+        TranscriptMessage.sent_at,
+        TranscriptMessage.speaker_name,
+    ).where(
         TranscriptMessage.day_segment_id == segment.id,
         TranscriptMessage.role.in_(("user", "assistant")),
         TranscriptMessage.conversation_id.is_not(None),
@@ -192,7 +208,8 @@ async def _unsummarised(
             text = text[: _RAW_TURN_CHARS - 1] + "…"
         if not text:
             continue
-        who = "User" if row.role == "user" else "You"
+        # A group's lines name their speaker; a private chat's are the user's or the bot's.
+        who = row.speaker_name or ("User" if row.role == "user" else "You")
         line = f"{ensure_utc(row.sent_at).astimezone(zone):%H:%M} {who}: {text}"
         budget -= count(line)
         if budget < 0:

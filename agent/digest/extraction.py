@@ -15,6 +15,7 @@ from agent.chat.persona import with_name
 from agent.core.caching import static_cache_settings
 from agent.core.settings import Settings
 from agent.core.usage import record_run
+from agent.digest.groups import for_owner
 from agent.digest.summaries import Line, format_lines, summary_model_settings
 
 ThreadType = Literal["follow_up", "question", "promise", "topic", "curiosity", "callback"]
@@ -145,13 +146,18 @@ async def extract(
     *,
     ended_local: str | None = None,
     thoughts: Sequence[ShownThought] = (),
+    group: bool = False,
 ) -> Extraction:
-    """One SUMMARY_MODEL call with a timeout and an output cap; raises when the model fails."""
+    """One SUMMARY_MODEL call with a timeout and an output cap; raises when the model fails.
+
+    `group`: the conversation is a group chat's, its facts about the members by name
+    (agent/digest/groups.py)."""
+    instructions = for_owner(EXTRACTION_INSTRUCTIONS, group=group)
     async with asyncio.timeout(settings.summary_timeout_seconds):
         result = await extraction_agent.run(
             extraction_prompt(lines, open_threads, ended_local=ended_local, thoughts=thoughts),
             model=model,
-            instructions=(static := with_name(EXTRACTION_INSTRUCTIONS, settings.persona_name)),
+            instructions=(static := with_name(instructions, settings.persona_name)),
             model_settings=summary_model_settings(settings)
             | static_cache_settings(settings, settings.summary_model, static),
         )

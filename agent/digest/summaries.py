@@ -17,6 +17,7 @@ from agent.core.caching import static_cache_settings
 from agent.core.model_lifecycle import sampling_allowed
 from agent.core.settings import Settings
 from agent.core.usage import record_run
+from agent.digest.groups import for_owner
 
 MAX_KEY_MOMENTS = 5
 
@@ -29,6 +30,8 @@ class Line:
     role: str
     content: str
     sent_at: datetime
+    # Who said it in a group chat (the transcript's speaker_name); None in a private chat.
+    speaker: str | None = None
 
 
 class DaySummary(BaseModel):
@@ -80,8 +83,15 @@ def summary_model_settings(settings: Settings) -> ModelSettings:
 
 
 def format_lines(lines: Sequence[Line]) -> str:
-    """Messages as `[#id HH:MM role] text` lines."""
-    return "\n".join(f"[#{line.id} {line.sent_at:%H:%M} {line.role}] {line.content}" for line in lines)
+    """Messages as `[#id HH:MM role] text` lines; a group member's as `[#id HH:MM user] Ana: text`."""
+    return "\n".join(
+        f"[#{line.id} {line.sent_at:%H:%M} {line.role}] {_named(line.speaker)}{line.content}"
+        for line in lines
+    )
+
+
+def _named(speaker: str | None) -> str:
+    return f"{speaker}: " if speaker else ""
 
 
 def _prompt(day: date, previous: str | None, lines: Sequence[Line], notes: Sequence[str], final: bool) -> str:
@@ -102,13 +112,17 @@ async def summarise_day(
     lines: Sequence[Line],
     notes: Sequence[str] = (),
     final: bool = False,
+    group: bool = False,
 ) -> DaySummary:
-    """One SUMMARY_MODEL call: the updated summary of `day` (raises on model failure or timeout)."""
+    """One SUMMARY_MODEL call: the updated summary of `day` (raises on model failure or timeout).
+
+    `group`: the day is a group chat's (agent/digest/groups.py)."""
+    instructions = for_owner(SUMMARY_INSTRUCTIONS, group=group)
     async with asyncio.timeout(settings.summary_timeout_seconds):
         result = await day_summary_agent.run(
             _prompt(day, previous, lines, notes, final),
             model=model,
-            instructions=(static := with_name(SUMMARY_INSTRUCTIONS, settings.persona_name)),
+            instructions=(static := with_name(instructions, settings.persona_name)),
             model_settings=summary_model_settings(settings)
             | static_cache_settings(settings, settings.summary_model, static),
         )

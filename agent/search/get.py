@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -28,6 +28,15 @@ class MessageOut:
     content: str
     created_at: str
     day_segment_id: int | None
+    # Who said it in a group chat; None in a private chat (and then left out of `shown`).
+    speaker: str | None = None
+
+    def shown(self) -> dict[str, object]:
+        """The message as a tool or page shows it: a private chat's without a speaker field."""
+        out = asdict(self)
+        if self.speaker is None:
+            del out["speaker"]
+        return out
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,7 @@ def _out(message: TranscriptMessage) -> MessageOut:
         content=message.content,
         created_at=message.sent_at.isoformat(timespec="seconds"),
         day_segment_id=message.day_segment_id,
+        speaker=message.speaker_name,
     )
 
 

@@ -160,15 +160,17 @@ async def neighbours(
         TranscriptMessage.role,
         TranscriptMessage.content,
         TranscriptMessage.sent_at,
+        TranscriptMessage.speaker_name,
     ).where(by_ids(TranscriptMessage.id, ids))
     user_name, persona_name = names
     return {
         int(message_id): Neighbour(
             message_id=int(message_id),
-            speaker=speaker_name(role, user_name=user_name, persona_name=persona_name),
+            # A group's lines name their own speaker; a private chat's are the user's or the bot's.
+            speaker=said_by or speaker_name(role, user_name=user_name, persona_name=persona_name),
             sent_at=sent_at.isoformat(timespec="minutes"),
             text=_clip(content, width),
         )
-        for message_id, owner, role, content, sent_at in await session.execute(stmt)
+        for message_id, owner, role, content, sent_at, said_by in await session.execute(stmt)
         if owner == user_id and (before is None or sent_at < before)
     }

@@ -24,6 +24,7 @@ from agent.context.package import ContextPackage
 from agent.core.caching import static_cache_settings
 from agent.core.settings import Settings
 from agent.core.usage import record_run
+from agent.digest.groups import for_owner
 from agent.digest.summaries import summary_model_settings
 
 # The parts of the package a briefing is written from. Memory depends on the message and time on
@@ -144,20 +145,26 @@ def package_prompt(package: ContextPackage, previous: str | None) -> str:
     return "\n\n".join(sections)
 
 
-def briefing_instructions(settings: Settings) -> str:
-    """The writer's instructions with the persona's name and the budgets filled in."""
+def briefing_instructions(settings: Settings, *, group: bool = False) -> str:
+    """The writer's instructions with the persona's name and the budgets filled in (`group`: for a
+    group chat's memory, agent/digest/groups.py)."""
     return (
-        with_name(BRIEFING_INSTRUCTIONS, settings.persona_name)
+        with_name(for_owner(BRIEFING_INSTRUCTIONS, group=group), settings.persona_name)
         .replace("{budget}", str(settings.context_briefing_budget))
         .replace("{voice_budget}", str(settings.context_briefing_voice_budget))
     )
 
 
 async def write_briefing(
-    model: Model | str, settings: Settings, package: ContextPackage, previous: str | None
+    model: Model | str,
+    settings: Settings,
+    package: ContextPackage,
+    previous: str | None,
+    *,
+    group: bool = False,
 ) -> Written:
     """One SUMMARY_MODEL call: the briefing edited from `previous` (raises on model failure or timeout)."""
-    instructions = briefing_instructions(settings)
+    instructions = briefing_instructions(settings, group=group)
     async with asyncio.timeout(settings.summary_timeout_seconds):
         result = await briefing_agent.run(
             package_prompt(package, previous),

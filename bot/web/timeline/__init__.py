@@ -44,4 +44,6 @@ def routes(runtime: Runtime) -> list[BaseRoute]:
         Route("/timeline/api/summaries/{day_segment_id}", api.endpoint(api.summary), methods=["GET"]),
         Route("/timeline/api/facts", api.endpoint(api.facts), methods=["GET"]),
         Route("/timeline/api/facts/{fact_id}/forget", api.endpoint(api.forget), methods=["POST"]),
+        Route("/timeline/api/group-lines", api.endpoint(api.group_lines), methods=["GET"]),
+        Route("/timeline/api/group-lines/forget", api.endpoint(api.forget_group_lines), methods=["POST"]),
     ]

@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from agent.account.group_forget import forget_group_words, group_lines_of
 from agent.account.ratelimit import RateLimiter
 from agent.account.timeline import DayView, Entry, Timeline, TimelineUser, parse_summary, within_calendar
 from agent.chat.tools import hit_dict
@@ -246,7 +247,7 @@ class TimelineApi:
         """GET /timeline/api/messages/{id}: conversation_get(message_id), the exact message."""
         out = await self._conversation_get(who, message_id=_id(request.path_params["message_id"]))
         assert isinstance(out, MessagesOut)
-        return {"messages": [asdict(m) for m in out.messages]}
+        return {"messages": [m.shown() for m in out.messages]}
 
     async def summary(self, request: Request, who: SignedIn) -> dict[str, Any]:
         """GET /timeline/api/summaries/{id}: conversation_get(day_segment_id), a day's summary."""
@@ -287,3 +288,22 @@ class TimelineApi:
             recall.facts_changed(user.id)
         logger.info("fact taken back in the timeline", extra={"user_id": user.id})
         return {"forgotten": gone}
+
+    async def group_lines(self, request: Request, who: SignedIn) -> dict[str, Any]:
+        """GET /timeline/api/group-lines: how many lines they said in groups still hold their text."""
+        return {"lines": await group_lines_of(self.runtime.sessions, who.telegram_id)}
+
+    async def forget_group_lines(self, request: Request, who: SignedIn) -> dict[str, Any]:
+        """POST /timeline/api/group-lines/forget: blank every line they said in any group, as
+        `/forget confirm groups` does; their private memory is not touched.
+
+        Keyed by the signed Telegram id, like the chat's option: a person with no private memory
+        (who only ever spoke in groups) can delete their lines too.
+        """
+        runtime = self.runtime
+        await forget_group_words(
+            runtime.sessions, who.telegram_id, caches=runtime.jobs.caches, guard=runtime.guard
+        )
+        left = await group_lines_of(runtime.sessions, who.telegram_id)
+        logger.info("group lines blanked in the timeline", extra={"left": left})
+        return {"lines": left}

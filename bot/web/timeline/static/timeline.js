@@ -1,5 +1,6 @@
 // The timeline Mini App: day selector, summary card, folded timeline, search and "open", and what
-// the bot remembers (each fact with its day and a delete button).
+// the bot remembers (each fact with its day and a delete button; their lines in groups, if any,
+// with a button that deletes them).
 // Every API call carries Telegram's signed initData; all text is inserted with textContent.
 "use strict";
 
@@ -373,7 +374,7 @@
     const box = $("memory");
     status("Loading…");
     try {
-      const data = await api("/timeline/api/facts");
+      const [data, inGroups] = await Promise.all([api("/timeline/api/facts"), api("/timeline/api/group-lines")]);
       box.hidden = false;
       box.replaceChildren(el("h2", "", "What I remember"));
       if (!data.groups.length) box.append(el("p", "muted", "Nothing saved about you yet."));
@@ -397,6 +398,7 @@
         });
         box.append(list);
       });
+      if (inGroups.lines > 0) box.append(groupLines(inGroups.lines));
       const close = el("button", "close", "Close");
       close.type = "button";
       close.onclick = () => { box.hidden = true; };
@@ -405,6 +407,45 @@
       status("");
     } catch (error) {
       status(error.message);
+    }
+  }
+
+  // What they said in groups is each group's memory, not theirs: shown only when there is some, it
+  // can be deleted (the text blanked in every group), after a second press that says what goes.
+  function groupLines(count) {
+    const part = el("div", "group-lines");
+    part.id = "group-lines";
+    part.append(el("h3", "", "In groups"));
+    const said = count === 1 ? "1 message" : count + " messages";
+    part.append(el("p", "", "You said " + said + " in groups I'm in. They stay in those groups' memory until you delete them."));
+    const ask = el("button", "forget", "Delete my messages in groups");
+    ask.type = "button";
+    ask.id = "group-lines-delete";
+    ask.onclick = () => {
+      ask.hidden = true;
+      const sure = el("p", "pending", "This deletes the text of all " + said + " in every group, for good. What a group's summaries say stays the group's. Your private chat with me is not touched.");
+      const yes = el("button", "forget", "Yes, delete them");
+      yes.type = "button";
+      yes.id = "group-lines-confirm";
+      const no = el("button", "", "Cancel");
+      no.type = "button";
+      no.onclick = () => { sure.remove(); yes.remove(); no.remove(); ask.hidden = false; };
+      yes.onclick = () => forgetGroupLines(part, yes);
+      part.append(sure, yes, no);
+    };
+    part.append(ask);
+    return part;
+  }
+
+  async function forgetGroupLines(part, button) {
+    button.disabled = true;
+    try {
+      await api("/timeline/api/group-lines/forget", { method: "POST" });
+      part.remove();
+      status("Deleted: your messages in groups.");
+    } catch (error) {
+      status(error.message);
+      button.disabled = false;
     }
   }
 
