@@ -142,7 +142,8 @@ class TurnCost:
         return self.uncached + 0.1 * self.read + 1.25 * self.written_5m + 2.0 * self.written_1h
 
 
-def _sum(uses: Sequence[CacheUse], output: int) -> TurnCost:
+def turn_cost(uses: Sequence[CacheUse], output: int = 0) -> TurnCost:
+    """One turn's requests added up (`output`: its output tokens, where they are counted)."""
     return TurnCost(
         len(uses),
         sum(u.total for u in uses),
@@ -205,8 +206,8 @@ async def _session(
         before = len(fake.cache.uses)
         result = await service.reply(user.id, f"turn {turn}: so today at work was long, and then", at)
         chat, other = _split(fake.cache.uses[before:], settings.model)
-        costs.append(_sum(chat, len(result.text) // 4 * len(chat)))
-        others.append(_sum(other, settings.compaction_summary_max_tokens * len(other)))
+        costs.append(turn_cost(chat, len(result.text) // 4 * len(chat)))
+        others.append(turn_cost(other, settings.compaction_summary_max_tokens * len(other)))
         cuts.append(await _cut(sessions, result.message_id))
     await service.close()
     await engine.dispose()
@@ -272,7 +273,7 @@ async def _day(
         before = len(fake.cache.uses)
         result = await service.reply(user_id, f"turn {t}: how was your day, and what about the film?", at)
         chat, _ = _split(fake.cache.uses[before:], settings.model)
-        costs.append(_sum(chat, len(result.text) // 4))
+        costs.append(turn_cost(chat, len(result.text) // 4))
     await service.close()
     await engine.dispose()
     return costs

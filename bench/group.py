@@ -9,7 +9,8 @@ the rest it only hears. Every message goes through agent/turn/group_turn.py (`he
    message's store, and a group turn's context tokens: memory, the session's history, the turn's
    note and the heard lines that go with the addressed message.
 2. Against the fake Anthropic API with its prompt-cache model on the day's clock (as `bench cost`):
-   the share of each addressed turn's chat-model input read from cache, in the cache-ordered layout.
+   the share of each addressed turn's chat-model input read from cache, in the cache-ordered layout,
+   and the input billed against the same requests uncached.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from agent.turn.group_turn import group_prompt, group_reply, hear
 from agent.turn.service import TurnService
 from agent.turn.transcript import Speaker
 from bench.common import describe, scratch_database
+from bench.cost import turn_cost
 from bench.fakes.anthropic_api import FakeAnthropic, Reply, last_user_text
 from db.engine import create_engine, session_factory
 from db.models import GeneratedPrompt, TranscriptMessage
@@ -126,6 +128,9 @@ class GroupDay:
     heard_ms: list[float] = field(default_factory=list)
     tokens: list[Tokens] = field(default_factory=list)  # the late addressed turns
     cache: list[tuple[int, int]] = field(default_factory=list)  # every addressed turn: (read, input)
+    billed: list[float] = field(
+        default_factory=list
+    )  # every addressed turn: input billed, in uncached tokens
     spent: list[int] = field(default_factory=list)  # the group's tokens of the day after each of them
     owner_id: int = 0
 
@@ -197,8 +202,9 @@ async def run_day(
                 day.heard_ms.append(elapsed)
                 continue
             if fake is not None:
-                uses = [u for u in fake.cache.uses[before:] if u.model == chat_model]
-                day.cache.append((sum(u.read for u in uses), sum(u.total for u in uses)))
+                cost = turn_cost([u for u in fake.cache.uses[before:] if u.model == chat_model])
+                day.cache.append((cost.read, cost.total))
+                day.billed.append(cost.billed_units)
                 async with sessions() as session:
                     _, spent = await UsageRepository(session).spent(message.at.date(), owner.id)
                 day.spent.append(spent)
@@ -298,7 +304,8 @@ async def run_group_bench(settings: Settings, *, quick: bool = False) -> None:
     print(
         f"  chat input read from cache: first turn {shares[0]:.1%}; from the second "
         f"{sum(r for r, _ in later) / max(1, sum(t for _, t in later)):.1%} of "
-        f"{sum(t for _, t in later)} tokens (lowest turn {min(shares[1:]):.1%})"
+        f"{sum(t for _, t in later)} tokens (lowest turn {min(shares[1:]):.1%}); billed input "
+        f"{sum(cached.billed[1:]) / max(1, sum(t for _, t in later)):.2f} of uncached"
     )
     cap = settings.group_daily_tokens
     crossed = next((n for n, spent in enumerate(cached.spent, 1) if spent >= cap), None) if cap else None

@@ -1,11 +1,12 @@
 """The chat agent: module-level, its instructions and tools, and the request laid out for caching.
 
 A request reads, from the most stable to the least (the order a provider's prompt cache reads it):
-the tools; the persona and rules, the same for every user of the bot (a literal instruction, given
-to each run, so PydanticAI sorts it first and marks a cache breakpoint after it); this session's
-memory (an instruction that appends its changes to the history instead of rewriting the prefix,
-with the second breakpoint after it); the history; and last this turn's note and message, where the
-automatic breakpoint moves with the conversation (agent/context/layers.py).
+the tools; PydanticAI's framing announcement (agent/core/caching.py); the persona and rules, the
+same for every user of the bot (a literal instruction, given to each run, so PydanticAI sorts it
+first and marks a cache breakpoint after it); this session's memory (an instruction that appends
+its changes to the history instead of rewriting the prefix, with the second breakpoint after it);
+the history; and last this turn's note and message, where the automatic breakpoint moves with the
+conversation (agent/context/layers.py).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pydantic_ai.settings import ModelSettings
 from agent.chat.deps import TurnDeps
 from agent.chat.reminder_tools import reminder_tools
 from agent.chat.tools import recall_tools
-from agent.core.caching import cache_settings
+from agent.core.caching import CONVERSATION_TTL, Ttl, cache_settings
 from agent.core.errors import ConfigurationError
 from agent.core.settings import Settings
 from agent.history.turn_notes import words
@@ -109,9 +110,10 @@ def build_chat_model(settings: Settings) -> Model:
     return build_model(settings.model, settings)
 
 
-def chat_model_settings(settings: Settings) -> ModelSettings:
-    """Output cap, timeout and prompt caching for the chat model."""
-    model_settings: ModelSettings = cache_settings(settings)
+def chat_model_settings(settings: Settings, *, conversation_ttl: Ttl = CONVERSATION_TTL) -> ModelSettings:
+    """Output cap, timeout and prompt caching for the chat model; the conversation's cache entry lives
+    `conversation_ttl` (longer where turns come further apart)."""
+    model_settings: ModelSettings = cache_settings(settings, conversation_ttl=conversation_ttl)
     model_settings["timeout"] = settings.model_timeout_seconds
     if settings.model_max_tokens is not None:
         model_settings["max_tokens"] = settings.model_max_tokens

@@ -9,8 +9,15 @@ explicit Anthropic settings take precedence there; other providers read the unif
 `PROMPT_CACHE` sets the lifetime of the instructions' breakpoints: PydanticAI gives them one lifetime
 together, so with "1h" the session's memory is written at the 1-hour price too (2x input instead of
 1.25x, once a session) while the bot-wide persona is written once an hour instead of every five
-minutes of quiet. The conversation's breakpoint is always 5 minutes: a session's turns come minutes
-apart, and a session ends after a pause anyway.
+minutes of quiet. The conversation's breakpoint lives 5 minutes where turns come minutes apart (a
+private chat: a session ends after a pause anyway) and an hour where they come further apart (a busy
+group, whose addressed turns come some ten minutes apart): an entry that expires between turns makes
+every turn write the whole history again.
+
+With caching on, a conversation's requests carry PydanticAI's framing announcement (what its
+`<system>` blocks and notes mean) from the first request on. By default it joins the head of the
+system prompt at the first compaction summary or appended memory change, ahead of the persona: that
+moves the whole cached prefix, so that request would read nothing from the cache.
 """
 
 from __future__ import annotations
@@ -23,18 +30,29 @@ from pydantic_ai.models.anthropic import AnthropicModelSettings
 from agent.core.settings import Settings
 from agent.history.tokens import get_counter
 
-CONVERSATION_TTL: Literal["5m"] = "5m"
+Ttl = Literal["5m", "1h"]
+
+CONVERSATION_TTL: Ttl = "5m"
 
 
-def cache_settings(settings: Settings, *, conversation: bool = True) -> AnthropicModelSettings:
+def cache_settings(
+    settings: Settings, *, conversation: bool = True, conversation_ttl: Ttl = CONVERSATION_TTL
+) -> AnthropicModelSettings:
     """Model settings that cache the tools and static instructions (and the conversation, unless
-    `conversation` is False: a one-off call whose messages are never sent again)."""
+    `conversation` is False: a one-off call whose messages are never sent again).
+
+    The conversation's entry lives `conversation_ttl`. Anthropic refuses a 1-hour breakpoint after a
+    5-minute one (tools, then system, then messages), so a 1-hour conversation takes the instructions
+    to 1 hour too, whatever `PROMPT_CACHE` says (unless it is "off"): with turns minutes apart a
+    5-minute entry of theirs would expire between turns and be written again each time anyway.
+    """
     if settings.prompt_cache == "off":
         return AnthropicModelSettings()
-    ttl = settings.prompt_cache
+    ttl = "1h" if conversation and conversation_ttl == "1h" else settings.prompt_cache
     cached = AnthropicModelSettings(anthropic_cache_instructions=ttl, cache=ttl)
     if conversation:
-        cached["anthropic_cache"] = CONVERSATION_TTL
+        cached["anthropic_cache"] = conversation_ttl
+        cached["framing_announcement"] = "always"
     else:
         cached["cache"] = {"retention": ttl, "messages": False}
     return cached

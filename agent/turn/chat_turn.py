@@ -16,9 +16,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.settings import ModelSettings
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.chat import attachments as files
+from agent.chat.agent import chat_model_settings
 from agent.chat.deps import TurnDeps
 from agent.chat.persona import persona_for
 from agent.chat.streaming import TurnProgress
@@ -83,6 +85,10 @@ class ChatTurn(Turn[Prepared, Answered, TurnResult]):
         """The persona prompt the agent runs with."""
         return persona_for(self.service.settings).chat
 
+    def model_settings(self) -> ModelSettings:
+        """The chat model's settings: a private chat's turns come minutes apart (5-minute cache)."""
+        return chat_model_settings(self.service.settings)
+
     async def resume(self, session: AsyncSession, found: Delivered) -> Prepared | Done[TurnResult]:
         """Answer a message stored in a session but never answered; anything else was answered."""
         if found.answer is not None or found.message.conversation_id is None:
@@ -139,7 +145,7 @@ class ChatTurn(Turn[Prepared, Answered, TurnResult]):
             # None on a session's first message: the instructions start the run fresh.
             history=context.history,
             model=service.model,
-            settings=service.settings,
+            model_settings=self.model_settings(),
             sent_at=self.at,
             attachments=prepared.attachments,
             progress=self.progress,

@@ -15,9 +15,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from pydantic_ai.settings import ModelSettings
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from agent.chat.agent import chat_model_settings
 from agent.chat.streaming import TurnProgress
 from agent.core.clock import ensure_utc
 from agent.turn.chat_turn import ChatTurn, TurnResult
@@ -85,6 +87,12 @@ class GroupTurn(ChatTurn):
     def instructions(self) -> str:
         """The persona with the group rule after it."""
         return super().instructions() + GROUP_RULE
+
+    def model_settings(self) -> ModelSettings:
+        """The chat model's settings with an hour-long conversation cache: a busy group's addressed
+        turns come some ten minutes apart, past a 5-minute entry's life, and each would write the
+        group's whole history again."""
+        return chat_model_settings(self.service.settings, conversation_ttl="1h")
 
     async def resume(self, session: AsyncSession, found: Delivered) -> Prepared | Done[TurnResult]:
         """A message stored but never answered: answered now, with what was heard before it."""

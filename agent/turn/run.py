@@ -15,12 +15,12 @@ from datetime import datetime
 from pydantic_ai.exceptions import AgentRunError, RunCancelled
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models import Model
+from pydantic_ai.settings import ModelSettings
 
 from agent.chat import attachments as files
-from agent.chat.agent import chat_agent, chat_model_settings
+from agent.chat.agent import chat_agent
 from agent.chat.deps import TurnDeps
 from agent.chat.streaming import TurnProgress, can_stream, event_handler
-from agent.core.settings import Settings
 from agent.core.usage import record_run
 from agent.history.turn_notes import with_note
 from agent.turn.stopped import STOPPED_EMPTY, stopped_exchange
@@ -57,7 +57,7 @@ async def run_chat(
     *,
     history: list[ModelMessage] | None,
     model: Model | str,
-    settings: Settings,
+    model_settings: ModelSettings,
     sent_at: datetime,
     attachments: Sequence[files.Attachment] = (),
     progress: TurnProgress | None = None,
@@ -73,7 +73,7 @@ async def run_chat(
             model=model,
             # A literal instruction: sorted first and cached for every user of the bot.
             instructions=deps.persona,
-            model_settings=chat_model_settings(settings),
+            model_settings=model_settings,
             event_stream_handler=(
                 event_handler(progress, files.visible) if progress is not None and can_stream(model) else None
             ),

@@ -1,6 +1,7 @@
 """The chat request in cache order, through the real Anthropic SDK against the local Messages API.
 
-What is checked is what the provider's cache reads: the bytes of each request up to its breakpoints.
+What is checked is what the provider's cache reads: the bytes of each request up to its breakpoints,
+a private chat's and a group's.
 """
 
 from __future__ import annotations
@@ -10,20 +11,23 @@ import json
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from pydantic_ai.models import override_allow_model_requests
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from agent.account.groups import group_owner
 from agent.account.users import get_or_create_user
 from agent.chat.agent import build_model, chat_agent
 from agent.core.caching import minimum_prefix
 from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.touchpoints.compose import Occasion, compose
+from agent.turn.group_turn import group_reply, hear
 from agent.turn.service import TurnService
+from agent.turn.transcript import Speaker
 from bench.fakes.anthropic_api import FakeAnthropic, Reply, fake_anthropic_server
 from db.models import DaySegment, ModelUsage
 
@@ -36,6 +40,14 @@ Json = dict[str, Any]
 @pytest.fixture
 def fake() -> Iterator[FakeAnthropic]:
     yield from fake_anthropic_server()
+
+
+@pytest.fixture
+def timed(clock: FrozenClock, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAnthropic]:
+    """The fake API whose cache lives on the turns' clock, where the Anthropic SDK sends requests."""
+    with FakeAnthropic(clock=lambda: clock.now().timestamp()) as fake, override_allow_model_requests(True):
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
+        yield fake
 
 
 def _settings(database_url: str, **overrides: Any) -> Settings:
@@ -140,10 +152,10 @@ async def test_turns_of_a_session_repeat_the_previous_request_and_carry_their_no
         assert len(points) <= 4, points
         # The persona, then the session's memory, then the conversation (automatic).
         assert points[-1] == "auto" and sum(p.startswith("system[") for p in points) == 2
-    # Every request starts with the bytes of the one before, up to its last breakpoint (the tool's
-    # second request too), except once: where the session's memory changed (below).
+    # Every request starts with the bytes of the one before, up to its last breakpoint: the tool's
+    # second request, and where the session's memory changed (below) too.
     kept = [prefix_kept(earlier, later) for earlier, later in itertools.pairwise(bodies)]
-    assert kept == [True, True, True, False, True]
+    assert kept == [True] * 5
     # The session's memory keeps its first text in the instructions on every request.
     assert len({memory_text(b) for b in bodies}) == 1
     # This turn's note comes after the history, first in the user prompt, and stays with its turn.
@@ -153,8 +165,8 @@ async def test_turns_of_a_session_repeat_the_previous_request_and_carry_their_no
     last = user_texts(bodies[-1]["messages"][-1])
     assert last[0].startswith("<this_turn>") and last[1] == "and then?"
     # The summary written mid-session reaches the model once, as a replacement in the turn it came
-    # before (PydanticAI frames it as a system entry: one rewrite), and the request after it
-    # repeats it.
+    # before (PydanticAI frames it as a system entry, explained from the first request on), and the
+    # request after it repeats it.
     changed = [b for b in bodies if any("counted words" in t for m in b["messages"] for t in user_texts(m))]
     assert changed == bodies[-2:]
     assert "counted words" not in memory_text(bodies[-1])
@@ -203,7 +215,7 @@ async def test_prompt_cache_off_sends_no_cache_control(
 
 
 async def test_from_the_second_turn_most_of_the_input_is_read_from_the_cache(
-    monkeypatch: pytest.MonkeyPatch,
+    timed: FakeAnthropic,
     database_url: str,
     engine: AsyncEngine,
     sessions: async_sessionmaker[AsyncSession],
@@ -211,17 +223,15 @@ async def test_from_the_second_turn_most_of_the_input_is_read_from_the_cache(
 ) -> None:
     # The default chat model's family (Sonnet caches from 1,024 tokens); the fake's cache follows
     # the turns' clock.
-    with FakeAnthropic(clock=lambda: clock.now().timestamp()) as fake, override_allow_model_requests(True):
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
-        settings = _settings(database_url, model="anthropic:claude-sonnet-5-5")
-        service = await _service(settings, engine, sessions, clock)
-        user, _ = await get_or_create_user(sessions, key="cli:di", now=clock.now(), timezone="UTC", name="Di")
-        for n in range(4):
-            await service.reply(user.id, f"message {n}", clock.now() + timedelta(minutes=n))
-        await service.settle()
-        async with sessions() as session:
-            usage = (await session.execute(select(ModelUsage).where(ModelUsage.kind == "chat"))).scalar_one()
-    uses = fake.cache.uses
+    settings = _settings(database_url, model="anthropic:claude-sonnet-5-5")
+    service = await _service(settings, engine, sessions, clock)
+    user, _ = await get_or_create_user(sessions, key="cli:di", now=clock.now(), timezone="UTC", name="Di")
+    for n in range(4):
+        await service.reply(user.id, f"message {n}", clock.now() + timedelta(minutes=n))
+    await service.settle()
+    async with sessions() as session:
+        usage = (await session.execute(select(ModelUsage).where(ModelUsage.kind == "chat"))).scalar_one()
+    uses = timed.cache.uses
     assert uses[0].read == 0 and uses[0].written_1h > 0  # the persona and the session's memory, 1 h
     for earlier, later in itertools.pairwise(uses):
         # Each request reads everything the one before sent, and writes only the new turn.
@@ -231,6 +241,77 @@ async def test_from_the_second_turn_most_of_the_input_is_read_from_the_cache(
     assert usage.cache_read_tokens == sum(u.read for u in uses)
     assert usage.cache_write_tokens == sum(u.written for u in uses)
     assert usage.input_tokens == sum(u.total for u in uses)
+
+
+async def test_a_compaction_keeps_the_cached_tools_and_instructions(
+    timed: FakeAnthropic,
+    database_url: str,
+    engine: AsyncEngine,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+) -> None:
+    # A short history budget: the session's older turns become a summary after a few turns.
+    settings = _settings(database_url, model="anthropic:claude-sonnet-5-5", history_token_budget=500)
+    service = await _service(settings, engine, sessions, clock)
+    user, _ = await get_or_create_user(sessions, key="cli:ed", now=clock.now(), timezone="UTC", name="Ed")
+    for n in range(8):
+        said = f"message {n}: " + "the allotment's water tank is leaking again by the fence " * 4
+        await service.reply(user.id, said, clock.now() + timedelta(minutes=n))
+    await service.settle()
+    chat = [
+        (body, use)
+        for body, use in zip(timed.message_bodies(), timed.cache.uses, strict=True)
+        if use.model == "claude-sonnet-5-5"
+    ]
+    summarised = ["<pyai:conversation_summary>" in json.dumps(body["messages"][0]) for body, _ in chat]
+    assert any(summarised) and not summarised[0]
+    # Tools and system, byte for byte, are the first request's before and after the compaction.
+    cached = {json.dumps([_plain(body.get("tools")), _plain(body["system"])]) for body, _ in chat}
+    assert len(cached) == 1
+    # So the turn that brings the first summary still reads the persona and the memory from the cache.
+    _, use = chat[summarised.index(True)]
+    instructions = [b for b in use.breakpoints if not b.automatic][-1]
+    assert instructions.path.startswith("system.") and use.read >= instructions.tokens > 0
+
+
+@pytest.mark.parametrize("prompt_cache", ["1h", "5m"])
+async def test_a_group_turn_reads_the_turn_before_it_nine_minutes_later(
+    prompt_cache: Literal["1h", "5m"],
+    timed: FakeAnthropic,
+    database_url: str,
+    engine: AsyncEngine,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+) -> None:
+    # A busy group's addressed turns come further apart than a 5-minute entry lives.
+    settings = _settings(database_url, model="anthropic:claude-sonnet-5-5", prompt_cache=prompt_cache)
+    service = await _service(settings, engine, sessions, clock)
+    group, _ = await group_owner(sessions, chat_id=-7, title="Allotment", now=clock.now(), timezone="UTC")
+    ana, bob = Speaker(11, "Ana"), Speaker(12, "Bob")
+    for n in range(3):
+        clock.advance(timedelta(minutes=8))
+        await hear(service, group.id, f"the tank leaks again ({n})", clock.now(), speaker=ana)
+        clock.advance(timedelta(minutes=1))
+        await group_reply(service, group.id, f"Nikita, any idea? ({n})", clock.now(), speaker=bob)
+    # A person's private chat, for comparison: its turns come minutes apart.
+    person, _ = await get_or_create_user(sessions, key="cli:cy", now=clock.now(), timezone="UTC", name="Cy")
+    await service.reply(person.id, "hello", clock.now())
+    await service.settle()
+    *group_uses, private = timed.cache.uses
+    assert len(group_uses) == 3
+    for use in group_uses:
+        # The persona, the group's memory and the conversation (automatic), all for an hour: a
+        # 1-hour entry after a 5-minute one is a 400, so the instructions follow the conversation.
+        assert [(b.path.split(".")[0], b.ttl, b.automatic) for b in use.breakpoints] == [
+            ("system", "1h", False),
+            ("system", "1h", False),
+            ("messages", "1h", True),
+        ]
+    for earlier, later in itertools.pairwise(group_uses):
+        # Nine minutes on, the whole request before is read; only the new exchange is written.
+        assert later.read == earlier.total and later.uncached == 0 and later.written_5m == 0
+    assert [(b.ttl, b.automatic) for b in private.breakpoints][-1] == ("5m", True)
+    assert {b.ttl for b in private.breakpoints if not b.automatic} == {prompt_cache}
 
 
 async def test_the_persona_of_a_one_off_call_is_shared_between_users_when_long_enough(

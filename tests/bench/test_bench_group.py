@@ -48,12 +48,16 @@ async def test_the_quick_day_prints_real_timings_tokens_and_cache_shares(
     assert memory > 0 and history > 0 and note > 0 and heard > 0
     assert abs(total - (memory + history + note + heard)) <= 2  # means, each rounded
     cache = re.search(
-        r"first turn ([\d.]+)%; from the second ([\d.]+)% of (\d+) tokens \(lowest turn ([\d.]+)%\)", out
+        r"first turn ([\d.]+)%; from the second ([\d.]+)% of (\d+) tokens \(lowest turn ([\d.]+)%\); "
+        r"billed input ([\d.]+) of uncached",
+        out,
     )
     assert cache is not None
-    first, later, tokens, lowest = (float(n) for n in cache.groups())
+    first, later, tokens, lowest, billed = (float(n) for n in cache.groups())
     assert first == 0.0  # nothing was in the cache before the day's first turn
     assert 0 < later < 100 and tokens > 0 and 0 <= lowest <= later
+    # Reads at 0.1 and writes at 1.25 or 2: what most turns read makes the whole cheaper than uncached.
+    assert 0.1 < billed < 1
     spent = re.search(r"model tokens of the day: ([\d,]+) .*GROUP_DAILY_TOKENS [\d,]+ not reached", out)
     assert spent is not None and int(spent.group(1).replace(",", "")) >= tokens
 
