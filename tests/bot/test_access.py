@@ -200,7 +200,10 @@ async def test_the_user_budget_stops_the_model_and_keeps_the_message(
         stats = (await tg.wait_for_messages(1, chat_id=ADMIN))[-1].text
     assert brain.onboarding_calls == ["/start"]
     assert ("user", "onboarding", "call me Sam") in await transcript_rows(runtime)
-    assert "budget refusals today (UTC): 1 over USER_DAILY_TOKENS, 0 over DAILY_TOKENS" in stats
+    assert (
+        "budget refusals today (UTC): 1 over USER_DAILY_TOKENS, 0 over GROUP_DAILY_TOKENS, "
+        "0 over DAILY_TOKENS" in stats
+    )
 
 
 async def test_the_budgets_stop_turns(
@@ -232,7 +235,7 @@ async def test_the_bot_wide_budget_stops_everyone(
         stats = (await tg.wait_for_messages(1, chat_id=ADMIN))[-1].text
     assert brain.chat_calls == ["spends it all"]
     assert ("user", "text", "my first") in await transcript_rows(runtime)
-    assert "0 over USER_DAILY_TOKENS, 1 over DAILY_TOKENS" in stats
+    assert "0 over USER_DAILY_TOKENS, 0 over GROUP_DAILY_TOKENS, 1 over DAILY_TOKENS" in stats
 
 
 @dataclass
