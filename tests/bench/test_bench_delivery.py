@@ -19,9 +19,8 @@ def test_bench_delivery_prints_losses_latency_burst_and_overhead(
 
     out = capsys.readouterr().out
     rows = re.findall(r"sent (\d+)  lost (\d+)  unanswered (\d+)  answered twice (\d+)", out)
-    assert len(rows) == 3, out
-    # Without a crash nothing may be lost, unanswered or repeated; the kill -9 run loses nothing.
-    assert [tuple(map(int, row[1:3])) for row in rows] == [(0, 0)] * 3, out
-    assert int(rows[0][3]) == 0 and int(rows[2][3]) == 0, out
+    assert len(rows) == 2, out
+    # Without a crash nothing may be lost, unanswered or repeated.
+    assert [tuple(map(int, row[1:])) for row in rows] == [(0, 0, 0)] * 2, out
     assert "other users' reply latency during one user's burst of 40" in out
     assert re.search(r"sqlite +added before the reply: p50 [+-][\d.]+ ms  p95 [+-][\d.]+ ms", out), out
