@@ -57,6 +57,10 @@ def fake() -> Iterator[tuple[FakeAnthropic, Scripted]]:
     scripted.release.set()
 
 
+# Enough conversations that the second worker, started with the first, still finds some to take.
+CONVERSATIONS = 100
+
+
 def _worker(database_url: str, base_url: str, cwd: Path, **extra: str) -> subprocess.Popen[str]:
     env = {
         **os.environ,
@@ -136,7 +140,7 @@ async def test_two_worker_processes_process_each_conversation_exactly_once(
     if not database_url.startswith("postgresql"):
         pytest.skip("several worker processes on one database is the PostgreSQL deployment")
     server, scripted = fake
-    for i in range(200):
+    for i in range(CONVERSATIONS):
         await seed_conversation(
             sessions,
             start=clock.now().replace(hour=8 + i % 5),
@@ -150,11 +154,11 @@ async def test_two_worker_processes_process_each_conversation_exactly_once(
     elapsed = time.perf_counter() - started
 
     assert [w.returncode for w in workers] == [0, 0], [err for _, err in outputs]
-    assert scripted.extractions == {i: 1 for i in range(200)}
+    assert scripted.extractions == {i: 1 for i in range(CONVERSATIONS)}
     async with sessions() as session:
         rows = (await session.execute(select(Conversation.status, Conversation.attempts))).all()
         by_worker = Counter((await session.execute(select(Conversation.claimed_by))).scalars().all())
-    assert Counter(rows) == {("processed", 1): 200}
-    assert await _count(sessions, ConversationThread) == 400
+    assert Counter(rows) == {("processed", 1): CONVERSATIONS}
+    assert await _count(sessions, ConversationThread) == 2 * CONVERSATIONS
     assert len(by_worker) == 2, by_worker  # both processes took a share
     print(f"two workers: {dict(by_worker)} in {elapsed:.1f} s")
