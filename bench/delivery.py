@@ -65,18 +65,13 @@ SCENARIOS = (
     Scenario("SIGTERM, kill -9", "sqlite", "polling", ("sigterm", "kill")),
     Scenario(
         "2 instances: SIGTERM, kill -9, connections dropped, server restart, 1 killed for good",
-        "private",
-        "webhook",
-        ("sigterm", "kill@1", "drop", "restart", "kill-one"),
+        *("private", "webhook", ("sigterm", "kill@1", "drop", "restart", "kill-one")),
         instances=2,
     ),
     Scenario("burst of 300 from one user", "postgres", "polling", burst=300),
 )
 # A smoke run of the bench itself: the faults have tests of their own (tests/bot/test_delivery_faults.py).
-QUICK = (
-    Scenario("no fault", "sqlite", "polling"),
-    Scenario("burst of 40 from one user", "sqlite", "polling", burst=40),
-)
+QUICK = (Scenario("no fault", "sqlite", "polling"), Scenario("burst of 40", "sqlite", "polling", burst=40))
 
 
 def free_port() -> int:
