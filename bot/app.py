@@ -280,6 +280,7 @@ async def _serve_runtime(runtime: Runtime, stop: asyncio.Event, listener: socket
     if listener is None:
         async with running(application):
             logger.info("polling for updates")
+            runtime.start_up()  # in the pauses between the turns of updates already waiting
             await stop.wait()
         return
     webhook = bool(settings.webhook_url)
@@ -289,6 +290,7 @@ async def _serve_runtime(runtime: Runtime, stop: asyncio.Event, listener: socket
         what = "serving webhook" if webhook else "polling for updates; serving HTTP"
         logger.info(what, extra={"port": settings.web_port})
         served = asyncio.create_task(server.serve(sockets=[listener]))
+        runtime.start_up()
         stopping = asyncio.create_task(stop.wait())
         await asyncio.wait({served, stopping}, return_when=asyncio.FIRST_COMPLETED)
         stopping.cancel()
