@@ -14,6 +14,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import numpy as np
 from sqlalchemy import func, insert, select, update
@@ -121,8 +122,9 @@ async def _history(
 ) -> None:
     """One person's days: a summarised day segment and a processed conversation each, and 5 facts."""
     day_starts = [start + timedelta(days=d) for d in range(days)]
-    await conn.execute(
-        insert(DaySegment),
+    segments = await _inserted(
+        conn,
+        DaySegment,
         [
             {
                 "user_id": user_id,
@@ -142,15 +144,9 @@ async def _history(
             for at in day_starts
         ],
     )
-    segments = list(
-        (
-            await conn.scalars(
-                select(DaySegment.id).where(DaySegment.user_id == user_id).order_by(DaySegment.day)
-            )
-        ).all()
-    )
-    await conn.execute(
-        insert(Conversation),
+    conversations = await _inserted(
+        conn,
+        Conversation,
         [
             {
                 "user_id": user_id,
@@ -165,13 +161,6 @@ async def _history(
             }
             for at in day_starts
         ],
-    )
-    conversations = list(
-        (
-            await conn.scalars(
-                select(Conversation.id).where(Conversation.user_id == user_id).order_by(Conversation.id)
-            )
-        ).all()
     )
     await conn.execute(
         insert(TranscriptMessage),
@@ -204,6 +193,14 @@ async def _history(
             for n in range(5)
         ],
     )
+
+
+async def _inserted(
+    conn: AsyncConnection, model: type[DaySegment | Conversation], rows: list[dict[str, Any]]
+) -> list[int]:
+    """Insert the rows in one statement; their ids, in the rows' order."""
+    statement = insert(model).returning(model.id, sort_by_parameter_order=True)
+    return list((await conn.execute(statement, rows)).scalars())
 
 
 async def _unindexed_tail(conn: AsyncConnection, user_id: int, rng: random.Random, *, count: int) -> None:
