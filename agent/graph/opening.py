@@ -4,8 +4,9 @@ Opening the graph imports graphiti, may start the embedded database's server and
 a second or more, and longer on a graph server that is slow to answer. The runtime opens it after
 the process takes updates (bot/runtime.py). Until it is open, a search raises `GraphOpeningError`
 (a `GraphMemoryError`): the memory tier has no lines and the fact search reads the saved facts,
-without a warning. Writes, /forget and /export wait for the opening. A graph that does not open is
-off from then on, as at any start.
+without a warning. Writes, /forget and /export wait for the opening (a minute at most, then they
+fail as on a graph that does not answer). A graph that does not open is off from then on, as at
+any start.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from agent.graph.null import NullGraphMemory
 
 logger = logging.getLogger(__name__)
 
-# How long a stop waits for an opening in progress before cutting it short.
+# How long a write waits for the opening (then it fails as on a graph that does not answer, and its
+# caller retries as it does then), and how long a stop waits before cutting the opening short.
+WRITE_WAIT_SECONDS = 60.0
 CLOSE_WAIT_SECONDS = 10.0
 
 
@@ -48,12 +51,21 @@ class OpeningGraph:
             self._graph = NullGraphMemory()
         return self._graph
 
-    async def opened(self) -> GraphMemory:
-        """The graph, once open (`NullGraphMemory` when it did not open); starts the opening if needed."""
+    async def opened(self, *, within: float | None = None) -> GraphMemory:
+        """The graph, once open (`NullGraphMemory` when it did not open); starts the opening if needed.
+
+        With `within`, a `GraphOpeningError` when it is not open by then.
+        """
         self.start()
         assert self._opening is not None
-        # Shielded: a caller given up on (a cancelled job) must not cut the opening short.
-        return await asyncio.shield(self._opening)
+        try:
+            # Shielded: a caller given up on (a cancelled job, a timeout) must not cut the opening short.
+            return await asyncio.wait_for(asyncio.shield(self._opening), within)
+        except TimeoutError:
+            raise GraphOpeningError(f"the knowledge graph is still opening after {within:g} s") from None
+
+    async def _for_write(self) -> GraphMemory:
+        return await self.opened(within=WRITE_WAIT_SECONDS)
 
     @property
     def is_open(self) -> bool:
@@ -80,16 +92,16 @@ class OpeningGraph:
         facts: Sequence[str] | None = None,
     ) -> None:
         """Add the episode once the graph is open."""
-        graph = await self.opened()
+        graph = await self._for_write()
         await graph.add_episode(user_id, group, name, body, reference_time, source_id, facts=facts)
 
     async def add_fact(self, user_id: int, text: str, reference_time: datetime) -> None:
         """Add the fact once the graph is open."""
-        await (await self.opened()).add_fact(user_id, text, reference_time)
+        await (await self._for_write()).add_fact(user_id, text, reference_time)
 
     async def invalidate_facts(self, user_id: int, uuids: Sequence[str], at: datetime) -> int:
         """End the facts once the graph is open."""
-        return await (await self.opened()).invalidate_facts(user_id, uuids, at)
+        return await (await self._for_write()).invalidate_facts(user_id, uuids, at)
 
     async def search(self, user_id: int, query: str, *, limits: GroupLimits, now: datetime) -> MemoryResults:
         """Search the open graph; `GraphMemoryError` while it opens (the reply goes on without it)."""
@@ -97,11 +109,11 @@ class OpeningGraph:
 
     async def forget_user(self, user_id: int) -> None:
         """Delete the user's groups once the graph is open."""
-        await (await self.opened()).forget_user(user_id)
+        await (await self._for_write()).forget_user(user_id)
 
     async def export_user(self, user_id: int) -> dict[str, Any]:
         """Everything stored about the user, once the graph is open."""
-        return await (await self.opened()).export_user(user_id)
+        return await (await self._for_write()).export_user(user_id)
 
     async def close(self) -> None:
         """Close the graph; an opening in progress is waited for (a server it starts must be stopped)."""

@@ -110,6 +110,21 @@ async def test_reads_go_on_without_the_graph_while_it_opens_and_writes_wait_for_
     assert inner.closed
 
 
+async def test_a_wait_for_the_opening_gives_up_without_cutting_it_short() -> None:
+    may_open, inner = asyncio.Event(), OpenedGraph()
+
+    async def opener() -> OpenedGraph:
+        await may_open.wait()
+        return inner
+
+    graph = OpeningGraph(opener)
+    with pytest.raises(GraphOpeningError, match="still opening after 0.05 s"):
+        await graph.opened(within=0.05)  # a write's caller fails as on a graph that does not answer
+    may_open.set()
+    assert await graph.opened() is inner
+    await graph.close()
+
+
 async def test_a_graph_that_fails_to_open_is_off(caplog: pytest.LogCaptureFixture) -> None:
     async def opener() -> OpenedGraph:
         raise RuntimeError("the server said no")
