@@ -23,7 +23,7 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from agent.core.errors import ConfigurationError
 from agent.core.settings import Settings
 from agent.graph.errors import EMBEDDED_GRAPH_MISSING, EmbeddedGraphInUseError
-from agent.graph.setup import check_graph_url
+from agent.graph.urls import check_graph_url
 
 logger = logging.getLogger(__name__)
 

@@ -15,13 +15,13 @@ import importlib.util
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 from agent.core.errors import ConfigurationError
 from agent.core.settings import OFFLINE_MODELS
 from agent.graph.errors import EMBEDDED_GRAPH_MISSING
 from agent.graph.memory import GraphMemory
 from agent.graph.null import NullGraphMemory
+from agent.graph.urls import check_graph_url
 
 if TYPE_CHECKING:
     from graphiti_core.llm_client import LLMClient
@@ -152,16 +152,6 @@ async def _open(
         return NullGraphMemory()
     logger.info("knowledge graph on", extra={"backend": settings.graph_backend})
     return memory
-
-
-def check_graph_url(backend: str, url: str | None) -> str:
-    """GRAPH_URL of a graph server backend; `ConfigurationError` when missing or of the wrong scheme."""
-    if not url:
-        raise ConfigurationError(f"GRAPH_URL is required when GRAPH_BACKEND={backend}")
-    scheme = urlsplit(url).scheme
-    if backend == "falkordb" and scheme not in {"falkor", "falkordb", "redis", "rediss"}:
-        raise ConfigurationError(f"GRAPH_URL for FalkorDB must be falkor://host:port, not {scheme}://")
-    return url
 
 
 def _import_graphiti() -> None:

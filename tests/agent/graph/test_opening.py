@@ -118,7 +118,7 @@ async def test_a_wait_for_the_opening_gives_up_without_cutting_it_short() -> Non
         return inner
 
     graph = OpeningGraph(opener)
-    with pytest.raises(GraphOpeningError, match="still opening after 0.05 s"):
+    with pytest.raises(GraphOpeningError, match=r"still opening after 0\.05 s"):
         await graph.opened(within=0.05)  # a write's caller fails as on a graph that does not answer
     may_open.set()
     assert await graph.opened() is inner
