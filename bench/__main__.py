@@ -33,6 +33,7 @@ NAMES = (
     "trip",
     "structure",
     "group",
+    "start",
 )
 
 
@@ -128,6 +129,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench.group import run_group_bench
 
         asyncio.run(run_group_bench(settings, quick=quick))
+    elif args.name == "start":
+        from bench.start import run_start_bench
+
+        asyncio.run(run_start_bench(settings, quick=quick))
     elif args.name == "context":
         from bench.context import run_context_bench
 

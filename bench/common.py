@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import statistics
 import tempfile
 import uuid
@@ -64,5 +65,23 @@ async def scratch_database(
     try:
         await upgrade_to_head_async(url)
         yield url
+    finally:
+        await _admin(postgres_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@asynccontextmanager
+async def database_copy(url: str, postgres_url: str = DEFAULT_POSTGRES_URL) -> AsyncIterator[str]:
+    """A copy of a (scratch) database, removed afterwards: a file copy, or PostgreSQL's TEMPLATE."""
+    if url.startswith("sqlite"):
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "copy.db"
+            shutil.copy(url.split("///", 1)[1], path)
+            yield f"sqlite+aiosqlite:///{path}"
+        return
+    name = f"nikita_bench_{uuid.uuid4().hex[:8]}"
+    # TEMPLATE needs the original to have no connections: its engines are disposed by then.
+    await _admin(postgres_url, f'CREATE DATABASE "{name}" TEMPLATE "{url.rsplit("/", 1)[1]}"')
+    try:
+        yield f"{url.rsplit('/', 1)[0]}/{name}"
     finally:
         await _admin(postgres_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -38,8 +38,12 @@ TOKEN_AND_SECRET = ("123:ABC", "s3cret")
 class FakeBotApi(Protocol):
     """What the harness uses of the fake Bot API (bench/fakes/telegram_api.py)."""
 
-    base_url: str
     sent: list[Any]  # records with .chat_id, .text and .at (time.monotonic when accepted)
+
+    @property
+    def base_url(self) -> str:
+        """Where the bots find it."""
+        ...
 
     def user_message(self, user_id: int, text: str) -> dict[str, Any]:
         """Queue a private text message from `user_id`."""

@@ -53,7 +53,7 @@ from bot.runtime import Runtime, build_runtime
 from bot.services import AnyApplication, BotData, BotServices, DeliveryRunner, build_delivery, services_of
 from bot.web.app import build_web_app
 from bot.web.timeline import command as timeline_command
-from db.migrate import upgrade_in_child
+from db.migrate import upgrade_unless_at_head
 from jobs.scheduler import schedule_jobs
 
 logger = logging.getLogger(__name__)
@@ -260,8 +260,9 @@ async def serve(settings: Settings) -> None:
     try:
         stop = asyncio.Event()
         on_stop_signal(stop.set)  # a stop during start-up stops the bot once it has started
-        # In a child process: the migration machinery never stays resident in the serving process.
-        await upgrade_in_child(settings.database_url)
+        # In a child process (the migration machinery never stays resident in the serving process),
+        # and only when the database is behind: a restart's usual check is one query.
+        await upgrade_unless_at_head(settings.database_url)
         runtime = await build_runtime(settings, migrate=False)
         for warning in model_warnings(settings, runtime.clock.now().date()):
             logger.warning(warning)
@@ -280,6 +281,7 @@ async def _serve_runtime(runtime: Runtime, stop: asyncio.Event, listener: socket
     if listener is None:
         async with running(application):
             logger.info("polling for updates")
+            runtime.start_up()  # in the pauses between the turns of updates already waiting
             await stop.wait()
         return
     webhook = bool(settings.webhook_url)
@@ -289,6 +291,7 @@ async def _serve_runtime(runtime: Runtime, stop: asyncio.Event, listener: socket
         what = "serving webhook" if webhook else "polling for updates; serving HTTP"
         logger.info(what, extra={"port": settings.web_port})
         served = asyncio.create_task(server.serve(sockets=[listener]))
+        runtime.start_up()
         stopping = asyncio.create_task(stop.wait())
         await asyncio.wait({served, stopping}, return_when=asyncio.FIRST_COMPLETED)
         stopping.cancel()

@@ -1,8 +1,17 @@
-"""The composition root: settings in, a wired engine, session factory and turn service out."""
+"""The composition root: settings in, a wired engine, session factory and turn service out.
+
+What a start needs before it can answer is wired here and nothing more: the start-up work (the
+knowledge graph's opening, the embedding model, the search index of the most recently active
+people) runs after the process takes updates (`Runtime.start_up`), one step at a time, each in a
+pause between turns.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
+import time
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -19,17 +28,25 @@ from agent.core.settings import Settings
 from agent.graph import GraphMemory, NullGraphMemory
 from agent.graph.facts import GraphFactStore
 from agent.graph.guarded import GuardedGraphMemory
-from agent.graph.setup import open_settings_graph
+from agent.graph.opening import OpeningGraph
+from agent.graph.setup import settings_graph_opener
 from agent.graph.store import GraphDataStore
 from agent.graph.tier import GraphMemoryTier
 from agent.history.messages import TextCaches
 from agent.search.embedders import open_embedder
 from agent.search.embeddings import Embedder
 from agent.search.recall import Recall, build_recall
+from agent.search.recall_index import Pause
 from agent.turn.service import TurnService
 from db.engine import create_engine, session_factory
 from db.migrate import upgrade_to_head_async
 from jobs.context import JobContext, build_job_context
+
+logger = logging.getLogger(__name__)
+
+# A step of the start-up work waits at most this long for a pause between turns, then runs anyway
+# (off the event loop): a process busy from its first second still gets its graph and index.
+STARTUP_PATIENCE_SECONDS = 10.0
 
 
 @dataclass
@@ -54,6 +71,38 @@ class Runtime:
     # Writers /forget waits for; every graph write and indexing pass registers here.
     guard: WriteGuard | None = None
     _closed: bool = field(default=False, init=False, repr=False)
+    _startup: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
+
+    async def warm_up(self, *, pause: Pause | None = None) -> None:
+        """The start-up work: open the knowledge graph, load the embedding model, catch up the search
+        index of the most recently active people and load their vectors; `await pause()` before
+        each step. Without the pauses (the terminal chat), all of it at once."""
+        started = time.perf_counter()
+        if isinstance(self.graph, OpeningGraph):
+            if pause is not None:
+                await pause()
+            await self.graph.opened()
+        if self.recall is not None:
+            await self.recall.warm_up(now=self.clock.now(), pause=pause)
+        logger.info("start-up work done", extra={"ms": round((time.perf_counter() - started) * 1000)})
+
+    def start_up(self) -> None:
+        """Run `warm_up` in the background, each step in a pause between turns (called once the
+        process takes updates: updates already waiting are worked first)."""
+        activity = self.turns.frame.activity
+        activity.touch()
+
+        async def pause() -> None:
+            await activity.quiet(at_most=STARTUP_PATIENCE_SECONDS)
+
+        async def work() -> None:
+            try:
+                await self.warm_up(pause=pause)
+            except Exception:
+                # The task's top: a reply never depends on it, so it is logged and the process serves on.
+                logger.exception("start-up work failed")
+
+        self._startup = asyncio.create_task(work(), name="start-up work")
 
     async def forget(self, user_id: int) -> ForgetResult:
         """/forget: the user's rows, then (after their writers in flight) every store and cache."""
@@ -80,6 +129,9 @@ class Runtime:
             return
         self._closed = True
         # Each step runs even when an earlier one fails: the graph's server must never outlive us.
+        if self._startup is not None:
+            self._startup.cancel()  # an opening graph is closed (or awaited) by its own close below
+            await asyncio.gather(self._startup, return_exceptions=True)
         async with contextlib.AsyncExitStack() as steps:
             steps.push_async_callback(self.engine.dispose)
             if self.guard is not None:
@@ -100,7 +152,10 @@ async def build_runtime(
     embedder: Embedder | Literal["settings"] | None = "settings",
     graph: GraphMemory | Literal["settings"] = "settings",
 ) -> Runtime:
-    """Upgrade the schema to head and wire the services; `graph=` lets tests pass their own graph."""
+    """Upgrade the schema to head and wire the services; `graph=` lets tests pass their own graph.
+
+    The graph GRAPH_BACKEND names is opened later, by `start_up` or `warm_up` (or at its first write).
+    """
     persona_for(settings)  # PERSONA_FILE is read now: a missing or empty file stops the start
     if migrate:
         await upgrade_to_head_async(settings.database_url)
@@ -111,11 +166,8 @@ async def build_runtime(
     chosen = await open_embedder(settings) if embedder == "settings" else embedder
     guard = WriteGuard(sessions, engine=engine)
     recall = build_recall(settings, sessions, dialect=engine.dialect.name, embedder=chosen, guard=guard)
-    await recall.warm_up(now=clock.now())  # the first search after start costs what any search does
     # The graph shares the one embedder; off, it leaves the DB facts and no memory tier.
-    memory = (
-        graph if graph != "settings" else await open_settings_graph(settings, embedder=chosen, clock=clock)
-    )
+    memory = graph if graph != "settings" else _settings_graph(settings, chosen, clock)
     graph_on = not isinstance(memory, NullGraphMemory)
     timeout = settings.graph_search_timeout_seconds
     graph_facts: GraphFactStore | None = None
@@ -171,3 +223,9 @@ async def build_runtime(
         graph=memory,
         guard=guard,
     )
+
+
+def _settings_graph(settings: Settings, embedder: Embedder | None, clock: Clock) -> GraphMemory:
+    """The graph the settings name, opening in the background; `NullGraphMemory` when it is off."""
+    opener = settings_graph_opener(settings, embedder=embedder, clock=clock)
+    return NullGraphMemory() if opener is None else OpeningGraph(opener)

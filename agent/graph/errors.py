@@ -9,6 +9,10 @@ class GraphMemoryError(NikitaError):
     """The graph database or graphiti failed (connection, query, extraction, timeout)."""
 
 
+class GraphOpeningError(GraphMemoryError):
+    """The graph is still opening (the first seconds after a start): a read goes on without it."""
+
+
 class EmbeddedGraphInUseError(OSError):
     """The embedded graph's file is open in another process (the bot, usually): one process each."""
 

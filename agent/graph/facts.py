@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.core.clock import Clock
 from agent.core.errors import UserForgottenError
 from agent.core.usage import UsageMeter, metering, store_usage_apart
-from agent.graph.errors import GraphMemoryError
+from agent.graph.errors import GraphMemoryError, GraphOpeningError
 from agent.graph.memory import GraphMemory, GroupLimits, MemoryFact
 from agent.search.facts import FactAdded, FactHit, FactStore
 
@@ -60,6 +60,8 @@ class GraphFactStore:
             # A graph that is down retries its connection for seconds: the saved facts answer sooner.
             async with asyncio.timeout(self.search_timeout_seconds):
                 results = await self.graph.search(user_id, query, limits=limits, now=self.clock.now())
+        except GraphOpeningError:
+            return await self.fallback.search(user_id, query, limit=limit)  # the first seconds after a start
         except (GraphMemoryError, TimeoutError) as exc:
             logger.warning("graph fact search failed, using saved facts", extra={"error": repr(exc)[:200]})
             return await self.fallback.search(user_id, query, limit=limit)

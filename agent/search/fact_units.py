@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
+import numpy.typing as npt
 from sqlalchemy import Text, cast, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -65,6 +66,12 @@ async def sourced_facts(
 async def index_facts(session: AsyncSession, user_id: int, *, embedder: Embedder, now: datetime) -> int:
     """Embed the user's new or changed sourced facts and drop the rows of facts gone; returns how many
     were embedded (in the caller's transaction)."""
+    return await (await plan_facts(session, user_id, embedder=embedder)).store(session, now=now)
+
+
+async def plan_facts(session: AsyncSession, user_id: int, *, embedder: Embedder) -> FactIndexing:
+    """What indexing the user's facts takes, the new ones embedded already (nothing is written here:
+    the caller writes after every embedding of its pass, see agent/search/indexer.py)."""
     facts = {}
     for fact in await sourced_facts(session, user_id):
         facts[fact_digest(fact.id, fact.content, fact.message_ids)] = fact
@@ -80,11 +87,10 @@ async def index_facts(session: AsyncSession, user_id: int, *, embedder: Embedder
         ).all()
     )
     gone = [chunk_id for digest, chunk_id in indexed.items() if digest not in facts]
-    if gone:
-        await session.execute(delete(SearchChunk).where(SearchChunk.id.in_(gone)))
+    plan = FactIndexing(user_id, embedder, gone)
     missing = [(d, f) for d, f in facts.items() if d not in indexed]
     if not missing:
-        return 0
+        return plan
     wanted = {i for _, f in missing for i in f.message_ids}
     found = {
         int(r.id): r
@@ -101,32 +107,62 @@ async def index_facts(session: AsyncSession, user_id: int, *, embedder: Embedder
         if r.user_id == user_id  # another user's id is never a source (see turns.by_ids)
     }
     units = [(d, f, [i for i in f.message_ids if i in found]) for d, f in missing]
-    units = [(d, f, ids) for d, f, ids in units if ids]
-    if not units:
-        return 0
-    vectors = await embedder.embed([f.content for _, f, _ in units])
-    for row, (digest, _fact, ids) in enumerate(units):
-        first = found[ids[0]]
-        session.add(
-            SearchChunk(
-                user_id=user_id,
-                day_segment_id=first.day_segment_id,
-                kind=KIND_FACT_CHUNK,
-                message_ids=ids,
-                sections=[[0, len(ids)]],
-                first_message_id=ids[0],
-                last_message_id=ids[-1],
-                token_count=0,
-                digest=digest,
-                embedder=embedder.name,
-                dimensions=embedder.dimensions,
-                vectors=np.ascontiguousarray(vectors[row : row + 1], dtype=np.float32).tobytes(),
-                last_sent_at=max(found[i].sent_at for i in ids),
-                created_at=now,
+    for digest, fact, ids in units:
+        if ids:
+            first = found[ids[0]]
+            last_sent = max(found[i].sent_at for i in ids)
+            plan.units.append(_FactUnit(digest, fact.content, ids, first.day_segment_id, last_sent))
+    if plan.units:
+        plan.vectors = await embedder.embed([unit.content for unit in plan.units])
+    return plan
+
+
+@dataclass
+class _FactUnit:
+    digest: str
+    content: str
+    message_ids: list[int]
+    day_segment_id: int | None
+    last_sent_at: datetime
+
+
+@dataclass
+class FactIndexing:
+    """A user's fact rows to drop and new facts to store with their vectors."""
+
+    user_id: int
+    embedder: Embedder
+    gone: list[int]
+    units: list[_FactUnit] = field(default_factory=list)
+    vectors: npt.NDArray[np.float32] | None = None
+
+    async def store(self, session: AsyncSession, *, now: datetime) -> int:
+        """Write it in the caller's transaction; returns how many facts were embedded."""
+        if self.gone:
+            await session.execute(delete(SearchChunk).where(SearchChunk.id.in_(self.gone)))
+        if not self.units or self.vectors is None:
+            return 0
+        for row, unit in enumerate(self.units):
+            session.add(
+                SearchChunk(
+                    user_id=self.user_id,
+                    day_segment_id=unit.day_segment_id,
+                    kind=KIND_FACT_CHUNK,
+                    message_ids=unit.message_ids,
+                    sections=[[0, len(unit.message_ids)]],
+                    first_message_id=unit.message_ids[0],
+                    last_message_id=unit.message_ids[-1],
+                    token_count=0,
+                    digest=unit.digest,
+                    embedder=self.embedder.name,
+                    dimensions=self.embedder.dimensions,
+                    vectors=np.ascontiguousarray(self.vectors[row : row + 1], dtype=np.float32).tobytes(),
+                    last_sent_at=unit.last_sent_at,
+                    created_at=now,
+                )
             )
-        )
-    await session.flush()
-    return len(units)
+        await session.flush()
+        return len(self.units)
 
 
 def fact_words(text: str, language: str | None) -> set[str]:

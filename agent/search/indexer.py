@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -27,7 +26,7 @@ from agent.core.settings import Settings
 from agent.history.tokens import TokenCounter
 from agent.search.chunks import Chunk, ChunkMessage, build_chunks, split_text
 from agent.search.embeddings import Embedder
-from agent.search.fact_units import index_facts
+from agent.search.fact_units import plan_facts
 from agent.search.vectors import VectorCache
 from db.models import DaySegment, SearchChunk, TranscriptMessage, User
 
@@ -45,6 +44,30 @@ class IndexStats:
     sections: int = 0
     summaries: int = 0
     facts: int = 0
+    # The pass stopped at its message limit: more remains for the next one.
+    more: bool = False
+
+
+@dataclass
+class _NewChunks:
+    """A pass's new message chunks and their section vectors, stacked in order; `drop` is the day's
+    unfinished last chunk they replace."""
+
+    chunks: list[Chunk]
+    vectors: npt.NDArray[np.float32]
+    drop: SearchChunk | None
+
+
+@dataclass
+class _Summary:
+    """A stale day summary, ready to store: its current chunk (a newer stamp only), or its parts
+    embedded (None: no summary text any more)."""
+
+    segment: DaySegment
+    digest: str
+    current: SearchChunk | None
+    parts: list[str]
+    vectors: npt.NDArray[np.float32] | None
 
 
 def _digest(*parts: str) -> str:
@@ -68,24 +91,45 @@ class Indexer:
             SearchChunk.embedder == self.embedder.name, SearchChunk.dimensions == self.embedder.dimensions
         )
 
-    async def index_user(self, session: AsyncSession, user_id: int, *, now: datetime) -> IndexStats:
-        """Chunk and embed the user's messages not yet indexed and their changed day summaries."""
+    async def index_user(
+        self, session: AsyncSession, user_id: int, *, now: datetime, limit: int | None = None
+    ) -> IndexStats:
+        """Chunk and embed the user's messages not yet indexed and their changed day summaries.
+
+        `limit`: at most that many new messages this pass (`stats.more` then says whether some are
+        left; summaries and facts follow in the pass that finishes the messages). A day's last chunk
+        is rebuilt by the next pass, as when new messages arrive.
+
+        Everything is read and embedded before anything is written: on SQLite the first write takes
+        the database's one write lock until the commit, and every turn's writes would wait for the
+        model meanwhile.
+        """
         stats = IndexStats()
-        await self._index_messages(session, user_id, now, stats)
-        for segment in await self._stale_summaries(session, user_id):
-            if await self.index_day_summary(session, segment, now=now):
+        chunks = await self._new_chunks(session, user_id, stats, limit)
+        summaries: list[_Summary] = []
+        facts = None
+        if not stats.more:
+            for segment in await self._stale_summaries(session, user_id):
+                summaries.append(await self._embed_summary(session, segment))
+            facts = await plan_facts(session, user_id, embedder=self.embedder)
+        if chunks is not None:
+            await self._store_chunks(session, user_id, chunks, now)
+        for summary in summaries:
+            if await self._store_summary(session, summary, now):
                 stats.summaries += 1
-        stats.facts = await index_facts(session, user_id, embedder=self.embedder, now=now)
+        if facts is not None:
+            stats.facts = await facts.store(session, now=now)
         if stats.chunks or stats.summaries or stats.facts:
             self.cache.invalidate(user_id)
         return stats
 
     async def _resume_point(
         self, session: AsyncSession, user_id: int, reuse: dict[tuple[int, ...], Vector]
-    ) -> tuple[int, list[int]]:
-        """(last message id already final, overlap ids to repeat); drops an incomplete last chunk.
+    ) -> tuple[int, list[int], SearchChunk | None]:
+        """(last message id already final, overlap ids to repeat, an incomplete last chunk to drop).
 
-        The dropped chunk's section vectors go into `reuse`: only its growing last section is new.
+        The chunk to drop is rebuilt with the new messages; its section vectors go into `reuse`: only
+        its growing last section is new.
         """
         last = (
             await session.execute(
@@ -102,7 +146,7 @@ class Indexer:
                     SearchChunk.user_id == user_id, SearchChunk.kind == "messages"
                 )
             )
-            return int(other or 0), []
+            return int(other or 0), [], None
         newest = await session.scalar(
             select(func.max(TranscriptMessage.id)).where(
                 TranscriptMessage.user_id == user_id, TranscriptMessage.role != "system"
@@ -110,23 +154,23 @@ class Indexer:
         )
         ids = [int(i) for i in last.message_ids]
         if newest is None or newest <= ids[-1]:
-            return ids[-1], []  # nothing new: keep the last chunk as it is
+            return ids[-1], [], None  # nothing new: keep the last chunk as it is
         if last.token_count < self.settings.search_chunk_tokens:
             # The day's last chunk was still filling up: rebuild it with the new messages.
             old = np.frombuffer(last.vectors, dtype=np.float32).reshape(-1, last.dimensions)
             for row, (start, end) in enumerate(last.sections):
                 reuse[tuple(ids[start:end])] = old[row]
-            await session.delete(last)
-            await session.flush()
-            return ids[0] - 1, []
+            return ids[0] - 1, [], last
         overlap = self.settings.search_chunk_overlap_messages
-        return ids[-1], ids[-overlap:] if overlap > 0 else []
+        return ids[-1], ids[-overlap:] if overlap > 0 else [], None
 
-    async def _index_messages(
-        self, session: AsyncSession, user_id: int, now: datetime, stats: IndexStats
-    ) -> None:
+    async def _new_chunks(
+        self, session: AsyncSession, user_id: int, stats: IndexStats, limit: int | None
+    ) -> _NewChunks | None:
+        """The chunks of the messages not indexed yet, embedded (nothing is written here)."""
         reuse: dict[tuple[int, ...], Vector] = {}
-        after, overlap_ids = await self._resume_point(session, user_id, reuse)
+        after, overlap_ids, drop = await self._resume_point(session, user_id, reuse)
+        again = len(drop.message_ids) if drop is not None else 0
         columns = (
             TranscriptMessage.id,
             TranscriptMessage.day_segment_id,
@@ -135,19 +179,22 @@ class Indexer:
             TranscriptMessage.role,
             TranscriptMessage.speaker_name,
         )
-        rows = (
-            await session.execute(
-                select(*columns)
-                .where(
-                    TranscriptMessage.user_id == user_id,
-                    TranscriptMessage.id > after,
-                    TranscriptMessage.role != "system",
-                )
-                .order_by(TranscriptMessage.id)
+        new = (
+            select(*columns)
+            .where(
+                TranscriptMessage.user_id == user_id,
+                TranscriptMessage.id > after,
+                TranscriptMessage.role != "system",
             )
-        ).all()
+            .order_by(TranscriptMessage.id)
+        )
+        # The limit counts new messages: a dropped chunk's own messages are read again on top.
+        wanted = None if limit is None else again + limit
+        rows = (await session.execute(new if wanted is None else new.limit(wanted + 1))).all()
+        if wanted is not None and len(rows) > wanted:
+            rows, stats.more = rows[:wanted], True
         if not rows:
-            return
+            return None
         if overlap_ids:
             tail = (
                 await session.execute(
@@ -179,19 +226,6 @@ class Indexer:
             section_tokens=self.settings.search_section_tokens,
             section_overlap=self.settings.search_section_overlap_messages,
         )
-        await self._store_chunks(session, user_id, chunks, now, reuse)
-        stats.messages += len(rows)
-        stats.chunks += len(chunks)
-        stats.sections += sum(len(c.sections) for c in chunks)
-
-    async def _store_chunks(
-        self,
-        session: AsyncSession,
-        user_id: int,
-        chunks: Sequence[Chunk],
-        now: datetime,
-        reuse: dict[tuple[int, ...], Vector],
-    ) -> None:
         keys = [tuple(c.message_ids[a:b]) for c in chunks for a, b in c.sections]
         texts = [t for c in chunks for t in c.section_texts]
         missing = [i for i, key in enumerate(keys) if key not in reuse]
@@ -202,8 +236,19 @@ class Indexer:
                 vectors[i] = reuse[key]
         if fresh is not None:
             vectors[missing] = fresh
-        row = 0
-        for chunk in chunks:
+        stats.messages += len(rows)
+        stats.chunks += len(chunks)
+        stats.sections += sum(len(c.sections) for c in chunks)
+        return _NewChunks(chunks, vectors, drop)
+
+    async def _store_chunks(
+        self, session: AsyncSession, user_id: int, new: _NewChunks, now: datetime
+    ) -> None:
+        if new.drop is not None:
+            await session.delete(new.drop)
+            await session.flush()
+        vectors, row = new.vectors, 0
+        for chunk in new.chunks:
             block = np.ascontiguousarray(vectors[row : row + len(chunk.sections)], dtype=np.float32)
             row += len(chunk.sections)
             session.add(
@@ -248,40 +293,54 @@ class Indexer:
 
     async def index_day_summary(self, session: AsyncSession, segment: DaySegment, *, now: datetime) -> bool:
         """Embed a day's summary (replacing an older one); False when there is none or it is current."""
+        return await self._store_summary(session, await self._embed_summary(session, segment), now)
+
+    async def _embed_summary(self, session: AsyncSession, segment: DaySegment) -> _Summary:
+        """What indexing the day's summary takes: its chunk in this space if current, else its parts
+        embedded (nothing is written here)."""
+        digest = _digest(segment.summary or "")
+        current = await session.scalar(
+            select(SearchChunk).where(
+                SearchChunk.day_segment_id == segment.id,
+                SearchChunk.kind == "summary",
+                SearchChunk.digest == digest,
+                self._in_space(),
+            )
+        )
+        if current is not None or not segment.summary or not segment.summary.strip():
+            return _Summary(segment, digest, current, [], None)
+        parts = split_text(segment.summary, self.settings.search_section_tokens, self.counter.count)
+        return _Summary(segment, digest, None, parts, await self.embedder.embed(parts))
+
+    async def _store_summary(self, session: AsyncSession, summary: _Summary, now: datetime) -> bool:
+        segment = summary.segment
         await session.execute(
             delete(SearchChunk).where(
                 SearchChunk.day_segment_id == segment.id,
                 SearchChunk.kind == "summary",
-                SearchChunk.digest != _digest(segment.summary or ""),
+                SearchChunk.digest != summary.digest,
             )
         )
-        if not segment.summary or not segment.summary.strip():
-            return False
         version_at = segment.summary_updated_at or segment.last_message_at
-        existing = await session.scalar(
-            select(SearchChunk).where(
-                SearchChunk.day_segment_id == segment.id, SearchChunk.kind == "summary", self._in_space()
-            )
-        )
-        if existing is not None:
-            existing.last_sent_at = version_at  # same text, newer version stamp: nothing to embed
+        if summary.current is not None:
+            summary.current.last_sent_at = version_at  # same text, newer version stamp: nothing to embed
             return False
-        parts = split_text(segment.summary, self.settings.search_section_tokens, self.counter.count)
-        vectors = await self.embedder.embed(parts)
+        if summary.vectors is None:
+            return False
         session.add(
             SearchChunk(
                 user_id=segment.user_id,
                 day_segment_id=segment.id,
                 kind="summary",
                 message_ids=[],
-                sections=[[0, 0] for _ in parts],
+                sections=[[0, 0] for _ in summary.parts],
                 first_message_id=segment.first_message_id,
                 last_message_id=segment.last_message_id,
-                token_count=sum(self.counter.count(p) for p in parts),
-                digest=_digest(segment.summary),
+                token_count=sum(self.counter.count(p) for p in summary.parts),
+                digest=summary.digest,
                 embedder=self.embedder.name,
                 dimensions=self.embedder.dimensions,
-                vectors=np.ascontiguousarray(vectors, dtype=np.float32).tobytes(),
+                vectors=np.ascontiguousarray(summary.vectors, dtype=np.float32).tobytes(),
                 last_sent_at=version_at,
                 created_at=now,
             )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,6 +39,15 @@ logger = logging.getLogger(__name__)
 
 # What a failed embedding pass may raise: the model, the database, or numpy on a bad shape.
 INDEX_ERRORS = (EmbedderUnavailableError, SQLAlchemyError, OSError, ValueError, RuntimeError)
+# Messages a warm-up step indexes at most: a few tenths of a second of MiniLM, however long the backlog.
+WARM_SLICE = 32
+
+Pause = Callable[[], Awaitable[object]]
+"""What the warm-up awaits before each step (the runtime's: until no turn runs)."""
+
+
+async def _go_on() -> None:
+    """No pause: every step at once (tests, benchmarks, the terminal chat)."""
 
 
 class RecallIndex:
@@ -84,15 +93,19 @@ class RecallIndex:
                 settings=settings, embedder=self.embedder, counter=get_counter(), cache=self.cache
             )
 
-    async def warm_up(self, *, now: datetime) -> None:
+    async def warm_up(self, *, now: datetime, pause: Pause | None = None) -> None:
         """At start: load the embedding model, then catch up the index of the most recently active
-        users and load their vectors.
+        users and load their vectors; before each step, `await pause()` (the runtime waits there
+        until no turn runs).
 
         The first search after a restart then costs what any search costs; without it, it paid for
         the model (~0.5 s), the index catch-up check and the user's matrix (~0.2-0.4 s at 100,000
-        messages).
+        messages). A user's catch-up goes WARM_SLICE messages a step, so no step is long whatever
+        the backlog (a process that stopped before it embedded, say).
         """
+        pause = pause or _go_on
         if isinstance(self.embedder, Preloadable):
+            await pause()
             try:
                 await asyncio.to_thread(self.embedder.load)
             except EmbedderUnavailableError as exc:
@@ -112,9 +125,7 @@ class RecallIndex:
                 )
                 users = list(recent)
             for user_id in users:
-                await self.index_quietly(user_id, now=now)
-                async with self.sessions() as session:
-                    await self.cache.get(session, user_id)
+                await self._warm_user(user_id, now=now, pause=pause)
         except SQLAlchemyError as exc:
             logger.warning("vector warm-up failed", exc_info=exc)
             return
@@ -124,6 +135,19 @@ class RecallIndex:
             "search vectors warmed",
             extra={"users": len(users), "ms": round((time.perf_counter() - started) * 1000, 1)},
         )
+
+    async def _warm_user(self, user_id: int, *, now: datetime, pause: Pause) -> None:
+        """Catch up one user's index a slice a step, then load their vectors."""
+        assert self.cache is not None
+        while True:
+            await pause()
+            stats = await self.index_quietly(user_id, now=now, limit=WARM_SLICE)
+            if stats is None or not stats.more:
+                break
+        await pause()
+        # Registered like a search's load: /forget must not clear the cache under it.
+        async with self.guard.registered(user_id), self.sessions() as session:
+            await self.cache.get(session, user_id)
 
     def cache_sizes(self) -> dict[str, int]:
         """How much the per-user maps hold right now (each is bounded; see the settings)."""
@@ -147,10 +171,11 @@ class RecallIndex:
 
     # --- indexing -------------------------------------------------------------------------------
 
-    async def index_user(self, user_id: int, *, now: datetime) -> IndexStats:
+    async def index_user(self, user_id: int, *, now: datetime, limit: int | None = None) -> IndexStats:
         """Embed what is new for this user (full text is always current); raises on failure.
 
-        `UserForgottenError` when the user is gone: nothing is written for them.
+        `UserForgottenError` when the user is gone: nothing is written for them. `limit`: at most
+        that many new messages (`stats.more` says whether some are left).
         """
         if self.indexer is None:
             return IndexStats()
@@ -161,7 +186,7 @@ class RecallIndex:
                 async with self.sessions() as session, session.begin():
                     if not await user_present(session, user_id):
                         raise UserForgottenError(f"user {user_id} was forgotten")
-                    stats = await self.indexer.index_user(session, user_id, now=now)
+                    stats = await self.indexer.index_user(session, user_id, now=now, limit=limit)
             await store_usage_apart(self.sessions, user_id, now.astimezone(UTC).date(), meter)
             return stats
 
@@ -184,7 +209,9 @@ class RecallIndex:
             row = (await session.execute(select(newest, summarised, facts))).one()
         return row[0], row[1], row[2]
 
-    async def index_quietly(self, user_id: int, *, now: datetime) -> IndexStats | None:
+    async def index_quietly(
+        self, user_id: int, *, now: datetime, limit: int | None = None
+    ) -> IndexStats | None:
         """`index_user` that logs a failure instead of raising: a reply never depends on the index.
 
         Two indexed look-ups decide whether anything changed since this process last indexed the
@@ -194,8 +221,9 @@ class RecallIndex:
             marker = await self._marker(user_id)
             if self._indexed.get(user_id) == marker:
                 return IndexStats()
-            stats = await self.index_user(user_id, now=now)
-            self._indexed.put(user_id, marker)
+            stats = await self.index_user(user_id, now=now, limit=limit)
+            if not stats.more:
+                self._indexed.put(user_id, marker)
             return stats
         except UserForgottenError:
             return None

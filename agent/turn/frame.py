@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agent.core.activity import Activity
 from agent.core.usage import UsageMeter, metering, store_usage
 from agent.turn.daily_tokens import Over, TokenBudget, counting
 from agent.turn.serial import TurnQueue
@@ -116,11 +117,14 @@ class TurnFrame:
         sessions: async_sessionmaker[AsyncSession],
         queue: TurnQueue,
         budget: TokenBudget | None = None,
+        activity: Activity | None = None,
     ) -> None:
         self.sessions = sessions
         self.queue = queue
         # Daily token caps (agent/turn/daily_tokens.py), read before each turn's model call.
         self.budget = budget or TokenBudget()
+        # Every turn counts as busy while it runs: the start-up work waits for a pause between turns.
+        self.activity = activity or Activity()
 
     @asynccontextmanager
     async def serialised(self, key: int, *, held: bool = False) -> AsyncIterator[None]:
@@ -136,6 +140,10 @@ class TurnFrame:
         `held`: the caller works the conversation's inbox row, whose lease already serialises its
         turns across instances (agent/turn/serial.py); other surfaces queue per key in the process.
         """
+        with self.activity.busy():
+            return await self._run(turn, receipt, held)
+
+    async def _run[T, A, R](self, turn: Turn[T, A, R], receipt: TurnReceipt | None, held: bool) -> R:
         async with self.serialised(turn.key, held=held):
             try:
                 taken = await self._take(turn, receipt)

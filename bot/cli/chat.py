@@ -37,6 +37,7 @@ async def run_chat(
     clock = clock or ShiftedClock()
     runtime = await build_runtime(settings, clock=clock)
     try:
+        await runtime.warm_up()  # before the first prompt: the terminal has nobody waiting yet
         user, created = await get_or_create_user(
             runtime.sessions,
             key=f"cli:{user_name}",

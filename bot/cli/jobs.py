@@ -15,7 +15,9 @@ from agent.graph.setup import open_settings_graph
 from agent.graph.store import GraphDataStore
 from agent.search.embedders import open_embedder
 from bot.delivery.touchpoints import TelegramSender
+from bot.preflight import check_database
 from db.engine import create_engine, session_factory
+from db.migrate import upgrade_unless_at_head
 from jobs.context import build_job_context
 from jobs.registry import run_job
 
@@ -34,11 +36,14 @@ MODELS_USED: dict[str, tuple[str, ...]] = {
 async def run_jobs_command(
     settings: Settings, name: str, *, conversation_id: int | None = None, limit: int | None = None
 ) -> int:
-    """Run the job against DATABASE_URL (already migrated) and print its counts as JSON."""
+    """Run the job against DATABASE_URL (migrated first, as the bot's start does) and print its
+    counts as JSON."""
     for setting in MODELS_USED.get(name, ("summary_model", "model")):
         build_model(getattr(settings, setting), settings, setting=setting.upper())  # a missing key: one line
     if name == "touchpoints":
         settings.require("telegram_bot_token")  # follow-ups are sent with the bot's token
+    await check_database(settings)  # an unreachable database named by its host, in one line
+    await upgrade_unless_at_head(settings.database_url)
     engine = create_engine(settings.database_url)
     # Post-processing writes graph episodes and `forget` finishes deleting them;
     # the other jobs never touch the graph.

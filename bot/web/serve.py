@@ -3,8 +3,8 @@
 A polling bot started without $PORT (`python -m bot run` on a laptop or VM) serves no HTTP; this
 process serves what users open in a browser (the timeline Mini App) and GET /healthz against the
 same database, on $PORT (8080 when unset). It runs no jobs and opens no
-knowledge graph (an embedded graph belongs to the bot process). The database must be migrated
-already (`python -m bot migrate`, or the bot's own start), as for `python -m bot jobs`.
+knowledge graph (an embedded graph belongs to the bot process). A database behind the newest
+revision is migrated first, as the bot's start does.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from bot.preflight import check_database, listen
 from bot.runtime import Runtime, build_runtime
 from bot.web import timeline
 from bot.web.health import health_route
+from db.migrate import upgrade_unless_at_head
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ def build_pages_app(runtime: Runtime) -> Starlette:
 async def serve_pages(settings: Settings) -> None:
     """Serve until SIGTERM/SIGINT (uvicorn handles them); a database that does not answer stops the start."""
     await check_database(settings)
+    await upgrade_unless_at_head(settings.database_url)
     runtime = await build_runtime(settings, migrate=False, graph=NullGraphMemory())
     try:
         with listen(settings.web_port) as listener:

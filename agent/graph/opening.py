@@ -1,0 +1,129 @@
+"""A knowledge graph that opens in the background, so no reply waits for it at start.
+
+Opening the graph imports graphiti, may start the embedded database's server and builds indices:
+a second or more, and longer on a graph server that is slow to answer. The runtime opens it after
+the process takes updates (bot/runtime.py). Until it is open, a search raises `GraphOpeningError`
+(a `GraphMemoryError`): the memory tier has no lines and the fact search reads the saved facts,
+without a warning. Writes, /forget and /export wait for the opening (a minute at most, then they
+fail as on a graph that does not answer). A graph that does not open is off from then on, as at
+any start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from agent.graph.errors import GraphMemoryError, GraphOpeningError
+from agent.graph.memory import GraphMemory, Group, GroupLimits, MemoryResults
+from agent.graph.null import NullGraphMemory
+
+logger = logging.getLogger(__name__)
+
+# How long a write waits for the opening (then it fails as on a graph that does not answer, and its
+# caller retries as it does then), and how long a stop waits before cutting the opening short.
+WRITE_WAIT_SECONDS = 60.0
+CLOSE_WAIT_SECONDS = 10.0
+
+
+class OpeningGraph:
+    """A `GraphMemory` whose graph `opener` opens once, in the background, on `start()` or first need."""
+
+    def __init__(self, opener: Callable[[], Awaitable[GraphMemory]]) -> None:
+        self._opener = opener
+        self._opening: asyncio.Task[GraphMemory] | None = None
+        self._graph: GraphMemory | None = None
+
+    def start(self) -> None:
+        """Begin opening (once)."""
+        if self._opening is None:
+            self._opening = asyncio.create_task(self._open(), name="graph-opening")
+
+    async def _open(self) -> GraphMemory:
+        try:
+            self._graph = await self._opener()
+        except Exception:
+            # The task's top: nobody may be awaiting it yet. The graph is off, as when it cannot open.
+            logger.exception("knowledge graph off: opening it failed")
+            self._graph = NullGraphMemory()
+        return self._graph
+
+    async def opened(self, *, within: float | None = None) -> GraphMemory:
+        """The graph, once open (`NullGraphMemory` when it did not open); starts the opening if needed.
+
+        With `within`, a `GraphOpeningError` when it is not open by then.
+        """
+        self.start()
+        assert self._opening is not None
+        try:
+            # Shielded: a caller given up on (a cancelled job, a timeout) must not cut the opening short.
+            return await asyncio.wait_for(asyncio.shield(self._opening), within)
+        except TimeoutError:
+            raise GraphOpeningError(f"the knowledge graph is still opening after {within:g} s") from None
+
+    async def _for_write(self) -> GraphMemory:
+        return await self.opened(within=WRITE_WAIT_SECONDS)
+
+    @property
+    def is_open(self) -> bool:
+        """True once the graph is open and on."""
+        return self._graph is not None and not isinstance(self._graph, NullGraphMemory)
+
+    def _open_now(self) -> GraphMemory:
+        """The graph for a read, which never waits: still opening, or off, is a `GraphMemoryError`."""
+        if self._graph is None:
+            raise GraphOpeningError("the knowledge graph is still opening")
+        if isinstance(self._graph, NullGraphMemory):
+            raise GraphMemoryError("the knowledge graph is off: it did not open")
+        return self._graph
+
+    async def add_episode(
+        self,
+        user_id: int,
+        group: Group,
+        name: str,
+        body: str,
+        reference_time: datetime,
+        source_id: str,
+        *,
+        facts: Sequence[str] | None = None,
+    ) -> None:
+        """Add the episode once the graph is open."""
+        graph = await self._for_write()
+        await graph.add_episode(user_id, group, name, body, reference_time, source_id, facts=facts)
+
+    async def add_fact(self, user_id: int, text: str, reference_time: datetime) -> None:
+        """Add the fact once the graph is open."""
+        await (await self._for_write()).add_fact(user_id, text, reference_time)
+
+    async def invalidate_facts(self, user_id: int, uuids: Sequence[str], at: datetime) -> int:
+        """End the facts once the graph is open."""
+        return await (await self._for_write()).invalidate_facts(user_id, uuids, at)
+
+    async def search(self, user_id: int, query: str, *, limits: GroupLimits, now: datetime) -> MemoryResults:
+        """Search the open graph; `GraphMemoryError` while it opens (the reply goes on without it)."""
+        return await self._open_now().search(user_id, query, limits=limits, now=now)
+
+    async def forget_user(self, user_id: int) -> None:
+        """Delete the user's groups once the graph is open."""
+        await (await self._for_write()).forget_user(user_id)
+
+    async def export_user(self, user_id: int) -> dict[str, Any]:
+        """Everything stored about the user, once the graph is open."""
+        return await (await self._for_write()).export_user(user_id)
+
+    async def close(self) -> None:
+        """Close the graph; an opening in progress is waited for (a server it starts must be stopped)."""
+        opening = self._opening
+        if opening is None:
+            return
+        done, _ = await asyncio.wait({opening}, timeout=CLOSE_WAIT_SECONDS)
+        if not done:
+            logger.warning("knowledge graph still opening at stop; cut short")
+            opening.cancel()
+            await asyncio.wait({opening})
+        if not opening.cancelled():
+            await opening.result().close()
