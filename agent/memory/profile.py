@@ -1,0 +1,136 @@
+"""The profile: the owner's current facts, most important first, within a token budget.
+
+The profile is the compact list every prompt carries (`<about_them>`), chosen from the one list of
+facts: what the person pinned first, then who they are (name, where they live, work), the people in
+their life, health and boundaries, preferences, plans in progress, then everything else by how often
+it was said and how recently. Hidden facts ("don't bring this up") and plans whose date has passed
+never enter it. What does not fit is not lost: it is recalled per message, and `left_out` says
+which facts they are (the context snapshot and /memory report it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from agent.core.clock import ensure_utc
+from db.models import UserFact
+
+Section = Literal["pinned", "identity", "people", "health", "preference", "plan", "other"]
+SECTIONS: tuple[Section, ...] = ("pinned", "identity", "people", "health", "preference", "plan", "other")
+# The categories writers use, mapped onto the profile's sections (the voice agent's and older ones too).
+_CATEGORY_SECTION: dict[str, Section] = {
+    "identity": "identity",
+    "personal": "identity",
+    "work": "identity",
+    "people": "people",
+    "family": "people",
+    "relationship": "people",
+    "health": "health",
+    "boundary": "health",
+    "boundaries": "health",
+    "preference": "preference",
+    "preferences": "preference",
+    "plan": "plan",
+    "plans": "plan",
+}
+# For facts written without a category: a few plain words say which section a fact belongs to.
+_GUESSES: tuple[tuple[Section, re.Pattern[str]], ...] = (
+    (
+        "identity",
+        re.compile(
+            r"\b(name|called|lives?|living|moved|born|from|works?|working|job|nurse|teacher|engineer|"
+            r"student|studies|studying|years? old|age)\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "people",
+        re.compile(
+            r"\b(wife|husband|partner|boyfriend|girlfriend|mother|mom|mum|father|dad|sister|brother|"
+            r"son|daughter|kids?|children|friend|colleague|grandma|grandpa|family)\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "health",
+        re.compile(
+            r"\b(allergic|allergy|diabetes|asthma|pregnant|illness|sick|health|therapy|medication|"
+            r"vegan|vegetarian|doesn't want|does not want|don't|never)\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "preference",
+        re.compile(r"\b(likes?|loves?|enjoys?|prefers?|hates?|dislikes?|favou?rite)\b", re.IGNORECASE),
+    ),
+    ("plan", re.compile(r"\b(plans?|planning|will|going to|wants to|next|interview|trip)\b", re.IGNORECASE)),
+)
+
+
+def section_of(fact: UserFact) -> Section:
+    """Where a fact goes in the profile: pinned first, else by its category, else by its words."""
+    if fact.pinned:
+        return "pinned"
+    if fact.category and (known := _CATEGORY_SECTION.get(fact.category.lower())) is not None:
+        return known
+    for section, words in _GUESSES:
+        if words.search(fact.content):
+            return section
+    return "other"
+
+
+def in_effect(fact: UserFact, now: datetime) -> bool:
+    """A held fact the profile may show: not hidden, and not a plan whose date has passed."""
+    if fact.hidden or fact.invalidated_at is not None:
+        return False
+    return fact.valid_until is None or ensure_utc(fact.valid_until) >= now
+
+
+def _rank(fact: UserFact) -> tuple[int, int, float, int]:
+    seen = fact.last_seen_at or fact.created_at
+    return (SECTIONS.index(section_of(fact)), -fact.reinforced, -ensure_utc(seen).timestamp(), -fact.id)
+
+
+def profile_line(fact: UserFact) -> str:
+    """One fact as the profile shows it."""
+    return " ".join(fact.content.split())
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The facts chosen for the profile, in the order the model reads them, and those left out."""
+
+    facts: tuple[UserFact, ...]
+    left_out: tuple[UserFact, ...]
+    tokens: int
+
+    @property
+    def ids(self) -> frozenset[int]:
+        """The ids of the facts in the profile."""
+        return frozenset(f.id for f in self.facts)
+
+    def lines(self) -> tuple[str, ...]:
+        """The profile's lines."""
+        return tuple(profile_line(f) for f in self.facts)
+
+
+def choose_profile(
+    facts: Sequence[UserFact], *, budget_tokens: int, count: Callable[[str], int], now: datetime
+) -> Profile:
+    """The profile from the owner's held facts: in section order, each section by reinforcement then
+    recency, taken while the budget lasts (a fact too long for what is left is skipped, not cut)."""
+    chosen: list[UserFact] = []
+    left: list[UserFact] = []
+    used = 0
+    for fact in sorted((f for f in facts if in_effect(f, now)), key=_rank):
+        cost = count(profile_line(fact)) + 2  # the item's bullet and line break
+        if used + cost <= budget_tokens:
+            chosen.append(fact)
+            used += cost
+        else:
+            left.append(fact)
+    return Profile(tuple(chosen), tuple(left), used)
