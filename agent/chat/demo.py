@@ -29,6 +29,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agent.history.turn_notes import words
+from agent.memory.profile import guess_section
 
 MODEL_NAME = "demo"
 SEARCH_TOOL = "conversation_search"
@@ -92,7 +93,11 @@ def extraction(prompt: str) -> dict[str, Any]:
     said = _user_lines(prompt)
     ended = _ENDED.search(prompt)
     day = date.fromisoformat(ended.group(1)) if ended else None
-    facts = [{"text": fact, "message_ids": [line_id]} for line_id, text in said for fact in _facts(text)]
+    facts = [
+        {"text": fact, "message_ids": [line_id], "category": guess_section(fact)}
+        for line_id, text in said
+        for fact in _facts(text)
+    ]
     threads: list[dict[str, Any]] = []
     for _, text in said:
         for sentence in _sentences(text):
@@ -173,7 +178,10 @@ def _chat(messages: list[ModelMessage], prompt: str, *, can_search: bool) -> Mod
     first_of_session = not any(isinstance(m, ModelResponse) for m in messages)
     context = _instructions(messages)
     if first_of_session:
-        # The tiers (v1), or the briefing written from them (v2).
+        # The profile's facts, then the tiers (v1), or the briefing written from them (v2).
+        known = [line[2:] for line in _tag_items(context, "about_them") if line.startswith("- ")]
+        if known:
+            answer += f" I remember: {_shorten(known[0], 120)}"
         briefing = _tag_items(context, "your_briefing")
         today = _tag_items(context, "earlier_today") or [
             line.split(": ", 1)[1] for line in briefing if line.startswith("What matters today: ")

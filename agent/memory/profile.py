@@ -16,8 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from agent.core.clock import ensure_utc
 from db.models import UserFact
+from db.repositories.facts import FactRepository
 
 Section = Literal["pinned", "identity", "people", "health", "preference", "plan", "other"]
 SECTIONS: tuple[Section, ...] = ("pinned", "identity", "people", "health", "preference", "plan", "other")
@@ -71,16 +74,21 @@ _GUESSES: tuple[tuple[Section, re.Pattern[str]], ...] = (
 )
 
 
+def guess_section(text: str) -> Section:
+    """The section a fact's words suggest, for a fact written without a category."""
+    for section, words in _GUESSES:
+        if words.search(text):
+            return section
+    return "other"
+
+
 def section_of(fact: UserFact) -> Section:
     """Where a fact goes in the profile: pinned first, else by its category, else by its words."""
     if fact.pinned:
         return "pinned"
     if fact.category and (known := _CATEGORY_SECTION.get(fact.category.lower())) is not None:
         return known
-    for section, words in _GUESSES:
-        if words.search(fact.content):
-            return section
-    return "other"
+    return guess_section(fact.content)
 
 
 def in_effect(fact: UserFact, now: datetime) -> bool:
@@ -134,3 +142,12 @@ def choose_profile(
         else:
             left.append(fact)
     return Profile(tuple(chosen), tuple(left), used)
+
+
+async def load_profile(
+    session: AsyncSession, owner_id: int, *, anchor: datetime, budget_tokens: int, count: Callable[[str], int]
+) -> Profile:
+    """The owner's profile as of `anchor` (a session's start): the facts held now that were learned
+    by then, so the text stays the same through the session unless a fact is taken back or changed."""
+    facts = await FactRepository(session).held(owner_id, visible_only=True, learned_by=anchor)
+    return choose_profile(facts, budget_tokens=budget_tokens, count=count, now=anchor)

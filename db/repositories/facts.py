@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, select, update
+from sqlalchemy import ColumnElement, Text, cast, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -38,12 +38,15 @@ class FactRepository:
         visible_only: bool = False,
         newest_first: bool = False,
         limit: int | None = None,
+        learned_by: datetime | None = None,
     ) -> Sequence[UserFact]:
         """The owner's held facts, oldest first (newest first when asked); `visible_only` leaves
-        out the hidden ones ("don't bring this up")."""
+        out the hidden ones ("don't bring this up"), `learned_by` those learned after that time."""
         stmt = select(UserFact).where(UserFact.user_id == owner_id, HELD)
         if visible_only:
             stmt = stmt.where(UserFact.hidden.is_(False))
+        if learned_by is not None:
+            stmt = stmt.where(UserFact.created_at <= learned_by)
         stmt = stmt.order_by(UserFact.id.desc() if newest_first else UserFact.id)
         if limit is not None:
             stmt = stmt.limit(limit)
@@ -58,6 +61,34 @@ class FactRepository:
         """How many facts the owner holds."""
         stmt = select(func.count()).select_from(UserFact).where(UserFact.user_id == owner_id, HELD)
         return int(await self.session.scalar(stmt) or 0)
+
+    async def version(self, owner_id: int) -> tuple[int, int, str, int]:
+        """What changes whenever the owner's held facts do: how many, the newest id, the last change
+        in place, and the length of their sources (a cache of the facts is read again when it moves)."""
+        stmt = select(
+            func.count(UserFact.id),
+            func.max(UserFact.id),
+            func.max(UserFact.updated_at),
+            func.sum(func.length(cast(UserFact.message_ids, Text))),
+        ).where(UserFact.user_id == owner_id, HELD)
+        count, newest, changed, sources = (await self.session.execute(stmt)).one()
+        return int(count or 0), int(newest or 0), str(changed or ""), int(sources or 0)
+
+    async def by_content(self, owner_id: int, content: str) -> UserFact | None:
+        """The owner's fact with these words (held or not), or None."""
+        stmt = select(UserFact).where(
+            UserFact.user_id == owner_id, UserFact.dedupe_key == fact_dedupe_key(content)
+        )
+        return (await self.session.execute(stmt)).scalar_one_or_none()
+
+    async def taken_back(self, owner_id: int) -> Sequence[UserFact]:
+        """The owner's facts that were taken back or superseded, newest first."""
+        stmt = (
+            select(UserFact)
+            .where(UserFact.user_id == owner_id, UserFact.invalidated_at.is_not(None))
+            .order_by(UserFact.id.desc())
+        )
+        return (await self.session.execute(stmt)).scalars().all()
 
     async def page(self, owner_id: int, *, offset: int, limit: int) -> Sequence[UserFact]:
         """A page of the owner's held facts, newest first."""
@@ -104,6 +135,7 @@ class FactRepository:
         source: str,
         category: str | None = None,
         categories: Sequence[str | None] | None = None,
+        valid_until: Sequence[datetime | None] | None = None,
         pinned: bool = False,
     ) -> int:
         """Store (content, message ids) facts; returns how many are new.
@@ -111,7 +143,8 @@ class FactRepository:
         A fact already held (same normalised content) keeps its row: it gains the new message ids
         and counts as said again (`reinforced`, `last_seen_at`), but only when the ids add something
         or it has none, so a rerun of the same post-processing changes nothing. `categories`, when
-        given, is one category per fact (else `category` for all).
+        given, is one category per fact (else `category` for all); `valid_until`, one plan's date
+        (or None) per fact.
         """
         sources: dict[str, set[int]] = {}
         rows: list[dict[str, Any]] = []
@@ -121,6 +154,7 @@ class FactRepository:
             key = fact_dedupe_key(content)
             sources.setdefault(key, set()).update(int(i) for i in message_ids)
             kind = categories[index] if categories is not None and index < len(categories) else category
+            until = valid_until[index] if valid_until is not None and index < len(valid_until) else None
             rows.append(
                 {
                     "user_id": owner_id,
@@ -133,6 +167,7 @@ class FactRepository:
                     "created_at": at,
                     "last_seen_at": at,
                     "pinned": pinned,
+                    "valid_until": until,
                 }
             )
         if not rows:
@@ -241,6 +276,22 @@ class FactRepository:
             update(UserFact)
             .where(UserFact.user_id == owner_id, UserFact.id.in_(ids), HELD)
             .values(invalidated_at=at, invalid_reason=reason[:2000], updated_at=at)
+            .execution_options(synchronize_session=False)
+        )
+        count = int(result.rowcount or 0)  # type: ignore[attr-defined]
+        if count:
+            await self.mark_changed(owner_id, at)
+        return count
+
+    async def revive(self, owner_id: int, fact_ids: Iterable[int], at: datetime) -> int:
+        """Hold again facts the owner took back and has now said again; how many."""
+        ids = sorted({int(i) for i in fact_ids})
+        if not ids:
+            return 0
+        result = await self.session.execute(
+            update(UserFact)
+            .where(UserFact.user_id == owner_id, UserFact.id.in_(ids), UserFact.invalidated_at.is_not(None))
+            .values(invalidated_at=None, invalid_reason=None, superseded_by=None, updated_at=at)
             .execution_options(synchronize_session=False)
         )
         count = int(result.rowcount or 0)  # type: ignore[attr-defined]
