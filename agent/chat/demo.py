@@ -178,10 +178,7 @@ def _chat(messages: list[ModelMessage], prompt: str, *, can_search: bool) -> Mod
     first_of_session = not any(isinstance(m, ModelResponse) for m in messages)
     context = _instructions(messages)
     if first_of_session:
-        # The profile's facts, then the tiers (v1), or the briefing written from them (v2).
-        known = [line[2:] for line in _tag_items(context, "about_them") if line.startswith("- ")]
-        if known:
-            answer += f" I remember: {_shorten(known[0], 120)}"
+        # The tiers (v1), or the briefing written from them (v2), then the profile's first fact.
         briefing = _tag_items(context, "your_briefing")
         today = _tag_items(context, "earlier_today") or [
             line.split(": ", 1)[1] for line in briefing if line.startswith("What matters today: ")
@@ -192,6 +189,9 @@ def _chat(messages: list[ModelMessage], prompt: str, *, can_search: bool) -> Mod
         topics = _tag_items(context, "unfinished_topics") or follow_ups
         if topics:
             answer += f" Still open: {_shorten(topics[0].lstrip('- '), 120)}"
+        known = [line[2:] for line in _tag_items(context, "about_them") if line.startswith("- ")]
+        if known:
+            answer += f" I remember: {_shorten(known[0], 120)}"
     return ModelResponse(parts=[TextPart(answer)])
 
 

@@ -40,21 +40,22 @@ _CATEGORY_SECTION: dict[str, Section] = {
     "plan": "plan",
     "plans": "plan",
 }
-# For facts written without a category: a few plain words say which section a fact belongs to.
+# For facts written without a category: a few plain words say which section a fact belongs to (a
+# relative named first: "her sister is called Ana" is about the people in their life).
 _GUESSES: tuple[tuple[Section, re.Pattern[str]], ...] = (
-    (
-        "identity",
-        re.compile(
-            r"\b(name|called|lives?|living|moved|born|from|works?|working|job|nurse|teacher|engineer|"
-            r"student|studies|studying|years? old|age)\b",
-            re.IGNORECASE,
-        ),
-    ),
     (
         "people",
         re.compile(
             r"\b(wife|husband|partner|boyfriend|girlfriend|mother|mom|mum|father|dad|sister|brother|"
             r"son|daughter|kids?|children|friend|colleague|grandma|grandpa|family)\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "identity",
+        re.compile(
+            r"\b(name|called|lives?|living|moved|born|from|works?|working|job|nurse|teacher|engineer|"
+            r"student|studies|studying|years? old|age)\b",
             re.IGNORECASE,
         ),
     ),
