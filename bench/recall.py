@@ -31,6 +31,7 @@ from agent.search.fts import query_terms
 from agent.search.indexer import IndexStats
 from agent.search.recall import Recall
 from bench.common import percentile, scratch_database
+from bench.recall_context import print_context, run_context_figure
 from bench.recall_setup import (
     CATEGORIES,
     IndexCache,
@@ -308,6 +309,11 @@ async def run_recall_bench(
                 ranked = bm25.rank(question["question"], 20)
                 systems["bm25"].latency_ms.append((time.perf_counter() - t0) * 1000)
                 systems["bm25"].add(category, ranked, evidence, item.message_session)
+        context = (
+            await run_context_figure(settings, sessions, samples, loaded, embedder=timed, units=units)
+            if facts
+            else {}
+        )
         await engine.dispose()
     print(
         f"evidence: {problems['malformed']} malformed entries, {problems['dangling']} pointing at missing "
@@ -341,3 +347,5 @@ async def run_recall_bench(
                 f"{a / b:5.2f}x" if b else "  n/a" for a, b in zip(overall[level][name], base, strict=True)
             )
             print(f"{name} / bm25 ({names}): {ratios}")
+    if context:
+        print_context(context)

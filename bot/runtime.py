@@ -167,7 +167,12 @@ async def build_runtime(
     ]
     # The `forget` job finishes what a failing store left of a /forget (the same stores and caches).
     jobs.data_stores = data_stores
-    jobs.caches = [turns.histories, TextCaches(turns.counter), turns.context_builder.briefings]
+    jobs.caches = [
+        turns.histories,
+        TextCaches(turns.counter),
+        turns.context_builder.briefings,
+        turns.context_builder.profiles,
+    ]
     return Runtime(
         settings=settings,
         engine=engine,

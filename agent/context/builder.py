@@ -109,6 +109,8 @@ class ContextBuilder:
             today_budget=self.budgets.tiers["today"],
             profile_budget=self.budgets.tiers["profile"],
         )
+        # The profiles the collector chose, per owner (/forget drops theirs).
+        self.profiles = self.collector.profiles
         model = summary_model if summary_model is not None else _default_summary_model(settings)
         self.compactor = Compactor(settings, model=model, counter=self.counter)
         self.briefings = BriefingReader()

@@ -40,6 +40,7 @@ from agent.core.clock import ensure_utc, local_day
 from agent.core.errors import NikitaError
 from agent.core.settings import Settings
 from agent.history.tokens import TokenCounter
+from agent.memory.profile import ProfileCache
 from db.models import DaySegment, Thought, User
 from db.repositories.touchpoints import TouchpointRepository
 
@@ -233,6 +234,8 @@ class PackageCollector:
         self.counter = counter
         self.today_budget = today_budget
         self.profile_budget = profile_budget
+        # The profile chosen for each owner's session, kept while their facts stay the same.
+        self.profiles = ProfileCache(max_owners=settings.history_cache_sessions)
 
     async def collect(
         self,
@@ -270,7 +273,7 @@ class PackageCollector:
             "profile",
             s.context_memory_timeout_seconds,
             lambda db: load_profile_tier(
-                db, user, anchor=at, budget=self.profile_budget, counter=self.counter
+                db, user, anchor=at, budget=self.profile_budget, counter=self.counter, profiles=self.profiles
             ),
         )
         today = start(

@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.context.tiers import TierBlock, profile_block
 from agent.history.tokens import TokenCounter
-from agent.memory.profile import Profile, load_profile, profile_line
+from agent.memory.profile import Profile, ProfileCache, load_profile, profile_line
 from db.models import User
 
 # The left-out facts a snapshot names by id at most (the count is always whole).
@@ -33,14 +33,23 @@ class ProfileTier:
 
 
 async def load_profile_tier(
-    session: AsyncSession, user: User, *, anchor: datetime, budget: int, counter: TokenCounter
+    session: AsyncSession,
+    user: User,
+    *,
+    anchor: datetime,
+    budget: int,
+    counter: TokenCounter,
+    profiles: ProfileCache | None = None,
 ) -> ProfileTier:
-    """The owner's profile block as of `anchor`, within `budget` tokens."""
+    """The owner's profile block as of `anchor`, within `budget` tokens (the choice kept in
+    `profiles` between the session's turns, when given)."""
     base = profile_block(user)
     fixed = counter.count(base.render() if base is not None else "<about_them>\nAbout them:\n</about_them>")
-    profile = await load_profile(
-        session, user.id, anchor=anchor, budget_tokens=max(budget - fixed, 0), count=counter.count
-    )
+    room = max(budget - fixed, 0)
+    if profiles is not None:
+        profile = await profiles.get(session, user.id, anchor=anchor, budget_tokens=room, count=counter.count)
+    else:
+        profile = await load_profile(session, user.id, anchor=anchor, budget_tokens=room, count=counter.count)
     chosen, left = list(profile.facts), list(profile.left_out)
     block = profile_block(user, profile.lines())
     # The joined text can tokenise differently from its pieces: verify, never assume.

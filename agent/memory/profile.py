@@ -14,12 +14,13 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from functools import lru_cache
+from typing import Literal, NamedTuple, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from agent.core.bounded import BoundedCache
 from agent.core.clock import ensure_utc
-from db.models import UserFact
 from db.repositories.facts import FactRepository
 
 Section = Literal["pinned", "identity", "people", "health", "preference", "plan", "other"]
@@ -75,6 +76,7 @@ _GUESSES: tuple[tuple[Section, re.Pattern[str]], ...] = (
 )
 
 
+@lru_cache(maxsize=16_384)
 def guess_section(text: str) -> Section:
     """The section a fact's words suggest, for a fact written without a category."""
     for section, words in _GUESSES:
@@ -83,7 +85,44 @@ def guess_section(text: str) -> Section:
     return "other"
 
 
-def section_of(fact: UserFact) -> Section:
+class Rankable(Protocol):
+    """What the profile reads of a fact: a `UserFact`, or a `ProfileFact` read without the ORM."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def content(self) -> str: ...
+    @property
+    def category(self) -> str | None: ...
+    @property
+    def pinned(self) -> bool: ...
+    @property
+    def hidden(self) -> bool: ...
+    @property
+    def reinforced(self) -> int: ...
+    @property
+    def seen(self) -> datetime: ...
+    @property
+    def valid_until(self) -> datetime | None: ...
+    @property
+    def invalidated_at(self) -> datetime | None: ...
+
+
+class ProfileFact(NamedTuple):
+    """A held fact as the profile reads it (one row of `FactRepository.held_rows`)."""
+
+    id: int
+    content: str
+    category: str | None
+    pinned: bool
+    hidden: bool
+    reinforced: int
+    seen: datetime
+    valid_until: datetime | None
+    invalidated_at: datetime | None = None
+
+
+def section_of(fact: Rankable) -> Section:
     """Where a fact goes in the profile: pinned first, else by its category, else by its words."""
     if fact.pinned:
         return "pinned"
@@ -92,19 +131,18 @@ def section_of(fact: UserFact) -> Section:
     return guess_section(fact.content)
 
 
-def in_effect(fact: UserFact, now: datetime) -> bool:
+def in_effect(fact: Rankable, now: datetime) -> bool:
     """A held fact the profile may show: not hidden, and not a plan whose date has passed."""
     if fact.hidden or fact.invalidated_at is not None:
         return False
     return fact.valid_until is None or ensure_utc(fact.valid_until) >= now
 
 
-def _rank(fact: UserFact) -> tuple[int, int, float, int]:
-    seen = fact.last_seen_at or fact.created_at
-    return (SECTIONS.index(section_of(fact)), -fact.reinforced, -ensure_utc(seen).timestamp(), -fact.id)
+def _rank(fact: Rankable) -> tuple[int, int, float, int]:
+    return (SECTIONS.index(section_of(fact)), -fact.reinforced, -ensure_utc(fact.seen).timestamp(), -fact.id)
 
 
-def profile_line(fact: UserFact) -> str:
+def profile_line(fact: Rankable) -> str:
     """One fact as the profile shows it."""
     return " ".join(fact.content.split())
 
@@ -113,8 +151,8 @@ def profile_line(fact: UserFact) -> str:
 class Profile:
     """The facts chosen for the profile, in the order the model reads them, and those left out."""
 
-    facts: tuple[UserFact, ...]
-    left_out: tuple[UserFact, ...]
+    facts: tuple[Rankable, ...]
+    left_out: tuple[Rankable, ...]
     tokens: int
 
     @property
@@ -128,12 +166,12 @@ class Profile:
 
 
 def choose_profile(
-    facts: Sequence[UserFact], *, budget_tokens: int, count: Callable[[str], int], now: datetime
+    facts: Sequence[Rankable], *, budget_tokens: int, count: Callable[[str], int], now: datetime
 ) -> Profile:
     """The profile from the owner's held facts: in section order, each section by reinforcement then
     recency, taken while the budget lasts (a fact too long for what is left is skipped, not cut)."""
-    chosen: list[UserFact] = []
-    left: list[UserFact] = []
+    chosen: list[Rankable] = []
+    left: list[Rankable] = []
     used = 0
     for fact in sorted((f for f in facts if in_effect(f, now)), key=_rank):
         cost = count(profile_line(fact)) + 2  # the item's bullet and line break
@@ -150,5 +188,44 @@ async def load_profile(
 ) -> Profile:
     """The owner's profile as of `anchor` (a session's start): the facts held now that were learned
     by then, so the text stays the same through the session unless a fact is taken back or changed."""
-    facts = await FactRepository(session).held(owner_id, visible_only=True, learned_by=anchor)
+    rows = await FactRepository(session).held_rows(owner_id, visible_only=True, learned_by=anchor)
+    facts = [ProfileFact(*row) for row in rows]
     return choose_profile(facts, budget_tokens=budget_tokens, count=count, now=anchor)
+
+
+class ProfileCache:
+    """The profiles this process chose, one per owner, kept while the owner's facts, the session's
+    start and the budget stay the same: a session's later turns read one small aggregate, not every
+    fact (LRU by owners)."""
+
+    def __init__(self, *, max_owners: int) -> None:
+        self._entries: BoundedCache[int, tuple[tuple[object, ...], Profile]] = BoundedCache(
+            max_entries=max_owners
+        )
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    async def get(
+        self,
+        session: AsyncSession,
+        owner_id: int,
+        *,
+        anchor: datetime,
+        budget_tokens: int,
+        count: Callable[[str], int],
+    ) -> Profile:
+        """The owner's profile as of `anchor` (see `load_profile`), chosen again when a fact changed."""
+        key = (*await FactRepository(session).version(owner_id), anchor, budget_tokens)
+        held = self._entries.get(owner_id)
+        if held is not None and held[0] == key:
+            return held[1]
+        profile = await load_profile(
+            session, owner_id, anchor=anchor, budget_tokens=budget_tokens, count=count
+        )
+        self._entries.put(owner_id, (key, profile))
+        return profile
+
+    def drop_user(self, user_id: int) -> None:
+        """Drop the owner's profile (/forget: agent/account/forget.py's `UserCache`)."""
+        self._entries.pop(user_id)

@@ -72,7 +72,7 @@ class KnownFact:
 class Known:
     """A person's held facts (newest first) with their words, and the version they were read at."""
 
-    version: tuple[int, int, str, int, str]
+    version: tuple[int, int, str, int, int, str]
     facts: tuple[KnownFact, ...]
     postings: Postings
 

@@ -134,6 +134,11 @@ class UserFact(Base):
     invalidated_at: Mapped[datetime | None]
     invalid_reason: Mapped[str | None] = mapped_column(Text)
 
+    @property
+    def seen(self) -> datetime:
+        """When it was last said or learned (when it was learned, until it is said again)."""
+        return self.last_seen_at or self.created_at
+
 
 class FactConsolidation(Base):
     """Whether a person's (or a group's) facts changed since they were last tidied, and the lease of

@@ -280,3 +280,18 @@ async def test_nobody_elses_facts_reach_a_profile_or_recall(
         assert [t for t in own.values() if t != text and t in seen] == []
         recalled = await facts.recall(owner, everything, limits=STANDARD, now=clock.now())
         assert [t for t in own.values() if t != text and any(t in line for line in recalled)] == []
+
+
+async def test_forget_drops_the_profile_this_process_kept(
+    runtime: tuple[Runtime, Chat], clock: FrozenClock
+) -> None:
+    bot, chat = runtime
+    user, _ = await get_or_create_user(bot.sessions, key="cli:ana", now=clock.now(), timezone="UTC")
+    await _facts(bot).add(user.id, "Ana lives in Lisbon", conversation_id=None, at=clock.now())
+    clock.advance(timedelta(days=1))
+    await bot.turns.reply(user.id, "hello", clock.now())
+    assert "Ana lives in Lisbon" in chat.about(), chat.sent
+    assert len(bot.turns.context_builder.profiles) == 1
+
+    await bot.forget(user.id)
+    assert len(bot.turns.context_builder.profiles) == 0
