@@ -132,6 +132,8 @@ async def build_runtime(
                 clock=clock,
                 timeout_seconds=settings.graph_search_timeout_seconds,
                 sessions=sessions,
+                # The graph opened from the settings shares the one embedder: recall embeds once.
+                embedder=chosen if graph == "settings" else None,
             )
             if graph_on
             else None

@@ -24,6 +24,7 @@ from agent.core.usage import UsageMeter, metering, store_usage_apart
 from agent.graph.errors import GraphMemoryError
 from agent.graph.memory import GraphMemory, GroupLimits, MemoryFact, MemoryResults
 from agent.memory.words import Postings
+from agent.search.embeddings import Embedder
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +62,12 @@ class GraphFacts:
         clock: Clock,
         timeout_seconds: float,
         sessions: async_sessionmaker[AsyncSession] | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
         self.graph = graph
+        # The embedder the graph was opened with, when known: a query embedded by it is not
+        # embedded again by the graph.
+        self.embedder = embedder
         self.clock = clock
         self.timeout_seconds = timeout_seconds
         # Where the background graph write's model usage is stored (the turn's is already committed).
@@ -71,12 +76,22 @@ class GraphFacts:
         # not wait for; the references keep the tasks alive until they finish.
         self._pending: set[asyncio.Task[None]] = set()
 
-    async def search(self, user_id: int, query: str, *, limits: GroupLimits, now: datetime) -> MemoryResults:
+    async def search(
+        self,
+        user_id: int,
+        query: str,
+        *,
+        limits: GroupLimits,
+        now: datetime,
+        query_vector: Sequence[float] | None = None,
+    ) -> MemoryResults:
         """The groups' current facts for the query, in parallel; `GraphMemoryError` when the graph
-        fails or takes longer than the timeout."""
+        fails or takes longer than the timeout. `query_vector`: the query embedded by `embedder`."""
         try:
             async with asyncio.timeout(self.timeout_seconds):
-                results = await self.graph.search(user_id, query, limits=limits, now=now)
+                results = await self.graph.search(
+                    user_id, query, limits=limits, now=now, query_vector=query_vector
+                )
         except TimeoutError as exc:
             raise GraphMemoryError(f"graph search timed out after {self.timeout_seconds:g} s") from exc
         # The graph filters superseded facts already; checking again keeps "current only" a property

