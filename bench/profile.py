@@ -74,16 +74,17 @@ async def _seed(sessions: async_sessionmaker[AsyncSession], facts: int) -> User:
                 valid_until=[until],
             )
         held = await repository.held(user.id)
-        for fact in rng.sample(list(held), 40):
+        for fact in rng.sample(list(held), min(40, len(held))):
             await repository.set_flags(
                 user.id, fact.id, NOW, pinned=rng.random() < 0.2, hidden=rng.random() < 0.5
             )
-        for fact in rng.sample(list(held), 300):
+        for fact in rng.sample(list(held), min(300, len(held))):
             fact.reinforced = rng.randint(2, 6)
     return user
 
 
-async def _measure(backend: str, *, facts: int, builds: int) -> dict[str, object]:
+async def measure_profile(backend: str, *, facts: int, builds: int) -> dict[str, object]:
+    """The profile's and recall's build times on one database, and how many facts the profile held."""
     settings = Settings(_env_file=None, embedder="none")
     counter = get_counter()
     async with scratch_database(backend) as url:
@@ -153,7 +154,7 @@ async def run_profile_bench(settings: Settings, *, quick: bool = False) -> None:
     """Print the profile's and recall's build times at 2,000 facts on both databases."""
     facts, builds = (500, 20) if quick else (2000, 100)
     for backend in ("sqlite", "postgres"):
-        figures = await _measure(backend, facts=facts, builds=builds)
+        figures = await measure_profile(backend, facts=facts, builds=builds)
         if "skipped" in figures:
             print(f"{backend}: {figures['skipped']}")
             continue
