@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
 from agent.context.memory import STANDARD
-from agent.context.profile import load_profile_tier
+from agent.context.profile import ProfileTier, load_profile_tier
 from agent.core.settings import Settings
 from agent.history.tokens import get_counter
 from agent.memory.profile import ProfileCache
@@ -94,13 +94,9 @@ async def measure_profile(backend: str, *, facts: int, builds: int) -> dict[str,
         sessions = session_factory(engine)
         try:
             user = await _seed(sessions, facts)
-            # A new session's first turn: nothing held of this person (a new anchor each build).
-            times: list[float] = []
-            later: list[float] = []
-            chosen = left = 0
             profiles = ProfileCache(max_owners=8)
-            for index in range(builds + 1):
-                anchor = NOW + timedelta(minutes=index)
+
+            async def build(anchor: datetime) -> tuple[float, ProfileTier]:
                 started = time.perf_counter()
                 async with sessions() as session:
                     tier = await load_profile_tier(
@@ -111,21 +107,20 @@ async def measure_profile(backend: str, *, facts: int, builds: int) -> dict[str,
                         counter=counter,
                         profiles=profiles,
                     )
+                return (time.perf_counter() - started) * 1000, tier
+
+            times: list[float] = []
+            later: list[float] = []
+            chosen = left = 0
+            for index in range(builds + 1):
+                # A new session's first turn: nothing held of this person (a new anchor each build).
+                anchor = NOW + timedelta(minutes=index)
+                ms, tier = await build(anchor)
                 if index:  # the first build warms the process (imports, the token counter's cache)
-                    times.append((time.perf_counter() - started) * 1000)
+                    times.append(ms)
                 chosen, left = len(tier.profile.facts), len(tier.profile.left_out)
                 # The session's later turns: the same anchor, the choice kept while no fact changed.
-                started = time.perf_counter()
-                async with sessions() as session:
-                    await load_profile_tier(
-                        session,
-                        user,
-                        anchor=anchor,
-                        budget=settings.profile_tokens,
-                        counter=counter,
-                        profiles=profiles,
-                    )
-                later.append((time.perf_counter() - started) * 1000)
+                later.append((await build(anchor))[0])
             units = FactUnits.from_settings(settings)
             recall = Recall(
                 settings=settings, sessions=sessions, dialect=engine.dialect.name, embedder=None, units=units
