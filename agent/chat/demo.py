@@ -93,11 +93,7 @@ def extraction(prompt: str) -> dict[str, Any]:
     said = _user_lines(prompt)
     ended = _ENDED.search(prompt)
     day = date.fromisoformat(ended.group(1)) if ended else None
-    facts = [
-        {"text": fact, "message_ids": [line_id], "category": guess_section(fact)}
-        for line_id, text in said
-        for fact in _facts(text)
-    ]
+    facts = [_fact(fact, line_id, day) for line_id, text in said for fact in _facts(text)]
     threads: list[dict[str, Any]] = []
     for _, text in said:
         for sentence in _sentences(text):
@@ -205,6 +201,14 @@ def _found(content: object) -> str:
     text = re.sub(r"#+ (?:Summary|Goals|Decisions|Open loops|Next steps)\b|- none", " ", text)
     when = best.get("when") or best.get("day_label") or "before"
     return f"{LABEL} I found this ({when}): {_shorten(text, 200)}"
+
+
+def _fact(text: str, line_id: int, day: date | None) -> dict[str, Any]:
+    """One extracted fact: its section by its words, and a plan's day when the sentence names one."""
+    fact: dict[str, Any] = {"text": text, "message_ids": [line_id], "category": guess_section(text)}
+    if _PLAN.search(text) and (when := _when(text, day)) is not None:
+        fact["category"], fact["valid_until"] = "plan", when[:10]
+    return fact
 
 
 def _facts(text: str) -> list[str]:

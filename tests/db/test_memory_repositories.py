@@ -193,3 +193,38 @@ async def test_a_rerun_reinforces_nothing_and_a_taken_back_fact_is_not_learned_a
         )
     async with sessions() as session:
         assert await FactRepository(session).held(user_id) == []
+
+
+async def test_the_profiles_rows_a_plans_day_the_version_and_a_fact_held_again(
+    sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    user_id, _ = await seed_conversation(sessions, start=clock.now(), texts=["a"])
+    later = clock.now() + timedelta(days=1)
+    async with sessions() as session, session.begin():
+        facts = FactRepository(session)
+        await facts.add_sourced(
+            user_id,
+            None,
+            [("Has an exam on Monday", ()), ("Loves tea", ())],
+            clock.now(),
+            source="extraction",
+            categories=["plan", "preference"],
+            valid_until=[later, None],
+        )
+        before = await facts.version(user_id)
+        exam, tea = await facts.held(user_id)
+        assert await facts.invalidate(user_id, [tea.id], clock.now(), reason="no more tea") == 1
+        assert await facts.version(user_id) != before
+        assert [f.content for f in await facts.taken_back(user_id)] == ["Loves tea"]
+        assert await facts.revive(user_id, [tea.id, exam.id], later) == 1  # the exam was held all along
+    async with sessions() as session:
+        facts = FactRepository(session)
+        rows = sorted(await facts.held_rows(user_id, visible_only=True))
+        # id, content, category, pinned, hidden, reinforced, when last said, a plan's day.
+        assert rows == [
+            (exam.id, "Has an exam on Monday", "plan", False, False, 1, clock.now(), later),
+            (tea.id, "Loves tea", "preference", False, False, 1, clock.now(), None),
+        ]
+        assert await facts.held_rows(user_id, learned_by=clock.now() - timedelta(seconds=1)) == []
+        found = await facts.by_content(user_id, "loves tea.")
+        assert found is not None and found.id == tea.id and found.invalidated_at is None
