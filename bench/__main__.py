@@ -33,6 +33,7 @@ NAMES = (
     "trip",
     "structure",
     "group",
+    "profile",
 )
 
 
@@ -128,6 +129,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench.group import run_group_bench
 
         asyncio.run(run_group_bench(settings, quick=quick))
+    elif args.name == "profile":
+        from bench.profile import run_profile_bench
+
+        asyncio.run(run_profile_bench(settings, quick=quick))
     elif args.name == "context":
         from bench.context import run_context_bench
 

@@ -29,6 +29,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agent.history.turn_notes import words
+from agent.memory.profile import guess_section
 
 MODEL_NAME = "demo"
 SEARCH_TOOL = "conversation_search"
@@ -92,7 +93,7 @@ def extraction(prompt: str) -> dict[str, Any]:
     said = _user_lines(prompt)
     ended = _ENDED.search(prompt)
     day = date.fromisoformat(ended.group(1)) if ended else None
-    facts = [{"text": fact, "message_ids": [line_id]} for line_id, text in said for fact in _facts(text)]
+    facts = [_fact(fact, line_id, day) for line_id, text in said for fact in _facts(text)]
     threads: list[dict[str, Any]] = []
     for _, text in said:
         for sentence in _sentences(text):
@@ -173,7 +174,7 @@ def _chat(messages: list[ModelMessage], prompt: str, *, can_search: bool) -> Mod
     first_of_session = not any(isinstance(m, ModelResponse) for m in messages)
     context = _instructions(messages)
     if first_of_session:
-        # The tiers (v1), or the briefing written from them (v2).
+        # The tiers (v1), or the briefing written from them (v2), then the profile's first fact.
         briefing = _tag_items(context, "your_briefing")
         today = _tag_items(context, "earlier_today") or [
             line.split(": ", 1)[1] for line in briefing if line.startswith("What matters today: ")
@@ -184,6 +185,9 @@ def _chat(messages: list[ModelMessage], prompt: str, *, can_search: bool) -> Mod
         topics = _tag_items(context, "unfinished_topics") or follow_ups
         if topics:
             answer += f" Still open: {_shorten(topics[0].lstrip('- '), 120)}"
+        known = [line[2:] for line in _tag_items(context, "about_them") if line.startswith("- ")]
+        if known:
+            answer += f" I remember: {_shorten(known[0], 120)}"
     return ModelResponse(parts=[TextPart(answer)])
 
 
@@ -197,6 +201,14 @@ def _found(content: object) -> str:
     text = re.sub(r"#+ (?:Summary|Goals|Decisions|Open loops|Next steps)\b|- none", " ", text)
     when = best.get("when") or best.get("day_label") or "before"
     return f"{LABEL} I found this ({when}): {_shorten(text, 200)}"
+
+
+def _fact(text: str, line_id: int, day: date | None) -> dict[str, Any]:
+    """One extracted fact: its section by its words, and a plan's day when the sentence names one."""
+    fact: dict[str, Any] = {"text": text, "message_ids": [line_id], "category": guess_section(text)}
+    if _PLAN.search(text) and (when := _when(text, day)) is not None:
+        fact["category"], fact["valid_until"] = "plan", when[:10]
+    return fact
 
 
 def _facts(text: str) -> list[str]:

@@ -27,7 +27,7 @@ from agent.core.settings import Settings
 from agent.history.tokens import TokenCounter
 from agent.search.chunks import Chunk, ChunkMessage, build_chunks, split_text
 from agent.search.embeddings import Embedder
-from agent.search.fact_units import index_facts
+from agent.search.units import MessageUnits
 from agent.search.vectors import VectorCache
 from db.models import DaySegment, SearchChunk, TranscriptMessage, User
 
@@ -55,12 +55,19 @@ class Indexer:
     """Builds and refreshes `search_chunks` rows for one embedder."""
 
     def __init__(
-        self, *, settings: Settings, embedder: Embedder, counter: TokenCounter, cache: VectorCache
+        self,
+        *,
+        settings: Settings,
+        embedder: Embedder,
+        counter: TokenCounter,
+        cache: VectorCache,
+        units: MessageUnits | None = None,
     ) -> None:
         self.settings = settings
         self.embedder = embedder
         self.counter = counter
         self.cache = cache
+        self.units = units
 
     def _in_space(self) -> ColumnElement[bool]:
         """Chunks of this embedder's vector space (its name and width)."""
@@ -75,7 +82,8 @@ class Indexer:
         for segment in await self._stale_summaries(session, user_id):
             if await self.index_day_summary(session, segment, now=now):
                 stats.summaries += 1
-        stats.facts = await index_facts(session, user_id, embedder=self.embedder, now=now)
+        if self.units is not None:
+            stats.facts = await self.units.index(session, user_id, embedder=self.embedder, now=now)
         if stats.chunks or stats.summaries or stats.facts:
             self.cache.invalidate(user_id)
         return stats

@@ -137,6 +137,7 @@ class ChatTurn(Turn[Prepared, Answered, TurnResult]):
             memory=context.memory,
             note=context.note,
             recall=service.recall,
+            facts=service.facts,
             message_id=prepared.message_id,
         )
         outcome = await run_chat(

@@ -93,9 +93,7 @@ async def _help(terminal: Terminal, rest: str) -> None:
 
 async def _memory(terminal: Terminal, rest: str) -> None:
     runtime = terminal.runtime
-    terminal.say(
-        await memory_report(runtime.sessions, terminal.user_id, terminal.clock.now(), graph=runtime.graph)
-    )
+    terminal.say(await memory_report(runtime.sessions, terminal.user_id, terminal.clock.now()))
 
 
 async def _timezone(terminal: Terminal, rest: str) -> None:

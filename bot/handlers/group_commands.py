@@ -120,5 +120,5 @@ async def on_group_memory(update: Update, context: HandlerContext) -> None:
         return
     runtime = context.services.runtime
     group = await group_of(context, message.chat_id, message.chat.title, message.date)
-    report = await memory_report(runtime.sessions, group.id, message.date, graph=runtime.graph)
+    report = await memory_report(runtime.sessions, group.id, message.date)
     await answer_command(context, update, report)

@@ -7,8 +7,8 @@ import logging
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram.error import BadRequest
 
+from agent.memory.corrections import FactsPage, facts_page
 from agent.reports.texts import memory_report
-from agent.search.corrections import FactsPage, facts_page, forget_fact
 from bot.delivery.sending import split_text
 from bot.handlers.commands import own_chat
 from bot.handlers.context import HandlerContext, sender
@@ -61,7 +61,7 @@ async def on_memory(update: Update, context: HandlerContext) -> None:
     if (c := await sender(update, context, limit="memory")) is None:
         return
     runtime = context.services.runtime
-    report = await memory_report(runtime.sessions, c.user.id, c.message.date, graph=runtime.graph)
+    report = await memory_report(runtime.sessions, c.user.id, c.message.date)
     # The newest facts' buttons go under the report; "Older" turns it into the list of facts.
     _, markup = page_message(await read_page(runtime, c.user.id, 1))
     *first, last = split_text(report) or ["…"]
@@ -88,12 +88,11 @@ async def on_fact_button(update: Update, context: HandlerContext) -> None:
         return
     page = int(parts[-1])
     if parts[1] == "forget" and len(parts) == 4:
-        graph = runtime.recall.graph if runtime.recall is not None else None
-        gone = await forget_fact(
-            runtime.sessions, graph, user.id, int(parts[2]), reason=REASON, at=runtime.clock.now()
+        gone = (
+            await runtime.facts.forget_fact(user.id, int(parts[2]), reason=REASON, at=runtime.clock.now())
+            if runtime.facts is not None
+            else None
         )
-        if runtime.recall is not None:
-            runtime.recall.facts_changed(user.id)
         await query.answer("Forgotten." if gone is not None else "That one is already forgotten.")
     else:
         await query.answer()

@@ -23,7 +23,7 @@ from agent.account.ratelimit import RateLimiter
 from agent.account.timeline import DayView, Entry, Timeline, TimelineUser, parse_summary, within_calendar
 from agent.chat.tools import hit_dict
 from agent.core.errors import NikitaError
-from agent.search.corrections import forget_fact, remembered
+from agent.memory.corrections import remembered
 from agent.search.get import MessagesOut, RecallNotFoundError, SummaryOut
 from agent.search.recall import Recall
 from bot.runtime import Runtime
@@ -271,21 +271,14 @@ class TimelineApi:
         """POST /timeline/api/facts/{fact_id}/forget: take back one fact of the signed-in user."""
         fact_id = _id(request.path_params["fact_id"])
         user = who.user
-        recall = self.runtime.recall
+        facts = self.runtime.facts
         gone = None
-        if user is not None:
-            gone = await forget_fact(
-                self.runtime.sessions,
-                recall.graph if recall is not None else None,
-                user.id,
-                fact_id,
-                reason="they deleted it in the timeline",
-                at=self.runtime.clock.now(),
+        if user is not None and facts is not None:
+            gone = await facts.forget_fact(
+                user.id, fact_id, reason="they deleted it in the timeline", at=self.runtime.clock.now()
             )
         if user is None or gone is None:
             raise ApiError(404, "not found")
-        if recall is not None:
-            recall.facts_changed(user.id)
         logger.info("fact taken back in the timeline", extra={"user_id": user.id})
         return {"forgotten": gone}
 
