@@ -9,10 +9,10 @@ taking back and superseding. Each change marks the owner's facts as changed
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, select, update
+from sqlalchemy import ColumnElement, Interval, String, func, literal, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -38,15 +38,19 @@ class FactRepository:
         visible_only: bool = False,
         newest_first: bool = False,
         limit: int | None = None,
+        lock: bool = False,
     ) -> Sequence[UserFact]:
         """The owner's held facts, oldest first (newest first when asked); `visible_only` leaves
-        out the hidden ones ("don't bring this up")."""
+        out the hidden ones ("don't bring this up"); `lock` holds their rows until the commit
+        (PostgreSQL; SQLite's writer holds the whole database)."""
         stmt = select(UserFact).where(UserFact.user_id == owner_id, HELD)
         if visible_only:
             stmt = stmt.where(UserFact.hidden.is_(False))
         stmt = stmt.order_by(UserFact.id.desc() if newest_first else UserFact.id)
         if limit is not None:
             stmt = stmt.limit(limit)
+        if lock:
+            stmt = stmt.with_for_update()
         return (await self.session.execute(stmt)).scalars().all()
 
     async def held_one(self, owner_id: int, fact_id: int) -> UserFact | None:
@@ -266,15 +270,75 @@ class FactRepository:
             await self.mark_changed(owner_id, at)
         return count
 
+    async def absorb(self, owner_id: int, keep_id: int, fact_ids: Iterable[int], at: datetime) -> int:
+        """Merge facts that say the same as a held one into it, superseded by it; how many were held.
+
+        Their sources and the times they were said join it, and so do their pin, "don't bring this
+        up" and a category it lacks: what the person asked of any of them holds for the one kept.
+        """
+        keep = await self.held_one(owner_id, keep_id)
+        ids = sorted({int(i) for i in fact_ids} - {keep_id})
+        if keep is None or not ids:
+            return 0
+        others = (
+            (
+                await self.session.execute(
+                    select(UserFact).where(UserFact.user_id == owner_id, UserFact.id.in_(ids), HELD)
+                )
+            )
+            .scalars()
+            .all()
+        )
+        if not others:
+            return 0
+        sources = {int(i) for f in (keep, *others) for i in f.message_ids or []}
+        keep.message_ids = sorted(sources)
+        keep.reinforced += sum(f.reinforced for f in others)
+        seen = [f.last_seen_at or f.created_at for f in (keep, *others)]
+        keep.last_seen_at = max(seen)
+        keep.hidden = keep.hidden or any(f.hidden for f in others)
+        keep.pinned = keep.pinned or any(f.pinned for f in others)
+        keep.category = keep.category or next((f.category for f in others if f.category), None)
+        keep.updated_at = at
+        return await self.supersede(
+            owner_id, [f.id for f in others], by=keep.id, at=at, reason="said again in other words"
+        )
+
+    async def place(
+        self, owner_id: int, fact_id: int, at: datetime, *, category: str | None, valid_until: datetime | None
+    ) -> UserFact | None:
+        """Give a held fact its profile section and, for a plan, its date (None leaves each as it is);
+        the fact, or None when the owner holds no such fact or it already reads so."""
+        fact = await self.held_one(owner_id, fact_id)
+        if fact is None or (category in (None, fact.category) and valid_until in (None, fact.valid_until)):
+            return None
+        if category is not None:
+            fact.category = category
+        if valid_until is not None:
+            fact.valid_until = valid_until
+        fact.updated_at = at
+        await self.mark_changed(owner_id, at)
+        return fact
+
     async def mark_changed(self, owner_id: int, at: datetime) -> None:
-        """Record that the owner's facts changed at `at` (the consolidation job's signal)."""
+        """Record that the owner's facts changed (the consolidation job's signal).
+
+        `changed_at` moves to `at` or, when that is not later (a conversation post-processed after a
+        newer change), just past its current value: every change makes it strictly later, so a
+        change is never taken as already consolidated.
+        """
         dialect = self.session.get_bind().dialect.name
         insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
         stmt = insert(FactConsolidation).values(user_id=owner_id, changed_at=at, attempts=0)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["user_id"],
-            set_={"changed_at": func.max(stmt.excluded.changed_at, FactConsolidation.changed_at)}
-            if dialect == "sqlite"
-            else {"changed_at": func.greatest(stmt.excluded.changed_at, FactConsolidation.changed_at)},
-        )
+        current = FactConsolidation.changed_at
+        if dialect == "sqlite":
+            # SQLite stores UTC times as text with six fraction digits; strftime keeps three.
+            later: ColumnElement[Any] = func.strftime(
+                "%Y-%m-%d %H:%M:%f", current, "+0.001 seconds", type_=String
+            ).concat("000")
+            changed_at: ColumnElement[Any] = func.max(stmt.excluded.changed_at, later)
+        else:
+            later = current + literal(timedelta(microseconds=1), Interval())
+            changed_at = func.greatest(stmt.excluded.changed_at, later)
+        stmt = stmt.on_conflict_do_update(index_elements=["user_id"], set_={"changed_at": changed_at})
         await self.session.execute(stmt)
