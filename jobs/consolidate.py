@@ -179,9 +179,8 @@ async def _apply(
 
 async def _write(session: AsyncSession, owner: Owner, plan: Plan, now: datetime) -> dict[str, int]:
     facts = FactRepository(session)
-    merged = superseded = placed = 0
-    for keep, others in plan.merges.items():
-        merged += await facts.absorb(owner.id, keep, others, now)
+    merged = await facts.absorb(owner.id, plan.merges, now)
+    superseded = placed = 0
     for older, newer in plan.supersessions:
         reason = f"replaced by a later fact: {plan.facts[newer].content}"
         superseded += await facts.supersede(owner.id, [older], by=newer, at=now, reason=reason)

@@ -8,7 +8,7 @@ taking back and superseding. Each change marks the owner's facts as changed
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -270,39 +270,45 @@ class FactRepository:
             await self.mark_changed(owner_id, at)
         return count
 
-    async def absorb(self, owner_id: int, keep_id: int, fact_ids: Iterable[int], at: datetime) -> int:
-        """Merge facts that say the same as a held one into it, superseded by it; how many were held.
+    async def absorb(self, owner_id: int, merges: Mapping[int, Iterable[int]], at: datetime) -> int:
+        """Merge facts that say the same thing into the held one kept for them (`merges`: kept id
+        -> the others), superseded by it; how many were merged.
 
         Their sources and the times they were said join it, and so do their pin, "don't bring this
         up" and a category it lacks: what the person asked of any of them holds for the one kept.
+        Only the owner's held facts take part; the rows are written in one flush.
         """
-        keep = await self.held_one(owner_id, keep_id)
-        ids = sorted({int(i) for i in fact_ids} - {keep_id})
-        if keep is None or not ids:
+        wanted = {int(i) for keep, others in merges.items() for i in (keep, *others)}
+        if not wanted:
             return 0
-        others = (
-            (
-                await self.session.execute(
-                    select(UserFact).where(UserFact.user_id == owner_id, UserFact.id.in_(ids), HELD)
+        stmt = select(UserFact).where(UserFact.user_id == owner_id, UserFact.id.in_(sorted(wanted)), HELD)
+        rows = {f.id: f for f in (await self.session.execute(stmt)).scalars()}
+        merged = 0
+        for keep_id, other_ids in merges.items():
+            keep = rows.get(keep_id)
+            others = [rows[i] for i in sorted({int(i) for i in other_ids} - {keep_id}) if i in rows]
+            if keep is None or not others:
+                continue
+            every = (keep, *others)
+            keep.message_ids = sorted({int(i) for f in every for i in f.message_ids or []})
+            keep.reinforced = sum(f.reinforced for f in every)
+            keep.last_seen_at = max(f.last_seen_at or f.created_at for f in every)
+            keep.pinned = any(f.pinned for f in every)
+            keep.hidden = any(f.hidden for f in every)
+            keep.category = keep.category or next((f.category for f in others if f.category), None)
+            keep.updated_at = at
+            for fact in others:
+                fact.invalidated_at, fact.invalid_reason, fact.superseded_by = (
+                    at,
+                    "said again in other words",
+                    keep.id,
                 )
-            )
-            .scalars()
-            .all()
-        )
-        if not others:
-            return 0
-        sources = {int(i) for f in (keep, *others) for i in f.message_ids or []}
-        keep.message_ids = sorted(sources)
-        keep.reinforced += sum(f.reinforced for f in others)
-        seen = [f.last_seen_at or f.created_at for f in (keep, *others)]
-        keep.last_seen_at = max(seen)
-        keep.hidden = keep.hidden or any(f.hidden for f in others)
-        keep.pinned = keep.pinned or any(f.pinned for f in others)
-        keep.category = keep.category or next((f.category for f in others if f.category), None)
-        keep.updated_at = at
-        return await self.supersede(
-            owner_id, [f.id for f in others], by=keep.id, at=at, reason="said again in other words"
-        )
+                fact.updated_at = at
+                del rows[fact.id]  # merged once
+            merged += len(others)
+        if merged:
+            await self.mark_changed(owner_id, at)  # its statement flushes the rows first
+        return merged
 
     async def place(
         self, owner_id: int, fact_id: int, at: datetime, *, category: str | None, valid_until: datetime | None
