@@ -20,7 +20,7 @@ import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 SIMILAR = 0.8
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
@@ -53,15 +53,20 @@ def words(text: str, *, subject: Iterable[str] = ()) -> frozenset[str]:
     return frozenset(found)
 
 
-def _marks(tokens: frozenset[str]) -> frozenset[str]:
+def marks(tokens: frozenset[str]) -> frozenset[str]:
+    """The words two near duplicates must share exactly: negations and numbers."""
     return frozenset(t for t in tokens if t in _NEGATIONS or t in _NUMBERS or any(c.isdigit() for c in t))
 
 
 def near_duplicates(a: frozenset[str], b: frozenset[str]) -> bool:
     """Whether two facts' words say the same thing (see the module's docstring)."""
-    if not a or not b or _marks(a) != _marks(b):
-        return False
-    return len(a & b) / len(a | b) >= SIMILAR
+    return bool(a and b) and marks(a) == marks(b) and _similar(a, b)
+
+
+def _similar(a: frozenset[str], b: frozenset[str]) -> bool:
+    small, large = sorted((len(a), len(b)))
+    # |a & b| / |a | b| is at most small / large: most pairs are ruled out before any set is built.
+    return small >= SIMILAR * large and len(a & b) >= SIMILAR * len(a | b)
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,10 @@ class Candidate:
     words: frozenset[str]
     pinned: bool
     reinforced: int
+    marks: frozenset[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "marks", marks(self.words))
 
     def priority(self) -> tuple[bool, int, int, int]:
         """Sort key: the fact to keep first."""
@@ -99,7 +108,9 @@ def group_duplicates(candidates: Sequence[Candidate]) -> list[tuple[Candidate, l
         gathered: dict[int, Candidate] = {}
         for word in prefixes[keeper.id]:
             for other in index[word]:
-                if other.id not in taken and near_duplicates(keeper.words, other.words):
+                if other.id in taken or other.id in gathered or other.marks != keeper.marks:
+                    continue
+                if keeper.words and _similar(keeper.words, other.words):
                     gathered[other.id] = other
         if gathered:
             taken.update(gathered)
