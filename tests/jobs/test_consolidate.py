@@ -15,10 +15,12 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from agent.account.groups import group_owner
 from agent.chat.agent import MissingModelKeyError, unavailable_model
 from agent.chat.demo import demo_model
 from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
+from agent.memory.consolidation import GROUP_NOTE
 from db.engine import create_engine, session_factory
 from db.models import Conversation, ConversationThread, FactConsolidation, ModelUsage
 from db.repositories.facts import FactRepository
@@ -388,3 +390,21 @@ async def test_without_a_summary_model_duplicates_are_still_merged(
     facts = await rows(sessions, ana)
     assert facts["Ana plays the cello"].reinforced == 3
     assert facts["Ana has a dentist appointment"].invalid_reason == "the plan's date has passed"
+
+
+async def test_a_groups_facts_about_two_members_stay_two(
+    settings: Settings, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    group, _ = await group_owner(sessions, chat_id=-100_777, title="Ana", now=clock.now(), timezone="UTC")
+    await say(
+        sessions, group.id, ["Ana plays the cello", "Ben plays the cello", "Ana plays cello."], clock.now()
+    )
+    tidier = Tidier()
+
+    counts = await run_job("consolidate", job_context(settings, engine, sessions, clock, tidier.model()))
+
+    # Ana's two wordings are one fact; Ben's is his own (a group's title is not a subject to drop).
+    assert counts["merged"] == 1
+    assert await held(sessions, group.id) == ["Ana plays the cello", "Ben plays the cello"]
+    (prompt,) = tidier.prompts
+    assert "Ben plays the cello" in prompt and tidier.instructions[0].startswith(GROUP_NOTE)

@@ -42,11 +42,15 @@ class Tidier:
     def __init__(self, answer: Answer | None = None) -> None:
         self.answer: Answer = answer or (lambda shown: {})
         self.prompts: list[str] = []
+        self.instructions: list[str] = []
         self.fail = 0
 
     def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         prompt = _prompt(messages)
         self.prompts.append(prompt)
+        self.instructions.append(
+            next((m.instructions or "" for m in messages if isinstance(m, ModelRequest)), "")
+        )
         if self.fail > 0:
             self.fail -= 1
             raise ModelHTTPError(status_code=529, model_name="scripted", body="overloaded")
