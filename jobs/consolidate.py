@@ -35,8 +35,8 @@ from jobs.queue import backoff
 logger = logging.getLogger(__name__)
 
 # What a run reports: owners claimed and their outcomes (consolidated; failed, to be retried;
-# stale, planned again next run; lost, the lease taken over or the owner forgotten), model calls,
-# and the changes made.
+# stale, nothing written and planned again; lost, the lease taken over or the owner forgotten),
+# model calls, and the changes made.
 COUNTS = (
     "claimed",
     "consolidated",
@@ -165,8 +165,8 @@ async def _apply(
             return "lost", {}
         stored = {f.id: f for f in current}
         if any(i not in stored or not plan.facts[i].same_as(stored[i]) for i in plan.touched()):
-            # The person changed a fact the plan touches while the model read it: the next run
-            # plans again from the facts as they are now.
+            # The person changed a fact the plan touches while the model read it: the owner is
+            # planned again from the facts as they are now.
             await consolidations.release(claim)
             return "stale", {}
         changes = await _write(session, owner, plan, now)

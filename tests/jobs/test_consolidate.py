@@ -408,3 +408,41 @@ async def test_a_groups_facts_about_two_members_stay_two(
     assert await held(sessions, group.id) == ["Ana plays the cello", "Ben plays the cello"]
     (prompt,) = tidier.prompts
     assert "Ben plays the cello" in prompt and tidier.instructions[0].startswith(GROUP_NOTE)
+
+
+async def test_a_fact_the_person_changes_during_the_call_is_planned_again(
+    settings: Settings, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    ana = await owner(sessions, "Ana", clock.now())
+    await say(sessions, ana, ["Ana lives in Lisbon", "Ana moved to Porto"], clock.now())
+    lisbon = (await rows(sessions, ana))["Ana lives in Lisbon"].id
+    prompts: list[str] = []
+
+    async def person_edits_meanwhile(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        prompt = str(messages[0].parts[-1].content)  # type: ignore[union-attr]
+        prompts.append(prompt)
+        shown = {w: int(i) for i, w in FACT_LINE.findall(prompt)}
+        if len(prompts) == 1:  # the person rewords Lisbon in /memory while the model reads
+            async with sessions() as session, session.begin():
+                await FactRepository(session).reword(
+                    ana, lisbon, "Ana lives in Lisbon and Porto", clock.now()
+                )
+            answer = {"replaced": [{"older": lisbon, "newer": shown["Ana moved to Porto"]}]}
+        else:
+            answer = {}
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, answer)])
+
+    ctx = job_context(settings, engine, sessions, clock, FunctionModel(person_edits_meanwhile))
+
+    counts = await run_job("consolidate", ctx)
+
+    # Nothing of the first plan was written; the owner was planned again on the new words.
+    assert (counts["stale"], counts["consolidated"], counts["superseded"], counts["model_calls"]) == (
+        1,
+        1,
+        0,
+        2,
+    )
+    assert "Ana lives in Lisbon and Porto" in prompts[-1]
+    assert await held(sessions, ana) == ["Ana lives in Lisbon and Porto", "Ana moved to Porto"]
+    assert (await run_job("consolidate", ctx))["claimed"] == 0
