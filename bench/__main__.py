@@ -21,6 +21,7 @@ from bot.preflight import check_settings
 NAMES = (
     "turn",
     "postprocess",
+    "consolidate",
     "context",
     "recall",
     "search",
@@ -101,6 +102,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench.postprocess import run_postprocess_bench
 
         asyncio.run(run_postprocess_bench(settings, quick=quick))
+    elif args.name == "consolidate":
+        from bench.consolidate import run_consolidate_bench
+
+        asyncio.run(run_consolidate_bench(settings, quick=quick))
     elif args.name == "delivery":
         from bench.delivery import run_delivery_bench
 

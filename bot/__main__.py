@@ -55,7 +55,12 @@ def _add_jobs_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     run.add_argument(
         "--conversation", type=int, default=None, help="postprocess: requeue and process this one"
     )
-    run.add_argument("--limit", type=int, default=None, help="postprocess: at most this many conversations")
+    run.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help="at most this many conversations (postprocess) or owners (consolidate)",
+    )
 
 
 # Commands that keep data: refused on SQLite (and the second set on the embedded graph) where the

@@ -12,7 +12,15 @@ from jobs.context import JobContext
 
 logger = logging.getLogger(__name__)
 
-JOB_NAMES: tuple[str, ...] = ("sessions", "postprocess", "day-summaries", "nightly", "forget", "touchpoints")
+JOB_NAMES: tuple[str, ...] = (
+    "sessions",
+    "postprocess",
+    "consolidate",
+    "day-summaries",
+    "nightly",
+    "forget",
+    "touchpoints",
+)
 
 
 class UnknownJobError(NikitaError):
@@ -31,6 +39,12 @@ async def _postprocess(ctx: JobContext, **options: Any) -> dict[str, Any]:
     return await process_queue(
         ctx, conversation_id=options.get("conversation_id"), limit=options.get("limit")
     )
+
+
+async def _consolidate(ctx: JobContext, **options: Any) -> dict[str, Any]:
+    from jobs.consolidate import consolidate_due
+
+    return await consolidate_due(ctx, limit=options.get("limit"))
 
 
 async def _day_summaries(ctx: JobContext, **options: Any) -> dict[str, Any]:
@@ -60,6 +74,7 @@ async def _touchpoints(ctx: JobContext, **options: Any) -> dict[str, Any]:
 _JOBS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     "sessions": _sessions,
     "postprocess": _postprocess,
+    "consolidate": _consolidate,
     "day-summaries": _day_summaries,
     "nightly": _nightly,
     "forget": _forget,
@@ -68,7 +83,8 @@ _JOBS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
 
 
 async def run_job(name: str, ctx: JobContext, **options: Any) -> dict[str, Any]:
-    """Run one job once and return its counts (postprocess takes `conversation_id=` and `limit=`)."""
+    """Run one job once and return its counts (postprocess takes `conversation_id=` and `limit=`,
+    consolidate and touchpoints `limit=`)."""
     job = _JOBS.get(name)
     if job is None:
         raise UnknownJobError(f"unknown job {name!r}; known: {', '.join(JOB_NAMES)}")

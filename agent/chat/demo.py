@@ -7,8 +7,9 @@ their questions and plans; the chat answer mentions what the context holds and s
 conversations when asked to remember. Everything it writes is labelled as offline.
 
 It answers every agent by the shape of its request: an output tool (extraction, day summary,
-briefing, follow-up composition) gets a tool call built from that tool's fields, a request with
-the recall tools gets a chat answer, any other request (history compaction) a plain summary.
+briefing, follow-up composition, consolidation: agent/chat/demo_tidy.py) gets a tool call built
+from that tool's fields, a request with the recall tools gets a chat answer, any other request
+(history compaction) a plain summary.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from agent.chat.demo_tidy import tidy
 from agent.history.turn_notes import words
 from agent.memory.profile import guess_section
 
@@ -37,7 +39,9 @@ LABEL = "(offline demo)"
 # A transcript line as the summary and extraction prompts show it: `[#12 09:30 user] text`.
 _LINE = re.compile(r"^\[#(\d+) \d\d:\d\d (\w+)\] (.*)$", re.MULTILINE)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
-_FACT = re.compile(r"^(i am|i'm|i have|i've got|i've|i live|i work|my \w+(?: \w+)? (?:is|are))\b", re.I)
+_FACT = re.compile(
+    r"^(i am|i'm|i have|i've got|i've|i live|i moved|i work|my \w+(?: \w+)? (?:is|are))\b", re.I
+)
 _PLAN = re.compile(
     r"\b(tomorrow|tonight|next week|on (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
     r"|i will|i'll|i'm going to|i am going to|i plan|my \w+ is on)\b",
@@ -55,6 +59,7 @@ _PRONOUNS = (
     (re.compile(r"^i'm\b", re.I), "The user is"),
     (re.compile(r"^i have\b|^i've got\b|^i've\b", re.I), "The user has"),
     (re.compile(r"^i live\b", re.I), "The user lives"),
+    (re.compile(r"^i moved\b", re.I), "The user moved"),
     (re.compile(r"^i work\b", re.I), "The user works"),
     (re.compile(r"^my\b", re.I), "The user's"),
 )
@@ -85,6 +90,8 @@ def _structured(fields: set[str], prompt: str) -> dict[str, Any]:
         return briefing(prompt)
     if "send" in fields:  # a follow-up: the offline model never writes first
         return {"send": False, "text": ""}
+    if "replaced" in fields:
+        return tidy(prompt)
     return {name: f"{LABEL} {_shorten(prompt, 200)}" for name in fields}
 
 

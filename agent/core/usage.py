@@ -30,6 +30,7 @@ UsageKind = Literal[
     "onboarding",
     "compaction",
     "extraction",
+    "consolidation",
     "day_summary",
     "graph",
     "briefing",

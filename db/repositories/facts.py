@@ -8,11 +8,11 @@ taking back and superseding. Each change marks the owner's facts as changed
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from datetime import datetime
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Text, cast, func, select, update
+from sqlalchemy import ColumnElement, Interval, String, Text, cast, func, literal, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -51,9 +51,12 @@ class FactRepository:
         newest_first: bool = False,
         limit: int | None = None,
         learned_by: datetime | None = None,
+        lock: bool = False,
     ) -> Sequence[UserFact]:
         """The owner's held facts, oldest first (newest first when asked); `visible_only` leaves
-        out the hidden ones ("don't bring this up"), `learned_by` those learned after that time."""
+        out the hidden ones ("don't bring this up"), `learned_by` those learned after that time;
+        `lock` holds their rows until the commit (PostgreSQL; SQLite's writer holds the whole
+        database)."""
         stmt = select(UserFact).where(UserFact.user_id == owner_id, HELD)
         if visible_only:
             stmt = stmt.where(UserFact.hidden.is_(False))
@@ -62,6 +65,8 @@ class FactRepository:
         stmt = stmt.order_by(UserFact.id.desc() if newest_first else UserFact.id)
         if limit is not None:
             stmt = stmt.limit(limit)
+        if lock:
+            stmt = stmt.with_for_update()
         return (await self.session.execute(stmt)).scalars().all()
 
     async def held_rows(
@@ -343,15 +348,81 @@ class FactRepository:
             await self.mark_changed(owner_id, at)
         return count
 
+    async def absorb(self, owner_id: int, merges: Mapping[int, Iterable[int]], at: datetime) -> int:
+        """Merge facts that say the same thing into the held one kept for them (`merges`: kept id
+        -> the others), superseded by it; how many were merged.
+
+        Their sources and the times they were said join it, and so do their pin, "don't bring this
+        up" and a category it lacks: what the person asked of any of them holds for the one kept.
+        Only the owner's held facts take part; the rows are written in one flush.
+        """
+        wanted = {int(i) for keep, others in merges.items() for i in (keep, *others)}
+        if not wanted:
+            return 0
+        stmt = select(UserFact).where(UserFact.user_id == owner_id, UserFact.id.in_(sorted(wanted)), HELD)
+        rows = {f.id: f for f in (await self.session.execute(stmt)).scalars()}
+        merged = 0
+        for keep_id, other_ids in merges.items():
+            keep = rows.get(keep_id)
+            others = [rows[i] for i in sorted({int(i) for i in other_ids} - {keep_id}) if i in rows]
+            if keep is None or not others:
+                continue
+            every = (keep, *others)
+            keep.message_ids = sorted({int(i) for f in every for i in f.message_ids or []})
+            keep.reinforced = sum(f.reinforced for f in every)
+            keep.last_seen_at = max(f.last_seen_at or f.created_at for f in every)
+            keep.pinned = any(f.pinned for f in every)
+            keep.hidden = any(f.hidden for f in every)
+            keep.category = keep.category or next((f.category for f in others if f.category), None)
+            keep.updated_at = at
+            for fact in others:
+                fact.invalidated_at, fact.invalid_reason, fact.superseded_by = (
+                    at,
+                    "said again in other words",
+                    keep.id,
+                )
+                fact.updated_at = at
+                del rows[fact.id]  # merged once
+            merged += len(others)
+        if merged:
+            await self.mark_changed(owner_id, at)  # its statement flushes the rows first
+        return merged
+
+    async def place(
+        self, owner_id: int, fact_id: int, at: datetime, *, category: str | None, valid_until: datetime | None
+    ) -> UserFact | None:
+        """Give a held fact its profile section and, for a plan, its date (None leaves each as it is);
+        the fact, or None when the owner holds no such fact or it already reads so."""
+        fact = await self.held_one(owner_id, fact_id)
+        if fact is None or (category in (None, fact.category) and valid_until in (None, fact.valid_until)):
+            return None
+        if category is not None:
+            fact.category = category
+        if valid_until is not None:
+            fact.valid_until = valid_until
+        fact.updated_at = at
+        await self.mark_changed(owner_id, at)
+        return fact
+
     async def mark_changed(self, owner_id: int, at: datetime) -> None:
-        """Record that the owner's facts changed at `at` (the consolidation job's signal)."""
+        """Record that the owner's facts changed (the consolidation job's signal).
+
+        `changed_at` moves to `at` or, when that is not later (a conversation post-processed after a
+        newer change), just past its current value: every change makes it strictly later, so a
+        change is never taken as already consolidated.
+        """
         dialect = self.session.get_bind().dialect.name
         insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
         stmt = insert(FactConsolidation).values(user_id=owner_id, changed_at=at, attempts=0)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["user_id"],
-            set_={"changed_at": func.max(stmt.excluded.changed_at, FactConsolidation.changed_at)}
-            if dialect == "sqlite"
-            else {"changed_at": func.greatest(stmt.excluded.changed_at, FactConsolidation.changed_at)},
-        )
+        current = FactConsolidation.changed_at
+        if dialect == "sqlite":
+            # SQLite stores UTC times as text with six fraction digits; strftime keeps three.
+            later: ColumnElement[Any] = func.strftime(
+                "%Y-%m-%d %H:%M:%f", current, "+0.001 seconds", type_=String
+            ).concat("000")
+            changed_at: ColumnElement[Any] = func.max(stmt.excluded.changed_at, later)
+        else:
+            later = current + literal(timedelta(microseconds=1), Interval())
+            changed_at = func.greatest(stmt.excluded.changed_at, later)
+        stmt = stmt.on_conflict_do_update(index_elements=["user_id"], set_={"changed_at": changed_at})
         await self.session.execute(stmt)
