@@ -70,9 +70,10 @@ async def memory_report(
     now: datetime,
     *,
     graph: GraphMemory | None = None,
+    facts: bool = True,
 ) -> str:
     """What the bot remembers about a user: profile, open threads, planned follow-ups, today's summary,
-    a few facts.
+    a few facts (`facts=False` leaves them to the listing that follows, agent/memory/listing.py).
 
     The facts come from the knowledge graph when it is on (current facts only), else from saved facts.
     """
@@ -98,19 +99,21 @@ async def memory_report(
             )
         )
         planned = await TouchpointRepository(session).planned_for(user_id)
-        facts = (
-            (
-                await session.execute(
-                    select(UserFact.content)
-                    .where(UserFact.user_id == user_id, UserFact.invalidated_at.is_(None))
-                    .order_by(UserFact.created_at.desc())
-                    .limit(MEMORY_FACTS)
+        newest: list[str] = []
+        if facts:
+            newest = list(
+                (
+                    await session.execute(
+                        select(UserFact.content)
+                        .where(UserFact.user_id == user_id, UserFact.invalidated_at.is_(None))
+                        .order_by(UserFact.created_at.desc())
+                        .limit(MEMORY_FACTS)
+                    )
                 )
+                .scalars()
+                .all()
             )
-            .scalars()
-            .all()
-        )
-    facts = await _graph_facts(graph, user_id, now) or facts
+    known = (await _graph_facts(graph, user_id, now) or newest) if facts else []
     profile = user.profile or {}
     # A group's own memory (agent/account/groups.py): no profile of a person to show.
     who = (
@@ -133,9 +136,8 @@ async def memory_report(
         *(f"- {p.reason} ({_local_when(p.due_at, user.timezone)})" for p in planned),
         "",
         f"Today so far: {today.summary.strip()}" if today and today.summary else "No summary of today yet.",
-        "",
-        "A few things I know:" if facts else "No saved facts yet.",
-        *(f"- {f}" for f in facts),
+        *(["", "A few things I know:" if known else "No saved facts yet."] if facts else []),
+        *(f"- {f}" for f in known),
     ]
     return "\n".join(lines)
 
