@@ -19,6 +19,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.settings import ModelSettings
 
 from agent.chat.deps import TurnDeps
+from agent.chat.fact_tools import fact_tools
 from agent.chat.reminder_tools import reminder_tools
 from agent.chat.tools import recall_tools
 from agent.core.caching import CONVERSATION_TTL, Ttl, cache_settings
@@ -30,7 +31,7 @@ chat_agent: Agent[TurnDeps, str] = Agent(
     deps_type=TurnDeps,
     name="nikita",
     defer_model_check=True,
-    toolsets=[recall_tools, reminder_tools],
+    toolsets=[recall_tools, reminder_tools, fact_tools],
 )
 
 
