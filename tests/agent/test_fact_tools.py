@@ -12,6 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
+from agent.chat.activity import doing
 from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.memory.listing import read_listing
@@ -105,3 +106,8 @@ async def test_pin_and_reword_the_persons_own_facts(
     assert (
         listing.profile[0].content == "Ana plays the cello in a string quartet" and listing.profile[0].pinned
     )
+
+
+def test_the_person_reads_what_each_tool_is_doing() -> None:
+    assert doing("memory_pin", {"fact": "allergic to nuts"}) == "Putting that first in what I remember…"
+    assert doing("memory_reword", {"fact": "nurse"}) == "Putting that in your words…"
