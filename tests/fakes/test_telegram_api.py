@@ -216,9 +216,9 @@ async def test_callback_data_past_64_bytes_is_refused_like_telegram(tg: FakeTele
         return InlineKeyboardMarkup([[InlineKeyboardButton("press", callback_data=data)]])
 
     sent = await bot.send_message(42, "buttons", reply_markup=keyboard("é" * 32))  # 64 bytes
-    with pytest.raises(BadRequest, match="(?i)button_data_invalid"):
+    with pytest.raises(BadRequest, match=r"(?i)button_data_invalid"):
         await bot.send_message(42, "buttons", reply_markup=keyboard("x" * 65))
-    with pytest.raises(BadRequest, match="(?i)button_data_invalid"):
+    with pytest.raises(BadRequest, match=r"(?i)button_data_invalid"):
         await bot.edit_message_text(
             "again", chat_id=42, message_id=sent.message_id, reply_markup=keyboard("é" * 33)
         )
