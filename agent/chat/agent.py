@@ -21,6 +21,7 @@ from pydantic_ai.settings import ModelSettings
 
 from agent.chat.changes import ChangesFirst
 from agent.chat.deps import TurnDeps
+from agent.chat.fact_tools import fact_tools
 from agent.chat.reminder_tools import reminder_tools
 from agent.chat.tools import recall_tools
 from agent.core.caching import CONVERSATION_TTL, Ttl, cache_settings
@@ -32,7 +33,7 @@ chat_agent: Agent[TurnDeps, str] = Agent(
     deps_type=TurnDeps,
     name="nikita",
     defer_model_check=True,
-    toolsets=[recall_tools, reminder_tools],
+    toolsets=[recall_tools, reminder_tools, fact_tools],
     # A change to the session's memory is sent before the person's words (agent/chat/changes.py).
     capabilities=[ChangesFirst()],
 )

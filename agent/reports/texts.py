@@ -57,9 +57,12 @@ async def memory_report(
     sessions: async_sessionmaker[AsyncSession],
     user_id: int,
     now: datetime,
+    *,
+    facts: bool = True,
 ) -> str:
     """What the bot remembers about a user: profile, open threads, planned follow-ups, today's summary,
-    the newest facts (of the one list the prompts read)."""
+    the newest facts of the one list the prompts read (`facts=False` leaves them to the listing that
+    follows, agent/memory/listing.py)."""
     async with sessions() as session:
         user = await session.get(User, user_id)
         if user is None:
@@ -82,8 +85,10 @@ async def memory_report(
             )
         )
         planned = await TouchpointRepository(session).planned_for(user_id)
-        held = await FactRepository(session).held(user_id, newest_first=True, limit=MEMORY_FACTS)
-        facts = [f.content for f in held]
+        known: list[str] = []
+        if facts:
+            held = await FactRepository(session).held(user_id, newest_first=True, limit=MEMORY_FACTS)
+            known = [f.content for f in held]
     profile = user.profile or {}
     # A group's own memory (agent/account/groups.py): no profile of a person to show.
     who = (
@@ -106,9 +111,8 @@ async def memory_report(
         *(f"- {p.reason} ({_local_when(p.due_at, user.timezone)})" for p in planned),
         "",
         f"Today so far: {today.summary.strip()}" if today and today.summary else "No summary of today yet.",
-        "",
-        "A few things I know:" if facts else "No saved facts yet.",
-        *(f"- {f}" for f in facts),
+        *(["", "A few things I know:" if known else "No saved facts yet."] if facts else []),
+        *(f"- {f}" for f in known),
     ]
     return "\n".join(lines)
 

@@ -88,7 +88,9 @@ async def test_wait_closes_the_session_and_the_next_one_remembers(tmp_path: Path
     assert "<about_them>" in context and "- The user is a nurse in Lyon." in context
     assert "I remember: The user is a nurse in Lyon." in third
     assert "Earlier today: (offline demo) Hi! I am a nurse in Lyon." in third
-    assert "- The user is a nurse in Lyon." in out.split("A few things I know:", 1)[1]
+    # /memory lists the facts, the profile first.
+    listed = out.split("In your profile, which I read every time we talk:\n", 1)[1]
+    assert "The user is a nurse in Lyon." in listed.split("you> ", 1)[0]
     assert "There is no /timeline here." in out
     # Commands never reach the model or the transcript.
     assert user_messages(database) == [*FIRST_SESSION, "hello again"]
