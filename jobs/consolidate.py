@@ -27,6 +27,7 @@ from agent.memory.consolidation import ask_model, instructions_for, take_answer
 from agent.memory.tidying import Held, Plan, model_free_plan
 from db.models import User
 from db.repositories.consolidations import Claim, ConsolidationRepository
+from db.repositories.fact_tidying import FactTidying
 from db.repositories.facts import FactRepository
 from db.repositories.threads import ThreadRepository
 from jobs.context import JobContext
@@ -178,7 +179,7 @@ async def _apply(
 
 
 async def _write(session: AsyncSession, owner: Owner, plan: Plan, now: datetime) -> dict[str, int]:
-    facts = FactRepository(session)
+    facts = FactTidying(session)
     merged = await facts.absorb(owner.id, plan.merges, now)
     superseded = placed = 0
     for older, newer in plan.supersessions:

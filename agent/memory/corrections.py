@@ -13,7 +13,6 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from zoneinfo import ZoneInfo
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -111,64 +110,3 @@ async def without_taken_back(
         revived += [t.id for t in alike if t.dedupe_key == key]
     await FactRepository(session).revive(owner_id, revived, at)
     return kept
-
-
-@dataclass(frozen=True)
-class FactsPage:
-    """One page of the facts a person can see and take back (/memory, the Mini App)."""
-
-    facts: list[UserFact]
-    page: int
-    pages: int
-
-
-async def facts_page(session: AsyncSession, user_id: int, *, page: int, size: int) -> FactsPage:
-    """The person's held facts, newest first, `size` a page; the page number is kept in range."""
-    repository = FactRepository(session)
-    pages = max(1, -(-(await repository.count_held(user_id)) // size))
-    page = min(max(page, 1), pages)
-    facts = await repository.page(user_id, offset=(page - 1) * size, limit=size)
-    return FactsPage(list(facts), page, pages)
-
-
-@dataclass(frozen=True)
-class Remembered:
-    """A held fact as the person sees it: its kind and the local day it comes from."""
-
-    id: int
-    content: str
-    kind: str
-    day: str
-
-
-# How each writer's facts are grouped when the writer named no category.
-_KINDS = {
-    "extraction": "from our conversations",
-    "tool": "you asked me to remember",
-    "voice": "from our calls",
-}
-
-
-async def remembered(session: AsyncSession, user_id: int, zone: ZoneInfo) -> list[Remembered]:
-    """Every fact the person holds, newest first, with the local day of its first source message (or
-    of when it was saved)."""
-    facts = await FactRepository(session).held(user_id, newest_first=True, limit=MAX_REMEMBERED)
-    wanted = {int(m) for f in facts for m in f.message_ids or []}
-    sent = dict(
-        (
-            await session.execute(
-                select(TranscriptMessage.id, TranscriptMessage.sent_at).where(
-                    TranscriptMessage.user_id == user_id, TranscriptMessage.id.in_(wanted)
-                )
-            )
-        ).all()
-        if wanted
-        else []
-    )
-    out = []
-    for fact in facts:
-        times = [sent[int(m)] for m in fact.message_ids or [] if int(m) in sent]
-        at = min(times) if times else fact.created_at
-        kind = fact.category or _KINDS.get(fact.source, fact.source)
-        out.append(Remembered(fact.id, fact.content, kind, at.astimezone(zone).date().isoformat()))
-    return out

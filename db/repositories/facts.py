@@ -8,7 +8,7 @@ taking back and superseding. Each change marks the owner's facts as changed
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -86,11 +86,6 @@ class FactRepository:
         stmt = select(UserFact).where(UserFact.user_id == owner_id, UserFact.id == fact_id, HELD)
         return (await self.session.execute(stmt)).scalar_one_or_none()
 
-    async def count_held(self, owner_id: int) -> int:
-        """How many facts the owner holds."""
-        stmt = select(func.count()).select_from(UserFact).where(UserFact.user_id == owner_id, HELD)
-        return int(await self.session.scalar(stmt) or 0)
-
     async def version(self, owner_id: int) -> tuple[int, int, str, int, int]:
         """What changes whenever the owner's held facts do: how many, the newest id, the last change
         in place, the length of their sources and how often they were said (a cache of the facts is
@@ -118,17 +113,6 @@ class FactRepository:
             select(UserFact)
             .where(UserFact.user_id == owner_id, UserFact.invalidated_at.is_not(None))
             .order_by(UserFact.id.desc())
-        )
-        return (await self.session.execute(stmt)).scalars().all()
-
-    async def page(self, owner_id: int, *, offset: int, limit: int) -> Sequence[UserFact]:
-        """A page of the owner's held facts, newest first."""
-        stmt = (
-            select(UserFact)
-            .where(UserFact.user_id == owner_id, HELD)
-            .order_by(UserFact.id.desc())
-            .offset(offset)
-            .limit(limit)
         )
         return (await self.session.execute(stmt)).scalars().all()
 
@@ -347,62 +331,6 @@ class FactRepository:
         if count:
             await self.mark_changed(owner_id, at)
         return count
-
-    async def absorb(self, owner_id: int, merges: Mapping[int, Iterable[int]], at: datetime) -> int:
-        """Merge facts that say the same thing into the held one kept for them (`merges`: kept id
-        -> the others), superseded by it; how many were merged.
-
-        Their sources and the times they were said join it, and so do their pin, "don't bring this
-        up" and a category it lacks: what the person asked of any of them holds for the one kept.
-        Only the owner's held facts take part; the rows are written in one flush.
-        """
-        wanted = {int(i) for keep, others in merges.items() for i in (keep, *others)}
-        if not wanted:
-            return 0
-        stmt = select(UserFact).where(UserFact.user_id == owner_id, UserFact.id.in_(sorted(wanted)), HELD)
-        rows = {f.id: f for f in (await self.session.execute(stmt)).scalars()}
-        merged = 0
-        for keep_id, other_ids in merges.items():
-            keep = rows.get(keep_id)
-            others = [rows[i] for i in sorted({int(i) for i in other_ids} - {keep_id}) if i in rows]
-            if keep is None or not others:
-                continue
-            every = (keep, *others)
-            keep.message_ids = sorted({int(i) for f in every for i in f.message_ids or []})
-            keep.reinforced = sum(f.reinforced for f in every)
-            keep.last_seen_at = max(f.last_seen_at or f.created_at for f in every)
-            keep.pinned = any(f.pinned for f in every)
-            keep.hidden = any(f.hidden for f in every)
-            keep.category = keep.category or next((f.category for f in others if f.category), None)
-            keep.updated_at = at
-            for fact in others:
-                fact.invalidated_at, fact.invalid_reason, fact.superseded_by = (
-                    at,
-                    "said again in other words",
-                    keep.id,
-                )
-                fact.updated_at = at
-                del rows[fact.id]  # merged once
-            merged += len(others)
-        if merged:
-            await self.mark_changed(owner_id, at)  # its statement flushes the rows first
-        return merged
-
-    async def place(
-        self, owner_id: int, fact_id: int, at: datetime, *, category: str | None, valid_until: datetime | None
-    ) -> UserFact | None:
-        """Give a held fact its profile section and, for a plan, its date (None leaves each as it is);
-        the fact, or None when the owner holds no such fact or it already reads so."""
-        fact = await self.held_one(owner_id, fact_id)
-        if fact is None or (category in (None, fact.category) and valid_until in (None, fact.valid_until)):
-            return None
-        if category is not None:
-            fact.category = category
-        if valid_until is not None:
-            fact.valid_until = valid_until
-        fact.updated_at = at
-        await self.mark_changed(owner_id, at)
-        return fact
 
     async def mark_changed(self, owner_id: int, at: datetime) -> None:
         """Record that the owner's facts changed (the consolidation job's signal).

@@ -23,6 +23,7 @@ from agent.core.settings import Settings
 from agent.memory.consolidation import GROUP_NOTE
 from db.engine import create_engine, session_factory
 from db.models import Conversation, ConversationThread, FactConsolidation, ModelUsage
+from db.repositories.fact_tidying import FactTidying
 from db.repositories.facts import FactRepository
 from jobs.registry import run_job
 from jobs.scheduler import run_minute_jobs
@@ -279,7 +280,7 @@ async def test_a_pinned_fact_is_never_dropped_and_a_contradiction_is_asked(
         pinned=True,
     )
     async with sessions() as session, session.begin():
-        facts = FactRepository(session)
+        facts = FactTidying(session)
         (rome,) = [f for f in await facts.held(ana) if "Rome" in f.content]
         await facts.place(
             ana, rome.id, clock.now(), category="plan", valid_until=clock.now() + timedelta(days=1)
@@ -364,7 +365,7 @@ async def test_without_a_summary_model_duplicates_are_still_merged(
     )
     await say(sessions, ana, ["Ana has a dentist appointment"], clock.now())
     async with sessions() as session, session.begin():
-        facts = FactRepository(session)
+        facts = FactTidying(session)
         (dentist,) = [f for f in await facts.held(ana) if "dentist" in f.content]
         await facts.place(
             ana, dentist.id, clock.now(), category="plan", valid_until=clock.now() + timedelta(hours=1)

@@ -12,10 +12,14 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.clock import FrozenClock
+from agent.core.settings import Settings
 from agent.history.tokens import get_counter
 from agent.memory.facts import FactRejectedError
-from agent.memory.listing import forget, listing_lines, read_listing, reword, set_flag
+from agent.memory.listing import listing_lines, read_listing, reword, set_flag
 from agent.memory.profile import choose_profile
+from agent.memory.service import Facts
+from agent.memory.units import FactUnits
+from agent.search.recall import Recall
 from db.models import TranscriptMessage, UserFact
 from db.repositories.facts import FactRepository
 from tests.jobs.conftest import seed_conversation
@@ -114,9 +118,17 @@ async def test_changes_reach_only_the_owners_own_facts(
         (bees,) = await FactRepository(session).held(bo)
         tea = next(f for f in await FactRepository(session).held(ana) if "tea" in f.content)
     at = clock.now()
+    settings = Settings(_env_file=None, embedder="none")  # type: ignore[call-arg]
+    units = FactUnits.from_settings(settings)
+    dialect = sessions.kw["bind"].dialect.name
+    facts = Facts(
+        settings,
+        Recall(settings=settings, sessions=sessions, dialect=dialect, embedder=None, units=units),
+        units=units,
+    )
     assert await set_flag(sessions, ana, bees.id, "hide", at=at) is None
     assert await reword(sessions, ana, bees.id, "Bo keeps wasps", at=at, max_chars=300) is None
-    assert await forget(sessions, None, ana, bees.id, reason="x", at=at) is None
+    assert await facts.forget_fact(ana, bees.id, reason="x", at=at) is None
     for wrong in ("", "   ", "x" * 301):
         with pytest.raises(FactRejectedError):
             await reword(sessions, ana, tea.id, wrong, at=at, max_chars=300)
@@ -127,7 +139,7 @@ async def test_changes_reach_only_the_owners_own_facts(
     assert pinned is not None and (pinned.pinned, pinned.hidden) == (True, False)
     worded = await reword(sessions, ana, tea.id, "  Ana loves   green tea ", at=at, max_chars=300)
     assert worded is not None and worded.content == "Ana loves green tea"
-    assert await forget(sessions, None, ana, tea.id, reason="they said so", at=at) == "Ana loves green tea"
+    assert await facts.forget_fact(ana, tea.id, reason="they said so", at=at) == "Ana loves green tea"
     async with sessions() as session:
         assert [f.content for f in await FactRepository(session).held(bo)] == ["Bo keeps bees"]
         assert "Ana loves green tea" not in [f.content for f in await FactRepository(session).held(ana)]

@@ -27,7 +27,6 @@ from agent.context.memory import STANDARD
 from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.history.turn_notes import turn_note, words
-from agent.memory.corrections import facts_page
 from agent.memory.service import Facts
 from agent.reports.texts import memory_report
 from bot.runtime import Runtime, build_runtime
@@ -220,7 +219,7 @@ async def test_a_forget_and_a_correction_leave_every_place_at_once(
     report = await memory_report(bot.sessions, user.id, now)
     assert "Miso" not in report and "Lisbon" not in report and "Ana lives in Porto" in report
     async with bot.sessions() as session:
-        listed = [f.content for f in (await facts_page(session, user.id, page=1, size=10)).facts]
+        listed = [f.content for f in await FactRepository(session).held(user.id, newest_first=True, limit=10)]
         superseded = await session.scalar(
             select(UserFact.superseded_by).where(UserFact.content == "Ana lives in Lisbon")
         )
