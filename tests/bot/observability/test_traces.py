@@ -25,8 +25,10 @@ SECRET = "plum pudding at grandma's on the 14th"
 
 def _brain(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     """Search once for what was said, then answer with it (the text a trace must not carry)."""
-    if len(messages) == 1 or not isinstance(messages[-1], ModelRequest) or not any(
-        part.part_kind == "tool-return" for part in messages[-1].parts
+    if (
+        len(messages) == 1
+        or not isinstance(messages[-1], ModelRequest)
+        or not any(part.part_kind == "tool-return" for part in messages[-1].parts)
     ):
         return ModelResponse(parts=[ToolCallPart("conversation_search", {"query": SECRET})])
     return ModelResponse(parts=[TextPart(f"You mentioned {SECRET}.")])
@@ -59,7 +61,9 @@ async def test_a_turn_is_one_trace_and_its_job_links_back(
     collector: FakeCollector, settings_factory: Callable[..., Settings], tg: FakeTelegram, engine: Any
 ) -> None:
     settings = settings_factory(
-        onboarding_enabled=False, otel_exporter_otlp_endpoint=collector.endpoint, otel_service_name="nikita-test"
+        onboarding_enabled=False,
+        otel_exporter_otlp_endpoint=collector.endpoint,
+        otel_service_name="nikita-test",
     )
     assert configure(settings)
     async with running_bot(settings, FunctionModel(_brain)) as runtime:
@@ -91,9 +95,10 @@ async def test_a_turn_is_one_trace_and_its_job_links_back(
     assert {"time", "profile", "today", "memory"} <= set(tiers)
     assert all(s.parent_id == context.span_id for s in tiers.values())
     assert tiers["time"].attributes["nikita.tier.tokens"] > 0
-    assert sum(s.attributes["nikita.tier.tokens"] for s in tiers.values()) <= context.attributes[
-        "nikita.context.total_tokens"
-    ]
+    assert (
+        sum(s.attributes["nikita.tier.tokens"] for s in tiers.values())
+        <= context.attributes["nikita.context.total_tokens"]
+    )
     # PydanticAI's own instrumentation, under the turn's answer: the run, two model requests, the tool.
     run = next(s for s in spans if s.parent_id == answer.span_id and s.scope == "pydantic-ai")
     requests = [s for s in spans if s.parent_id == run.span_id and s.name.startswith("chat ")]
