@@ -77,6 +77,14 @@ def attributes_of(items: Any) -> dict[str, Any]:
     return {item.key: value_of(item.value) for item in pairs}
 
 
+def _point(name: str, unit: str, kind: str | None, point: Any) -> ReceivedPoint:
+    attributes = attributes_of(point.attributes)
+    if kind == "histogram":
+        return ReceivedPoint(name, unit, attributes, point.sum, point.count)
+    number = point.as_double if point.WhichOneof("value") == "as_double" else point.as_int
+    return ReceivedPoint(name, unit, attributes, float(number))
+
+
 @dataclass
 class FakeCollector:
     """A started collector is a context manager; `endpoint` is what OTEL_EXPORTER_OTLP_ENDPOINT takes."""
@@ -175,14 +183,7 @@ class FakeCollector:
                     kind = metric.WhichOneof("data")
                     data = getattr(metric, kind) if kind else None
                     for point in getattr(data, "data_points", ()):
-                        attributes = attributes_of(point.attributes)
-                        if kind == "histogram":
-                            received.append(
-                                ReceivedPoint(metric.name, metric.unit, attributes, point.sum, point.count)
-                            )
-                        else:
-                            number = point.as_double if point.WhichOneof("value") == "as_double" else point.as_int
-                            received.append(ReceivedPoint(metric.name, metric.unit, attributes, float(number)))
+                        received.append(_point(metric.name, metric.unit, kind, point))
         with self.arrived:
             self.requests += 1
             self.points.extend(received)
