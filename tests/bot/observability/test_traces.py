@@ -136,3 +136,29 @@ async def _user_id(runtime: Any, telegram_id: int) -> int:
         found = await session.scalar(select(User.id).where(User.telegram_id == telegram_id))
     assert found is not None
     return int(found)
+
+
+async def test_content_is_in_the_model_spans_only_when_asked(
+    collector: FakeCollector,
+    settings_factory: Callable[..., Settings],
+    engine: Any,
+    sessions: Any,
+    clock: Any,
+) -> None:
+    from agent.account.users import get_or_create_user
+    from agent.turn.service import TurnService
+
+    settings = settings_factory(
+        otel_exporter_otlp_endpoint=collector.endpoint, telemetry_include_content=True
+    )
+    assert configure(settings)
+    user, _ = await get_or_create_user(sessions, key="cli:cy", now=clock.now(), timezone="UTC", name="Cy")
+    answer = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("Noted.")]))
+    service = TurnService(settings=settings, engine=engine, sessions=sessions, clock=clock, model=answer)
+    await service.reply(user.id, f"Remember: {SECRET}", clock.now())
+    shutdown()
+    turn = collector.wait_for_span("turn")
+    spans = collector.trace(turn.trace_id)
+    assert turn.parent_id == ""  # no inbox here: the turn is the root
+    carrying = {s.scope for s in spans if "plum pudding" in _text_of(s)}
+    assert carrying == {"pydantic-ai"}  # the model's spans, never the bot's own
