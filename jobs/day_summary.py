@@ -123,6 +123,7 @@ async def _summarise(ctx: JobContext, segment_id: int, *, final: bool, notes: Se
         fold = await pending_fold(session, segment_id)
     if fold is None:
         return False
+    observability.annotate({"nikita.user.id": fold.segment.user_id, "nikita.messages": len(fold.messages)})
     if not fold.messages:
         if final:
             async with ctx.sessions() as session, session.begin():
