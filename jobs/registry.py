@@ -7,6 +7,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from agent.core import observability
 from agent.core.errors import NikitaError
 from jobs.context import JobContext
 
@@ -89,7 +90,12 @@ async def run_job(name: str, ctx: JobContext, **options: Any) -> dict[str, Any]:
     if job is None:
         raise UnknownJobError(f"unknown job {name!r}; known: {', '.join(JOB_NAMES)}")
     started = time.perf_counter()
-    counts = await job(ctx, **options)
+    try:
+        counts = await job(ctx, **options)
+    except BaseException:
+        observability.job_done(name, time.perf_counter() - started, failed=True)
+        raise
+    observability.job_done(name, time.perf_counter() - started, failed=False)
     elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
     # The scheduler runs every job each minute: a run that found nothing to do is not news
     # (`no_sender` says where follow-ups cannot go, not that there were any).

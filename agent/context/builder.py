@@ -38,6 +38,7 @@ from agent.context.profile import profile_entry
 from agent.context.tiers import TierBlock, time_block
 from agent.core.clock import ensure_utc
 from agent.core.errors import ConfigurationError
+from agent.core.observability import traced_context
 from agent.core.settings import Settings
 from agent.history.tokens import TokenCounter, get_counter
 from agent.turn.reactions import reaction_notes
@@ -115,6 +116,7 @@ class ContextBuilder:
         self.compactor = Compactor(settings, model=model, counter=self.counter)
         self.briefings = BriefingReader()
 
+    @traced_context
     async def build(
         self,
         sessions: async_sessionmaker[AsyncSession],

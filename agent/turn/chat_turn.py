@@ -205,7 +205,11 @@ class ChatTurn(Turn[Prepared, Answered, TurnResult]):
                 conversation_id=taken.conversation.id,
                 message_id=taken.message_id,
                 instructions=context.text,
-                snapshot={**context.snapshot, "model_failed": outcome.failed},
+                snapshot={
+                    **context.snapshot,
+                    "model_failed": outcome.failed,
+                    "answered_ms": self.answered_ms,
+                },
                 created_at=self.at,
             )
         return Stored(_result(taken, outcome, reply.id), outcome.answer)
