@@ -21,6 +21,7 @@ from bot.preflight import check_settings
 NAMES = (
     "turn",
     "postprocess",
+    "consolidate",
     "context",
     "recall",
     "search",
@@ -34,6 +35,7 @@ NAMES = (
     "structure",
     "group",
     "start",
+    "profile",
 )
 
 
@@ -101,6 +103,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench.postprocess import run_postprocess_bench
 
         asyncio.run(run_postprocess_bench(settings, quick=quick))
+    elif args.name == "consolidate":
+        from bench.consolidate import run_consolidate_bench
+
+        asyncio.run(run_consolidate_bench(settings, quick=quick))
     elif args.name == "delivery":
         from bench.delivery import run_delivery_bench
 
@@ -133,6 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench.start import run_start_bench
 
         asyncio.run(run_start_bench(settings, quick=quick))
+    elif args.name == "profile":
+        from bench.profile import run_profile_bench
+
+        asyncio.run(run_profile_bench(settings, quick=quick))
     elif args.name == "context":
         from bench.context import run_context_bench
 

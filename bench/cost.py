@@ -39,6 +39,7 @@ from bench.fakes.anthropic_api import FakeAnthropic, Reply, last_user_text
 from bench.fakes.anthropic_cache import CacheUse
 from db.engine import create_engine, session_factory
 from db.models import Conversation, ConversationThread, DaySegment, GeneratedPrompt, Thought, User
+from db.repositories.facts import FactRepository
 
 NOW = datetime(2026, 3, 10, 9, 0, tzinfo=UTC)
 ANSWER = (
@@ -48,6 +49,15 @@ ANSWER = (
     "and whether your sister liked it as much as you hoped she would."
 )
 TOOL_TURN = 10
+FACTS = (
+    "Ana works as a nurse on early shifts at the city hospital",
+    "Her sister Maya lives in Porto and visits once a month",
+    "She does not want diet advice",
+    "She likes slow films and cycling along the river",
+    "She plans a job interview on Thursday",
+    "She grows tomatoes by the fence",
+)
+FACT_CATEGORIES = ("identity", "people", "health", "preference", "plan", "other")
 
 
 def _answer(body: dict[str, Any]) -> Reply:
@@ -61,7 +71,8 @@ async def _facts(user_id: int, query: str, limits: MemoryLimits, now: datetime) 
 
 
 async def _seed_week(sessions: Any, user_id: int, *, days: int = 7) -> None:
-    """Every tier's source: profile, day summaries, open threads, the last conversation, thoughts."""
+    """Every tier's source: profile and facts, day summaries, open threads, the last conversation,
+    thoughts."""
     async with sessions() as session, session.begin():
         user = await session.get(User, user_id)
         user.profile = {
@@ -121,6 +132,15 @@ async def _seed_week(sessions: Any, user_id: int, *, days: int = 7) -> None:
                 created_at=NOW - timedelta(hours=30 + i),
             )
             for i in range(3)
+        )
+        # What a long-time user has told it: more facts than the profile holds.
+        await FactRepository(session).add_sourced(
+            user_id,
+            None,
+            [(f"{text} ({i})", ()) for i in range(20) for text in FACTS],
+            NOW - timedelta(days=8),
+            source="extraction",
+            categories=[category for _ in range(20) for category in FACT_CATEGORIES],
         )
 
 

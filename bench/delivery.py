@@ -217,7 +217,7 @@ class _Collect:
         return wanted
 
     def adopt(
-        self, rows: list[LeasedUpdate], reserved: int, stored: asyncio.Future[bool] | None = None
+        self, rows: list[LeasedUpdate], reserved: int, stored: asyncio.Future[bool] | None = None, *_: object
     ) -> None:
         self.rows.extend((row, stored) for row in rows)
         self.handed_at = time.perf_counter()

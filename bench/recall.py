@@ -24,12 +24,14 @@ from typing import Any, Literal
 
 from agent.core.clock import Clock
 from agent.core.settings import Settings
+from agent.memory.units import FactUnits
 from agent.search.embedders import open_embedder
 from agent.search.embeddings import Embedder, InputType
 from agent.search.fts import query_terms
 from agent.search.indexer import IndexStats
 from agent.search.recall import Recall
 from bench.common import percentile, scratch_database
+from bench.recall_context import print_context, run_context_figure
 from bench.recall_setup import (
     CATEGORIES,
     IndexCache,
@@ -219,7 +221,11 @@ async def run_recall_bench(
         # In LoCoMo the "assistant" is a person: their name stands in for the persona's.
         persona = [str(s["conversation"]["speaker_b"]) for s in samples]
         named = [settings.model_copy(update={"persona_name": p, "search_fact_weight": 0.0}) for p in persona]
-        hybrids = [Recall(settings=s, sessions=sessions, dialect=dialect, embedder=timed) for s in named]
+        # The facts are units of every index (embedded once); only the "+f" systems rank with them.
+        units = FactUnits.from_settings(settings)
+        hybrids = [
+            Recall(settings=s, sessions=sessions, dialect=dialect, embedder=timed, units=units) for s in named
+        ]
         started = time.perf_counter()
         if restored is not None:
             loaded, stats, note = (
@@ -263,10 +269,12 @@ async def run_recall_bench(
             weight = settings.search_fact_weight or 1.0
             with_facts = [s.model_copy(update={"search_fact_weight": weight}) for s in named]
             searchers["hybrid+f"] = [
-                Recall(settings=s, sessions=sessions, dialect=dialect, embedder=timed) for s in with_facts
+                Recall(settings=s, sessions=sessions, dialect=dialect, embedder=timed, units=units)
+                for s in with_facts
             ]
             searchers["fts+f"] = [
-                Recall(settings=s, sessions=sessions, dialect=dialect, embedder=None) for s in with_facts
+                Recall(settings=s, sessions=sessions, dialect=dialect, embedder=None, units=units)
+                for s in with_facts
             ]
         problems: Counter[str] = Counter()
         systems = {name: Scores() for name in [*searchers, "bm25"]}
@@ -301,6 +309,11 @@ async def run_recall_bench(
                 ranked = bm25.rank(question["question"], 20)
                 systems["bm25"].latency_ms.append((time.perf_counter() - t0) * 1000)
                 systems["bm25"].add(category, ranked, evidence, item.message_session)
+        context = (
+            await run_context_figure(settings, sessions, samples, loaded, embedder=timed, units=units)
+            if facts
+            else {}
+        )
         await engine.dispose()
     print(
         f"evidence: {problems['malformed']} malformed entries, {problems['dangling']} pointing at missing "
@@ -334,3 +347,5 @@ async def run_recall_bench(
                 f"{a / b:5.2f}x" if b else "  n/a" for a, b in zip(overall[level][name], base, strict=True)
             )
             print(f"{name} / bm25 ({names}): {ratios}")
+    if context:
+        print_context(context)

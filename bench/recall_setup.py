@@ -25,7 +25,8 @@ from sqlalchemy import update
 
 from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
-from agent.search import chunks, fact_units, indexer
+from agent.memory.units import FactUnits
+from agent.search import chunks, indexer
 from db.migrate import alembic_config
 from db.models import DaySegment, TranscriptMessage, User
 from db.repositories.facts import FactRepository
@@ -188,7 +189,7 @@ def index_key(settings: Settings, paths: Sequence[str], *, embedder: str, facts:
     head = ScriptDirectory.from_config(alembic_config("sqlite+aiosqlite://")).get_current_head() or ""
     # The code that decides what is stored and embedded: a change to it builds a new index (a change
     # to the ranking does not).
-    for code in (chunks, indexer, fact_units.index_facts, load_conversation, load_observations, turn_text):
+    for code in (chunks, indexer, FactUnits.index, load_conversation, load_observations, turn_text):
         digest.update(inspect.getsource(code).encode())
     parts = [embedder, backend, str(facts), head, *(f"{n}={getattr(settings, n)}" for n in INDEX_SETTINGS)]
     digest.update("\x1f".join(parts).encode())

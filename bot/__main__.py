@@ -55,7 +55,12 @@ def _add_jobs_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     run.add_argument(
         "--conversation", type=int, default=None, help="postprocess: requeue and process this one"
     )
-    run.add_argument("--limit", type=int, default=None, help="postprocess: at most this many conversations")
+    run.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help="at most this many conversations (postprocess) or owners (consolidate)",
+    )
 
 
 # Commands that keep data: refused on SQLite (and the second set on the embedded graph) where the
@@ -78,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = check_settings(load_settings())
         configure_logging(_log_level(args, settings), log_format=settings.log_format)
         _no_banner()
-        return _dispatch(args, settings)
+        return _observed(args, settings)
     except ConfigurationError as exc:
         _say(f"configuration error: {exc}")
         return 2
@@ -132,6 +137,17 @@ def _check_models(settings: Settings) -> None:
 
     for setting in ("model", "summary_model"):
         build_model(getattr(settings, setting), settings, setting=setting.upper())
+
+
+def _observed(args: argparse.Namespace, settings: Settings) -> int:
+    """Run the command with OpenTelemetry on when OTEL_* or METRICS_SECRET ask for it (flushed at exit)."""
+    from agent.core.observability.setup import configure, shutdown
+
+    configure(settings)
+    try:
+        return _dispatch(args, settings)
+    finally:
+        shutdown()
 
 
 def _dispatch(args: argparse.Namespace, settings: Settings) -> int:

@@ -28,6 +28,7 @@ from agent.account.ratelimit import RateLimiter
 from agent.chat.persona import persona_for
 from agent.core.errors import ConfigurationError
 from agent.core.model_lifecycle import model_warnings
+from agent.core.observability.setup import start_sampler, stop_sampler
 from agent.core.settings import Settings
 from agent.onboarding.service import OnboardingService
 from bot.delivery.sending import GroupPace
@@ -213,11 +214,14 @@ async def _post_init(application: AnyApplication) -> None:
         logger.info("webhook registered", extra={"url": settings.webhook_url})
     # The touchpoints job sends follow-ups through this bot (jobs never import the bot).
     s.runtime.jobs.sender = TelegramSender(application.bot)
+    # The inbox and job gauges of the metrics, when they are on (agent/core/observability).
+    start_sampler(s.runtime.sessions, s.runtime.clock)
     if application.job_queue is not None:
         schedule_jobs(application.job_queue.scheduler, s.runtime.jobs)
 
 
 async def _post_shutdown(application: AnyApplication) -> None:
+    await stop_sampler()
     await services_of(application).runtime.close()
 
 

@@ -4,7 +4,8 @@ Code logs with `logger.warning("model call failed", extra={"user_id": 1}, exc_in
 formats print the extras and the error. Text is one line per record (`key=value`, quoted when the
 value has spaces) plus the traceback only for ERROR and above, where the fault is unexpected; a
 known failure logged as a warning stays one line. JSON is one object per line in the shape Google
-Cloud Logging reads (`severity`, `message`, `time`), with the traceback always inside it.
+Cloud Logging reads (`severity`, `message`, `time`, and inside a traced turn or job its trace and
+span), with the traceback always inside it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import sys
 import traceback
 from datetime import UTC, datetime
 from typing import Literal, TextIO
+
+from agent.core.observability import current, log_ids
 
 LogFormat = Literal["text", "json"]
 
@@ -28,7 +31,9 @@ _RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, No
 }
 # Cloud Logging's severity names, by Python level (custom levels round down to the nearest).
 _SEVERITIES = ((logging.CRITICAL, "CRITICAL"), (logging.ERROR, "ERROR"), (logging.WARNING, "WARNING"))
-_JSON_RESERVED = frozenset({"severity", "message", "time", "logger", "exception", "error"})
+_JSON_RESERVED = frozenset(
+    {"severity", "message", "time", "logger", "exception", "error", "trace_id", "span_id"}
+)
 NOISY_LOGGERS = ("httpx", "httpcore", "apscheduler", "telegram.ext")
 _installed: logging.Handler | None = None
 
@@ -61,6 +66,23 @@ def severity(levelno: int) -> str:
     return "INFO" if levelno >= logging.INFO else "DEBUG"
 
 
+def trace_fields() -> dict[str, object]:
+    """The current span's ids, under the names Cloud Logging links to Cloud Trace
+    (`logging.googleapis.com/trace`, `.../spanId`, `.../trace_sampled`) and OpenTelemetry's own
+    (`trace_id`, `span_id`, which log drains and most backends read); empty outside a span."""
+    if (ids := log_ids()) is None:
+        return {}
+    trace_id, span_id, sampled = ids
+    project = current.cloud_project
+    return {
+        "logging.googleapis.com/trace": f"projects/{project}/traces/{trace_id}" if project else trace_id,
+        "logging.googleapis.com/spanId": span_id,
+        "logging.googleapis.com/trace_sampled": sampled,
+        "trace_id": trace_id,
+        "span_id": span_id,
+    }
+
+
 def _text_value(value: object) -> str:
     text = str(value)
     if not text or any(ch.isspace() or ch in '"=' for ch in text):
@@ -88,6 +110,8 @@ class TextFormatter(logging.Formatter):
         exc = _exception(record)
         if exc is not None and "error" not in fields:
             fields["error"] = describe_error(exc)
+        if (ids := log_ids()) is not None:
+            fields["trace_id"], fields["span_id"] = ids[0], ids[1]
         if fields:
             line += " " + " ".join(f"{key}={_text_value(value)}" for key, value in fields.items())
         if exc is not None and record.levelno >= logging.ERROR and record.exc_info:
@@ -109,6 +133,7 @@ class JsonFormatter(logging.Formatter):
             "time": created.isoformat(timespec="microseconds").replace("+00:00", "Z"),
             "logger": record.name,
         }
+        payload.update(trace_fields())
         for key, value in record_extras(record).items():
             payload[f"extra_{key}" if key in _JSON_RESERVED else key] = _json_value(value)
         exc = _exception(record)

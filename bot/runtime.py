@@ -26,13 +26,14 @@ from agent.context.builder import ContextBuilder
 from agent.core.clock import Clock
 from agent.core.settings import Settings
 from agent.graph import GraphMemory, NullGraphMemory
-from agent.graph.facts import GraphFactStore
 from agent.graph.guarded import GuardedGraphMemory
 from agent.graph.opening import OpeningGraph
 from agent.graph.setup import settings_graph_opener
 from agent.graph.store import GraphDataStore
-from agent.graph.tier import GraphMemoryTier
 from agent.history.messages import TextCaches
+from agent.memory.graph import GraphFacts
+from agent.memory.service import Facts
+from agent.memory.units import FactUnits
 from agent.search.embedders import open_embedder
 from agent.search.embeddings import Embedder
 from agent.search.recall import Recall, build_recall
@@ -64,8 +65,11 @@ class Runtime:
     documents: DocumentParser
     # Stores outside the core tables (search index, knowledge graph): /export and /forget cover them.
     data_stores: list[UserDataStore] = field(default_factory=list)
-    # Conversation search, get and memory facts: the recall tools and `reindex` use it.
+    # Conversation search and get: the recall tools and `reindex` use it.
     recall: Recall | None = None
+    # The person's facts (the one list, the graph's relation facts joined): the memory tools, the
+    # facts recalled per message, /memory and the Mini App use it.
+    facts: Facts | None = None
     # The knowledge graph: NullGraphMemory when GRAPH_BACKEND=none or it could not open.
     graph: GraphMemory = field(default_factory=NullGraphMemory)
     # Writers /forget waits for; every graph write and indexing pass registers here.
@@ -120,8 +124,8 @@ class Runtime:
         await self.turns.settle()
         if self.recall is not None:
             await self.recall.settle()
-        if self.recall is not None and isinstance(self.recall.facts, GraphFactStore):
-            await self.recall.facts.drain()
+        if self.facts is not None:
+            await self.facts.drain()
 
     async def close(self) -> None:
         """Release connections (and stop an embedded graph's server); a second call does nothing."""
@@ -165,21 +169,28 @@ async def build_runtime(
     # One embedder per process (loaded on first use); `embedder=` lets tests pass a stand-in.
     chosen = await open_embedder(settings) if embedder == "settings" else embedder
     guard = WriteGuard(sessions, engine=engine)
-    recall = build_recall(settings, sessions, dialect=engine.dialect.name, embedder=chosen, guard=guard)
-    # The graph shares the one embedder; off, it leaves the DB facts and no memory tier.
+    # The person's facts rank in conversation_search too (each points at the messages it comes from).
+    units = FactUnits.from_settings(settings)
+    recall = build_recall(
+        settings, sessions, dialect=engine.dialect.name, embedder=chosen, guard=guard, units=units
+    )
+    # The graph shares the one embedder; off, the facts are the list alone.
     memory = graph if graph != "settings" else _settings_graph(settings, chosen, clock)
     graph_on = not isinstance(memory, NullGraphMemory)
-    timeout = settings.graph_search_timeout_seconds
-    graph_facts: GraphFactStore | None = None
     try:
-        if graph_on:
-            guarded = GuardedGraphMemory(memory, guard)
-            graph_facts = GraphFactStore(
-                guarded, recall.facts, clock=clock, search_timeout_seconds=timeout, sessions=sessions
+        enrichment = (
+            GraphFacts(
+                GuardedGraphMemory(memory, guard),
+                clock=clock,
+                timeout_seconds=settings.graph_search_timeout_seconds,
+                sessions=sessions,
+                # The graph opened from the settings shares the one embedder: recall embeds once.
+                embedder=chosen if graph == "settings" else None,
             )
-            recall.facts = graph_facts
-            recall.graph = guarded
-        tier = GraphMemoryTier(memory, timeout_seconds=timeout)
+            if graph_on
+            else None
+        )
+        facts = Facts(settings, recall, units=units, graph=enrichment)
         turns = TurnService(
             settings=settings,
             engine=engine,
@@ -187,7 +198,8 @@ async def build_runtime(
             clock=clock,
             model=model,
             recall=recall,
-            context_builder=ContextBuilder(settings, memory=tier if graph_on else None),
+            facts=facts,
+            context_builder=ContextBuilder(settings, memory=facts),
         )
         jobs = build_job_context(
             settings,
@@ -205,11 +217,16 @@ async def build_runtime(
         raise
     data_stores: list[UserDataStore] = [
         recall,
-        *([GraphDataStore(memory, settle=graph_facts.drain if graph_facts else None)] if graph_on else []),
+        *([GraphDataStore(memory, settle=facts.drain)] if graph_on else []),
     ]
     # The `forget` job finishes what a failing store left of a /forget (the same stores and caches).
     jobs.data_stores = data_stores
-    jobs.caches = [turns.histories, TextCaches(turns.counter), turns.context_builder.briefings]
+    jobs.caches = [
+        turns.histories,
+        TextCaches(turns.counter),
+        turns.context_builder.briefings,
+        turns.context_builder.profiles,
+    ]
     return Runtime(
         settings=settings,
         engine=engine,
@@ -220,6 +237,7 @@ async def build_runtime(
         documents=DocumentParser.from_settings(settings),
         data_stores=data_stores,
         recall=recall,
+        facts=facts,
         graph=memory,
         guard=guard,
     )

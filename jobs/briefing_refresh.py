@@ -53,7 +53,13 @@ async def refresh_briefing(
     counter = get_counter()
     budgets = Budgets.from_settings(settings)
     now = ctx.clock.now()
-    collector = PackageCollector(settings, memory=None, counter=counter, today_budget=budgets.tiers["today"])
+    collector = PackageCollector(
+        settings,
+        memory=None,
+        counter=counter,
+        today_budget=budgets.tiers["today"],
+        profile_budget=budgets.tiers["profile"],
+    )
     package = await collector.collect(
         ctx.sessions,
         user=user,

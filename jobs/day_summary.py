@@ -13,6 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.account.groups import GROUP
+from agent.core import observability
 from agent.core.usage import UsageMeter, metering, store_usage
 from agent.digest.summaries import MAX_KEY_MOMENTS, DaySummary, Line, summarise_day
 from db.models import DaySegment, TranscriptMessage, User
@@ -106,12 +107,23 @@ async def summarise_segment(
 
     The model call happens outside any transaction; the write is guarded by the version the
     summary started from, so a rerun or a concurrent worker never stores it (or its note) twice.
-    Raises when the model fails: the transcript is untouched and the caller retries.
+    Raises when the model fails: the transcript is untouched and the caller retries. A trace of its own.
     """
+    attributes: observability.Attributes = {
+        "nikita.job": "day-summary",
+        "nikita.day_segment.id": segment_id,
+        "nikita.final": final,
+    }
+    with observability.root_span("job day-summary", attributes):
+        return await _summarise(ctx, segment_id, final=final, notes=notes)
+
+
+async def _summarise(ctx: JobContext, segment_id: int, *, final: bool, notes: Sequence[str]) -> bool:
     async with ctx.sessions() as session:
         fold = await pending_fold(session, segment_id)
     if fold is None:
         return False
+    observability.annotate({"nikita.user.id": fold.segment.user_id, "nikita.messages": len(fold.messages)})
     if not fold.messages:
         if final:
             async with ctx.sessions() as session, session.begin():

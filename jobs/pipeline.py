@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, time
+from zoneinfo import ZoneInfo
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -23,7 +24,7 @@ from agent.core.errors import UserForgottenError
 from agent.core.usage import UsageMeter, metering, store_usage, store_usage_apart
 from agent.digest.extraction import Extraction, OpenThread, ShownThought, extract
 from agent.digest.summaries import Line
-from agent.search.corrections import without_taken_back
+from agent.memory.corrections import without_taken_back
 from agent.touchpoints.plans import local_label, plans_from
 from agent.turn.reactions import reactions_on, with_reactions
 from db.models import Conversation, ConversationThread, Thought, TranscriptMessage, User
@@ -151,6 +152,18 @@ async def extraction_stage(ctx: JobContext, item: Ingested) -> Extraction:
     )
 
 
+def plan_day(day: str | None, timezone: str) -> datetime | None:
+    """A plan's local day ("2026-12-04") as the last moment of that day, in UTC; None when unreadable."""
+    try:
+        local = date.fromisoformat(day.strip()) if day else None
+    except ValueError:
+        return None
+    if local is None:
+        return None
+    end = datetime.combine(local, time.max, tzinfo=ZoneInfo(timezone))
+    return end.astimezone(UTC)
+
+
 @dataclass(frozen=True)
 class RollupStart:
     """What the rollup found to fold; `processed` is set when there was nothing and it finalised."""
@@ -189,15 +202,21 @@ async def memory_stage(
         thoughts = ThoughtRepository(session)
         shared = await thoughts.mark_used(item.user_id, output.shared_thought_ids, at)
         added = await thoughts.add_many(item.user_id, item.conversation_id, output.thoughts, at)
+        # What the user took back is not learned again from the messages it came from.
+        kept = [
+            output.user_facts[i]
+            for i in await without_taken_back(
+                session, item.user_id, [(f.text, f.message_ids) for f in output.user_facts], at=at
+            )
+        ]
         facts = await FactRepository(session).add_sourced(
             item.user_id,
             item.conversation_id,
-            # What the user took back is not learned again from the messages it came from.
-            await without_taken_back(
-                session, item.user_id, [(f.text, f.message_ids) for f in output.user_facts]
-            ),
+            [(f.text, f.message_ids) for f in kept],
             at,
             source="extraction",
+            categories=[f.category for f in kept],
+            valid_until=[plan_day(f.valid_until, item.timezone) for f in kept],
         )
         plans = plans_from(
             output.threads_to_open, conversation_id=item.conversation_id, timezone=item.timezone, after=at
@@ -232,12 +251,11 @@ async def graph_stage(ctx: JobContext, item: Ingested, output: Extraction) -> in
     if ctx.graph is None:
         return 0
     source = f"conversation:{item.conversation_id}"
-    async with ctx.sessions() as session:
-        held = await without_taken_back(
-            session, item.user_id, [(f.text, f.message_ids) for f in output.user_facts]
-        )
+    async with ctx.sessions() as session, session.begin():
+        said = [(f.text, f.message_ids) for f in output.user_facts]
+        held = [said[i][0] for i in await without_taken_back(session, item.user_id, said, at=item.ended_at)]
     episodes = [
-        ("user", "user facts", [text for text, _ in held]),
+        ("user", "user facts", held),
         ("relationship", "conversation", [output.summary, *output.key_moments]),
         ("persona", "thoughts", output.thoughts[:2]),
     ]

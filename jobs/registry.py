@@ -7,12 +7,21 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from agent.core import observability
 from agent.core.errors import NikitaError
 from jobs.context import JobContext
 
 logger = logging.getLogger(__name__)
 
-JOB_NAMES: tuple[str, ...] = ("sessions", "postprocess", "day-summaries", "nightly", "forget", "touchpoints")
+JOB_NAMES: tuple[str, ...] = (
+    "sessions",
+    "postprocess",
+    "consolidate",
+    "day-summaries",
+    "nightly",
+    "forget",
+    "touchpoints",
+)
 
 
 class UnknownJobError(NikitaError):
@@ -31,6 +40,12 @@ async def _postprocess(ctx: JobContext, **options: Any) -> dict[str, Any]:
     return await process_queue(
         ctx, conversation_id=options.get("conversation_id"), limit=options.get("limit")
     )
+
+
+async def _consolidate(ctx: JobContext, **options: Any) -> dict[str, Any]:
+    from jobs.consolidate import consolidate_due
+
+    return await consolidate_due(ctx, limit=options.get("limit"))
 
 
 async def _day_summaries(ctx: JobContext, **options: Any) -> dict[str, Any]:
@@ -60,6 +75,7 @@ async def _touchpoints(ctx: JobContext, **options: Any) -> dict[str, Any]:
 _JOBS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     "sessions": _sessions,
     "postprocess": _postprocess,
+    "consolidate": _consolidate,
     "day-summaries": _day_summaries,
     "nightly": _nightly,
     "forget": _forget,
@@ -68,12 +84,18 @@ _JOBS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
 
 
 async def run_job(name: str, ctx: JobContext, **options: Any) -> dict[str, Any]:
-    """Run one job once and return its counts (postprocess takes `conversation_id=` and `limit=`)."""
+    """Run one job once and return its counts (postprocess takes `conversation_id=` and `limit=`,
+    consolidate and touchpoints `limit=`)."""
     job = _JOBS.get(name)
     if job is None:
         raise UnknownJobError(f"unknown job {name!r}; known: {', '.join(JOB_NAMES)}")
     started = time.perf_counter()
-    counts = await job(ctx, **options)
+    try:
+        counts = await job(ctx, **options)
+    except BaseException:
+        observability.job_done(name, time.perf_counter() - started, failed=True)
+        raise
+    observability.job_done(name, time.perf_counter() - started, failed=False)
     elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
     # The scheduler runs every job each minute: a run that found nothing to do is not news
     # (`no_sender` says where follow-ups cannot go, not that there were any).

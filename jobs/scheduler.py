@@ -12,17 +12,18 @@ from jobs.registry import run_job
 
 logger = logging.getLogger(__name__)
 
-MINUTE_JOBS = ("sessions", "postprocess", "day-summaries", "forget", "touchpoints")
+MINUTE_JOBS = ("sessions", "postprocess", "consolidate", "day-summaries", "forget", "touchpoints")
+# The jobs a scheduled run bounds, and the setting that bounds them.
+_BATCH_LIMITS = {"postprocess": "postprocess_batch_limit", "consolidate": "consolidate_batch_limit"}
 
 
 async def run_minute_jobs(ctx: JobContext) -> dict[str, dict[str, Any]]:
-    """Session detection, post-processing, due in-day summaries, unfinished /forgets and due
-    follow-ups, in that order."""
+    """Session detection, post-processing, tidying the facts that changed, due in-day summaries,
+    unfinished /forgets and due follow-ups, in that order."""
     results: dict[str, dict[str, Any]] = {}
     for name in MINUTE_JOBS:
-        options: dict[str, Any] = (
-            {"limit": ctx.settings.postprocess_batch_limit} if name == "postprocess" else {}
-        )
+        limit = _BATCH_LIMITS.get(name)
+        options: dict[str, Any] = {"limit": getattr(ctx.settings, limit)} if limit else {}
         try:
             results[name] = await run_job(name, ctx, **options)
         except Exception:

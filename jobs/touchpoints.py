@@ -28,6 +28,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.context.builder import ContextBuilder
+from agent.core import observability
 from agent.core.errors import LeaseLostError
 from agent.core.usage import metering, store_usage_apart
 from agent.history.messages import touchpoint_history
@@ -107,6 +108,17 @@ class _Worker:
         self.budget = TokenBudget.from_settings(ctx.settings)
 
     async def work(self, touchpoint_id: int) -> str:
+        # A trace of its own, named and linked once the row is read.
+        attributes: observability.Attributes = {
+            "nikita.job": "touchpoints",
+            "nikita.touchpoint.id": touchpoint_id,
+        }
+        with observability.root_span("job touchpoint", attributes) as traced:
+            outcome = await self._work_logged(touchpoint_id)
+            traced.set_attribute("nikita.touchpoint.outcome", outcome)
+            return outcome
+
+    async def _work_logged(self, touchpoint_id: int) -> str:
         try:
             return await self._work(touchpoint_id)
         except LeaseLostError:
@@ -122,6 +134,11 @@ class _Worker:
             row = await TouchpointRepository(session).held(touchpoint_id, self.owner)
             if row is None:
                 return "lease_lost"
+            name = "job reminder" if row.kind == REMINDER else "job touchpoint"
+            observability.annotate(
+                {"nikita.user.id": row.user_id, "nikita.touchpoint.kind": row.kind}, name=name
+            )
+            await observability.link_conversation(self.ctx.sessions, row.conversation_id)
             if row.status == "sending":
                 return await self._send(row.id, row.user_id, row.text or "", row.chunks_sent, row.reminder_id)
             if row.kind == REMINDER:

@@ -7,6 +7,7 @@ from collections import Counter
 from datetime import timedelta
 from typing import Any
 
+from agent.core import observability
 from jobs.context import JobContext
 from jobs.pipeline import Loaded, load, run_pipeline
 from jobs.queue import claim_and_read, record_failure, requeue
@@ -15,7 +16,16 @@ logger = logging.getLogger(__name__)
 
 
 async def process_one(ctx: JobContext, conversation_id: int, loaded: Loaded | None = None) -> bool:
-    """Run the pipeline for a conversation this worker has claimed; False when it failed."""
+    """Run the pipeline for a conversation this worker has claimed; False when it failed.
+
+    A trace of its own, linked to the turns of the conversation.
+    """
+    with observability.root_span("job postprocess", {"nikita.job": "postprocess"}):
+        await observability.link_conversation(ctx.sessions, conversation_id)
+        return await _process(ctx, conversation_id, loaded)
+
+
+async def _process(ctx: JobContext, conversation_id: int, loaded: Loaded | None) -> bool:
     try:
         counts = await run_pipeline(ctx, conversation_id, loaded=loaded)
     except Exception as exc:

@@ -115,13 +115,22 @@ _SECTIONS: dict[str, tuple[Any, dict[str, Any]]] = {
     "facts": (
         UserFact,
         {
+            # The id is what another fact's `superseded_by` names.
+            "id": UserFact.id,
             "content": UserFact.content,
             "source": UserFact.source,
             "category": UserFact.category,
+            "pinned": UserFact.pinned,
+            "hidden": UserFact.hidden,
+            "reinforced": UserFact.reinforced,
             "message_ids": UserFact.message_ids,
             "created_at": UserFact.created_at,
+            "last_seen_at": UserFact.last_seen_at,
+            "updated_at": UserFact.updated_at,
+            "valid_until": UserFact.valid_until,
             "invalidated_at": UserFact.invalidated_at,
             "invalid_reason": UserFact.invalid_reason,
+            "superseded_by": UserFact.superseded_by,
         },
     ),
     "reminders": (

@@ -36,6 +36,7 @@ from typing import Literal
 from sqlalchemy import case, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agent.core import observability
 from agent.core.settings import Settings
 from db.models import RateLimitEvent
 
@@ -196,6 +197,7 @@ class RateLimiter:
                 verdict = await self._told_once(session, subject, verdict, now)
         if not verdict.allowed:
             logger.info("rate limited", extra={"scope": scope, "window": verdict.window})
+            observability.refused(f"rate_{scope}_{verdict.window}")
         await self._prune(now)
         return verdict
 

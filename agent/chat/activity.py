@@ -30,4 +30,8 @@ def doing(tool: str, args: Mapping[str, Any]) -> str:
         return f"Checking what I remember about {query}…" if query else "Checking what I remember…"
     if tool == "memory_add":
         return "Making a note of that…"
+    if tool == "memory_pin":
+        return "Putting that first in what I remember…"
+    if tool == "memory_reword":
+        return "Putting that in your words…"
     return "Thinking it over…"

@@ -4,7 +4,8 @@ A request reads, from the most stable to the least (the order a provider's promp
 the tools; PydanticAI's framing announcement (agent/core/caching.py); the persona and rules, the
 same for every user of the bot (a literal instruction, given to each run, so PydanticAI sorts it
 first and marks a cache breakpoint after it); this session's memory (an instruction that appends
-its changes to the history instead of rewriting the prefix, with the second breakpoint after it);
+its changes to the history instead of rewriting the prefix, with the second breakpoint after it;
+a change is sent ahead of the words of the turn it came in, agent/chat/changes.py);
 the history; and last this turn's note and message, where the automatic breakpoint moves with the
 conversation (agent/context/layers.py).
 """
@@ -18,7 +19,9 @@ from pydantic_ai.models import Model, infer_model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.settings import ModelSettings
 
+from agent.chat.changes import ChangesFirst
 from agent.chat.deps import TurnDeps
+from agent.chat.fact_tools import fact_tools
 from agent.chat.reminder_tools import reminder_tools
 from agent.chat.tools import recall_tools
 from agent.core.caching import CONVERSATION_TTL, Ttl, cache_settings
@@ -30,7 +33,9 @@ chat_agent: Agent[TurnDeps, str] = Agent(
     deps_type=TurnDeps,
     name="nikita",
     defer_model_check=True,
-    toolsets=[recall_tools, reminder_tools],
+    toolsets=[recall_tools, reminder_tools, fact_tools],
+    # A change to the session's memory is sent before the person's words (agent/chat/changes.py).
+    capabilities=[ChangesFirst()],
 )
 
 
@@ -38,7 +43,7 @@ chat_agent: Agent[TurnDeps, str] = Agent(
 def _session_memory(ctx: RunContext[TurnDeps]) -> str:
     # The same text on every turn of a session until a source changes; a change is appended to the
     # history as a replacement, so the cached prefix stays (PydanticAI records the first value in
-    # the session's first request).
+    # the session's first request), and it is sent ahead of that turn's words.
     return ctx.deps.memory
 
 

@@ -7,8 +7,9 @@ their questions and plans; the chat answer mentions what the context holds and s
 conversations when asked to remember. Everything it writes is labelled as offline.
 
 It answers every agent by the shape of its request: an output tool (extraction, day summary,
-briefing, follow-up composition) gets a tool call built from that tool's fields, a request with
-the recall tools gets a chat answer, any other request (history compaction) a plain summary.
+briefing, follow-up composition, consolidation: agent/chat/demo_tidy.py) gets a tool call built
+from that tool's fields, a request with the recall tools gets a chat answer, any other request
+(history compaction) a plain summary.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from agent.chat.demo_tidy import tidy
 from agent.history.turn_notes import words
+from agent.memory.profile import guess_section
 
 MODEL_NAME = "demo"
 SEARCH_TOOL = "conversation_search"
@@ -36,7 +39,9 @@ LABEL = "(offline demo)"
 # A transcript line as the summary and extraction prompts show it: `[#12 09:30 user] text`.
 _LINE = re.compile(r"^\[#(\d+) \d\d:\d\d (\w+)\] (.*)$", re.MULTILINE)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
-_FACT = re.compile(r"^(i am|i'm|i have|i've got|i've|i live|i work|my \w+(?: \w+)? (?:is|are))\b", re.I)
+_FACT = re.compile(
+    r"^(i am|i'm|i have|i've got|i've|i live|i moved|i work|my \w+(?: \w+)? (?:is|are))\b", re.I
+)
 _PLAN = re.compile(
     r"\b(tomorrow|tonight|next week|on (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
     r"|i will|i'll|i'm going to|i am going to|i plan|my \w+ is on)\b",
@@ -54,6 +59,7 @@ _PRONOUNS = (
     (re.compile(r"^i'm\b", re.I), "The user is"),
     (re.compile(r"^i have\b|^i've got\b|^i've\b", re.I), "The user has"),
     (re.compile(r"^i live\b", re.I), "The user lives"),
+    (re.compile(r"^i moved\b", re.I), "The user moved"),
     (re.compile(r"^i work\b", re.I), "The user works"),
     (re.compile(r"^my\b", re.I), "The user's"),
 )
@@ -84,6 +90,8 @@ def _structured(fields: set[str], prompt: str) -> dict[str, Any]:
         return briefing(prompt)
     if "send" in fields:  # a follow-up: the offline model never writes first
         return {"send": False, "text": ""}
+    if "replaced" in fields:
+        return tidy(prompt)
     return {name: f"{LABEL} {_shorten(prompt, 200)}" for name in fields}
 
 
@@ -92,7 +100,7 @@ def extraction(prompt: str) -> dict[str, Any]:
     said = _user_lines(prompt)
     ended = _ENDED.search(prompt)
     day = date.fromisoformat(ended.group(1)) if ended else None
-    facts = [{"text": fact, "message_ids": [line_id]} for line_id, text in said for fact in _facts(text)]
+    facts = [_fact(fact, line_id, day) for line_id, text in said for fact in _facts(text)]
     threads: list[dict[str, Any]] = []
     for _, text in said:
         for sentence in _sentences(text):
@@ -173,7 +181,7 @@ def _chat(messages: list[ModelMessage], prompt: str, *, can_search: bool) -> Mod
     first_of_session = not any(isinstance(m, ModelResponse) for m in messages)
     context = _instructions(messages)
     if first_of_session:
-        # The tiers (v1), or the briefing written from them (v2).
+        # The tiers (v1), or the briefing written from them (v2), then the profile's first fact.
         briefing = _tag_items(context, "your_briefing")
         today = _tag_items(context, "earlier_today") or [
             line.split(": ", 1)[1] for line in briefing if line.startswith("What matters today: ")
@@ -184,6 +192,9 @@ def _chat(messages: list[ModelMessage], prompt: str, *, can_search: bool) -> Mod
         topics = _tag_items(context, "unfinished_topics") or follow_ups
         if topics:
             answer += f" Still open: {_shorten(topics[0].lstrip('- '), 120)}"
+        known = [line[2:] for line in _tag_items(context, "about_them") if line.startswith("- ")]
+        if known:
+            answer += f" I remember: {_shorten(known[0], 120)}"
     return ModelResponse(parts=[TextPart(answer)])
 
 
@@ -197,6 +208,14 @@ def _found(content: object) -> str:
     text = re.sub(r"#+ (?:Summary|Goals|Decisions|Open loops|Next steps)\b|- none", " ", text)
     when = best.get("when") or best.get("day_label") or "before"
     return f"{LABEL} I found this ({when}): {_shorten(text, 200)}"
+
+
+def _fact(text: str, line_id: int, day: date | None) -> dict[str, Any]:
+    """One extracted fact: its section by its words, and a plan's day when the sentence names one."""
+    fact: dict[str, Any] = {"text": text, "message_ids": [line_id], "category": guess_section(text)}
+    if _PLAN.search(text) and (when := _when(text, day)) is not None:
+        fact["category"], fact["valid_until"] = "plan", when[:10]
+    return fact
 
 
 def _facts(text: str) -> list[str]:

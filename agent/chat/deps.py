@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 if TYPE_CHECKING:
+    from agent.memory.service import Facts
     from agent.search.recall import Recall
 
 
@@ -27,7 +28,9 @@ class TurnDeps:
     memory: str = ""
     # This turn's note: the time and the facts found for this message, first in the user prompt.
     note: str = ""
-    # Search and memory services for the recall tools (agent/chat/tools.py); None turns them into no-ops.
+    # Conversation search for the recall tools (agent/chat/tools.py); None turns them into no-ops.
     recall: Recall | None = None
+    # The person's facts for the memory tools; None turns them into no-ops.
+    facts: Facts | None = None
     # The transcript row of the user's message this turn answers (what a reminder is set from).
     message_id: int | None = None

@@ -13,8 +13,8 @@ from typing import Any
 from pydantic_ai import FunctionToolset, ModelRetry, RunContext
 
 from agent.chat.deps import TurnDeps
-from agent.search.corrections import find_facts, invalidate
-from agent.search.facts import FactRejectedError, clean_fact
+from agent.memory.facts import FactRejectedError, clean_fact
+from agent.memory.service import Facts
 from agent.search.get import MessagesOut, RecallInputError, RecallNotFoundError
 from agent.search.recall import Recall
 from agent.search.search import SearchHit
@@ -58,6 +58,10 @@ def _checked_id(name: str, value: int | None) -> int | None:
 
 def _recall(ctx: RunContext[TurnDeps]) -> Recall | None:
     return ctx.deps.recall
+
+
+def _facts(ctx: RunContext[TurnDeps]) -> Facts | None:
+    return ctx.deps.facts
 
 
 def hit_dict(hit: SearchHit) -> dict[str, Any]:
@@ -184,12 +188,12 @@ async def memory_search(ctx: RunContext[TurnDeps], query: str, limit: int = 8) -
         query: The fact you are looking for, in a few words; empty for the most recent facts.
         limit: How many facts (default 8).
     """
-    recall = _recall(ctx)
-    if recall is None:
+    facts = _facts(ctx)
+    if facts is None:
         return {"facts": [], "note": "memory is not available right now"}
     if limit < 1:
         raise ModelRetry("limit must be at least 1")
-    hits = await recall.facts.search(ctx.deps.user_id, query, limit=min(limit, 50))
+    hits = await facts.search(ctx.deps.user_id, query, limit=min(limit, 50), now=ctx.deps.now)
     return {"facts": [asdict(h) for h in hits]}
 
 
@@ -205,27 +209,15 @@ async def memory_add(ctx: RunContext[TurnDeps], fact: str) -> dict[str, Any]:
     Args:
         fact: The fact as one short sentence, e.g. "Has a cat named Miso".
     """
-    recall = _recall(ctx)
-    if recall is None:
+    facts = _facts(ctx)
+    if facts is None:
         return {"saved": False, "note": "memory is not available right now"}
     try:
-        text = clean_fact(fact, max_chars=recall.settings.memory_fact_max_chars)
+        text = clean_fact(fact, max_chars=facts.settings.memory_fact_max_chars)
     except FactRejectedError as exc:
         raise ModelRetry(str(exc)) from exc
-    added = await recall.facts.add(
-        ctx.deps.user_id, text, conversation_id=ctx.deps.conversation_id, at=ctx.deps.now
-    )
+    added = await facts.add(ctx.deps.user_id, text, conversation_id=ctx.deps.conversation_id, at=ctx.deps.now)
     return {"saved": added.created, "fact_id": added.fact_id, "already_known": not added.created}
-
-
-async def _take_back(ctx: RunContext[TurnDeps], recall: Recall, fact: str, reason: str) -> list[str]:
-    matched = await find_facts(ctx.deps.sessions, recall.graph, ctx.deps.user_id, fact, now=ctx.deps.now)
-    if matched:
-        await invalidate(
-            ctx.deps.sessions, recall.graph, ctx.deps.user_id, matched, reason=reason, at=ctx.deps.now
-        )
-        recall.facts_changed(ctx.deps.user_id)
-    return list(dict.fromkeys(m.text for m in matched))  # a saved fact and its graph edge say one thing
 
 
 @recall_tools.tool
@@ -237,10 +229,10 @@ async def memory_forget(ctx: RunContext[TurnDeps], fact: str, reason: str) -> di
         fact: The fact as you remember it, in a few words, e.g. "has a cat".
         reason: Why, in a few words, e.g. "they asked me to forget it", "it was wrong".
     """
-    recall = _recall(ctx)
-    if recall is None:
+    facts = _facts(ctx)
+    if facts is None:
         return {"forgotten": [], "note": "memory is not available right now"}
-    gone = await _take_back(ctx, recall, fact, reason)
+    gone = await facts.take_back(ctx.deps.user_id, fact, reason=reason, at=ctx.deps.now)
     if not gone:
         return {"forgotten": [], "note": "no remembered fact matches; memory_search shows how it is worded"}
     return {"forgotten": gone}
@@ -255,15 +247,14 @@ async def memory_correct(ctx: RunContext[TurnDeps], wrong: str, correct: str) ->
         wrong: The fact as you remember it, in a few words, e.g. "lives in Lisbon".
         correct: The corrected fact as one short sentence in the third person, e.g. "Lives in Porto".
     """
-    recall = _recall(ctx)
-    if recall is None:
+    facts = _facts(ctx)
+    if facts is None:
         return {"corrected": False, "note": "memory is not available right now"}
     try:
-        text = clean_fact(correct, max_chars=recall.settings.memory_fact_max_chars)
+        text = clean_fact(correct, max_chars=facts.settings.memory_fact_max_chars)
     except FactRejectedError as exc:
         raise ModelRetry(str(exc)) from exc
-    gone = await _take_back(ctx, recall, wrong, f"corrected: {text}")
-    added = await recall.facts.add(
-        ctx.deps.user_id, text, conversation_id=ctx.deps.conversation_id, at=ctx.deps.now
+    gone, added = await facts.correct(
+        ctx.deps.user_id, wrong, text, conversation_id=ctx.deps.conversation_id, at=ctx.deps.now
     )
     return {"corrected": True, "forgotten": gone, "saved": text, "fact_id": added.fact_id}

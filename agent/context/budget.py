@@ -62,7 +62,7 @@ class Budgets:
             "threads": 400,
             "last_conversation": 300,
             "memory": 600,
-            "profile": 200,
+            "profile": 700,
             "thoughts": 150,
         }
     )
@@ -82,7 +82,7 @@ class Budgets:
                 "threads": settings.context_threads_budget,
                 "last_conversation": settings.context_last_conversation_budget,
                 "memory": settings.context_memory_budget,
-                "profile": settings.context_profile_budget,
+                "profile": settings.profile_tokens,
                 "thoughts": settings.context_thoughts_budget,
             },
         )

@@ -34,9 +34,11 @@ from agent.context.engine import Variant, assemble_v2, route_for, serve
 from agent.context.layers import fit_layers
 from agent.context.memory import MemoryTierSource, limits_for_budget
 from agent.context.package import COLLECTOR_ERRORS, Collected, ContextPackage, PackageCollector
+from agent.context.profile import profile_entry
 from agent.context.tiers import TierBlock, time_block
 from agent.core.clock import ensure_utc
 from agent.core.errors import ConfigurationError
+from agent.core.observability import traced_context
 from agent.core.settings import Settings
 from agent.history.tokens import TokenCounter, get_counter
 from agent.turn.reactions import reaction_notes
@@ -102,12 +104,19 @@ class ContextBuilder:
         self.counter = counter or get_counter()
         self.budgets = Budgets.from_settings(settings)
         self.collector = PackageCollector(
-            settings, memory=memory, counter=self.counter, today_budget=self.budgets.tiers["today"]
+            settings,
+            memory=memory,
+            counter=self.counter,
+            today_budget=self.budgets.tiers["today"],
+            profile_budget=self.budgets.tiers["profile"],
         )
+        # The profiles the collector chose, per owner (/forget drops theirs).
+        self.profiles = self.collector.profiles
         model = summary_model if summary_model is not None else _default_summary_model(settings)
         self.compactor = Compactor(settings, model=model, counter=self.counter)
         self.briefings = BriefingReader()
 
+    @traced_context
     async def build(
         self,
         sessions: async_sessionmaker[AsyncSession],
@@ -280,6 +289,12 @@ class ContextBuilder:
                 "tokens": fitted.block_tokens.get(name, 0),
                 "status": "ok",
             }
+        chosen = package.profile_facts
+        tiers["profile"] |= {"status": chosen.status, "ms": chosen.ms}
+        if chosen.value is not None:
+            tiers["profile"] |= profile_entry(chosen.value.profile)
+        if chosen.error:
+            tiers["profile"]["error"] = chosen.error
         parts = package.parts()
         for name, part in parts.items():
             block = fitted.blocks.get(name)
@@ -299,7 +314,7 @@ class ContextBuilder:
             tiers["memory"]["limits"] = limits_for_budget(remaining).name
         failures = [
             {"tier": name, "status": part.status, "error": part.error}
-            for name, part in parts.items()
+            for name, part in {"profile": chosen, **parts}.items()
             if part.error
         ]
         if compacted.error:

@@ -1,9 +1,9 @@
-"""The memory tier's seam: what the knowledge graph must offer the context builder.
+"""The memory tier's seam: the facts recalled for this message, in the turn's note.
 
-The builder asks a `MemoryTierSource` for facts relevant to the user's message, with per-group
-limits chosen by how much budget is left. Without a graph (GRAPH_BACKEND=none) the tier is
-simply absent (`memory` is None in the builder). `GraphMemory.search(user_id, query, limits=...,
-now=...)` returns facts per group; `graph_tier` adapts anything of that shape to this protocol.
+The builder asks a `MemoryTierSource` (agent/memory/service.py's `Facts` in the runtime) for the
+facts relevant to the person's message, with limits chosen by how much budget is left (facts of
+the list, then the graph's relation facts and the persona's own life when a graph is on), leaving
+out the facts the profile already holds. Without a source (`memory` is None) the tier is absent.
 """
 
 from __future__ import annotations
@@ -51,17 +51,28 @@ def limits_for_budget(remaining_tokens: int) -> MemoryLimits:
 class MemoryTierSource(Protocol):
     """Facts relevant to a message, best first, as short lines; scoped to one user by construction."""
 
-    async def search(self, user_id: int, query: str, *, limits: MemoryLimits, now: datetime) -> Sequence[str]:
-        """Lines for the memory tier (empty when nothing is relevant)."""
+    async def recall(
+        self, user_id: int, query: str, *, limits: MemoryLimits, now: datetime, exclude: frozenset[int] = ...
+    ) -> Sequence[str]:
+        """Lines for the memory tier (empty when nothing is relevant), none of the facts in `exclude`
+        (the ids of those the profile holds)."""
         ...
 
 
 @dataclass(frozen=True)
 class FunctionMemory:
-    """A `MemoryTierSource` from a plain async function (adapters, tests, the graph's wiring)."""
+    """A `MemoryTierSource` from a plain async function (benchmarks, tests)."""
 
     function: Callable[[int, str, MemoryLimits, datetime], Awaitable[Sequence[str]]]
 
-    async def search(self, user_id: int, query: str, *, limits: MemoryLimits, now: datetime) -> Sequence[str]:
+    async def recall(
+        self,
+        user_id: int,
+        query: str,
+        *,
+        limits: MemoryLimits,
+        now: datetime,
+        exclude: frozenset[int] = frozenset(),
+    ) -> Sequence[str]:
         """Call the function."""
         return await self.function(user_id, query, limits, now)

@@ -24,6 +24,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.context.memory import MemoryTierSource, limits_for_budget
+from agent.context.profile import ProfileTier, load_profile_tier
 from agent.context.tiers import (
     TierBlock,
     load_last_conversation,
@@ -39,6 +40,7 @@ from agent.core.clock import ensure_utc, local_day
 from agent.core.errors import NikitaError
 from agent.core.settings import Settings
 from agent.history.tokens import TokenCounter
+from agent.memory.profile import ProfileCache
 from db.models import DaySegment, Thought, User
 from db.repositories.touchpoints import TouchpointRepository
 
@@ -105,7 +107,10 @@ class ContextPackage:
 
     user_id: int
     time: TimeAwareness
+    # Onboarding's answers and the facts chosen for the profile (onboarding's alone when the facts
+    # could not be read: `profile_facts` says why).
     profile: TierBlock | None
+    profile_facts: Collected[ProfileTier]
     today: Collected[TierBlock]
     yesterday: Collected[TierBlock]
     threads: Collected[TierBlock]
@@ -222,11 +227,15 @@ class PackageCollector:
         memory: MemoryTierSource | None,
         counter: TokenCounter,
         today_budget: int,
+        profile_budget: int,
     ) -> None:
         self.settings = settings
         self.memory = memory
         self.counter = counter
         self.today_budget = today_budget
+        self.profile_budget = profile_budget
+        # The profile chosen for each owner's session, kept while their facts stay the same.
+        self.profiles = ProfileCache(max_owners=settings.history_cache_sessions)
 
     async def collect(
         self,
@@ -243,9 +252,10 @@ class PackageCollector:
         """Every part for this user at `now`; never raises for a part's failure.
 
         `remaining` is the hard cap less what history will take: it picks the memory limits. The
-        session's parts (today, yesterday, threads, last conversation, the week) are read as of
-        `anchor`, the session's start, so their wording does not change from turn to turn; the time
-        and the facts found for this message are read at `now`.
+        session's parts (the profile, today, yesterday, threads, last conversation, the week) are
+        read as of `anchor`, the session's start, so their wording does not change from turn to
+        turn; the time and the facts found for this message are read at `now`, leaving out those
+        the profile holds.
         """
         s = self.settings
         at = anchor or now
@@ -259,6 +269,13 @@ class PackageCollector:
 
             return asyncio.create_task(collect(name, limit, in_session))
 
+        profile = start(
+            "profile",
+            s.context_memory_timeout_seconds,
+            lambda db: load_profile_tier(
+                db, user, anchor=at, budget=self.profile_budget, counter=self.counter, profiles=self.profiles
+            ),
+        )
         today = start(
             "today",
             s.context_today_timeout_seconds,
@@ -295,7 +312,7 @@ class PackageCollector:
             collect(
                 "memory",
                 s.context_memory_timeout_seconds,
-                lambda: self._memory(user.id, text, now, remaining),
+                lambda: self._memory(user.id, text, now, remaining, profile),
             )
         )
         thoughts = start(
@@ -309,14 +326,18 @@ class PackageCollector:
             s.context_follow_ups_timeout_seconds,
             lambda db: load_follow_ups(db, user, limit=FOLLOW_UPS_MAX),
         )
-        await asyncio.gather(today, yesterday, threads, last_conversation, memory, thoughts, week, follow_ups)
+        await asyncio.gather(
+            profile, today, yesterday, threads, last_conversation, memory, thoughts, week, follow_ups
+        )
         memory_part = memory.result()
+        chosen = profile.result()
         if self.memory is None:
             memory_part = Collected(None, "not configured", memory_part.ms)
         return ContextPackage(
             user_id=user.id,
             time=time_awareness(user, now, previous_message_at),
-            profile=profile_block(user),
+            profile=chosen.value.block if chosen.value is not None else profile_block(user),
+            profile_facts=chosen,
             today=today.result(),
             yesterday=yesterday.result(),
             threads=threads.result(),
@@ -327,8 +348,21 @@ class PackageCollector:
             follow_ups=follow_ups.result(),
         )
 
-    async def _memory(self, user_id: int, text: str, now: datetime, remaining: int) -> TierBlock | None:
+    async def _memory(
+        self,
+        user_id: int,
+        text: str,
+        now: datetime,
+        remaining: int,
+        profile: asyncio.Task[Collected[ProfileTier]],
+    ) -> TierBlock | None:
         if self.memory is None:
             return None
-        lines = await self.memory.search(user_id, text, limits=limits_for_budget(remaining), now=now)
-        return memory_block(list(lines))
+        # The facts the profile holds are not repeated (shielded: a timeout here must not cancel
+        # the profile's own collection).
+        chosen = (await asyncio.shield(profile)).value
+        exclude = chosen.profile.ids if chosen is not None else frozenset()
+        lines = await self.memory.recall(
+            user_id, text, limits=limits_for_budget(remaining), now=now, exclude=exclude
+        )
+        return memory_block(lines)

@@ -30,6 +30,8 @@ def _tier_line(name: str, tier: dict[str, Any]) -> str:
         extras.append(f"{tier['ms']:.1f} ms")
     if tier.get("limits"):
         extras.append(f"limits {tier['limits']}")
+    if isinstance(tier.get("facts"), list):
+        extras.append(f"{len(tier['facts'])} facts, {tier.get('left_out_count', 0)} left out for recall")
     if tier.get("error"):
         extras.append(str(tier["error"]))
     return line + ("  (" + ", ".join(extras) + ")" if extras else "")

@@ -8,7 +8,7 @@ rendered inside its own tag with the stored text neutralised (agent/context/fenc
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from typing import Any, Literal
@@ -86,8 +86,9 @@ def time_block(user: User, now: datetime, previous_message_at: datetime | None) 
     return TierBlock("time", "Now:", (line + ".",))
 
 
-def profile_block(user: User) -> TierBlock | None:
-    """What onboarding told us: name, interests, boundaries and the rest of users.profile.
+def profile_block(user: User, facts: Sequence[str] = ()) -> TierBlock | None:
+    """The profile: what onboarding told us (name, interests, boundaries and the rest of
+    users.profile), then the facts chosen for the profile (agent/memory/profile.py), in their order.
 
     A group chat's row names the group (its title), never a person to call by that name.
     """
@@ -99,6 +100,7 @@ def profile_block(user: User) -> TierBlock | None:
             continue
         shown = ", ".join(str(v) for v in value) if isinstance(value, list) else str(value)
         lines.append(f"{key.replace('_', ' ').capitalize()}: {shown}")
+    lines += [f"- {fact}" for fact in facts]
     return (
         TierBlock("profile", "About this group:" if group else "About them:", tuple(lines)) if lines else None
     )
@@ -284,7 +286,7 @@ async def load_last_conversation(
     return TierBlock("last_conversation", f"Last time we talked ({when}):", (row.summary.strip(),))
 
 
-def memory_block(lines: list[str]) -> TierBlock | None:
-    """Knowledge-graph facts as a block."""
+def memory_block(lines: Sequence[str]) -> TierBlock | None:
+    """The facts recalled for this message (from the list, then the graph's) as a block."""
     items = tuple(f"- {line.strip()}" for line in lines if line and line.strip())
     return TierBlock("memory", "What you remember:", items) if items else None

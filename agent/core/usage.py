@@ -22,6 +22,7 @@ from typing import Literal
 from pydantic_ai.usage import RunUsage
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agent.core import observability
 from db.repositories.usage import UsageRepository
 from db.repositories.users import user_present
 
@@ -30,6 +31,7 @@ UsageKind = Literal[
     "onboarding",
     "compaction",
     "extraction",
+    "consolidation",
     "day_summary",
     "graph",
     "briefing",
@@ -128,7 +130,17 @@ def record_call(
     cache_write_tokens: int = 0,
     cache_write_1h_tokens: int = 0,
 ) -> None:
-    """Count one model call (or several) on the current meter, if any (cache counts within input)."""
+    """Count one model call (or several) on the current meter, if any (cache counts within input), and
+    in the metrics (every call, metered or not)."""
+    observability.model_use(
+        kind,
+        calls=calls,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_read_tokens=cache_read_tokens,
+        cache_write_tokens=cache_write_tokens,
+        cache_write_1h_tokens=cache_write_1h_tokens,
+    )
     meter = _current.get()
     if meter is not None:
         meter.add(

@@ -36,12 +36,27 @@ class NewThread(BaseModel):
     )
 
 
+FactCategory = Literal["identity", "people", "health", "preference", "plan", "other"]
+
+
 class ExtractedFact(BaseModel):
-    """A durable fact about the user and the messages it comes from."""
+    """A durable fact about the user, what it is about, and the messages it comes from."""
 
     text: str = Field(description="One short sentence, naming the user (e.g. 'Ana plays the cello').")
     message_ids: list[int] = Field(
         default_factory=list, description="The #ids of the conversation's messages that state the fact."
+    )
+    category: FactCategory | None = Field(
+        default=None,
+        description=(
+            "identity (name, where they live, work, age), people (family, partner, friends, pets), "
+            "health (health, diet, boundaries), preference (likes, dislikes, how they want to be "
+            "treated), plan (something they will do), other."
+        ),
+    )
+    valid_until: str | None = Field(
+        default=None,
+        description="For a plan with a date: the last local day it holds, as YYYY-MM-DD; otherwise null.",
     )
 
     @model_validator(mode="before")
@@ -98,7 +113,8 @@ class ShownThought:
 EXTRACTION_INSTRUCTIONS = """\
 You read one finished conversation between a user and {persona_name}, a companion, and extract memory.
 - user_facts: durable facts or preferences about the user (not passing moods), each one short sentence,
-  with the #ids of the messages it comes from (the number after # in each line).
+  with the #ids of the messages it comes from (the number after # in each line), its category, and
+  for a plan with a date the day it is for (valid_until).
 - threads_to_open: things to follow up, questions left open, promises made, topics, curiosities, callbacks.
 - follow_up_at on a thread: the local moment to check in first, when one is natural ("my interview is on
   Thursday" -> Friday afternoon; "I'll tell you how the date goes" -> the next evening); otherwise null.

@@ -271,12 +271,28 @@ class GraphitiMemory:
                 raise GraphMemoryError(f"ending facts in {gid} failed: {exc}") from exc
         return ended
 
-    async def search(self, user_id: int, query: str, *, limits: GroupLimits, now: datetime) -> MemoryResults:
-        """Facts relevant to `query` from the three groups in parallel; a blank query gives the newest."""
+    async def search(
+        self,
+        user_id: int,
+        query: str,
+        *,
+        limits: GroupLimits,
+        now: datetime,
+        query_vector: Sequence[float] | None = None,
+    ) -> MemoryResults:
+        """Facts relevant to `query` from the three groups in parallel; a blank query gives the newest.
+
+        `query_vector`: the query embedded by this graph's embedder already (recall embeds it once).
+        """
         now = ensure_utc(now)
         # One embedding of the query serves the three groups (graphiti would embed it once per group).
         try:
-            vector = await self.embedder.create_query(query) if query.strip() else None
+            if not query.strip():
+                vector = None
+            elif query_vector is not None:
+                vector = [float(value) for value in query_vector]
+            else:
+                vector = await self.embedder.create_query(query)
         except BACKEND_ERRORS as exc:
             raise GraphMemoryError(f"embedding the graph query failed: {exc}") from exc
         found = await asyncio.gather(

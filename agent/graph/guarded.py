@@ -47,9 +47,17 @@ class GuardedGraphMemory:
         async with self.guard.writing(user_id):
             return await self.graph.invalidate_facts(user_id, uuids, at)
 
-    async def search(self, user_id: int, query: str, *, limits: GroupLimits, now: datetime) -> MemoryResults:
+    async def search(
+        self,
+        user_id: int,
+        query: str,
+        *,
+        limits: GroupLimits,
+        now: datetime,
+        query_vector: Sequence[float] | None = None,
+    ) -> MemoryResults:
         """Reads need no guard."""
-        return await self.graph.search(user_id, query, limits=limits, now=now)
+        return await self.graph.search(user_id, query, limits=limits, now=now, query_vector=query_vector)
 
     async def forget_user(self, user_id: int) -> None:
         """Delete the user's groups (forget waits for the writers before it calls this)."""

@@ -114,8 +114,20 @@ class GraphMemory(Protocol):
         how many were ended. Ids of another user's facts end nothing."""
         ...
 
-    async def search(self, user_id: int, query: str, *, limits: GroupLimits, now: datetime) -> MemoryResults:
-        """Facts relevant to `query` from the three groups in parallel; superseded facts left out."""
+    async def search(
+        self,
+        user_id: int,
+        query: str,
+        *,
+        limits: GroupLimits,
+        now: datetime,
+        query_vector: Sequence[float] | None = None,
+    ) -> MemoryResults:
+        """Facts relevant to `query` from the three groups in parallel; superseded facts left out.
+
+        `query_vector`: the query already embedded by the graph's own embedder (the caller embedded
+        it for its own search), so it is not embedded twice.
+        """
         ...
 
     async def forget_user(self, user_id: int) -> None:

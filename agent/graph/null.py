@@ -32,7 +32,15 @@ class NullGraphMemory:
         """Nothing to end."""
         return 0
 
-    async def search(self, user_id: int, query: str, *, limits: GroupLimits, now: datetime) -> MemoryResults:
+    async def search(
+        self,
+        user_id: int,
+        query: str,
+        *,
+        limits: GroupLimits,
+        now: datetime,
+        query_vector: Sequence[float] | None = None,
+    ) -> MemoryResults:
         """Return no facts."""
         return MemoryResults()
 

@@ -103,9 +103,19 @@ class OpeningGraph:
         """End the facts once the graph is open."""
         return await (await self._for_write()).invalidate_facts(user_id, uuids, at)
 
-    async def search(self, user_id: int, query: str, *, limits: GroupLimits, now: datetime) -> MemoryResults:
+    async def search(
+        self,
+        user_id: int,
+        query: str,
+        *,
+        limits: GroupLimits,
+        now: datetime,
+        query_vector: Sequence[float] | None = None,
+    ) -> MemoryResults:
         """Search the open graph; `GraphMemoryError` while it opens (the reply goes on without it)."""
-        return await self._open_now().search(user_id, query, limits=limits, now=now)
+        return await self._open_now().search(
+            user_id, query, limits=limits, now=now, query_vector=query_vector
+        )
 
     async def forget_user(self, user_id: int) -> None:
         """Delete the user's groups once the graph is open."""

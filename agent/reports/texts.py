@@ -15,7 +15,6 @@ from agent.account.groups import GROUP, PERSON, is_group
 from agent.context.snapshot import format_snapshot
 from agent.core.clock import local_day
 from agent.core.settings import Settings
-from agent.graph import GraphMemory, GraphMemoryError, GroupLimits, NullGraphMemory
 from agent.reminders.store import reminder_stats
 from agent.reports.spend import format_spend, format_usage
 from agent.touchpoints.plans import zone_of
@@ -32,6 +31,7 @@ from db.models import (
 )
 from db.repositories.access import AccessRepository
 from db.repositories.briefings import BriefingRepository
+from db.repositories.facts import FactRepository
 from db.repositories.touchpoints import TouchpointRepository
 from db.repositories.usage import UsageRepository, UsageRow
 from db.repositories.users import UserRepository
@@ -47,17 +47,6 @@ def _join(items: Any) -> str:
     return str(items) if items else "none"
 
 
-async def _graph_facts(graph: GraphMemory | None, user_id: int, now: datetime) -> list[str] | None:
-    """The newest current facts about the user from the knowledge graph; None when it is off or failing."""
-    if graph is None or isinstance(graph, NullGraphMemory):
-        return None
-    try:
-        results = await graph.search(user_id, "", limits=GroupLimits(MEMORY_FACTS, 0, 0), now=now)
-    except GraphMemoryError:
-        return None
-    return [fact.text for fact in results.user]
-
-
 def _local_when(at: datetime, timezone: str) -> str:
     """A planned time as the user reads it: "Fri 6 Mar, 15:00"."""
     local = at.astimezone(zone_of(timezone))
@@ -69,13 +58,11 @@ async def memory_report(
     user_id: int,
     now: datetime,
     *,
-    graph: GraphMemory | None = None,
+    facts: bool = True,
 ) -> str:
     """What the bot remembers about a user: profile, open threads, planned follow-ups, today's summary,
-    a few facts.
-
-    The facts come from the knowledge graph when it is on (current facts only), else from saved facts.
-    """
+    the newest facts of the one list the prompts read (`facts=False` leaves them to the listing that
+    follows, agent/memory/listing.py)."""
     async with sessions() as session:
         user = await session.get(User, user_id)
         if user is None:
@@ -98,19 +85,10 @@ async def memory_report(
             )
         )
         planned = await TouchpointRepository(session).planned_for(user_id)
-        facts = (
-            (
-                await session.execute(
-                    select(UserFact.content)
-                    .where(UserFact.user_id == user_id, UserFact.invalidated_at.is_(None))
-                    .order_by(UserFact.created_at.desc())
-                    .limit(MEMORY_FACTS)
-                )
-            )
-            .scalars()
-            .all()
-        )
-    facts = await _graph_facts(graph, user_id, now) or facts
+        known: list[str] = []
+        if facts:
+            held = await FactRepository(session).held(user_id, newest_first=True, limit=MEMORY_FACTS)
+            known = [f.content for f in held]
     profile = user.profile or {}
     # A group's own memory (agent/account/groups.py): no profile of a person to show.
     who = (
@@ -133,9 +111,8 @@ async def memory_report(
         *(f"- {p.reason} ({_local_when(p.due_at, user.timezone)})" for p in planned),
         "",
         f"Today so far: {today.summary.strip()}" if today and today.summary else "No summary of today yet.",
-        "",
-        "A few things I know:" if facts else "No saved facts yet.",
-        *(f"- {f}" for f in facts),
+        *(["", "A few things I know:" if known else "No saved facts yet."] if facts else []),
+        *(f"- {f}" for f in known),
     ]
     return "\n".join(lines)
 

@@ -26,7 +26,7 @@ from agent.core.settings import Settings
 from agent.history.tokens import TokenCounter
 from agent.search.chunks import Chunk, ChunkMessage, build_chunks, split_text
 from agent.search.embeddings import Embedder
-from agent.search.fact_units import plan_facts
+from agent.search.units import MessageUnits
 from agent.search.vectors import VectorCache
 from db.models import DaySegment, SearchChunk, TranscriptMessage, User
 
@@ -78,12 +78,19 @@ class Indexer:
     """Builds and refreshes `search_chunks` rows for one embedder."""
 
     def __init__(
-        self, *, settings: Settings, embedder: Embedder, counter: TokenCounter, cache: VectorCache
+        self,
+        *,
+        settings: Settings,
+        embedder: Embedder,
+        counter: TokenCounter,
+        cache: VectorCache,
+        units: MessageUnits | None = None,
     ) -> None:
         self.settings = settings
         self.embedder = embedder
         self.counter = counter
         self.cache = cache
+        self.units = units
 
     def _in_space(self) -> ColumnElement[bool]:
         """Chunks of this embedder's vector space (its name and width)."""
@@ -107,18 +114,17 @@ class Indexer:
         stats = IndexStats()
         chunks = await self._new_chunks(session, user_id, stats, limit)
         summaries: list[_Summary] = []
-        facts = None
         if not stats.more:
             for segment in await self._stale_summaries(session, user_id):
                 summaries.append(await self._embed_summary(session, segment))
-            facts = await plan_facts(session, user_id, embedder=self.embedder)
+            # The facts' units embed before they write, and before anything else of the pass is written.
+            if self.units is not None:
+                stats.facts = await self.units.index(session, user_id, embedder=self.embedder, now=now)
         if chunks is not None:
             await self._store_chunks(session, user_id, chunks, now)
         for summary in summaries:
             if await self._store_summary(session, summary, now):
                 stats.summaries += 1
-        if facts is not None:
-            stats.facts = await facts.store(session, now=now)
         if stats.chunks or stats.summaries or stats.facts:
             self.cache.invalidate(user_id)
         return stats

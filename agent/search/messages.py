@@ -12,12 +12,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.core.settings import SearchSettings
 from agent.search.dates import DayRange, describe_day, named_days
-from agent.search.fact_units import FactWordsCache, fact_lexical
-from agent.search.facts import MAX_FACTS_SCANNED
 from agent.search.fts import FullText, query_terms
 from agent.search.query import SearchHit, SearchQuery, allowed_rows, make_snippet, sort_key, without_speakers
 from agent.search.rescore import Signals, final_scores
 from agent.search.turns import TurnInfo, by_ids, named_role, neighbours, speaker_name, turn_info
+from agent.search.units import MessageUnits
 from agent.search.vectors import KIND_FACT, KIND_MESSAGES, UserVectors
 from db.models import DaySegment, TranscriptMessage
 
@@ -25,13 +24,13 @@ from db.models import DaySegment, TranscriptMessage
 class MessageRanking:
     """Ranks one user's transcript messages for a query."""
 
-    def __init__(self, settings: SearchSettings, full_text: FullText) -> None:
+    def __init__(
+        self, settings: SearchSettings, full_text: FullText, units: MessageUnits | None = None
+    ) -> None:
         self.settings = settings
         self.full_text = full_text
-        # Bounded like memory_search: the words of a user's newest facts.
-        self.fact_words = FactWordsCache(
-            max_users=settings.search_vector_cache_users, newest=MAX_FACTS_SCANNED
-        )
+        # Units that point at messages (the person's facts), when the runtime gives them.
+        self.units = units
 
     def weights(self, vectors_on: bool) -> tuple[float, float]:
         """(vector, lexical) weights; full text alone when embeddings are off."""
@@ -76,7 +75,8 @@ class MessageRanking:
     def _with_facts(self, vectors: UserVectors, sims: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(similarities with fact rows x SEARCH_FACT_WEIGHT, the rows that rank: sections and facts)."""
         weight = self.settings.search_fact_weight
-        facts = vectors.kinds == KIND_FACT
+        # A fact that names no message (saved by a tool) has nothing to bring to the transcript.
+        facts = (vectors.kinds == KIND_FACT) & (np.diff(vectors.offsets) > 0)
         if weight <= 0 or not facts.any():
             return np.where(facts, np.float32(-1.0), sims), vectors.kinds == KIND_MESSAGES
         return np.where(facts, sims * np.float32(weight), sims), facts | (vectors.kinds == KIND_MESSAGES)
@@ -86,11 +86,12 @@ class MessageRanking:
     ) -> dict[int, float]:
         """Source messages of the facts matching the query's words, with the fact's score x its weight."""
         weight = self.settings.search_fact_weight
-        if weight <= 0:
+        if weight <= 0 or self.units is None:
             return {}
-        known = await self.fact_words.get(session, user_id, query.language)
         text = without_speakers(query.text, query.speakers)
-        scores = fact_lexical(known, text, limit=self.settings.search_candidates)
+        scores = await self.units.message_scores(
+            session, user_id, text, language=query.language, limit=self.settings.search_candidates
+        )
         return {message_id: score * weight for message_id, score in scores.items()}
 
     def _signals(self, query: SearchQuery, vectors_on: bool, days: list[DayRange]) -> Signals:

@@ -1,4 +1,4 @@
-"""`Recall`: the search services one runtime holds (indexes, ranking, get, facts), for the tools."""
+"""`Recall`: the search services one runtime holds (indexes, ranking, get), for the tools."""
 
 from __future__ import annotations
 
@@ -23,13 +23,14 @@ from agent.search.own_words import merged, own_group_words
 from agent.search.recall_index import RecallIndex
 from agent.search.search import SearchHit, SearchQuery, recency_start
 from agent.search.turns import speaker_name
+from agent.search.units import MessageUnits
 from db.models import SearchChunk, User
 
 logger = logging.getLogger(__name__)
 
 
 class Recall(RecallIndex):
-    """Conversation search and get, memory facts, and the index they read, for any user id given."""
+    """Conversation search and get, and the index they read, for any user id given."""
 
     name = "search_index"
 
@@ -66,7 +67,7 @@ class Recall(RecallIndex):
         started = time.perf_counter()
         query_vector = None
         if self.embedder is not None:
-            await self._catch_up(user_id, now=now)
+            await self.catch_up(user_id, now=now)
             try:
                 async with asyncio.timeout(self.settings.embedder_search_timeout_seconds):
                     query_vector = (await self.embedder.embed([query], input_type="query"))[0]
@@ -166,10 +167,12 @@ class Recall(RecallIndex):
             "embedder": self.embedder.name if self.embedder else None,
         }
 
-    def facts_changed(self, user_id: int) -> None:
-        """Facts were taken back: what this process holds of the user's facts is read again."""
+    def units_changed(self, user_id: int) -> None:
+        """The user's units (facts) changed in place: what this process holds of them is read again,
+        and the next pass indexes them."""
         self._indexed.pop(user_id)
-        self.ranking.messages.fact_words.invalidate(user_id)
+        if self.units is not None:
+            self.units.forget(user_id)
         if self.cache is not None:
             self.cache.invalidate(user_id)
 
@@ -181,7 +184,8 @@ class Recall(RecallIndex):
         `forget_user` merges it, so no segment keeps their words).
         """
         self._indexed.pop(user_id)
-        self.ranking.messages.fact_words.invalidate(user_id)
+        if self.units is not None:
+            self.units.forget(user_id)
         if self.indexer is not None:
             async with self.sessions() as session, session.begin():
                 await self.indexer.clear_user(session, user_id)
@@ -196,6 +200,10 @@ def build_recall(
     dialect: str,
     embedder: Embedder | None,
     guard: WriteGuard | None = None,
+    units: MessageUnits | None = None,
 ) -> Recall:
-    """The runtime's one `Recall`, sharing the runtime's one embedder."""
-    return Recall(settings=settings, sessions=sessions, dialect=dialect, embedder=embedder, guard=guard)
+    """The runtime's one `Recall`, sharing the runtime's one embedder (and the person's facts as
+    units, when given)."""
+    return Recall(
+        settings=settings, sessions=sessions, dialect=dialect, embedder=embedder, guard=guard, units=units
+    )

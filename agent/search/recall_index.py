@@ -24,13 +24,12 @@ from agent.core.bounded import BoundedCache, KeyedLocks
 from agent.core.errors import UserForgottenError
 from agent.core.settings import Settings
 from agent.core.usage import metering, store_usage_apart
-from agent.graph.memory import GraphMemory
 from agent.history.tokens import get_counter
 from agent.search.embeddings import Embedder, EmbedderUnavailableError, Preloadable
-from agent.search.facts import FactStore, SqlFactStore
 from agent.search.fts import full_text_for
 from agent.search.indexer import Indexer, IndexStats
 from agent.search.search import ConversationSearch
+from agent.search.units import MessageUnits
 from agent.search.vectors import VectorCache
 from db.models import DaySegment, TranscriptMessage, User, UserFact
 from db.repositories.users import user_present
@@ -61,7 +60,7 @@ class RecallIndex:
         sessions: async_sessionmaker[AsyncSession],
         dialect: str,
         embedder: Embedder | None,
-        facts: FactStore | None = None,
+        units: MessageUnits | None = None,
         guard: WriteGuard | None = None,
     ) -> None:
         self.settings = settings
@@ -70,10 +69,9 @@ class RecallIndex:
         self.guard = guard if guard is not None else WriteGuard(sessions)
         self.full_text = full_text_for(dialect, scan=settings.search_fts_scan_limit)
         self.embedder = embedder if embedder is not None and embedder.dimensions > 0 else None
-        self.facts: FactStore = facts or SqlFactStore(sessions)
-        # The knowledge graph when one is on (the runtime sets it): taking a fact back ends its edges.
-        self.graph: GraphMemory | None = None
-        self.ranking = ConversationSearch(settings, self.full_text)
+        # Units that stand for messages (the person's facts, agent/memory/units.py), when given.
+        self.units = units
+        self.ranking = ConversationSearch(settings, self.full_text, units)
         # Bounded: a lock lives only while a pass holds or awaits it; markers are an LRU.
         self._index_locks: KeyedLocks[int] = KeyedLocks()
         self._indexed: BoundedCache[int, tuple[Any, ...]] = BoundedCache(
@@ -90,7 +88,11 @@ class RecallIndex:
                 max_bytes=settings.search_vector_cache_bytes,
             )
             self.indexer = Indexer(
-                settings=settings, embedder=self.embedder, counter=get_counter(), cache=self.cache
+                settings=settings,
+                embedder=self.embedder,
+                counter=get_counter(),
+                cache=self.cache,
+                units=units,
             )
 
     async def warm_up(self, *, now: datetime, pause: Pause | None = None) -> None:
@@ -154,7 +156,7 @@ class RecallIndex:
         sizes = {
             "index_locks": len(self._index_locks),
             "indexed_users": len(self._indexed),
-            "fact_word_users": len(self.ranking.messages.fact_words),
+            "fact_word_users": len(self.units) if self.units is not None else 0,
         }
         if self.cache is not None:
             sizes |= {"vector_users": len(self.cache), "vector_bytes": self.cache.bytes}
@@ -165,7 +167,7 @@ class RecallIndex:
         """Whether anything of the user is held in this process's memory (index marker, vectors)."""
         return (
             user_id in self._indexed
-            or user_id in self.ranking.messages.fact_words
+            or (self.units is not None and self.units.holds(user_id))
             or (self.cache is not None and user_id in self.cache)
         )
 
@@ -235,14 +237,16 @@ class RecallIndex:
             )
             return None
 
-    async def _catch_up(self, user_id: int, *, now: datetime) -> None:
-        """Index what the turn hook missed before a search, waiting at most
-        EMBEDDER_SEARCH_TIMEOUT_SECONDS: a slow or unreachable embedder (or a long backlog) goes on
-        in the background, and the search ranks what is not embedded yet by full text."""
+    async def catch_up(self, user_id: int, *, now: datetime, wait_seconds: float | None = None) -> None:
+        """Index what the turn hook missed before a search, waiting at most `wait_seconds`
+        (EMBEDDER_SEARCH_TIMEOUT_SECONDS by default): a slow or unreachable embedder (or a long
+        backlog) goes on in the background, and the search ranks what is not embedded yet by full
+        text."""
         task = asyncio.create_task(self.index_quietly(user_id, now=now))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
-        await asyncio.wait({task}, timeout=self.settings.embedder_search_timeout_seconds)
+        wait = self.settings.embedder_search_timeout_seconds if wait_seconds is None else wait_seconds
+        await asyncio.wait({task}, timeout=wait)
 
     async def settle(self) -> None:
         """Wait for the indexing passes searches left running in the background."""

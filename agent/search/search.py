@@ -26,6 +26,7 @@ from agent.search.query import (
     sort_key,
     without_speakers,
 )
+from agent.search.units import MessageUnits
 from agent.search.vectors import KIND_SUMMARY, UserVectors
 from db.models import DaySegment
 
@@ -35,10 +36,10 @@ __all__ = ["ConversationSearch", "SearchHit", "SearchQuery", "recency_start", "w
 class ConversationSearch:
     """The hybrid ranking over full text and (optionally) the user's vectors."""
 
-    def __init__(self, settings: Settings, full_text: FullText) -> None:
+    def __init__(self, settings: Settings, full_text: FullText, units: MessageUnits | None = None) -> None:
         self.settings = settings
         self.full_text = full_text
-        self.messages = MessageRanking(settings, full_text)
+        self.messages = MessageRanking(settings, full_text, units)
 
     def weights(self, vectors_on: bool) -> tuple[float, float]:
         """(vector, lexical) weights; full text alone when embeddings are off."""

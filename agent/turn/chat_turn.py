@@ -137,6 +137,7 @@ class ChatTurn(Turn[Prepared, Answered, TurnResult]):
             memory=context.memory,
             note=context.note,
             recall=service.recall,
+            facts=service.facts,
             message_id=prepared.message_id,
         )
         outcome = await run_chat(
@@ -204,7 +205,11 @@ class ChatTurn(Turn[Prepared, Answered, TurnResult]):
                 conversation_id=taken.conversation.id,
                 message_id=taken.message_id,
                 instructions=context.text,
-                snapshot={**context.snapshot, "model_failed": outcome.failed},
+                snapshot={
+                    **context.snapshot,
+                    "model_failed": outcome.failed,
+                    "answered_ms": self.answered_ms,
+                },
                 created_at=self.at,
             )
         return Stored(_result(taken, outcome, reply.id), outcome.answer)

@@ -27,14 +27,16 @@ budget and usage), so a turn keyed by something other than its user fits as it i
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agent.core import observability
 from agent.core.activity import Activity
 from agent.core.usage import UsageMeter, metering, store_usage
 from agent.turn.daily_tokens import Over, TokenBudget, counting
@@ -76,6 +78,8 @@ class Turn[T, A, R]:
     telegram_message_id: int | None = None
     # False: no model call, so no budget to read and steps 2 and 4 share one transaction.
     calls_model: bool = True
+    # Set by the frame once the answer is ready: ms since the turn started (its snapshot keeps it).
+    answered_ms: float | None = None
 
     async def earlier(self, session: AsyncSession) -> T | Done[R] | None:
         """A delivery stored before: its turn to resume, what it got the first time, or None."""
@@ -106,6 +110,13 @@ class Turn[T, A, R]:
 class _Taken[T]:
     taken: T
     over: Over | None
+
+
+@dataclass(frozen=True)
+class _Finished[R](Done[R]):
+    """A turn that calls no model, stored and done in its intake's transaction."""
+
+    outcome: str
 
 
 class TurnFrame:
@@ -139,29 +150,57 @@ class TurnFrame:
 
         `held`: the caller works the conversation's inbox row, whose lease already serialises its
         turns across instances (agent/turn/serial.py); other surfaces queue per key in the process.
+        Each step is a span of the turn's trace, and the turn is counted in the metrics
+        (agent/core/observability).
         """
-        with self.activity.busy():
-            return await self._run(turn, receipt, held)
-
-    async def _run[T, A, R](self, turn: Turn[T, A, R], receipt: TurnReceipt | None, held: bool) -> R:
-        async with self.serialised(turn.key, held=held):
+        started = time.perf_counter()
+        surface = type(turn).__name__.removesuffix("Turn").lower() or "turn"
+        outcome = "failed"
+        with (
+            self.activity.busy(),
+            observability.span(
+                "turn", {"nikita.turn.surface": surface, "nikita.user.id": turn.user_id}
+            ) as traced,
+        ):
             try:
-                taken = await self._take(turn, receipt)
-            except IntegrityError as exc:
-                # Another process stored the same delivery between our look-up and our write.
-                taken = await self._take(turn, receipt, refused=exc)
+                result, outcome = await self._run(turn, receipt, held, started)
+            finally:
+                observability.turn_done(surface, outcome, time.perf_counter() - started)
+                traced.set_attribute("nikita.turn.outcome", outcome)
+            if isinstance(conversation_id := getattr(result, "conversation_id", None), int):
+                traced.set_attribute("nikita.conversation.id", conversation_id)
+        return result
+
+    async def _run[T, A, R](
+        self, turn: Turn[T, A, R], receipt: TurnReceipt | None, held: bool, started: float
+    ) -> tuple[R, str]:
+        async with AsyncExitStack() as serial:
+            with observability.span("turn serialise"):
+                await serial.enter_async_context(self.serialised(turn.key, held=held))
+            with observability.span("turn take"):
+                try:
+                    taken = await self._take(turn, receipt)
+                except IntegrityError as exc:
+                    # Another process stored the same delivery between our look-up and our write.
+                    taken = await self._take(turn, receipt, refused=exc)
+            if isinstance(taken, _Finished):
+                return taken.result, taken.outcome
             if isinstance(taken, Done):
-                return taken.result
+                return taken.result, "repeated"
             if taken.over is not None:
                 logger.info("token budget reached", extra={"user_id": turn.user_id, "budget": taken.over})
+                observability.refused(observability.BUDGET_LIMITS[taken.over])
                 receipt = counting(receipt, taken.over, turn.at)
             # Every model call of the turn (compaction, the run itself) counts towards the user's usage.
-            with metering() as meter:
+            with observability.span("turn answer"), metering() as meter:
                 answer = await turn.answer(taken.taken, taken.over)
-            async with self.sessions() as session, session.begin():
-                stored = await self._persist(session, turn, taken.taken, answer, receipt, meter)
+            turn.answered_ms = round((time.perf_counter() - started) * 1000, 2)
+            with observability.span("turn persist"):
+                async with self.sessions() as session, session.begin():
+                    stored = await self._persist(session, turn, taken.taken, answer, receipt, meter)
             await turn.after(taken.taken, answer, stored.result)
-            return stored.result
+            failed = getattr(stored.result, "failed", False) is True
+            return stored.result, "refused" if taken.over else "failed" if failed else "answered"
 
     async def _take[T, A, R](
         self, turn: Turn[T, A, R], receipt: TurnReceipt | None, *, refused: IntegrityError | None = None
@@ -175,11 +214,12 @@ class TurnFrame:
                 return taken
             if turn.calls_model:
                 # In the intake's transaction: one statement, whatever the number of users.
-                return _Taken(taken, await self.budget.check(session, turn.user_id, turn.at))
+                with observability.span("turn budgets"):
+                    return _Taken(taken, await self.budget.check(session, turn.user_id, turn.at))
             answer = await turn.answer(taken, None)
             stored = await self._persist(session, turn, taken, answer, receipt, UsageMeter())
         await turn.after(taken, answer, stored.result)
-        return Done(stored.result)
+        return _Finished(stored.result, "answered" if stored.answer is not None else "stored")
 
     @staticmethod
     async def _persist[T, A, R](

@@ -24,6 +24,7 @@ from agent.core.clock import Clock, ensure_utc
 from agent.core.settings import Settings
 from agent.history.cache import SessionHistories
 from agent.history.tokens import get_counter
+from agent.memory.service import Facts
 from agent.search.recall import Recall
 from agent.turn.chat_turn import ChatTurn, TurnResult
 from agent.turn.daily_tokens import TokenBudget
@@ -46,13 +47,16 @@ class TurnService:
         context_builder: ContextBuilder | None = None,
         model: Model | str | None = None,
         recall: Recall | None = None,
+        facts: Facts | None = None,
     ) -> None:
         self.settings = settings
         self.sessions = sessions
         self.clock = clock or Clock()
         # The conversation's turns one at a time, for the surfaces without an inbox row.
         self.queue = TurnQueue()
-        self.context_builder = context_builder or ContextBuilder(settings)
+        # The person's facts: the memory tools and the facts recalled for each message read them.
+        self.facts = facts if facts is not None or recall is None else Facts.over(settings, recall)
+        self.context_builder = context_builder or ContextBuilder(settings, memory=self.facts)
         self.model: Model | str = model if model is not None else build_chat_model(settings)
         self.counter = get_counter()
         # Conversation search and memory tools; None leaves the tools answering "unavailable".

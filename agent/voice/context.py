@@ -27,7 +27,7 @@ from agent.context.package import ContextPackage
 from agent.core.clock import ensure_utc
 from agent.graph import STANDARD_LIMITS, GraphMemory, GraphMemoryError, MemoryFact, NullGraphMemory
 from agent.history.cache import SessionHistories
-from agent.search.facts import FactStore
+from agent.memory.service import Facts
 from agent.turn.sessions import session_expired
 from db.models import Conversation, User
 from db.repositories.conversations import ConversationRepository
@@ -88,7 +88,7 @@ class VoiceContext:
         builder: ContextBuilder,
         histories: SessionHistories,
         graph: GraphMemory,
-        saved_facts: FactStore,
+        saved_facts: Facts,
         session_timeout: timedelta,
         graph_timeout_seconds: float,
         persona: Persona,
@@ -98,7 +98,7 @@ class VoiceContext:
         self.builder = builder
         self.histories = histories
         self.graph = graph
-        # The saved facts table, not the graph-backed store: it is what stands in when the graph fails.
+        # The one list of facts: what stands in when the graph is off or fails.
         self.saved_facts = saved_facts
         self.session_timeout = session_timeout
         self.graph_timeout_seconds = graph_timeout_seconds
@@ -187,7 +187,7 @@ class VoiceContext:
                     "persona_events": [_fact(f) for f in found.persona],
                     "limits": shown,
                 }, None
-        saved = await self.saved_facts.search(user_id, "", limit=limits.user)
+        saved = await self.saved_facts.search(user_id, "", limit=limits.user, now=now)
         return {
             "user_facts": [{"text": hit.content, "since": hit.created_at[:10]} for hit in saved],
             "relationship_episodes": [],

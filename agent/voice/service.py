@@ -19,7 +19,7 @@ from agent.core.clock import Clock
 from agent.core.settings import Settings
 from agent.graph import GraphMemory
 from agent.history.cache import SessionHistories
-from agent.search.facts import SqlFactStore
+from agent.memory.service import Facts
 from agent.search.recall import Recall
 from agent.turn.serial import TurnQueue
 from agent.voice.auth import CallToken, CallTokens, verify_webhook
@@ -170,6 +170,7 @@ def build_voice_service(
     builder: ContextBuilder,
     histories: SessionHistories,
     recall: Recall,
+    facts: Facts,
     graph: GraphMemory,
     queue: TurnQueue,
 ) -> VoiceService:
@@ -181,16 +182,17 @@ def build_voice_service(
         builder=builder,
         histories=histories,
         graph=graph,
-        saved_facts=SqlFactStore(sessions),
+        saved_facts=facts,
         session_timeout=timedelta(minutes=settings.session_timeout_minutes),
         graph_timeout_seconds=settings.graph_search_timeout_seconds,
         persona=persona_for(settings),
     )
-    store = VoiceStore(settings=settings, sessions=sessions, facts=recall.facts, queue=queue)
+    store = VoiceStore(settings=settings, sessions=sessions, facts=facts, queue=queue)
     tools = VoiceTools(
         sessions=sessions,
         context=context,
         recall=recall,
+        facts=facts,
         store=store,
         threads_limit=settings.context_threads_max,
     )

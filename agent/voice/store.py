@@ -22,7 +22,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.settings import Settings
 from agent.history.tokens import get_counter
-from agent.search.facts import FactAdded, FactStore
+from agent.memory.facts import FactAdded
+from agent.memory.service import Facts
 from agent.turn.daily_tokens import Over
 from agent.turn.frame import Done, Stored, Turn, TurnFrame
 from agent.turn.serial import TurnQueue
@@ -54,7 +55,7 @@ class VoiceStore:
         *,
         settings: Settings,
         sessions: async_sessionmaker[AsyncSession],
-        facts: FactStore,
+        facts: Facts,
         queue: TurnQueue,
     ) -> None:
         self.settings = settings

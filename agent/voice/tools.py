@@ -21,7 +21,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.chat.tools import hit_dict
 from agent.context.tiers import load_threads
 from agent.core.errors import NikitaError
-from agent.search.facts import FactRejectedError, clean_fact
+from agent.memory.facts import FactRejectedError, clean_fact
+from agent.memory.service import Facts
 from agent.search.recall import Recall
 from agent.voice.context import VoiceContext
 from agent.voice.errors import VoiceRequestError
@@ -76,12 +77,14 @@ class VoiceTools:
         sessions: async_sessionmaker[AsyncSession],
         context: VoiceContext,
         recall: Recall,
+        facts: Facts,
         store: VoiceStore,
         threads_limit: int,
     ) -> None:
         self.sessions = sessions
         self.context = context
         self.recall = recall
+        self.facts = facts
         self.store = store
         self.threads_limit = threads_limit
         self._tools: dict[
@@ -120,7 +123,7 @@ class VoiceTools:
         conversations: list[dict[str, Any]] = []
         threads: list[str] = []
         try:
-            hits = await self.recall.facts.search(user.id, args.query, limit=args.limit)
+            hits = await self.facts.search(user.id, args.query, limit=args.limit, now=now)
             facts = [{"fact": h.content, "since": h.created_at[:10]} for h in hits]
         except SOURCE_ERRORS as exc:
             notes.append(self._failed("facts", user.id, exc))

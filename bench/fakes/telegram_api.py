@@ -26,7 +26,7 @@ from bench.fakes.serving import QuickServer
 from bench.fakes.telegram_drafts import DraftApi
 from bench.fakes.telegram_files import FileApi
 from bench.fakes.telegram_groups import GroupApi
-from bench.fakes.telegram_markup import ApiError, bad_request, checked_text
+from bench.fakes.telegram_markup import ApiError, bad_request, check_callback_data, checked_text
 from bench.fakes.telegram_params import read_params
 from bench.fakes.telegram_records import ApiCall, SentDocument, SentDraft, SentEdit, SentMessage
 from bench.fakes.telegram_setup import SetupApi
@@ -304,6 +304,7 @@ class FakeTelegram(FileApi, UpdateFactory, GroupApi, WebAppApi, SetupApi, DraftA
             if self._drop_held:
                 raise ApiError(400, "Bad Request: the request was never completed")
         check_web_app_buttons(p.get("reply_markup"))
+        check_callback_data(p.get("reply_markup"))
         message = self._bot_message(p, text=checked_text(p), **self._ephemeral_fields(p))
         self.sent.append(SentMessage(p["chat_id"], p["text"], p.get("parse_mode"), message["message_id"], p))
         return message
@@ -332,6 +333,7 @@ class FakeTelegram(FileApi, UpdateFactory, GroupApi, WebAppApi, SetupApi, DraftA
         if old is None:
             raise bad_request("message to edit not found")
         visible = checked_text(p)
+        check_callback_data(p.get("reply_markup"))
         if visible == old.get("text") and p.get("reply_markup") == old.get("reply_markup"):
             raise bad_request(
                 "message is not modified: specified new message content and reply markup are "
@@ -348,6 +350,7 @@ class FakeTelegram(FileApi, UpdateFactory, GroupApi, WebAppApi, SetupApi, DraftA
         if old is None:
             raise bad_request("message to edit not found")
         markup = p.get("reply_markup")
+        check_callback_data(markup)
         if markup == old.get("reply_markup"):  # taking buttons off twice too (Telegram says so)
             raise bad_request(
                 "message is not modified: specified new message content and reply markup are "

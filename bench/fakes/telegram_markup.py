@@ -222,3 +222,19 @@ def checked_text(p: dict[str, Any], *, may_be_empty: bool = False) -> str:
         raise bad_request("message is too long")
     check_entities(visible, p.get("entities"))
     return visible
+
+
+# Telegram's limit on an inline button's callback_data, in bytes.
+MAX_CALLBACK_DATA_BYTES = 64
+
+
+def check_callback_data(reply_markup: object) -> None:
+    """Refuse an inline keyboard with a button whose callback_data is empty or past 64 bytes, as
+    Telegram does."""
+    if not isinstance(reply_markup, dict):
+        return
+    for row in reply_markup.get("inline_keyboard", []):
+        for button in row:
+            data = button.get("callback_data")
+            if data is not None and not 1 <= len(str(data).encode()) <= MAX_CALLBACK_DATA_BYTES:
+                raise bad_request("BUTTON_DATA_INVALID")

@@ -16,6 +16,7 @@ from agent.account.timezones import Ambiguous, lookup_timezone
 from agent.account.users import get_or_create_user
 from agent.context import format_snapshot
 from agent.core.clock import ShiftedClock
+from agent.memory.listing import listing_lines, listing_of
 from agent.reports.texts import memory_report
 from agent.search.language import parse_language, set_language
 from bot.handlers.commands import FORGET_ASK, FORGOTTEN, FORGOTTEN_PENDING, export_stem
@@ -92,10 +93,11 @@ async def _help(terminal: Terminal, rest: str) -> None:
 
 
 async def _memory(terminal: Terminal, rest: str) -> None:
-    runtime = terminal.runtime
-    terminal.say(
-        await memory_report(runtime.sessions, terminal.user_id, terminal.clock.now(), graph=runtime.graph)
-    )
+    runtime, user, now = terminal.runtime, await terminal.user(), terminal.clock.now()
+    report = await memory_report(runtime.sessions, user.id, now, facts=False)
+    listing = await listing_of(runtime.sessions, user.id, user.timezone, now=now, settings=runtime.settings)
+    facts = listing_lines(listing.facts) or ["I don't remember any facts about you yet."]
+    terminal.say("\n".join([report, "", *facts]))
 
 
 async def _timezone(terminal: Terminal, rest: str) -> None:

@@ -23,9 +23,11 @@ from jobs.registry import run_job
 
 # The model settings each job calls (a job left out here is checked for both): the others run without
 # a model key. Follow-ups are written by the chat model, with the summary model's compaction.
+# Consolidation runs without the summary model's key too: it then merges duplicates alone.
 MODELS_USED: dict[str, tuple[str, ...]] = {
     "sessions": (),
     "forget": (),
+    "consolidate": (),
     "postprocess": ("summary_model",),
     "day-summaries": ("summary_model",),
     "nightly": ("summary_model",),

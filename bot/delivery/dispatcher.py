@@ -25,6 +25,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
@@ -35,6 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from telegram import Bot
 from telegram.error import RetryAfter, TelegramError
 
+from agent.core import observability
 from agent.core.clock import Clock
 from agent.core.errors import LeaseLostError
 from bot.delivery.failures import DELAYED_REPLY, ERROR_REPLY, is_retryable
@@ -51,6 +53,8 @@ PRUNE_EVERY = 600.0  # seconds between deletions of old finished rows
 ROW_ERRORS = (SQLAlchemyError, OSError, TelegramError, TimeoutError)
 
 Process = Callable[[WorkedRow], Awaitable[None]]
+Stored = asyncio.Future[bool] | None  # resolves once the intake's commit of the rows ended (True: committed)
+Claim = tuple[int, int] | None  # when a row's claim started and ended (time.time_ns), for its trace
 
 
 def new_owner() -> str:
@@ -139,7 +143,7 @@ class Dispatcher:
         return granted
 
     def adopt(
-        self, rows: list[LeasedUpdate], reserved: int, stored: asyncio.Future[bool] | None = None
+        self, rows: list[LeasedUpdate], reserved: int, stored: Stored = None, claimed: Claim = None
     ) -> None:
         """Work the rows an intake leased for this process (and give back the unused promise).
 
@@ -148,7 +152,7 @@ class Dispatcher:
         """
         self._reserved -= reserved
         for row in rows:
-            self._start(row, stored)
+            self._start(row, stored, claimed)
         self.wake()
 
     # -- what the web app asks ---------------------------------------------------------------------
@@ -200,6 +204,7 @@ class Dispatcher:
         free = self.concurrency - len(self._tasks) - self._reserved
         if free <= 0:
             return 0
+        started = time.time_ns()  # each row's trace starts with its claim
         try:
             async with self.sessions() as session, session.begin():
                 repo = InboxRepository(session)
@@ -209,15 +214,16 @@ class Dispatcher:
             logger.warning("inbox claim failed", extra={"error": repr(exc)})
             return 0
         for row in rows:
-            self._start(row)
+            self._start(row, claimed=(started, time.time_ns()))
         return len(rows)
 
-    def _start(self, row: LeasedUpdate, stored: asyncio.Future[bool] | None = None) -> None:
+    def _start(self, row: LeasedUpdate, stored: Stored = None, claimed: Claim = None) -> None:
         if row.id in self._tasks:
             # Still worked here: its lease ran out (a renewal came late) and this process took it
             # again. The worker goes on under the new lease; a second one would answer twice.
             return
-        self._tasks[row.id] = asyncio.create_task(self._work(row, stored), name=f"inbox-{row.update_id}")
+        work = self._work(row, stored, claimed)
+        self._tasks[row.id] = asyncio.create_task(work, name=f"inbox-{row.update_id}")
         if stored is not None and not stored.done():
             self._unstored[row.id] = stored
             stored.add_done_callback(lambda _: self._unstored.pop(row.id, None))
@@ -264,11 +270,13 @@ class Dispatcher:
             logger.info("inbox pruned", extra={"rows": pruned})
 
     # -- one row ---------------------------------------------------------------------------------------
-    async def _work(self, row: LeasedUpdate, stored: asyncio.Future[bool] | None) -> None:
+    async def _work(self, row: LeasedUpdate, stored: Stored, claimed: Claim) -> None:
         delivery = WorkedRow(row, self.owner, self.sessions, self.clock, stored=stored)
         self._deliveries[row.update_id] = delivery
         try:
-            await self._work_until_done(delivery)
+            # The root of the turn's trace: the claim, the handlers (the turn frame's spans), the send.
+            with observability.inbox_span(row.update_id or 0, row.attempts, claimed):
+                await self._work_until_done(delivery)
         except LeaseLostError as exc:
             logger.info("inbox row left", extra={"update_id": row.update_id, "why": str(exc)})
         except asyncio.CancelledError:
@@ -340,7 +348,8 @@ class Dispatcher:
                     await self._tell(delivery, ERROR_REPLY)
                     await delivery.close("dead", repr(error)[:500])
                     return
-        await delivery.finish(self.bot)
+        with observability.span("send"):
+            await delivery.finish(self.bot)
 
     async def _failed(self, delivery: WorkedRow, exc: BaseException) -> None:
         logger.error("inbox row failed", extra={"update_id": delivery.row.update_id, "error": repr(exc)})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, Protocol
@@ -93,9 +94,14 @@ class Claimer(Protocol):
         ...
 
     def adopt(
-        self, rows: list[LeasedUpdate], reserved: int, stored: asyncio.Future[bool] | None = None
+        self,
+        rows: list[LeasedUpdate],
+        reserved: int,
+        stored: asyncio.Future[bool] | None = None,
+        claimed: tuple[int, int] | None = None,
     ) -> None:
-        """Work the rows leased for the promised slots (`stored`: True once their commit succeeded)."""
+        """Work the rows leased for the promised slots (`stored`: True once their commit succeeded;
+        `claimed`: when the lease started and ended, time.time_ns(), for the rows' traces)."""
         ...
 
 
@@ -144,6 +150,7 @@ class UpdateInbox:
         stored: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         handed_over = False
         try:
+            started = time.time_ns()
             async with self.sessions() as session, session.begin():
                 repo = InboxRepository(session)
                 now = self.clock.now()
@@ -156,7 +163,7 @@ class UpdateInbox:
                     if d is not None and added and reserved:
                         leased = await repo.claim(owner=d.owner, now=now, lease=d.lease, limit=reserved)
                 if d is not None:
-                    d.adopt(leased, reserved, stored)
+                    d.adopt(leased, reserved, stored, (started, time.time_ns()))
                     handed_over = True
             stored.set_result(True)
         finally:

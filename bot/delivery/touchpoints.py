@@ -13,6 +13,7 @@ import logging
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.error import BadRequest, Forbidden, TelegramError
 
+from agent.core import observability
 from agent.touchpoints.sender import ChunkSent, RecipientBlockedError, SendFailedError
 from bot.delivery.formatting import Chunk, render
 from bot.delivery.reminder_buttons import reminder_buttons
@@ -53,6 +54,8 @@ class TelegramSender:
             except TelegramError as exc:
                 raise SendFailedError(exc.message) from exc
             await on_sent(index + 1, len(chunks))
+        if start < len(chunks):
+            observability.proactive_sent(reminder=reminder_id is not None)
         return len(chunks)
 
     async def _send(self, chat_id: int, chunk: Chunk, markup: InlineKeyboardMarkup | None) -> None:

@@ -9,6 +9,7 @@ from agent.account.access_keys import access_key, is_id
 from agent.reports.texts import access_report, prompt_report, stats_report, user_report
 from bot.delivery.sending import send_text
 from bot.handlers.context import HandlerContext
+from bot.web.dashboard.command import OPEN_TEXT, dashboard_button
 from jobs.queue import queue_stats, requeue
 
 
@@ -22,7 +23,8 @@ def _one_int(args: list[str] | None) -> int | None:
 
 
 async def on_stats(update: Update, context: HandlerContext) -> None:
-    """/stats: people and groups, active today, conversations, messages, job queue, failures, model use."""
+    """/stats: people and groups, active today, conversations, messages, job queue, failures, model use;
+    then a button that opens the dashboard's charts (with WEBAPP_URL)."""
     if update.effective_message is None:
         return
     s = context.services
@@ -35,6 +37,8 @@ async def on_stats(update: Update, context: HandlerContext) -> None:
         settings=s.runtime.settings,
     )
     await send_text(context.bot, update.effective_message.chat_id, report)
+    if (button := dashboard_button(s.runtime.settings)) is not None:
+        await update.effective_message.reply_text(OPEN_TEXT, reply_markup=button)
 
 
 async def on_user(update: Update, context: HandlerContext) -> None:

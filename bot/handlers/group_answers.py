@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from telegram import Message, Update
+from telegram import InlineKeyboardMarkup, Message, Update
 from telegram.error import BadRequest
 
 from bot.delivery.placement import placement
@@ -66,9 +66,16 @@ def _public_placement(update: Update, message: Message) -> dict[str, Any]:
     return where
 
 
-async def answer_command(context: HandlerContext, update: Update, text: str, *, public: bool = False) -> None:
+async def answer_command(
+    context: HandlerContext,
+    update: Update,
+    text: str,
+    *,
+    public: bool = False,
+    reply_markup: InlineKeyboardMarkup | None = None,
+) -> None:
     """Answer a group command: privately when it came as an ephemeral command (unless `public`: news the
-    whole group should have), else as a reply in its topic."""
+    whole group should have), else as a reply in its topic; `reply_markup` goes under the last part."""
     message = update.effective_message
     assert message is not None
     chunks = split_text(text) or ["…"]
@@ -81,7 +88,11 @@ async def answer_command(context: HandlerContext, update: Update, text: str, *, 
         try:
             while chunks:
                 await context.bot.send_message(
-                    chat_id=message.chat_id, text=chunks[0], message_thread_id=topic, api_kwargs=private
+                    chat_id=message.chat_id,
+                    text=chunks[0],
+                    message_thread_id=topic,
+                    api_kwargs=private,
+                    reply_markup=reply_markup if len(chunks) == 1 else None,
                 )
                 chunks.pop(0)
             return
@@ -98,5 +109,6 @@ async def answer_command(context: HandlerContext, update: Update, text: str, *, 
                     extra={"chat_id": message.chat_id, "error": one_line(exc)},
                 )
     where = _public_placement(update, message)
-    for chunk in chunks:
-        await context.bot.send_message(chat_id=message.chat_id, text=chunk, **where)
+    for index, chunk in enumerate(chunks, start=1):
+        markup = reply_markup if index == len(chunks) else None
+        await context.bot.send_message(chat_id=message.chat_id, text=chunk, reply_markup=markup, **where)

@@ -14,10 +14,10 @@ from telegram.error import TelegramError
 
 from agent.account.timezones import Ambiguous, lookup_timezone
 from agent.reminders.store import move_to_zone
-from agent.reports.texts import memory_report
 from bot.handlers.context import HandlerContext
 from bot.handlers.group_answers import answer_command
 from bot.handlers.groups import group_of
+from bot.handlers.memory_facts import memory_messages
 from db.models import User
 
 # The private chat's commands that are about one person (their data, their settings).
@@ -114,11 +114,11 @@ async def on_group_timezone(update: Update, context: HandlerContext) -> None:
 
 
 async def on_group_memory(update: Update, context: HandlerContext) -> None:
-    """/memory in a group: what the bot remembers of this group, never of a member."""
+    """/memory in a group: what the bot remembers of this group, never of a member, its facts with
+    buttons its admins may press (bot/handlers/memory_facts.py)."""
     message = update.effective_message
     if message is None:
         return
-    runtime = context.services.runtime
     group = await group_of(context, message.chat_id, message.chat.title, message.date)
-    report = await memory_report(runtime.sessions, group.id, message.date, graph=runtime.graph)
-    await answer_command(context, update, report)
+    for text, markup in await memory_messages(context.services.runtime, group, group=True):
+        await answer_command(context, update, text, reply_markup=markup)

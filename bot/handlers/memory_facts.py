@@ -1,103 +1,234 @@
-"""/memory: what the bot remembers, then the facts a page at a time, each with a "forget this" button."""
+"""/memory's list of facts: the profile as the bot reads it, then the rest, a page at a time, each
+fact with buttons to forget it, pin or unpin it, and hide it ("don't bring this up") or bring it up
+again (agent/memory/listing.py).
+
+In a private chat the buttons act on the presser's own facts. In a group they act on the group's
+facts, and only for the group's Telegram admins, as /forget there does: the list is the group's and
+every member may read it and turn its pages, while changing what the bot keeps of the group is the
+admins' say. Whatever a button's data names, the fact is looked up under that owner, so a forged
+press with someone else's fact id finds nothing.
+"""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
-from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
-from telegram.error import BadRequest
+from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Update
+from telegram.constants import ChatType
+from telegram.error import BadRequest, TelegramError
 
+from agent.account.group_forget import group_owner_id
+from agent.memory.listing import (
+    FLAGS,
+    Flag,
+    Listed,
+    Listing,
+    listing_lines,
+    listing_of,
+    set_flag,
+)
 from agent.reports.texts import memory_report
-from agent.search.corrections import FactsPage, facts_page, forget_fact
 from bot.delivery.sending import split_text
 from bot.handlers.commands import own_chat
 from bot.handlers.context import HandlerContext, sender
+from bot.handlers.group_forget import ADMINS
 from bot.runtime import Runtime
+from db.models import User
 from db.repositories.users import UserRepository
 
 logger = logging.getLogger(__name__)
 
 PREFIX = "memfact"
 PAGE_SIZE = 8
-LABEL_CHARS = 48
-NOTHING = "I don't remember any facts about you yet."
+# 8 facts of at most this many characters, their headings and the legend stay under Telegram's 4,096.
+LINE_CHARS = 360
+NOTHING = ("I don't remember any facts about you yet.", "I don't remember any facts about this group yet.")
 NOT_HERE = "This button only works in your own chat with me: /memory"
+ADMINS_ONLY = "Only this group's admins can change what I remember of it."
+GONE = "That one is no longer in the list."
 REASON = "they pressed forget under /memory"
+LEGEND = "Pin: first in the profile. Don't bring up: kept, found when asked about, never raised unasked."
+DONE: dict[str, str] = {
+    "forget": "Forgotten.",
+    "pin": "Pinned: first in the profile.",
+    "unpin": "Unpinned.",
+    "hide": "I won't bring it up; it's still here when asked about.",
+    "show": "I'll bring it up again when it matters.",
+}
 
 
-def _label(text: str) -> str:
-    text = text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
-    return f"Forget: {text}"
+# A message's text and its buttons.
+Reply = tuple[str, InlineKeyboardMarkup | None]
+_FLAG_OF: dict[str, Flag] = {flag: flag for flag in FLAGS}
 
 
-def page_message(page: FactsPage) -> tuple[str, InlineKeyboardMarkup | None]:
-    """The page's text and its buttons: one per fact, then the way to the other pages."""
+@dataclass(frozen=True)
+class Page:
+    """One page of a listing: its facts and the number of the first."""
+
+    listing: Listing
+    page: int
+    pages: int
+    facts: tuple[Listed, ...]
+    first: int
+
+
+def paged(listing: Listing, page: int) -> Page:
+    """The page of the listing, its number kept in range."""
+    pages = max(1, -(-len(listing.facts) // PAGE_SIZE))
+    page = min(max(page, 1), pages)
+    start = (page - 1) * PAGE_SIZE
+    return Page(listing, page, pages, listing.facts[start : start + PAGE_SIZE], start + 1)
+
+
+def _button(text: str, action: str, fact_id: int, page: int) -> InlineKeyboardButton:
+    # At most 7 + 1 + 6 + 1 + 19 + 1 + 19 bytes: well under Telegram's 64 for callback_data.
+    return InlineKeyboardButton(text, callback_data=f"{PREFIX}:{action}:{fact_id}:{page}")
+
+
+def page_message(page: Page, *, group: bool = False) -> Reply:
+    """The page's text and its buttons: a row per fact, then the way to the other pages."""
     if not page.facts:
-        return NOTHING, None
-    lines = [f"Facts I remember (page {page.page} of {page.pages}):"]
-    lines += [f"- {fact.content}" for fact in page.facts]
-    rows = [
-        [InlineKeyboardButton(_label(f.content), callback_data=f"{PREFIX}:forget:{f.id}:{page.page}")]
-        for f in page.facts
+        return NOTHING[group], None
+    whose = "this group" if group else "you"
+    pages = f" (page {page.page} of {page.pages})" if page.pages > 1 else ""
+    lines = [
+        f"What I know about {whose}{pages}:",
+        "",
+        *listing_lines(page.facts, first_number=page.first, group=group, line_chars=LINE_CHARS),
     ]
+    if page.page == page.pages and page.listing.more:
+        lines += ["", f"…and {page.listing.more} more, not listed here."]
+    lines += ["", LEGEND]
+    rows = []
+    for number, fact in enumerate(page.facts, start=page.first):
+        pin = ("unpin", f"{number} Unpin") if fact.pinned else ("pin", f"{number} Pin")
+        hide = ("show", f"{number} Bring up again") if fact.hidden else ("hide", f"{number} Don't bring up")
+        rows.append(
+            [
+                _button(f"{number} Forget", "forget", fact.id, page.page),
+                _button(pin[1], pin[0], fact.id, page.page),
+                _button(hide[1], hide[0], fact.id, page.page),
+            ]
+        )
     moves = []
     if page.page > 1:
-        moves.append(InlineKeyboardButton("‹ Newer", callback_data=f"{PREFIX}:page:{page.page - 1}"))
+        moves.append(InlineKeyboardButton("‹ Back", callback_data=f"{PREFIX}:page:{page.page - 1}"))
     if page.page < page.pages:
-        moves.append(InlineKeyboardButton("Older ›", callback_data=f"{PREFIX}:page:{page.page + 1}"))
+        moves.append(InlineKeyboardButton("More ›", callback_data=f"{PREFIX}:page:{page.page + 1}"))
     if moves:
         rows.append(moves)
     return "\n".join(lines), InlineKeyboardMarkup(rows)
 
 
-async def read_page(runtime: Runtime, user_id: int, page: int) -> FactsPage:
-    """One page of the user's facts."""
-    async with runtime.sessions() as session:
-        return await facts_page(session, user_id, page=page, size=PAGE_SIZE)
+async def _listing(runtime: Runtime, owner: User) -> Listing:
+    return await listing_of(
+        runtime.sessions, owner.id, owner.timezone, now=runtime.clock.now(), settings=runtime.settings
+    )
+
+
+async def memory_messages(runtime: Runtime, owner: User, *, group: bool) -> list[Reply]:
+    """What /memory sends: the report (threads, follow-ups, today), then the facts' first page with its
+    buttons; with no facts, the report says so in its last line."""
+    report = await memory_report(runtime.sessions, owner.id, runtime.clock.now(), facts=False)
+    listing = await _listing(runtime, owner)
+    if not listing.facts:
+        return [(chunk, None) for chunk in split_text(f"{report}\n\n{NOTHING[group]}")]
+    return [*((chunk, None) for chunk in split_text(report)), page_message(paged(listing, 1), group=group)]
 
 
 async def on_memory(update: Update, context: HandlerContext) -> None:
-    """/memory: profile, open threads, today's summary and a few facts, a button per fact to forget it."""
+    """/memory: threads, follow-ups and today, then the facts with a forget, pin and hide button each."""
     if (c := await sender(update, context, limit="memory")) is None:
         return
+    for text, markup in await memory_messages(context.services.runtime, c.user, group=False):
+        await context.bot.send_message(chat_id=c.message.chat_id, text=text, reply_markup=markup)
+
+
+def _parsed(data: str | None) -> tuple[str, int | None, int] | None:
+    """(action, fact id, page) of a button's data; None when it is not one of ours."""
+    parts = (data or "").split(":")
+    if len(parts) < 3 or parts[0] != PREFIX or not all(p.isascii() and p.isdigit() for p in parts[2:]):
+        return None
+    if parts[1] == "page" and len(parts) == 3:
+        return "page", None, int(parts[2])
+    if (parts[1] == "forget" or parts[1] in _FLAG_OF) and len(parts) == 4:
+        return parts[1], int(parts[2]), int(parts[3])
+    return None
+
+
+async def _is_admin(context: HandlerContext, chat_id: int, user_id: int) -> bool:
+    try:
+        member = await context.bot.get_chat_member(chat_id, user_id)
+    except TelegramError:
+        return False  # not knowing is not an admin
+    return member.status in ADMINS
+
+
+async def _owner(context: HandlerContext, query: CallbackQuery, *, changes: bool) -> tuple[User, bool] | None:
+    """Whose facts the press acts on (the presser's, or the group's) and whether it is a group; None,
+    with the presser told why, when the press may not act."""
     runtime = context.services.runtime
-    report = await memory_report(runtime.sessions, c.user.id, c.message.date, graph=runtime.graph)
-    # The newest facts' buttons go under the report; "Older" turns it into the list of facts.
-    _, markup = page_message(await read_page(runtime, c.user.id, 1))
-    *first, last = split_text(report) or ["…"]
-    for chunk in first:
-        await context.bot.send_message(chat_id=c.message.chat_id, text=chunk)
-    await context.bot.send_message(chat_id=c.message.chat_id, text=last, reply_markup=markup)
-
-
-async def on_fact_button(update: Update, context: HandlerContext) -> None:
-    """Forget one fact of the presser's own, or turn the page; in their own chat only."""
-    query = update.callback_query
-    if query is None:
-        return
-    parts = (query.data or "").split(":")
-    chat_id = own_chat(query)
-    if chat_id is None or len(parts) < 3 or not all(p.isdigit() for p in parts[2:]):
+    message = query.message
+    if message is not None and message.chat.type in (ChatType.GROUP, ChatType.SUPERGROUP):
+        owner_id = await group_owner_id(runtime.sessions, message.chat.id)
+        async with runtime.sessions() as session:
+            group = await session.get(User, owner_id) if owner_id is not None else None
+        if group is None:
+            await query.answer(NOTHING[True], show_alert=True)
+            return None
+        if changes and not await _is_admin(context, message.chat.id, query.from_user.id):
+            await query.answer(ADMINS_ONLY, show_alert=True)
+            return None
+        return group, True
+    if own_chat(query) is None:
         await query.answer(NOT_HERE, show_alert=True)
-        return
-    runtime = context.services.runtime
+        return None
     async with runtime.sessions() as session:
         user = await UserRepository(session).by_telegram_id(query.from_user.id)
     if user is None:
-        await query.answer(NOTHING, show_alert=True)
+        await query.answer(NOTHING[False], show_alert=True)
+        return None
+    return user, False
+
+
+async def _apply(runtime: Runtime, owner_id: int, action: str, fact_id: int) -> bool:
+    """The press's change to one fact of the owner; False when the owner holds no such fact."""
+    at, facts = runtime.clock.now(), runtime.facts
+    if facts is None:
+        return False
+    if action == "forget":
+        return await facts.forget_fact(owner_id, fact_id, reason=REASON, at=at) is not None
+    done = await set_flag(runtime.sessions, owner_id, fact_id, _FLAG_OF[action], at=at) is not None
+    if done:
+        facts.changed(owner_id)
+    return done
+
+
+async def on_fact_button(update: Update, context: HandlerContext) -> None:
+    """A press under /memory: forget, pin or unpin, hide or show one fact, or turn the page."""
+    query = update.callback_query
+    if query is None:
         return
-    page = int(parts[-1])
-    if parts[1] == "forget" and len(parts) == 4:
-        graph = runtime.recall.graph if runtime.recall is not None else None
-        gone = await forget_fact(
-            runtime.sessions, graph, user.id, int(parts[2]), reason=REASON, at=runtime.clock.now()
-        )
-        if runtime.recall is not None:
-            runtime.recall.facts_changed(user.id)
-        await query.answer("Forgotten." if gone is not None else "That one is already forgotten.")
-    else:
+    parsed = _parsed(query.data)
+    if parsed is None:
+        await query.answer(NOT_HERE, show_alert=True)
+        return
+    action, fact_id, page = parsed
+    found = await _owner(context, query, changes=fact_id is not None)
+    if found is None:
+        return
+    owner, group = found
+    runtime = context.services.runtime
+    if fact_id is None:
         await query.answer()
-    text, markup = page_message(await read_page(runtime, user.id, page))
+    elif await _apply(runtime, owner.id, action, fact_id):
+        logger.info("fact changed under /memory", extra={"user_id": owner.id, "action": action})
+        await query.answer(DONE[action])
+    else:
+        await query.answer(GONE)
+    text, markup = page_message(paged(await _listing(runtime, owner), page), group=group)
     try:
         await query.edit_message_text(text, reply_markup=markup)
     except BadRequest as exc:  # "message is not modified": the page did not change

@@ -23,7 +23,7 @@ from agent.core.errors import ConfigurationError
 from bot.delivery.inbox import NotAnUpdateError, parse_update
 from bot.runtime import Runtime
 from bot.services import services_of
-from bot.web import timeline, voice
+from bot.web import dashboard, metrics, timeline, voice
 from bot.web.health import health_route
 from bot.web.json_input import JsonInputError, loads
 from db.inbox import InboxRepository
@@ -107,8 +107,10 @@ def build_web_app(
         health_route(runtime.engine),
         # Before the generic `/tasks/{name}`: the inbox is a task only the web app serves.
         Route("/tasks/inbox", drain_inbox, methods=["POST"]),
+        *metrics.routes(settings),
         Route("/tasks/{name}", run_task, methods=["POST"]),
         *voice.routes(runtime),
         *timeline.routes(runtime),
+        *dashboard.routes(runtime),
     ]
     return Starlette(routes=routes)

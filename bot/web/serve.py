@@ -20,7 +20,7 @@ from agent.core.settings import Settings
 from agent.graph import NullGraphMemory
 from bot.preflight import check_database, listen
 from bot.runtime import Runtime, build_runtime
-from bot.web import timeline
+from bot.web import dashboard, timeline
 from bot.web.health import health_route
 from db.migrate import upgrade_unless_at_head
 
@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 
 def web_routes(runtime: Runtime) -> list[BaseRoute]:
     """Every capability's browser-facing routes (each adds its own here, in one line)."""
-    return [*timeline.routes(runtime)]
+    return [*timeline.routes(runtime), *dashboard.routes(runtime)]
 
 
 def build_pages_app(runtime: Runtime) -> Starlette:

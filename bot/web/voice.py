@@ -124,7 +124,7 @@ def routes(runtime: Runtime) -> list[BaseRoute]:
     settings = runtime.settings
     if settings.voice_token_secret is None:
         return []
-    if runtime.recall is None:
+    if runtime.recall is None or runtime.facts is None:
         raise ConfigurationError("voice calls need the recall services of the runtime")
     service = build_voice_service(
         settings,
@@ -133,6 +133,7 @@ def routes(runtime: Runtime) -> list[BaseRoute]:
         builder=runtime.turns.context_builder,
         histories=runtime.turns.histories,
         recall=runtime.recall,
+        facts=runtime.facts,
         graph=runtime.graph,
         queue=runtime.turns.queue,
     )

@@ -29,6 +29,7 @@ from db.models.conversations import TranscriptMessage as TranscriptMessage
 from db.models.delivery import InboxUpdate as InboxUpdate
 from db.models.memory import ConversationThread as ConversationThread
 from db.models.memory import DaySegment as DaySegment
+from db.models.memory import FactConsolidation as FactConsolidation
 from db.models.memory import SearchChunk as SearchChunk
 from db.models.memory import Thought as Thought
 from db.models.memory import UserFact as UserFact

@@ -16,6 +16,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -88,18 +89,41 @@ class Thought(Base):
 
 
 class UserFact(Base):
-    """A durable fact or preference about the user (extraction or the memory_add tool)."""
+    """A durable fact or preference about a person or a group: the one list of what the bot knows.
+
+    Written by post-processing, the memory tools and the voice agent; read by the profile in every
+    prompt, per-message recall, `memory_search`, /memory, the Mini App and /export.
+    """
 
     __tablename__ = "user_facts"
-    __table_args__ = (UniqueConstraint("user_id", "dedupe_key", name="uq_user_facts_user_dedupe"),)
+    __table_args__ = (
+        UniqueConstraint("user_id", "dedupe_key", name="uq_user_facts_user_dedupe"),
+        Index("ix_user_facts_user_held", "user_id", "invalidated_at"),
+    )
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
     conversation_id: Mapped[int | None] = mapped_column(ForeignKey("conversations.id", ondelete="SET NULL"))
     content: Mapped[str] = mapped_column(Text)
     source: Mapped[str] = mapped_column(String(16), default="extraction")  # extraction | tool | voice
-    # What the fact is about, when the writer said (the voice agent's update_memory).
+    # What the fact is about: identity | people | health | preference | plan | other (None: other).
+    # The profile is ordered by it (agent/memory/profile.py).
     category: Mapped[str | None] = mapped_column(String(32))
+    # The person pinned it (or asked to have it remembered): first in the profile, never dropped by
+    # consolidation without telling them.
+    pinned: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # "Don't bring this up": kept and found when they ask, never in the profile or recalled unasked.
+    hidden: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # How many times it was said or learned (the same fact again reinforces the one row).
+    reinforced: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    # When it was last said or learned again (created_at at first).
+    last_seen_at: Mapped[datetime | None]
+    # When it was last changed in place (reworded, pinned, hidden, reinforced).
+    updated_at: Mapped[datetime | None]
+    # A plan's date: once passed, consolidation retires the fact.
+    valid_until: Mapped[datetime | None]
+    # The newer fact that replaced this one (a contradiction or a merge); set with invalidated_at.
+    superseded_by: Mapped[int | None] = mapped_column(BigInteger)
     # The transcript messages the fact comes from (the extraction names them; a tool's fact has none):
     # recall search ranks the fact as a unit and returns these turns.
     message_ids: Mapped[list[Any]] = mapped_column(JSONType, default=list, server_default="[]")
@@ -109,6 +133,28 @@ class UserFact(Base):
     # out of every read and not learned again from the same old messages.
     invalidated_at: Mapped[datetime | None]
     invalid_reason: Mapped[str | None] = mapped_column(Text)
+
+    @property
+    def seen(self) -> datetime:
+        """When it was last said or learned (when it was learned, until it is said again)."""
+        return self.last_seen_at or self.created_at
+
+
+class FactConsolidation(Base):
+    """Whether a person's (or a group's) facts changed since they were last tidied, and the lease of
+    the job tidying them now (one instance at a time)."""
+
+    __tablename__ = "fact_consolidations"
+
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    # The last change to the owner's facts (an add, a reinforcement, a correction, a reword).
+    changed_at: Mapped[datetime]
+    # The `changed_at` the last finished consolidation saw: equal means nothing to do.
+    consolidated_for: Mapped[datetime | None]
+    consolidated_at: Mapped[datetime | None]
+    lease_until: Mapped[datetime | None]
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    last_error: Mapped[str | None] = mapped_column(Text)
 
 
 class SearchChunk(Base):

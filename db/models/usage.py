@@ -13,10 +13,10 @@ from db.base import Base
 class ModelUsage(Base):
     """Model calls and tokens of one user on one UTC day, per kind of use (cost in view).
 
-    `kind` is chat, onboarding, compaction, extraction, day_summary, graph, briefing, embedding or
-    proactive (a touchpoint composed). Input tokens include those read from and written to the
-    provider's prompt cache, which the cache columns count again (1-hour writes are part of the
-    writes). Counts only, never text; deleted with the user.
+    `kind` is chat, onboarding, compaction, extraction, consolidation, day_summary, graph, briefing,
+    embedding or proactive (a touchpoint composed). Input tokens include those read from and written
+    to the provider's prompt cache, which the cache columns count again (1-hour writes are part of
+    the writes). Counts only, never text; deleted with the user.
     """
 
     __tablename__ = "model_usage"

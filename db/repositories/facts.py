@@ -1,99 +1,356 @@
-"""Durable facts about a user, each with the transcript messages it comes from; the caller commits."""
+"""The one list of what the bot knows about a person or a group (`user_facts`); the caller commits.
+
+Every read of held facts goes through `FactRepository` (the `HELD` filter is written here once), and
+so does every change: adding (the same fact again reinforces its row), rewording, pinning, hiding,
+taking back and superseding. Each change marks the owner's facts as changed
+(`fact_consolidations.changed_at`), which is how the consolidation job finds the owners to tidy.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import ColumnElement, Interval, String, Text, cast, func, literal, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from db.models import UserFact
+from db.models import FactConsolidation, UserFact
 from db.repositories.dedupe import fact_dedupe_key, insert_ignoring_duplicates, unique_by_key
+
+# A fact still held: not taken back, not superseded, not retired.
+HELD: ColumnElement[bool] = UserFact.invalidated_at.is_(None)
+# What ranks a fact for the profile and shows it, in this order (`held_rows`); `seen` is when it
+# was last said (one timestamp to read, not two).
+PROFILE_COLUMNS = (
+    UserFact.id,
+    UserFact.content,
+    UserFact.category,
+    UserFact.pinned,
+    UserFact.hidden,
+    UserFact.reinforced,
+    func.coalesce(UserFact.last_seen_at, UserFact.created_at).label("seen"),
+    UserFact.valid_until,
+)
 
 
 class FactRepository:
-    """Durable facts about a user, each with the transcript messages it comes from."""
+    """Reads and changes one owner's facts at a time; every query is scoped by the owner's id."""
 
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
+    # --- reads ------------------------------------------------------------------------------------
+
+    async def held(
+        self,
+        owner_id: int,
+        *,
+        visible_only: bool = False,
+        newest_first: bool = False,
+        limit: int | None = None,
+        learned_by: datetime | None = None,
+        lock: bool = False,
+    ) -> Sequence[UserFact]:
+        """The owner's held facts, oldest first (newest first when asked); `visible_only` leaves
+        out the hidden ones ("don't bring this up"), `learned_by` those learned after that time;
+        `lock` holds their rows until the commit (PostgreSQL; SQLite's writer holds the whole
+        database)."""
+        stmt = select(UserFact).where(UserFact.user_id == owner_id, HELD)
+        if visible_only:
+            stmt = stmt.where(UserFact.hidden.is_(False))
+        if learned_by is not None:
+            stmt = stmt.where(UserFact.created_at <= learned_by)
+        stmt = stmt.order_by(UserFact.id.desc() if newest_first else UserFact.id)
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        if lock:
+            stmt = stmt.with_for_update()
+        return (await self.session.execute(stmt)).scalars().all()
+
+    async def held_rows(
+        self, owner_id: int, *, visible_only: bool = False, learned_by: datetime | None = None
+    ) -> Sequence[tuple[Any, ...]]:
+        """The owner's held facts as plain rows of the columns that rank and show them (`PROFILE_COLUMNS`,
+        in no particular order): no ORM objects, so thousands load in a few milliseconds."""
+        stmt = select(*PROFILE_COLUMNS).where(UserFact.user_id == owner_id, HELD)
+        if visible_only:
+            stmt = stmt.where(UserFact.hidden.is_(False))
+        if learned_by is not None:
+            stmt = stmt.where(UserFact.created_at <= learned_by)
+        return [tuple(row) for row in (await self.session.execute(stmt)).all()]
+
+    async def held_one(self, owner_id: int, fact_id: int) -> UserFact | None:
+        """One held fact of the owner, or None (another owner's id finds nothing)."""
+        stmt = select(UserFact).where(UserFact.user_id == owner_id, UserFact.id == fact_id, HELD)
+        return (await self.session.execute(stmt)).scalar_one_or_none()
+
+    async def version(self, owner_id: int) -> tuple[int, int, str, int, int]:
+        """What changes whenever the owner's held facts do: how many, the newest id, the last change
+        in place, the length of their sources and how often they were said (a cache of the facts is
+        read again when it moves; a reinforcement dated in the past moves the last two)."""
+        stmt = select(
+            func.count(UserFact.id),
+            func.max(UserFact.id),
+            func.max(UserFact.updated_at),
+            func.sum(func.length(cast(UserFact.message_ids, Text))),
+            func.sum(UserFact.reinforced),
+        ).where(UserFact.user_id == owner_id, HELD)
+        count, newest, changed, sources, said = (await self.session.execute(stmt)).one()
+        return int(count or 0), int(newest or 0), str(changed or ""), int(sources or 0), int(said or 0)
+
+    async def by_content(self, owner_id: int, content: str) -> UserFact | None:
+        """The owner's fact with these words (held or not), or None."""
+        stmt = select(UserFact).where(
+            UserFact.user_id == owner_id, UserFact.dedupe_key == fact_dedupe_key(content)
+        )
+        return (await self.session.execute(stmt)).scalar_one_or_none()
+
+    async def taken_back(self, owner_id: int) -> Sequence[UserFact]:
+        """The owner's facts that were taken back or superseded, newest first."""
+        stmt = (
+            select(UserFact)
+            .where(UserFact.user_id == owner_id, UserFact.invalidated_at.is_not(None))
+            .order_by(UserFact.id.desc())
+        )
+        return (await self.session.execute(stmt)).scalars().all()
+
+    # --- adding -----------------------------------------------------------------------------------
+
     async def add_many(
         self,
-        user_id: int,
+        owner_id: int,
         conversation_id: int | None,
         contents: Iterable[str],
         at: datetime,
         *,
         source: str,
         category: str | None = None,
+        pinned: bool = False,
     ) -> int:
-        """Store facts without sources; a fact already known (same normalised content) is skipped."""
+        """Store facts without sources; a fact already known is reinforced instead."""
         return await self.add_sourced(
-            user_id, conversation_id, [(c, ()) for c in contents], at, source=source, category=category
+            owner_id,
+            conversation_id,
+            [(c, ()) for c in contents],
+            at,
+            source=source,
+            category=category,
+            pinned=pinned,
         )
 
     async def add_sourced(
         self,
-        user_id: int,
+        owner_id: int,
         conversation_id: int | None,
         facts: Iterable[tuple[str, Sequence[int]]],
         at: datetime,
         *,
         source: str,
         category: str | None = None,
+        categories: Sequence[str | None] | None = None,
+        valid_until: Sequence[datetime | None] | None = None,
+        pinned: bool = False,
     ) -> int:
         """Store (content, message ids) facts; returns how many are new.
 
-        A fact already known keeps its row and gains the new message ids (the same fact said again
-        points at both places), so a rerun changes nothing.
+        A fact already held (same normalised content) keeps its row: it gains the new message ids
+        and counts as said again (`reinforced`, `last_seen_at`), but only when the ids add something
+        or it has none, so a rerun of the same post-processing changes nothing. `categories`, when
+        given, is one category per fact (else `category` for all); `valid_until`, one plan's date
+        (or None) per fact.
         """
         sources: dict[str, set[int]] = {}
         rows: list[dict[str, Any]] = []
-        for content, message_ids in facts:
+        for index, (content, message_ids) in enumerate(facts):
             if not content.strip():
                 continue
             key = fact_dedupe_key(content)
             sources.setdefault(key, set()).update(int(i) for i in message_ids)
+            kind = categories[index] if categories is not None and index < len(categories) else category
+            until = valid_until[index] if valid_until is not None and index < len(valid_until) else None
             rows.append(
                 {
-                    "user_id": user_id,
+                    "user_id": owner_id,
                     "conversation_id": conversation_id,
                     "content": content.strip(),
                     "source": source,
-                    "category": category,
+                    "category": kind,
                     "message_ids": [],
                     "dedupe_key": key,
                     "created_at": at,
+                    "last_seen_at": at,
+                    "pinned": pinned,
+                    "valid_until": until,
                 }
             )
+        if not rows:
+            return 0
         for row in rows:
             row["message_ids"] = sorted(sources[row["dedupe_key"]])
-        created = await insert_ignoring_duplicates(self.session, UserFact, unique_by_key(rows))
-        wanted = {k: v for k, v in sources.items() if v}
-        if wanted:
-            stored = await self.session.execute(
-                select(UserFact.id, UserFact.dedupe_key, UserFact.message_ids).where(
-                    UserFact.user_id == user_id, UserFact.dedupe_key.in_(list(wanted))
+        wanted = {row["dedupe_key"] for row in rows}
+        known = (
+            await self.session.execute(
+                select(UserFact.id, UserFact.dedupe_key, UserFact.message_ids, UserFact.invalidated_at).where(
+                    UserFact.user_id == owner_id, UserFact.dedupe_key.in_(wanted)
                 )
             )
-            for fact_id, key, known in stored.all():
-                merged = sorted(set(known or []) | wanted[key])
-                if merged != sorted(known or []):
-                    await self.session.execute(
-                        update(UserFact)
-                        .where(UserFact.id == fact_id)
-                        .values(message_ids=merged)
-                        .execution_options(synchronize_session=False)
-                    )
+        ).all()
+        created = await insert_ignoring_duplicates(self.session, UserFact, unique_by_key(rows))
+        changed = created > 0
+        for fact_id, key, ids, invalidated_at in known:
+            before = {int(i) for i in ids or []}
+            merged = before | sources[key]
+            if invalidated_at is not None:
+                continue  # taken back: not learned again from the same words
+            said_again = merged != before or not sources[key]
+            if not said_again:
+                continue
+            values: dict[str, Any] = {
+                "message_ids": sorted(merged),
+                "reinforced": UserFact.reinforced + 1,
+                "last_seen_at": at,
+                "updated_at": at,
+            }
+            if pinned:
+                values["pinned"] = True
+            await self.session.execute(
+                update(UserFact)
+                .where(UserFact.id == fact_id)
+                .values(**values)
+                .execution_options(synchronize_session=False)
+            )
+            changed = True
+        if changed:
+            await self.mark_changed(owner_id, at)
         return created
 
-    async def for_user(self, user_id: int) -> Sequence[UserFact]:
-        """All facts of a user still held (none taken back), oldest first."""
-        stmt = (
-            select(UserFact)
-            .where(UserFact.user_id == user_id, UserFact.invalidated_at.is_(None))
-            .order_by(UserFact.id)
+    # --- changes in place -------------------------------------------------------------------------
+
+    async def reword(self, owner_id: int, fact_id: int, content: str, at: datetime) -> UserFact | None:
+        """Give a held fact new words (the person's own correction of the wording).
+
+        When another held fact already says the same, the reworded one is superseded by it (one fact,
+        not two). Returns the fact that now holds the words, or None when there is no such fact.
+        """
+        fact = await self.held_one(owner_id, fact_id)
+        if fact is None:
+            return None
+        key = fact_dedupe_key(content)
+        if key == fact.dedupe_key:
+            fact.content, fact.updated_at = content.strip(), at
+            await self.mark_changed(owner_id, at)
+            return fact
+        twin = (
+            await self.session.execute(
+                select(UserFact).where(UserFact.user_id == owner_id, UserFact.dedupe_key == key)
+            )
+        ).scalar_one_or_none()
+        if twin is not None:
+            # The words are another row's already: that row holds them (brought back if it was taken
+            # back, since the person now says it), and this one is superseded by it.
+            twin.invalidated_at, twin.invalid_reason, twin.superseded_by = None, None, None
+            twin.pinned = twin.pinned or fact.pinned
+            twin.updated_at = at
+            await self.supersede(
+                owner_id, [fact.id], by=twin.id, at=at, reason="reworded as an existing fact"
+            )
+            return twin
+        fact.content, fact.dedupe_key, fact.updated_at = content.strip(), key, at
+        await self.mark_changed(owner_id, at)
+        return fact
+
+    async def set_flags(
+        self,
+        owner_id: int,
+        fact_id: int,
+        at: datetime,
+        *,
+        pinned: bool | None = None,
+        hidden: bool | None = None,
+    ) -> UserFact | None:
+        """Pin or unpin, hide or show a held fact; None when the owner holds no such fact."""
+        fact = await self.held_one(owner_id, fact_id)
+        if fact is None:
+            return None
+        if pinned is not None:
+            fact.pinned = pinned
+        if hidden is not None:
+            fact.hidden = hidden
+        fact.updated_at = at
+        await self.mark_changed(owner_id, at)
+        return fact
+
+    async def invalidate(self, owner_id: int, fact_ids: Iterable[int], at: datetime, *, reason: str) -> int:
+        """Take facts back (kept, with when and why, left out of every read); how many were held."""
+        ids = sorted({int(i) for i in fact_ids})
+        if not ids:
+            return 0
+        result = await self.session.execute(
+            update(UserFact)
+            .where(UserFact.user_id == owner_id, UserFact.id.in_(ids), HELD)
+            .values(invalidated_at=at, invalid_reason=reason[:2000], updated_at=at)
+            .execution_options(synchronize_session=False)
         )
-        return (await self.session.execute(stmt)).scalars().all()
+        count = int(result.rowcount or 0)  # type: ignore[attr-defined]
+        if count:
+            await self.mark_changed(owner_id, at)
+        return count
+
+    async def revive(self, owner_id: int, fact_ids: Iterable[int], at: datetime) -> int:
+        """Hold again facts the owner took back and has now said again; how many."""
+        ids = sorted({int(i) for i in fact_ids})
+        if not ids:
+            return 0
+        result = await self.session.execute(
+            update(UserFact)
+            .where(UserFact.user_id == owner_id, UserFact.id.in_(ids), UserFact.invalidated_at.is_not(None))
+            .values(invalidated_at=None, invalid_reason=None, superseded_by=None, updated_at=at)
+            .execution_options(synchronize_session=False)
+        )
+        count = int(result.rowcount or 0)  # type: ignore[attr-defined]
+        if count:
+            await self.mark_changed(owner_id, at)
+        return count
+
+    async def supersede(
+        self, owner_id: int, fact_ids: Iterable[int], *, by: int, at: datetime, reason: str
+    ) -> int:
+        """Replace facts by a newer one of the same owner: taken back, with "superseded by" it."""
+        ids = sorted({int(i) for i in fact_ids} - {by})
+        if not ids:
+            return 0
+        result = await self.session.execute(
+            update(UserFact)
+            .where(UserFact.user_id == owner_id, UserFact.id.in_(ids), HELD)
+            .values(invalidated_at=at, invalid_reason=reason[:2000], superseded_by=by, updated_at=at)
+            .execution_options(synchronize_session=False)
+        )
+        count = int(result.rowcount or 0)  # type: ignore[attr-defined]
+        if count:
+            await self.mark_changed(owner_id, at)
+        return count
+
+    async def mark_changed(self, owner_id: int, at: datetime) -> None:
+        """Record that the owner's facts changed (the consolidation job's signal).
+
+        `changed_at` moves to `at` or, when that is not later (a conversation post-processed after a
+        newer change), just past its current value: every change makes it strictly later, so a
+        change is never taken as already consolidated.
+        """
+        dialect = self.session.get_bind().dialect.name
+        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+        stmt = insert(FactConsolidation).values(user_id=owner_id, changed_at=at, attempts=0)
+        current = FactConsolidation.changed_at
+        if dialect == "sqlite":
+            # SQLite stores UTC times as text with six fraction digits; strftime keeps three.
+            later: ColumnElement[Any] = func.strftime(
+                "%Y-%m-%d %H:%M:%f", current, "+0.001 seconds", type_=String
+            ).concat("000")
+            changed_at: ColumnElement[Any] = func.max(stmt.excluded.changed_at, later)
+        else:
+            later = current + literal(timedelta(microseconds=1), Interval())
+            changed_at = func.greatest(stmt.excluded.changed_at, later)
+        stmt = stmt.on_conflict_do_update(index_elements=["user_id"], set_={"changed_at": changed_at})
+        await self.session.execute(stmt)

@@ -49,3 +49,14 @@ class PromptRepository:
             .limit(1)
         )
         return (await self.session.execute(stmt)).scalar_one_or_none()
+
+    async def traces(self, conversation_id: int, *, limit: int = 20) -> list[str]:
+        """The W3C traceparents the conversation's newest turns recorded (while tracing was on)."""
+        trace = GeneratedPrompt.context_snapshot["trace"].as_string()
+        stmt = (
+            select(trace)
+            .where(GeneratedPrompt.conversation_id == conversation_id, trace.is_not(None))
+            .order_by(GeneratedPrompt.id.desc())
+            .limit(limit)
+        )
+        return [str(value) for value in (await self.session.execute(stmt)).scalars() if value]

@@ -29,9 +29,10 @@ class ThreadRepository:
         return (await self.session.execute(stmt)).scalars().all()
 
     async def open_threads(
-        self, user_id: int, conversation_id: int, threads: Iterable[tuple[str, str]], at: datetime
+        self, user_id: int, conversation_id: int | None, threads: Iterable[tuple[str, str]], at: datetime
     ) -> int:
-        """Open (type, content) threads from a conversation; already-opened ones are skipped."""
+        """Open (type, content) threads from a conversation (None: from a background job); threads
+        already opened, even since resolved, are skipped."""
         rows = [
             {
                 "user_id": user_id,

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import TranscriptMessage
+
+# Bound parameters per query stay well under both databases' limits (32,766 and 32,767).
+_IDS_PER_QUERY = 5000
 
 
 class TranscriptRepository:
@@ -85,3 +88,15 @@ class TranscriptRepository:
             return (await self.session.execute(stmt.order_by(TranscriptMessage.id))).scalars().all()
         rows = (await self.session.execute(stmt.order_by(TranscriptMessage.id.desc()).limit(limit))).scalars()
         return list(reversed(rows.all()))
+
+    async def sent_times(self, user_id: int, message_ids: Iterable[int]) -> dict[int, datetime]:
+        """When each of these messages of the user was sent (ids of another user find nothing)."""
+        ids = sorted({int(i) for i in message_ids})
+        times: dict[int, datetime] = {}
+        for start in range(0, len(ids), _IDS_PER_QUERY):
+            stmt = select(TranscriptMessage.id, TranscriptMessage.sent_at).where(
+                TranscriptMessage.user_id == user_id,
+                TranscriptMessage.id.in_(ids[start : start + _IDS_PER_QUERY]),
+            )
+            times.update((int(i), at) for i, at in (await self.session.execute(stmt)).all())
+        return times

@@ -26,10 +26,10 @@ CONVERSATION = [
 async def test_extraction_finds_facts_plans_and_questions_with_their_messages() -> None:
     ended = "Thursday 2026-11-26 10:03 (Europe/Paris)"
     result = await extract(demo_model(), SETTINGS, CONVERSATION, [], ended_local=ended)
-    assert [(f.text, f.message_ids) for f in result.user_facts] == [
-        ("The user is a nurse in Lyon.", [1]),
-        ("The user's sister is called Ana.", [1]),
-        ("The user has an interview on Friday.", [3]),
+    assert [(f.text, f.message_ids, f.category, f.valid_until) for f in result.user_facts] == [
+        ("The user is a nurse in Lyon.", [1], "identity", None),
+        ("The user's sister is called Ana.", [1], "people", None),
+        ("The user has an interview on Friday.", [3], "plan", "2026-11-27"),
     ]
     threads = [(t.type, t.content, t.follow_up_at) for t in result.threads_to_open]
     assert threads == [

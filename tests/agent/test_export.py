@@ -17,6 +17,7 @@ from agent.account.forget import export_user
 from agent.account.users import get_or_create_user
 from agent.core.clock import FrozenClock
 from db.models import Conversation, TranscriptMessage, UserFact
+from db.repositories.facts import FactRepository
 
 pytestmark = pytest.mark.both_databases
 
@@ -146,3 +147,31 @@ async def test_a_small_export_is_one_document_as_before(
     assert document.pop("export") == {"format": "nikita-export/2", "part": 1}
     assert document == await export_user(sessions, user.id)
     assert document["user"]["name"] == "Q" and document["messages"] == []
+
+
+async def test_facts_carry_their_flags_reinforcement_plan_date_and_what_superseded_them(
+    sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    user, _ = await get_or_create_user(sessions, key="cli:ana", now=clock.now(), timezone="UTC", name="Ana")
+    async with sessions() as session, session.begin():
+        facts = FactRepository(session)
+        await facts.add_many(user.id, None, ["Lives in Lisbon", "Likes tea"], clock.now(), source="tool")
+        await facts.add_many(user.id, None, ["likes tea"], clock.now() + timedelta(hours=1), source="tool")
+        await facts.add_many(user.id, None, ["Lives in Porto"], clock.now(), source="tool")
+        held = {f.content: f for f in await facts.held(user.id)}
+        await facts.supersede(
+            user.id,
+            [held["Lives in Lisbon"].id],
+            by=held["Lives in Porto"].id,
+            at=clock.now(),
+            reason="moved",
+        )
+        await facts.set_flags(user.id, held["Likes tea"].id, clock.now(), pinned=True, hidden=True)
+        held["Lives in Porto"].valid_until = clock.now() + timedelta(days=30)
+    exported = {f["content"]: f for f in (await export_user(sessions, user.id))["facts"]}
+    lisbon, tea, porto = exported["Lives in Lisbon"], exported["Likes tea"], exported["Lives in Porto"]
+    assert lisbon["superseded_by"] == porto["id"] and lisbon["invalid_reason"] == "moved"
+    assert (tea["pinned"], tea["hidden"], tea["reinforced"]) == (True, True, 2)
+    assert tea["last_seen_at"] == (clock.now() + timedelta(hours=1)).isoformat()
+    assert porto["valid_until"] == (clock.now() + timedelta(days=30)).isoformat()
+    assert (porto["pinned"], porto["hidden"], porto["superseded_by"]) == (False, False, None)

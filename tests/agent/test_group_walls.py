@@ -128,7 +128,8 @@ async def _seed(
     ana, bob, group = await _people_and_group(sessions, clock.now())
     start = clock.now()
     await service.reply(ana.id, f"promise to keep it between us: my code word is {SECRET}", start)
-    await service.recall.facts.add(ana.id, f"Her code word is {SECRET}", conversation_id=None, at=start)  # type: ignore[union-attr]
+    assert service.facts is not None
+    await service.facts.add(ana.id, f"Her code word is {SECRET}", conversation_id=None, at=start)
     await service.reply(
         group.id, f"let's meet at the {GROUP_WORD} spot on Saturday", start + timedelta(minutes=1)
     )
@@ -141,9 +142,9 @@ async def _seed(
         f"I'll bring {BOB_WORD} for the {GROUP_WORD}",
         start + timedelta(minutes=2),
     )
-    await service.recall.facts.add(
+    await service.facts.add(
         group.id, f"The club meets at the {GROUP_WORD} spot", conversation_id=None, at=start
-    )  # type: ignore[union-attr]
+    )
     await service.recall.settle()  # type: ignore[union-attr]
     clock.advance(timedelta(days=1))
     return ana, bob, group
@@ -220,8 +221,9 @@ async def test_with_recall_of_own_words_a_member_finds_their_own_group_lines_onl
     # The bot's answers in the group are the group's: Ana's search for them finds only her own chat.
     assert all(h.group is None for h in await recall.search(ana.id, "noted", now=clock.now()))
     # The group's facts and summaries stay in the group; the group itself gets no one's private words.
-    facts = await recall.facts.search(ana.id, GROUP_WORD, limit=10)
-    assert all(GROUP_WORD not in f.text for f in facts)
+    assert service.facts is not None
+    facts = await service.facts.search(ana.id, GROUP_WORD, limit=10, now=clock.now())
+    assert all(GROUP_WORD not in f.content for f in facts)
     assert SECRET not in _shown(await recall.search(group.id, SECRET, now=clock.now()))
 
     recorder.requests.clear()

@@ -13,8 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from agent.account.users import get_or_create_user
 from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
-from agent.search.corrections import without_taken_back
-from agent.search.fact_units import KIND_FACT_CHUNK
+from agent.memory.corrections import without_taken_back
+from agent.memory.units import KIND_FACT_CHUNK, fact_digest
 from db.models import SearchChunk, TranscriptMessage, UserFact
 from db.repositories.facts import FactRepository
 from tests.agent.test_tools import ToolScript, make_service
@@ -46,14 +46,18 @@ async def test_forget_and_correct_one_fact_each(
         )
     await recall.index_user(user.id, now=clock.now())
     async with sessions() as session:
-        assert (
-            len(
-                (
-                    await session.execute(select(SearchChunk.id).where(SearchChunk.kind == KIND_FACT_CHUNK))
-                ).all()
-            )
-            == 2
-        )
+        taken = {
+            fact_digest(f.id, f.content, [told.message_id])
+            for f in await FactRepository(session).held(user.id)
+            if f.content in dict(facts)
+        }
+        indexed = {
+            d
+            for (d,) in (
+                await session.execute(select(SearchChunk.digest).where(SearchChunk.kind == KIND_FACT_CHUNK))
+            ).all()
+        }
+        assert len(indexed) == 3 and taken <= indexed  # every fact Ana holds, sourced or not
 
     later = clock.now() + timedelta(minutes=5)
     forget = ToolScript([("memory_forget", {"fact": "has a cat", "reason": "it was wrong"})])
@@ -69,9 +73,14 @@ async def test_forget_and_correct_one_fact_each(
         and correct.returns[0]["saved"] == "Ana lives in Porto"
     )
 
-    assert [h.content for h in await recall.facts.search(user.id, "cat", limit=5)] == []
-    assert [h.content for h in await recall.facts.search(user.id, "lives", limit=5)] == ["Ana lives in Porto"]
-    assert [h.content for h in await recall.facts.search(other.id, "cat", limit=5)] == ["Bea has a cat"]
+    facts_of = service.facts
+    assert facts_of is not None
+    now = later + timedelta(minutes=2)
+    assert [h.content for h in await facts_of.search(user.id, "cat", limit=5, now=now)] == []
+    assert [h.content for h in await facts_of.search(user.id, "lives", limit=5, now=now)] == [
+        "Ana lives in Porto"
+    ]
+    assert [h.content for h in await facts_of.search(other.id, "cat", limit=5, now=now)] == ["Bea has a cat"]
     async with sessions() as session:
         rows = (
             await session.execute(
@@ -86,12 +95,19 @@ async def test_forget_and_correct_one_fact_each(
             ("Ana loves tea", None, None),
             ("Ana lives in Porto", None, None),
         ]
-        # conversation_search's fact keys and fact vectors hold neither; the transcript stays.
-        keys = await recall.ranking.messages.fact_words.get(session, user.id)
-        assert "cat" not in str(keys) and "Lisbon" not in str(keys)
-        assert (
-            await session.execute(select(SearchChunk.id).where(SearchChunk.kind == KIND_FACT_CHUNK))
-        ).all() == []
+        porto = await FactRepository(session).by_content(user.id, "Ana lives in Porto")
+        lisbon = await FactRepository(session).by_content(user.id, "Ana lives in Lisbon")
+        assert porto is not None and lisbon is not None and lisbon.superseded_by == porto.id
+        # conversation_search's fact words and fact vectors hold neither; the transcript stays.
+        known = await facts_of.units.known(session, user.id)
+        assert [f.content for f in known.facts] == ["Ana lives in Porto", "Ana loves tea"]
+        left = {
+            d
+            for (d,) in (
+                await session.execute(select(SearchChunk.digest).where(SearchChunk.kind == KIND_FACT_CHUNK))
+            ).all()
+        }
+        assert taken and not taken & left
         assert await session.scalar(
             select(TranscriptMessage.content).where(TranscriptMessage.id == told.message_id)
         )
@@ -101,16 +117,20 @@ async def test_forget_and_correct_one_fact_each(
             session,
             user.id,
             [("Ana has a cat", [told.message_id]), ("Ana likes green tea", [told.message_id])],
+            at=later,
         )
-        assert again == [("Ana likes green tea", [told.message_id])]
+        assert again == [1]
     said_again = await service.reply(
         user.id, "Plot twist: I adopted a cat named Miso", later + timedelta(days=1)
     )
     async with sessions() as session, session.begin():
         kept = await without_taken_back(
-            session, user.id, [("Ana has a cat named Miso", [said_again.message_id])]
+            session,
+            user.id,
+            [("Ana has a cat named Miso", [said_again.message_id])],
+            at=later + timedelta(days=1),
         )
-        assert kept == [("Ana has a cat named Miso", [said_again.message_id])]
+        assert kept == [0]
         assert (
             await session.scalar(
                 select(UserFact.invalidated_at).where(UserFact.content == "Ana has a cat named Miso")

@@ -170,6 +170,11 @@ async def test_turns_of_a_session_repeat_the_previous_request_and_carry_their_no
     changed = [b for b in bodies if any("counted words" in t for m in b["messages"] for t in user_texts(m))]
     assert changed == bodies[-2:]
     assert "counted words" not in memory_text(bodies[-1])
+    # It comes before that turn's note and words: what the person said is the last thing read.
+    turn = next(m for m in bodies[-2]["messages"][::-1] if any("counted words" in t for t in user_texts(m)))
+    texts = user_texts(turn)
+    change = next(i for i, t in enumerate(texts) if "counted words" in t)
+    assert texts[change + 1].startswith("<this_turn>") and texts[-1] == "what did we do today?"
 
 
 async def test_a_new_session_rebuilds_its_memory(

@@ -15,8 +15,7 @@ from pathlib import Path
 from agent.core.clock import Clock
 from agent.core.settings import Settings
 from agent.graph import NullGraphMemory
-from agent.graph.facts import GraphFactStore
-from agent.search.facts import SqlFactStore
+from agent.memory.graph import GraphFacts
 from agent.turn.service import TurnService
 from db.engine import create_engine, session_factory
 
@@ -63,10 +62,12 @@ def test_turn_service_settle_after_a_task_just_finished(tmp_path: Path) -> None:
     assert returns_within(10, scenario)
 
 
-def test_graph_fact_store_drain_after_a_write_just_finished(tmp_path: Path) -> None:
+def test_graph_facts_drain_after_a_write_just_finished(tmp_path: Path) -> None:
     async def scenario() -> None:
         engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'n.db'}")
-        store = GraphFactStore(NullGraphMemory(), SqlFactStore(session_factory(engine)), clock=Clock())
+        store = GraphFacts(
+            NullGraphMemory(), clock=Clock(), timeout_seconds=1, sessions=session_factory(engine)
+        )
         await just_finished(store._pending)
         await store.drain()
         await engine.dispose()

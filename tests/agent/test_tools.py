@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from agent.account.users import get_or_create_user
 from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
+from agent.memory.units import FactUnits
 from agent.search.embeddings import HashingEmbedder
 from agent.search.recall import Recall
 from agent.turn.service import TurnService
@@ -76,7 +77,11 @@ def make_service(
     model: FunctionDef,
 ) -> tuple[TurnService, Recall]:
     recall = Recall(
-        settings=settings, sessions=sessions, dialect=engine.dialect.name, embedder=HashingEmbedder()
+        settings=settings,
+        sessions=sessions,
+        dialect=engine.dialect.name,
+        embedder=HashingEmbedder(),
+        units=FactUnits.from_settings(settings),
     )
     service = TurnService(
         settings=settings,

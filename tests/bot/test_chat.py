@@ -84,8 +84,13 @@ async def test_wait_closes_the_session_and_the_next_one_remembers(tmp_path: Path
     context = out.split("(what the model read with your last message, each tier in its tag)")[-1]
     assert "<earlier_today>" in context and "(offline demo) Hi! I am a nurse in Lyon." in context
     assert "<unfinished_topics>" in context and "They asked: Should I wear the blue suit?" in context
+    # And the profile: the facts post-processing learned, in the new session's first request.
+    assert "<about_them>" in context and "- The user is a nurse in Lyon." in context
+    assert "I remember: The user is a nurse in Lyon." in third
     assert "Earlier today: (offline demo) Hi! I am a nurse in Lyon." in third
-    assert "A few things I know:\n- The user is a nurse in Lyon." in out
+    # /memory lists the facts, the profile first.
+    listed = out.split("In your profile, which I read every time we talk:\n", 1)[1]
+    assert "The user is a nurse in Lyon." in listed.split("you> ", 1)[0]
     assert "There is no /timeline here." in out
     # Commands never reach the model or the transcript.
     assert user_messages(database) == [*FIRST_SESSION, "hello again"]

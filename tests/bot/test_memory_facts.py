@@ -1,16 +1,22 @@
-"""/memory's "forget this" buttons, a page at a time: real python-telegram-bot against the fake Bot API."""
+"""/memory's facts through real python-telegram-bot against the fake Bot API: the profile first, then
+the rest, each fact with forget, pin and "don't bring this up" buttons, a page at a time; a forged
+press finds nothing; in a group, the group's facts only, changed by its admins only."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import select
 
+from agent.account.groups import group_owner
 from agent.account.users import get_or_create_user
-from bench.fakes.telegram_api import FakeTelegram
+from bench.fakes.telegram_api import FakeTelegram, SentMessage
 from bot.app import AnyApplication
-from bot.handlers.memory_facts import PAGE_SIZE
+from bot.handlers.memory_facts import ADMINS_ONLY, GONE, LINE_CHARS, PAGE_SIZE
 from bot.runtime import Runtime
 from db.models import UserFact
 from db.repositories.facts import FactRepository
@@ -18,71 +24,187 @@ from db.repositories.facts import FactRepository
 pytestmark = pytest.mark.both_databases
 
 ANA, BO = 81, 82
+GROUP = -5001
 
 
-def _press(tg: FakeTelegram, data: str, message_id: int, presser: int) -> None:
+def _press(tg: FakeTelegram, data: str, message_id: int, presser: int, *, chat: int | None = None) -> None:
+    where = (
+        {"id": presser, "type": "private", "first_name": "Ana"}
+        if chat is None
+        else {"id": chat, "type": "group", "title": "Friends"}
+    )
     tg.push_update(
         {
             "callback_query": {
-                "id": f"cb-{data}-{presser}",
+                "id": f"cb-{data}-{presser}-{len(tg.calls)}",
                 "from": {"id": presser, "is_bot": False, "first_name": "Ana"},
                 "chat_instance": "1",
                 "data": data,
-                "message": {
-                    "message_id": message_id,
-                    "date": 0,
-                    "chat": {"id": presser, "type": "private", "first_name": "Ana"},
-                    "text": "memory",
-                },
+                "message": {"message_id": message_id, "date": 0, "chat": where, "text": "memory"},
             }
         }
     )
 
 
-async def test_forget_one_fact_from_memory_and_turn_the_pages(
-    runtime: Runtime, app: AnyApplication, tg: FakeTelegram
-) -> None:
-    now = runtime.clock.now()
+async def _edit(tg: FakeTelegram, n: int, chat: int) -> dict[str, Any]:
+    """The n-th edit of a message in `chat`, once it was made."""
+    deadline = time.monotonic() + 10
+    while len(edits := [c.params for c in tg.calls_to("editMessageText") if c.params["chat_id"] == chat]) < n:
+        assert time.monotonic() < deadline, f"waited for edit {n} in {chat}"
+        await asyncio.sleep(0.01)
+    return edits[n - 1]
+
+
+def _rows(sent: SentMessage | dict[str, Any]) -> list[list[dict[str, str]]]:
+    params = sent.params if isinstance(sent, SentMessage) else sent
+    return list(params["reply_markup"]["inline_keyboard"])
+
+
+def _button(rows: list[list[dict[str, str]]], text: str) -> str:
+    (data,) = [b["callback_data"] for row in rows for b in row if b["text"] == text]
+    return data
+
+
+async def _people(runtime: Runtime) -> dict[int, int]:
     users = {}
     for telegram_id, name in ((ANA, "Ana"), (BO, "Bo")):
         user, _ = await get_or_create_user(
             runtime.sessions,
             key=f"telegram:{telegram_id}",
-            now=now,
+            now=runtime.clock.now(),
             timezone="UTC",
             name=name,
             telegram_id=telegram_id,
         )
         users[telegram_id] = user.id
+    return users
+
+
+async def _flags(runtime: Runtime, content: str) -> tuple[bool, bool, bool]:
+    """(pinned, hidden, held) of the fact with these words."""
+    async with runtime.sessions() as session:
+        fact = await session.scalar(select(UserFact).where(UserFact.content == content))
+    assert fact is not None
+    return fact.pinned, fact.hidden, fact.invalidated_at is None
+
+
+async def test_memory_shows_the_profile_then_the_rest_and_each_button_changes_one_fact(
+    runtime: Runtime, app: AnyApplication, tg: FakeTelegram
+) -> None:
+    users = await _people(runtime)
+    now = runtime.clock.now()
     async with runtime.sessions() as session, session.begin():
+        facts = FactRepository(session)
         for n in range(PAGE_SIZE + 2):
-            await FactRepository(session).add_many(
+            await facts.add_many(
                 users[ANA], None, [f"Ana fact number {n}"], now + timedelta(seconds=n), source="tool"
             )
+        await facts.add_many(users[ANA], None, ["Ana had a hard winter"], now, source="extraction")
+        winter = (await facts.held(users[ANA], newest_first=True))[0]
+        await facts.set_flags(users[ANA], winter.id, now, hidden=True)
+        await facts.add_many(users[BO], None, ["Bo keeps bees"], now, source="tool")
+
     tg.command(ANA, "/memory")
-    (report,) = await tg.wait_for_messages(1, chat_id=ANA)
-    rows = report.params["reply_markup"]["inline_keyboard"]
-    assert [r[0]["text"] for r in rows[:2]] == ["Forget: Ana fact number 9", "Forget: Ana fact number 8"]
-    assert len(rows) == PAGE_SIZE + 1 and rows[-1][0]["text"] == "Older ›"
+    report, listing = await tg.wait_for_messages(2, chat_id=ANA)
+    assert report.text.startswith("Here's what I remember about you.") and "fact number" not in report.text
+    lines = listing.text.splitlines()
+    assert lines[0] == "What I know about you (page 1 of 2):"
+    assert lines[2] == "In your profile, which I read every time we talk:"
+    numbered = [line for line in lines if line[:1].isdigit()]
+    assert len(numbered) == PAGE_SIZE and numbered[0].startswith("1. Ana fact number")
+    rows = _rows(listing)
+    assert [b["text"] for b in rows[0]] == ["1 Forget", "1 Pin", "1 Don't bring up"]
+    assert rows[-1][0]["text"] == "More ›" and len(rows) == PAGE_SIZE + 1
+    assert all(len(b["callback_data"].encode()) <= 64 for row in rows for b in row)
+    first = numbered[0].split(". ", 1)[1]
 
-    # Bo presses Ana's button (a forged press in his own chat): nothing of hers changes.
-    _press(tg, rows[0][0]["callback_data"], report.message_id, BO)
-    await tg.wait_for_calls("answerCallbackQuery", 1)
-    _press(tg, rows[0][0]["callback_data"], report.message_id, ANA)
-    await tg.wait_for_calls("editMessageText", 2)
-    page = tg.calls_to("editMessageText")[-1].params
-    assert "Ana fact number 9" not in page["text"] and page["text"].startswith(
-        "Facts I remember (page 1 of 2)"
-    )
+    # The last page holds the hidden fact, marked, with the button that brings it back.
+    _press(tg, _button(rows, "More ›"), listing.message_id, ANA)
+    second = await _edit(tg, 1, ANA)
+    assert "Kept, but I don't bring these up unless you ask:\n11. Ana had a hard winter" in second["text"]
+    assert _button(_rows(second), "11 Bring up again").startswith("memfact:show:")
 
-    _press(tg, "memfact:page:2", report.message_id, ANA)
-    await tg.wait_for_calls("editMessageText", 3)
-    older = tg.calls_to("editMessageText")[-1].params["text"]
-    assert older.splitlines()[1:] == ["- Ana fact number 0"]
+    # Pin the first fact on page 1: it stays first, marked.
+    _press(tg, _button(rows, "1 Pin"), listing.message_id, ANA)
+    pinned = await _edit(tg, 2, ANA)
+    assert f"1. 📌 {first}" in pinned["text"] and await _flags(runtime, first) == (True, False, True)
+    assert [b["text"] for b in _rows(pinned)[0]] == ["1 Forget", "1 Unpin", "1 Don't bring up"]
+
+    # Bo presses Ana's button in his own chat (a forged press): it finds nothing of hers.
+    hide = _button(_rows(pinned), "1 Don't bring up")
+    _press(tg, hide, listing.message_id, BO)
+    answered = await tg.wait_for_calls("answerCallbackQuery", 3)
+    assert answered[-1].params.get("text") == GONE and await _flags(runtime, first) == (True, False, True)
+
+    # Ana hides it: no longer in the profile (hiding unpins), listed as kept.
+    _press(tg, hide, listing.message_id, ANA)
+    hidden = await _edit(tg, 3, ANA)
+    assert await _flags(runtime, first) == (False, True, True)
+    assert first not in hidden["text"]  # page 1 is the profile now; the hidden ones are at the end
+
+    # Forget the new first one.
+    gone = hidden["text"].splitlines()[3].split(". ", 1)[1]
+    _press(tg, _button(_rows(hidden), "1 Forget"), listing.message_id, ANA)
+    assert gone not in (await _edit(tg, 4, ANA))["text"]
     async with runtime.sessions() as session:
-        gone = (
+        taken = (
             await session.execute(
                 select(UserFact.content, UserFact.invalid_reason).where(UserFact.invalidated_at.is_not(None))
             )
         ).all()
-    assert [tuple(g) for g in gone] == [("Ana fact number 9", "they pressed forget under /memory")]
+    assert [tuple(t) for t in taken] == [(gone, "they pressed forget under /memory")]
+    assert await _flags(runtime, "Bo keeps bees") == (False, False, True)
+
+
+async def test_long_facts_keep_the_page_under_telegrams_limit(
+    runtime: Runtime, app: AnyApplication, tg: FakeTelegram
+) -> None:
+    users = await _people(runtime)
+    async with runtime.sessions() as session, session.begin():
+        await FactRepository(session).add_many(
+            users[ANA],
+            None,
+            [f"Ana {n} " + "told a very long story " * 60 for n in range(PAGE_SIZE + 1)],
+            runtime.clock.now(),
+            source="extraction",
+        )
+    tg.command(ANA, "/memory")
+    _, listing = await tg.wait_for_messages(2, chat_id=ANA)  # the fake refuses over 4,096, as Telegram
+    assert len(listing.text) <= 4096 and "…" in listing.text
+    assert max(len(line) for line in listing.text.splitlines()) <= LINE_CHARS + len("8. ")
+
+
+async def test_a_groups_memory_lists_its_own_facts_and_only_its_admins_change_them(
+    runtime: Runtime, app: AnyApplication, tg: FakeTelegram
+) -> None:
+    users = await _people(runtime)
+    now = runtime.clock.now()
+    group, _ = await group_owner(runtime.sessions, chat_id=GROUP, title="Friends", now=now, timezone="UTC")
+    async with runtime.sessions() as session, session.begin():
+        facts = FactRepository(session)
+        await facts.add_many(group.id, None, ["The group meets on Saturdays"], now, source="extraction")
+        await facts.add_many(users[ANA], None, ["Ana is allergic to nuts"], now, source="tool")
+        private = (await facts.held(users[ANA]))[0].id
+
+    tg.group_command(GROUP, BO, "/memory", first_name="Bo")
+    report, listing = await tg.wait_for_messages(2, chat_id=GROUP)
+    assert report.text.startswith("Here's what I remember of this group.")
+    assert "In this group's profile, which I read whenever I answer here:" in listing.text
+    assert "Saturdays" in listing.text and "nuts" not in listing.text  # never a member's private fact
+    rows = _rows(listing)
+
+    # Bo is no admin: told so, nothing changes.
+    _press(tg, _button(rows, "1 Pin"), listing.message_id, BO, chat=GROUP)
+    answered = await tg.wait_for_calls("answerCallbackQuery", 1)
+    assert answered[-1].params.get("text") == ADMINS_ONLY
+    assert await _flags(runtime, "The group meets on Saturdays") == (False, False, True)
+
+    # Ana administers the group: her pin works; a forged press with her private fact's id finds nothing.
+    tg.make_admin(GROUP, ANA)
+    _press(tg, _button(rows, "1 Pin"), listing.message_id, ANA, chat=GROUP)
+    assert "1. 📌 The group meets on Saturdays" in (await _edit(tg, 1, GROUP))["text"]
+    _press(tg, f"memfact:hide:{private}:1", listing.message_id, ANA, chat=GROUP)
+    answered = await tg.wait_for_calls("answerCallbackQuery", 3)
+    assert answered[-1].params.get("text") == GONE
+    assert await _flags(runtime, "Ana is allergic to nuts") == (False, False, True)
+    assert await _flags(runtime, "The group meets on Saturdays") == (True, False, True)

@@ -211,6 +211,19 @@ async def test_exactly_4096_characters_is_accepted(tg: FakeTelegram, bot: Bot) -
     assert len(tg.wait_sent(1)[0].text) == 4096
 
 
+async def test_callback_data_past_64_bytes_is_refused_like_telegram(tg: FakeTelegram, bot: Bot) -> None:
+    def keyboard(data: str) -> InlineKeyboardMarkup:
+        return InlineKeyboardMarkup([[InlineKeyboardButton("press", callback_data=data)]])
+
+    sent = await bot.send_message(42, "buttons", reply_markup=keyboard("é" * 32))  # 64 bytes
+    with pytest.raises(BadRequest, match=r"(?i)button_data_invalid"):
+        await bot.send_message(42, "buttons", reply_markup=keyboard("x" * 65))
+    with pytest.raises(BadRequest, match=r"(?i)button_data_invalid"):
+        await bot.edit_message_text(
+            "again", chat_id=42, message_id=sent.message_id, reply_markup=keyboard("é" * 33)
+        )
+
+
 def test_markup_parsers_return_visible_text() -> None:
     assert plain_from_html('<a href="https://x.test">link</a> &lt;3 &#33;') == "link <3 !"
     marked = r"*bold* _it_ __u__ ||sp|| `a.b` [t](https://x.test/a) 1\.5"

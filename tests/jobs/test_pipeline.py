@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import event, func, select
@@ -229,8 +229,13 @@ async def test_facts_are_stored_with_the_messages_they_come_from(
     offer, concert, foreign = ids[TEXTS[2]], ids[TEXTS[0]], ids["my secret diary"]
     scripted.extraction = extraction_reply(
         user_facts=[
-            {"text": "Ana got a job offer", "message_ids": [offer, foreign]},
-            {"text": "Ana plays a concert on Friday", "message_ids": [concert]},
+            {"text": "Ana got a job offer", "message_ids": [offer, foreign], "category": "identity"},
+            {
+                "text": "Ana plays a concert on Friday",
+                "message_ids": [concert],
+                "category": "plan",
+                "valid_until": "2026-03-06",
+            },
         ]
     )
 
@@ -242,6 +247,17 @@ async def test_facts_are_stored_with_the_messages_they_come_from(
         facts = {f.content: f.message_ids for f in (await session.execute(select(UserFact))).scalars()}
     # Bo's message is not in Ana's conversation: never a source of her fact.
     assert facts == {"Ana got a job offer": [offer], "Ana plays a concert on Friday": [concert]}
+    # What each fact is about, and a plan's day: its last moment in the person's zone (UTC here).
+    async with sessions() as session:
+        kinds = {
+            f.content: (f.category, f.valid_until)
+            for f in (await session.execute(select(UserFact))).scalars()
+        }
+    assert kinds["Ana got a job offer"] == ("identity", None)
+    assert kinds["Ana plays a concert on Friday"] == (
+        "plan",
+        datetime(2026, 3, 6, 23, 59, 59, 999999, tzinfo=UTC),
+    )
 
 
 async def test_a_conversation_is_one_commit_after_its_claim_unless_it_folds_a_day(

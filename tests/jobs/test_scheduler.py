@@ -45,8 +45,9 @@ async def test_minute_jobs_close_process_and_summarise(
 
     assert results["sessions"] == {"closed": 1}
     assert results["postprocess"]["processed"] == 1
+    assert results["consolidate"]["consolidated"] == 1  # its new facts are tidied in the same run
     assert results["day-summaries"]["due"] == 0
     done = {
         r.__dict__["job"] for r in caplog.records if r.message == "job done" and r.levelno == logging.INFO
     }
-    assert done == {"sessions", "postprocess"}
+    assert done == {"sessions", "postprocess", "consolidate"}

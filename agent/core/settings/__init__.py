@@ -20,6 +20,7 @@ A setting's attribute is its environment variable in lower case (`CONTEXT_TOTAL_
 | search | SearchSettings | embedder, recall search, chunking |
 | graph | GraphSettings | knowledge graph |
 | groups | GroupSettings | group chats: joining, pace, limits, recall of one's own words |
+| observability | ObservabilitySettings | OpenTelemetry traces and metrics, the Prometheus endpoint |
 
 `.env.example` and docs/configuration.md document each setting. The checks that need the rest of
 the product (PERSONA_FILE readable, EMBEDDER a known embedder) run where the runtime is built.
@@ -40,6 +41,7 @@ from agent.core.settings.groups import GroupSettings
 from agent.core.settings.jobs import JobSettings
 from agent.core.settings.media import MediaSettings
 from agent.core.settings.models import OFFLINE_MODELS, ModelSettings
+from agent.core.settings.observability import ObservabilitySettings
 from agent.core.settings.search import SearchSettings
 from agent.core.settings.storage import DEFAULT_DATABASE_URL, StorageSettings, normalise_database_url
 from agent.core.settings.telegram import DEFAULT_PORT, TelegramSettings
@@ -58,6 +60,7 @@ __all__ = [
     "JobSettings",
     "MediaSettings",
     "ModelSettings",
+    "ObservabilitySettings",
     "SearchSettings",
     "Settings",
     "StorageSettings",
@@ -82,6 +85,7 @@ class Settings(
     SearchSettings,
     GraphSettings,
     GroupSettings,
+    ObservabilitySettings,
 ):
     """Every setting of the bot; `.env.example` documents each one."""
 

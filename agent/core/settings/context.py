@@ -27,7 +27,10 @@ class ContextSettings(SettingsGroup):
     context_threads_budget: int = 400
     context_last_conversation_budget: int = 300
     context_memory_budget: int = 600
-    context_profile_budget: int = 200
+    # The profile (`<about_them>`): onboarding's answers, then the person's facts, most important
+    # first, as of the session's start (agent/memory/profile.py); what does not fit is recalled per
+    # message and listed in the context snapshot.
+    profile_tokens: int = Field(default=700, ge=50)
     context_thoughts_budget: int = 150
     context_today_key_moments: int = 5
     context_threads_max: int = 5

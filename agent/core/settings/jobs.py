@@ -8,7 +8,7 @@ from agent.core.settings.base import SettingsGroup
 
 
 class JobSettings(SettingsGroup):
-    """POSTPROCESS_*, DAY_*, NIGHTLY_INTERVAL_MINUTES, PROACTIVE_* and REMINDERS_*."""
+    """POSTPROCESS_*, CONSOLIDATE_*, DAY_*, NIGHTLY_INTERVAL_MINUTES, PROACTIVE_* and REMINDERS_*."""
 
     # Post-processing and day summaries
     postprocess_max_attempts: int = 5
@@ -16,6 +16,11 @@ class JobSettings(SettingsGroup):
     postprocess_retry_max_seconds: float = 3600.0
     postprocess_claim_timeout_seconds: float = 900.0
     postprocess_batch_limit: int = 200
+    # Tidying an owner's facts after they changed (docs/postprocessing.md#kept-tidy): at most this
+    # many owners per scheduled run, and at most this many of an owner's facts (the most recently
+    # said) in its one model call. Retries, attempts and the lease follow POSTPROCESS_*.
+    consolidate_batch_limit: int = Field(default=100, ge=1)
+    consolidate_max_facts: int = Field(default=300, ge=2)
     day_summary_message_threshold: int = 10
     day_raw_token_budget: int = 4000
     nightly_interval_minutes: int = 15

@@ -11,8 +11,10 @@ from starlette.responses import HTMLResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from agent.memory.listing import FLAGS
 from bot.runtime import Runtime
 from bot.web.timeline.api import TimelineApi
+from bot.web.timeline.facts_api import FactsApi
 from bot.web.timeline.page import CONTENT_SECURITY_POLICY, STATIC_DIR, asset_version, render_page
 
 PAGE_PATH = "/timeline"
@@ -27,6 +29,7 @@ def routes(runtime: Runtime) -> list[BaseRoute]:
     runtime.settings.require("telegram_bot_token")  # initData is signed with it
     assert runtime.settings.telegram_bot_token is not None
     api = TimelineApi(runtime, bot_token=runtime.settings.telegram_bot_token.get_secret_value())
+    facts = FactsApi(runtime)
     html = render_page(persona_name=runtime.settings.persona_name, version=asset_version())
 
     async def page(request: Request) -> HTMLResponse:
@@ -42,8 +45,13 @@ def routes(runtime: Runtime) -> list[BaseRoute]:
         Route("/timeline/api/search", api.endpoint(api.search), methods=["GET"]),
         Route("/timeline/api/messages/{message_id}", api.endpoint(api.message), methods=["GET"]),
         Route("/timeline/api/summaries/{day_segment_id}", api.endpoint(api.summary), methods=["GET"]),
-        Route("/timeline/api/facts", api.endpoint(api.facts), methods=["GET"]),
-        Route("/timeline/api/facts/{fact_id}/forget", api.endpoint(api.forget), methods=["POST"]),
+        Route("/timeline/api/facts", api.endpoint(facts.facts), methods=["GET"]),
+        Route("/timeline/api/facts/{fact_id}/forget", api.endpoint(facts.forget), methods=["POST"]),
+        Route("/timeline/api/facts/{fact_id}/reword", api.endpoint(facts.reword), methods=["POST"]),
+        *(
+            Route(f"/timeline/api/facts/{{fact_id}}/{flag}", api.endpoint(facts.flag(flag)), methods=["POST"])
+            for flag in FLAGS
+        ),
         Route("/timeline/api/group-lines", api.endpoint(api.group_lines), methods=["GET"]),
         Route("/timeline/api/group-lines/forget", api.endpoint(api.forget_group_lines), methods=["POST"]),
     ]

@@ -23,7 +23,6 @@ from agent.account.ratelimit import RateLimiter
 from agent.account.timeline import DayView, Entry, Timeline, TimelineUser, parse_summary, within_calendar
 from agent.chat.tools import hit_dict
 from agent.core.errors import NikitaError
-from agent.search.corrections import forget_fact, remembered
 from agent.search.get import MessagesOut, RecallNotFoundError, SummaryOut
 from agent.search.recall import Recall
 from bot.runtime import Runtime
@@ -76,7 +75,7 @@ def _day(text: str) -> date:
     return day
 
 
-def _id(text: str) -> int:
+def path_id(text: str) -> int:
     """A database id from a path: 400 when it is not ASCII digits, 404 when nothing can have it."""
     try:
         value = parse_id(text)
@@ -245,49 +244,15 @@ class TimelineApi:
 
     async def message(self, request: Request, who: SignedIn) -> dict[str, Any]:
         """GET /timeline/api/messages/{id}: conversation_get(message_id), the exact message."""
-        out = await self._conversation_get(who, message_id=_id(request.path_params["message_id"]))
+        out = await self._conversation_get(who, message_id=path_id(request.path_params["message_id"]))
         assert isinstance(out, MessagesOut)
         return {"messages": [m.shown() for m in out.messages]}
 
     async def summary(self, request: Request, who: SignedIn) -> dict[str, Any]:
         """GET /timeline/api/summaries/{id}: conversation_get(day_segment_id), a day's summary."""
-        out = await self._conversation_get(who, day_segment_id=_id(request.path_params["day_segment_id"]))
+        out = await self._conversation_get(who, day_segment_id=path_id(request.path_params["day_segment_id"]))
         assert isinstance(out, SummaryOut)
         return {**asdict(out), "sections": [asdict(s) for s in parse_summary(out.summary_markdown)]}
-
-    async def facts(self, request: Request, who: SignedIn) -> dict[str, Any]:
-        """GET /timeline/api/facts: what the bot remembers of the signed-in user, grouped by kind."""
-        user = who.user
-        if user is None:
-            return {"groups": []}
-        async with self.runtime.sessions() as session:
-            facts = await remembered(session, user.id, ZoneInfo(user.timezone))
-        groups: dict[str, list[dict[str, Any]]] = {}
-        for fact in facts:
-            groups.setdefault(fact.kind, []).append({"id": fact.id, "content": fact.content, "day": fact.day})
-        return {"groups": [{"kind": kind, "facts": items} for kind, items in groups.items()]}
-
-    async def forget(self, request: Request, who: SignedIn) -> dict[str, Any]:
-        """POST /timeline/api/facts/{fact_id}/forget: take back one fact of the signed-in user."""
-        fact_id = _id(request.path_params["fact_id"])
-        user = who.user
-        recall = self.runtime.recall
-        gone = None
-        if user is not None:
-            gone = await forget_fact(
-                self.runtime.sessions,
-                recall.graph if recall is not None else None,
-                user.id,
-                fact_id,
-                reason="they deleted it in the timeline",
-                at=self.runtime.clock.now(),
-            )
-        if user is None or gone is None:
-            raise ApiError(404, "not found")
-        if recall is not None:
-            recall.facts_changed(user.id)
-        logger.info("fact taken back in the timeline", extra={"user_id": user.id})
-        return {"forgotten": gone}
 
     async def group_lines(self, request: Request, who: SignedIn) -> dict[str, Any]:
         """GET /timeline/api/group-lines: how many lines they said in groups still hold their text."""

@@ -1,4 +1,4 @@
-"""The timeline's page: server-rendered HTML that loads one script and one stylesheet of our own.
+"""The timeline's page: server-rendered HTML that loads two scripts and one stylesheet of our own.
 
 No data is in the HTML: Telegram gives the signed initData to the page in the URL fragment, which
 never reaches the server, so the script fetches the API with it. Nothing comes from a CDN; the
@@ -40,6 +40,7 @@ def render_page(*, persona_name: str, version: str) -> str:
 <link rel="icon" href="data:,">
 <link rel="stylesheet" href="/timeline/static/timeline.css?v={version}">
 <script src="/timeline/static/timeline.js?v={version}" defer></script>
+<script src="/timeline/static/memory.js?v={version}" defer></script>
 </head>
 <body data-persona="{name}">
 <header class="top">

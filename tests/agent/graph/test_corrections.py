@@ -1,6 +1,7 @@
-"""Taking back a graph fact: memory_forget ends the edge (its end time set, as graphiti does), the
-memory tier and memory_search leave it out at once, another user's edge is not theirs to end, and
-post-processing the same conversation again does not bring it back. Real embedded FalkorDB."""
+"""Taking back a fact with the graph on: memory_forget ends the list's fact and the edge (its end time
+set, as graphiti does), recall and memory_search leave it out at once, another user's edge is not
+theirs to end, and post-processing the same conversation again does not bring it back. Real
+embedded FalkorDB."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from sqlalchemy import select, update
 from agent.context.memory import STANDARD
 from agent.core.clock import FrozenClock
 from agent.graph import STANDARD_LIMITS
-from agent.graph.tier import GraphMemoryTier
 from db.models import Conversation, UserFact
 from jobs.registry import run_job
 from tests.jobs.conftest import ScriptedSummaries, extraction_reply
@@ -34,17 +34,22 @@ async def test_a_forgotten_graph_fact_leaves_the_tier_and_the_tools_and_stays_go
     )
     bo = await postprocessed_user(runtime, scripted, clock, "cli:bo", ["Bo has a cat named Rex"])
     clock.advance(timedelta(days=1))
-    tier = GraphMemoryTier(runtime.graph, timeout_seconds=5)
+    facts = runtime.facts
+    assert facts is not None
+    edges = await runtime.graph.search(ana, "cat Miso", limits=STANDARD_LIMITS, now=clock.now())
+    assert any("Miso" in f.text for f in edges.user)
     assert any(
-        "Miso" in line for line in await tier.search(ana, "cat Miso", limits=STANDARD, now=clock.now())
+        "Miso" in line for line in await facts.recall(ana, "cat Miso", limits=STANDARD, now=clock.now())
     )
 
     chat.tool_calls = [("memory_forget", {"fact": "has a cat named Miso", "reason": "there is no cat"})]
     await runtime.turns.reply(ana, "I don't have a cat, forget Miso", clock.now())
     assert chat.tool_returns[-1]["forgotten"] == ["Ana has a cat named Miso"]  # saved, and in the graph
 
-    after = await tier.search(ana, "cat Miso cello", limits=STANDARD, now=clock.now())
+    after = await facts.recall(ana, "cat Miso cello", limits=STANDARD, now=clock.now())
     assert not any("Miso" in line for line in after) and any("cello" in line for line in after)
+    edges = await runtime.graph.search(ana, "cat Miso", limits=STANDARD_LIMITS, now=clock.now())
+    assert not any("Miso" in f.text for f in edges.user)  # the edge ended too
     chat.tool_calls = [("memory_search", {"query": "cat Miso"})]
     await runtime.turns.reply(ana, "what do you know about my cat?", clock.now() + timedelta(minutes=1))
     assert "Miso" not in json.dumps(chat.tool_returns[-1])
@@ -62,7 +67,7 @@ async def test_a_forgotten_graph_fact_leaves_the_tier_and_the_tools_and_stays_go
         )
     scripted.extraction = extraction_reply(user_facts=["Ana has a cat named Miso", "Ana plays the cello"])
     assert (await run_job("postprocess", runtime.jobs))["processed"] == 1
-    again = await tier.search(ana, "cat Miso", limits=STANDARD, now=clock.now() + timedelta(hours=1))
+    again = await facts.recall(ana, "cat Miso", limits=STANDARD, now=clock.now() + timedelta(hours=1))
     assert not any("Miso" in line for line in again)
     async with runtime.sessions() as session:
         held = await session.scalar(

@@ -10,9 +10,10 @@ from datetime import UTC, datetime
 import pytest
 
 from agent.context.memory import STANDARD
+from agent.core.clock import FrozenClock
 from agent.graph import GROUPS, STANDARD_LIMITS, GraphMemoryError, GroupLimits, group_id
 from agent.graph.graphiti_backend import GraphitiMemory
-from agent.graph.tier import GraphMemoryTier
+from agent.memory.graph import GraphFacts, fact_line
 
 from .conftest import GraphFactory
 
@@ -23,20 +24,23 @@ NOW = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
 SEARCHES = 100
 
 
-async def test_a_hundred_concurrent_memory_searches_all_answer(graph: GraphitiMemory) -> None:
+async def test_a_hundred_concurrent_memory_searches_all_answer(
+    graph: GraphitiMemory, clock: FrozenClock
+) -> None:
     user = ["I work at Acme", "I play the cello"]
     await graph.add_episode(7, "user", "c1", ". ".join(user), T0, "c1", facts=user)
     await graph.add_episode(7, "relationship", "c1", "-", T0, "c1", facts=["We joked about the Mug"])
     await graph.add_episode(7, "persona", "life", "-", T0, "e1", facts=["Nikita visited Lisbon"])
-    # The tier's own deadline is generous here: this is about connections, not a shared machine's speed.
-    tier = GraphMemoryTier(graph, timeout_seconds=120)
+    # The search's own deadline is generous here: this is about connections, not a shared machine's speed.
+    facts = GraphFacts(graph, clock=clock, timeout_seconds=120)
 
-    answers = await asyncio.gather(
-        *(tier.search(7, "Acme cello Mug Lisbon", limits=STANDARD, now=NOW) for _ in range(SEARCHES)),
-        return_exceptions=True,
-    )
+    async def lines() -> set[str]:
+        found = await facts.search(7, "Acme cello Mug Lisbon", limits=STANDARD, now=NOW)
+        return {fact_line(f) for f in found.all()}
 
-    # The tier reports a failing graph by raising GraphMemoryError (the turn then drops the tier).
+    answers = await asyncio.gather(*(lines() for _ in range(SEARCHES)), return_exceptions=True)
+
+    # A failing graph raises GraphMemoryError (recall then goes on with the list alone).
     failures = [a for a in answers if isinstance(a, BaseException)]
     assert failures == []
     expected = {
@@ -68,10 +72,10 @@ async def test_a_search_that_finds_no_free_connection_in_time_is_a_graph_error(
 
 
 async def _read_everything(graph: GraphitiMemory, user_id: int) -> None:
-    """Every read a turn, /memory, the voice context and /export make, for one user."""
-    tier = GraphMemoryTier(graph, timeout_seconds=30)
-    assert await tier.search(user_id, "Acme cello", limits=STANDARD, now=NOW) == []
-    assert len(await graph.search(user_id, "", limits=STANDARD_LIMITS, now=NOW)) == 0  # /memory, voice
+    """Every read a turn, the voice context and /export make, for one user."""
+    facts = GraphFacts(graph, clock=FrozenClock(NOW), timeout_seconds=30)
+    assert len(await facts.search(user_id, "Acme cello", limits=STANDARD, now=NOW)) == 0
+    assert len(await graph.search(user_id, "", limits=STANDARD_LIMITS, now=NOW)) == 0  # the voice context
     tools = GroupLimits(user=8, relationship=8, persona=0)  # memory_search
     assert len(await graph.search(user_id, "where do I work", limits=tools, now=NOW)) == 0
     exported = await graph.export_user(user_id)

@@ -1,10 +1,11 @@
-"""Opening the graph from the settings, the memory tier's timeout, and the fact store's fallback."""
+"""Opening the graph from the settings, its search's timeout, and the one list when it fails."""
 
 from __future__ import annotations
 
 import logging
 import socket
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,16 +18,18 @@ from agent.context.memory import STANDARD
 from agent.core.clock import FrozenClock
 from agent.core.errors import ConfigurationError
 from agent.core.settings import Settings
-from agent.graph import GraphMemoryError, NullGraphMemory
+from agent.graph import GraphMemoryError, NullGraphMemory, open_graph_memory
 from agent.graph.connect import open_connection
-from agent.graph.facts import GraphFactStore
 from agent.graph.graphiti_backend import GraphitiMemory
 from agent.graph.llm import SummaryModelClient
 from agent.graph.pydantic_client import PydanticAIGraphClient
 from agent.graph.setup import graph_llm_client, open_settings_graph
-from agent.graph.tier import GraphMemoryTier
-from agent.search.embeddings import HashingEmbedder
-from agent.search.facts import SqlFactStore
+from agent.memory.graph import GraphFacts, fact_line
+from agent.memory.service import Facts
+from agent.memory.units import FactUnits
+from agent.search.embeddings import HashingEmbedder, InputType, Vectors
+from agent.search.recall import Recall
+from bench.fakes.graph_llm import ScriptedLLMClient
 
 from .conftest import HAVE_FALKORDBLITE, IN_CI, GraphFactory
 
@@ -132,31 +135,103 @@ async def test_the_default_backend_opens_embedded_with_the_anthropic_client(
 
 
 @pytest.mark.process
-async def test_a_slow_graph_fails_the_tier_instead_of_holding_the_turn(open_graph: GraphFactory) -> None:
+async def test_a_slow_graph_fails_its_search_instead_of_holding_the_turn(
+    open_graph: GraphFactory, clock: FrozenClock
+) -> None:
     graph = await open_graph()
     await graph.add_episode(7, "user", "c1", "I work at Acme.", T0, "c1")
 
-    found = await GraphMemoryTier(graph, timeout_seconds=5).search(7, "Acme", limits=STANDARD, now=T0)
-    assert found == ["I work at Acme (since 2026-01-05)"]
+    found = await GraphFacts(graph, clock=clock, timeout_seconds=5).search(7, "Acme", limits=STANDARD, now=T0)
+    assert [fact_line(f) for f in found.all()] == ["I work at Acme (since 2026-01-05)"]
     with pytest.raises(GraphMemoryError, match="timed out"):
-        await GraphMemoryTier(graph, timeout_seconds=1e-6).search(7, "Acme", limits=STANDARD, now=T0)
+        await GraphFacts(graph, clock=clock, timeout_seconds=1e-6).search(7, "Acme", limits=STANDARD, now=T0)
 
 
 @pytest.mark.process
-async def test_fact_search_falls_back_to_saved_facts_when_the_graph_fails(
+async def test_memory_search_reads_the_list_once_and_goes_on_when_the_graph_fails(
     open_graph: GraphFactory, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock, tmp_path: Path
 ) -> None:
     graph = await open_graph(path=str(tmp_path / "other.db"))
     user, _ = await get_or_create_user(sessions, key="cli:ana", now=T0, timezone="UTC", name="Ana")
-    store = GraphFactStore(graph, SqlFactStore(sessions), clock=clock, search_timeout_seconds=1.0)
-    added = await store.add(user.id, "Has a cat named Miso", conversation_id=None, at=T0)
-    again = await store.add(user.id, "Has a cat named Miso", conversation_id=None, at=T0)
+    chosen = settings(graph_backend="none")
+    units = FactUnits.from_settings(chosen)
+    recall = Recall(
+        settings=chosen,
+        sessions=sessions,
+        dialect=sessions.kw["bind"].dialect.name,
+        embedder=None,
+        units=units,
+    )
+    facts = Facts(chosen, recall, units=units, graph=GraphFacts(graph, clock=clock, timeout_seconds=1.0))
+    added = await facts.add(user.id, "Has a cat named Miso", conversation_id=None, at=T0)
+    again = await facts.add(user.id, "Has a cat named Miso", conversation_id=None, at=T0)
     assert added.created and not again.created
-    await store.drain()  # the graph write runs in the background
-    hits = await store.search(user.id, "Miso", limit=5)
-    assert [(h.content, h.source, h.fact_id) for h in hits] == [("Has a cat named Miso", "graph:user", 0)]
+    await facts.drain()  # the graph write runs in the background
+    assert [e.text for e in (await graph.search(user.id, "Miso", limits=STANDARD, now=T0)).user] == [
+        "Has a cat named Miso"
+    ]
+    # The graph's copy of the fact is the list's fact: it is found once, as the list's.
+    hits = await facts.search(user.id, "Miso", limit=5, now=T0)
+    assert [(h.content, h.source, h.fact_id) for h in hits] == [
+        ("Has a cat named Miso", "saved", added.fact_id)
+    ]
 
     await graph.connection.close()  # the database goes away under the store
 
-    fallback = await store.search(user.id, "Miso", limit=5)
-    assert [(h.content, h.source) for h in fallback] == [("Has a cat named Miso", "tool")]
+    alone = await facts.search(user.id, "Miso", limit=5, now=T0)
+    assert [(h.content, h.source) for h in alone] == [("Has a cat named Miso", "saved")]
+
+
+class CountingEmbedder(HashingEmbedder):
+    """The hashing embedder, counting the queries it embeds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries: list[str] = []
+
+    async def embed(self, texts: Sequence[str], *, input_type: InputType = "document") -> Vectors:
+        """Embed as the hashing embedder does; a query is counted."""
+        if input_type == "query":
+            self.queries += list(texts)
+        return await super().embed(texts, input_type=input_type)
+
+
+@pytest.mark.process
+async def test_recall_embeds_a_message_once_for_the_list_and_the_graph(
+    sessions: async_sessionmaker[AsyncSession], clock: FrozenClock, tmp_path: Path
+) -> None:
+    if not HAVE_FALKORDBLITE and not IN_CI:
+        pytest.skip("falkordblite is not installed")
+    embedder = CountingEmbedder()
+    graph = await open_graph_memory(
+        "falkordblite",
+        url=None,
+        path=str(tmp_path / "g.db"),
+        llm_client=ScriptedLLMClient(),
+        embedder=embedder,
+        clock=clock,
+    )
+    try:
+        user, _ = await get_or_create_user(sessions, key="cli:ana", now=T0, timezone="UTC", name="Ana")
+        await graph.add_episode(
+            user.id, "relationship", "c1", "-", T0, "c1", facts=["We laughed about the tram"]
+        )
+        chosen = settings(graph_backend="none")
+        units = FactUnits.from_settings(chosen)
+        dialect = sessions.kw["bind"].dialect.name
+        recall = Recall(settings=chosen, sessions=sessions, dialect=dialect, embedder=embedder, units=units)
+        facts = Facts(
+            chosen,
+            recall,
+            units=units,
+            graph=GraphFacts(graph, clock=clock, timeout_seconds=5, embedder=embedder),
+        )
+        await facts.add(user.id, "Ana takes the tram to work", conversation_id=None, at=T0)
+        embedder.queries.clear()
+
+        lines = await facts.recall(user.id, "the tram again", limits=STANDARD, now=T0)
+
+        assert lines[0] == "Ana takes the tram to work" and "together: We laughed about the tram" in lines[-1]
+        assert embedder.queries == ["the tram again"]
+    finally:
+        await graph.close()

@@ -14,10 +14,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.account.users import get_or_create_user
 from agent.core.clock import FrozenClock
 from agent.graph import STANDARD_LIMITS, GraphMemoryError, group_id
-from agent.graph.facts import GraphFactStore
 from agent.graph.graphiti_backend import GraphitiMemory
 from agent.graph.records import rows
-from agent.search.facts import SqlFactStore
+from agent.memory.graph import GraphFacts
 from bench.fakes.graph_llm import ScriptedCall, ScriptedLLMClient
 from db.models import ModelUsage
 
@@ -132,9 +131,10 @@ async def test_a_memory_add_graph_write_counts_towards_the_users_usage(
     graph: GraphitiMemory, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
 ) -> None:
     user, _ = await get_or_create_user(sessions, key="cli:ana", now=clock.now(), timezone="UTC")
-    store = GraphFactStore(graph, SqlFactStore(sessions), clock=clock, sessions=sessions)
-    await store.add(user.id, "I sail to Crete every summer", conversation_id=None, at=T0)
-    await store.add(user.id, "I sail to Rhodes every summer", conversation_id=None, at=T0 + timedelta(days=1))
+    store = GraphFacts(graph, clock=clock, timeout_seconds=5, sessions=sessions)
+    store.add(user.id, "I sail to Crete every summer", T0)
+    await store.drain()
+    store.add(user.id, "I sail to Rhodes every summer", T0 + timedelta(days=1))
     await store.drain()
 
     async with sessions() as session:

@@ -1,5 +1,7 @@
-"""The graph wired into the bot: post-processing writes it, the memory tier and the tools read it,
-/forget removes it. Real embedded FalkorDB, graphiti's LLM scripted, the chat model a FunctionModel."""
+"""The graph wired into the bot as an enrichment of the one list: post-processing writes it, its
+relation facts join what is recalled for a message and what the tools find, deduplicated against the
+list, /forget removes it. Real embedded FalkorDB, graphiti's LLM scripted, the chat model a
+FunctionModel."""
 
 from __future__ import annotations
 
@@ -30,7 +32,6 @@ from agent.core.settings import Settings
 from agent.graph import GROUPS, STANDARD_LIMITS, NullGraphMemory, group_id, open_graph_memory
 from agent.graph.graphiti_backend import GraphitiMemory
 from agent.graph.guarded import GuardedGraphMemory
-from agent.graph.tier import GraphMemoryTier
 from agent.history.turn_notes import turn_note
 from agent.reports.texts import memory_report
 from agent.search.embeddings import HashingEmbedder
@@ -137,11 +138,13 @@ async def test_post_processed_episodes_reach_the_model_through_the_memory_tier(
     clock.advance(timedelta(days=2))
     await runtime.turns.reply(user_id, "Remember my concert? And that I live in Lisbon?", clock.now())
 
-    memory = chat.instructions[0].split("What you remember:", 1)[1]
-    assert "- Ana lives in Lisbon (since " in memory
+    # The fact is in the profile, read from the one list; the graph's copy of it is not repeated.
+    about, note = chat.instructions[0].split("What you remember:", 1)
+    assert "- Ana lives in Lisbon" in about.split("<about_them>", 1)[1].split("</about_them>", 1)[0]
+    assert "Lisbon" not in note
     # The conversation's episode went to the relationship group, labelled as shared history.
-    assert "together: Ana talked about her concert on Friday" in memory
-    report = await memory_report(runtime.sessions, user_id, clock.now(), graph=runtime.graph)
+    assert "together: Ana talked about her concert on Friday" in note
+    report = await memory_report(runtime.sessions, user_id, clock.now())
     assert "- Ana lives in Lisbon" in report
 
 
@@ -161,17 +164,19 @@ async def test_a_later_fact_replaces_an_earlier_one_in_the_memory_tier(
     await run_job("postprocess", runtime.jobs)
     clock.advance(timedelta(days=1))
 
-    tier = GraphMemoryTier(runtime.graph, timeout_seconds=5)
-    lines = await tier.search(user_id, "where do I live, Paris or Berlin?", limits=STANDARD, now=clock.now())
+    found = await runtime.graph.search(
+        user_id, "where do I live, Paris or Berlin?", limits=STANDARD_LIMITS, now=clock.now()
+    )
     await runtime.turns.reply(user_id, "where do I live, Paris or Berlin?", clock.now())
 
-    assert any("I moved to Berlin" in line for line in lines)
-    assert not any("Paris" in line for line in lines)
-    memory = chat.instructions[0].split("What you remember:", 1)[1]
-    assert "I moved to Berlin" in memory and "Paris" not in memory
-    # /memory shows current facts too.
-    report = await memory_report(runtime.sessions, user_id, clock.now(), graph=runtime.graph)
-    assert "I moved to Berlin" in report and "I live in Paris" not in report
+    # The graph ended the earlier edge: what it adds to recall never brings Paris back.
+    assert any("I moved to Berlin" in f.text for f in found.user)
+    assert not any("Paris" in f.text for f in found.all())
+    note = chat.instructions[0].split("What you remember:", 1)[-1]
+    assert "Paris" not in note
+    # The list holds both until consolidation supersedes the earlier one (jobs/consolidate):
+    # the profile reads the list, never the graph's version of it.
+    assert "I moved to Berlin" in chat.instructions[0]
 
 
 @pytest.mark.process
@@ -197,12 +202,13 @@ async def test_users_never_see_each_others_graph_through_the_tier_or_the_tools(
     chat.tool_calls = [("memory_search", {"query": "Miso Lisbon Oslo cat"})]
     await runtime.turns.reply(bo, "What do you know about Miso, Lisbon or Oslo?", clock.now())
     bo_facts = json.dumps(chat.tool_returns[-1])
-    assert "Bo lives in Oslo" in bo_facts and "graph:user" in bo_facts
+    assert "Bo lives in Oslo" in bo_facts
     assert "Miso" not in bo_facts and "Lisbon" not in bo_facts
 
-    tier = GraphMemoryTier(runtime.graph, timeout_seconds=5)
-    ana_lines = await tier.search(ana, "Miso Lisbon Oslo", limits=STANDARD, now=clock.now())
-    bo_lines = await tier.search(bo, "Miso Lisbon Oslo", limits=STANDARD, now=clock.now())
+    facts = runtime.facts
+    assert facts is not None
+    ana_lines = await facts.recall(ana, "Miso Lisbon Oslo", limits=STANDARD, now=clock.now())
+    bo_lines = await facts.recall(bo, "Miso Lisbon Oslo", limits=STANDARD, now=clock.now())
     assert any("Miso" in line for line in ana_lines) and any("Lisbon" in line for line in ana_lines)
     assert not any("Oslo" in line for line in ana_lines)
     assert not any("Miso" in line or "Lisbon" in line for line in bo_lines)
@@ -245,7 +251,7 @@ async def test_forget_through_the_runtime_leaves_no_node_or_edge_of_that_user(
     assert len(await graph.search(bo, "Oslo", limits=STANDARD_LIMITS, now=clock.now())) >= 1
 
 
-async def test_graph_off_leaves_the_database_facts_and_no_memory_tier(
+async def test_graph_off_leaves_the_list_as_the_facts_recalled(
     database_url: str, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
 ) -> None:
     settings = Settings(
@@ -267,10 +273,9 @@ async def test_graph_off_leaves_the_database_facts_and_no_memory_tier(
         await runtime.turns.reply(user.id, "Remember my cat Miso", clock.now())
         assert isinstance(runtime.graph, NullGraphMemory) and runtime.jobs.graph is None
         assert [s.name for s in runtime.data_stores] == ["search_index"]
-        assert runtime.turns.context_builder.memory is None
+        assert runtime.facts is not None and runtime.facts.graph is None
+        assert runtime.turns.context_builder.memory is runtime.facts
         assert chat.tool_returns[-1]["saved"] is True
-        assert "Has a cat named Miso" in await memory_report(
-            runtime.sessions, user.id, clock.now(), graph=runtime.graph
-        )
+        assert "Has a cat named Miso" in await memory_report(runtime.sessions, user.id, clock.now())
     finally:
         await runtime.close()

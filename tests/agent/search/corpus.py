@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
+from agent.memory.units import FactUnits
 from agent.search.embeddings import HashingEmbedder
 from agent.search.recall import Recall
 from db.models import DaySegment, TranscriptMessage
@@ -36,6 +37,7 @@ def make_recall(
         sessions=sessions,
         dialect=engine.dialect.name,
         embedder=HashingEmbedder() if vectors else None,
+        units=FactUnits.from_settings(settings),
     )
 
 

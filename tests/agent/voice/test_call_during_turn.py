@@ -18,7 +18,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
 from agent.history.messages import load_history
-from agent.search.facts import SqlFactStore
+from agent.memory.service import Facts
+from agent.search.recall import Recall
 from agent.turn.serial import TurnQueue
 from agent.turn.service import TurnService
 from agent.voice.calls import CallTurn, EndedCall
@@ -49,7 +50,12 @@ async def test_a_call_stored_elsewhere_mid_turn_keeps_the_turn_and_the_call(
     voice = VoiceStore(
         settings=settings,
         sessions=session_factory(other),
-        facts=SqlFactStore(session_factory(other)),
+        facts=Facts.over(
+            settings,
+            Recall(
+                settings=settings, sessions=session_factory(other), dialect=other.dialect.name, embedder=None
+            ),
+        ),
         queue=TurnQueue(),
     )
     call_start = SENT + timedelta(seconds=5)

@@ -13,7 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
-from agent.search.facts import SqlFactStore
+from agent.memory.service import Facts
+from agent.search.recall import Recall
 from agent.turn.serial import TurnQueue
 from agent.voice.calls import CallTurn, EndedCall
 from agent.voice.store import VoiceStore
@@ -45,7 +46,10 @@ def call(call_id: str = "conv_a", *, start: datetime = START, texts: tuple[str, 
 @pytest.fixture
 async def store(engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession]) -> AsyncIterator[VoiceStore]:
     settings = Settings(_env_file=None, database_url=str(engine.url))  # type: ignore[call-arg]
-    yield VoiceStore(settings=settings, sessions=sessions, facts=SqlFactStore(sessions), queue=TurnQueue())
+    recall = Recall(settings=settings, sessions=sessions, dialect=engine.dialect.name, embedder=None)
+    yield VoiceStore(
+        settings=settings, sessions=sessions, facts=Facts.over(settings, recall), queue=TurnQueue()
+    )
 
 
 async def user_in(sessions: async_sessionmaker[AsyncSession], timezone: str, key: str = "cli:ana") -> int:

@@ -1,6 +1,5 @@
-// The timeline Mini App: day selector, summary card, folded timeline, search and "open", and what
-// the bot remembers (each fact with its day and a delete button; their lines in groups, if any,
-// with a button that deletes them).
+// The timeline Mini App: day selector, summary card, folded timeline, search and "open"; what the
+// bot remembers is memory.js.
 // Every API call carries Telegram's signed initData; all text is inserted with textContent.
 "use strict";
 
@@ -56,9 +55,12 @@
   }
 
   async function api(path, options) {
+    const headers = { Authorization: "tma " + state.initData };
+    if (options && options.json !== undefined) headers["Content-Type"] = "application/json";
     const response = await fetch(path, {
       method: (options && options.method) || "GET",
-      headers: { Authorization: "tma " + state.initData },
+      headers: headers,
+      body: options && options.json !== undefined ? JSON.stringify(options.json) : undefined,
       cache: "no-store",
     });
     const body = await response.json().catch(() => ({}));
@@ -368,102 +370,6 @@
     }
   }
 
-  // --- what I remember ------------------------------------------------------------------------
-
-  async function showMemory() {
-    const box = $("memory");
-    status("Loading…");
-    try {
-      const [data, inGroups] = await Promise.all([api("/timeline/api/facts"), api("/timeline/api/group-lines")]);
-      box.hidden = false;
-      box.replaceChildren(el("h2", "", "What I remember"));
-      if (!data.groups.length) box.append(el("p", "muted", "Nothing saved about you yet."));
-      data.groups.forEach((group) => {
-        box.append(el("h3", "", capitalise(group.kind)));
-        const list = el("ul", "fact-list");
-        group.facts.forEach((fact) => {
-          const item = el("li", "fact");
-          item.id = "f-" + fact.id;
-          item.append(el("span", "text", fact.content));
-          const day = el("button", "fact-day", dayTitle(fact.day));
-          day.type = "button";
-          day.dataset.day = fact.day;
-          day.title = "Show " + fact.day + " in the timeline";
-          day.onclick = () => { box.hidden = true; showDay(fact.day).catch((e) => status(e.message)); };
-          const forget = el("button", "forget", "Delete");
-          forget.type = "button";
-          forget.onclick = () => forgetFact(fact, item);
-          item.append(day, forget);
-          list.append(item);
-        });
-        box.append(list);
-      });
-      if (inGroups.lines > 0) box.append(groupLines(inGroups.lines));
-      const close = el("button", "close", "Close");
-      close.type = "button";
-      close.onclick = () => { box.hidden = true; };
-      box.append(close);
-      box.scrollIntoView({ block: "start" });
-      status("");
-    } catch (error) {
-      status(error.message);
-    }
-  }
-
-  // What they said in groups is each group's memory, not theirs: shown only when there is some, it
-  // can be deleted (the text blanked in every group), after a second press that says what goes.
-  function groupLines(count) {
-    const part = el("div", "group-lines");
-    part.id = "group-lines";
-    part.append(el("h3", "", "In groups"));
-    const said = count === 1 ? "1 message" : count + " messages";
-    part.append(el("p", "", "You said " + said + " in groups I'm in. They stay in those groups' memory until you delete them."));
-    const ask = el("button", "forget", "Delete my messages in groups");
-    ask.type = "button";
-    ask.id = "group-lines-delete";
-    ask.onclick = () => {
-      ask.hidden = true;
-      const sure = el("p", "pending", "This deletes the text of all " + said + " in every group, for good. What a group's summaries say stays the group's. Your private chat with me is not touched.");
-      const yes = el("button", "forget", "Yes, delete them");
-      yes.type = "button";
-      yes.id = "group-lines-confirm";
-      const no = el("button", "", "Cancel");
-      no.type = "button";
-      no.onclick = () => { sure.remove(); yes.remove(); no.remove(); ask.hidden = false; };
-      yes.onclick = () => forgetGroupLines(part, yes);
-      part.append(sure, yes, no);
-    };
-    part.append(ask);
-    return part;
-  }
-
-  async function forgetGroupLines(part, button) {
-    button.disabled = true;
-    try {
-      await api("/timeline/api/group-lines/forget", { method: "POST" });
-      part.remove();
-      status("Deleted: your messages in groups.");
-    } catch (error) {
-      status(error.message);
-      button.disabled = false;
-    }
-  }
-
-  async function forgetFact(fact, item) {
-    try {
-      await api("/timeline/api/facts/" + fact.id + "/forget", { method: "POST" });
-      const list = item.parentElement;
-      item.remove();
-      if (list && !list.children.length) {
-        list.previousElementSibling.remove();
-        list.remove();
-      }
-      status("Forgotten: " + fact.content);
-    } catch (error) {
-      status(error.message);
-    }
-  }
-
   // --- start ----------------------------------------------------------------------------------
 
   async function start() {
@@ -486,7 +392,6 @@
     $("day-yesterday").onclick = () => showDay(state.yesterday).catch((e) => status(e.message));
     $("day-pick").onclick = () => toggleCalendar($("calendar").hidden);
     $("search").addEventListener("submit", search);
-    $("memory-open").onclick = showMemory;
     state.initData = launch.get("tgWebAppData") || "";
     if (insideTelegram) loadTelegramScript();
     if (state.initData) {
@@ -496,5 +401,7 @@
     }
   }
 
+  // memory.js ("What I remember") works with the same sign-in, page and day view.
+  window.timeline = { $: $, api: api, el: el, status: status, dayTitle: dayTitle, showDay: showDay };
   main();
 })();

@@ -1,0 +1,147 @@
+"""The admin dashboard's figures over days, from what the database keeps (db/repositories/operations.py).
+
+Per UTC day: people and groups who wrote, turns the model answered and their p95 time to an answer
+(the context snapshots' `answered_ms`), the estimated cost as billed and had nothing been cached
+(the usage counters, priced like /stats: agent/core/prices.py), the share of input read from the
+prompt cache, refusals (the daily counters), and the p95 lag of post-processing, follow-ups and
+reminders; and what waits right now. Telegram-free: the web API serves it as JSON.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import UTC, datetime, time, timedelta
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from agent.core.prices import estimate_cost, model_for
+from agent.core.settings import Settings
+from agent.turn.daily_tokens import COUNTERS
+from db.repositories.operations import Backlog, OperationsRepository
+
+MAX_DAYS = 90
+# The bot-wide daily counters that are refusals, by the name the dashboard shows.
+REFUSALS = {
+    "user_daily_tokens": COUNTERS["user"],
+    "group_daily_tokens": COUNTERS["group"],
+    "daily_tokens": COUNTERS["bot"],
+    "not_allowed": "refused",
+    "strangers": "strangers",
+}
+LAG_JOBS = ("postprocess", "touchpoints", "reminders")
+
+
+def percentile(values: Iterable[float], share: float = 0.95) -> float | None:
+    """The nearest-rank percentile (None for no values)."""
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
+
+
+async def dashboard(
+    sessions: async_sessionmaker[AsyncSession], settings: Settings, now: datetime, *, days: int = 30
+) -> dict[str, Any]:
+    """Every chart's series over the last `days` UTC days (today included), and the backlog now."""
+    days = max(1, min(days, MAX_DAYS))
+    today = now.astimezone(UTC).date()
+    first = today - timedelta(days=days - 1)
+    since = datetime.combine(first, time(), tzinfo=UTC)
+    labels = [(first + timedelta(days=i)).isoformat() for i in range(days)]
+    async with sessions() as session:
+        repo = OperationsRepository(session)
+        active = await repo.active(since)
+        turns = await repo.turns(since)
+        usage = await repo.usage(first)
+        counts = await repo.daily_counts(first)
+        lags = await repo.lags(since)
+        backlog = await repo.backlog(now)
+
+    def series(values: dict[str, Any], empty: Any = 0) -> list[Any]:
+        return [values.get(day, empty) for day in labels]
+
+    people: dict[str, int] = {}
+    groups: dict[str, int] = {}
+    for day, kind, owners in active:
+        (groups if kind == "group" else people)[day] = owners
+    answered: dict[str, int] = defaultdict(int)
+    times: dict[str, list[float]] = defaultdict(list)
+    for day, ms in turns:
+        answered[day] += 1
+        if ms is not None:
+            times[day].append(ms)
+    billed: dict[str, Decimal] = defaultdict(Decimal)
+    uncached: dict[str, Decimal] = defaultdict(Decimal)
+    tokens_in: dict[str, int] = defaultdict(int)
+    read: dict[str, int] = defaultdict(int)
+    unpriced: set[str] = set()
+    for row in usage:
+        day = str(row.day)
+        tokens_in[day] += row.input_tokens
+        read[day] += row.cache_read_tokens
+        model = model_for(row.kind, settings)
+        cost = estimate_cost(
+            model,
+            row.input_tokens,
+            row.output_tokens,
+            cache_read_tokens=row.cache_read_tokens,
+            cache_write_tokens=row.cache_write_tokens,
+            cache_write_1h_tokens=row.cache_write_1h_tokens,
+        )
+        if cost is None:
+            unpriced.add(model)
+            continue
+        billed[day] += cost.billed
+        uncached[day] += cost.uncached
+    refused: dict[str, dict[str, int]] = {name: {} for name in REFUSALS}
+    counter_names = {counter: name for name, counter in REFUSALS.items()}
+    for counted_day, counter, count in counts:
+        if counter in counter_names:
+            refused[counter_names[counter]][counted_day.isoformat()] = count
+    lag_values: dict[str, dict[str, list[float]]] = {job: defaultdict(list) for job in LAG_JOBS}
+    for lag in lags:
+        lag_values[lag.job][lag.day.isoformat()].append(lag.seconds)
+    return {
+        "generated_at": now.astimezone(UTC).isoformat(timespec="seconds"),
+        "days": labels,
+        "active": {"people": series(people), "groups": series(groups)},
+        "turns": series(answered),
+        "p95_turn_ms": [_rounded(percentile(times[day])) for day in labels],
+        "cost": {
+            "billed": [_dollars(billed.get(day)) for day in labels],
+            "uncached": [_dollars(uncached.get(day)) for day in labels],
+            "unpriced_models": sorted(unpriced),
+        },
+        "cache_read_share": [
+            round(read[day] / tokens_in[day], 4) if tokens_in.get(day) else None for day in labels
+        ],
+        "refusals": {name: series(values) for name, values in refused.items()},
+        "p95_job_lag_seconds": {
+            job: [_rounded(percentile(values[day])) if day in values else None for day in labels]
+            for job, values in lag_values.items()
+        },
+        "now": _now(backlog, now),
+    }
+
+
+def _now(backlog: Backlog, now: datetime) -> dict[str, Any]:
+    oldest = backlog.oldest_waiting
+    return {
+        "inbox": backlog.inbox,
+        "oldest_wait_seconds": round((now - oldest).total_seconds(), 1) if oldest else 0.0,
+        "job_lag_seconds": {
+            job: round(max((now - since).total_seconds(), 0.0), 1) for job, since in backlog.due_since.items()
+        },
+    }
+
+
+def _dollars(value: Decimal | None) -> float:
+    return round(float(value), 6) if value is not None else 0.0
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)

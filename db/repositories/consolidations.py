@@ -1,0 +1,158 @@
+"""Which owners' facts changed since they were last tidied, and the lease of the job tidying one
+(`fact_consolidations`); the caller commits.
+
+An owner is due when its facts changed after the last consolidation (`changed_at` later than
+`consolidated_for`, which `FactRepository.mark_changed` keeps strictly true after any change), no
+lease holds it (`lease_until` unset or past: a claim's lease, or the wait before a retry) and none
+of its conversations is open or waiting for post-processing (it is tidied while the person is
+away, once their conversations are written). The claim is one statement on both databases; the
+lease's end is the claim's token, so a worker whose lease was taken over changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import Update, bindparam, case, exists, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
+
+from db.models import QUEUED, Conversation, FactConsolidation, UTCDateTime
+
+_ERROR_CHARS = 2000
+# A conversation in one of these is still being had or written: its facts are not all in yet.
+_BUSY = ("active", QUEUED, "processing")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One owner claimed for tidying: the facts' state it saw, and its lease (the claim's token)."""
+
+    owner_id: int
+    seen: datetime
+    lease_until: datetime
+    attempts: int
+
+
+def _claim_statement(dialect: str) -> Update:
+    """The one-statement claim (bound: now, lease_until, max_attempts), built once per dialect."""
+    now = bindparam("now", type_=UTCDateTime())
+    candidate = aliased(FactConsolidation, name="candidate")
+    busy = exists().where(Conversation.user_id == candidate.user_id, Conversation.status.in_(_BUSY))
+    picked = (
+        select(candidate.user_id)
+        .where(
+            or_(candidate.consolidated_for.is_(None), candidate.changed_at > candidate.consolidated_for),
+            or_(candidate.lease_until.is_(None), candidate.lease_until <= now),
+            ~busy,
+        )
+        .order_by(candidate.changed_at, candidate.user_id)
+        .limit(1)
+    )
+    if dialect == "postgresql":
+        # Another worker's claim in flight holds its row: skipped, never claimed twice. SQLite's
+        # UPDATE takes the one write lock before it reads, so choosing and claiming are one step.
+        picked = picked.with_for_update(skip_locked=True, of=candidate)
+    row = FactConsolidation
+    return (
+        update(row)
+        .where(row.user_id == picked.scalar_subquery())
+        .values(
+            lease_until=bindparam("lease_until", type_=UTCDateTime()),
+            # An owner given up on starts over with the change that made it due again.
+            attempts=case((row.attempts >= bindparam("max_attempts"), 1), else_=row.attempts + 1),
+        )
+        .returning(row.user_id, row.changed_at, row.lease_until, row.attempts)
+        .execution_options(synchronize_session=False)
+    )
+
+
+_CLAIMS: dict[str, Update] = {}
+
+
+class ConsolidationRepository:
+    """Claims, holds and releases owners for the consolidation job."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def claim(self, now: datetime, lease: timedelta, *, max_attempts: int) -> Claim | None:
+        """Lease the due owner whose facts changed first; None when none is due."""
+        dialect = self.session.get_bind().dialect.name
+        stmt = _CLAIMS.get(dialect)
+        if stmt is None:
+            stmt = _CLAIMS[dialect] = _claim_statement(dialect)
+        found = (
+            await self.session.execute(
+                stmt, {"now": now, "lease_until": now + lease, "max_attempts": max_attempts}
+            )
+        ).one_or_none()
+        if found is None:
+            return None
+        owner_id, seen, lease_until, attempts = found
+        return Claim(int(owner_id), seen, lease_until, int(attempts))
+
+    async def hold(self, claim: Claim) -> datetime | None:
+        """Lock the owner's row while the claim is still this worker's; its `changed_at`, or None
+        when the lease was taken over (or the owner forgotten)."""
+        row = FactConsolidation
+        changed_at: datetime | None = await self.session.scalar(
+            update(row)
+            .where(row.user_id == claim.owner_id, row.lease_until == claim.lease_until)
+            .values(lease_until=row.lease_until)
+            .returning(row.changed_at)
+            .execution_options(synchronize_session=False)
+        )
+        return changed_at
+
+    async def finish(self, claim: Claim, now: datetime, *, up_to: datetime | None) -> bool:
+        """Record the owner as tidied up to `up_to` (None: its facts as they now stand) and release
+        it; False when the lease is no longer this claim's."""
+        row = FactConsolidation
+        result = await self.session.execute(
+            update(row)
+            .where(row.user_id == claim.owner_id, row.lease_until == claim.lease_until)
+            .values(
+                consolidated_for=row.changed_at if up_to is None else up_to,
+                consolidated_at=now,
+                attempts=0,
+                lease_until=None,
+                last_error=None,
+            )
+            .execution_options(synchronize_session=False)
+        )
+        return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    async def release(self, claim: Claim) -> None:
+        """Give the owner back, still due and not counted as an attempt (the facts moved under it)."""
+        row = FactConsolidation
+        await self.session.execute(
+            update(row)
+            .where(row.user_id == claim.owner_id, row.lease_until == claim.lease_until)
+            .values(lease_until=None, attempts=row.attempts - 1)
+            .execution_options(synchronize_session=False)
+        )
+
+    async def fail(
+        self, claim: Claim, error: str, now: datetime, *, max_attempts: int, retry_after: timedelta
+    ) -> str | None:
+        """Record a failed attempt: retried after `retry_after`, or given up after the last attempt
+        (until the owner's facts change again). "retry", "given_up", or None when the lease was
+        taken over."""
+        row = FactConsolidation
+        given_up = claim.attempts >= max_attempts
+        values: dict[str, object] = {"last_error": error[:_ERROR_CHARS]}
+        if given_up:
+            values.update(consolidated_for=claim.seen, lease_until=None)
+        else:
+            values.update(lease_until=now + retry_after)
+        result = await self.session.execute(
+            update(row)
+            .where(row.user_id == claim.owner_id, row.lease_until == claim.lease_until)
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        )
+        if not result.rowcount:  # type: ignore[attr-defined]
+            return None
+        return "given_up" if given_up else "retry"

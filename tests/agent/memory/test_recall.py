@@ -1,0 +1,94 @@
+"""The facts recalled for a message and found by memory_search: the transcript's ranking over the one
+list, in the person's language, with vectors when an embedder is on, and the graph's facts joined
+only where they add to the list."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from agent.account.users import get_or_create_user
+from agent.context.memory import STANDARD
+from agent.core.settings import Settings
+from agent.graph.memory import MemoryFact
+from agent.memory.graph import joined
+from agent.memory.service import Facts
+from agent.memory.units import FactUnits
+from agent.memory.words import Postings
+from agent.search.embeddings import HashingEmbedder
+from agent.search.language import set_language
+from agent.search.recall import Recall
+
+pytestmark = pytest.mark.both_databases
+
+NOW = datetime(2026, 3, 3, 12, 0, tzinfo=UTC)
+
+
+def _facts(sessions: async_sessionmaker[AsyncSession], *, vectors: bool) -> Facts:
+    settings = Settings(_env_file=None, embedder="none")  # type: ignore[call-arg]
+    units = FactUnits.from_settings(settings)
+    dialect = sessions.kw["bind"].dialect.name
+    embedder = HashingEmbedder() if vectors else None
+    recall = Recall(settings=settings, sessions=sessions, dialect=dialect, embedder=embedder, units=units)
+    return Facts(settings, recall, units=units)
+
+
+async def _person(sessions: async_sessionmaker[AsyncSession], key: str, language: str | None = None) -> int:
+    user, _ = await get_or_create_user(sessions, key=key, now=NOW, timezone="UTC")
+    if language is not None:
+        async with sessions() as session, session.begin():
+            await set_language(session, user.id, language)
+    return user.id
+
+
+@pytest.mark.parametrize("vectors", [True, False], ids=["hybrid", "fts-only"])
+async def test_the_facts_about_a_message_are_recalled_and_the_profiles_are_not_repeated(
+    sessions: async_sessionmaker[AsyncSession], vectors: bool
+) -> None:
+    facts = _facts(sessions, vectors=vectors)
+    ana = await _person(sessions, "cli:ana")
+    lisbon = await facts.add(ana, "Ana lives in Lisbon", conversation_id=None, at=NOW)
+    await facts.add(ana, "Ana's sister Ines is getting married in June", conversation_id=None, at=NOW)
+    await facts.add(ana, "Ana is allergic to cats", conversation_id=None, at=NOW)
+
+    found = await facts.recall(ana, "my sister's wedding is coming up", limits=STANDARD, now=NOW)
+    assert found[0] == "Ana's sister Ines is getting married in June"
+    assert "Ana is allergic to cats" not in found
+    assert (
+        await facts.recall(ana, "Lisbon", limits=STANDARD, now=NOW, exclude=frozenset({lisbon.fact_id})) == []
+    )
+    assert await facts.recall(ana, "hi", limits=STANDARD, now=NOW) == []
+
+
+async def test_a_persons_facts_are_matched_in_their_language(
+    sessions: async_sessionmaker[AsyncSession],
+) -> None:
+    facts = _facts(sessions, vectors=False)
+    lea = await _person(sessions, "cli:lea", "fr")
+    await facts.add(lea, "Léa a déménagé à Lyon", conversation_id=None, at=NOW)
+    await facts.add(lea, "Léa joue du violon", conversation_id=None, at=NOW)
+
+    # Another form of the word, typed without accents: stemmed and folded as the transcript reads it.
+    assert await facts.recall(lea, "demenager", limits=STANDARD, now=NOW) == ["Léa a déménagé à Lyon"]
+    assert [h.content for h in await facts.search(lea, "violons", limit=5, now=NOW)] == ["Léa joue du violon"]
+
+
+def test_the_graph_adds_only_what_the_list_does_not_say() -> None:
+    def edge(text: str) -> MemoryFact:
+        return MemoryFact("user", text, None, None, uuid=text)
+
+    held = Postings(["Ana lives in Lisbon", "Ana plays the cello"], None)
+    taken_back = Postings(["Ana has a cat named Miso"], None)
+    found = [
+        edge("Ana lives in Lisbon."),  # the list's own fact
+        edge("Ana has a cat named Miso"),  # taken back: never brought back by the graph
+        edge("Ana met Bo at the concert"),
+        edge("Ana met Bo at the concert."),  # the graph's own duplicate
+        MemoryFact("relationship", "We laughed about the broken tram", None, None),
+    ]
+    assert [f.text for f in joined(found, held, taken_back)] == [
+        "Ana met Bo at the concert",
+        "We laughed about the broken tram",
+    ]
