@@ -14,19 +14,19 @@ from pydantic import SecretStr
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
-from agent.context.memory import STANDARD
 from agent.core.clock import FrozenClock
 from agent.core.errors import ConfigurationError
 from agent.core.settings import Settings
 from agent.graph import STANDARD_LIMITS, GraphMemoryError, MemoryFact, MemoryResults, NullGraphMemory
 from agent.graph.errors import GraphOpeningError
-from agent.graph.facts import GraphFactStore
 from agent.graph.memory import Group, GroupLimits
 from agent.graph.opening import OpeningGraph
 from agent.graph.setup import settings_graph_opener
-from agent.graph.tier import GraphMemoryTier
+from agent.memory.graph import GraphFacts
+from agent.memory.service import Facts
+from agent.memory.units import FactUnits
 from agent.search.embeddings import HashingEmbedder
-from agent.search.facts import SqlFactStore
+from agent.search.recall import Recall
 
 T0 = datetime(2026, 1, 5, 20, 0, tzinfo=UTC)
 
@@ -66,7 +66,15 @@ class OpenedGraph:
         """Record the episode."""
         self.episodes.append(source_id)
 
-    async def search(self, user_id: int, query: str, *, limits: GroupLimits, now: datetime) -> MemoryResults:
+    async def search(
+        self,
+        user_id: int,
+        query: str,
+        *,
+        limits: GroupLimits,
+        now: datetime,
+        query_vector: Sequence[float] | None = None,
+    ) -> MemoryResults:
         """One fact about the person."""
         return MemoryResults(
             user=[MemoryFact(text="plays the cello", group="user", valid_at=None, invalid_at=None)]
@@ -90,13 +98,18 @@ async def test_reads_go_on_without_the_graph_while_it_opens_and_writes_wait_for_
     graph.start()
     with pytest.raises(GraphOpeningError):
         await graph.search(1, "cello", limits=STANDARD_LIMITS, now=T0)
-    # The memory tier has no lines yet; the fact search reads the saved facts, and nothing warns.
-    assert await GraphMemoryTier(graph, timeout_seconds=1).search(1, "cello", limits=STANDARD, now=T0) == []
+    # The graph adds nothing yet; the facts are the saved list, and nothing warns.
+    settings = Settings(_env_file=None, embedder="none")  # type: ignore[call-arg]
+    units = FactUnits.from_settings(settings)
+    dialect = sessions.kw["bind"].dialect.name
+    recall = Recall(settings=settings, sessions=sessions, dialect=dialect, embedder=None, units=units)
+    enrichment = GraphFacts(graph, clock=FrozenClock(current=T0), timeout_seconds=1, sessions=sessions)
+    facts = Facts(settings, recall, units=units, graph=enrichment)
     user, _ = await get_or_create_user(sessions, key="cli:cello", now=T0, timezone="UTC")
-    saved = SqlFactStore(sessions)
-    await saved.add(user.id, "Plays the cello", conversation_id=None, at=T0)
-    facts = GraphFactStore(graph, saved, clock=FrozenClock(T0))
-    assert [hit.content for hit in await facts.search(user.id, "cello", limit=5)] == ["Plays the cello"]
+    await facts.add(user.id, "Plays the cello", conversation_id=None, at=T0)
+    assert [hit.content for hit in await facts.search(user.id, "cello", limit=5, now=T0)] == [
+        "Plays the cello"
+    ]
     assert "WARNING" not in [r.levelname for r in caplog.records]
     writing = asyncio.create_task(graph.add_episode(1, "user", "c1", "I play the cello.", T0, "c1"))
     await asyncio.sleep(0.05)
@@ -104,8 +117,8 @@ async def test_reads_go_on_without_the_graph_while_it_opens_and_writes_wait_for_
     may_open.set()
     await writing
     assert inner.episodes == ["c1"] and graph.is_open
-    found = await GraphMemoryTier(graph, timeout_seconds=1).search(1, "cello", limits=STANDARD, now=T0)
-    assert found == ["plays the cello"]
+    found = await enrichment.search(1, "cello", limits=STANDARD_LIMITS, now=T0)
+    assert [f.text for f in found.all()] == ["plays the cello"]
     await graph.close()
     assert inner.closed
 
@@ -160,7 +173,7 @@ async def test_a_stop_during_the_opening_closes_what_it_opened() -> None:
 
 
 def test_what_cannot_work_stops_the_start_before_anything_opens() -> None:
-    clock, key = FrozenClock(T0), SecretStr("sk-test")
+    clock, key = FrozenClock(current=T0), SecretStr("sk-test")
 
     def decide(**values: object) -> object:
         chosen = Settings(_env_file=None, anthropic_api_key=key, **values)  # type: ignore[arg-type]
