@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
 
 from agent.core.settings.base import SettingsGroup
 
@@ -30,7 +30,10 @@ class ContextSettings(SettingsGroup):
     # The profile (`<about_them>`): onboarding's answers, then the person's facts, most important
     # first, as of the session's start (agent/memory/profile.py); what does not fit is recalled per
     # message and listed in the context snapshot.
-    profile_tokens: int = Field(default=700, ge=50)
+    # CONTEXT_PROFILE_BUDGET, its older name, is still read.
+    profile_tokens: int = Field(
+        default=700, ge=50, validation_alias=AliasChoices("profile_tokens", "context_profile_budget")
+    )
     context_thoughts_budget: int = 150
     context_today_key_moments: int = 5
     context_threads_max: int = 5
