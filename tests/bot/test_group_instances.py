@@ -180,7 +180,9 @@ async def test_two_instances_answer_a_groups_addressed_messages_once_in_order_be
                 for kind, telegram_id in await session.execute(select(User.kind, User.telegram_id))
             )
             inbox = await session.scalar(select(InboxUpdate.id).where(InboxUpdate.status != "done"))
-    assert all(worked), worked  # both instances worked rows
+    # Every row worked once between them. Which instance claims a row is a race: on a loaded machine
+    # one may take them all, which is no fault (the other stands by for its leases).
+    assert sum(worked) >= len(said) and max(worked) > 0, worked
     assert inbox is None
 
     # Every member's line once, with its speaker, in the order it was said.

@@ -62,7 +62,8 @@ async def test_memory_failure_and_timeout_degrade(
         await asyncio.sleep(5)
         return ["never"]
 
-    settings = settings_for(database_url, context_memory_timeout_seconds=0.05)
+    # The tier's own timeout, long enough for a loaded machine; the slow source gets a short one below.
+    settings = settings_for(database_url, context_memory_timeout_seconds=2.0)
     kwargs = dict(
         user=user, conversation=conversation, text="tomatoes", now=clock.now(), previous_message_at=None
     )
@@ -78,7 +79,8 @@ async def test_memory_failure_and_timeout_degrade(
     assert built.snapshot["tiers"]["memory"]["status"] == "failed"
     assert built.snapshot["failures"][0]["error"] == "NikitaError: graph is down"
 
-    built = await ContextBuilder(settings, memory=FunctionMemory(slow)).build(sessions, **kwargs)  # type: ignore[arg-type]
+    hurried = settings_for(database_url, context_memory_timeout_seconds=0.05)
+    built = await ContextBuilder(hurried, memory=FunctionMemory(slow)).build(sessions, **kwargs)  # type: ignore[arg-type]
     assert built.snapshot["tiers"]["memory"]["status"] == "timeout"
     assert "<now>\nNow:" in built.text
     shown = format_snapshot(built.snapshot)
