@@ -3,8 +3,10 @@
 The context builder of text turns (agent/context) assembles the tiers under the same budgets, or,
 when the context engine serves v2, the briefing's voice variant with the live parts; a call adds its
 own persona, the recent messages of a text session it interrupts, the dynamic
-variables the voice agent's prompt template may use, and the three knowledge-graph groups with
-the standard limits (user facts 50, shared episodes 30, the persona's events 20).
+variables the voice agent's prompt template may use, and what the bot knows about the person with
+the standard limits: the one list of facts (the profile as the prompt reads it, then the rest the
+person has not hidden; 50 at most) and, with a graph on, its shared episodes (30) and the persona's
+events (20), its facts about the person joining the list only where they add to it.
 """
 
 from __future__ import annotations
@@ -25,9 +27,13 @@ from agent.context import BuiltContext, ContextBuilder, describe_gap, part_of_da
 from agent.context.compaction import render_for_summary
 from agent.context.package import ContextPackage
 from agent.core.clock import ensure_utc
-from agent.graph import STANDARD_LIMITS, GraphMemory, GraphMemoryError, MemoryFact, NullGraphMemory
+from agent.graph import STANDARD_LIMITS, GraphMemoryError, MemoryFact
+from agent.graph.errors import GraphOpeningError
 from agent.history.cache import SessionHistories
+from agent.memory.graph import joined
+from agent.memory.listing import listing_of
 from agent.memory.service import Facts
+from agent.memory.words import Postings
 from agent.turn.sessions import session_expired
 from db.models import Conversation, User
 from db.repositories.conversations import ConversationRepository
@@ -87,21 +93,17 @@ class VoiceContext:
         sessions: async_sessionmaker[AsyncSession],
         builder: ContextBuilder,
         histories: SessionHistories,
-        graph: GraphMemory,
-        saved_facts: Facts,
+        facts: Facts,
         session_timeout: timedelta,
-        graph_timeout_seconds: float,
         persona: Persona,
     ) -> None:
         self.persona = persona
         self.sessions = sessions
         self.builder = builder
         self.histories = histories
-        self.graph = graph
-        # The one list of facts: what stands in when the graph is off or fails.
-        self.saved_facts = saved_facts
+        # The one list of facts, and the graph's enrichment of it when a graph is on.
+        self.facts = facts
         self.session_timeout = session_timeout
-        self.graph_timeout_seconds = graph_timeout_seconds
 
     async def _active(self, user_id: int, now: datetime) -> Conversation | None:
         async with self.sessions() as session:
@@ -143,7 +145,7 @@ class VoiceContext:
         """`get_context`: profile, time, every tier, the persona's active thoughts, the week's day
         summaries, and the three graph groups with the standard limits."""
         call, (memory, memory_error) = await asyncio.gather(
-            self.build(user, now), self.memory_groups(user.id, now)
+            self.build(user, now), self.memory_groups(user, now)
         )
         built = call.built
         failures = list(built.snapshot.get("failures", []))
@@ -167,33 +169,41 @@ class VoiceContext:
             "failures": failures,
         }
 
-    async def memory_groups(self, user_id: int, now: datetime) -> tuple[dict[str, Any], str | None]:
-        """The newest current facts of the three groups; saved facts when the graph is off or failing."""
+    async def memory_groups(self, user: User, now: datetime) -> tuple[dict[str, Any], str | None]:
+        """What the bot knows about the person: the list's facts, the profile's first (hidden ones
+        and past plans left out), then, with a graph on, the graph's facts that add to the list."""
         limits = STANDARD_LIMITS
-        shown = {"user": limits.user, "relationship": limits.relationship, "persona": limits.persona}
-        error: str | None = None
-        if not isinstance(self.graph, NullGraphMemory):
-            try:
-                async with asyncio.timeout(self.graph_timeout_seconds):
-                    found = await self.graph.search(user_id, "", limits=limits, now=now)
-            except (GraphMemoryError, TimeoutError) as exc:
-                # A memory failure degrades the context, never the call: saved facts stand in.
-                logger.warning("voice graph context failed", extra={"user_id": user_id, "error": repr(exc)})
-                error = f"{type(exc).__name__}: {exc}"[:300]
-            else:
-                return {
-                    "user_facts": [_fact(f) for f in found.user],
-                    "relationship_episodes": [_fact(f) for f in found.relationship],
-                    "persona_events": [_fact(f) for f in found.persona],
-                    "limits": shown,
-                }, None
-        saved = await self.saved_facts.search(user_id, "", limit=limits.user, now=now)
-        return {
-            "user_facts": [{"text": hit.content, "since": hit.created_at[:10]} for hit in saved],
+        listing = await listing_of(
+            self.sessions, user.id, user.timezone, now=now, settings=self.facts.settings
+        )
+        current = [f for f in listing.facts if f.standing in ("profile", "recalled")][: limits.user]
+        groups: dict[str, Any] = {
+            "user_facts": [
+                {"text": f.content, "since": f.day.isoformat(), "in_profile": f.standing == "profile"}
+                for f in current
+            ],
             "relationship_episodes": [],
             "persona_events": [],
-            "limits": shown,
-        }, error
+            "limits": {"user": limits.user, "relationship": limits.relationship, "persona": limits.persona},
+        }
+        graph = self.facts.graph
+        if graph is None:
+            return groups, None
+        try:
+            found = await graph.search(user.id, "", limits=limits, now=now)
+        except GraphOpeningError:
+            return groups, None  # the first seconds after a start: the list answers alone
+        except GraphMemoryError as exc:
+            # A memory failure degrades the context, never the call: the list answers alone.
+            logger.warning("voice graph context failed", extra={"user_id": user.id, "error": repr(exc)})
+            return groups, f"{type(exc).__name__}: {exc}"[:300]
+        held = Postings([f.content for f in listing.facts], user.language)
+        added = joined(found.all(), held, Postings([], user.language))
+        room = max(0, limits.user - len(current))
+        groups["user_facts"] += [_fact(f) for f in added if f.group == "user"][:room]
+        groups["relationship_episodes"] = [_fact(f) for f in added if f.group == "relationship"]
+        groups["persona_events"] = [_fact(f) for f in added if f.group == "persona"]
+        return groups, None
 
 
 def _thoughts(package: ContextPackage | None) -> list[dict[str, str]]:
@@ -208,5 +218,7 @@ def _week(package: ContextPackage | None) -> list[dict[str, str]]:
     return [{"day": d.day.isoformat(), "weekday": f"{d.day:%A}", "summary": d.summary} for d in days or ()]
 
 
-def _fact(fact: MemoryFact) -> dict[str, str]:
-    return {"text": fact.text, "since": fact.valid_at.date().isoformat() if fact.valid_at else ""}
+def _fact(fact: MemoryFact) -> dict[str, Any]:
+    """A graph fact beside the list's (never in the profile)."""
+    since = fact.valid_at.date().isoformat() if fact.valid_at else ""
+    return {"text": fact.text, "since": since, "in_profile": False}

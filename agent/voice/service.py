@@ -17,7 +17,6 @@ from agent.chat.persona import persona_for
 from agent.context import ContextBuilder
 from agent.core.clock import Clock
 from agent.core.settings import Settings
-from agent.graph import GraphMemory
 from agent.history.cache import SessionHistories
 from agent.memory.service import Facts
 from agent.search.recall import Recall
@@ -171,7 +170,6 @@ def build_voice_service(
     histories: SessionHistories,
     recall: Recall,
     facts: Facts,
-    graph: GraphMemory,
     queue: TurnQueue,
 ) -> VoiceService:
     """Wire the voice service from the runtime's parts; the secrets must be set (settings.require)."""
@@ -181,10 +179,8 @@ def build_voice_service(
         sessions=sessions,
         builder=builder,
         histories=histories,
-        graph=graph,
-        saved_facts=facts,
+        facts=facts,
         session_timeout=timedelta(minutes=settings.session_timeout_minutes),
-        graph_timeout_seconds=settings.graph_search_timeout_seconds,
         persona=persona_for(settings),
     )
     store = VoiceStore(settings=settings, sessions=sessions, facts=facts, queue=queue)

@@ -134,7 +134,6 @@ def routes(runtime: Runtime) -> list[BaseRoute]:
         histories=runtime.turns.histories,
         recall=runtime.recall,
         facts=runtime.facts,
-        graph=runtime.graph,
         queue=runtime.turns.queue,
     )
     assert settings.voice_initiate_secret is not None  # build_voice_service required it

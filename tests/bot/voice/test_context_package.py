@@ -7,7 +7,7 @@ import json
 from datetime import timedelta
 
 from agent.core.clock import local_day
-from db.models import DaySegment, Thought
+from db.models import DaySegment, Thought, UserFact
 
 from .conftest import OpenApp
 
@@ -66,3 +66,44 @@ async def test_get_context_has_the_active_thoughts_and_the_week_of_the_calls_use
     assert [t["thought"] for t in bob_package["active_thoughts"]] == ["Rex the dog"]
     assert [d["summary"] for d in bob_package["week"]] == ["Bob walked Rex by the river."]
     assert "Porto" not in json.dumps(bob_package)
+
+
+async def test_get_context_reads_the_one_list_of_facts_profile_first_hidden_left_out(
+    open_app: OpenApp,
+) -> None:
+    app = await open_app()
+    await app.text(ALICE, "Good morning", first_name="Alice")
+    await app.text(BOB, "Hey", first_name="Bob")
+    alice_call = await app.agent.start(telegram_id=ALICE)
+    bob_call = await app.agent.start(telegram_id=BOB)
+    alice, bob = alice_call.initiation["user_id"], bob_call.initiation["user_id"]
+    at = app.clock.now() - timedelta(days=3)
+    async with app.runtime.sessions() as session, session.begin():
+        for owner, content, pinned, hidden in (
+            (alice, "Alice works as a nurse", False, False),
+            (alice, "Alice is allergic to cats", True, False),
+            (alice, "Alice's divorce was hard on her", False, True),
+            (bob, "Bob keeps bees", False, False),
+        ):
+            session.add(
+                UserFact(
+                    user_id=owner,
+                    content=content,
+                    source="extraction",
+                    pinned=pinned,
+                    hidden=hidden,
+                    dedupe_key=content.lower(),
+                    created_at=at,
+                )
+            )
+
+    memory = (await alice_call.tool("get_context")).json()["result"]["memory"]
+    # The profile's facts, the pinned one first; the hidden one (never brought up unasked) and
+    # another person's fact are not there; without a graph its two groups are empty.
+    assert memory["user_facts"] == [
+        {"text": "Alice is allergic to cats", "since": at.date().isoformat(), "in_profile": True},
+        {"text": "Alice works as a nurse", "since": at.date().isoformat(), "in_profile": True},
+    ]
+    assert memory["relationship_episodes"] == [] and memory["persona_events"] == []
+    bob_memory = (await bob_call.tool("get_context")).json()["result"]["memory"]
+    assert [f["text"] for f in bob_memory["user_facts"]] == ["Bob keeps bees"]
