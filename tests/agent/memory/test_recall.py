@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
@@ -15,11 +16,13 @@ from agent.core.settings import Settings
 from agent.graph.memory import MemoryFact
 from agent.memory.graph import joined
 from agent.memory.service import Facts
-from agent.memory.units import FactUnits
+from agent.memory.units import KIND_FACT_CHUNK, FactUnits
 from agent.memory.words import Postings
 from agent.search.embeddings import HashingEmbedder
 from agent.search.language import set_language
 from agent.search.recall import Recall
+from db.models import SearchChunk
+from tests.agent.search.corpus import add_day
 
 pytestmark = pytest.mark.both_databases
 
@@ -92,3 +95,23 @@ def test_the_graph_adds_only_what_the_list_does_not_say() -> None:
         "Ana met Bo at the concert",
         "We laughed about the broken tram",
     ]
+
+
+async def test_a_recall_embeds_the_new_facts_not_the_transcripts_backlog(
+    sessions: async_sessionmaker[AsyncSession],
+) -> None:
+    # A process that stopped before it embedded leaves a backlog: a message's recall must not wait
+    # for it (seconds of a local model), only for the few new facts it ranks.
+    facts = _facts(sessions, vectors=True)
+    ana = await _person(sessions, "cli:ana")
+    await add_day(
+        sessions, ana, NOW.date(), [f"message {i} about the garden and the tomatoes" for i in range(12)]
+    )
+    await facts.add(ana, "Ana grows tomatoes on her balcony", conversation_id=None, at=NOW)
+
+    found = await facts.recall(ana, "how are my tomatoes", limits=STANDARD, now=NOW)
+    await facts.index.settle()
+    assert found == ["Ana grows tomatoes on her balcony"]
+    async with sessions() as session:
+        kinds = list(await session.scalars(select(SearchChunk.kind).where(SearchChunk.user_id == ana)))
+    assert kinds == [KIND_FACT_CHUNK]  # the transcript is left for the turn's own pass
