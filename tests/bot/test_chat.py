@@ -166,6 +166,9 @@ def test_a_newcomer_sees_the_memory_work_and_nothing_but_the_conversation(tmp_pa
     context = out.split("each tier in its tag)")[-1]
     assert "(offline demo) Hi! I am a nurse in Lyon." in context
     assert "They asked: Should I wear the blue suit?" in context
+    # The profile: what the first session taught, in the new session's first prompt, without a graph.
+    about = context.split("<about_them>", 1)[1].split("</about_them>", 1)[0]
+    assert "- The user is a nurse in Lyon." in about
     assert "Here's what I remember about you." in out
     database = tmp_path / "data" / "nikita.db"
     assert user_messages(database) == [*FIRST_SESSION, "hello again"]
