@@ -22,10 +22,10 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart, User
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import insert
 
-from agent.chat.agent import MissingModelKeyError, unavailable_model
 from agent.core.clock import Clock
+from agent.core.models import MissingModelKeyError, unavailable_model
 from agent.core.settings import Settings
-from agent.history.tokens import get_counter
+from agent.core.tokens import get_counter
 from bench.common import scratch_database
 from db.engine import create_engine, session_factory
 from db.models import FactConsolidation, User, UserFact

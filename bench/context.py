@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.context import BuiltContext, ContextBuilder, FunctionMemory, MemoryLimits
 from agent.context.briefing.writer import briefing_instructions, fingerprint, package_prompt
 from agent.core.settings import Settings
-from agent.history.tokens import get_counter
+from agent.core.tokens import get_counter
 from bench.common import describe, percentile, scratch_database
 from db.engine import create_engine, session_factory
 from db.models import Conversation, ConversationThread, DaySegment, TranscriptMessage, User

@@ -36,7 +36,7 @@ from agent.chat.agent import build_model
 from agent.context import ContextBuilder, FunctionMemory, MemoryLimits
 from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
-from agent.history.tokens import get_counter
+from agent.core.tokens import get_counter
 from agent.turn.group_turn import group_prompt, group_reply, hear
 from agent.turn.service import TurnService
 from agent.turn.transcript import Speaker

@@ -23,7 +23,7 @@ from agent.account.users import get_or_create_user
 from agent.context.memory import STANDARD
 from agent.context.profile import ProfileTier, load_profile_tier
 from agent.core.settings import Settings
-from agent.history.tokens import get_counter
+from agent.core.tokens import get_counter
 from agent.memory.profile import ProfileCache
 from agent.memory.service import Facts
 from agent.memory.units import FactUnits

@@ -4,7 +4,8 @@ It prints the modules per top-level folder, the largest product modules, those o
 and the import cycles among product modules: once with the imports that run when a module is
 loaded, once with the imports inside functions added (a lazy import still ties two modules
 together; it only moves the failure from start to first use). Imports under `if TYPE_CHECKING:`
-never run and take no part.
+never run and take no part in the cycles; each module keeps them apart (`typing`), for the layer
+order of `agent/`'s folders, where they count like any other import.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ LINE_LIMIT = 400
 _SKIPPED = {".venv", ".git", "node_modules", "__pycache__", "data", "build", "dist"}
 _MAX_CYCLES_PER_KNOT = 50
 
+Imported = ast.Import | ast.ImportFrom
+
 
 @dataclass(frozen=True)
 class Module:
@@ -29,6 +32,12 @@ class Module:
     lines: int
     eager: frozenset[str]
     lazy: frozenset[str]
+    typing: frozenset[str] = frozenset()
+
+    @property
+    def imports(self) -> frozenset[str]:
+        """Every product module this one names in an import: eager, lazy and `TYPE_CHECKING`."""
+        return self.eager | self.lazy | self.typing
 
 
 @dataclass
@@ -62,21 +71,24 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def _imports(tree: ast.Module) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
-    """Every import that can run, with whether it sits inside a function."""
+def _imports(tree: ast.Module) -> Iterator[tuple[Imported, bool, bool]]:
+    """Every import, with whether it sits inside a function and whether only under `TYPE_CHECKING`."""
 
-    def walk(node: ast.AST, in_function: bool) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.Import | ast.ImportFrom):
-                yield child, in_function
-            elif isinstance(child, ast.If) and _is_type_checking(child.test):
-                for orelse in child.orelse:
-                    yield from walk(orelse, in_function)
-            else:
-                inner = in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
-                yield from walk(child, inner)
+    def visit(node: ast.AST, in_function: bool, for_typing: bool) -> Iterator[tuple[Imported, bool, bool]]:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node, in_function, for_typing
+        elif isinstance(node, ast.If) and _is_type_checking(node.test):
+            for statement in node.body:
+                yield from visit(statement, in_function, True)
+            for statement in node.orelse:
+                yield from visit(statement, in_function, for_typing)
+        else:
+            inner = in_function or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+            for child in ast.iter_child_nodes(node):
+                yield from visit(child, inner, for_typing)
 
-    yield from walk(tree, False)
+    for child in ast.iter_child_nodes(tree):
+        yield from visit(child, False, False)
 
 
 def _targets(node: ast.Import | ast.ImportFrom, importer: str, is_package: bool, known: set[str]) -> set[str]:
@@ -185,15 +197,17 @@ def scan(root: Path) -> Structure:
         source = path.read_text(encoding="utf-8")
         eager: set[str] = set()
         lazy: set[str] = set()
-        for node, in_function in _imports(ast.parse(source, filename=str(path))):
+        typing: set[str] = set()
+        for node, in_function, for_typing in _imports(ast.parse(source, filename=str(path))):
             targets = _targets(node, name, path.name == "__init__.py", known)
-            (lazy if in_function else eager).update(targets)
+            (typing if for_typing else lazy if in_function else eager).update(targets)
         modules[name] = Module(
             name=name,
             path=str(path.relative_to(root)),
             lines=len(source.splitlines()),
             eager=frozenset(eager),
             lazy=frozenset(lazy - eager),
+            typing=frozenset(typing - eager - lazy),
         )
     structure = Structure(folders=folders, modules=modules)
     structure.eager_cycles = _cycles({m.name: set(m.eager) for m in modules.values()})

@@ -23,8 +23,8 @@ from agent.context.briefing.writer import FINGERPRINT_PARTS, fingerprint, open_t
 from agent.context.budget import Budgets
 from agent.context.engine import route_for
 from agent.context.package import PackageCollector
+from agent.core.tokens import get_counter
 from agent.core.usage import metering, store_usage_apart
-from agent.history.tokens import get_counter
 from db.models import User
 from db.repositories.briefings import BriefingRepository, StoredBriefing
 from db.repositories.conversations import ConversationRepository

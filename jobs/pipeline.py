@@ -20,13 +20,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.account.groups import GROUP
 from agent.context.package import THOUGHTS_MAX
+from agent.core.clock import local_label
 from agent.core.errors import UserForgottenError
 from agent.core.usage import UsageMeter, metering, store_usage, store_usage_apart
 from agent.digest.extraction import Extraction, OpenThread, ShownThought, extract
 from agent.digest.summaries import Line
+from agent.history.reactions import reactions_on, with_reactions
 from agent.memory.corrections import without_taken_back
-from agent.touchpoints.plans import local_label, plans_from
-from agent.turn.reactions import reactions_on, with_reactions
+from agent.touchpoints.plans import plans_from
 from db.models import Conversation, ConversationThread, Thought, TranscriptMessage, User
 from db.repositories.facts import FactRepository
 from db.repositories.thoughts import ThoughtRepository

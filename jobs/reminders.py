@@ -15,11 +15,10 @@ from datetime import datetime, time
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from agent.core.clock import ensure_utc
+from agent.core.clock import ensure_utc, zone_of
 from agent.core.settings import Settings
 from agent.history.messages import touchpoint_history
 from agent.reminders.store import advance, is_snooze
-from agent.touchpoints.plans import zone_of
 from agent.touchpoints.sender import chat_of
 from agent.turn.transcript import write_message
 from db.models import PROACTIVE, Reminder, Touchpoint, User

@@ -1,6 +1,27 @@
 """The product's layout: `bot`, `agent`, `db` and `jobs` import nothing from the tests or benchmarks,
-no module imports itself back through others (at import time or inside a function), and no module
-grows past the size limit."""
+no module imports itself back through others (at import time or inside a function), no module
+grows past the size limit, and `agent/`'s folders stack in layers.
+
+The layers, lowest first (a folder imports only folders in layers below its own; imports at load
+time, inside functions and under `TYPE_CHECKING` all count):
+
+    core < history < account < search < graph < memory < reminders < chat < digest < context < turn
+    < touchpoints, onboarding, voice, reports
+
+- core: settings, clock and local time, errors, caches, usage, token counting, the provider model
+  factory; it imports no other folder.
+- history below account: the account's timeline shows stored answers with their reactions.
+- account below search: search reads whose writes are guarded (`writers`) and who is a group.
+- search below graph, graph below memory: the graph embeds with search's embedders, and the memory
+  recalls facts through search and the graph.
+- reminders below chat: the agent's reminder tools store and schedule reminders.
+- chat below digest and context: digests and briefings are written in the persona's name, and the
+  context builder makes its summary model with chat's `build_model` (which adds the offline demo
+  model, and that files facts the way the memory does).
+- digest below context: the context quotes day summaries and compacts group digests.
+- turn above context: a turn is handed its context builder; nothing below a turn runs one.
+- the top four are built on the turns and import none of each other.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +30,26 @@ from pathlib import Path
 
 import pytest
 
-from bench.structure import LINE_LIMIT, scan
+from bench.structure import LINE_LIMIT, Structure, scan
 
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = ("bot", "agent", "db", "jobs")
 OUTSIDE = ("tests", "bench")
+# agent/'s folders, lowest layer first; the docstring above says why each sits where it does.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("core",),
+    ("history",),
+    ("account",),
+    ("search",),
+    ("graph",),
+    ("memory",),
+    ("reminders",),
+    ("chat",),
+    ("digest",),
+    ("context",),
+    ("turn",),
+    ("touchpoints", "onboarding", "voice", "reports"),
+)
 
 
 def _imported(tree: ast.AST) -> set[str]:
@@ -50,6 +86,69 @@ def test_no_import_cycle_and_no_module_over_the_limit() -> None:
     # The scan sees the product and its imports.
     assert "agent.chat.tools" in structure.modules["agent.chat.agent"].eager
     assert len(structure.modules) > 200
+
+
+def _folder(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "agent" and len(parts) > 2 else None
+
+
+def _folder_imports(structure: Structure) -> dict[tuple[str, str], list[str]]:
+    """Every import from one of agent/'s folders into another: (importer, imported) -> "module -> module"."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for name, module in sorted(structure.modules.items()):
+        importer = _folder(name)
+        for kind, targets in (("eager", module.eager), ("lazy", module.lazy), ("typing", module.typing)):
+            for target in sorted(targets):
+                imported = _folder(target)
+                if importer and imported and imported != importer:
+                    found.setdefault((importer, imported), []).append(f"{name} -> {target} ({kind})")
+    return found
+
+
+def test_agent_folders_import_only_the_layers_below_them() -> None:
+    structure = scan(ROOT)
+    rank = {folder: index for index, layer in enumerate(LAYERS) for folder in layer}
+    folders = {folder for name in structure.modules if (folder := _folder(name))}
+    assert folders == set(rank), "every folder of agent/ with modules has its place in LAYERS"
+    imports = _folder_imports(structure)
+    climbing = [
+        line
+        for (importer, imported), lines in sorted(imports.items())
+        if rank[imported] >= rank[importer]
+        for line in lines
+    ]
+    assert climbing == [], "imports that climb the layers:\n" + "\n".join(climbing)
+    # The scan sees the folders' imports, those under TYPE_CHECKING included.
+    assert len(imports) > 40
+    assert "agent.search.embeddings" in structure.modules["agent.graph.setup"].typing
+
+
+def test_no_two_agent_folders_import_each_other_around() -> None:
+    imports = _folder_imports(scan(ROOT))
+    below: dict[str, set[str]] = {}
+    for importer, imported in imports:
+        below.setdefault(importer, set()).add(imported)
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = {start}, [start]
+        while todo:
+            for folder in below.get(todo.pop(), set()) - seen:
+                if folder == goal:
+                    return True
+                seen.add(folder)
+                todo.append(folder)
+        return False
+
+    # An import from one folder into another that leads back to the first is part of a cycle.
+    in_cycles = [
+        line
+        for (importer, imported), lines in sorted(imports.items())
+        if reaches(imported, importer)
+        for line in lines
+    ]
+    assert in_cycles == [], "imports between folders that import each other around:\n" + "\n".join(in_cycles)
+    assert sum(len(targets) for targets in below.values()) > 40
 
 
 @pytest.mark.process

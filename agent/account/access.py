@@ -20,7 +20,7 @@ from typing import Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.account.access_keys import keys_of
+from agent.core.access_keys import keys_of
 from agent.core.clock import Clock
 from agent.core.settings import Settings
 from db.repositories.access import AccessRepository

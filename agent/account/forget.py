@@ -22,8 +22,8 @@ from agent.account.export import collect, export_events
 from agent.account.writers import WriteGuard
 from agent.core.clock import Clock
 from agent.core.errors import NikitaError
-from agent.search.fts import purge_deleted
 from db.models import PendingForget, User
+from db.search_purge import purge_deleted
 
 logger = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.account.forget import UserCache
 from agent.account.groups import GROUP
 from agent.account.writers import WriteGuard
-from agent.search.fts import purge_deleted
 from db.models import Conversation, SearchChunk, TranscriptMessage, User
+from db.search_purge import purge_deleted
 
 DELETED = "[deleted]"
 

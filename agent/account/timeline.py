@@ -23,7 +23,7 @@ from zoneinfo import ZoneInfo
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.clock import local_day
-from agent.turn.reactions import reactions_on
+from agent.history.reactions import reactions_on
 from db.models import DaySegment, HistoryCompaction, TranscriptMessage
 from db.repositories.day_segments import DaySegmentRepository
 from db.repositories.day_summaries import DaySummaryRepository

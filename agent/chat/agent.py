@@ -13,9 +13,8 @@ conversation (agent/context/layers.py).
 from __future__ import annotations
 
 from pydantic_ai import Agent, RunContext
-from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserPromptPart
-from pydantic_ai.models import Model, infer_model
+from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.settings import ModelSettings
 
@@ -25,7 +24,7 @@ from agent.chat.fact_tools import fact_tools
 from agent.chat.reminder_tools import reminder_tools
 from agent.chat.tools import recall_tools
 from agent.core.caching import CONVERSATION_TTL, Ttl, cache_settings
-from agent.core.errors import ConfigurationError
+from agent.core.models import provider_model
 from agent.core.settings import Settings
 from agent.history.turn_notes import words
 
@@ -47,51 +46,14 @@ def _session_memory(ctx: RunContext[TurnDeps]) -> str:
     return ctx.deps.memory
 
 
-class MissingModelKeyError(ConfigurationError):
-    """A model string names a provider whose key is not configured."""
-
-
 def build_model(model_name: str, settings: Settings, *, setting: str = "MODEL") -> Model:
-    """A PydanticAI model from a model string; Anthropic gets the key from our settings.
-
-    An unknown string, or a provider without its key, raises a one-line `ConfigurationError` naming
-    `setting`. The Anthropic SDK reads `ANTHROPIC_BASE_URL` itself, so a proxy or a local fake server
-    works without a setting of ours.
-    """
+    """A PydanticAI model from a model string: `demo` is the offline demo model (agent/chat/demo.py),
+    any other string a provider's model (agent/core/models.py), with its one-line errors."""
     if model_name == "demo":
         from agent.chat.demo import demo_model
 
         return demo_model()
-    if model_name.startswith("anthropic:"):
-        from pydantic_ai.models.anthropic import AnthropicModel
-        from pydantic_ai.providers.anthropic import AnthropicProvider
-
-        if settings.anthropic_api_key is None:
-            raise MissingModelKeyError(
-                f"{setting} {model_name} needs ANTHROPIC_API_KEY: put it in the environment or .env,"
-                f" or set {setting}=demo to try the bot offline"
-            )
-        key = settings.anthropic_api_key.get_secret_value()
-        return AnthropicModel(model_name.removeprefix("anthropic:"), provider=AnthropicProvider(api_key=key))
-    try:
-        return infer_model(model_name)
-    except UserError as exc:
-        message = " ".join(str(exc).split())
-        if message.startswith("Unknown model"):
-            raise ConfigurationError(
-                f"{setting} {model_name!r} is not a model PydanticAI knows ({message}); use provider:name,"
-                f" e.g. anthropic:claude-sonnet-5-5, or demo to try the bot offline"
-            ) from None
-        raise MissingModelKeyError(f"{setting} {model_name}: {message}") from None
-
-
-def unavailable_model(error: ConfigurationError) -> Model:
-    """A model that raises `error` when called: a job that never calls it runs without its key."""
-
-    def refuse(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        raise error
-
-    return FunctionModel(refuse, model_name="unavailable")
+    return provider_model(model_name, settings, setting=setting)
 
 
 def _offline_reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

@@ -21,8 +21,8 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, TextPart, UserPromp
 
 from agent.context.tiers import TierBlock, TierName
 from agent.core.settings import ContextSettings
+from agent.core.tokens import TokenCounter
 from agent.history.messages import trim_history
-from agent.history.tokens import TokenCounter
 from agent.history.turn_notes import is_note
 
 CUT_ORDER: tuple[TierName, ...] = ("thoughts", "last_conversation", "threads", "memory", "yesterday", "today")

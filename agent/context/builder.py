@@ -40,8 +40,8 @@ from agent.core.clock import ensure_utc
 from agent.core.errors import ConfigurationError
 from agent.core.observability import traced_context
 from agent.core.settings import Settings
-from agent.history.tokens import TokenCounter, get_counter
-from agent.turn.reactions import reaction_notes
+from agent.core.tokens import TokenCounter, get_counter
+from agent.history.reactions import reaction_notes
 from db.models import Conversation, User
 from db.repositories.briefings import StoredBriefing
 

@@ -51,10 +51,10 @@ from agent.context.budget import truncate_text
 from agent.core.caching import static_cache_settings
 from agent.core.model_lifecycle import sampling_allowed
 from agent.core.settings import Settings
+from agent.core.tokens import TokenCounter
 from agent.core.usage import record_run
 from agent.digest.groups import for_owner
 from agent.history.messages import sanitize_history
-from agent.history.tokens import TokenCounter
 from agent.history.turn_notes import words
 from db.models import HistoryCompaction
 from db.repositories.users import user_present

@@ -26,7 +26,7 @@ from agent.context.layers import Layered, fit_layers
 from agent.context.package import Collected, ContextPackage
 from agent.context.tiers import TierBlock
 from agent.core.settings import ContextSettings
-from agent.history.tokens import TokenCounter
+from agent.core.tokens import TokenCounter
 from db.repositories.briefings import StoredBriefing
 
 Route = Literal["v1", "v2", "shadow"]

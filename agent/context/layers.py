@@ -27,8 +27,8 @@ from pydantic_ai.messages import ModelMessage
 
 from agent.context.budget import CUT_ORDER, Budgets, Cut, Fitted, assemble, fit, shrink_block, squeeze_history
 from agent.context.tiers import TierBlock
+from agent.core.tokens import TokenCounter
 from agent.history.messages import trim_history
-from agent.history.tokens import TokenCounter
 from agent.history.turn_notes import note
 from agent.history.window import Window, window
 

@@ -39,7 +39,7 @@ from agent.context.tiers import (
 from agent.core.clock import ensure_utc, local_day
 from agent.core.errors import NikitaError
 from agent.core.settings import Settings
-from agent.history.tokens import TokenCounter
+from agent.core.tokens import TokenCounter
 from agent.memory.profile import ProfileCache
 from db.models import DaySegment, Thought, User
 from db.repositories.touchpoints import TouchpointRepository

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.context.tiers import TierBlock, profile_block
-from agent.history.tokens import TokenCounter
+from agent.core.tokens import TokenCounter
 from agent.memory.profile import Profile, ProfileCache, load_profile, profile_line
 from db.models import User
 

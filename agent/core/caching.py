@@ -28,7 +28,7 @@ from typing import Literal
 from pydantic_ai.models.anthropic import AnthropicModelSettings
 
 from agent.core.settings import Settings
-from agent.history.tokens import get_counter
+from agent.core.tokens import get_counter
 
 Ttl = Literal["5m", "1h"]
 

@@ -1,11 +1,11 @@
-"""The one source of "now": injectable so tests and benchmarks control time."""
+"""The one source of "now": injectable so tests and benchmarks control time; instants in a user's zone."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 
 def system_now() -> datetime:
@@ -70,3 +70,17 @@ def ensure_utc(value: datetime) -> datetime:
 def local_day(at: datetime, timezone: str) -> date:
     """The calendar day of an instant in a user's IANA time zone (day segments follow it)."""
     return ensure_utc(at).astimezone(ZoneInfo(timezone)).date()
+
+
+def zone_of(timezone: str) -> ZoneInfo:
+    """The zone of that name; UTC when it is unknown."""
+    try:
+        return ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        return ZoneInfo("UTC")
+
+
+def local_label(at: datetime, timezone: str) -> str:
+    """An instant as the user reads it: "Thursday 2026-11-26 18:40 (Europe/Paris)"."""
+    local = ensure_utc(at).astimezone(zone_of(timezone))
+    return f"{local:%A %Y-%m-%d %H:%M} ({timezone})"

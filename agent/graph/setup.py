@@ -47,11 +47,11 @@ def graph_llm_client(settings: Settings) -> LLMClient | None:
             api_key=settings.anthropic_api_key.get_secret_value(),
             timeout_seconds=settings.summary_timeout_seconds,
         )
-    from agent.chat.agent import build_model
+    from agent.core.models import provider_model
     from agent.graph.pydantic_client import PydanticAIGraphClient
 
     return PydanticAIGraphClient(
-        build_model(settings.summary_model, settings), timeout_seconds=settings.summary_timeout_seconds
+        provider_model(settings.summary_model, settings), timeout_seconds=settings.summary_timeout_seconds
     )
 
 

@@ -25,7 +25,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_core import to_jsonable_python
 
-from agent.history.tokens import TokenCounter
+from agent.core.tokens import TokenCounter
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from pydantic_ai.messages import BaseToolReturnPart, ModelMessage, ModelRequest, UserPromptPart
 
-from agent.history.tokens import TokenCounter
+from agent.core.tokens import TokenCounter
 from agent.history.turn_notes import without_notes
 
 # A cut leaves the window at this share of the history budget.

@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.settings import Settings
-from agent.history.tokens import get_counter
+from agent.core.tokens import get_counter
 from agent.memory.facts import FactRejectedError
 from agent.memory.profile import Section, choose_profile, in_effect, section_of
 from db.models import UserFact

@@ -17,7 +17,7 @@ from typing import Literal, cast
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.core.clock import ensure_utc
+from agent.core.clock import ensure_utc, zone_of
 from agent.core.errors import NikitaError
 from agent.reminders.schedule import (
     Repeat,
@@ -29,7 +29,6 @@ from agent.reminders.schedule import (
     repeated,
     to_utc,
 )
-from agent.touchpoints.plans import zone_of
 from db.models import Reminder, Touchpoint
 from db.repositories.dedupe import dedupe_key
 from db.repositories.touchpoints import REMINDER

@@ -10,14 +10,13 @@ from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.access import REFUSED, STRANGERS, AccessListing
-from agent.account.access_keys import is_id
 from agent.account.groups import GROUP, PERSON, is_group
 from agent.context.snapshot import format_snapshot
-from agent.core.clock import local_day
+from agent.core.access_keys import is_id
+from agent.core.clock import local_day, zone_of
 from agent.core.settings import Settings
 from agent.reminders.store import reminder_stats
 from agent.reports.spend import format_spend, format_usage
-from agent.touchpoints.plans import zone_of
 from agent.turn.daily_tokens import COUNTERS
 from db.inbox import InboxRepository
 from db.models import (

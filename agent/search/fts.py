@@ -17,7 +17,7 @@ from sqlalchemy import TextClause, bindparam, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.search.language import Term, lexical_terms
-from db.ddl.search import SQLITE_FTS_TABLES, SQLITE_REFILL
+from db.ddl.search import SQLITE_REFILL
 from db.models import UTCDateTime
 from db.search_text import postgres_config
 
@@ -75,21 +75,6 @@ class FullText(Protocol):
     async def rebuild(self, session: AsyncSession) -> None:
         """Rebuild the full-text indexes from their tables (after a crash or a manual edit)."""
         ...
-
-
-async def purge_deleted(session: AsyncSession) -> None:
-    """Merge the full-text index so no part of it still holds deleted text (in the caller's transaction).
-
-    FTS5 deletes by writing delete markers: the terms stay in the older segments of `<name>_data`
-    and `<name>_idx` until a merge reaches them. 'optimize' merges every segment into one, so deleted
-    terms are gone when it returns. It rewrites the whole index, about 0.3 s per 100,000 messages,
-    and costs nothing when nothing changed since the last one. On PostgreSQL the tsvector columns are
-    part of the deleted rows; what dead rows leave in the files is said in docs/privacy.md.
-    """
-    if session.get_bind().dialect.name != "sqlite":
-        return
-    for table in SQLITE_FTS_TABLES:
-        await session.execute(text(f"INSERT INTO {table}({table}) VALUES ('optimize')"))
 
 
 def _filters(day_segment_id: int | None, since: datetime | None) -> str:

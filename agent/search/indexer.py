@@ -23,7 +23,7 @@ from sqlalchemy import ColumnElement, and_, delete, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.core.settings import Settings
-from agent.history.tokens import TokenCounter
+from agent.core.tokens import TokenCounter
 from agent.search.chunks import Chunk, ChunkMessage, build_chunks, split_text
 from agent.search.embeddings import Embedder
 from agent.search.units import MessageUnits

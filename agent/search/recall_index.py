@@ -23,8 +23,8 @@ from agent.account.writers import WriteGuard
 from agent.core.bounded import BoundedCache, KeyedLocks
 from agent.core.errors import UserForgottenError
 from agent.core.settings import Settings
+from agent.core.tokens import get_counter
 from agent.core.usage import metering, store_usage_apart
-from agent.history.tokens import get_counter
 from agent.search.embeddings import Embedder, EmbedderUnavailableError, Preloadable
 from agent.search.fts import full_text_for
 from agent.search.indexer import Indexer, IndexStats

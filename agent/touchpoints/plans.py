@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from agent.core.clock import ensure_utc
+from agent.core.clock import ensure_utc, zone_of
 from agent.digest.extraction import NewThread
 from db.repositories.dedupe import dedupe_key
 
@@ -28,20 +27,6 @@ class Plan:
     reason: str
     due_at: datetime
     dedupe_key: str
-
-
-def zone_of(timezone: str) -> ZoneInfo:
-    """The zone of that name; UTC when it is unknown."""
-    try:
-        return ZoneInfo(timezone)
-    except (ZoneInfoNotFoundError, ValueError):
-        return ZoneInfo("UTC")
-
-
-def local_label(at: datetime, timezone: str) -> str:
-    """An instant as the user reads it: "Thursday 2026-11-26 18:40 (Europe/Paris)"."""
-    local = ensure_utc(at).astimezone(zone_of(timezone))
-    return f"{local:%A %Y-%m-%d %H:%M} ({timezone})"
 
 
 def resolve_due(text: str | None, timezone: str, *, after: datetime) -> datetime | None:

@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from agent.core.clock import ensure_utc
+from agent.core.clock import ensure_utc, zone_of
 from agent.core.settings import Settings
-from agent.touchpoints.plans import zone_of
 
 WEEK = timedelta(days=7)
 

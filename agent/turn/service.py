@@ -22,8 +22,8 @@ from agent.chat.streaming import TurnProgress
 from agent.context import ContextBuilder
 from agent.core.clock import Clock, ensure_utc
 from agent.core.settings import Settings
+from agent.core.tokens import get_counter
 from agent.history.cache import SessionHistories
-from agent.history.tokens import get_counter
 from agent.memory.service import Facts
 from agent.search.recall import Recall
 from agent.turn.chat_turn import ChatTurn, TurnResult

@@ -21,7 +21,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.settings import Settings
-from agent.history.tokens import get_counter
+from agent.core.tokens import get_counter
 from agent.memory.facts import FactAdded
 from agent.memory.service import Facts
 from agent.turn.daily_tokens import Over

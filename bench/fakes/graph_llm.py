@@ -21,8 +21,8 @@ from graphiti_core.prompts.models import Message
 from pydantic import BaseModel
 
 from agent.core.errors import NikitaError
+from agent.core.tokens import get_counter
 from agent.core.usage import record_call
-from agent.history.tokens import get_counter
 
 Json = dict[str, Any]
 Handler = Callable[["ScriptedCall"], Json]

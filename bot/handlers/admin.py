@@ -5,7 +5,7 @@ from __future__ import annotations
 from telegram import Update
 
 from agent.account.access import Rule
-from agent.account.access_keys import access_key, is_id
+from agent.core.access_keys import access_key, is_id
 from agent.reports.texts import access_report, prompt_report, stats_report, user_report
 from bot.delivery.sending import send_text
 from bot.handlers.context import HandlerContext

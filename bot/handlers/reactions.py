@@ -1,4 +1,4 @@
-"""Reactions to the bot's answers: remembered beside the answer (agent/turn/reactions.py), never
+"""Reactions to the bot's answers: remembered beside the answer (agent/history/reactions.py), never
 answered. They come only because `message_reaction` is named in allowed_updates."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import logging
 from telegram import ReactionType, ReactionTypeCustomEmoji, ReactionTypeEmoji, Update
 from telegram.constants import ChatType
 
-from agent.turn.reactions import record_reaction
+from agent.history.reactions import record_reaction
 from bot.handlers.context import HandlerContext
 from bot.services import telegram_identity
 

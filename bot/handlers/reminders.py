@@ -16,10 +16,9 @@ from telegram import CallbackQuery, InlineKeyboardMarkup, Update
 from telegram.constants import ChatType
 
 from agent.account.groups import is_group
-from agent.core.clock import ensure_utc
+from agent.core.clock import ensure_utc, zone_of
 from agent.reminders.schedule import Repeat, describe, label, parse_local
 from agent.reminders.store import Snooze, active_reminders, cancel_reminder, mark_done, snooze
-from agent.touchpoints.plans import zone_of
 from bot.delivery.reminder_buttons import cancel_button, parse_press
 from bot.delivery.sending import drop_buttons, send_text
 from bot.handlers.context import HandlerContext, sender

@@ -28,6 +28,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from agent.core.tokens import get_counter
 from agent.history.messages import (
     TrimResult,
     budget_processor,
@@ -36,7 +37,6 @@ from agent.history.messages import (
     sanitize_history,
     trim_history,
 )
-from agent.history.tokens import get_counter
 
 COUNTER = get_counter()
 MIN_TOKENS = 100

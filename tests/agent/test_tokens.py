@@ -25,7 +25,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from agent.history.tokens import (
+from agent.core.tokens import (
     MEDIA_TOKENS,
     MESSAGE_OVERHEAD,
     TokenizerUnavailableError,
@@ -75,7 +75,7 @@ def test_specs_match_tiktoken_definitions(name: str, monkeypatch: pytest.MonkeyP
     encoding = get_counter(name).encoding
     assert encoding._pat_str == definition["pat_str"]
     assert encoding._special_tokens == definition["special_tokens"]
-    from agent.history.tokens import _SPECS
+    from agent.core.tokens import _SPECS
 
     assert _SPECS[name].sha256 == seen["hash"]
 
@@ -110,7 +110,7 @@ def test_counts_offline_with_network_blocked_and_empty_cache(tmp_path: Path) -> 
         else:
             raise SystemExit("plain tiktoken loaded: the network block is not effective")
 
-        from agent.history.tokens import get_counter
+        from agent.core.tokens import get_counter
 
         counter = get_counter()
         print(counter.encode("hello world"), counter.count("hello world"))

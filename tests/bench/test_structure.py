@@ -1,4 +1,5 @@
-"""`bench structure` reads a tree without running it: counts, sizes and every import cycle."""
+"""`bench structure` reads a tree without running it: counts, sizes, every import cycle, and the
+imports under `TYPE_CHECKING` kept apart."""
 
 from __future__ import annotations
 
@@ -36,6 +37,10 @@ def test_cycles_at_import_time_inside_functions_and_never_for_type_checking(tmp_
     structure = scan(root)
     assert structure.eager_cycles == [["agent.a", "agent.b"]]
     assert structure.all_cycles == [["agent.a", "agent.b"], ["agent.c", "agent.d"]]
+    # A TYPE_CHECKING import is kept apart, for the layer order that counts it.
+    assert structure.modules["agent.e"].typing == {"agent.f"}
+    assert structure.modules["agent.e"].imports == {"agent.f"}
+    assert structure.modules["agent.c"].imports == {"agent.d"}
     assert [m.path for m in structure.over()] == ["agent/f.py"]
     assert structure.folders == {"agent": 7, "db": 1, "tests": 1}
 

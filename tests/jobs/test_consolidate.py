@@ -16,9 +16,9 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.groups import group_owner
-from agent.chat.agent import MissingModelKeyError, unavailable_model
 from agent.chat.demo import demo_model
 from agent.core.clock import FrozenClock
+from agent.core.models import MissingModelKeyError, unavailable_model
 from agent.core.settings import Settings
 from agent.memory.consolidation import GROUP_NOTE
 from db.engine import create_engine, session_factory

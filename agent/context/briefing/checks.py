@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from agent.context.briefing.writer import BriefingDraft
 from agent.core.settings import ContextSettings
-from agent.history.tokens import TokenCounter
+from agent.core.tokens import TokenCounter
 
 _INSTRUCTION_LIKE = re.compile(
     r"ignore (?:all |any |the |your )?(?:previous|prior|above|earlier)"

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
 
-from agent.account.access_keys import access_key
+from agent.core.access_keys import access_key
 from agent.core.settings.base import SettingsGroup
 
 

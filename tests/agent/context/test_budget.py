@@ -8,7 +8,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 
 from agent.context.budget import CUT_ORDER, Budgets, fit, shrink_block, truncate_text
 from agent.context.tiers import TierBlock, TierName
-from agent.history.tokens import get_counter
+from agent.core.tokens import get_counter
 
 counter = get_counter()
 WORDS = ["river", "promise", "coffee", "Berlin", "why", "yes", "tomorrow", "the", "exam", "ünïcödé", "🙂"]

@@ -23,8 +23,8 @@ from agent.account.users import get_or_create_user
 from agent.context import ContextBuilder
 from agent.core.clock import FrozenClock, local_day
 from agent.core.settings import Settings
+from agent.core.tokens import get_counter
 from agent.history.messages import dump_history
-from agent.history.tokens import get_counter
 from agent.history.turn_notes import turn_note, words
 from agent.turn.service import TurnService
 from db.models import (

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
-from agent.history.tokens import get_counter
+from agent.core.tokens import get_counter
 from agent.memory.facts import FactRejectedError
 from agent.memory.listing import listing_lines, read_listing, reword, set_flag
 from agent.memory.profile import choose_profile

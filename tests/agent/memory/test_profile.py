@@ -8,7 +8,7 @@ from itertools import count
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.history.tokens import get_counter
+from agent.core.tokens import get_counter
 from agent.memory.profile import choose_profile, profile_line, section_of
 from db.models import UserFact
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from agent.core.clock import local_label
 from agent.digest.extraction import NewThread
-from agent.touchpoints.plans import local_label, plans_from, resolve_due
+from agent.touchpoints.plans import plans_from, resolve_due
 
 AFTER = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)  # a Tuesday
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from agent.context.briefing.checks import mentioned, validate
 from agent.context.briefing.writer import BriefingDraft
 from agent.core.settings import Settings
-from agent.history.tokens import get_counter
+from agent.core.tokens import get_counter
 
 SETTINGS = Settings(_env_file=None, database_url="sqlite+aiosqlite://")  # type: ignore[call-arg]
 THREADS = ["Will Ana take the job in Porto?", "Nikita promised to ask about the concert"]
