@@ -16,7 +16,7 @@ from agent.core.observability.instruments import (
     refused,
     turn_done,
 )
-from agent.core.observability.links import link_conversation
+from agent.core.observability.links import link_turns
 from agent.core.observability.state import current
 from agent.core.observability.tracing import (
     Attributes,
@@ -38,7 +38,7 @@ __all__ = [
     "current",
     "inbox_span",
     "job_done",
-    "link_conversation",
+    "link_turns",
     "log_ids",
     "model_use",
     "proactive_sent",
