@@ -107,7 +107,8 @@ async def summarise_segment(
 
     The model call happens outside any transaction; the write is guarded by the version the
     summary started from, so a rerun or a concurrent worker never stores it (or its note) twice.
-    Raises when the model fails: the transcript is untouched and the caller retries. A trace of its own.
+    Raises when the model fails: the transcript is untouched and the caller retries. A trace of its own,
+    linked to the turns whose messages it folds in.
     """
     attributes: observability.Attributes = {
         "nikita.job": "day-summary",
@@ -124,6 +125,10 @@ async def _summarise(ctx: JobContext, segment_id: int, *, final: bool, notes: Se
     if fold is None:
         return False
     observability.annotate({"nikita.user.id": fold.segment.user_id, "nikita.messages": len(fold.messages)})
+    if observability.tracing():
+        # Linked to the turns whose messages this version folds in.
+        said = [m.id for m in fold.messages if m.role == "user"]
+        await observability.link_turns(ctx.sessions, user_id=fold.segment.user_id, message_ids=said)
     if not fold.messages:
         if final:
             async with ctx.sessions() as session, session.begin():

@@ -138,7 +138,14 @@ class _Worker:
             observability.annotate(
                 {"nikita.user.id": row.user_id, "nikita.touchpoint.kind": row.kind}, name=name
             )
-            await observability.link_conversation(self.ctx.sessions, row.conversation_id)
+            # A follow-up links to its conversation's turns, a reminder to the turn that set it, a
+            # check-in to the person's newest turns.
+            await observability.link_turns(
+                self.ctx.sessions,
+                user_id=row.user_id,
+                conversation_id=row.conversation_id,
+                reminder_id=row.reminder_id,
+            )
             if row.status == "sending":
                 return await self._send(row.id, row.user_id, row.text or "", row.chunks_sent, row.reminder_id)
             if row.kind == REMINDER:

@@ -21,7 +21,7 @@ async def process_one(ctx: JobContext, conversation_id: int, loaded: Loaded | No
     A trace of its own, linked to the turns of the conversation.
     """
     with observability.root_span("job postprocess", {"nikita.job": "postprocess"}):
-        await observability.link_conversation(ctx.sessions, conversation_id)
+        await observability.link_turns(ctx.sessions, conversation_id=conversation_id)
         return await _process(ctx, conversation_id, loaded)
 
 

@@ -6,7 +6,8 @@ one-minute and a rolling 24-hour limit. Every allowed request is one `rate_limit
 by a keyed hash (HMAC-SHA256) of the identity ("telegram:<id>"), never by the user row: the counts
 survive /forget (a new user row would otherwise start from zero), restarts and several instances.
 The raw Telegram id is not stored, because the person may have asked to be forgotten; rows older
-than a day are deleted. Refused requests are not counted.
+than a day are deleted. Refused requests are not counted against the limit; each one is counted
+in the day's bot-wide counters (`daily_counts`, "rate_<scope>_<window>"), which the dashboard charts.
 
 The friendly "over the limit" answer is sent once per window, not once per refused request: a
 person who forwards 300 messages gets one note, not 280. The first refusal in a window leaves a
@@ -30,7 +31,7 @@ import hmac
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from sqlalchemy import case, delete, func, select
@@ -39,6 +40,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.core import observability
 from agent.core.settings import Settings
 from db.models import RateLimitEvent
+from db.repositories.access import AccessRepository
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +55,15 @@ _DEVELOPMENT_KEY = b"nikita rate limits (development key: set RATE_LIMIT_HASH_KE
 # "stranger" is never counted: only its one-note-per-window marker is used (`first_refusal`).
 Scope = Literal["message", "group", "onboarding", "start", "export", "memory", "regenerate", "stranger"]
 Window = Literal["minute", "day"]
+
+# The day's bot-wide counter (daily_counts.name) and the metric's `limit` of a rate-limit refusal.
+RATE_COUNTER_PREFIX = "rate_"
+
+
+def refusal_counter(scope: Scope, window: Window) -> str:
+    """The name a refusal by this limit is counted under, e.g. "rate_message_minute"."""
+    return f"{RATE_COUNTER_PREFIX}{scope}_{window}"
+
 
 _MESSAGES: dict[tuple[Scope, Window], str] = {
     ("message", "minute"): (
@@ -194,10 +205,13 @@ class RateLimiter:
                 verdict = Verdict(False, scope, "day")
             if not verdict.allowed:
                 await session.delete(event)
+                # Every refusal, told or not, counts in the day's bot-wide counters (the dashboard).
+                counter = refusal_counter(scope, verdict.window or "day")
+                await AccessRepository(session).bump(now.astimezone(UTC).date(), counter)
                 verdict = await self._told_once(session, subject, verdict, now)
         if not verdict.allowed:
             logger.info("rate limited", extra={"scope": scope, "window": verdict.window})
-            observability.refused(f"rate_{scope}_{verdict.window}")
+            observability.refused(refusal_counter(scope, verdict.window or "day"))
         await self._prune(now)
         return verdict
 

@@ -36,9 +36,9 @@ from agent.context.memory import MemoryTierSource, limits_for_budget
 from agent.context.package import COLLECTOR_ERRORS, Collected, ContextPackage, PackageCollector
 from agent.context.profile import profile_entry
 from agent.context.tiers import TierBlock, time_block
+from agent.core import observability
 from agent.core.clock import ensure_utc
 from agent.core.errors import ConfigurationError
-from agent.core.observability import traced_context
 from agent.core.settings import Settings
 from agent.core.tokens import TokenCounter, get_counter
 from agent.history.reactions import reaction_notes
@@ -116,7 +116,7 @@ class ContextBuilder:
         self.compactor = Compactor(settings, model=model, counter=self.counter)
         self.briefings = BriefingReader()
 
-    @traced_context
+    @observability.traced_context
     async def build(
         self,
         sessions: async_sessionmaker[AsyncSession],
@@ -162,10 +162,11 @@ class ContextBuilder:
             ),
             self._compact(sessions, user.id, conversation_id, history, now, group=is_group(user)),
         )
-        now_block = time_block(user, now, previous_message_at)
-        # Reactions since their last message belong to this turn, in its note.
-        if noticed := await self._reactions(sessions, user.id, now, previous_message_at):
-            now_block = now_block.with_items((*now_block.items, *noticed))
+        with observability.tier_span("time"):
+            now_block = time_block(user, now, previous_message_at)
+            # Reactions since their last message belong to this turn, in its note.
+            if noticed := await self._reactions(sessions, user.id, now, previous_message_at):
+                now_block = now_block.with_items((*now_block.items, *noticed))
         fixed = [package.profile] if package.profile is not None else []
         loaded = package.blocks()
         found = loaded.pop("memory", None)
@@ -255,19 +256,29 @@ class ContextBuilder:
     ) -> Compacted:
         if not history or conversation_id is None:
             return Compacted([], "not needed")
-        try:
-            return await self.compactor.compact(
-                sessions,
-                user_id=user_id,
-                conversation_id=conversation_id,
-                history=history,
-                now=now,
-                group=group,
-            )
-        except COLLECTOR_ERRORS as exc:
-            # The cache could not be read or written: plain truncation, as on a summary failure.
-            logger.warning("compaction unavailable", exc_info=exc)
-            return Compacted(list(history), "failed", error=f"{type(exc).__name__}: {exc}"[:300])
+        with observability.span("context compaction") as traced:
+            try:
+                compacted = await self.compactor.compact(
+                    sessions,
+                    user_id=user_id,
+                    conversation_id=conversation_id,
+                    history=history,
+                    now=now,
+                    group=group,
+                )
+            except COLLECTOR_ERRORS as exc:
+                # The cache could not be read or written: plain truncation, as on a summary failure.
+                logger.warning("compaction unavailable", exc_info=exc)
+                compacted = Compacted(list(history), "failed", error=f"{type(exc).__name__}: {exc}"[:300])
+            if traced.is_recording():
+                traced.set_attributes(
+                    {
+                        "nikita.compaction.status": compacted.status,
+                        "nikita.compaction.covered_messages": compacted.covered_messages,
+                        "nikita.compaction.summary_tokens": compacted.summary_tokens,
+                    }
+                )
+            return compacted
 
     def _snapshot(
         self,

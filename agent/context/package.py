@@ -36,6 +36,7 @@ from agent.context.tiers import (
     profile_block,
     summary_section,
 )
+from agent.core import observability
 from agent.core.clock import ensure_utc, local_day
 from agent.core.errors import NikitaError
 from agent.core.settings import Settings
@@ -199,7 +200,18 @@ async def load_week(session: AsyncSession, user: User, now: datetime) -> tuple[D
 async def collect[T](
     name: str, limit_seconds: float, load: Callable[[], Awaitable[T | None]]
 ) -> Collected[T]:
-    """Run one collector under its timeout; its failure is its own result, never raised."""
+    """Run one collector under its timeout; its failure is its own result, never raised. While tracing,
+    the collection is the tier's span (its tokens are added once the context is fitted)."""
+    with observability.tier_span(name) as traced:
+        collected = await _collect(name, limit_seconds, load)
+        if traced.is_recording():
+            traced.set_attribute("nikita.tier.status", collected.status)
+    return collected
+
+
+async def _collect[T](
+    name: str, limit_seconds: float, load: Callable[[], Awaitable[T | None]]
+) -> Collected[T]:
     started = time.perf_counter()
 
     def ms() -> float:

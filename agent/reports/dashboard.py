@@ -3,8 +3,9 @@
 Per UTC day: people and groups who wrote, turns the model answered and their p95 time to an answer
 (the context snapshots' `answered_ms`), the estimated cost as billed and had nothing been cached
 (the usage counters, priced like /stats: agent/core/prices.py), the share of input read from the
-prompt cache, refusals (the daily counters), and the p95 lag of post-processing, follow-ups and
-reminders; and what waits right now. Telegram-free: the web API serves it as JSON.
+prompt cache, refusals by limit (the daily counters: token caps, rate limits, access), and the p95
+lag of post-processing, follow-ups and reminders; and what waits right now. Telegram-free: the web
+API serves it as JSON.
 """
 
 from __future__ import annotations
@@ -18,19 +19,22 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agent.account.access import REFUSED, STRANGERS
+from agent.account.ratelimit import RATE_COUNTER_PREFIX
 from agent.core.prices import estimate_cost, model_for
 from agent.core.settings import Settings
 from agent.turn.daily_tokens import COUNTERS
 from db.repositories.operations import Backlog, OperationsRepository
 
 MAX_DAYS = 90
-# The bot-wide daily counters that are refusals, by the name the dashboard shows.
+# The bot-wide daily counters that are refusals, by the name the dashboard shows (the metric's
+# `limit`); every rate limit's counter ("rate_<scope>_<window>") is one too, under its own name.
 REFUSALS = {
     "user_daily_tokens": COUNTERS["user"],
     "group_daily_tokens": COUNTERS["group"],
     "daily_tokens": COUNTERS["bot"],
-    "not_allowed": "refused",
-    "strangers": "strangers",
+    "not_allowed": REFUSED,
+    "strangers": STRANGERS,
 }
 LAG_JOBS = ("postprocess", "touchpoints", "reminders")
 
@@ -100,8 +104,11 @@ async def dashboard(
     refused: dict[str, dict[str, int]] = {name: {} for name in REFUSALS}
     counter_names = {counter: name for name, counter in REFUSALS.items()}
     for counted_day, counter, count in counts:
-        if counter in counter_names:
-            refused[counter_names[counter]][counted_day.isoformat()] = count
+        name = counter_names.get(counter)
+        if name is None and counter.startswith(RATE_COUNTER_PREFIX):
+            name = counter
+        if name is not None:
+            refused.setdefault(name, {})[counted_day.isoformat()] = count
     lag_values: dict[str, dict[str, list[float]]] = {job: defaultdict(list) for job in LAG_JOBS}
     for lag in lags:
         lag_values[lag.job][lag.day.isoformat()].append(lag.seconds)

@@ -17,6 +17,7 @@ from telegram.constants import ChatType
 from telegram.ext import ApplicationHandlerStop
 
 from agent.account.access import REFUSED, STRANGERS
+from agent.core import observability
 from bot.handlers.context import HandlerContext
 from bot.services import telegram_identity
 from db.repositories.access import AccessRepository
@@ -54,4 +55,5 @@ async def gate(update: Update, context: HandlerContext) -> None:
     if row is not None and answer is None:
         row.outcome = "refused"
     logger.info("update refused", extra={"update_id": update.update_id, "told": answer is not None})
+    observability.refused("not_allowed")
     raise ApplicationHandlerStop

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from db.models import GeneratedPrompt
+from db.models import GeneratedPrompt, Reminder
 
 
 class PromptRepository:
@@ -50,13 +51,27 @@ class PromptRepository:
         )
         return (await self.session.execute(stmt)).scalar_one_or_none()
 
-    async def traces(self, conversation_id: int, *, limit: int = 20) -> list[str]:
-        """The W3C traceparents the conversation's newest turns recorded (while tracing was on)."""
+    async def traces(
+        self,
+        *,
+        user_id: int | None = None,
+        conversation_id: int | None = None,
+        message_ids: Sequence[int] | None = None,
+        reminder_id: int | None = None,
+        limit: int = 20,
+    ) -> list[str]:
+        """The W3C traceparents the newest matching turns recorded (while tracing was on): of a user,
+        of a conversation, of the turns that stored `message_ids`, of the turn that set a reminder."""
         trace = GeneratedPrompt.context_snapshot["trace"].as_string()
-        stmt = (
-            select(trace)
-            .where(GeneratedPrompt.conversation_id == conversation_id, trace.is_not(None))
-            .order_by(GeneratedPrompt.id.desc())
-            .limit(limit)
-        )
+        stmt = select(trace).where(trace.is_not(None))
+        if user_id is not None:
+            stmt = stmt.where(GeneratedPrompt.user_id == user_id)
+        if conversation_id is not None:
+            stmt = stmt.where(GeneratedPrompt.conversation_id == conversation_id)
+        if message_ids is not None:
+            stmt = stmt.where(GeneratedPrompt.message_id.in_(list(message_ids)[-limit:]))
+        if reminder_id is not None:
+            source = select(Reminder.source_message_id).where(Reminder.id == reminder_id).scalar_subquery()
+            stmt = stmt.where(GeneratedPrompt.message_id == source)
+        stmt = stmt.order_by(GeneratedPrompt.id.desc()).limit(limit)
         return [str(value) for value in (await self.session.execute(stmt)).scalars() if value]

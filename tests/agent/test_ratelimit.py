@@ -16,6 +16,7 @@ from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
 from db.engine import create_engine, session_factory
 from db.models import RateLimitEvent
+from db.repositories.access import AccessRepository
 
 pytestmark = pytest.mark.both_databases
 
@@ -57,6 +58,26 @@ async def test_a_burst_is_told_once_per_window(sessions: async_sessionmaker[Asyn
     assert (await limits.check(ANA, evening)).allowed and (await limits.check(ANA, evening)).allowed
     over_day = [await limits.check(ANA, evening + timedelta(minutes=m)) for m in (2, 4, 6)]
     assert [(r.window, r.tell) for r in over_day] == [("day", True), ("day", False), ("day", False)]
+
+
+async def test_every_refusal_counts_in_the_days_counters(sessions: async_sessionmaker[AsyncSession]) -> None:
+    limits = limiter(sessions, minute=1, day=3)
+    assert (await limits.check(ANA, NOW)).allowed
+    # Told or not, each refusal is one more in the day's bot-wide counter of its limit (the dashboard's).
+    told = [(await limits.check(ANA, NOW + timedelta(seconds=s))).tell for s in (1, 2, 3)]
+    assert told == [True, False, False]
+    assert (await limits.check(ANA, NOW + timedelta(minutes=2))).allowed
+    assert (await limits.check(ANA, NOW + timedelta(minutes=4))).allowed
+    assert (await limits.check(ANA, NOW + timedelta(minutes=6))).window == "day"
+    assert (await limits.check(BO, NOW, "export")).allowed
+    assert (await limits.check(BO, NOW + timedelta(seconds=1), "export")).window == "minute"
+    async with sessions() as session:
+        counts = await AccessRepository(session).counts(NOW.date())
+    assert {name: n for name, n in counts.items() if name.startswith("rate_")} == {
+        "rate_message_minute": 3,
+        "rate_message_day": 1,
+        "rate_export_minute": 1,
+    }
 
 
 async def test_the_day_survives_forget_and_a_restart(sessions: async_sessionmaker[AsyncSession]) -> None:

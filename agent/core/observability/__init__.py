@@ -16,7 +16,7 @@ from agent.core.observability.instruments import (
     refused,
     turn_done,
 )
-from agent.core.observability.links import link_conversation
+from agent.core.observability.links import link_turns
 from agent.core.observability.state import current
 from agent.core.observability.tracing import (
     Attributes,
@@ -26,6 +26,7 @@ from agent.core.observability.tracing import (
     root_span,
     span,
     span_context,
+    tier_span,
     traced_context,
     traceparent,
     tracing,
@@ -38,7 +39,7 @@ __all__ = [
     "current",
     "inbox_span",
     "job_done",
-    "link_conversation",
+    "link_turns",
     "log_ids",
     "model_use",
     "proactive_sent",
@@ -46,6 +47,7 @@ __all__ = [
     "root_span",
     "span",
     "span_context",
+    "tier_span",
     "traced_context",
     "traceparent",
     "tracing",

@@ -12,6 +12,8 @@ import functools
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.context import Context
@@ -141,29 +143,75 @@ def log_ids() -> tuple[str, str, bool] | None:
     return f"{context.trace_id:032x}", f"{context.span_id:016x}", context.trace_flags.sampled
 
 
+@dataclass
+class _Collected:
+    """A tier's span whose collection is over (at `ended`, time.time_ns()), finished once the context
+    is fitted and the tier's tokens are known."""
+
+    span: Span
+    ended: int
+
+
+# The tiers collected in the current context build, by name (None outside a traced build). The
+# collectors run as tasks started inside the build, so they see the build's dict.
+_TIERS: ContextVar[dict[str, _Collected] | None] = ContextVar("nikita_tiers", default=None)
+
+
+def tier_span(name: str) -> AbstractContextManager[Span]:
+    """A context tier's collection, from its start to its end: a child of the current span (the turn's
+    `context`). Inside a traced build the span is finished when the context is fitted, with the
+    tier's tokens, at the time its collection ended; elsewhere it ends with the block."""
+    tracer = current.tracer
+    if tracer is None:
+        return _OFF
+    collected = _TIERS.get()
+    attributes = {"nikita.tier.name": name}
+    if collected is None:
+        return tracer.start_as_current_span(f"context tier {name}", attributes=attributes)
+    return _tier(tracer, name, attributes, collected)
+
+
+@contextmanager
+def _tier(
+    tracer: Tracer, name: str, attributes: Attributes, collected: dict[str, _Collected]
+) -> Iterator[Span]:
+    started = tracer.start_span(f"context tier {name}", attributes=attributes)
+    try:
+        with use_span(started, end_on_exit=False) as entered:
+            yield entered
+    finally:
+        collected[name] = _Collected(started, time.time_ns())
+
+
 def traced_context[**P, R](build: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-    """Wrap the context builder: a `context` span, one child per tier with its tokens, status and
-    time (read from the snapshot the build returns), and the span's traceparent in that snapshot so
-    the jobs that later work on the conversation link back to its turns."""
+    """Wrap the context builder: a `context` span whose children are the tiers' collections (each a
+    span of its own, `tier_span`) and the history's compaction, and the span's traceparent in the
+    snapshot the build returns so the jobs that later work on the conversation link back to its turns."""
 
     @functools.wraps(build)
     async def traced(*args: P.args, **kwargs: P.kwargs) -> R:
         tracer = current.tracer
         if tracer is None:
             return await build(*args, **kwargs)
-        started = time.time_ns()
-        with tracer.start_as_current_span("context") as context_span:
-            built = await build(*args, **kwargs)
-            snapshot = getattr(built, "snapshot", None)
-            if isinstance(snapshot, dict):
-                _describe_context(tracer, context_span, snapshot, started)
-                snapshot["trace"] = traceparent(context_span)
-            return built
+        collected: dict[str, _Collected] = {}
+        token = _TIERS.set(collected)
+        try:
+            with tracer.start_as_current_span("context") as context_span:
+                built = await build(*args, **kwargs)
+                snapshot = getattr(built, "snapshot", None)
+                if isinstance(snapshot, dict):
+                    _describe_context(context_span, snapshot, collected)
+                    snapshot["trace"] = traceparent(context_span)
+                return built
+        finally:
+            _TIERS.reset(token)
+            for left in collected.values():  # collected but not in the snapshot (a briefing not served)
+                left.span.end(end_time=left.ended)
 
     return traced
 
 
-def _describe_context(tracer: Tracer, parent: Span, snapshot: dict[str, Any], started: int) -> None:
+def _describe_context(parent: Span, snapshot: dict[str, Any], collected: dict[str, _Collected]) -> None:
     parent.set_attributes(
         {
             "nikita.context.total_tokens": int(snapshot.get("total_tokens", 0)),
@@ -175,11 +223,12 @@ def _describe_context(tracer: Tracer, parent: Span, snapshot: dict[str, Any], st
             "nikita.context.engine": str(snapshot.get("engine", {}).get("served", "v1")),
         }
     )
-    context = _as_context(parent)
     tiers: dict[str, dict[str, Any]] = snapshot.get("tiers", {})
     for name, tier in tiers.items():
+        # A tier not collected in this build (a briefing held from an earlier turn) has no span.
+        if (done := collected.pop(name, None)) is None:
+            continue
         attributes: dict[str, AttributeValue] = {
-            "nikita.tier.name": name,
             "nikita.tier.tokens": int(tier.get("tokens", 0)),
             "nikita.tier.status": str(tier.get("status", "ok")),
             "nikita.tier.items": int(tier.get("count", 0)),
@@ -189,24 +238,8 @@ def _describe_context(tracer: Tracer, parent: Span, snapshot: dict[str, Any], st
             attributes["nikita.tier.loaded"] = int(tier["loaded"])
         if tier.get("error"):
             attributes["nikita.tier.error"] = str(tier["error"])[:300]
-        _drawn(tracer, f"context tier {name}", context, attributes, started, tier.get("ms"))
-    compaction = snapshot.get("history", {}).get("compaction")
-    if isinstance(compaction, dict) and compaction.get("status") not in (None, "not needed"):
-        attributes = {
-            "nikita.compaction.status": str(compaction["status"]),
-            "nikita.compaction.covered_messages": int(compaction.get("covered_messages") or 0),
-            "nikita.compaction.summary_tokens": int(compaction.get("summary_tokens") or 0),
-        }
-        _drawn(tracer, "context compaction", context, attributes, started, compaction.get("ms"))
-
-
-def _drawn(
-    tracer: Tracer, name: str, context: Context, attributes: Attributes, started: int, ms: object
-) -> None:
-    """A span drawn after the fact from a measured duration (the collectors time themselves)."""
-    took = int(float(ms) * 1_000_000) if isinstance(ms, int | float) else 0
-    child = tracer.start_span(name, context=context, attributes=attributes, start_time=started)
-    child.end(end_time=started + took)
+        done.span.set_attributes(attributes)
+        done.span.end(end_time=done.ended)
 
 
 __all__ = [
@@ -216,6 +249,7 @@ __all__ = [
     "root_span",
     "span",
     "span_context",
+    "tier_span",
     "traced_context",
     "traceparent",
     "tracing",

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agent.account.access import REFUSED, STRANGERS
 from db.inbox import InboxRepository, NewUpdate
 from db.models import (
     Conversation,
@@ -84,7 +85,11 @@ async def seed_dashboard(sessions: async_sessionmaker[AsyncSession]) -> dict[str
         session.add_all(
             [
                 DailyCount(day=DAY1, name="budget_user", count=2),
-                DailyCount(day=DAY1, name="strangers", count=3),
+                DailyCount(day=DAY1, name=STRANGERS, count=3),
+                DailyCount(day=DAY1, name="rate_message_minute", count=4),
+                DailyCount(day=DAY2, name="rate_message_minute", count=1),
+                DailyCount(day=DAY2, name="rate_export_day", count=5),
+                DailyCount(day=DAY0, name=REFUSED, count=1),
             ]
         )
         for n, lag in enumerate(POSTPROCESS_LAGS):

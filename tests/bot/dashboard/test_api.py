@@ -14,6 +14,7 @@ from pydantic_ai.models.test import TestModel
 from agent.core.clock import FrozenClock
 from agent.core.prices import estimate_cost
 from agent.core.settings import Settings
+from agent.reports.dashboard import REFUSALS
 from bench.fakes.telegram_webapp import sign_init_data
 from bot.runtime import build_runtime
 from bot.web.serve import build_pages_app
@@ -79,6 +80,11 @@ async def test_an_admin_gets_every_series_from_the_stored_rows(client: httpx.Asy
     assert data["cost"]["billed"][0] == 0 and data["cache_read_share"][0] is None
     assert data["refusals"]["user_daily_tokens"] == [0, 2, 0]
     assert data["refusals"]["strangers"] == [0, 3, 0]
+    assert data["refusals"]["not_allowed"] == [1, 0, 0]
+    # Every rate limit that refused something, by its own name; the day's tokens are no refusal.
+    assert data["refusals"]["rate_message_minute"] == [0, 4, 1]
+    assert data["refusals"]["rate_export_day"] == [0, 0, 5]
+    assert set(data["refusals"]) == {*REFUSALS, "rate_message_minute", "rate_export_day"}
     lags = data["p95_job_lag_seconds"]
     assert lags["postprocess"] == [None, _p95(POSTPROCESS_LAGS), None]
     assert lags["touchpoints"] == [None, FOLLOW_UP_LAG, None]

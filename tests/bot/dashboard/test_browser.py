@@ -54,7 +54,14 @@ def test_an_admin_sees_every_chart_drawn_and_others_see_why_not(
         legend = driver.find_element(By.CSS_SELECTOR, "#chart-cost .legend").text
         assert "billed" in legend and "uncached" in legend
         refusals = driver.find_element(By.CSS_SELECTOR, "#chart-refusals .legend").text
-        assert "USER_DAILY_TOKENS" in refusals and "strangers" in refusals
+        assert "USER_DAILY_TOKENS" in refusals and "strangers" in refusals and "not allowed" in refusals
+        # Refusals by limit over days: each rate limit that refused is a line of its own, a point a day.
+        assert "rate limit: message per minute" in refusals and "rate limit: export per day" in refusals
+        lines = driver.find_elements(By.CSS_SELECTOR, "#chart-refusals svg path.line")
+        assert len(lines) == 5  # USER_DAILY_TOKENS, not allowed, strangers and the two rate limits
+        drawn = _titles(driver, "refusals")
+        assert f"{DAY1} · rate limit: message per minute: 4" in drawn
+        assert f"{DAY2} · rate limit: export per day: 5" in drawn
         tiles = driver.find_element(By.ID, "now").text
         assert "1\nupdates waiting" in tiles and "1.0 min\noldest waiting" in tiles
         shot = Path(os.environ.get("DASHBOARD_SCREENSHOT") or tmp_path / "dashboard.png")

@@ -121,6 +121,20 @@
       .map(([name, list]) => ({ name: names[name] || name, values: list }));
   }
 
+  // "rate_message_minute" -> "rate limit: message per minute"
+  function refusalNames(values) {
+    const names = {
+      user_daily_tokens: "USER_DAILY_TOKENS", group_daily_tokens: "GROUP_DAILY_TOKENS",
+      daily_tokens: "DAILY_TOKENS", not_allowed: "not allowed", strangers: "strangers",
+    };
+    Object.keys(values).filter((key) => key.startsWith("rate_")).forEach((key) => {
+      const parts = key.slice("rate_".length).split("_");
+      const window = parts.pop();
+      names[key] = "rate limit: " + parts.join(" ") + " per " + window;
+    });
+    return names;
+  }
+
   function tile(label, value) {
     const box = el("div", "tile");
     box.appendChild(el("span", "value", value));
@@ -152,10 +166,7 @@
     ], formats.dollars);
     lineChart("cache", days, [{ name: "read from cache", values: data.cache_read_share }], formats.percent);
     lineChart("latency", days, [{ name: "p95", values: data.p95_turn_ms }], formats.ms);
-    const refusals = named(data.refusals, {
-      user_daily_tokens: "USER_DAILY_TOKENS", group_daily_tokens: "GROUP_DAILY_TOKENS",
-      daily_tokens: "DAILY_TOKENS", not_allowed: "not allowed", strangers: "strangers",
-    });
+    const refusals = named(data.refusals, refusalNames(data.refusals));
     lineChart("refusals", days, refusals.length ? refusals : [{ name: "refusals", values: days.map(() => 0) }], formats.count);
     const lags = Object.entries(data.p95_job_lag_seconds).map(([name, values]) => ({ name, values }));
     lineChart("lag", days, lags, formats.seconds);
