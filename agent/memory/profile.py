@@ -11,10 +11,11 @@ which facts they are (the context snapshot and /memory report it).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import lru_cache
+from itertools import chain
 from typing import Literal, NamedTuple, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -25,6 +26,7 @@ from db.repositories.facts import FactRepository
 
 Section = Literal["pinned", "identity", "people", "health", "preference", "plan", "other"]
 SECTIONS: tuple[Section, ...] = ("pinned", "identity", "people", "health", "preference", "plan", "other")
+_SECTION_INDEX: dict[Section, int] = {section: index for index, section in enumerate(SECTIONS)}
 # The categories writers use, mapped onto the profile's sections (the voice agent's and older ones too).
 _CATEGORY_SECTION: dict[str, Section] = {
     "identity": "identity",
@@ -85,8 +87,8 @@ def guess_section(text: str) -> Section:
     return "other"
 
 
-class Rankable(Protocol):
-    """What the profile reads of a fact: a `UserFact`, or a `ProfileFact` read without the ORM."""
+class Placed(Protocol):
+    """What the profile reads of a fact in effect to place it and show it, once facts are ranked."""
 
     @property
     def id(self) -> int: ...
@@ -96,6 +98,11 @@ class Rankable(Protocol):
     def category(self) -> str | None: ...
     @property
     def pinned(self) -> bool: ...
+
+
+class Rankable(Placed, Protocol):
+    """What the profile reads of a fact to tell whether it is in effect and to rank it: a `UserFact`."""
+
     @property
     def hidden(self) -> bool: ...
     @property
@@ -109,20 +116,16 @@ class Rankable(Protocol):
 
 
 class ProfileFact(NamedTuple):
-    """A held fact as the profile reads it (one row of `FactRepository.held_rows`)."""
+    """A fact in effect as the profile reads it: one row of `FactRepository.held_rows`, which come
+    already filtered and in rank order, so only what places and shows a fact is read."""
 
     id: int
     content: str
     category: str | None
     pinned: bool
-    hidden: bool
-    reinforced: int
-    seen: datetime
-    valid_until: datetime | None
-    invalidated_at: datetime | None = None
 
 
-def section_of(fact: Rankable) -> Section:
+def section_of(fact: Placed) -> Section:
     """Where a fact goes in the profile: pinned first, else by its category, else by its words."""
     if fact.pinned:
         return "pinned"
@@ -132,17 +135,21 @@ def section_of(fact: Rankable) -> Section:
 
 
 def in_effect(fact: Rankable, now: datetime) -> bool:
-    """A held fact the profile may show: not hidden, and not a plan whose date has passed."""
+    """A held fact the profile may show: not hidden, and not a plan whose date has passed (the
+    filter `FactRepository.held_rows` applies in SQL)."""
     if fact.hidden or fact.invalidated_at is not None:
         return False
     return fact.valid_until is None or ensure_utc(fact.valid_until) >= now
 
 
-def _rank(fact: Rankable) -> tuple[int, int, float, int]:
-    return (SECTIONS.index(section_of(fact)), -fact.reinforced, -ensure_utc(fact.seen).timestamp(), -fact.id)
+def _recency(fact: Rankable) -> tuple[int, datetime, int]:
+    # Sorted from the largest: the most reinforced, then the most recently said, then the newest
+    # (the order `FactRepository.held_rows` reads them in).
+    seen = fact.seen
+    return fact.reinforced, seen if seen.tzinfo is not None else seen.replace(tzinfo=UTC), fact.id
 
 
-def profile_line(fact: Rankable) -> str:
+def profile_line(fact: Placed) -> str:
     """One fact as the profile shows it."""
     return " ".join(fact.content.split())
 
@@ -151,8 +158,8 @@ def profile_line(fact: Rankable) -> str:
 class Profile:
     """The facts chosen for the profile, in the order the model reads them, and those left out."""
 
-    facts: tuple[Rankable, ...]
-    left_out: tuple[Rankable, ...]
+    facts: tuple[Placed, ...]
+    left_out: tuple[Placed, ...]
     tokens: int
 
     @property
@@ -170,10 +177,21 @@ def choose_profile(
 ) -> Profile:
     """The profile from the owner's held facts: in section order, each section by reinforcement then
     recency, taken while the budget lasts (a fact too long for what is left is skipped, not cut)."""
-    chosen: list[Rankable] = []
-    left: list[Rankable] = []
+    ranked = sorted((f for f in facts if in_effect(f, now)), key=_recency, reverse=True)
+    return choose_ranked(ranked, budget_tokens=budget_tokens, count=count)
+
+
+def choose_ranked(facts: Iterable[Placed], *, budget_tokens: int, count: Callable[[str], int]) -> Profile:
+    """`choose_profile` for facts in effect, already ranked as a section ranks them (most reinforced,
+    then most recently said, then newest), as `FactRepository.held_rows` reads them: only the
+    sections are left to order, a stable partition rather than a sort."""
+    sections: list[list[Placed]] = [[] for _ in SECTIONS]
+    for fact in facts:
+        sections[_SECTION_INDEX[section_of(fact)]].append(fact)
+    chosen: list[Placed] = []
+    left: list[Placed] = []
     used = 0
-    for fact in sorted((f for f in facts if in_effect(f, now)), key=_rank):
+    for fact in chain.from_iterable(sections):
         cost = count(profile_line(fact)) + 2  # the item's bullet and line break
         if used + cost <= budget_tokens:
             chosen.append(fact)
@@ -188,9 +206,9 @@ async def load_profile(
 ) -> Profile:
     """The owner's profile as of `anchor` (a session's start): the facts held now that were learned
     by then, so the text stays the same through the session unless a fact is taken back or changed."""
-    rows = await FactRepository(session).held_rows(owner_id, visible_only=True, learned_by=anchor)
-    facts = [ProfileFact(*row) for row in rows]
-    return choose_profile(facts, budget_tokens=budget_tokens, count=count, now=anchor)
+    rows = await FactRepository(session).held_rows(owner_id, in_effect_at=anchor, learned_by=anchor)
+    facts = (ProfileFact(*row) for row in rows)
+    return choose_ranked(facts, budget_tokens=budget_tokens, count=count)
 
 
 class ProfileCache:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Interval, String, Text, cast, func, literal, select, update
+from sqlalchemy import ColumnElement, Interval, String, Text, cast, func, literal, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -21,17 +21,14 @@ from db.repositories.dedupe import fact_dedupe_key, insert_ignoring_duplicates, 
 
 # A fact still held: not taken back, not superseded, not retired.
 HELD: ColumnElement[bool] = UserFact.invalidated_at.is_(None)
-# What ranks a fact for the profile and shows it, in this order (`held_rows`); `seen` is when it
-# was last said (one timestamp to read, not two).
-PROFILE_COLUMNS = (
-    UserFact.id,
-    UserFact.content,
-    UserFact.category,
-    UserFact.pinned,
-    UserFact.hidden,
-    UserFact.reinforced,
-    func.coalesce(UserFact.last_seen_at, UserFact.created_at).label("seen"),
-    UserFact.valid_until,
+# What places a fact in the profile and shows it, in this order (`held_rows`).
+PROFILE_COLUMNS = (UserFact.id, UserFact.content, UserFact.category, UserFact.pinned)
+# The profile's order within a section: the most reinforced, then the most recently said (or learned),
+# then the newest.
+PROFILE_ORDER = (
+    UserFact.reinforced.desc(),
+    func.coalesce(UserFact.last_seen_at, UserFact.created_at).desc(),
+    UserFact.id.desc(),
 )
 
 
@@ -70,16 +67,24 @@ class FactRepository:
         return (await self.session.execute(stmt)).scalars().all()
 
     async def held_rows(
-        self, owner_id: int, *, visible_only: bool = False, learned_by: datetime | None = None
+        self, owner_id: int, *, in_effect_at: datetime | None = None, learned_by: datetime | None = None
     ) -> Sequence[tuple[Any, ...]]:
-        """The owner's held facts as plain rows of the columns that rank and show them (`PROFILE_COLUMNS`,
-        in no particular order): no ORM objects, so thousands load in a few milliseconds."""
+        """The owner's held facts as plain rows of the columns that place and show them in the profile
+        (`PROFILE_COLUMNS`), ranked as a profile's section ranks them (`PROFILE_ORDER`); `in_effect_at`
+        leaves out those the profile may not show then (hidden ones, plans whose date has passed),
+        `learned_by` those learned after that time. No ORM objects, and no timestamps to convert,
+        so thousands load in a few milliseconds."""
         stmt = select(*PROFILE_COLUMNS).where(UserFact.user_id == owner_id, HELD)
-        if visible_only:
-            stmt = stmt.where(UserFact.hidden.is_(False))
+        if in_effect_at is not None:
+            stmt = stmt.where(
+                UserFact.hidden.is_(False),
+                or_(UserFact.valid_until.is_(None), UserFact.valid_until >= in_effect_at),
+            )
         if learned_by is not None:
             stmt = stmt.where(UserFact.created_at <= learned_by)
-        return [tuple(row) for row in (await self.session.execute(stmt)).all()]
+        # Through the connection: the ORM's per-row loading adds nothing to plain columns.
+        connection = await self.session.connection()
+        return [tuple(row) for row in (await connection.execute(stmt.order_by(*PROFILE_ORDER))).all()]
 
     async def held_one(self, owner_id: int, fact_id: int) -> UserFact | None:
         """One held fact of the owner, or None (another owner's id finds nothing)."""

@@ -220,11 +220,15 @@ async def test_the_profiles_rows_a_plans_day_the_version_and_a_fact_held_again(
         assert await facts.revive(user_id, [tea.id, exam.id], later) == 1  # the exam was held all along
     async with sessions() as session:
         facts = FactRepository(session)
-        rows = sorted(await facts.held_rows(user_id, visible_only=True))
-        # id, content, category, pinned, hidden, reinforced, when last said, a plan's day.
-        assert rows == [
-            (exam.id, "Has an exam on Monday", "plan", False, False, 1, clock.now(), later),
-            (tea.id, "Loves tea", "preference", False, False, 1, clock.now(), None),
+        # id, content, category, pinned; said as often and as lately: the newest first.
+        assert await facts.held_rows(user_id, in_effect_at=later) == [
+            (tea.id, "Loves tea", "preference", False),
+            (exam.id, "Has an exam on Monday", "plan", False),
+        ]
+        # A moment past the exam's date it is no longer in effect.
+        after = later + timedelta(microseconds=1)
+        assert await facts.held_rows(user_id, in_effect_at=after) == [
+            (tea.id, "Loves tea", "preference", False)
         ]
         assert await facts.held_rows(user_id, learned_by=clock.now() - timedelta(seconds=1)) == []
         found = await facts.by_content(user_id, "loves tea.")
