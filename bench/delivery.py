@@ -71,7 +71,7 @@ SCENARIOS = (
     Scenario("burst of 300 from one user", "postgres", "polling", burst=300),
 )
 # A smoke run of the bench itself: the faults have tests of their own (tests/bot/test_delivery_faults.py).
-QUICK = (Scenario("no fault", "sqlite", "polling"), Scenario("burst of 40", "sqlite", "polling", burst=40))
+QUICK = (Scenario("no fault", "sqlite", "polling"), Scenario("burst of 20", "sqlite", "polling", burst=20))
 
 
 def free_port() -> int:
@@ -332,7 +332,7 @@ async def run_delivery_bench(settings: Settings, *, quick: bool = False) -> dict
             figures["scenarios"][scenario] = result
             print(_row(scenario, result), flush=True)
     figures["burst"] = _print_burst(figures["scenarios"])
-    figures["overhead"] = await _print_overhead(20 if quick else 200)
+    figures["overhead"] = await _print_overhead(10 if quick else 200)
     return figures
 
 

@@ -1,10 +1,10 @@
-"""250 distinct users through the turn service: every per-user cache and lock map stays within its
+"""150 distinct users through the turn service: every per-user cache and lock map stays within its
 bound (entries and bytes), and what the service holds stops growing once the caches are full. Real
 database (SQLite: the caches and maps are the same objects on either database), the local hashing
 embedder (so indexing passes and vector searches run), the chat model a FunctionModel.
 
-250 users overflow the largest entry bound (75 indexed users) more than three times and the others
-12 to 80 times. NIKITA_MANY_USERS=10000 runs the long version.
+150 users overflow the largest entry bound (45 indexed users) more than three times and the others
+7 to 50 times. NIKITA_MANY_USERS=10000 runs the long version.
 
 Memory is measured as the bytes of every object reachable from the service (deterministic, and
 it is where a per-user map would grow), with the process's peak RSS printed alongside; tracemalloc
@@ -38,7 +38,7 @@ from agent.search.recall import build_recall
 from agent.turn.service import TurnService
 from db.models import User
 
-USERS = int(os.environ.get("NIKITA_MANY_USERS", "250"))
+USERS = int(os.environ.get("NIKITA_MANY_USERS", "150"))
 CHECKPOINTS = 10
 AT_ONCE = 8
 # The bounds under test, small so that USERS overflow every one of them several times.
@@ -47,13 +47,13 @@ BOUNDS = {
     "history_cache_max_bytes": 20_000,
     "search_vector_cache_users": 3,
     "search_vector_cache_bytes": 4_000,
-    "search_indexed_users": 75,
+    "search_indexed_users": 45,
 }
 # Once the caches are full, what the service holds may still move a little (the token counter's
 # cache fills and clears, SQLAlchemy's statement cache fills up to its own bound: about 100 KB).
-# An unbounded history cache alone would add ~3.75 KB a user, ~750 KB for the last 200 users; this
-# limit catches any per-user map of more than about 600 bytes an entry (4 MB for 10,000 users).
-GROWTH_LIMIT = max(500_000, USERS * 400)
+# An unbounded history cache alone would add ~3.75 KB a user, ~450 KB for the last 120 users; this
+# limit catches any per-user map of more than 2.5 KB an entry (500 bytes for 10,000 users).
+GROWTH_LIMIT = max(300_000, USERS * 400)
 
 
 def chat(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

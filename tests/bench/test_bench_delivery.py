@@ -22,5 +22,5 @@ def test_bench_delivery_prints_losses_latency_burst_and_overhead(
     assert len(rows) == 2, out
     # Without a crash nothing may be lost, unanswered or repeated.
     assert [tuple(map(int, row[1:])) for row in rows] == [(0, 0, 0)] * 2, out
-    assert "other users' reply latency during one user's burst of 40" in out
+    assert "other users' reply latency during one user's burst of 20" in out
     assert re.search(r"sqlite +added before the reply: p50 [+-][\d.]+ ms  p95 [+-][\d.]+ ms", out), out
