@@ -1,8 +1,8 @@
 """`python -m bot bench group`: a busy group chat's day, through the group turn the bot runs.
 
 Fifty members write 1,000 messages between 08:00 and 23:00, a tenth of them addressed to the bot;
-the rest it only hears. Every message goes through agent/turn/group_turn.py (`hear` and
-`group_reply`), the Telegram-free entry bot/handlers/groups.py calls, with the group's owner row.
+the rest it only hears. Every message goes through `TurnService.hear` or `TurnService.group_reply`
+(agent/turn/service.py), the Telegram-free entry bot/handlers/groups.py calls, with the group's owner row.
 
 1. With an instant model, on SQLite and on PostgreSQL when it is reachable: the addressed turns'
    overhead late in the day (the last quarter, when the group's session is longest), a heard
@@ -37,7 +37,7 @@ from agent.context import ContextBuilder, FunctionMemory, MemoryLimits
 from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.core.tokens import get_counter
-from agent.turn.group_turn import group_prompt, group_reply, hear
+from agent.turn.group_turn import group_prompt
 from agent.turn.service import TurnService
 from agent.turn.transcript import Speaker
 from bench.common import describe, scratch_database
@@ -190,12 +190,12 @@ async def run_day(
             before = len(fake.cache.uses) if fake is not None else 0
             started = time.perf_counter()
             if message.to_bot:
-                result = await group_reply(
-                    service, owner.id, message.text, message.at, speaker=speaker, telegram_message_id=n + 1
+                result = await service.group_reply(
+                    owner.id, message.text, message.at, speaker=speaker, telegram_message_id=n + 1
                 )
             else:
-                await hear(
-                    service, owner.id, message.text, message.at, speaker=speaker, telegram_message_id=n + 1
+                await service.hear(
+                    owner.id, message.text, message.at, speaker=speaker, telegram_message_id=n + 1
                 )
             elapsed = (time.perf_counter() - started) * 1000
             if not message.to_bot:

@@ -25,12 +25,10 @@ from telegram.ext import (
 
 from agent.account.access import AccessPolicy
 from agent.account.ratelimit import RateLimiter
-from agent.chat.persona import persona_for
 from agent.core.errors import ConfigurationError
 from agent.core.model_lifecycle import model_warnings
 from agent.core.observability.setup import start_sampler, stop_sampler
 from agent.core.settings import Settings
-from agent.onboarding.service import OnboardingService
 from bot.delivery.sending import GroupPace
 from bot.delivery.signals import SignalFreeServer, on_stop_signal
 from bot.delivery.touchpoints import TelegramSender
@@ -95,13 +93,6 @@ def build_application(runtime: Runtime, *, webhook: bool | None = None) -> AnyAp
     data: BotData = application.bot_data
     data.services = BotServices(
         runtime=runtime,
-        onboarding=OnboardingService(
-            sessions=runtime.sessions,
-            queue=runtime.turns.queue,
-            model=runtime.turns.model,
-            persona=persona_for(settings),
-            budget=runtime.turns.budget,
-        ),
         limiter=RateLimiter.from_settings(runtime.sessions, settings),
         access=AccessPolicy.from_settings(runtime.sessions, settings, runtime.clock),
         delivery=build_delivery(application, runtime, webhook=use_webhook, allowed_updates=ALLOWED_UPDATES),

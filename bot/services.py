@@ -23,7 +23,6 @@ from telegram.ext import Application
 from agent.account.access import AccessPolicy
 from agent.account.ratelimit import RateLimiter, Scope
 from agent.account.users import get_or_create_user
-from agent.onboarding.service import OnboardingService
 from bot.delivery.dispatcher import Dispatcher
 from bot.delivery.inbox import UpdateInbox
 from bot.delivery.polling import Poller
@@ -131,7 +130,6 @@ class BotServices:
     """The runtime and the bot's own helpers."""
 
     runtime: Runtime
-    onboarding: OnboardingService
     limiter: RateLimiter
     # Who may use the bot (ACCESS, ALLOWED_USERS, /allow, /deny); bot/handlers/access.py's gate asks it.
     access: AccessPolicy

@@ -5,8 +5,8 @@ grows past the size limit, and `agent/`'s folders stack in layers.
 The layers, lowest first (a folder imports only folders in layers below its own; imports at load
 time, inside functions and under `TYPE_CHECKING` all count):
 
-    core < history < account < search < graph < memory < reminders < chat < digest < context < turn
-    < touchpoints, onboarding, voice, reports
+    core < history < account < search < graph < memory < reminders < chat < digest < context
+    < onboarding < turn < touchpoints, voice, reports
 
 - core: settings, clock and local time, errors, caches, usage, token counting, the provider model
   factory; it imports no other folder.
@@ -19,8 +19,10 @@ time, inside functions and under `TYPE_CHECKING` all count):
   context builder makes its summary model with chat's `build_model` (which adds the offline demo
   model, and that files facts the way the memory does).
 - digest below context: the context quotes day summaries and compacts group digests.
+- onboarding below turn: the onboarding agent and its context are what the onboarding turn runs
+  (agent/turn/onboarding_turn.py), so every kind of turn is one of `TurnService`'s.
 - turn above context: a turn is handed its context builder; nothing below a turn runs one.
-- the top four are built on the turns and import none of each other.
+- the top three are built on the turns and import none of each other.
 """
 
 from __future__ import annotations
@@ -47,8 +49,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("chat",),
     ("digest",),
     ("context",),
+    ("onboarding",),
     ("turn",),
-    ("touchpoints", "onboarding", "voice", "reports"),
+    ("touchpoints", "voice", "reports"),
 )
 
 
@@ -149,6 +152,23 @@ def test_no_two_agent_folders_import_each_other_around() -> None:
     ]
     assert in_cycles == [], "imports between folders that import each other around:\n" + "\n".join(in_cycles)
     assert sum(len(targets) for targets in below.values()) > 40
+
+
+def test_the_turns_are_handed_a_kit_never_the_service() -> None:
+    # A turn reads what it needs from its `TurnKit` (agent/turn/kit.py); only the package may name
+    # the service that builds and runs the turns, at load time, lazily or under `TYPE_CHECKING`.
+    structure = scan(ROOT)
+    service = "agent.turn.service"
+    importers = sorted(
+        name
+        for name, module in structure.modules.items()
+        # "agent.turn" itself (its __init__) is the package, not a turn module.
+        if name.startswith("agent.turn.") and service in module.imports
+    )
+    assert importers == []
+    # The scan sees the turn modules and what the service imports from them.
+    assert {"agent.turn.chat_turn", "agent.turn.kit"} <= structure.modules[service].eager
+    assert "agent.turn.kit" in structure.modules["agent.turn.chat_turn"].eager
 
 
 @pytest.mark.process

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.settings import ModelSettings
@@ -29,15 +28,13 @@ from agent.history.cache import StoredHistory
 from agent.turn.daily_tokens import BUDGET_REPLY, Over
 from agent.turn.frame import Done, Stored, Turn
 from agent.turn.intake import Prepared
+from agent.turn.kit import TurnKit
 from agent.turn.run import Outcome, run_chat
 from agent.turn.transcript import Delivered, write_message
 from db.models import DaySegment, TranscriptMessage
 from db.repositories.conversations import ConversationRepository
 from db.repositories.day_summaries import flag_summary_due
 from db.repositories.prompts import PromptRepository
-
-if TYPE_CHECKING:
-    from agent.turn.service import TurnService
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +67,7 @@ class Answered:
 class ChatTurn(Turn[Prepared, Answered, TurnResult]):
     """A private chat's message answered by the chat agent, in the turn frame."""
 
-    service: TurnService
+    kit: TurnKit
     key: int
     user_id: int
     at: datetime
@@ -83,30 +80,30 @@ class ChatTurn(Turn[Prepared, Answered, TurnResult]):
 
     def instructions(self) -> str:
         """The persona prompt the agent runs with."""
-        return persona_for(self.service.settings).chat
+        return persona_for(self.kit.settings).chat
 
     def model_settings(self) -> ModelSettings:
         """The chat model's settings: a private chat's turns come minutes apart (5-minute cache)."""
-        return chat_model_settings(self.service.settings)
+        return chat_model_settings(self.kit.settings)
 
     async def resume(self, session: AsyncSession, found: Delivered) -> Prepared | Done[TurnResult]:
         """Answer a message stored in a session but never answered; anything else was answered."""
         if found.answer is not None or found.message.conversation_id is None:
             return Done(_repeated(found))
-        return await self.service.intake.resume(session, found.message)
+        return await self.kit.intake.resume(session, found.message)
 
     async def take(self, session: AsyncSession) -> Prepared:
         """Store the message in its session."""
-        return await self.service.intake.store(
+        return await self.kit.intake.store(
             session, self.user_id, self.text, self.at, self.telegram_message_id, self.kind
         )
 
     async def answer(self, taken: Prepared, over: Over | None) -> Answered:
         """Build the context and run the chat agent (a failure becomes an apology)."""
-        service, prepared = self.service, replace(taken, attachments=self.attachments)
-        stored = await service.histories.load(
+        kit, prepared = self.kit, replace(taken, attachments=self.attachments)
+        stored = await kit.histories.load(
             # The count includes this turn's user message, stored a moment ago.
-            service.sessions,
+            kit.sessions,
             prepared.conversation.id,
             prepared.conversation.message_count - 1,
         )
@@ -118,8 +115,8 @@ class ChatTurn(Turn[Prepared, Answered, TurnResult]):
             return Answered(Outcome(BUDGET_REPLY, exchange, prepared.text), stored, None, "budget")
         user, conversation = prepared.user, prepared.conversation
         # Tiers, compaction and the budget (history included) in one place; each tier in its own session.
-        context = await service.context_builder.build(
-            service.sessions,
+        context = await kit.context_builder.build(
+            kit.sessions,
             user=user,
             conversation=conversation,
             text=prepared.text,
@@ -132,12 +129,12 @@ class ChatTurn(Turn[Prepared, Answered, TurnResult]):
             conversation_id=conversation.id,
             now=self.at,
             timezone=user.timezone,
-            sessions=service.sessions,
+            sessions=kit.sessions,
             persona=self.instructions(),
             memory=context.memory,
             note=context.note,
-            recall=service.recall,
-            facts=service.facts,
+            recall=kit.recall,
+            facts=kit.facts,
             message_id=prepared.message_id,
         )
         outcome = await run_chat(
@@ -145,7 +142,7 @@ class ChatTurn(Turn[Prepared, Answered, TurnResult]):
             prepared.text,
             # None on a session's first message: the instructions start the run fresh.
             history=context.history,
-            model=service.model,
+            model=kit.model,
             model_settings=self.model_settings(),
             sent_at=self.at,
             attachments=prepared.attachments,
@@ -156,7 +153,7 @@ class ChatTurn(Turn[Prepared, Answered, TurnResult]):
 
     async def store(self, session: AsyncSession, taken: Prepared, answer: Answered) -> Stored[TurnResult]:
         """The grown history, the answer, the summary flag and the context snapshot."""
-        service, outcome, stored, context = self.service, answer.outcome, answer.stored, answer.context
+        kit, outcome, stored, context = self.kit, answer.outcome, answer.stored, answer.context
         # The full stored history grows (the cached copy is what is stored, as of its message count:
         # agent/history/cache.py); trimming only shapes what the model is sent.
         updated = stored.extended(outcome.new_messages, taken.conversation.message_count + 1)
@@ -195,9 +192,9 @@ class ChatTurn(Turn[Prepared, Answered, TurnResult]):
         await flag_summary_due(
             session,
             segment,
-            threshold=service.settings.day_summary_message_threshold,
-            token_budget=service.settings.day_raw_token_budget,
-            count_tokens=service.counter.count,
+            threshold=kit.settings.day_summary_message_threshold,
+            token_budget=kit.settings.day_raw_token_budget,
+            count_tokens=kit.counter.count,
         )
         if context is not None:
             await PromptRepository(session).add(
@@ -217,9 +214,9 @@ class ChatTurn(Turn[Prepared, Answered, TurnResult]):
     async def after(self, taken: Prepared, answer: Answered, result: TurnResult) -> None:
         """Remember the stored history; start indexing the turn's embeddings."""
         if self.updated is not None:
-            self.service.histories.remember(taken.conversation.id, self.updated, user_id=taken.user.id)
+            self.kit.histories.remember(taken.conversation.id, self.updated, user_id=taken.user.id)
         if answer.context is not None:
-            self.service.index(taken.user.id, self.at)
+            self.kit.background.index(taken.user.id, self.at)
 
 
 def _result(prepared: Prepared, outcome: Outcome, reply_id: int) -> TurnResult:

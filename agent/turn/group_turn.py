@@ -13,24 +13,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from pydantic_ai.settings import ModelSettings
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.chat.agent import chat_model_settings
-from agent.chat.streaming import TurnProgress
-from agent.core.clock import ensure_utc
 from agent.turn.chat_turn import ChatTurn, TurnResult
 from agent.turn.daily_tokens import Over
-from agent.turn.frame import Done, Stored, Turn, clean
+from agent.turn.frame import Done, Stored, Turn
 from agent.turn.intake import Prepared
-from agent.turn.transcript import Delivered, Speaker, TurnReceipt
+from agent.turn.kit import TurnKit
+from agent.turn.transcript import Delivered, Speaker
 from db.models import TranscriptMessage
-
-if TYPE_CHECKING:
-    from agent.turn.service import TurnService
 
 # At most this many heard lines go with an addressed message (the newest); older ones stay searchable.
 MAX_HEARD = 40
@@ -92,7 +87,7 @@ class GroupTurn(ChatTurn):
         """The chat model's settings with an hour-long conversation cache: a busy group's addressed
         turns come some ten minutes apart, past a 5-minute entry's life, and each would write the
         group's whole history again."""
-        return chat_model_settings(self.service.settings, conversation_ttl="1h")
+        return chat_model_settings(self.kit.settings, conversation_ttl="1h")
 
     async def resume(self, session: AsyncSession, found: Delivered) -> Prepared | Done[TurnResult]:
         """A message stored but never answered: answered now, with what was heard before it."""
@@ -103,7 +98,7 @@ class GroupTurn(ChatTurn):
 
     async def take(self, session: AsyncSession) -> Prepared:
         """Store the message with its speaker; the prompt is what was heard, then the message."""
-        prepared = await self.service.intake.store(
+        prepared = await self.kit.intake.store(
             session,
             self.user_id,
             self.text,
@@ -121,7 +116,7 @@ class GroupTurn(ChatTurn):
 class HeardTurn(Turn[int, None, bool]):
     """A group message not addressed to the bot: stored with its speaker, no model call, no answer."""
 
-    service: TurnService
+    kit: TurnKit
     key: int
     user_id: int
     at: datetime
@@ -137,7 +132,7 @@ class HeardTurn(Turn[int, None, bool]):
 
     async def take(self, session: AsyncSession) -> int:
         """Store the message in the group's session."""
-        prepared = await self.service.intake.store(
+        prepared = await self.kit.intake.store(
             session,
             self.user_id,
             self.text,
@@ -158,58 +153,4 @@ class HeardTurn(Turn[int, None, bool]):
 
     async def after(self, taken: int, answer: None, result: bool) -> None:
         """Index the heard message for search, as an answered turn's messages are."""
-        self.service.index(self.user_id, self.at)
-
-
-async def group_reply(
-    service: TurnService,
-    owner_id: int,
-    text: str,
-    sent_at: datetime,
-    *,
-    speaker: Speaker,
-    telegram_message_id: int | None = None,
-    receipt: TurnReceipt | None = None,
-    progress: TurnProgress | None = None,
-    kind: str = "text",
-    held: bool = False,
-) -> TurnResult:
-    """Answer a message addressed to the bot in the group whose memory `owner_id` is."""
-    turn = GroupTurn(
-        service=service,
-        key=owner_id,
-        user_id=owner_id,
-        at=ensure_utc(sent_at),
-        telegram_message_id=telegram_message_id,
-        text=clean(text),
-        kind=kind,
-        attachments=(),
-        progress=progress,
-        speaker=speaker,
-    )
-    return await service.frame.run(turn, receipt=receipt, held=held)
-
-
-async def hear(
-    service: TurnService,
-    owner_id: int,
-    text: str,
-    sent_at: datetime,
-    *,
-    speaker: Speaker,
-    telegram_message_id: int | None = None,
-    kind: str = "text",
-    held: bool = False,
-) -> bool:
-    """Store a group message the bot only hears; False when it was stored already."""
-    turn = HeardTurn(
-        service=service,
-        key=owner_id,
-        user_id=owner_id,
-        at=ensure_utc(sent_at),
-        telegram_message_id=telegram_message_id,
-        text=clean(text),
-        kind=kind,
-        speaker=speaker,
-    )
-    return await service.frame.run(turn, held=held)
+        self.kit.background.index(self.user_id, self.at)

@@ -1,16 +1,17 @@
-"""`TurnService.reply`: the one Telegram-free entry point that answers a user's message.
+"""`TurnService`: the one Telegram-free way into every kind of turn.
 
-The service holds what turns share (the model, the context builder, the cached histories, the
-turn queue and budgets of the turn frame) and runs each message as a `ChatTurn` (agent/turn/chat_turn.py)
-in the turn frame (agent/turn/frame.py): serialised with the user's other turns, stored before the
+The service builds what turns share once: the `TurnKit` each turn is handed (the model, the context
+builder, the cached histories, the message intake: agent/turn/kit.py) and the one `TurnFrame`
+(agent/turn/frame.py) every turn runs in: serialised with the user's other turns, stored before the
 model is called, answered once however often it is delivered, and stored with the caller's
-`TurnReceipt` and the usage in one transaction.
+`TurnReceipt` and the usage in one transaction. Its methods are the turns: a private chat's reply,
+a group's addressed and heard messages, onboarding, and short answers.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from pydantic_ai.models import Model
@@ -21,6 +22,7 @@ from agent.chat.agent import build_chat_model
 from agent.chat.streaming import TurnProgress
 from agent.context import ContextBuilder
 from agent.core.clock import Clock, ensure_utc
+from agent.core.errors import UserNotFoundError
 from agent.core.settings import Settings
 from agent.core.tokens import get_counter
 from agent.history.cache import SessionHistories
@@ -28,10 +30,15 @@ from agent.memory.service import Facts
 from agent.search.recall import Recall
 from agent.turn.chat_turn import ChatTurn, TurnResult
 from agent.turn.daily_tokens import TokenBudget
-from agent.turn.frame import TurnFrame, clean
+from agent.turn.frame import Turn, TurnFrame, clean
+from agent.turn.group_turn import GroupTurn, HeardTurn
 from agent.turn.intake import MessageIntake
+from agent.turn.kit import Background, TurnKit
+from agent.turn.onboarding_turn import OnboardingReply, OnboardingTurn
 from agent.turn.serial import TurnQueue
-from agent.turn.transcript import TurnReceipt
+from agent.turn.short_answer import ShortAnswerTurn
+from agent.turn.transcript import Speaker, TurnReceipt
+from db.models import User
 
 
 class TurnService:
@@ -57,49 +64,68 @@ class TurnService:
         # The person's facts: the memory tools and the facts recalled for each message read them.
         self.facts = facts if facts is not None or recall is None else Facts.over(settings, recall)
         self.context_builder = context_builder or ContextBuilder(settings, memory=self.facts)
-        self.model: Model | str = model if model is not None else build_chat_model(settings)
-        self.counter = get_counter()
-        # Conversation search and memory tools; None leaves the tools answering "unavailable".
         self.recall = recall
+        self.counter = get_counter()
         # Daily token caps, checked before each turn's model call (agent/turn/daily_tokens.py).
         self.budget = TokenBudget.from_settings(settings)
         self.histories = SessionHistories(
             max_sessions=settings.history_cache_sessions, max_bytes=settings.history_cache_max_bytes
         )
         reply_window = timedelta(hours=settings.proactive_reply_window_hours)
-        self.intake = MessageIntake(self.histories, self.session_timeout, reply_window)
+        self.kit = TurnKit(
+            settings=settings,
+            sessions=sessions,
+            clock=self.clock,
+            model=model if model is not None else build_chat_model(settings),
+            context_builder=self.context_builder,
+            histories=self.histories,
+            intake=MessageIntake(self.histories, self.session_timeout, reply_window),
+            counter=self.counter,
+            recall=recall,
+            facts=self.facts,
+            background=Background(recall),
+        )
         # Serialisation, repeated deliveries, budgets, metering and the receipt: every surface's turn.
         self.frame = TurnFrame(sessions=sessions, queue=self.queue, budget=self.budget)
-        self._background: set[asyncio.Task[object]] = set()
+
+    @property
+    def model(self) -> Model | str:
+        """The chat model the turns run."""
+        return self.kit.model
+
+    @model.setter
+    def model(self, model: Model | str) -> None:
+        self.kit = replace(self.kit, model=model)
 
     async def settle(self) -> None:
         """Wait for the background work of finished turns (indexing)."""
-        while self._background:
-            await asyncio.gather(*list(self._background), return_exceptions=True)
-            # Finished tasks leave the set in their done callbacks, which the loop runs later; a gather
-            # of tasks that are all done already returns without yielding, so without this the loop
-            # never gets to run those callbacks and this spins forever.
-            await asyncio.sleep(0)
+        await self.kit.background.settle()
 
     async def close(self) -> None:
         """Finish background work and release what the service holds beyond the shared engine."""
         await self.settle()
 
-    def index(self, user_id: int, at: datetime) -> None:
-        """Embed what the user's turns stored, in the background."""
-        if self.recall is None:
-            return
-        # Full text was indexed in the transactions (triggers / generated columns); embeddings follow
-        # in the background, so the reply never waits for the embedder and a failure never reaches
-        # it (every search catches up on what is missing first).
-        task = asyncio.create_task(self.recall.index_quietly(user_id, now=at))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
     @property
     def session_timeout(self) -> timedelta:
         """How long a pause ends a session."""
         return timedelta(minutes=self.settings.session_timeout_minutes)
+
+    async def _run[T, A, R](
+        self,
+        build: Callable[..., Turn[T, A, R]],
+        owner: int,
+        sent_at: datetime,
+        *,
+        receipt: TurnReceipt | None = None,
+        held: bool = False,
+        **fields: object,
+    ) -> R:
+        """Build the turn of `owner`'s message sent at `sent_at` over the kit, and run it in the frame.
+
+        `held`: the caller's inbox lease already serialises the conversation's turns (agent/turn/serial.py).
+        """
+        turn = build(kit=self.kit, key=owner, user_id=owner, at=ensure_utc(sent_at), **fields)
+        return await self.frame.run(turn, receipt=receipt, held=held)
 
     async def reply(
         self,
@@ -119,17 +145,129 @@ class TurnService:
         With `progress`, the answer is streamed to it while the model writes (a preview only).
         With `attachments` (photos, text files), `text` is how the transcript shows the message
         ("[photo] caption"); the model sees the files this turn only (agent/chat/attachments.py).
-        `held`: the caller's inbox lease already serialises the conversation's turns (agent/turn/serial.py).
         """
-        turn = ChatTurn(
-            service=self,
-            key=user_id,
-            user_id=user_id,
-            at=ensure_utc(sent_at),
+        return await self._run(
+            ChatTurn,
+            user_id,
+            sent_at,
+            receipt=receipt,
+            held=held,
             telegram_message_id=telegram_message_id,
             text=clean(text),
             kind=kind,
             attachments=tuple(attachments),
             progress=progress,
         )
-        return await self.frame.run(turn, receipt=receipt, held=held)
+
+    async def group_reply(
+        self,
+        owner_id: int,
+        text: str,
+        sent_at: datetime,
+        *,
+        speaker: Speaker,
+        telegram_message_id: int | None = None,
+        receipt: TurnReceipt | None = None,
+        progress: TurnProgress | None = None,
+        kind: str = "text",
+        held: bool = False,
+    ) -> TurnResult:
+        """Answer a message addressed to the bot in the group whose memory `owner_id` is."""
+        return await self._run(
+            GroupTurn,
+            owner_id,
+            sent_at,
+            receipt=receipt,
+            held=held,
+            telegram_message_id=telegram_message_id,
+            text=clean(text),
+            kind=kind,
+            attachments=(),
+            progress=progress,
+            speaker=speaker,
+        )
+
+    async def hear(
+        self,
+        owner_id: int,
+        text: str,
+        sent_at: datetime,
+        *,
+        speaker: Speaker,
+        telegram_message_id: int | None = None,
+        kind: str = "text",
+        held: bool = False,
+    ) -> bool:
+        """Store a group message the bot only hears; False when it was stored already."""
+        return await self._run(
+            HeardTurn,
+            owner_id,
+            sent_at,
+            held=held,
+            telegram_message_id=telegram_message_id,
+            text=clean(text),
+            kind=kind,
+            speaker=speaker,
+        )
+
+    async def onboard(
+        self,
+        user_id: int,
+        text: str,
+        sent_at: datetime,
+        *,
+        telegram_message_id: int | None = None,
+        fallback_name: str | None = None,
+        receipt: TurnReceipt | None = None,
+        held: bool = False,
+    ) -> OnboardingReply | None:
+        """Answer one message in onboarding; None when the user has completed onboarding already.
+
+        Like `reply`: a message stored and answered before is a repeated delivery; stored but
+        unanswered (the process stopped mid-turn), it is answered now without being stored again.
+        """
+        return await self._run(
+            OnboardingTurn,
+            user_id,
+            sent_at,
+            receipt=receipt,
+            held=held,
+            telegram_message_id=telegram_message_id,
+            text=clean(text),
+            fallback_name=fallback_name,
+        )
+
+    async def skip_onboarding(self, user_id: int, fallback_name: str | None, *, held: bool = False) -> None:
+        """Leave onboarding now: keep what was collected, fill the name from the fallback."""
+        async with self.frame.serialised(user_id, held=held), self.sessions() as session, session.begin():
+            user = await session.get(User, user_id)
+            if user is None:
+                raise UserNotFoundError(f"no user with id {user_id}")
+            user.name = user.name or fallback_name
+            user.onboarding_status = "complete"
+
+    async def short_answer(
+        self,
+        user_id: int,
+        *,
+        kind: str,
+        content: str,
+        sent_at: datetime,
+        answer: str = "",
+        telegram_message_id: int | None = None,
+        receipt: TurnReceipt | None = None,
+        held: bool = False,
+    ) -> bool:
+        """Store a message the model does not see with `answer` recorded through `receipt`; False when
+        stored already."""
+        return await self._run(
+            ShortAnswerTurn,
+            user_id,
+            sent_at,
+            receipt=receipt,
+            held=held,
+            telegram_message_id=telegram_message_id,
+            kind=kind,
+            content=content,
+            reply=answer,
+        )

@@ -10,52 +10,24 @@ a message whose answer will be sent.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.turn.daily_tokens import Over
-from agent.turn.frame import Done, Stored, Turn, TurnFrame
+from agent.turn.frame import Done, Stored, Turn
+from agent.turn.kit import TurnKit
 from agent.turn.sessions import session_expired
-from agent.turn.transcript import Delivered, TurnReceipt, write_message
+from agent.turn.transcript import Delivered, write_message
 from db.models import User
 from db.repositories.conversations import ConversationRepository
-
-
-async def store_unanswered(
-    frame: TurnFrame,
-    user_id: int,
-    *,
-    kind: str,
-    content: str,
-    sent_at: datetime,
-    session_timeout: timedelta,
-    telegram_message_id: int | None = None,
-    answer: str = "",
-    receipt: TurnReceipt | None = None,
-    held: bool = False,
-) -> bool:
-    """Store the message with `answer` recorded through `receipt`; False when stored already.
-
-    `held`: the caller's inbox lease already serialises the conversation's turns (agent/turn/serial.py).
-    """
-    turn = ShortAnswerTurn(
-        key=user_id,
-        user_id=user_id,
-        at=sent_at,
-        telegram_message_id=telegram_message_id,
-        kind=kind,
-        content=content,
-        reply=answer,
-        session_timeout=session_timeout,
-    )
-    return await frame.run(turn, receipt=receipt, held=held)
 
 
 @dataclass(kw_only=True)
 class ShortAnswerTurn(Turn[int, str, bool]):
     """A message answered with a fixed short reply: no model call, one transaction."""
 
+    kit: TurnKit
     key: int
     user_id: int
     at: datetime
@@ -63,7 +35,6 @@ class ShortAnswerTurn(Turn[int, str, bool]):
     kind: str
     content: str
     reply: str
-    session_timeout: timedelta
     calls_model: bool = False
 
     async def resume(self, session: AsyncSession, found: Delivered) -> Done[bool]:
@@ -77,7 +48,7 @@ class ShortAnswerTurn(Turn[int, str, bool]):
             return Done(False)
         conversation = await ConversationRepository(session).active_for(self.user_id)
         open_session = conversation is not None and not session_expired(
-            conversation.last_message_at, self.at, self.session_timeout
+            conversation.last_message_at, self.at, self.kit.intake.session_timeout
         )
         row = await write_message(
             session,

@@ -20,7 +20,7 @@ from agent.core.settings import Settings
 from agent.history.cache import SessionHistories
 from agent.memory.service import Facts
 from agent.search.recall import Recall
-from agent.turn.serial import TurnQueue
+from agent.turn.frame import TurnFrame
 from agent.voice.auth import CallToken, CallTokens, verify_webhook
 from agent.voice.calls import SESSION_VARIABLE, TOKEN_VARIABLE, parse_post_call
 from agent.voice.context import VoiceContext
@@ -170,7 +170,7 @@ def build_voice_service(
     histories: SessionHistories,
     recall: Recall,
     facts: Facts,
-    queue: TurnQueue,
+    frame: TurnFrame,
 ) -> VoiceService:
     """Wire the voice service from the runtime's parts; the secrets must be set (settings.require)."""
     settings.require("voice_token_secret", "voice_initiate_secret", "elevenlabs_webhook_secret")
@@ -183,7 +183,7 @@ def build_voice_service(
         session_timeout=timedelta(minutes=settings.session_timeout_minutes),
         persona=persona_for(settings),
     )
-    store = VoiceStore(settings=settings, sessions=sessions, facts=facts, queue=queue)
+    store = VoiceStore(settings=settings, sessions=sessions, facts=facts, frame=frame)
     tools = VoiceTools(
         sessions=sessions,
         context=context,

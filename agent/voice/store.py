@@ -26,7 +26,6 @@ from agent.memory.facts import FactAdded
 from agent.memory.service import Facts
 from agent.turn.daily_tokens import Over
 from agent.turn.frame import Done, Stored, Turn, TurnFrame
-from agent.turn.serial import TurnQueue
 from agent.turn.transcript import write_message
 from agent.voice.calls import EndedCall
 from db.models import QUEUED, Conversation, DaySegment, User
@@ -56,14 +55,13 @@ class VoiceStore:
         settings: Settings,
         sessions: async_sessionmaker[AsyncSession],
         facts: Facts,
-        queue: TurnQueue,
+        frame: TurnFrame,
     ) -> None:
         self.settings = settings
         self.sessions = sessions
         self.facts = facts
-        # The turn frame over the chat's queue: in this process a call is stored as a turn, never
-        # beside a text turn.
-        self.frame = TurnFrame(sessions=sessions, queue=queue)
+        # The turn service's frame: in this process a call is stored as a turn, never beside a text turn.
+        self.frame = frame
         self.counter = get_counter()
 
     async def _may_write(self, session: AsyncSession, user_id: int) -> User | None:

@@ -25,7 +25,6 @@ from telegram.constants import ChatMemberStatus, MessageEntityType
 
 from agent.account.groups import group_owner, move_group
 from agent.account.ratelimit import Verdict, group_identity
-from agent.turn.group_turn import group_reply, hear
 from agent.turn.transcript import Speaker
 from bot.delivery.sending import typing
 from bot.delivery.streaming import preview
@@ -125,8 +124,7 @@ async def on_group_message(update: Update, context: HandlerContext) -> None:
         verdict = await s.limiter.check(group_identity(message.chat_id), message.date, "group")
     if verdict is None or not verdict.allowed:
         # Heard: a message over the group's limit stays in its memory, like one not addressed.
-        await hear(
-            turns,
+        await turns.hear(
             owner.id,
             text,
             message.date,
@@ -143,8 +141,7 @@ async def on_group_message(update: Update, context: HandlerContext) -> None:
     row = context.row
     async with typing(me, message.chat_id), preview(me, message, settings, row) as progress:
         # The inbox sends the recorded answer, as a reply to this message in its topic.
-        await group_reply(
-            turns,
+        await turns.group_reply(
             owner.id,
             text,
             message.date,

@@ -15,7 +15,6 @@ from telegram.ext import ApplicationHandlerStop
 
 from agent.chat.attachments import Attachment
 from agent.core.errors import LeaseLostError
-from agent.turn.short_answer import store_unanswered
 from bot.delivery.failures import ERROR_REPLY, is_retryable
 from bot.delivery.sending import send_text, typing
 from bot.delivery.streaming import preview
@@ -118,7 +117,7 @@ async def answer(
         preview(context.bot, message, s.runtime.settings, row, s.delivery.stops) as progress,
     ):
         if onboarding:
-            answered = await s.onboarding.handle(
+            answered = await s.runtime.turns.onboard(
                 user.id,
                 text,
                 message.date,
@@ -161,7 +160,7 @@ async def on_start(update: Update, context: HandlerContext) -> None:
     if await s.over_limit(context.bot, person, message.chat_id, message.date, "onboarding"):
         return
     async with typing(context.bot, message.chat_id):
-        await s.onboarding.handle(
+        await s.runtime.turns.onboard(
             user.id,
             message.text or "/start",
             message.date,
@@ -180,7 +179,7 @@ async def on_skip(update: Update, context: HandlerContext) -> None:
     if user.onboarding_status == "complete":
         await send_text(context.bot, message.chat_id, "Nothing to skip: we're already talking!")
         return
-    await s.onboarding.complete_with_defaults(user.id, person.first_name, held=True)
+    await s.runtime.turns.skip_onboarding(user.id, person.first_name, held=True)
     await send_text(
         context.bot,
         message.chat_id,
@@ -208,13 +207,11 @@ async def store_short_answer(
     """The storing half of `short_answer`, for callers past the preamble."""
     message, s = who.message, context.services
     # Stored with its short answer in one transaction; the inbox sends the answer.
-    await store_unanswered(
-        s.runtime.turns.frame,
+    await s.runtime.turns.short_answer(
         who.user.id,
         kind=kind,
         content=content,
         sent_at=message.date,
-        session_timeout=timedelta(minutes=s.runtime.settings.session_timeout_minutes),
         telegram_message_id=message.message_id,
         answer=reply,
         receipt=context.row.receipt,

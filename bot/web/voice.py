@@ -134,7 +134,7 @@ def routes(runtime: Runtime) -> list[BaseRoute]:
         histories=runtime.turns.histories,
         recall=runtime.recall,
         facts=runtime.facts,
-        queue=runtime.turns.queue,
+        frame=runtime.turns.frame,
     )
     assert settings.voice_initiate_secret is not None  # build_voice_service required it
     initiate_secret = settings.voice_initiate_secret.get_secret_value().encode()

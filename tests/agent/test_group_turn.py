@@ -16,7 +16,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from agent.account.groups import group_owner
 from agent.core.settings import Settings
 from agent.history.messages import load_history
-from agent.turn.group_turn import group_reply, hear
 from agent.turn.service import TurnService
 from agent.turn.transcript import Speaker
 from db.models import Conversation, TranscriptMessage
@@ -52,17 +51,17 @@ async def test_heard_lines_go_once_with_the_next_addressed_message(
 ) -> None:
     group, _ = await group_owner(sessions, chat_id=-5, title="Friends", now=NOW, timezone="UTC")
     at = NOW
-    assert await hear(turns, group.id, "the trip is in May", at, speaker=ANA, telegram_message_id=1)
+    assert await turns.hear(group.id, "the trip is in May", at, speaker=ANA, telegram_message_id=1)
     # Delivered again: stored once.
-    assert not await hear(turns, group.id, "the trip is in May", at, speaker=ANA, telegram_message_id=1)
-    await hear(
-        turns, group.id, "I'll book the train", at + timedelta(minutes=1), speaker=BOB, telegram_message_id=2
+    assert not await turns.hear(group.id, "the trip is in May", at, speaker=ANA, telegram_message_id=1)
+    await turns.hear(
+        group.id, "I'll book the train", at + timedelta(minutes=1), speaker=BOB, telegram_message_id=2
     )
-    first = await group_reply(
-        turns, group.id, "Nikita, when is it?", at + timedelta(minutes=2), speaker=BOB, telegram_message_id=3
+    first = await turns.group_reply(
+        group.id, "Nikita, when is it?", at + timedelta(minutes=2), speaker=BOB, telegram_message_id=3
     )
-    second = await group_reply(
-        turns, group.id, "and thanks", at + timedelta(minutes=3), speaker=ANA, telegram_message_id=4
+    second = await turns.group_reply(
+        group.id, "and thanks", at + timedelta(minutes=3), speaker=ANA, telegram_message_id=4
     )
     assert prompts == [
         "Ana: the trip is in May\nBob: I'll book the train\nBob (to you): Nikita, when is it?",
@@ -82,13 +81,13 @@ async def test_a_pause_closes_the_groups_session_and_a_stored_message_is_answere
     turns: TurnService, sessions: async_sessionmaker[AsyncSession], prompts: list[str]
 ) -> None:
     group, _ = await group_owner(sessions, chat_id=-6, title="Team", now=NOW, timezone="UTC")
-    await hear(turns, group.id, "old news", NOW, speaker=ANA, telegram_message_id=1)
+    await turns.hear(group.id, "old news", NOW, speaker=ANA, telegram_message_id=1)
     later = NOW + timedelta(hours=2)
-    await hear(turns, group.id, "fresh news", later, speaker=BOB, telegram_message_id=2)
+    await turns.hear(group.id, "fresh news", later, speaker=BOB, telegram_message_id=2)
     # The process stopped right after storing an addressed message: stored, never answered.
     async with sessions() as session, session.begin():
-        await turns.intake.store(session, group.id, "Nikita?", later, 3, "text", speaker=ANA)
-    resumed = await group_reply(turns, group.id, "Nikita?", later, speaker=ANA, telegram_message_id=3)
+        await turns.kit.intake.store(session, group.id, "Nikita?", later, 3, "text", speaker=ANA)
+    resumed = await turns.group_reply(group.id, "Nikita?", later, speaker=ANA, telegram_message_id=3)
     assert prompts == ["Bob: fresh news\nAna (to you): Nikita?"]
     async with sessions() as session:
         rows = (

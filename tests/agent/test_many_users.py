@@ -136,7 +136,7 @@ async def test_many_users_leave_every_map_bounded(
                     "histories": len(service.histories),
                     "history_bytes": service.histories.bytes,
                     "turn_queues": len(service.queue),
-                    "background_tasks": len(service._background),
+                    "background_tasks": len(service.kit.background.tasks),
                     "writers": len(guard),
                     **recall.cache_sizes(),
                 }

@@ -26,6 +26,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 from agent.account.users import get_or_create_user
+from agent.core.settings import Settings
 from agent.onboarding.context import (
     LOAD_LIMIT,
     PROMPT_LIMIT,
@@ -35,8 +36,7 @@ from agent.onboarding.context import (
     history_entries,
     load_context,
 )
-from agent.onboarding.service import OnboardingService
-from agent.turn.serial import TurnQueue
+from agent.turn.service import TurnService
 from db.models import TranscriptMessage, User
 
 pytestmark = pytest.mark.both_databases
@@ -198,18 +198,25 @@ class ScriptedOnboarding:
         return ModelResponse(parts=[TextPart("hello! what should I call you?")])
 
 
+def onboarding_turns(
+    engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], model: ScriptedOnboarding
+) -> TurnService:
+    settings = Settings(database_url=str(engine.url), model="test", _env_file=None)  # type: ignore[call-arg]
+    return TurnService(settings=settings, engine=engine, sessions=sessions, model=FunctionModel(model))
+
+
 async def test_service_collects_the_profile_and_completes(
     engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession]
 ) -> None:
     model = ScriptedOnboarding()
-    service = OnboardingService(sessions=sessions, queue=TurnQueue(), model=FunctionModel(model))
+    service = onboarding_turns(engine, sessions, model)
     user, _ = await get_or_create_user(
         sessions, key="t:1", now=NOW, timezone="UTC", onboarding_status="pending"
     )
     steps = ["/start", "I'm Sam", "early?", "I live in Narnia", "Lisbon then", "done"]
     replies = []
     for i, text in enumerate(steps):
-        reply = await service.handle(user.id, text, NOW + timedelta(seconds=i), telegram_message_id=i + 1)
+        reply = await service.onboard(user.id, text, NOW + timedelta(seconds=i), telegram_message_id=i + 1)
         assert reply is not None
         replies.append(reply)
     assert [r.complete for r in replies] == [False] * 5 + [True]
@@ -230,19 +237,19 @@ async def test_service_collects_the_profile_and_completes(
     system = model.requests[-3][0].parts[0]
     assert isinstance(system, SystemPromptPart) and "name: Sam" in system.content
     # Once complete, messages are not onboarding's any more; a retried message is not answered twice.
-    assert await service.handle(user.id, "hi", NOW + timedelta(minutes=1)) is None
+    assert await service.onboard(user.id, "hi", NOW + timedelta(minutes=1)) is None
 
 
 async def test_a_repeated_telegram_message_is_one_onboarding_turn(
     engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession]
 ) -> None:
     model = ScriptedOnboarding()
-    service = OnboardingService(sessions=sessions, queue=TurnQueue(), model=FunctionModel(model))
+    service = onboarding_turns(engine, sessions, model)
     user, _ = await get_or_create_user(
         sessions, key="t:1", now=NOW, timezone="UTC", onboarding_status="pending"
     )
-    first = await service.handle(user.id, "/start", NOW, telegram_message_id=7)
-    again = await service.handle(user.id, "/start", NOW, telegram_message_id=7)
+    first = await service.onboard(user.id, "/start", NOW, telegram_message_id=7)
+    again = await service.onboard(user.id, "/start", NOW, telegram_message_id=7)
     assert first is not None and again is not None and again.duplicate and again.text == first.text
     assert len(model.requests) == 1
 

@@ -25,7 +25,6 @@ from agent.core.caching import minimum_prefix
 from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.touchpoints.compose import Occasion, compose
-from agent.turn.group_turn import group_reply, hear
 from agent.turn.service import TurnService
 from agent.turn.transcript import Speaker
 from bench.fakes.anthropic_api import FakeAnthropic, Reply, fake_anthropic_server
@@ -295,9 +294,9 @@ async def test_a_group_turn_reads_the_turn_before_it_nine_minutes_later(
     ana, bob = Speaker(11, "Ana"), Speaker(12, "Bob")
     for n in range(3):
         clock.advance(timedelta(minutes=8))
-        await hear(service, group.id, f"the tank leaks again ({n})", clock.now(), speaker=ana)
+        await service.hear(group.id, f"the tank leaks again ({n})", clock.now(), speaker=ana)
         clock.advance(timedelta(minutes=1))
-        await group_reply(service, group.id, f"Nikita, any idea? ({n})", clock.now(), speaker=bob)
+        await service.group_reply(group.id, f"Nikita, any idea? ({n})", clock.now(), speaker=bob)
     # A person's private chat, for comparison: its turns come minutes apart.
     person, _ = await get_or_create_user(sessions, key="cli:cy", now=clock.now(), timezone="UTC", name="Cy")
     await service.reply(person.id, "hello", clock.now())

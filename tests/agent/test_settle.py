@@ -54,7 +54,7 @@ def test_turn_service_settle_after_a_task_just_finished(tmp_path: Path) -> None:
         service = TurnService(
             settings=settings, engine=engine, sessions=session_factory(engine), model="test"
         )
-        await just_finished(service._background)  # type: ignore[arg-type]
+        await just_finished(service.kit.background.tasks)  # type: ignore[arg-type]
         await service.settle()
         await service.close()
         await engine.dispose()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
@@ -17,10 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
 from agent.core.usage import UsageMeter, store_usage
-from agent.onboarding.service import OnboardingService
 from agent.turn.daily_tokens import BUDGET_REPLY, COUNTERS
 from agent.turn.service import TurnService
-from agent.turn.short_answer import store_unanswered
 from db.models import TranscriptMessage
 from db.repositories.access import AccessRepository
 
@@ -73,12 +71,6 @@ async def turns(
     await service.close()
 
 
-def onboarding(turns: TurnService, model: Model) -> OnboardingService:
-    return OnboardingService(
-        sessions=turns.sessions, queue=turns.queue, model=FunctionModel(model), budget=turns.budget
-    )
-
-
 async def new_user(sessions: async_sessionmaker[AsyncSession], key: str, status: str = "complete") -> int:
     user, _ = await get_or_create_user(sessions, key=key, now=NOW, timezone="UTC", onboarding_status=status)
     return user.id
@@ -108,9 +100,7 @@ async def test_onboarding_and_chat_over_the_user_budget_are_refused_alike(
     await spend(sessions, pending, 100)
     await spend(sessions, done, 100)
     receipts = Receipts()
-    refused = await onboarding(turns, model).handle(
-        pending, "hi", NOW, telegram_message_id=1, receipt=receipts
-    )
+    refused = await turns.onboard(pending, "hi", NOW, telegram_message_id=1, receipt=receipts)
     chat = await turns.reply(done, "hello", NOW, telegram_message_id=1, receipt=receipts)
     assert refused is not None and refused.text == chat.text == BUDGET_REPLY
     assert model.requests == 0 and receipts.answers == [BUDGET_REPLY, BUDGET_REPLY]
@@ -124,18 +114,14 @@ async def test_onboarding_and_chat_over_the_user_budget_are_refused_alike(
 async def test_an_onboarding_answer_that_failed_to_commit_is_answered_once_on_redelivery(
     turns: TurnService, sessions: async_sessionmaker[AsyncSession], model: Model
 ) -> None:
-    service, user_id, receipts = (
-        onboarding(turns, model),
-        await new_user(sessions, "t:1", "pending"),
-        Receipts(),
-    )
+    user_id, receipts = await new_user(sessions, "t:1", "pending"), Receipts()
     receipts.fail = True
     with pytest.raises(RuntimeError):
-        await service.handle(user_id, "/start", NOW, telegram_message_id=5, receipt=receipts)
+        await turns.onboard(user_id, "/start", NOW, telegram_message_id=5, receipt=receipts)
     # The message is stored; its answer rolled back with the receipt.
     assert await rows(sessions) == [("user", "onboarding", "/start")]
-    again = await service.handle(user_id, "/start", NOW, telegram_message_id=5, receipt=receipts)
-    third = await service.handle(user_id, "/start", NOW, telegram_message_id=5, receipt=receipts)
+    again = await turns.onboard(user_id, "/start", NOW, telegram_message_id=5, receipt=receipts)
+    third = await turns.onboard(user_id, "/start", NOW, telegram_message_id=5, receipt=receipts)
     assert again is not None and not again.duplicate and again.text == "answer 2"
     assert third is not None and third.duplicate and third.text == "answer 2"
     assert receipts.answers == ["answer 2"] and model.requests == 2
@@ -164,13 +150,11 @@ async def test_a_short_answer_waits_for_the_users_turn_and_is_stored_once(
 
     def short() -> asyncio.Task[bool]:
         return asyncio.create_task(
-            store_unanswered(
-                turns.frame,
+            turns.short_answer(
                 user_id,
                 kind="sticker",
                 content="[sticker]",
                 sent_at=NOW,
-                session_timeout=timedelta(minutes=15),
                 telegram_message_id=3,
                 answer="nice sticker",
                 receipt=receipts,

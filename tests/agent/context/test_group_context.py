@@ -19,7 +19,6 @@ from agent.context import ContextBuilder
 from agent.context.compaction import SUMMARY_INSTRUCTIONS
 from agent.core.settings import Settings
 from agent.digest.groups import GROUP_PREFACE
-from agent.turn.group_turn import group_reply, hear
 from agent.turn.service import TurnService
 from agent.turn.transcript import Speaker
 from db.models import Conversation, User
@@ -66,8 +65,8 @@ async def test_a_groups_profile_and_earlier_lines_name_the_group_and_its_members
     turns: TurnService, sessions: async_sessionmaker[AsyncSession], instructions: list[str], notes: list[str]
 ) -> None:
     group, _ = await group_owner(sessions, chat_id=-9, title="Picnic club", now=NOW, timezone="UTC")
-    await hear(turns, group.id, "the picnic is on Saturday", NOW, speaker=ANA, telegram_message_id=1)
-    await group_reply(turns, group.id, "Nikita, coming?", NOW + timedelta(minutes=1), speaker=BEN)
+    await turns.hear(group.id, "the picnic is on Saturday", NOW, speaker=ANA, telegram_message_id=1)
+    await turns.group_reply(group.id, "Nikita, coming?", NOW + timedelta(minutes=1), speaker=BEN)
     first = instructions[-1]
     assert "About this group:\nGroup: Picnic club" in first
     assert "Name to use" not in first and "About them:" not in first
@@ -75,7 +74,7 @@ async def test_a_groups_profile_and_earlier_lines_name_the_group_and_its_members
 
     # A pause closed that session; post-processing has not run: its lines are today's raw lines.
     later = NOW + timedelta(minutes=30)
-    reply = await group_reply(turns, group.id, "Nikita, what did I say?", later, speaker=ANA)
+    reply = await turns.group_reply(group.id, "Nikita, what did I say?", later, speaker=ANA)
     assert reply.new_session
     today = instructions[-1].split("<earlier_today>", 1)[1].split("</earlier_today>", 1)[0]
     assert "18:00 Ana: the picnic is on Saturday" in today

@@ -14,7 +14,6 @@ from agent.account.groups import group_owner
 from agent.account.users import get_or_create_user
 from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
-from agent.turn.group_turn import group_reply, hear
 from agent.turn.transcript import Speaker
 from db.models import TranscriptMessage
 from tests.agent.test_tools import ToolScript, make_service
@@ -53,15 +52,15 @@ async def test_a_groups_results_name_the_member_and_the_bot(
     service, _ = make_service(settings, engine, sessions, clock, ToolScript([]))
     group, _ = await group_owner(sessions, chat_id=-77, title="Bakers", now=clock.now(), timezone="UTC")
     start = clock.now()
-    await hear(service, group.id, "the recipe is my grandmother's", start, speaker=ANA, telegram_message_id=1)
-    await hear(service, group.id, "I'll bake the lemon cake", start + timedelta(minutes=1), speaker=BEN)
-    await hear(service, group.id, "with her recipe please", start + timedelta(minutes=2), speaker=ANA)
-    await group_reply(service, group.id, "Nikita, sounds good?", start + timedelta(minutes=3), speaker=BEN)
+    await service.hear(group.id, "the recipe is my grandmother's", start, speaker=ANA, telegram_message_id=1)
+    await service.hear(group.id, "I'll bake the lemon cake", start + timedelta(minutes=1), speaker=BEN)
+    await service.hear(group.id, "with her recipe please", start + timedelta(minutes=2), speaker=ANA)
+    await service.group_reply(group.id, "Nikita, sounds good?", start + timedelta(minutes=3), speaker=BEN)
     day, ids = await _day(sessions, group.id)
 
     script = _search_then_read(day, ids)
     service.model = FunctionModel(script)
-    await group_reply(service, group.id, "Nikita, who bakes?", start + timedelta(days=1), speaker=ANA)
+    await service.group_reply(group.id, "Nikita, who bakes?", start + timedelta(days=1), speaker=ANA)
 
     found, got = script.returns
     (hit,) = [h for h in found["results"] if h["kind"] == "message" and "lemon" in h["snippet"]]

@@ -20,6 +20,7 @@ from agent.core.settings import Settings
 from agent.history.messages import load_history
 from agent.memory.service import Facts
 from agent.search.recall import Recall
+from agent.turn.frame import TurnFrame
 from agent.turn.serial import TurnQueue
 from agent.turn.service import TurnService
 from agent.voice.calls import CallTurn, EndedCall
@@ -47,16 +48,17 @@ async def test_a_call_stored_elsewhere_mid_turn_keeps_the_turn_and_the_call(
     user, _ = await get_or_create_user(sessions, key="telegram:5", now=SENT, timezone="UTC")
     # The other instance: its own engine and pool, its own queue.
     other = create_engine(database_url)
+    other_sessions = session_factory(other)
     voice = VoiceStore(
         settings=settings,
-        sessions=session_factory(other),
+        sessions=other_sessions,
         facts=Facts.over(
             settings,
             Recall(
                 settings=settings, sessions=session_factory(other), dialect=other.dialect.name, embedder=None
             ),
         ),
-        queue=TurnQueue(),
+        frame=TurnFrame(sessions=other_sessions, queue=TurnQueue()),
     )
     call_start = SENT + timedelta(seconds=5)
     said = ("Hi!", "I called instead", "Nice.")

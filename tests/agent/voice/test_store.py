@@ -15,6 +15,7 @@ from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
 from agent.memory.service import Facts
 from agent.search.recall import Recall
+from agent.turn.frame import TurnFrame
 from agent.turn.serial import TurnQueue
 from agent.voice.calls import CallTurn, EndedCall
 from agent.voice.store import VoiceStore
@@ -48,7 +49,10 @@ async def store(engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession])
     settings = Settings(_env_file=None, database_url=str(engine.url))  # type: ignore[call-arg]
     recall = Recall(settings=settings, sessions=sessions, dialect=engine.dialect.name, embedder=None)
     yield VoiceStore(
-        settings=settings, sessions=sessions, facts=Facts.over(settings, recall), queue=TurnQueue()
+        settings=settings,
+        sessions=sessions,
+        facts=Facts.over(settings, recall),
+        frame=TurnFrame(sessions=sessions, queue=TurnQueue()),
     )
 
 

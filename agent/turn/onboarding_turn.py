@@ -1,4 +1,5 @@
-"""Onboarding's turns: a not-yet-onboarded user's messages answered by the onboarding agent.
+"""Onboarding's turns: a not-yet-onboarded user's messages answered by the onboarding agent
+(agent/onboarding/agent.py).
 
 Each message is a turn in the turn frame (agent/turn/frame.py), like a chat turn: serialised with
 the user's other turns, stored before the model is called, found again when delivered twice
@@ -14,20 +15,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from pydantic_ai.models import Model
 from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from agent.chat.persona import Persona, default_persona
+from agent.chat.persona import persona_for
 from agent.core.errors import UserNotFoundError
 from agent.onboarding.agent import OnboardingDeps, OnboardingRun, run_onboarding
 from agent.onboarding.context import KIND, load_context
 from agent.reminders.store import move_to_zone
-from agent.turn.daily_tokens import BUDGET_REPLY, Over, TokenBudget
-from agent.turn.frame import Done, Stored, Turn, TurnFrame, clean
-from agent.turn.serial import TurnQueue
-from agent.turn.transcript import Delivered, TurnReceipt, write_message
+from agent.turn.daily_tokens import BUDGET_REPLY, Over
+from agent.turn.frame import Done, Stored, Turn
+from agent.turn.kit import TurnKit
+from agent.turn.transcript import Delivered, write_message
 from db.models import TranscriptMessage, User
+
+# A model that never calls finish_onboarding must not trap the user in onboarding.
+MAX_USER_MESSAGES = 12
 
 
 @dataclass(frozen=True)
@@ -38,67 +41,6 @@ class OnboardingReply:
     complete: bool
     duplicate: bool = False
     failed: bool = False
-
-
-class OnboardingService:
-    """Routes a not-yet-onboarded user's messages through the onboarding agent and stores the result."""
-
-    def __init__(
-        self,
-        *,
-        sessions: async_sessionmaker[AsyncSession],
-        queue: TurnQueue,
-        model: Model | str,
-        max_user_messages: int = 12,
-        persona: Persona | None = None,
-        budget: TokenBudget | None = None,
-    ) -> None:
-        self.sessions = sessions
-        # The chat's turn frame over the same queue: an onboarding turn never runs beside another turn.
-        self.frame = TurnFrame(sessions=sessions, queue=queue, budget=budget)
-        self.model = model
-        self.persona = persona or default_persona()
-        # A model that never calls finish_onboarding must not trap the user in onboarding.
-        self.max_user_messages = max_user_messages
-
-    async def handle(
-        self,
-        user_id: int,
-        text: str,
-        sent_at: datetime,
-        *,
-        telegram_message_id: int | None = None,
-        fallback_name: str | None = None,
-        receipt: TurnReceipt | None = None,
-        held: bool = False,
-    ) -> OnboardingReply | None:
-        """Answer one message in onboarding; None when the user has completed onboarding already.
-
-        Like `TurnService.reply`: a message stored and answered before is a repeated delivery; stored
-        but unanswered (the process stopped mid-turn), it is answered now without being stored again.
-        `receipt` runs inside the transaction that stores the answer; `held` as in `TurnService.reply`.
-        """
-        turn = OnboardingTurn(
-            service=self,
-            key=user_id,
-            user_id=user_id,
-            at=sent_at,
-            telegram_message_id=telegram_message_id,
-            text=clean(text),
-            fallback_name=fallback_name,
-        )
-        return await self.frame.run(turn, receipt=receipt, held=held)
-
-    async def complete_with_defaults(
-        self, user_id: int, fallback_name: str | None, *, held: bool = False
-    ) -> None:
-        """Skip the rest of onboarding: keep what was collected, fill the name from the fallback."""
-        async with self.frame.serialised(user_id, held=held), self.sessions() as session, session.begin():
-            user = await session.get(User, user_id)
-            if user is None:
-                raise UserNotFoundError(f"no user with id {user_id}")
-            user.name = user.name or fallback_name
-            user.onboarding_status = "complete"
 
 
 @dataclass(frozen=True)
@@ -115,7 +57,7 @@ class Taken:
 class OnboardingTurn(Turn[Taken, OnboardingRun, OnboardingReply | None]):
     """One onboarding message, answered by the onboarding agent in the turn frame."""
 
-    service: OnboardingService
+    kit: TurnKit
     key: int
     user_id: int
     at: datetime
@@ -162,14 +104,15 @@ class OnboardingTurn(Turn[Taken, OnboardingRun, OnboardingReply | None]):
 
     async def answer(self, taken: Taken, over: Over | None) -> OnboardingRun:
         """Run the onboarding agent on the messages before this one (over a budget: no model call)."""
-        service = self.service
-        context = await load_context(service.sessions, taken.user, self.at, before_id=taken.message_id)
+        kit = self.kit
+        context = await load_context(kit.sessions, taken.user, self.at, before_id=taken.message_id)
         if over is None:
-            run = await run_onboarding(context, taken.text, model=service.model, persona=service.persona)
+            persona = persona_for(kit.settings)
+            run = await run_onboarding(context, taken.text, model=kit.model, persona=persona)
         else:
             run = OnboardingRun(BUDGET_REPLY, OnboardingDeps.start(context.profile))
         deps = run.deps
-        if not deps.finished and taken.user_messages >= service.max_user_messages:
+        if not deps.finished and taken.user_messages >= MAX_USER_MESSAGES:
             deps.name = deps.name or self.fallback_name or "friend"
             deps.finished = True
         return run

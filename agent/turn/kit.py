@@ -1,0 +1,70 @@
+"""What every turn is handed: one frozen `TurnKit` of exactly what the turns use, never the service.
+
+`TurnService` (agent/turn/service.py) builds the kit once and hands it to each turn it runs, so a
+turn module never imports the service, and a turn is built from the kit and its own message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from pydantic_ai.models import Model
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from agent.context import ContextBuilder
+from agent.core.clock import Clock
+from agent.core.settings import Settings
+from agent.core.tokens import TokenCounter
+from agent.history.cache import SessionHistories
+from agent.memory.service import Facts
+from agent.search.recall import Recall
+from agent.turn.intake import MessageIntake
+
+
+@dataclass
+class Background:
+    """The background work of finished turns (embedding what they stored), awaited by `settle`."""
+
+    recall: Recall | None
+    tasks: set[asyncio.Task[object]] = field(default_factory=set)
+
+    def index(self, user_id: int, at: datetime) -> None:
+        """Embed what the user's turns stored, in the background."""
+        if self.recall is None:
+            return
+        # Full text was indexed in the transactions (triggers / generated columns); embeddings follow
+        # in the background, so the reply never waits for the embedder and a failure never reaches
+        # it (every search catches up on what is missing first).
+        task = asyncio.create_task(self.recall.index_quietly(user_id, now=at))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def settle(self) -> None:
+        """Wait for the background work of finished turns."""
+        while self.tasks:
+            await asyncio.gather(*list(self.tasks), return_exceptions=True)
+            # Finished tasks leave the set in their done callbacks, which the loop runs later; a gather
+            # of tasks that are all done already returns without yielding, so without this the loop
+            # never gets to run those callbacks and this spins forever.
+            await asyncio.sleep(0)
+
+
+@dataclass(frozen=True)
+class TurnKit:
+    """What the turns read: the database, the settings, the model and the parts of a chat turn."""
+
+    settings: Settings
+    sessions: async_sessionmaker[AsyncSession]
+    clock: Clock
+    model: Model | str
+    context_builder: ContextBuilder
+    histories: SessionHistories
+    intake: MessageIntake
+    counter: TokenCounter
+    # Conversation search and memory tools; None leaves the tools answering "unavailable".
+    recall: Recall | None
+    # The person's facts: the memory tools and the facts recalled for each message read them.
+    facts: Facts | None
+    background: Background
