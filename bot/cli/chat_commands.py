@@ -34,6 +34,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("language", "show or set the language you write in, e.g. /language French"),
     ("export", "all your data as JSON files in this folder (or /export FOLDER)"),
     ("forget", "delete everything I know about you"),
+    ("skip", "skip the getting-to-know-you questions and just talk"),
     ("wait", "let MINUTES pass (default 16): the conversation closes and its memory is written"),
     ("context", "what the model read with your last message (/context counts: the tiers' sizes)"),
     ("quit", "leave (or /exit; your memory stays)"),
@@ -52,6 +53,8 @@ class Terminal:
     stdout: TextIO
     # When the jobs last ran, in chat time (the chat runs them again a minute later).
     jobs_ran_at: datetime
+    # The person is still being onboarded: their messages go to the onboarding turn.
+    onboarding: bool = False
 
     def say(self, text: str) -> None:
         """Print one answer."""
@@ -90,6 +93,18 @@ async def run_command(terminal: Terminal, text: str) -> bool:
 
 async def _help(terminal: Terminal, rest: str) -> None:
     terminal.say("\n".join(f"/{name} - {text}" for name, text in COMMANDS))
+
+
+async def _skip(terminal: Terminal, rest: str) -> None:
+    user = await terminal.user()
+    if user.onboarding_status == "complete":
+        terminal.say("Nothing to skip: we're already talking!")
+        return
+    await terminal.runtime.turns.skip_onboarding(user.id, terminal.user_name)
+    terminal.onboarding = False
+    terminal.say(
+        f"No problem, {user.name or terminal.user_name}. Let's just talk! (/timezone sets where you are.)"
+    )
 
 
 async def _memory(terminal: Terminal, rest: str) -> None:
@@ -207,6 +222,7 @@ _COMMANDS: dict[str, Callable[[Terminal, str], Awaitable[None]]] = {
     "language": _language,
     "export": _export,
     "forget": _forget,
+    "skip": _skip,
     "wait": _wait,
     "context": _context,
 }

@@ -196,3 +196,44 @@ async def test_the_readme_offline_lines_show_what_they_say(tmp_path: Path) -> No
     assert again.startswith("(offline demo) Noted: 'hello again'. Earlier today: (offline demo) I am a nurse")
     assert "<earlier_today>" in out and "<unfinished_topics>" in out  # /context
     assert searched.startswith("(offline demo) I found this (") and "nurse in Lyon" in searched
+
+
+@pytest.mark.process
+def test_a_new_name_is_onboarded_as_on_telegram_when_onboarding_is_on(tmp_path: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if key not in {"MODEL", "DATABASE_URL"}}
+    env |= {"PYTHONPATH": str(ROOT), "ONBOARDING_ENABLED": "true"}
+    script = ["I am Sam, in Lisbon", "/skip", "hello", "/quit"]
+    done = subprocess.run(
+        [sys.executable, "-m", "bot", "chat", "--user", "sam", "--model", "demo"],
+        input="\n".join(script) + "\n",
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    lines = done.stdout.splitlines()
+    # Opening the chat is Telegram's /start: the onboarding agent speaks first (the demo model notes it).
+    assert lines[:2] == [
+        "Nice to meet you, sam. Type a message, or /help for the commands.",
+        "nikita> (offline demo) Noted: '/start'.",
+    ]
+    assert lines[2:5] == [
+        "you> nikita> (offline demo) Noted: 'I am Sam, in Lisbon'.",
+        "you> No problem, sam. Let's just talk! (/timezone sets where you are.)",
+        "you> nikita (new session)> (offline demo) Noted: 'hello'.",
+    ]
+    with sqlite3.connect(tmp_path / "data" / "nikita.db") as db:
+        rows = db.execute("SELECT role, kind, content FROM transcript_messages ORDER BY id").fetchall()
+        [(name, status)] = db.execute("SELECT name, onboarding_status FROM users").fetchall()
+    # Onboarding's exchange is kept apart from the conversation, which begins after /skip.
+    assert [(role, kind) for role, kind, _ in rows] == [
+        ("user", "onboarding"),
+        ("assistant", "onboarding"),
+        ("user", "onboarding"),
+        ("assistant", "onboarding"),
+        ("user", "text"),
+        ("assistant", "text"),
+    ]
+    assert (name, status) == ("sam", "complete")
