@@ -30,10 +30,10 @@ from sqlalchemy import insert, select
 from agent.account.users import get_or_create_user
 from agent.chat.agent import build_model
 from agent.context import ContextBuilder, FunctionMemory, MemoryLimits
-from agent.core.clock import FrozenClock
 from agent.core.prices import estimate_cost
 from agent.core.settings import Settings
 from agent.turn.service import TurnService
+from bench.clock import FrozenClock
 from bench.common import scratch_database
 from bench.fakes.anthropic_api import FakeAnthropic, Reply, last_user_text
 from bench.fakes.anthropic_cache import CacheUse

@@ -32,9 +32,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.account.users import get_or_create_user
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.turn.service import TurnService
+from bench.clock import FrozenClock
 from bench.common import describe, percentile, scratch_database
 from bench.delivery_harness import BotProcess, Crowd, Tally, bot_env, echo, run_crowd
 from bench.pg_cluster import ClusterUnavailableError, PrivateCluster

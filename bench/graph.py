@@ -23,7 +23,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.core.usage import metering
 from agent.graph import STANDARD_LIMITS, open_graph_memory
@@ -31,6 +30,7 @@ from agent.graph.graphiti_backend import GraphitiMemory, SearchRecipe
 from agent.graph.memory import Group
 from agent.search.embedders import open_embedder
 from agent.search.embeddings import Embedder, HashingEmbedder
+from bench.clock import FrozenClock
 from bench.fakes.graph_llm import ScriptedCall, ScriptedLLMClient
 from bench.graph_corpus import PLANTED, START, SUPERSEDED, WORDS, load_corpus
 

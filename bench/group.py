@@ -34,12 +34,12 @@ from sqlalchemy import select
 from agent.account.groups import group_owner
 from agent.chat.agent import build_model
 from agent.context import ContextBuilder, FunctionMemory, MemoryLimits
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.core.tokens import get_counter
 from agent.turn.group_turn import group_prompt
 from agent.turn.service import TurnService
 from agent.turn.transcript import Speaker
+from bench.clock import FrozenClock
 from bench.common import describe, scratch_database
 from bench.cost import turn_cost
 from bench.fakes.anthropic_api import FakeAnthropic, Reply, last_user_text

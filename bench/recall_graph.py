@@ -12,10 +12,10 @@ from datetime import datetime
 from typing import Any
 
 from agent.context.memory import FunctionMemory, MemoryLimits
-from agent.core.clock import FrozenClock
 from agent.graph import GraphMemory, GroupLimits, open_graph_memory
 from agent.memory.graph import GraphFacts, fact_line
 from agent.search.embeddings import Embedder
+from bench.clock import FrozenClock
 from bench.fakes.graph_llm import ScriptedLLMClient
 from bench.recall_setup import Loaded, parse_time
 

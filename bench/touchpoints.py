@@ -21,8 +21,8 @@ from pydantic_ai.providers.anthropic import AnthropicProvider
 from sqlalchemy import insert, select
 from telegram import Bot
 
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
+from bench.clock import FrozenClock
 from bench.common import describe, scratch_database
 from bench.fakes.anthropic_api import FakeAnthropic, Reply
 from bench.fakes.telegram_api import FakeTelegram

@@ -10,9 +10,9 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import insert
 
 from agent.account.users import get_or_create_user
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.turn.service import TurnService
+from bench.clock import FrozenClock
 from bench.common import describe, scratch_database
 from db.engine import create_engine, session_factory
 from db.models import Conversation, TranscriptMessage

@@ -124,8 +124,3 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: ConnectionPoolEntry, *, fore
 def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     """Sessions that keep loaded objects usable after commit."""
     return async_sessionmaker(engine, expire_on_commit=False)
-
-
-def is_postgres(engine: AsyncEngine) -> bool:
-    """True when the engine talks to PostgreSQL (advisory locks, SKIP LOCKED, tsvector)."""
-    return engine.dialect.name == "postgresql"

@@ -1,6 +1,6 @@
 """The product's layout: `bot`, `agent`, `db` and `jobs` import nothing from the tests or benchmarks,
-no module imports itself back through others (at import time or inside a function), no module
-grows past the size limit, and `agent/`'s folders stack in layers.
+the benchmarks nothing from the tests, no module imports itself back through others (at import time
+or inside a function), no module grows past the size limit, and `agent/`'s folders stack in layers.
 
 The layers, lowest first (a folder imports only folders in layers below its own; imports at load
 time, inside functions and under `TYPE_CHECKING` all count):
@@ -79,6 +79,19 @@ def test_the_product_imports_neither_tests_nor_benchmarks() -> None:
     assert offenders == {}
     # The scan sees the product: the packages are there and import one another.
     assert len(list((ROOT / "agent").rglob("*.py"))) > 20
+
+
+def test_the_benchmarks_import_no_tests() -> None:
+    importers = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "bench").rglob("*.py"))
+        if any(
+            name.split(".")[0] == "tests" for name in _imported(ast.parse(path.read_text(encoding="utf-8")))
+        )
+    ]
+    assert importers == []
+    # The scan sees the benchmarks' imports: the fixed clock they share with the tests is theirs.
+    assert "bench.clock" in _imported(ast.parse((ROOT / "bench" / "turn.py").read_text(encoding="utf-8")))
 
 
 def test_no_import_cycle_and_no_module_over_the_limit() -> None:

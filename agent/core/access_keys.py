@@ -25,11 +25,6 @@ def is_id(key: str) -> bool:
     return digits.isascii() and digits.isdigit()  # "²" is a digit to isdigit(), not to int()
 
 
-def is_group_key(key: str) -> bool:
-    """Whether a key names a group chat (a negative chat id)."""
-    return is_id(key) and int(key) < 0
-
-
 def keys_of(telegram_id: int, username: str | None) -> list[str]:
     """Every key that names this Telegram user."""
     keys = [str(telegram_id)]

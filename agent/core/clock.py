@@ -25,21 +25,6 @@ class Clock:
 
 
 @dataclass
-class FrozenClock(Clock):
-    """A clock that only moves when told to (tests, benchmarks, the terminal chat's `/wait`)."""
-
-    current: datetime = field(default_factory=system_now)
-
-    def __post_init__(self) -> None:
-        self.current = ensure_utc(self.current)
-        self.source = lambda: self.current
-
-    def advance(self, delta: timedelta) -> None:
-        """Move time forward."""
-        self.current += delta
-
-
-@dataclass
 class ShiftedClock(Clock):
     """The wall clock moved forward by `shift` (the terminal chat's `/wait`): time still passes."""
 

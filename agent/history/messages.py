@@ -7,7 +7,7 @@ import functools
 import itertools
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -144,23 +144,6 @@ def trim_history(
         trimmed_tool_outputs=sum(n for i, n in trimmed_at.items() if i >= start),
         original_tokens=original,
     )
-
-
-def budget_processor(
-    budget: int, counter: TokenCounter, **kw: Any
-) -> Callable[[list[ModelMessage]], list[ModelMessage]]:
-    """A `ProcessHistory` function that trims each model request's history to `budget` tokens.
-
-    The request being sent is the newest turn, so it is never dropped. Note that `ProcessHistory`
-    writes the result back into the run's messages: persist from the stored history, not from them.
-    """
-
-    def process(messages: list[ModelMessage]) -> list[ModelMessage]:
-        result = trim_history(messages, budget=budget, counter=counter, keep_pending_request=True, **kw)
-        # A run without any user prompt is not ours to reshape; hand it back rather than empty it.
-        return result.messages or list(messages)
-
-    return process
 
 
 def _has_user_prompt(message: ModelMessage) -> bool:

@@ -83,12 +83,6 @@ class CallTokens:
         return token
 
 
-def sign_webhook(body: bytes, secret: str, at: datetime) -> str:
-    """The `ElevenLabs-Signature` header value ElevenLabs would send for this body at this time."""
-    stamp = int(at.timestamp())
-    return f"t={stamp},v0={_hmac_hex(secret, f'{stamp}.{body.decode()}')}"
-
-
 def verify_webhook(body: bytes, header: str | None, secret: str, now: datetime, tolerance: timedelta) -> None:
     """Raise `VoiceAuthError` unless `header` is ElevenLabs' fresh signature of exactly `body`."""
     if not header:

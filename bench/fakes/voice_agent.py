@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from agent.core.clock import FrozenClock
+from bench.clock import FrozenClock
 
 Json = dict[str, Any]
 TOKEN_VARIABLE = "secret__nikita_token"

@@ -10,9 +10,9 @@ from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.access import REFRESH, AccessPolicy
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.turn.daily_tokens import COUNTERS, TokenBudget, counting
+from bench.clock import FrozenClock
 from db.models import User
 from db.repositories.access import AccessRepository
 from db.repositories.usage import UsageRepository

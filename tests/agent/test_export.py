@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.account.export import PAGE_ROWS, PartWriter, export_events
 from agent.account.forget import export_user
 from agent.account.users import get_or_create_user
-from agent.core.clock import FrozenClock
+from bench.clock import FrozenClock
 from db.models import Conversation, TranscriptMessage, UserFact
 from db.repositories.facts import FactRepository
 

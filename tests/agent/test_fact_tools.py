@@ -13,9 +13,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
 from agent.chat.activity import doing
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.memory.listing import read_listing
+from bench.clock import FrozenClock
 from db.models import UserFact
 from db.repositories.facts import FactRepository
 from tests.agent.test_tools import ToolScript, make_service

@@ -17,10 +17,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from agent.account.forget import forget_user
 from agent.account.users import get_or_create_user
 from agent.account.writers import WriteGuard
-from agent.core.clock import FrozenClock
 from agent.core.errors import UserForgottenError
 from agent.core.settings import Settings
 from agent.search.fts import full_text_for
+from bench.clock import FrozenClock
 from db.engine import create_engine, session_factory
 from db.models import DaySegment, PendingForget
 from jobs.context import JobContext

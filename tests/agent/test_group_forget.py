@@ -16,11 +16,11 @@ from agent.account.groups import group_owner
 from agent.account.timeline import Timeline
 from agent.account.users import get_or_create_user
 from agent.account.writers import WriteGuard
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.search.recall import Recall
 from agent.turn.service import TurnService
 from agent.turn.transcript import write_message
+from bench.clock import FrozenClock
 from db.models import Conversation, TranscriptMessage, User
 from tests.agent.test_tools import make_service
 

@@ -11,9 +11,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.account.access import AccessPolicy
 from agent.account.groups import group_owner
 from agent.account.ratelimit import Limit, RateLimiter, group_identity, limits_from
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.turn.daily_tokens import TokenBudget
+from bench.clock import FrozenClock
 from db.models import User
 from db.repositories.usage import UsageRepository
 

@@ -11,9 +11,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.groups import group_owner
 from agent.account.users import get_or_create_user
-from agent.core.clock import FrozenClock
 from agent.reports.texts import prompt_report, stats_report, user_report
 from agent.turn.daily_tokens import BUDGET_REPLY, TokenBudget, counting
+from bench.clock import FrozenClock
 from db.models import User
 from db.repositories.usage import UsageRepository
 

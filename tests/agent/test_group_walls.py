@@ -21,12 +21,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.groups import group_owner
 from agent.account.users import get_or_create_user
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.history.turn_notes import words
 from agent.search.search import SearchHit
 from agent.turn.service import TurnService
 from agent.turn.transcript import write_message
+from bench.clock import FrozenClock
 from db.models import TranscriptMessage, User
 from tests.agent.test_tools import make_service
 

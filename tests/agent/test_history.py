@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -31,7 +31,6 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from agent.core.tokens import get_counter
 from agent.history.messages import (
     TrimResult,
-    budget_processor,
     dump_history,
     load_history,
     sanitize_history,
@@ -420,6 +419,17 @@ def _timed(fn: Any) -> float:
     return time.perf_counter() - start
 
 
+def budget_processor(budget: int, **kw: Any) -> Callable[[list[ModelMessage]], list[ModelMessage]]:
+    """A `ProcessHistory` function that trims each request's history to `budget` tokens, the pending
+    request kept (the run's own messages are rewritten with the result)."""
+
+    def process(messages: list[ModelMessage]) -> list[ModelMessage]:
+        result = trim_history(messages, budget=budget, counter=COUNTER, keep_pending_request=True, **kw)
+        return result.messages or list(messages)
+
+    return process
+
+
 async def test_budget_processor_keeps_current_request_and_tool_loop() -> None:
     seen: list[list[ModelMessage]] = []
 
@@ -431,7 +441,7 @@ async def test_budget_processor_keeps_current_request_and_tool_loop() -> None:
 
     agent = Agent(
         FunctionModel(model),
-        capabilities=[ProcessHistory(budget_processor(300, COUNTER, tool_output_max_tokens=50))],
+        capabilities=[ProcessHistory(budget_processor(300, tool_output_max_tokens=50))],
     )
 
     @agent.tool_plain

@@ -31,11 +31,11 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.writers import WriteGuard
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.search.embeddings import HashingEmbedder
 from agent.search.recall import build_recall
 from agent.turn.service import TurnService
+from bench.clock import FrozenClock
 from db.models import User
 
 USERS = int(os.environ.get("NIKITA_MANY_USERS", "150"))

@@ -11,10 +11,10 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.memory.corrections import without_taken_back
 from agent.memory.units import KIND_FACT_CHUNK, fact_digest
+from bench.clock import FrozenClock
 from db.models import SearchChunk, TranscriptMessage, UserFact
 from db.repositories.facts import FactRepository
 from tests.agent.test_tools import ToolScript, make_service

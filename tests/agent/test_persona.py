@@ -14,13 +14,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
 from agent.chat.persona import persona_for
-from agent.core.clock import FrozenClock
 from agent.core.errors import ConfigurationError
 from agent.core.settings import Settings, load_settings
 from agent.digest.extraction import extract
 from agent.digest.summaries import Line, summarise_day
 from agent.onboarding.context import OnboardingContext, OnboardingProfile, build_messages
 from agent.turn.service import TurnService
+from bench.clock import FrozenClock
 from bot.preflight import check_settings
 
 ROOT = Path(__file__).resolve().parents[2]

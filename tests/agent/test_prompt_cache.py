@@ -22,11 +22,11 @@ from agent.account.groups import group_owner
 from agent.account.users import get_or_create_user
 from agent.chat.agent import build_model, chat_agent
 from agent.core.caching import minimum_prefix
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.touchpoints.compose import Occasion, compose
 from agent.turn.service import TurnService
 from agent.turn.transcript import Speaker
+from bench.clock import FrozenClock
 from bench.fakes.anthropic_api import FakeAnthropic, Reply, fake_anthropic_server
 from db.models import DaySegment, ModelUsage
 

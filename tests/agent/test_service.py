@@ -23,12 +23,12 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.history.messages import load_history
 from agent.history.turn_notes import words
 from agent.turn.run import APOLOGY
 from agent.turn.service import TurnService
+from bench.clock import FrozenClock
 from bot.logs import TextFormatter
 from db.models import Conversation, GeneratedPrompt, TranscriptMessage, User
 

@@ -15,10 +15,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
 from agent.chat.agent import build_model, chat_agent
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.turn.service import TurnService
 from agent.turn.stopped import STOPPED_EMPTY, STOPPED_NOTE
+from bench.clock import FrozenClock
 from bench.fakes.anthropic_api import FakeAnthropic, Reply, fake_anthropic_server
 from db.models import ModelUsage, TranscriptMessage
 

@@ -21,12 +21,12 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.memory.units import FactUnits
 from agent.search.embeddings import HashingEmbedder
 from agent.search.recall import Recall
 from agent.turn.service import TurnService
+from bench.clock import FrozenClock
 from db.models import SearchChunk, UserFact
 
 pytestmark = pytest.mark.both_databases

@@ -11,10 +11,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
 from agent.chat.agent import build_model
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.turn.run import APOLOGY
 from agent.turn.service import TurnService
+from bench.clock import FrozenClock
 from bench.fakes.anthropic_api import ApiError, FakeAnthropic, Reply, fake_anthropic_server
 from db.models import TranscriptMessage
 

@@ -13,7 +13,6 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.history.messages import load_history
 from agent.history.turn_notes import words
@@ -21,6 +20,7 @@ from agent.search.embeddings import HashingEmbedder
 from agent.search.recall import Recall
 from agent.turn.run import FAULT_APOLOGY
 from agent.turn.service import TurnService
+from bench.clock import FrozenClock
 from db.models import Conversation, TranscriptMessage
 from tests.agent.test_tools import ToolScript
 

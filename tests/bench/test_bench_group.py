@@ -12,8 +12,8 @@ from pydantic_ai.models import override_allow_model_requests
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import select
 
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
+from bench.clock import FrozenClock
 from bench.group import START, instant_settings, member, plan_day, run_day, run_group_bench
 from db.engine import create_engine, session_factory
 from db.models import TranscriptMessage, User

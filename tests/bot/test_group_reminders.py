@@ -26,8 +26,9 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 from sqlalchemy import select
 
-from agent.core.clock import FrozenClock, system_now
+from agent.core.clock import system_now
 from agent.core.settings import Settings
+from bench.clock import FrozenClock
 from bench.fakes.telegram_api import FakeTelegram
 from bench.fakes.telegram_groups import group_chat, person
 from bot.app import build_application, running

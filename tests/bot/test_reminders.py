@@ -20,9 +20,10 @@ from pydantic_ai.providers.anthropic import AnthropicProvider
 from sqlalchemy import select
 
 from agent.account.users import get_or_create_user
-from agent.core.clock import FrozenClock, system_now
+from agent.core.clock import system_now
 from agent.core.settings import Settings
 from agent.history.turn_notes import is_note
+from bench.clock import FrozenClock
 from bench.fakes.anthropic_api import FakeAnthropic, Reply
 from bench.fakes.telegram_api import FakeTelegram
 from bot.app import build_application, running

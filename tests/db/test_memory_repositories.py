@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.core.clock import FrozenClock
+from bench.clock import FrozenClock
 from db.models import ConversationThread, DaySegment, FactConsolidation, TranscriptMessage, UserFact
 from db.repositories.day_summaries import DaySummaryRepository
 from db.repositories.dedupe import dedupe_key

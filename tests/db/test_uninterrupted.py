@@ -8,10 +8,10 @@ import pytest
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bench.clock import FrozenClock
 from db.inbox import InboxRepository, NewUpdate
 from db.models import InboxUpdate
 from db.uninterrupted import uninterrupted
-from tests.conftest import FrozenClock
 
 pytestmark = pytest.mark.both_databases
 

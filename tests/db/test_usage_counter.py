@@ -168,9 +168,9 @@ async def test_two_instances_answering_turns_at_once_keep_the_counter_exact(
     from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
     from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-    from agent.core.clock import FrozenClock
     from agent.core.settings import Settings
     from agent.turn.service import TurnService
+    from bench.clock import FrozenClock
 
     def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         return ModelResponse(parts=[TextPart("noted, thanks")])

@@ -14,9 +14,10 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
-from agent.core.clock import FrozenClock, local_day
+from agent.core.clock import local_day
 from agent.core.settings import Settings
 from agent.history.turn_notes import words
+from bench.clock import FrozenClock
 from db.models import Conversation
 from db.repositories.day_segments import DaySegmentRepository
 from db.repositories.transcript import TranscriptRepository

@@ -10,8 +10,8 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.forget import export_user
-from agent.core.clock import FrozenClock
 from agent.reports.texts import stats_report
+from bench.clock import FrozenClock
 from db.models import Conversation, ModelUsage
 from db.repositories.briefings import BriefingRepository, StoredBriefing
 from jobs.briefing_refresh import refresh_briefing

@@ -17,10 +17,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.groups import group_owner
 from agent.chat.demo import demo_model
-from agent.core.clock import FrozenClock
 from agent.core.models import MissingModelKeyError, unavailable_model
 from agent.core.settings import Settings
 from agent.memory.consolidation import GROUP_NOTE
+from bench.clock import FrozenClock
 from db.engine import create_engine, session_factory
 from db.models import Conversation, ConversationThread, FactConsolidation, ModelUsage
 from db.repositories.fact_tidying import FactTidying

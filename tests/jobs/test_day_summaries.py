@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.core.clock import FrozenClock
 from agent.core.tokens import get_counter
+from bench.clock import FrozenClock
 from db.models import DaySegment, TranscriptMessage
 from db.repositories.day_summaries import DAY_SUMMARY_FINAL_NOTE, DAY_SUMMARY_NOTE, flag_summary_due
 from jobs.context import JobContext

@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.core.clock import FrozenClock
+from bench.clock import FrozenClock
 from bench.fakes.anthropic_api import FakeAnthropic, Reply, last_user_text
 from db.models import Conversation, ConversationThread, DaySegment, Thought, TranscriptMessage, UserFact
 from tests.jobs.conftest import MARKER, extraction_reply, seed_conversation, summary_reply

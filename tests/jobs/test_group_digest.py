@@ -14,10 +14,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.account.groups import group_owner
 from agent.chat.persona import with_name
 from agent.context.briefing.writer import briefing_instructions
-from agent.core.clock import FrozenClock, local_day
+from agent.core.clock import local_day
 from agent.digest.extraction import EXTRACTION_INSTRUCTIONS
 from agent.digest.groups import GROUP_PREFACE
 from agent.digest.summaries import SUMMARY_INSTRUCTIONS
+from bench.clock import FrozenClock
 from db.models import Conversation, DaySegment
 from db.repositories.day_segments import DaySegmentRepository
 from db.repositories.day_summaries import DaySummaryRepository

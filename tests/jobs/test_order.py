@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
-from agent.core.clock import FrozenClock
+from bench.clock import FrozenClock
 from db.engine import create_engine, session_factory
 from db.models import Conversation
 from jobs.context import JobContext

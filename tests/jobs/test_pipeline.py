@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import event, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from agent.core.clock import FrozenClock
+from bench.clock import FrozenClock
 from db.models import (
     Conversation,
     ConversationThread,

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.core.clock import FrozenClock
+from bench.clock import FrozenClock
 from db.models import Conversation, ConversationThread, DaySegment
 from jobs.context import JobContext
 from jobs.queue import backoff, claim_and_read, claim_next, queue_stats, requeue

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.core.clock import FrozenClock
+from bench.clock import FrozenClock
 from db.models import DaySegment, ModelUsage, TranscriptMessage
 from db.repositories.day_summaries import DAY_SUMMARY_NOTE, DAY_SUMMARY_REGENERATED_NOTE, DaySummaryRepository
 from jobs import regenerate

@@ -13,10 +13,10 @@ from telegram import Bot
 
 from agent.account.groups import group_owner
 from agent.account.users import get_or_create_user
-from agent.core.clock import FrozenClock
 from agent.reminders.schedule import parse_local
 from agent.reminders.store import NewReminder, mark_done, move_to_zone, set_reminder, snooze
 from agent.touchpoints.choice import allow_touchpoints
+from bench.clock import FrozenClock
 from bench.fakes.telegram_api import FakeTelegram
 from bot.delivery.touchpoints import TelegramSender
 from db.models import Reminder, Touchpoint, TranscriptMessage, User

@@ -10,7 +10,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.core.clock import FrozenClock
+from bench.clock import FrozenClock
 from jobs.context import JobContext
 from jobs.scheduler import run_minute_jobs, schedule_jobs
 from tests.jobs.conftest import seed_conversation

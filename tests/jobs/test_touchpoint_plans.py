@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.core.clock import FrozenClock
+from bench.clock import FrozenClock
 from db.models import ConversationThread, Touchpoint
 from jobs.context import JobContext
 from jobs.queue import requeue

@@ -16,8 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from telegram import Bot
 
 from agent.account.users import get_or_create_user
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
+from bench.clock import FrozenClock
 from bench.fakes.anthropic_api import FakeAnthropic, Reply
 from bench.fakes.telegram_api import FakeTelegram
 from bot.delivery.touchpoints import FOLLOWUPS_OFF, TelegramSender

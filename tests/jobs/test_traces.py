@@ -15,10 +15,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from telegram import Bot
 
 from agent.account.users import get_or_create_user
-from agent.core.clock import FrozenClock
 from agent.core.observability.setup import configure, shutdown
 from agent.core.settings import Settings
 from agent.turn.service import TurnService
+from bench.clock import FrozenClock
 from bench.fakes.otlp_receiver import FakeCollector, ReceivedSpan
 from bench.fakes.telegram_api import FakeTelegram
 from bot.delivery.touchpoints import TelegramSender

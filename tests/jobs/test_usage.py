@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.core.clock import FrozenClock
 from agent.reports.texts import stats_report, user_report
+from bench.clock import FrozenClock
 from db.models import ModelUsage, User
 from jobs.context import JobContext
 from jobs.registry import run_job

@@ -14,8 +14,8 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
+from bench.clock import FrozenClock
 from db.models import FactConsolidation, UserFact
 from db.repositories.facts import FactRepository
 from jobs.context import JobContext

@@ -12,9 +12,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
 from agent.context import ContextBuilder, FunctionMemory, MemoryLimits, format_snapshot
-from agent.core.clock import FrozenClock
 from agent.core.errors import NikitaError
 from agent.core.settings import Settings
+from bench.clock import FrozenClock
 from db.models import Conversation, User
 
 

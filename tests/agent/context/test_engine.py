@@ -15,11 +15,11 @@ from agent.account.forget import forget_user
 from agent.account.users import get_or_create_user
 from agent.context import ContextBuilder, format_snapshot
 from agent.context.engine import canary_bucket, route_for
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.history.turn_notes import turn_note, words
 from agent.reports.texts import prompt_report
 from agent.turn.service import TurnService
+from bench.clock import FrozenClock
 from db.models import GeneratedPrompt, User
 from jobs.context import JobContext
 from jobs.registry import run_job

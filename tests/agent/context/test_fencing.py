@@ -16,11 +16,12 @@ from agent.account.users import get_or_create_user
 from agent.chat.persona import persona_for
 from agent.context import ContextBuilder, FunctionMemory, MemoryLimits
 from agent.context.fence import TAGS, neutralise
-from agent.core.clock import FrozenClock, local_day
+from agent.core.clock import local_day
 from agent.core.settings import Settings
 from agent.history.turn_notes import turn_note
 from agent.onboarding.context import OnboardingProfile, system_prompt
 from agent.turn.service import TurnService
+from bench.clock import FrozenClock
 from db.models import Conversation, ConversationThread, DaySegment
 
 HEADING = re.compile(r"^ {0,3}#{1,6}(\s|$)")

@@ -16,9 +16,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from agent.account.users import get_or_create_user
 from agent.context import ContextBuilder, FunctionMemory, MemoryLimits, format_snapshot
 from agent.context.layers import TIME_RESERVE
-from agent.core.clock import FrozenClock, local_day
+from agent.core.clock import local_day
 from agent.core.settings import Settings
 from agent.turn.service import TurnService
+from bench.clock import FrozenClock
 from db.models import DaySegment, GeneratedPrompt, Thought, User
 
 

@@ -21,12 +21,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
 from agent.context import ContextBuilder
-from agent.core.clock import FrozenClock, local_day
+from agent.core.clock import local_day
 from agent.core.settings import Settings
 from agent.core.tokens import get_counter
 from agent.history.messages import dump_history
 from agent.history.turn_notes import turn_note, words
 from agent.turn.service import TurnService
+from bench.clock import FrozenClock
 from db.models import (
     Conversation,
     ConversationThread,

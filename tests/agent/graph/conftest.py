@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from graphiti_core.llm_client import LLMClient
 
-from agent.core.clock import FrozenClock
 from agent.graph.graphiti_backend import GraphitiMemory
 from agent.search.embeddings import HashingEmbedder
+from bench.clock import FrozenClock
 from bench.fakes.graph_llm import ScriptedLLMClient
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.core.clock import FrozenClock
 from agent.graph import STANDARD_LIMITS
 from agent.graph.connect import open_connection
 from agent.graph.graphiti_backend import GraphitiMemory
 from agent.search.embeddings import HashingEmbedder
+from bench.clock import FrozenClock
 from bench.fakes.graph_llm import ScriptedLLMClient
 
 from .conftest import HAVE_FALKORDBLITE, IN_CI

@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import select, update
 
 from agent.context.memory import STANDARD
-from agent.core.clock import FrozenClock
 from agent.graph import STANDARD_LIMITS
+from bench.clock import FrozenClock
 from db.models import Conversation, UserFact
 from jobs.registry import run_job
 from tests.jobs.conftest import ScriptedSummaries, extraction_reply

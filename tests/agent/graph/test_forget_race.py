@@ -19,12 +19,12 @@ from pydantic_ai.models.function import FunctionModel
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agent.account.users import get_or_create_user
-from agent.core.clock import FrozenClock
 from agent.core.errors import UserForgottenError
 from agent.core.settings import Settings
 from agent.graph import GROUPS, group_id, open_graph_memory
 from agent.graph.graphiti_backend import GraphitiMemory
 from agent.search.embeddings import HashingEmbedder, InputType, Vectors
+from bench.clock import FrozenClock
 from bench.fakes.graph_llm import ScriptedLLMClient
 from bot.runtime import Runtime, build_runtime
 from jobs.registry import run_job

@@ -10,10 +10,10 @@ from datetime import UTC, datetime
 import pytest
 
 from agent.context.memory import STANDARD
-from agent.core.clock import FrozenClock
 from agent.graph import GROUPS, STANDARD_LIMITS, GraphMemoryError, GroupLimits, group_id
 from agent.graph.graphiti_backend import GraphitiMemory
 from agent.memory.graph import GraphFacts, fact_line
+from bench.clock import FrozenClock
 
 from .conftest import GraphFactory
 

@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from graphiti_core.helpers import validate_group_id
 
-from agent.core.clock import FrozenClock
 from agent.core.errors import ConfigurationError
 from agent.graph import (
     CRITICAL_LIMITS,
@@ -22,6 +21,7 @@ from agent.graph import (
     open_graph_memory,
 )
 from agent.graph.connect import open_connection
+from bench.clock import FrozenClock
 
 NOW = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
 

@@ -14,7 +14,6 @@ from pydantic import SecretStr
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
-from agent.core.clock import FrozenClock
 from agent.core.errors import ConfigurationError
 from agent.core.settings import Settings
 from agent.graph import STANDARD_LIMITS, GraphMemoryError, MemoryFact, MemoryResults, NullGraphMemory
@@ -27,6 +26,7 @@ from agent.memory.service import Facts
 from agent.memory.units import FactUnits
 from agent.search.embeddings import HashingEmbedder
 from agent.search.recall import Recall
+from bench.clock import FrozenClock
 
 T0 = datetime(2026, 1, 5, 20, 0, tzinfo=UTC)
 

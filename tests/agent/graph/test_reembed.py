@@ -17,7 +17,6 @@ from pydantic import SecretStr
 from pydantic_ai.models import override_allow_model_requests
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.graph import STANDARD_LIMITS, group_id, open_graph_memory
 from agent.graph.connect import GraphConnection, open_connection
@@ -26,6 +25,7 @@ from agent.graph.records import rows
 from agent.graph.vector_space import group_driver, leaves_vectors_aside, read_space
 from agent.search.embedders import build_embedder
 from agent.search.model_embedder import ModelEmbedder
+from bench.clock import FrozenClock
 from bench.fakes.embeddings_api import FakeEmbeddings
 from bench.fakes.graph_llm import ScriptedLLMClient
 from bot.cli.reindex import run_reindex

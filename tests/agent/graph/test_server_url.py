@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.core.clock import FrozenClock
 from agent.graph import STANDARD_LIMITS, open_graph_memory
 from agent.graph.graphiti_backend import GraphitiMemory
 from agent.search.embeddings import HashingEmbedder
+from bench.clock import FrozenClock
 from bench.fakes.graph_llm import ScriptedLLMClient
 
 from .conftest import HAVE_FALKORDBLITE, IN_CI

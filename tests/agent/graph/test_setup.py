@@ -15,7 +15,6 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
 from agent.context.memory import STANDARD
-from agent.core.clock import FrozenClock
 from agent.core.errors import ConfigurationError
 from agent.core.settings import Settings
 from agent.graph import GraphMemoryError, NullGraphMemory, open_graph_memory
@@ -29,6 +28,7 @@ from agent.memory.service import Facts
 from agent.memory.units import FactUnits
 from agent.search.embeddings import HashingEmbedder, InputType, Vectors
 from agent.search.recall import Recall
+from bench.clock import FrozenClock
 from bench.fakes.graph_llm import ScriptedLLMClient
 
 from .conftest import HAVE_FALKORDBLITE, IN_CI, GraphFactory

@@ -12,11 +12,11 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
-from agent.core.clock import FrozenClock
 from agent.graph import STANDARD_LIMITS, GraphMemoryError, group_id
 from agent.graph.graphiti_backend import GraphitiMemory
 from agent.graph.records import rows
 from agent.memory.graph import GraphFacts
+from bench.clock import FrozenClock
 from bench.fakes.graph_llm import ScriptedCall, ScriptedLLMClient
 from db.models import ModelUsage
 

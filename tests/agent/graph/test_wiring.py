@@ -27,7 +27,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from agent.account.forget import export_user, forget_user
 from agent.account.users import get_or_create_user
 from agent.context.memory import STANDARD
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.graph import GROUPS, STANDARD_LIMITS, NullGraphMemory, group_id, open_graph_memory
 from agent.graph.graphiti_backend import GraphitiMemory
@@ -35,6 +34,7 @@ from agent.graph.guarded import GuardedGraphMemory
 from agent.history.turn_notes import turn_note
 from agent.reports.texts import memory_report
 from agent.search.embeddings import HashingEmbedder
+from bench.clock import FrozenClock
 from bench.fakes.graph_llm import ScriptedLLMClient
 from bot.runtime import Runtime, build_runtime
 from jobs.registry import run_job

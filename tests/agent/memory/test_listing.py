@@ -11,7 +11,6 @@ import pytest
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.core.tokens import get_counter
 from agent.memory.facts import FactRejectedError
@@ -20,6 +19,7 @@ from agent.memory.profile import choose_profile
 from agent.memory.service import Facts
 from agent.memory.units import FactUnits
 from agent.search.recall import Recall
+from bench.clock import FrozenClock
 from db.models import TranscriptMessage, UserFact
 from db.repositories.facts import FactRepository
 from tests.jobs.conftest import seed_conversation

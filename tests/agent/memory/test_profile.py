@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.core.clock import FrozenClock
 from agent.core.tokens import get_counter
 from agent.memory.profile import choose_profile, load_profile, profile_line, section_of
+from bench.clock import FrozenClock
 from db.models import UserFact
 from db.repositories.facts import FactRepository
 from tests.jobs.conftest import seed_conversation

@@ -24,11 +24,11 @@ from agent.account.groups import group_owner
 from agent.account.users import get_or_create_user
 from agent.chat.demo import demo_model
 from agent.context.memory import STANDARD
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.history.turn_notes import turn_note, words
 from agent.memory.service import Facts
 from agent.reports.texts import memory_report
+from bench.clock import FrozenClock
 from bot.runtime import Runtime, build_runtime
 from db.models import GeneratedPrompt, UserFact
 from db.repositories.facts import FactRepository

@@ -12,9 +12,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.groups import group_owner
 from agent.account.users import get_or_create_user
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
 from agent.turn.transcript import Speaker
+from bench.clock import FrozenClock
 from db.models import TranscriptMessage
 from tests.agent.test_tools import ToolScript, make_service
 

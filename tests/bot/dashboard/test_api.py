@@ -11,10 +11,10 @@ import httpx
 import pytest
 from pydantic_ai.models.test import TestModel
 
-from agent.core.clock import FrozenClock
 from agent.core.prices import estimate_cost
 from agent.core.settings import Settings
 from agent.reports.dashboard import REFUSALS
+from bench.clock import FrozenClock
 from bench.fakes.telegram_webapp import sign_init_data
 from bot.runtime import build_runtime
 from bot.web.serve import build_pages_app

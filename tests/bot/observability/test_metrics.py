@@ -15,10 +15,10 @@ from sqlalchemy import func, select
 from starlette.applications import Starlette
 
 from agent.account.users import get_or_create_user
-from agent.core.clock import FrozenClock
 from agent.core.observability.setup import configure, shutdown, start_sampler
 from agent.core.settings import Settings
 from agent.turn.service import TurnService
+from bench.clock import FrozenClock
 from bot.web import metrics
 from db.inbox import InboxRepository, NewUpdate
 from db.models import ModelUsage

@@ -10,8 +10,8 @@ import pytest
 from pydantic_ai.models.test import TestModel
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
+from bench.clock import FrozenClock
 from bench.fakes.telegram_webapp import sign_init_data
 from bot.runtime import Runtime, build_runtime
 from bot.web.serve import build_pages_app

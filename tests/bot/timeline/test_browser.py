@@ -31,8 +31,8 @@ from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select, WebDriverWait
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
+from bench.clock import FrozenClock
 from bench.fakes.telegram_webapp import launch_fragment, sign_init_data
 from bot.runtime import build_runtime
 from bot.web.serve import build_pages_app

@@ -12,8 +12,8 @@ from pydantic_ai.models.test import TestModel
 from telegram import Bot, MenuButtonWebApp, WebAppInfo
 from telegram.error import BadRequest
 
-from agent.core.clock import FrozenClock
 from agent.core.settings import Settings
+from bench.clock import FrozenClock
 from bench.fakes.telegram_api import FakeTelegram
 from bot.app import build_application, running
 from bot.runtime import build_runtime

@@ -23,10 +23,11 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agent.core.clock import FrozenClock, system_now
+from agent.core.clock import system_now
 from agent.core.settings import Settings
 from agent.graph import GraphMemory, NullGraphMemory
 from agent.history.turn_notes import turn_note
+from bench.clock import FrozenClock
 from bench.fakes.telegram_api import FakeTelegram
 from bench.fakes.voice_agent import FakeVoiceAgent
 from bot.app import build_application, running
