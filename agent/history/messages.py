@@ -74,22 +74,18 @@ def dump_history(messages: Sequence[ModelMessage]) -> list[Any]:
     return dumped
 
 
-def sanitize_history(
-    messages: Sequence[ModelMessage], *, keep_pending_request: bool = False
-) -> list[ModelMessage]:
+def sanitize_history(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
     """Make a history the Anthropic API accepts: starts with a user prompt, no unpaired tool parts.
 
     A tool call is paired only with a return in the message right after it (the API requires the
-    result in the next message). Trailing requests without a response are dropped unless
-    `keep_pending_request` (a history processor sees the request about to be sent, which must stay).
+    result in the next message). Trailing requests without a response are dropped.
     """
     msgs = list(messages)
     while True:
         before = len(msgs)
         msgs = _drop_leading(msgs)
-        if not keep_pending_request:
-            while msgs and isinstance(msgs[-1], ModelRequest):
-                msgs.pop()
+        while msgs and isinstance(msgs[-1], ModelRequest):
+            msgs.pop()
         msgs, changed = _pair_tool_parts(msgs)
         if not changed and len(msgs) == before:
             return msgs
@@ -102,7 +98,6 @@ def trim_history(
     counter: TokenCounter,
     tool_output_max_tokens: int = 300,
     min_tokens: int = 100,
-    keep_pending_request: bool = False,
 ) -> TrimResult:
     """Fit a history to `budget` tokens (never below `min_tokens`) without splitting a tool call.
 
@@ -110,7 +105,7 @@ def trim_history(
     turns; the newest turn always stays, its own tool outputs shortened only if it alone is over.
     """
     budget = max(budget, min_tokens)
-    msgs = sanitize_history(messages, keep_pending_request=keep_pending_request)
+    msgs = sanitize_history(messages)
     counts = [counter.count_message(m) for m in msgs]
     original = total = sum(counts)
     trimmed_at: dict[int, int] = {}

@@ -5,14 +5,13 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic_ai import Agent
-from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -339,8 +338,6 @@ def test_sanitize_drops_leading_orphans_and_pending_requests() -> None:
     assert [type(m) for m in clean] == [ModelRequest, ModelResponse, ModelRequest, ModelResponse]
     assert clean[1].parts == [TextPart("checking"), call]
     assert [p.tool_call_id for p in clean[2].parts if isinstance(p, ToolReturnPart)] == ["a"]
-    pending = sanitize_history(history, keep_pending_request=True)
-    assert pending[-1] is history[-1]
 
 
 def test_sanitize_pairs_repeated_tool_call_ids_by_position() -> None:
@@ -417,67 +414,3 @@ def _timed(fn: Any) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
-
-
-def budget_processor(budget: int, **kw: Any) -> Callable[[list[ModelMessage]], list[ModelMessage]]:
-    """A `ProcessHistory` function that trims each request's history to `budget` tokens, the pending
-    request kept (the run's own messages are rewritten with the result)."""
-
-    def process(messages: list[ModelMessage]) -> list[ModelMessage]:
-        result = trim_history(messages, budget=budget, counter=COUNTER, keep_pending_request=True, **kw)
-        return result.messages or list(messages)
-
-    return process
-
-
-async def test_budget_processor_keeps_current_request_and_tool_loop() -> None:
-    seen: list[list[ModelMessage]] = []
-
-    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        seen.append(list(messages))
-        if len(seen) == 1:
-            return ModelResponse(parts=[ToolCallPart("lookup", {"name": "Rex"}, tool_call_id="now")])
-        return ModelResponse(parts=[TextPart("Rex is your dog.")])
-
-    agent = Agent(
-        FunctionModel(model),
-        capabilities=[ProcessHistory(budget_processor(300, tool_output_max_tokens=50))],
-    )
-
-    @agent.tool_plain
-    def lookup(name: str) -> str:
-        """Look a name up."""
-        return f"{name} is a dog. " * 100
-
-    old: list[ModelMessage] = []
-    for i in range(6):
-        old += [
-            ModelRequest(parts=[UserPromptPart(f"old question {i} " * 20)]),
-            ModelResponse(parts=[TextPart(f"old answer {i} " * 20)]),
-        ]
-    result = await agent.run("who is Rex?", message_history=old)
-
-    assert result.output == "Rex is your dog."
-    # new_messages() still finds exactly this run's messages (by run id) after the processor trimmed.
-    assert [type(m) for m in result.new_messages()] == [
-        ModelRequest,
-        ModelResponse,
-        ModelRequest,
-        ModelResponse,
-    ]
-    assert len(result.all_messages()) < len(old) + 4, "ProcessHistory writes the trimmed list back"
-    first, second = seen
-    prompt = first[-1].parts[-1]
-    assert isinstance(prompt, UserPromptPart)
-    assert prompt.content == "who is Rex?"
-    assert COUNTER.count_messages(first) <= 300
-    assert len(first) < len(old) + 1, "old turns were not dropped"
-    # The tool loop of the current turn reaches the model whole: call, then its (trimmed) return.
-    call_response, return_request = second[-2], second[-1]
-    assert isinstance(call_response, ModelResponse)
-    assert call_response.parts[0].tool_call_id == "now"  # type: ignore[union-attr]
-    returned = return_request.parts[0]
-    assert isinstance(returned, ToolReturnPart)
-    assert returned.tool_call_id == "now"
-    assert_valid([*second, ModelResponse(parts=[TextPart("next answer")])])
-    assert any(isinstance(p, UserPromptPart) and p.content == "who is Rex?" for m in second for p in m.parts)
