@@ -28,8 +28,8 @@ from typing import Any
 from sqlalchemy import insert, select
 
 from agent.account.users import get_or_create_user
-from agent.chat.agent import build_model
 from agent.context import ContextBuilder, FunctionMemory, MemoryLimits
+from agent.core.models import build_model
 from agent.core.prices import estimate_cost
 from agent.core.settings import Settings
 from agent.turn.service import TurnService

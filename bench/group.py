@@ -32,8 +32,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import select
 
 from agent.account.groups import group_owner
-from agent.chat.agent import build_model
 from agent.context import ContextBuilder, FunctionMemory, MemoryLimits
+from agent.core.models import build_model
 from agent.core.settings import Settings
 from agent.core.tokens import get_counter
 from agent.turn.group_turn import group_prompt

@@ -133,7 +133,7 @@ def _say(line: str) -> None:
 
 def _check_models(settings: Settings) -> None:
     """Build MODEL and SUMMARY_MODEL once: an unknown string or a missing key stops here, in one line."""
-    from agent.chat.agent import build_model
+    from agent.core.models import build_model
 
     for setting in ("model", "summary_model"):
         build_model(getattr(settings, setting), settings, setting=setting.upper())

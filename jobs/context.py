@@ -12,9 +12,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.forget import UserCache, UserDataStore
 from agent.account.writers import WriteGuard
-from agent.chat.agent import build_model
 from agent.core.clock import Clock
-from agent.core.models import MissingModelKeyError, unavailable_model
+from agent.core.models import MissingModelKeyError, build_model, unavailable_model
 from agent.core.settings import Settings
 from agent.graph.guarded import GuardedGraphMemory
 from agent.touchpoints.sender import TouchpointSender

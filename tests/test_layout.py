@@ -8,16 +8,15 @@ time, inside functions and under `TYPE_CHECKING` all count):
     core < history < account < search < graph < memory < reminders < chat < digest < context
     < onboarding < turn < touchpoints, voice, reports
 
-- core: settings, clock and local time, errors, caches, usage, token counting, the provider model
-  factory; it imports no other folder.
+- core: settings, clock and local time, errors, caches, usage, token counting, the model factory
+  (the offline demo model too); it imports no other folder.
 - history below account: the account's timeline shows stored answers with their reactions.
 - account below search: search reads whose writes are guarded (`writers`) and who is a group.
 - search below graph, graph below memory: the graph embeds with search's embedders, and the memory
   recalls facts through search and the graph.
 - reminders below chat: the agent's reminder tools store and schedule reminders.
-- chat below digest and context: digests and briefings are written in the persona's name, and the
-  context builder makes its summary model with chat's `build_model` (which adds the offline demo
-  model, and that files facts the way the memory does).
+- chat below digest and context: digests and the context's briefings are written in the persona's
+  name.
 - digest below context: the context quotes day summaries and compacts group digests.
 - onboarding below turn: the onboarding agent and its context are what the onboarding turn runs
   (agent/turn/onboarding_turn.py), so every kind of turn is one of `TurnService`'s.

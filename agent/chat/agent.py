@@ -24,7 +24,7 @@ from agent.chat.fact_tools import fact_tools
 from agent.chat.reminder_tools import reminder_tools
 from agent.chat.tools import recall_tools
 from agent.core.caching import CONVERSATION_TTL, Ttl, cache_settings
-from agent.core.models import provider_model
+from agent.core.models import build_model
 from agent.core.settings import Settings
 from agent.history.turn_notes import words
 
@@ -44,16 +44,6 @@ def _session_memory(ctx: RunContext[TurnDeps]) -> str:
     # history as a replacement, so the cached prefix stays (PydanticAI records the first value in
     # the session's first request), and it is sent ahead of that turn's words.
     return ctx.deps.memory
-
-
-def build_model(model_name: str, settings: Settings, *, setting: str = "MODEL") -> Model:
-    """A PydanticAI model from a model string: `demo` is the offline demo model (agent/chat/demo.py),
-    any other string a provider's model (agent/core/models.py), with its one-line errors."""
-    if model_name == "demo":
-        from agent.chat.demo import demo_model
-
-        return demo_model()
-    return provider_model(model_name, settings, setting=setting)
 
 
 def _offline_reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

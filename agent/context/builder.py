@@ -39,6 +39,7 @@ from agent.context.tiers import TierBlock, time_block
 from agent.core import observability
 from agent.core.clock import ensure_utc
 from agent.core.errors import ConfigurationError
+from agent.core.models import build_model
 from agent.core.settings import Settings
 from agent.core.tokens import TokenCounter, get_counter
 from agent.history.reactions import reaction_notes
@@ -77,8 +78,6 @@ def _size(value: object) -> int:
 
 def _default_summary_model(settings: Settings) -> Model | str | None:
     """The summary model from settings, or None (compaction off) when it cannot be built."""
-    from agent.chat.agent import build_model
-
     if settings.summary_model.startswith("anthropic:") and settings.anthropic_api_key is None:
         return None
     try:

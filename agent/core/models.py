@@ -1,8 +1,7 @@
 """The model factory: a PydanticAI model from a provider's model string, with our key and our errors.
 
-Every layer that calls a model builds it here (the knowledge graph's LLM, the jobs, the chat). The
-offline `demo` model is added above, in agent/chat/agent.py: it writes facts the way the memory
-files them, so it cannot sit below the memory.
+Every layer that calls a model builds it here (the knowledge graph's LLM, the jobs, the chat), the
+offline `demo` model (agent/core/demo.py) included.
 """
 
 from __future__ import annotations
@@ -18,6 +17,16 @@ from agent.core.settings import Settings
 
 class MissingModelKeyError(ConfigurationError):
     """A model string names a provider whose key is not configured."""
+
+
+def build_model(model_name: str, settings: Settings, *, setting: str = "MODEL") -> Model:
+    """A PydanticAI model from a model string: `demo` is the offline demo model (agent/core/demo.py),
+    any other string a provider's model, with its one-line errors."""
+    if model_name == "demo":
+        from agent.core.demo import demo_model
+
+        return demo_model()
+    return provider_model(model_name, settings, setting=setting)
 
 
 def provider_model(model_name: str, settings: Settings, *, setting: str = "MODEL") -> Model:

@@ -7,8 +7,8 @@ import json
 
 from telegram import Bot
 
-from agent.chat.agent import build_model
 from agent.core.clock import Clock
+from agent.core.models import build_model
 from agent.core.settings import Settings
 from agent.graph import NullGraphMemory
 from agent.graph.setup import open_settings_graph

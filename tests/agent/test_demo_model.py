@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime
 
-from agent.chat.demo import LABEL, briefing, demo_model
+from agent.core.demo import LABEL, briefing, demo_model
 from agent.core.settings import Settings
 from agent.digest.extraction import extract
 from agent.digest.summaries import Line, summarise_day
@@ -27,8 +27,8 @@ async def test_extraction_finds_facts_plans_and_questions_with_their_messages() 
     ended = "Thursday 2026-11-26 10:03 (Europe/Paris)"
     result = await extract(demo_model(), SETTINGS, CONVERSATION, [], ended_local=ended)
     assert [(f.text, f.message_ids, f.category, f.valid_until) for f in result.user_facts] == [
-        ("The user is a nurse in Lyon.", [1], "identity", None),
-        ("The user's sister is called Ana.", [1], "people", None),
+        ("The user is a nurse in Lyon.", [1], None, None),  # the memory places these by their words
+        ("The user's sister is called Ana.", [1], None, None),
         ("The user has an interview on Friday.", [3], "plan", "2026-11-27"),
     ]
     threads = [(t.type, t.content, t.follow_up_at) for t in result.threads_to_open]

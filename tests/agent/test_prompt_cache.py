@@ -20,8 +20,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.groups import group_owner
 from agent.account.users import get_or_create_user
-from agent.chat.agent import build_model, chat_agent
+from agent.chat.agent import chat_agent
 from agent.core.caching import minimum_prefix
+from agent.core.models import build_model
 from agent.core.settings import Settings
 from agent.touchpoints.compose import Occasion, compose
 from agent.turn.service import TurnService

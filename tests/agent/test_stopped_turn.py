@@ -14,7 +14,8 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
-from agent.chat.agent import build_model, chat_agent
+from agent.chat.agent import chat_agent
+from agent.core.models import build_model
 from agent.core.settings import Settings
 from agent.turn.service import TurnService
 from agent.turn.stopped import STOPPED_EMPTY, STOPPED_NOTE

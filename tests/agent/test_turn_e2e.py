@@ -10,7 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
-from agent.chat.agent import build_model
+from agent.core.models import build_model
 from agent.core.settings import Settings
 from agent.turn.run import APOLOGY
 from agent.turn.service import TurnService

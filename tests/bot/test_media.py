@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from agent.chat.agent import build_model
+from agent.core.models import build_model
 from agent.core.settings import Settings
 from bench.fakes.anthropic_api import FakeAnthropic, fake_anthropic_server
 from bench.fakes.pdf import make_pdf, make_pdf_bomb

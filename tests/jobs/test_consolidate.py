@@ -16,7 +16,7 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.groups import group_owner
-from agent.chat.demo import demo_model
+from agent.core.demo import demo_model
 from agent.core.models import MissingModelKeyError, unavailable_model
 from agent.core.settings import Settings
 from agent.memory.consolidation import GROUP_NOTE

@@ -10,7 +10,7 @@ from agent.core.errors import ConfigurationError
 from agent.core.settings.base import SettingsGroup
 
 # Model strings that need no key and no network: `demo` writes readable memory from the
-# conversation (agent/chat/demo.py); `test` is PydanticAI's TestModel (schema-shaped placeholders).
+# conversation (agent/core/demo.py); `test` is PydanticAI's TestModel (schema-shaped placeholders).
 OFFLINE_MODELS = ("demo", "test")
 
 

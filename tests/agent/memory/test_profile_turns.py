@@ -22,10 +22,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.groups import group_owner
 from agent.account.users import get_or_create_user
-from agent.chat.demo import demo_model
 from agent.context.memory import STANDARD
+from agent.core.demo import demo_model
 from agent.core.settings import Settings
 from agent.history.turn_notes import turn_note, words
+from agent.memory.profile import section_of
 from agent.memory.service import Facts
 from agent.reports.texts import memory_report
 from bench.clock import FrozenClock
@@ -108,7 +109,8 @@ async def test_a_job_told_three_days_ago_is_in_the_first_request_of_a_new_sessio
     assert (await run_job("postprocess", bot.jobs))["processed"] == 1
     async with bot.sessions() as session:
         (fact,) = await FactRepository(session).held(user.id)
-    assert (fact.content, fact.category) == ("The user works as a nurse at the city hospital.", "identity")
+    assert (fact.content, fact.category) == ("The user works as a nurse at the city hospital.", None)
+    assert section_of(fact) == "identity"  # written without a category, placed by its words
 
     clock.advance(timedelta(days=3))
     chat.sent.clear()

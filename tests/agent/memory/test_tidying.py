@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
 
-from agent.chat.demo_tidy import tidy
+from agent.core.demo_tidy import tidy
 from agent.memory.consolidation import Tidying, facts_prompt, take_answer
 from agent.memory.tidying import Held, Plan, model_free_plan
 

@@ -7,7 +7,7 @@ their questions and plans; the chat answer mentions what the context holds and s
 conversations when asked to remember. Everything it writes is labelled as offline.
 
 It answers every agent by the shape of its request: an output tool (extraction, day summary,
-briefing, follow-up composition, consolidation: agent/chat/demo_tidy.py) gets a tool call built
+briefing, follow-up composition, consolidation: agent/core/demo_tidy.py) gets a tool call built
 from that tool's fields, a request with the recall tools gets a chat answer, any other request
 (history compaction) a plain summary.
 """
@@ -29,9 +29,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from agent.chat.demo_tidy import tidy
-from agent.history.turn_notes import words
-from agent.memory.profile import guess_section
+from agent.core.demo_tidy import tidy
 
 MODEL_NAME = "demo"
 SEARCH_TOOL = "conversation_search"
@@ -48,6 +46,8 @@ _PLAN = re.compile(
     re.I,
 )
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+# Text the bot wraps in one tag (the turn's note, a document's text) is not what the person said.
+_WRAPPED = re.compile(r"\A<(\w+)\b[^>]*>.*</\1>\s*\Z", re.S)
 _ENDED = re.compile(r"ended on \w+ (\d{4}-\d\d-\d\d)")
 _RECALL = re.compile(r"\b(remember|what did i|did i (?:tell|say|mention))\b", re.I)
 _STOPWORDS = frozenset(
@@ -211,8 +211,9 @@ def _found(content: object) -> str:
 
 
 def _fact(text: str, line_id: int, day: date | None) -> dict[str, Any]:
-    """One extracted fact: its section by its words, and a plan's day when the sentence names one."""
-    fact: dict[str, Any] = {"text": text, "message_ids": [line_id], "category": guess_section(text)}
+    """One extracted fact, and a plan's day when the sentence names one; other facts are written without
+    a category, and the memory places them by their words as it does any such fact."""
+    fact: dict[str, Any] = {"text": text, "message_ids": [line_id]}
     if _PLAN.search(text) and (when := _when(text, day)) is not None:
         fact["category"], fact["valid_until"] = "plan", when[:10]
     return fact
@@ -251,9 +252,15 @@ def _when(sentence: str, day: date | None) -> str | None:
 def _last_prompt(messages: list[ModelMessage]) -> str:
     for message in reversed(messages):
         for part in getattr(message, "parts", ()):
-            if isinstance(part, UserPromptPart) and (said := words(part)):
+            if isinstance(part, UserPromptPart) and (said := _said(part)):
                 return said
     return ""
+
+
+def _said(part: UserPromptPart) -> str:
+    if isinstance(part.content, str):
+        return part.content
+    return "\n\n".join(item for item in part.content if isinstance(item, str) and not _WRAPPED.match(item))
 
 
 def _instructions(messages: list[ModelMessage]) -> str:
