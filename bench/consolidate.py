@@ -23,7 +23,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import insert
 
 from agent.core.clock import Clock
-from agent.core.models import MissingModelKeyError, unavailable_model
+from agent.core.errors import MissingModelKeyError
+from agent.core.models import unavailable_model
 from agent.core.settings import Settings
 from agent.core.tokens import get_counter
 from bench.common import scratch_database

@@ -13,7 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from agent.account.forget import UserCache, UserDataStore
 from agent.account.writers import WriteGuard
 from agent.core.clock import Clock
-from agent.core.models import MissingModelKeyError, build_model, unavailable_model
+from agent.core.errors import MissingModelKeyError
+from agent.core.models import build_model, unavailable_model
 from agent.core.settings import Settings
 from agent.graph.guarded import GuardedGraphMemory
 from agent.touchpoints.sender import TouchpointSender

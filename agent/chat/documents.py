@@ -19,24 +19,15 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
+from agent.chat.errors import DocumentTooHeavyError, UnreadablePdfError
 from agent.chat.parse_child import MEMORY_EXIT
-from agent.chat.pdf import UnreadablePdfError
 from agent.core.settings import Settings
 
 logger = logging.getLogger(__name__)
 
 # The folder that holds the `agent` package: the child's `-m` finds it there whatever our cwd is.
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
-
-
-class DocumentTooHeavyError(UnreadablePdfError):
-    """A document that needs more time or memory to parse than one file is given."""
-
-    def __init__(self, reason: Literal["deadline", "memory", "killed"], detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
 
 
 @dataclass

@@ -12,13 +12,9 @@ from __future__ import annotations
 import io
 import logging
 
-from agent.core.errors import NikitaError
+from agent.chat.errors import UnreadablePdfError
 
 logger = logging.getLogger(__name__)
-
-
-class UnreadablePdfError(NikitaError):
-    """A PDF with no text to read: broken, protected by a password, or only scanned images."""
 
 
 def pdf_text(data: bytes, *, max_pages: int, max_chars: int) -> str:

@@ -26,3 +26,11 @@ class UserForgottenError(UserNotFoundError):
 class LeaseLostError(NikitaError):
     """A worker's lease on a row (an inbox update, a touchpoint) ran out and another worker holds the
     row now: this one stops touching it."""
+
+
+class MissingModelKeyError(ConfigurationError):
+    """A model string names a provider whose key is not configured."""
+
+
+class TokenizerUnavailableError(NikitaError):
+    """The bundled BPE data for an encoding is missing or does not match tiktoken's hash."""

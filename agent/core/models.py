@@ -11,12 +11,8 @@ from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models import Model, infer_model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from agent.core.errors import ConfigurationError
+from agent.core.errors import ConfigurationError, MissingModelKeyError
 from agent.core.settings import Settings
-
-
-class MissingModelKeyError(ConfigurationError):
-    """A model string names a provider whose key is not configured."""
 
 
 def build_model(model_name: str, settings: Settings, *, setting: str = "MODEL") -> Model:

@@ -25,7 +25,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from agent.core.errors import NikitaError
+from agent.core.errors import TokenizerUnavailableError
 
 # Role markers and separators the provider adds around every message; a rough, safe constant.
 MESSAGE_OVERHEAD = 4
@@ -81,10 +81,6 @@ _SPECS: dict[str, _Spec] = {
         sha256="446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
     ),
 }
-
-
-class TokenizerUnavailableError(NikitaError):
-    """The bundled BPE data for an encoding is missing or does not match tiktoken's hash."""
 
 
 def load_encoding(name: str) -> tiktoken.Encoding:

@@ -7,12 +7,8 @@ from collections.abc import Iterable
 
 from graphiti_core.embedder.client import EmbedderClient
 
-from agent.core.errors import NikitaError
+from agent.graph.errors import EmbeddingInputError
 from agent.search.embeddings import Embedder
-
-
-class EmbeddingInputError(NikitaError):
-    """Graphiti passed token ids instead of text; our embedders only take text."""
 
 
 class GraphitiEmbedder(EmbedderClient):

@@ -17,6 +17,10 @@ class EmbeddedGraphInUseError(OSError):
     """The embedded graph's file is open in another process (the bot, usually): one process each."""
 
 
+class EmbeddingInputError(NikitaError):
+    """Graphiti passed token ids instead of text; our embedders only take text."""
+
+
 # What an operator reads when GRAPH_BACKEND=falkordblite is asked for where falkordblite is not
 # installed (production images install from wheels, and falkordblite has no Linux wheel).
 EMBEDDED_GRAPH_MISSING = (

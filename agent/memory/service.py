@@ -32,7 +32,7 @@ from agent.memory.graph import GraphFacts, fact_line, joined
 from agent.memory.ranking import Scored, cosines, rank_facts
 from agent.memory.units import FactUnits, Known
 from agent.memory.words import SAME_SHARE, Postings, similarity
-from agent.search.embeddings import EmbedderUnavailableError
+from agent.search.errors import EmbedderUnavailableError
 from agent.search.recall import Recall
 from db.models import User
 from db.repositories.dedupe import normalise

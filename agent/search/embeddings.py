@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from agent.core.errors import NikitaError
+from agent.search.errors import EmbedderUnavailableError
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -42,10 +42,6 @@ MINILM_DIMENSIONS = 384
 # (agent/search/minilm.py); the weights file is written by .ci/minilm_weights.py.
 _MODEL = ("data", "minilm", "weights.npz")
 _TOKENIZER = ("data", "minilm", "tokenizer.json")
-
-
-class EmbedderUnavailableError(NikitaError):
-    """The embedding model or its tokenizer cannot be found or loaded."""
 
 
 class Embedder(Protocol):

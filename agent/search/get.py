@@ -7,16 +7,8 @@ from dataclasses import asdict, dataclass
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from agent.core.errors import NikitaError
+from agent.search.errors import RecallInputError, RecallNotFoundError
 from db.models import DaySegment, TranscriptMessage
-
-
-class RecallNotFoundError(NikitaError):
-    """The id names nothing of this user (another user's ids look exactly like missing ones)."""
-
-
-class RecallInputError(NikitaError):
-    """The arguments do not form one of the accepted shapes."""
 
 
 @dataclass(frozen=True)

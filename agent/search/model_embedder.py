@@ -23,22 +23,15 @@ from pydantic_ai.exceptions import (
 )
 
 from agent.core.usage import record_call
-from agent.search.embeddings import EmbedderUnavailableError, InputType, Vectors, normalise
+from agent.search.embeddings import InputType, Vectors, normalise
+from agent.search.errors import (
+    EmbeddingFailedError,
+    EmbeddingRefusedError,
+    EmbeddingWidthError,
+)
 from agent.search.local_models import LocalEmbeddingModel
 
 logger = logging.getLogger(__name__)
-
-
-class EmbeddingFailedError(EmbedderUnavailableError):
-    """The embedding model failed a request (after its client's retries) or answered nonsense."""
-
-
-class EmbeddingRefusedError(EmbeddingFailedError):
-    """The provider refused the key or does not know the model: a setting to fix, not a hiccup."""
-
-
-class EmbeddingWidthError(EmbeddingFailedError):
-    """The model answered with vectors of another width than its vector space's."""
 
 
 class ModelEmbedder:

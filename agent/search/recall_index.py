@@ -25,7 +25,8 @@ from agent.core.errors import UserForgottenError
 from agent.core.settings import Settings
 from agent.core.tokens import get_counter
 from agent.core.usage import metering, store_usage_apart
-from agent.search.embeddings import Embedder, EmbedderUnavailableError, Preloadable
+from agent.search.embeddings import Embedder, Preloadable
+from agent.search.errors import EmbedderUnavailableError
 from agent.search.fts import full_text_for
 from agent.search.indexer import Indexer, IndexStats
 from agent.search.search import ConversationSearch

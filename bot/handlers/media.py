@@ -16,8 +16,7 @@ from telegram import Update
 from telegram.error import BadRequest
 
 from agent.chat.attachments import Attachment
-from agent.chat.documents import DocumentTooHeavyError
-from agent.chat.pdf import UnreadablePdfError
+from agent.chat.errors import DocumentTooHeavyError, UnreadablePdfError
 from agent.core.errors import NikitaError
 from bot.handlers.context import HandlerContext
 from bot.handlers.messages import Fetched, answer, describe, on_other

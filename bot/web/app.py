@@ -24,8 +24,9 @@ from bot.delivery.inbox import NotAnUpdateError, parse_update
 from bot.runtime import Runtime
 from bot.services import services_of
 from bot.web import dashboard, metrics, timeline, voice
+from bot.web.errors import JsonInputError
 from bot.web.health import health_route
-from bot.web.json_input import JsonInputError, loads
+from bot.web.json_input import loads
 from db.inbox import InboxRepository
 
 logger = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from agent.core.errors import NikitaError
+from bot.web.errors import IdFormatError
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -19,10 +19,6 @@ INT64_MAX = 2**63 - 1
 _UNSIGNED = re.compile(r"[0-9]+")
 _SIGNED = re.compile(r"-?[0-9]+")
 _MAX_DIGITS = len(str(INT64_MAX))
-
-
-class IdFormatError(NikitaError, ValueError):
-    """Not an id at all: not an integer, or not written in ASCII digits."""
 
 
 def parse_id(value: object, *, signed: bool = False) -> int | None:

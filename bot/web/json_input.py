@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any
 
-from agent.core.errors import NikitaError
+from bot.web.errors import JsonInputError
 
 # Telegram's deepest update (a reply to a message with a keyboard, inside a callback query) is
 # about a dozen levels; voice bodies are three.
@@ -27,10 +27,6 @@ REPLACEMENT = "\ufffd"
 # A JSON string with its escapes, or one bracket: strings are matched first, so a bracket inside
 # a string is never counted.
 _TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
-
-
-class JsonInputError(NikitaError, ValueError):
-    """A body that is not JSON, or is JSON nested deeper than `MAX_DEPTH`: the client's fault (400)."""
 
 
 def nesting_depth(body: bytes) -> int:

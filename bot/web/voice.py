@@ -24,7 +24,8 @@ from agent.voice.errors import VoiceAuthError, VoiceRequestError, VoiceUserNotFo
 from agent.voice.service import VoiceService, build_voice_service
 from bot.runtime import Runtime
 from bot.web import json_input
-from bot.web.ids import IdFormatError, parse_id
+from bot.web.errors import IdFormatError, JsonInputError
+from bot.web.ids import parse_id
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ async def _json_object(request: Request) -> dict[str, Any]:
         return {}
     try:
         value = parse_body(raw)
-    except json_input.JsonInputError as exc:
+    except JsonInputError as exc:
         raise VoiceRequestError("bad_request", f"the body is not usable JSON: {exc}") from exc
     if not isinstance(value, dict):
         raise VoiceRequestError("bad_request", "the body must be a JSON object")

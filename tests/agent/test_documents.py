@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.chat.documents import DocumentParser, DocumentTooHeavyError
-from agent.chat.pdf import UnreadablePdfError
+from agent.chat.documents import DocumentParser
+from agent.chat.errors import DocumentTooHeavyError, UnreadablePdfError
 from bench.fakes.pdf import make_pdf, make_pdf_bomb
 
 pytestmark = pytest.mark.process

@@ -14,14 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.search.embeddings import (
-    Embedder,
-    EmbedderUnavailableError,
-    HashingEmbedder,
-    InferenceTurns,
-    MiniLMEmbedder,
-    NullEmbedder,
-)
+from agent.search.embeddings import Embedder, HashingEmbedder, InferenceTurns, MiniLMEmbedder, NullEmbedder
+from agent.search.errors import EmbedderUnavailableError
 from tests.offline import ISOLATIONS, run_offline
 
 CHAT = [

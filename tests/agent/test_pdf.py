@@ -7,7 +7,8 @@ import io
 import pytest
 from pypdf import PdfWriter
 
-from agent.chat.pdf import UnreadablePdfError, pdf_text
+from agent.chat.errors import UnreadablePdfError
+from agent.chat.pdf import pdf_text
 from bench.fakes.pdf import make_pdf
 
 

@@ -25,13 +25,8 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from agent.core.tokens import (
-    MEDIA_TOKENS,
-    MESSAGE_OVERHEAD,
-    TokenizerUnavailableError,
-    get_counter,
-    load_encoding,
-)
+from agent.core.errors import TokenizerUnavailableError
+from agent.core.tokens import MEDIA_TOKENS, MESSAGE_OVERHEAD, get_counter, load_encoding
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.web.json_input import MAX_DEPTH, JsonInputError, loads, nesting_depth
+from bot.web.errors import JsonInputError
+from bot.web.json_input import MAX_DEPTH, loads, nesting_depth
 
 _json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(alphabet=st.sampled_from('ab[]{}"\\ \n')),

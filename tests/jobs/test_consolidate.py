@@ -17,7 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.groups import group_owner
 from agent.core.demo import demo_model
-from agent.core.models import MissingModelKeyError, unavailable_model
+from agent.core.errors import MissingModelKeyError
+from agent.core.models import unavailable_model
 from agent.core.settings import Settings
 from agent.memory.consolidation import GROUP_NOTE
 from bench.clock import FrozenClock

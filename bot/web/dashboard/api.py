@@ -15,7 +15,8 @@ from starlette.responses import JSONResponse
 
 from agent.reports.dashboard import MAX_DAYS, dashboard
 from bot.runtime import Runtime
-from bot.web.timeline.auth import SCHEME, InitDataError, init_data_from_header, validate_init_data
+from bot.web.errors import InitDataError
+from bot.web.timeline.auth import SCHEME, init_data_from_header, validate_init_data
 
 logger = logging.getLogger(__name__)
 

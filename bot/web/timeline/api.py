@@ -22,12 +22,13 @@ from agent.account.group_forget import forget_group_words, group_lines_of
 from agent.account.ratelimit import RateLimiter
 from agent.account.timeline import DayView, Entry, Timeline, TimelineUser, parse_summary, within_calendar
 from agent.chat.tools import hit_dict
-from agent.core.errors import NikitaError
-from agent.search.get import MessagesOut, RecallNotFoundError, SummaryOut
+from agent.search.errors import RecallNotFoundError
+from agent.search.get import MessagesOut, SummaryOut
 from agent.search.recall import Recall
 from bot.runtime import Runtime
-from bot.web.ids import IdFormatError, parse_id
-from bot.web.timeline.auth import SCHEME, InitDataError, init_data_from_header, validate_init_data
+from bot.web.errors import ApiError, IdFormatError, InitDataError
+from bot.web.ids import parse_id
+from bot.web.timeline.auth import SCHEME, init_data_from_header, validate_init_data
 
 logger = logging.getLogger(__name__)
 
@@ -47,15 +48,6 @@ class SignedIn:
 
 
 Handler = Callable[[Request, SignedIn], Awaitable[dict[str, Any]]]
-
-
-class ApiError(NikitaError):
-    """An answer other than 200, with a short message for the page."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 def _json(payload: dict[str, Any], status: int = 200) -> JSONResponse:

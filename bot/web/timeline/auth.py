@@ -15,17 +15,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qsl
 
-from agent.core.errors import NikitaError
 from bot.web import json_input
-from bot.web.ids import IdFormatError, parse_id
+from bot.web.errors import IdFormatError, InitDataError
+from bot.web.ids import parse_id
 
 SCHEME = "tma"
 # Telegram's clock and ours may differ a little; an auth_date further in the future is refused.
 CLOCK_SKEW = timedelta(seconds=60)
-
-
-class InitDataError(NikitaError):
-    """initData is missing, malformed, not signed for this bot, or too old."""
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,8 @@ from agent.memory.facts import FactRejectedError
 from agent.memory.listing import Flag, Listed, Listing, listing_of, reword, set_flag
 from bot.runtime import Runtime
 from bot.web import json_input
-from bot.web.timeline.api import ApiError, Handler, SignedIn, path_id
+from bot.web.errors import ApiError, JsonInputError
+from bot.web.timeline.api import Handler, SignedIn, path_id
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ async def _body(request: Request, *, max_chars: int) -> dict[str, Any]:
         chunks.append(chunk)
     try:
         body = json_input.loads(b"".join(chunks))
-    except json_input.JsonInputError as exc:
+    except JsonInputError as exc:
         raise ApiError(400, 'send the new wording as JSON: {"content": "..."}') from exc
     if not isinstance(body, dict) or not isinstance(body.get("content"), str):
         raise ApiError(400, 'send the new wording as JSON: {"content": "..."}')

@@ -20,7 +20,8 @@ from agent.core.settings import Settings, load_settings
 from agent.graph.embedder import GraphitiEmbedder
 from agent.search.embedders import build_embedder, open_embedder, shared_embedder
 from agent.search.embeddings import HashingEmbedder, MiniLMEmbedder
-from agent.search.model_embedder import EmbeddingFailedError, EmbeddingWidthError, ModelEmbedder
+from agent.search.errors import EmbeddingFailedError, EmbeddingWidthError
+from agent.search.model_embedder import ModelEmbedder
 from bench.fakes.embeddings_api import FakeEmbeddings
 from bot.preflight import check_settings
 from bot.runtime import build_runtime
