@@ -29,6 +29,7 @@ from agent.core.errors import ConfigurationError
 from agent.core.model_lifecycle import model_warnings
 from agent.core.observability.setup import start_sampler, stop_sampler
 from agent.core.settings import Settings
+from bot.delivery.runner import DeliveryRunner, build_delivery
 from bot.delivery.sending import GroupPace
 from bot.delivery.signals import SignalFreeServer, on_stop_signal
 from bot.delivery.touchpoints import TelegramSender
@@ -49,7 +50,7 @@ from bot.handlers.context import HandlerContext
 from bot.handlers.group_forget import on_group_forget
 from bot.preflight import listen, one_line, preflight
 from bot.runtime import Runtime, build_runtime
-from bot.services import AnyApplication, BotData, BotServices, DeliveryRunner, build_delivery, services_of
+from bot.services import AnyApplication, BotData, BotServices, services_of
 from bot.web.app import build_web_app
 from bot.web.timeline import command as timeline_command
 from db.migrate import upgrade_unless_at_head
@@ -95,7 +96,15 @@ def build_application(runtime: Runtime, *, webhook: bool | None = None) -> AnyAp
         runtime=runtime,
         limiter=RateLimiter.from_settings(runtime.sessions, settings),
         access=AccessPolicy.from_settings(runtime.sessions, settings, runtime.clock),
-        delivery=build_delivery(application, runtime, webhook=use_webhook, allowed_updates=ALLOWED_UPDATES),
+        delivery=build_delivery(
+            application,
+            settings,
+            runtime.sessions,
+            runtime.clock,
+            single_process=runtime.engine.dialect.name == "sqlite",
+            webhook=use_webhook,
+            allowed_updates=ALLOWED_UPDATES,
+        ),
     )
     data.webhook = use_webhook
     _register(application, settings)

@@ -7,8 +7,9 @@ The path of an update:
    failed commit answers 503, and Telegram retries); polling (`polling.py`): the next getUpdates
    offset follows the commit. Repeats of an update_id are ignored by the table's unique key.
 2. Dispatch (`dispatcher.py`): the head of each chat's queue is leased (SKIP LOCKED on
-   PostgreSQL) and run through the ordinary python-telegram-bot handlers; one row per chat at a
-   time, oldest first, bounded across chats. Leases expire, so a dead instance's rows move on.
+   PostgreSQL) and run through the ordinary python-telegram-bot handlers as a `WorkedUpdate`
+   (`worked_update.py`), the update carrying its row to the handlers' context; one row per chat at
+   a time, oldest first, bounded across chats. Leases expire, so a dead instance's rows move on.
    The lease is what keeps a chat's turns apart: the turn itself takes no lock.
 3. Answer (`worked_row.py`, a `WorkedRow`): a turn records its reply on the row in the same
    transaction that stores it (a `TurnReceipt`); the dispatcher then sends it chunk by chunk,
@@ -17,6 +18,8 @@ The path of an update:
    was not (fully) sent.
 4. Stop (`running` in bot/app.py, `signals.py`): SIGTERM/SIGINT stop the intake, give turns in
    flight the grace period, and leave the rest in the inbox for the next start.
+
+`runner.py` builds these parts for one application and starts and stops them.
 
 What is not covered: the moment between Telegram accepting a sendMessage and our commit of that
 fact. A crash exactly there sends that chunk again on resume (at least once; `resumed_sends`

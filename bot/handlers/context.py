@@ -4,7 +4,8 @@ every user command and message handler starts with.
 `bot.app.build_application` registers `HandlerContext` with `ContextTypes`, so every handler (and
 the error handler) gets one: `context.services` are the bot's services (bot/services.py) and
 `context.row` is the inbox row whose update the handlers work, whose `receipt` a turn records its
-answer with (bot/delivery/worked_row.py).
+answer with (bot/delivery/worked_row.py). The row comes with the update: the dispatcher passes a
+`WorkedUpdate` (bot/delivery/worked_update.py), and `from_update` takes the row from it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from telegram.ext import Application, CallbackContext, ExtBot
 
 from agent.account.ratelimit import Scope
 from bot.delivery.worked_row import WorkedRow
+from bot.delivery.worked_update import WorkedUpdate
 from bot.services import BotData, BotServices
 from db.models import User
 
@@ -41,8 +43,8 @@ class HandlerContext(CallbackContext[ExtBot[None], dict[Any, Any], dict[Any, Any
     ) -> HandlerContext:
         """The context of one update's handlers (and of its error handler), with its inbox row."""
         context = super().from_update(update, application)
-        if isinstance(update, Update):
-            context.row_if_any = context.services.delivery.row_for(update.update_id)
+        if isinstance(update, WorkedUpdate):
+            context.row_if_any = update.row
         return context
 
     @property
@@ -57,6 +59,12 @@ class HandlerContext(CallbackContext[ExtBot[None], dict[Any, Any], dict[Any, Any
         if self.row_if_any is None:
             raise RuntimeError("no inbox row is worked here: updates reach the handlers through the inbox")
         return self.row_if_any
+
+    @property
+    def held(self) -> bool:
+        """True when the update came through the inbox: the lease on its row already keeps the
+        conversation's turns apart, so a turn run for it takes no lock of its own (`held`)."""
+        return self.row_if_any is not None
 
 
 @dataclass(frozen=True)

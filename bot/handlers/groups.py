@@ -131,7 +131,7 @@ async def on_group_message(update: Update, context: HandlerContext) -> None:
             speaker=speaker,
             telegram_message_id=message.message_id,
             kind=kind,
-            held=True,  # the inbox's lease on this row keeps the group's turns apart
+            held=context.held,
         )
         if verdict is not None and verdict.tell:
             # Once a window; recorded on the inbox row, which sends it as a reply in the message's topic.
@@ -150,7 +150,7 @@ async def on_group_message(update: Update, context: HandlerContext) -> None:
             receipt=row.receipt,
             progress=progress,
             kind=kind,
-            held=True,
+            held=context.held,
         )
 
 

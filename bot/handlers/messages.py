@@ -124,7 +124,7 @@ async def answer(
                 telegram_message_id=message.message_id,
                 fallback_name=person.first_name,
                 receipt=receipt,
-                held=True,  # the inbox's lease on this row keeps the chat's turns apart
+                held=context.held,
             )
             if answered is not None:
                 return
@@ -138,7 +138,7 @@ async def answer(
             progress=progress,
             kind=kind,
             attachments=attachments,
-            held=True,
+            held=context.held,
         )
 
 
@@ -167,7 +167,7 @@ async def on_start(update: Update, context: HandlerContext) -> None:
             telegram_message_id=message.message_id,
             fallback_name=person.first_name,
             receipt=context.row.receipt,
-            held=True,
+            held=context.held,
         )
 
 
@@ -179,7 +179,7 @@ async def on_skip(update: Update, context: HandlerContext) -> None:
     if user.onboarding_status == "complete":
         await send_text(context.bot, message.chat_id, "Nothing to skip: we're already talking!")
         return
-    await s.runtime.turns.skip_onboarding(user.id, person.first_name, held=True)
+    await s.runtime.turns.skip_onboarding(user.id, person.first_name, held=context.held)
     await send_text(
         context.bot,
         message.chat_id,
@@ -215,7 +215,7 @@ async def store_short_answer(
         telegram_message_id=message.message_id,
         answer=reply,
         receipt=context.row.receipt,
-        held=True,
+        held=context.held,
     )
 
 

@@ -15,8 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.settings import Settings
 from bot.app import AnyApplication, build_application, running
+from bot.delivery.runner import DeliveryRunner
 from bot.runtime import Runtime, build_runtime
-from bot.services import DeliveryRunner
 from bot.web.app import build_web_app
 from db.models import InboxUpdate, TranscriptMessage
 from tests.bot.conftest import Brain
