@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
-from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
 
 from db.search_text import search_text
 
@@ -47,10 +47,17 @@ def create_engine(url: str, *, pool_size: int = 10, foreign_keys: bool = True) -
             if database not in (None, "", ":memory:")
             else {}
         )
+        # The pool's own rollback on return is `_rollback_if_open`: a session closed after reads alone
+        # already rolled back, and a second rollback is one more trip to the connection's thread.
         engine = create_async_engine(
-            url, connect_args={"timeout": 30}, json_serializer=storable_json, **pooled
+            url,
+            connect_args={"timeout": 30},
+            json_serializer=storable_json,
+            pool_reset_on_return=None,
+            **pooled,
         )
         event.listen(engine.sync_engine, "connect", partial(_sqlite_pragmas, foreign_keys=foreign_keys))
+        event.listen(engine.sync_engine.pool, "reset", _rollback_if_open)
     else:
         engine = create_async_engine(
             url,
@@ -105,6 +112,18 @@ def _storable_parameters(
     if executemany and isinstance(parameters, list | tuple):
         return statement, type(parameters)(_clean(row) for row in parameters)
     return statement, _clean(parameters)
+
+
+def _rollback_if_open(dbapi_connection: Any, _record: ConnectionPoolEntry, state: PoolResetState) -> None:
+    """The pool's reset on return for SQLite: a rollback only when a transaction is still open.
+
+    SQLite knows for itself whether one is (`in_transaction` is read without the connection's
+    thread). A connection dropped by the garbage collector is never reset here: the pool ends it.
+    """
+    if state.transaction_was_reset or not state.asyncio_safe:
+        return
+    if getattr(dbapi_connection.driver_connection, "in_transaction", True):
+        dbapi_connection.rollback()
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: ConnectionPoolEntry, *, foreign_keys: bool) -> None:

@@ -148,7 +148,8 @@ class ContextBuilder:
         # The session's memory is read as of the session's start, so its wording stays put turn to turn.
         anchor = ensure_utc(conversation.started_at) if conversation is not None else now
         reading = self.briefings.start(sessions, user.id) if route != "v1" else None
-        package, compacted = await asyncio.gather(
+        # The reactions since their last message belong to this turn's note; read beside the rest.
+        package, compacted, noticed = await asyncio.gather(
             self.collector.collect(
                 sessions,
                 user=user,
@@ -160,11 +161,11 @@ class ContextBuilder:
                 remaining=remaining,
             ),
             self._compact(sessions, user.id, conversation_id, history, now, group=is_group(user)),
+            self._reactions(sessions, user.id, now, previous_message_at),
         )
         with observability.tier_span("time"):
             now_block = time_block(user, now, previous_message_at)
-            # Reactions since their last message belong to this turn, in its note.
-            if noticed := await self._reactions(sessions, user.id, now, previous_message_at):
+            if noticed:
                 now_block = now_block.with_items((*now_block.items, *noticed))
         fixed = [package.profile] if package.profile is not None else []
         loaded = package.blocks()

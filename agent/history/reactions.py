@@ -130,6 +130,8 @@ async def recent_reactions(
     )
     found = list(rows)
     still = await reactions_on(session, user_id, sorted({row.message_id for row in found}))
+    if not still:  # nothing to quote: no statement for an empty list of answers
+        return []
     answers = dict(
         (
             await session.execute(
