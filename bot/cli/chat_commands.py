@@ -19,7 +19,14 @@ from agent.core.clock import ShiftedClock
 from agent.memory.listing import listing_lines, listing_of
 from agent.reports.texts import memory_report
 from agent.search.language import parse_language, set_language
-from bot.handlers.commands import FORGET_ASK, FORGOTTEN, FORGOTTEN_PENDING, export_stem
+from bot.handlers.commands import (
+    FORGET_ASK,
+    FORGOTTEN,
+    FORGOTTEN_PENDING,
+    NOTHING_TO_SKIP,
+    export_stem,
+    skipped,
+)
 from bot.runtime import Runtime
 from db.models import User
 from db.repositories.prompts import PromptRepository
@@ -98,13 +105,11 @@ async def _help(terminal: Terminal, rest: str) -> None:
 async def _skip(terminal: Terminal, rest: str) -> None:
     user = await terminal.user()
     if user.onboarding_status == "complete":
-        terminal.say("Nothing to skip: we're already talking!")
+        terminal.say(NOTHING_TO_SKIP)
         return
     await terminal.runtime.turns.skip_onboarding(user.id, terminal.user_name)
     terminal.onboarding = False
-    terminal.say(
-        f"No problem, {user.name or terminal.user_name}. Let's just talk! (/timezone sets where you are.)"
-    )
+    terminal.say(skipped(user.name or terminal.user_name))
 
 
 async def _memory(terminal: Terminal, rest: str) -> None:

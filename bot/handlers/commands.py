@@ -63,6 +63,14 @@ FORGET_ASK = (
     "said in groups stays in those groups' memory unless you delete it too (/forget confirm groups)."
 )
 BUTTON_NOT_HERE = "This button only works in your own chat with me. To delete your data there: /forget"
+NOTHING_TO_SKIP = "Nothing to skip: we're already talking!"
+
+
+def skipped(name: str) -> str:
+    """/skip's answer once onboarding is left."""
+    return f"No problem, {name}. Let's just talk! (/timezone sets where you are.)"
+
+
 FORGOTTEN = "Done. I've forgotten everything about you. If you write again, we start from scratch."
 FORGOTTEN_PENDING = (
     "Done: our conversations, summaries, facts and your profile are deleted. One of my memory "

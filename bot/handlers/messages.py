@@ -18,6 +18,7 @@ from agent.core.errors import LeaseLostError
 from bot.delivery.failures import ERROR_REPLY, is_retryable
 from bot.delivery.sending import send_text, typing
 from bot.delivery.streaming import preview
+from bot.handlers.commands import NOTHING_TO_SKIP, skipped
 from bot.handlers.context import HandlerContext, Sender, sender
 
 logger = logging.getLogger(__name__)
@@ -177,14 +178,10 @@ async def on_skip(update: Update, context: HandlerContext) -> None:
         return
     s, message, person, user = context.services, c.message, c.person, c.user
     if user.onboarding_status == "complete":
-        await send_text(context.bot, message.chat_id, "Nothing to skip: we're already talking!")
+        await send_text(context.bot, message.chat_id, NOTHING_TO_SKIP)
         return
     await s.runtime.turns.skip_onboarding(user.id, person.first_name, held=context.held)
-    await send_text(
-        context.bot,
-        message.chat_id,
-        f"No problem, {user.name or person.first_name}. Let's just talk! (/timezone sets where you are.)",
-    )
+    await send_text(context.bot, message.chat_id, skipped(user.name or person.first_name))
 
 
 async def on_other(update: Update, context: HandlerContext) -> None:
