@@ -4,8 +4,9 @@ A turn's frame asks for this in one place: `async with turns.serial(key, held=..
 inbox already serialises: it leases one row per conversation at a time, across every instance, so
 a turn run for a leased row says so (`held`, from the handler's context) and takes nothing more.
 Surfaces without an inbox row (the terminal chat, a voice call's transcript, onboarding driven
-directly) queue here, per key, in this process. Across processes those writes rely on storage that stays consistent without a lock:
-a turn appends its messages in one statement and never overwrites another writer's.
+directly) queue here, per key, in this process. Across processes those writes rely on storage that
+stays consistent without a lock: a turn appends its messages in one statement and never overwrites
+another writer's.
 """
 
 from __future__ import annotations
