@@ -21,7 +21,8 @@ SIZES = (10, 1_000, 10_000)
 START = datetime(2025, 1, 1, 8, 0, tzinfo=UTC)
 
 
-def _instant(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+async def _instant(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    # async like a provider's model: a plain function would run in a worker thread each turn
     return ModelResponse(parts=[TextPart("ok")])
 
 
