@@ -23,7 +23,6 @@ from collections import Counter
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
-from sqlalchemy import delete, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -39,7 +38,7 @@ from agent.touchpoints.rules import WEEK, Cancel, Postpone, Subject, decide
 from agent.touchpoints.sender import RecipientBlockedError, SendFailedError, chat_of
 from agent.turn.daily_tokens import TokenBudget
 from agent.turn.transcript import write_message
-from db.models import PROACTIVE, Conversation, ConversationThread, Touchpoint, TranscriptMessage, User
+from db.models import PROACTIVE, Touchpoint, User
 from db.repositories.conversations import ConversationRepository
 from db.repositories.touchpoints import REMINDER, TouchpointRepository
 from jobs.context import JobContext
@@ -317,15 +316,10 @@ class _Worker:
         return "sent"
 
     async def _renew(self, touchpoint_id: int) -> None:
-        now = self.ctx.clock.now()
+        until = self.ctx.clock.now() + self.lease
         async with self.ctx.sessions() as session, session.begin():
-            result = await session.execute(
-                update(Touchpoint)
-                .where(Touchpoint.id == touchpoint_id, Touchpoint.lease_owner == self.owner)
-                .values(lease_expires_at=now + self.lease)
-                .execution_options(synchronize_session=False)
-            )
-        if not getattr(result, "rowcount", 0):
+            renewed = await TouchpointRepository(session).renew(touchpoint_id, self.owner, until)
+        if not renewed:
             raise LeaseLostError
 
     async def _close(self, touchpoint_id: int, status: str, outcome: str | None) -> None:
@@ -341,51 +335,21 @@ class _Worker:
 
     async def _retry_later(self, touchpoint_id: int, error: str) -> None:
         """Give the row back, to be leased again after RETRY_AFTER (a sending row resumes its send)."""
-        now = self.ctx.clock.now()
+        at = self.ctx.clock.now() + RETRY_AFTER
         async with self.ctx.sessions() as session, session.begin():
-            await session.execute(
-                update(Touchpoint)
-                .where(Touchpoint.id == touchpoint_id, Touchpoint.lease_owner == self.owner)
-                .values(lease_owner=None, lease_expires_at=now + RETRY_AFTER, last_error=error[:2000])
-                .execution_options(synchronize_session=False)
-            )
+            await TouchpointRepository(session).retry_later(touchpoint_id, self.owner, at=at, error=error)
 
     async def _unreachable(self, touchpoint_id: int, user_id: int) -> None:
         """Telegram refused the chat: the user is skipped until they write again; an unsent message
         leaves no trace in their transcript."""
         now = self.ctx.clock.now()
         async with self.ctx.sessions() as session, session.begin():
-            row = await session.get(Touchpoint, touchpoint_id)
-            if row is None or row.lease_owner != self.owner:
-                return
-            await session.execute(update(User).where(User.id == user_id).values(unreachable_at=now))
-            if row.chunks_sent == 0 and row.transcript_message_id is not None:
-                conversation_id = await session.scalar(
-                    select(TranscriptMessage.conversation_id).where(
-                        TranscriptMessage.id == row.transcript_message_id
-                    )
-                )
-                await session.execute(
-                    delete(TranscriptMessage).where(TranscriptMessage.id == row.transcript_message_id)
-                )
-                if conversation_id is not None:
-                    await session.execute(
-                        delete(Conversation).where(
-                            Conversation.id == conversation_id, Conversation.kind == PROACTIVE
-                        )
-                    )
-            row.status, row.outcome, row.finished_at = "undeliverable", "blocked", now
-            row.lease_owner, row.lease_expires_at = None, None
+            await TouchpointRepository(session).undeliverable(touchpoint_id, self.owner, user_id, now=now)
 
 
 async def _subject(session: AsyncSession, row: Touchpoint, user: User, now: datetime) -> Subject:
     repo = TouchpointRepository(session)
-    thread_open = True
-    if row.thread_id is not None:
-        status = await session.scalar(
-            select(ConversationThread.status).where(ConversationThread.id == row.thread_id)
-        )
-        thread_open = status in (None, "open")
+    thread_open = await repo.thread_open(row.thread_id)
     return Subject(
         timezone=user.timezone,
         followups=user.followups,

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, func, or_, select, update
+from sqlalchemy import Select, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from db.models import ConversationThread, Touchpoint, TranscriptMessage, User
+from db.models import PROACTIVE, Conversation, ConversationThread, Touchpoint, TranscriptMessage, User
 
 OPEN = ("planned", "sending")
 # The kind of a reminder's occurrence (agent/reminders/): the rules that keep touchpoints welcome and the
@@ -158,6 +158,56 @@ class TouchpointRepository:
             .execution_options(synchronize_session=False)
         )
         return bool(_rowcount(await self.session.execute(stmt)))
+
+    async def renew(self, touchpoint_id: int, owner: str, until: datetime) -> bool:
+        """Extend `owner`'s lease on the row to `until`; False when the lease was lost."""
+        stmt = (
+            update(Touchpoint)
+            .where(Touchpoint.id == touchpoint_id, Touchpoint.lease_owner == owner)
+            .values(lease_expires_at=until)
+            .execution_options(synchronize_session=False)
+        )
+        return bool(_rowcount(await self.session.execute(stmt)))
+
+    async def retry_later(self, touchpoint_id: int, owner: str, *, at: datetime, error: str) -> None:
+        """Give the row back, to be leased again from `at` (a sending row resumes its send)."""
+        await self.session.execute(
+            update(Touchpoint)
+            .where(Touchpoint.id == touchpoint_id, Touchpoint.lease_owner == owner)
+            .values(lease_owner=None, lease_expires_at=at, last_error=error[:2000])
+            .execution_options(synchronize_session=False)
+        )
+
+    async def undeliverable(self, touchpoint_id: int, owner: str, user_id: int, *, now: datetime) -> None:
+        """Telegram refused the chat: the user is marked unreachable (skipped until they write again),
+        the row closes as blocked, and an unsent message leaves no trace in their transcript."""
+        row = await self.session.get(Touchpoint, touchpoint_id)
+        if row is None or row.lease_owner != owner:
+            return
+        await self.session.execute(update(User).where(User.id == user_id).values(unreachable_at=now))
+        if row.chunks_sent == 0 and row.transcript_message_id is not None:
+            message_id = row.transcript_message_id
+            conversation_id = await self.session.scalar(
+                select(TranscriptMessage.conversation_id).where(TranscriptMessage.id == message_id)
+            )
+            await self.session.execute(delete(TranscriptMessage).where(TranscriptMessage.id == message_id))
+            if conversation_id is not None:
+                await self.session.execute(
+                    delete(Conversation).where(
+                        Conversation.id == conversation_id, Conversation.kind == PROACTIVE
+                    )
+                )
+        row.status, row.outcome, row.finished_at = "undeliverable", "blocked", now
+        row.lease_owner, row.lease_expires_at = None, None
+
+    async def thread_open(self, thread_id: int | None) -> bool:
+        """Whether the thread a follow-up is about is still open (True without a thread)."""
+        if thread_id is None:
+            return True
+        status = await self.session.scalar(
+            select(ConversationThread.status).where(ConversationThread.id == thread_id)
+        )
+        return status in (None, "open")
 
     async def postpone(self, touchpoint_id: int, owner: str, due_at: datetime) -> bool:
         """Give the row back, due again at `due_at` (quiet hours, the daily or weekly cap)."""
