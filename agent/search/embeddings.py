@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from agent.search.errors import EmbedderUnavailableError
+from agent.core.errors import EmbedderUnavailableError
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer

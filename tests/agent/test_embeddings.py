@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agent.core.errors import EmbedderUnavailableError
 from agent.search.embeddings import Embedder, HashingEmbedder, InferenceTurns, MiniLMEmbedder, NullEmbedder
-from agent.search.errors import EmbedderUnavailableError
 from tests.offline import ISOLATIONS, run_offline
 
 CHAT = [

@@ -13,8 +13,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bench.clock import FrozenClock
 from db.models import Conversation, ConversationThread, DaySegment
 from jobs.context import JobContext
+from jobs.errors import UnknownJobError
 from jobs.queue import backoff, claim_and_read, claim_next, queue_stats, requeue
-from jobs.registry import UnknownJobError, run_job
+from jobs.registry import run_job
 from tests.jobs.conftest import ScriptedSummaries, seed_conversation
 
 pytestmark = pytest.mark.both_databases

@@ -14,8 +14,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from agent.reports.dashboard import MAX_DAYS, dashboard
+from bot.errors import InitDataError
 from bot.runtime import Runtime
-from bot.web.errors import InitDataError
 from bot.web.timeline.auth import SCHEME, init_data_from_header, validate_init_data
 
 logger = logging.getLogger(__name__)

@@ -22,11 +22,11 @@ from agent.account.group_forget import forget_group_words, group_lines_of
 from agent.account.ratelimit import RateLimiter
 from agent.account.timeline import DayView, Entry, Timeline, TimelineUser, parse_summary, within_calendar
 from agent.chat.tools import hit_dict
-from agent.search.errors import RecallNotFoundError
+from agent.core.errors import RecallNotFoundError
 from agent.search.get import MessagesOut, SummaryOut
 from agent.search.recall import Recall
+from bot.errors import ApiError, IdFormatError, InitDataError
 from bot.runtime import Runtime
-from bot.web.errors import ApiError, IdFormatError, InitDataError
 from bot.web.ids import parse_id
 from bot.web.timeline.auth import SCHEME, init_data_from_header, validate_init_data
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qsl
 
+from bot.errors import IdFormatError, InitDataError
 from bot.web import json_input
-from bot.web.errors import IdFormatError, InitDataError
 from bot.web.ids import parse_id
 
 SCHEME = "tma"

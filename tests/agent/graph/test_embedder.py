@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import pytest
 
+from agent.core.errors import EmbeddingInputError
 from agent.graph.embedder import GraphitiEmbedder
-from agent.graph.errors import EmbeddingInputError
 from agent.search.embeddings import HashingEmbedder, InputType, Vectors
 
 

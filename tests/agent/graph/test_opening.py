@@ -14,10 +14,9 @@ from pydantic import SecretStr
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
-from agent.core.errors import ConfigurationError
+from agent.core.errors import ConfigurationError, GraphOpeningError
 from agent.core.settings import Settings
 from agent.graph import STANDARD_LIMITS, GraphMemoryError, MemoryFact, MemoryResults, NullGraphMemory
-from agent.graph.errors import GraphOpeningError
 from agent.graph.memory import Group, GroupLimits
 from agent.graph.opening import OpeningGraph
 from agent.graph.setup import settings_graph_opener
