@@ -23,9 +23,9 @@ from agent.graph.setup import settings_graph_opener
 from agent.memory.graph import GraphFacts
 from agent.memory.service import Facts
 from agent.memory.units import FactUnits
-from agent.search.embeddings import HashingEmbedder
 from agent.search.recall import Recall
 from bench.clock import FrozenClock
+from bench.fakes.hashing_embedder import HashingEmbedder
 
 T0 = datetime(2026, 1, 5, 20, 0, tzinfo=UTC)
 

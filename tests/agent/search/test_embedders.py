@@ -19,9 +19,10 @@ from agent.core.errors import ConfigurationError, EmbeddingFailedError, Embeddin
 from agent.core.settings import Settings, load_settings
 from agent.graph.embedder import GraphitiEmbedder
 from agent.search.embedders import build_embedder, open_embedder, shared_embedder
-from agent.search.embeddings import HashingEmbedder, MiniLMEmbedder
+from agent.search.embeddings import MiniLMEmbedder
 from agent.search.model_embedder import ModelEmbedder
 from bench.fakes.embeddings_api import FakeEmbeddings
+from bench.fakes.hashing_embedder import HashingEmbedder
 from bot.preflight import check_settings
 from bot.runtime import build_runtime
 
