@@ -29,9 +29,10 @@ from agent.graph import STANDARD_LIMITS, open_graph_memory
 from agent.graph.graphiti_backend import GraphitiMemory, SearchRecipe
 from agent.graph.memory import Group
 from agent.search.embedders import open_embedder
-from agent.search.embeddings import Embedder, HashingEmbedder
+from agent.search.embeddings import Embedder
 from bench.clock import FrozenClock
 from bench.fakes.graph_llm import ScriptedCall, ScriptedLLMClient
+from bench.fakes.hashing_embedder import HashingEmbedder
 from bench.graph_corpus import PLANTED, START, SUPERSEDED, WORDS, load_corpus
 
 RECIPES: tuple[SearchRecipe, ...] = ("graphiti", "indexed")

@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from db.errors import MigrationError
+
 if TYPE_CHECKING:
     from alembic.config import Config
 
@@ -38,10 +40,6 @@ class _Steps(logging.Handler):
         """Keep each `Running upgrade a -> b` step; the other lines (plugins, DDL mode) say nothing new."""
         if match := _STEP.match(record.getMessage()):
             self.steps.append((match.group(1), match.group(2)))
-
-
-class MigrationError(RuntimeError):
-    """The schema upgrade failed; the message is the migration's own last line."""
 
 
 def alembic_config(database_url: str) -> Config:

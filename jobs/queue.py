@@ -125,18 +125,6 @@ def _claim_statement(dialect: str) -> Update:
 _CLAIMS: dict[str, Update] = {}
 
 
-async def claim_next(
-    sessions: async_sessionmaker[AsyncSession], worker_id: str, now: datetime, claim_timeout: timedelta
-) -> int | None:
-    """Claim one due conversation for this worker (status processing, attempts + 1); None when idle.
-
-    Only the oldest unfinished conversation of a user is claimable, and only while none of that
-    user's conversations is claimed by a live worker. One statement on both databases.
-    """
-    async with sessions() as session, session.begin():
-        return await _claim(session, worker_id, now, claim_timeout)
-
-
 async def claim_and_read[T](
     sessions: async_sessionmaker[AsyncSession],
     worker_id: str,
@@ -144,9 +132,13 @@ async def claim_and_read[T](
     claim_timeout: timedelta,
     read: Callable[[AsyncSession, int], Awaitable[T]],
 ) -> tuple[int, T] | None:
-    """`claim_next`, then `read(session, conversation_id)` before the claim commits; None when idle.
+    """Claim one due conversation for this worker (status processing, attempts + 1), then
+    `read(session, conversation_id)` before the claim commits; None when idle.
 
-    One transaction instead of two for the claim and the pipeline's first reads. The claim's locks
+    Only the oldest unfinished conversation of a user is claimable, and only while none of that
+    user's conversations is claimed by a live worker. One statement on both databases.
+
+    One transaction for the claim and the pipeline's first reads. The claim's locks
     are held while they run (on PostgreSQL the conversation and user rows, on SQLite the write
     lock), so `read` should be a few quick reads and raise nothing but database errors.
     """

@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agent.core import observability
-from agent.core.errors import NikitaError
 from jobs.context import JobContext
+from jobs.errors import UnknownJobError
 
 logger = logging.getLogger(__name__)
 
@@ -22,10 +22,6 @@ JOB_NAMES: tuple[str, ...] = (
     "forget",
     "touchpoints",
 )
-
-
-class UnknownJobError(NikitaError):
-    """No job has that name."""
 
 
 async def _sessions(ctx: JobContext, **options: Any) -> dict[str, Any]:

@@ -29,13 +29,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from agent.context.builder import ContextBuilder
 from agent.core import observability
 from agent.core.clock import local_label
-from agent.core.errors import LeaseLostError
+from agent.core.errors import LeaseLostError, RecipientBlockedError, SendFailedError
 from agent.core.usage import metering, store_usage_apart
 from agent.history.messages import touchpoint_history
 from agent.touchpoints.check_ins import plan_check_ins
 from agent.touchpoints.compose import Occasion, compose
 from agent.touchpoints.rules import WEEK, Cancel, Postpone, Subject, decide
-from agent.touchpoints.sender import RecipientBlockedError, SendFailedError, chat_of
+from agent.touchpoints.sender import chat_of
 from agent.turn.daily_tokens import TokenBudget
 from agent.turn.transcript import write_message
 from db.models import PROACTIVE, Touchpoint, User

@@ -23,7 +23,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from agent.core.settings import Settings
-from agent.graph.errors import EMBEDDED_GRAPH_MISSING
+from agent.graph.urls import EMBEDDED_GRAPH_MISSING
 from db.migrate import alembic_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -260,7 +260,7 @@ import asyncio
 from agent.core.clock import Clock
 from agent.core.errors import ConfigurationError
 from agent.graph.setup import open_settings_graph
-from agent.graph.errors import EMBEDDED_GRAPH_MISSING
+from agent.graph.urls import EMBEDDED_GRAPH_MISSING
 from agent.core.settings import Settings
 from db.migrate import alembic_config
 

@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.chat.errors import DocumentTooHeavyError, UnreadablePdfError
 from agent.chat.parse_child import MEMORY_EXIT
+from agent.core.errors import DocumentTooHeavyError, UnreadablePdfError
 from agent.core.settings import Settings
 
 logger = logging.getLogger(__name__)

@@ -13,9 +13,10 @@ from typing import Any
 from pydantic_ai import FunctionToolset, ModelRetry, RunContext
 
 from agent.chat.deps import TurnDeps
+from agent.core.errors import FactRejectedError
 from agent.core.settings import Settings
 from agent.memory.corrections import Matched, named_by
-from agent.memory.facts import FactRejectedError, clean_fact
+from agent.memory.facts import clean_fact
 from agent.memory.listing import reword, set_flag
 from db.repositories.facts import FactRepository
 

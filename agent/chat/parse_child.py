@@ -27,8 +27,8 @@ def _limit(memory_mb: int, cpu_seconds: int) -> None:
 
 
 def _parse(kind: str, data: bytes, *, max_pages: int, max_chars: int) -> dict[str, str]:
-    from agent.chat.errors import UnreadablePdfError
     from agent.chat.pdf import pdf_text
+    from agent.core.errors import UnreadablePdfError
 
     if kind != "pdf":
         return {"error": "unreadable", "detail": f"no parser for {kind!r}"}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import logging
 
-from agent.chat.errors import UnreadablePdfError
+from agent.core.errors import UnreadablePdfError
 
 logger = logging.getLogger(__name__)
 

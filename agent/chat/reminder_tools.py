@@ -13,15 +13,10 @@ from pydantic_ai import FunctionToolset, ModelRetry, RunContext
 
 from agent.chat.deps import TurnDeps
 from agent.chat.tools import MAX_ID
+from agent.core.errors import ReminderRejectedError
 from agent.core.settings import Settings
 from agent.reminders.schedule import DAY_NAMES, Repeat, describe, label, parse_local
-from agent.reminders.store import (
-    NewReminder,
-    ReminderRejectedError,
-    active_reminders,
-    cancel_reminder,
-    set_reminder,
-)
+from agent.reminders.store import NewReminder, active_reminders, cancel_reminder, set_reminder
 
 Weekday = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
 

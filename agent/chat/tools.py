@@ -13,9 +13,9 @@ from typing import Any
 from pydantic_ai import FunctionToolset, ModelRetry, RunContext
 
 from agent.chat.deps import TurnDeps
-from agent.memory.facts import FactRejectedError, clean_fact
+from agent.core.errors import FactRejectedError, RecallInputError, RecallNotFoundError
+from agent.memory.facts import clean_fact
 from agent.memory.service import Facts
-from agent.search.errors import RecallInputError, RecallNotFoundError
 from agent.search.get import MessagesOut
 from agent.search.recall import Recall
 from agent.search.search import SearchHit

@@ -11,7 +11,7 @@ import os
 import warnings
 from typing import TYPE_CHECKING, Literal
 
-from agent.graph.errors import GraphMemoryError
+from agent.core.errors import GraphMemoryError
 from agent.graph.memory import (
     CRITICAL_LIMITS,
     FULL_LIMITS,

@@ -20,10 +20,9 @@ from graphiti_core.driver.falkordb_driver import FalkorDriver
 from graphiti_core.driver.neo4j_driver import Neo4jDriver
 from redis.asyncio import BlockingConnectionPool, Redis
 
-from agent.core.errors import ConfigurationError
+from agent.core.errors import ConfigurationError, EmbeddedGraphInUseError
 from agent.core.settings import Settings
-from agent.graph.errors import EMBEDDED_GRAPH_MISSING, EmbeddedGraphInUseError
-from agent.graph.urls import check_graph_url
+from agent.graph.urls import EMBEDDED_GRAPH_MISSING, check_graph_url
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from graphiti_core.embedder.client import EmbedderClient
 
-from agent.graph.errors import EmbeddingInputError
+from agent.core.errors import EmbeddingInputError
 from agent.search.embeddings import Embedder
 
 

@@ -32,10 +32,10 @@ from redis.exceptions import RedisError
 
 from agent.core.bounded import BoundedCache, KeyedLocks
 from agent.core.clock import Clock, ensure_utc
+from agent.core.errors import GraphMemoryError
 from agent.graph.connect import GraphConnection
 from agent.graph.embedder import GraphitiEmbedder
 from agent.graph.episodes import Episode, episode_uuid, write_episode
-from agent.graph.errors import GraphMemoryError
 from agent.graph.fast_search import ensure_vector_index, search_group
 from agent.graph.memory import GROUPS, Group, GroupLimits, MemoryFact, MemoryResults, group_id
 from agent.graph.records import export_group, export_group_empty, recent_facts, to_datetime

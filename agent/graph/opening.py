@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from agent.graph.errors import GraphMemoryError, GraphOpeningError
+from agent.core.errors import GraphMemoryError, GraphOpeningError
 from agent.graph.memory import GraphMemory, Group, GroupLimits, MemoryResults
 from agent.graph.null import NullGraphMemory
 

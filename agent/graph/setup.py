@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING
 
 from agent.core.errors import ConfigurationError
 from agent.core.settings import OFFLINE_MODELS
-from agent.graph.errors import EMBEDDED_GRAPH_MISSING
 from agent.graph.memory import GraphMemory
 from agent.graph.null import NullGraphMemory
-from agent.graph.urls import check_graph_url
+from agent.graph.urls import EMBEDDED_GRAPH_MISSING, check_graph_url
 
 if TYPE_CHECKING:
     from graphiti_core.llm_client import LLMClient
@@ -124,8 +123,8 @@ async def _open(
     logger.info("knowledge graph opening", extra={"backend": settings.graph_backend})
     # graphiti is a second of imports: on a worker thread, the event loop keeps serving meanwhile.
     await asyncio.to_thread(_import_graphiti)
+    from agent.core.errors import GraphMemoryError
     from agent.graph import open_graph_memory
-    from agent.graph.errors import GraphMemoryError
     from agent.graph.graphiti_backend import BACKEND_ERRORS
 
     llm = llm_client or graph_llm_client(settings)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.core.errors import NikitaError
+from agent.core.errors import FactRejectedError
 
 
 @dataclass(frozen=True)
@@ -26,10 +26,6 @@ class FactAdded:
     fact_id: int
     content: str
     created: bool
-
-
-class FactRejectedError(NikitaError):
-    """A fact the memory policy refuses: empty, too long, or a transcript excerpt."""
 
 
 def clean_fact(fact: str, *, max_chars: int) -> str:

@@ -19,9 +19,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.clock import Clock
-from agent.core.errors import UserForgottenError
+from agent.core.errors import GraphMemoryError, GraphOpeningError, UserForgottenError
 from agent.core.usage import UsageMeter, metering, store_usage_apart
-from agent.graph.errors import GraphMemoryError, GraphOpeningError
 from agent.graph.memory import GraphMemory, GroupLimits, MemoryFact, MemoryResults
 from agent.memory.words import Postings
 from agent.search.embeddings import Embedder

@@ -19,9 +19,9 @@ from zoneinfo import ZoneInfo
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agent.core.errors import FactRejectedError
 from agent.core.settings import Settings
 from agent.core.tokens import get_counter
-from agent.memory.facts import FactRejectedError
 from agent.memory.profile import Section, choose_profile, in_effect, section_of
 from db.models import UserFact
 from db.repositories.facts import FactRepository

@@ -22,9 +22,13 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import select
 
-from agent.core.errors import UserForgottenError
+from agent.core.errors import (
+    EmbedderUnavailableError,
+    GraphMemoryError,
+    GraphOpeningError,
+    UserForgottenError,
+)
 from agent.core.settings import Settings
-from agent.graph.errors import GraphMemoryError, GraphOpeningError
 from agent.graph.memory import GroupLimits, MemoryFact
 from agent.memory.corrections import Matched, end_facts, named_by
 from agent.memory.facts import FactAdded, FactHit
@@ -32,7 +36,6 @@ from agent.memory.graph import GraphFacts, fact_line, joined
 from agent.memory.ranking import Scored, cosines, rank_facts
 from agent.memory.units import FactUnits, Known
 from agent.memory.words import SAME_SHARE, Postings, similarity
-from agent.search.errors import EmbedderUnavailableError
 from agent.search.recall import Recall
 from db.models import User
 from db.repositories.dedupe import normalise

@@ -18,7 +18,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.clock import ensure_utc, zone_of
-from agent.core.errors import NikitaError
+from agent.core.errors import ReminderRejectedError
 from agent.reminders.schedule import (
     Repeat,
     exists,
@@ -38,10 +38,6 @@ MAX_AHEAD = timedelta(days=366)
 MAX_TEXT = 500
 Snooze = Literal["10m", "1h", "tomorrow"]
 SNOOZES: dict[str, timedelta] = {"10m": timedelta(minutes=10), "1h": timedelta(hours=1)}
-
-
-class ReminderRejectedError(NikitaError):
-    """The reminder cannot be set as given; the message says what to ask or change."""
 
 
 @dataclass(frozen=True)

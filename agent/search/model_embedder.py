@@ -22,13 +22,9 @@ from pydantic_ai.exceptions import (
     UnexpectedModelBehavior,
 )
 
+from agent.core.errors import EmbeddingFailedError, EmbeddingRefusedError, EmbeddingWidthError
 from agent.core.usage import record_call
 from agent.search.embeddings import InputType, Vectors, normalise
-from agent.search.errors import (
-    EmbeddingFailedError,
-    EmbeddingRefusedError,
-    EmbeddingWidthError,
-)
 from agent.search.local_models import LocalEmbeddingModel
 
 logger = logging.getLogger(__name__)

@@ -15,10 +15,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.account.groups import PERSON
 from agent.account.writers import WriteGuard
 from agent.core.clock import local_day
+from agent.core.errors import EmbedderUnavailableError, RecallInputError
 from agent.core.settings import Settings
 from agent.search import get as getters
 from agent.search.embeddings import Embedder
-from agent.search.errors import EmbedderUnavailableError, RecallInputError
 from agent.search.get import MessagesOut, SummaryOut
 from agent.search.own_words import merged, own_group_words
 from agent.search.recall_index import RecallIndex

@@ -21,12 +21,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.writers import WriteGuard
 from agent.core.bounded import BoundedCache, KeyedLocks
-from agent.core.errors import UserForgottenError
+from agent.core.errors import EmbedderUnavailableError, UserForgottenError
 from agent.core.settings import Settings
 from agent.core.tokens import get_counter
 from agent.core.usage import metering, store_usage_apart
 from agent.search.embeddings import Embedder, Preloadable
-from agent.search.errors import EmbedderUnavailableError
 from agent.search.fts import full_text_for
 from agent.search.indexer import Indexer, IndexStats
 from agent.search.search import ConversationSearch

@@ -7,7 +7,6 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from agent.account.groups import is_group
-from agent.core.errors import NikitaError
 from db.models import User
 
 
@@ -15,14 +14,6 @@ def chat_of(user: User) -> int | None:
     """Where the owner's touchpoints go: a person's private chat, or a group's own chat (its
     reminders); never a member's private chat for a group's reminder, nor a group for a person's."""
     return user.chat_id if is_group(user) else user.telegram_id
-
-
-class RecipientBlockedError(NikitaError):
-    """Telegram refused the chat for good (403: the user blocked the bot or deleted their account)."""
-
-
-class SendFailedError(NikitaError):
-    """Telegram did not take the message this time (network, flood control, a server error)."""
 
 
 # Called after each chunk Telegram accepted: (chunks sent so far, total chunks). It raises to stop

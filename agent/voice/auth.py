@@ -18,7 +18,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from agent.voice.errors import VoiceAuthError
+from agent.core.errors import VoiceAuthError
 
 # A token stamped this far in the future (clock skew between instances) is still accepted.
 CLOCK_SKEW = timedelta(seconds=60)

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agent.voice.errors import VoiceRequestError
+from agent.core.errors import VoiceRequestError
 
 TRANSCRIPTION = "post_call_transcription"
 # The dynamic variables /voice/initiate hands out; the token says whose call it was.

@@ -27,8 +27,8 @@ from agent.context import BuiltContext, ContextBuilder, describe_gap, part_of_da
 from agent.context.compaction import render_for_summary
 from agent.context.package import ContextPackage
 from agent.core.clock import ensure_utc
+from agent.core.errors import GraphOpeningError
 from agent.graph import STANDARD_LIMITS, GraphMemoryError, MemoryFact
-from agent.graph.errors import GraphOpeningError
 from agent.history.cache import SessionHistories
 from agent.memory.graph import joined
 from agent.memory.listing import listing_of

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.chat.persona import persona_for
 from agent.context import ContextBuilder
 from agent.core.clock import Clock
+from agent.core.errors import VoiceAuthError, VoiceRequestError, VoiceUserNotFoundError
 from agent.core.settings import Settings
 from agent.history.cache import SessionHistories
 from agent.memory.service import Facts
@@ -24,7 +25,6 @@ from agent.turn.frame import TurnFrame
 from agent.voice.auth import CallToken, CallTokens, verify_webhook
 from agent.voice.calls import SESSION_VARIABLE, TOKEN_VARIABLE, parse_post_call
 from agent.voice.context import VoiceContext
-from agent.voice.errors import VoiceAuthError, VoiceRequestError, VoiceUserNotFoundError
 from agent.voice.store import StoredCall, VoiceStore
 from agent.voice.tools import VoiceTools
 from db.models import User

@@ -20,12 +20,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.chat.tools import hit_dict
 from agent.context.tiers import load_threads
-from agent.core.errors import NikitaError
-from agent.memory.facts import FactRejectedError, clean_fact
+from agent.core.errors import FactRejectedError, NikitaError, VoiceRequestError
+from agent.memory.facts import clean_fact
 from agent.memory.service import Facts
 from agent.search.recall import Recall
 from agent.voice.context import VoiceContext
-from agent.voice.errors import VoiceRequestError
 from agent.voice.store import VoiceStore
 from db.models import User
 

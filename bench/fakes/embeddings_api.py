@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from agent.search.embeddings import HashingEmbedder
+from bench.fakes.hashing_embedder import HashingEmbedder
 from bench.fakes.serving import LocalServer
 
 Json = dict[str, Any]

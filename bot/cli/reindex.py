@@ -12,10 +12,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from tqdm import tqdm  # type: ignore[import-untyped]
 
 from agent.core.clock import Clock
+from agent.core.errors import EmbedderUnavailableError
 from agent.core.settings import Settings
 from agent.search.embedders import open_embedder
 from agent.search.embeddings import Embedder
-from agent.search.errors import EmbedderUnavailableError
 from agent.search.indexer import IndexStats
 from agent.search.model_embedder import ModelEmbedder
 from agent.search.recall import build_recall

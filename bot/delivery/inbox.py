@@ -19,9 +19,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from telegram import Update
 
 from agent.core.clock import Clock
-from agent.core.errors import NikitaError
 from bot.delivery.ranges import INT64, out_of_range
 from bot.delivery.stops import Stops
+from bot.errors import NotAnUpdateError
 from db.inbox import InboxRepository, LeasedUpdate, NewUpdate
 from db.uninterrupted import uninterrupted
 
@@ -30,10 +30,6 @@ logger = logging.getLogger(__name__)
 
 # The update Telegram sends when a user presses the stop button of a draft sent with `can_stop`.
 STOP_UPDATE = "stopped_message_generation"
-
-
-class NotAnUpdateError(NikitaError):
-    """JSON that is not a Telegram update object (a webhook body answered 400)."""
 
 
 def parse_update(payload: Any) -> NewUpdate:

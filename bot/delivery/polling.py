@@ -24,7 +24,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from telegram import Bot
 from telegram.error import TelegramError
 
-from bot.delivery.inbox import NotAnUpdateError, UpdateInbox, parse_update
+from bot.delivery.inbox import UpdateInbox, parse_update
+from bot.errors import NotAnUpdateError
 from db.transient import Backoff
 
 logger = logging.getLogger(__name__)

@@ -14,7 +14,8 @@ from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.error import BadRequest, Forbidden, TelegramError
 
 from agent.core import observability
-from agent.touchpoints.sender import ChunkSent, RecipientBlockedError, SendFailedError
+from agent.core.errors import RecipientBlockedError, SendFailedError
+from agent.touchpoints.sender import ChunkSent
 from bot.delivery.formatting import Chunk, render
 from bot.delivery.reminder_buttons import reminder_buttons
 

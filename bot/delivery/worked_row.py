@@ -29,15 +29,12 @@ from agent.core.clock import Clock
 from agent.core.errors import LeaseLostError
 from bot.delivery.formatting import Chunk, render
 from bot.delivery.placement import placement
+from bot.errors import NotStoredError
 from db.inbox import InboxRepository, LeasedUpdate
 from db.models import InboxUpdate
 from db.uninterrupted import uninterrupted
 
 logger = logging.getLogger(__name__)
-
-
-class NotStoredError(LeaseLostError):
-    """The intake's commit of the row failed: the update was not acknowledged and comes again."""
 
 
 @dataclass

@@ -16,11 +16,11 @@ from telegram import Update
 from telegram.error import BadRequest
 
 from agent.chat.attachments import Attachment
-from agent.chat.errors import DocumentTooHeavyError, UnreadablePdfError
-from agent.core.errors import NikitaError
+from agent.core.errors import DocumentTooHeavyError, UnreadablePdfError
+from bot.errors import FileTooLargeError, TranscriptionError
 from bot.handlers.context import HandlerContext
 from bot.handlers.messages import Fetched, answer, describe, on_other
-from bot.handlers.transcribe import TranscriptionError, transcribe
+from bot.handlers.transcribe import transcribe
 
 logger = logging.getLogger(__name__)
 
@@ -36,10 +36,6 @@ HEAVY_PDF = (
     "I couldn't read that PDF: opening it takes more time or memory than I can give one file. "
     "Could you paste the part you mean?"
 )
-
-
-class FileTooLargeError(NikitaError):
-    """A file over its cap, found before or during the download."""
 
 
 async def _download(context: HandlerContext, file_id: str, size: int | None, cap: int) -> bytes:

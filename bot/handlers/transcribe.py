@@ -10,14 +10,10 @@ import logging
 
 import httpx
 
-from agent.core.errors import NikitaError
 from agent.core.settings import Settings
+from bot.errors import TranscriptionError
 
 logger = logging.getLogger(__name__)
-
-
-class TranscriptionError(NikitaError):
-    """The endpoint did not give us a transcript (refused, unreachable, or an empty answer)."""
 
 
 async def transcribe(settings: Settings, audio: bytes, *, filename: str, mime_type: str) -> str:

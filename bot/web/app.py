@@ -20,11 +20,11 @@ from starlette.routing import BaseRoute, Route
 from telegram.ext import Application
 
 from agent.core.errors import ConfigurationError
-from bot.delivery.inbox import NotAnUpdateError, parse_update
+from bot.delivery.inbox import parse_update
+from bot.errors import JsonInputError, NotAnUpdateError
 from bot.runtime import Runtime
 from bot.services import services_of
 from bot.web import dashboard, metrics, timeline, voice
-from bot.web.errors import JsonInputError
 from bot.web.health import health_route
 from bot.web.json_input import loads
 from db.inbox import InboxRepository
@@ -93,7 +93,8 @@ def build_web_app(
     async def run_task(request: Request) -> Response:
         if not tasks_authorized(request):
             return Response("forbidden", status_code=403)
-        from jobs.registry import UnknownJobError, run_job
+        from jobs.errors import UnknownJobError
+        from jobs.registry import run_job
 
         name = request.path_params["name"]
         try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from bot.web.errors import IdFormatError
+from bot.errors import IdFormatError
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1

@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any
 
-from bot.web.errors import JsonInputError
+from bot.errors import JsonInputError
 
 # Telegram's deepest update (a reply to a message with a keyboard, inside a callback query) is
 # about a dozen levels; voice bodies are three.

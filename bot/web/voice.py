@@ -19,12 +19,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from agent.core.errors import ConfigurationError
-from agent.voice.errors import VoiceAuthError, VoiceRequestError, VoiceUserNotFoundError
+from agent.core.errors import ConfigurationError, VoiceAuthError, VoiceRequestError, VoiceUserNotFoundError
 from agent.voice.service import VoiceService, build_voice_service
+from bot.errors import ApiError, IdFormatError, JsonInputError
 from bot.runtime import Runtime
 from bot.web import json_input
-from bot.web.errors import IdFormatError, JsonInputError
 from bot.web.ids import parse_id
 
 logger = logging.getLogger(__name__)
@@ -38,10 +37,6 @@ MAX_WEBHOOK_BYTES = 16 * 1024 * 1024
 POSTPROCESS_AT_ONCE = 3
 
 Handler = Callable[[Request], Awaitable[Response]]
-
-
-class _TooLarge(Exception):
-    """The request body is over its limit."""
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
@@ -61,8 +56,8 @@ def _guarded(handler: Handler) -> Handler:
             return _error(400, exc.code, exc.message)
         except VoiceUserNotFoundError as exc:
             return _error(404, "unknown_user", str(exc))
-        except _TooLarge:
-            return _error(413, "too_large", "the request body is too large")
+        except ApiError as exc:  # only the body's limit raises it here
+            return _error(exc.status, "too_large", exc.message)
         except (SQLAlchemyError, OSError) as exc:
             logger.error("voice storage unavailable", extra={"path": request.url.path, "error": repr(exc)})
             return _error(503, "unavailable", "memory is unavailable right now; try again shortly")
@@ -76,7 +71,7 @@ async def _body(request: Request, limit: int) -> bytes:
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise _TooLarge
+            raise ApiError(413, "the request body is too large")
         chunks.append(chunk)
     return b"".join(chunks)
 

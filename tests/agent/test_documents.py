@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent.chat.documents import DocumentParser
-from agent.chat.errors import DocumentTooHeavyError, UnreadablePdfError
+from agent.core.errors import DocumentTooHeavyError, UnreadablePdfError
 from bench.fakes.pdf import make_pdf, make_pdf_bomb
 
 pytestmark = pytest.mark.process

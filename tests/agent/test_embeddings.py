@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -14,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.search.embeddings import Embedder, HashingEmbedder, InferenceTurns, MiniLMEmbedder, NullEmbedder
-from agent.search.errors import EmbedderUnavailableError
+from agent.core.errors import EmbedderUnavailableError
+from agent.search.embeddings import InferenceTurns, MiniLMEmbedder
 from tests.offline import ISOLATIONS, run_offline
 
 CHAT = [
@@ -151,50 +148,6 @@ async def test_vectors_match_the_published_model(minilm: MiniLMEmbedder) -> None
     together = await minilm.embed(texts)
     np.testing.assert_allclose(alone, expected, atol=2e-5)
     np.testing.assert_allclose(together, expected, atol=2e-5)
-
-
-async def test_null_embedder() -> None:
-    embedder: Embedder = NullEmbedder()
-    vectors = await embedder.embed(["a", "b", "c"])
-    assert embedder.dimensions == 0
-    assert vectors.shape == (3, 0)
-    assert vectors.dtype == np.float32
-
-
-async def test_hashing_embedder_is_deterministic_and_normalised() -> None:
-    embedder: Embedder = HashingEmbedder()
-    first = await embedder.embed(CHAT)
-    again = await HashingEmbedder().embed(CHAT)
-    assert first.shape == (len(CHAT), 384)
-    assert first.dtype == np.float32
-    np.testing.assert_array_equal(first, again)
-    np.testing.assert_allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-5)
-    assert (await embedder.embed([])).shape == (0, 384)
-
-
-async def test_hashing_embedder_rewards_shared_words() -> None:
-    cat, cat_again, tax = await HashingEmbedder(dimensions=64).embed(
-        ["my cat Luna sleeps", "Luna the CAT", "quarterly tax return"]
-    )
-    assert cat.shape == (64,)
-    assert _cos(cat, cat_again) > 0.5
-    assert _cos(cat, cat_again) > _cos(cat, tax)
-
-
-@pytest.mark.process
-def test_hashing_embedder_is_stable_across_processes(tmp_path: Path) -> None:
-    script = (
-        "import asyncio; from agent.search.embeddings import HashingEmbedder; "
-        "print(asyncio.run(HashingEmbedder().embed(['stable words'])).tobytes().hex())"
-    )
-    env = {**os.environ, "PYTHONHASHSEED": "random"}
-    runs = {
-        subprocess.run(
-            [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, check=True
-        ).stdout
-        for _ in range(2)
-    }
-    assert len(runs) == 1
 
 
 def test_a_waiting_query_runs_before_the_waiting_documents() -> None:

@@ -32,10 +32,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.writers import WriteGuard
 from agent.core.settings import Settings
-from agent.search.embeddings import HashingEmbedder
 from agent.search.recall import build_recall
 from agent.turn.service import TurnService
 from bench.clock import FrozenClock
+from bench.fakes.hashing_embedder import HashingEmbedder
 from db.models import User
 
 USERS = int(os.environ.get("NIKITA_MANY_USERS", "150"))

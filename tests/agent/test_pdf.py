@@ -7,8 +7,8 @@ import io
 import pytest
 from pypdf import PdfWriter
 
-from agent.chat.errors import UnreadablePdfError
 from agent.chat.pdf import pdf_text
+from agent.core.errors import UnreadablePdfError
 from bench.fakes.pdf import make_pdf
 
 

@@ -7,8 +7,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from agent.core.errors import ReminderRejectedError
 from agent.reminders.schedule import first_on_or_after, next_after, parse_local, to_utc
-from agent.reminders.store import NewReminder, ReminderRejectedError, first_time, snooze_until
+from agent.reminders.store import NewReminder, first_time, snooze_until
 
 LISBON = ZoneInfo("Europe/Lisbon")
 # Friday 27 March 2026, 12:00 in Lisbon (WET, UTC+0); the clocks go forward on Sunday the 29th.

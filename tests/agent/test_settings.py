@@ -8,9 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from pydantic_ai.models.test import TestModel
 
 import agent.core.settings as settings_package
-from agent.core.errors import ConfigurationError
+from agent.core.errors import ConfigurationError, MissingModelKeyError
+from agent.core.models import provider_model
 from agent.core.settings import ContextSettings, Settings, load_settings, normalise_database_url
 from agent.core.settings.base import SettingsGroup
 
@@ -38,9 +40,10 @@ def test_database_urls_operators_paste_are_accepted(given: str, expected: str) -
 
 def test_missing_key_names_the_setting() -> None:
     settings = Settings(_env_file=None, anthropic_api_key=None)
-    with pytest.raises(ConfigurationError, match="ANTHROPIC_API_KEY"):
-        settings.require_model_keys()
-    Settings(_env_file=None, model="test", summary_model="test").require_model_keys()
+    assert settings.summary_model.startswith("anthropic:")
+    with pytest.raises(MissingModelKeyError, match=r"^SUMMARY_MODEL anthropic:.* needs ANTHROPIC_API_KEY"):
+        provider_model(settings.summary_model, settings, setting="SUMMARY_MODEL")
+    assert isinstance(provider_model("test", settings), TestModel)  # a model without a key needs none
 
 
 def test_invalid_timezone_is_refused_with_the_setting_name(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -23,10 +23,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
 from agent.memory.units import FactUnits
-from agent.search.embeddings import HashingEmbedder
 from agent.search.recall import Recall
 from agent.turn.service import TurnService
 from bench.clock import FrozenClock
+from bench.fakes.hashing_embedder import HashingEmbedder
 from db.models import SearchChunk, UserFact
 
 pytestmark = pytest.mark.both_databases

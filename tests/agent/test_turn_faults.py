@@ -16,11 +16,11 @@ from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
 from agent.history.messages import load_history
 from agent.history.turn_notes import words
-from agent.search.embeddings import HashingEmbedder
 from agent.search.recall import Recall
 from agent.turn.run import FAULT_APOLOGY
 from agent.turn.service import TurnService
 from bench.clock import FrozenClock
+from bench.fakes.hashing_embedder import HashingEmbedder
 from db.models import Conversation, TranscriptMessage
 from tests.agent.test_tools import ToolScript
 

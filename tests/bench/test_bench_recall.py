@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.core.settings import Settings
-from agent.search.embeddings import HashingEmbedder
+from bench.fakes.hashing_embedder import HashingEmbedder
 from bench.recall import Scores, run_recall_bench
 from bench.recall_setup import IndexCache
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.web.errors import JsonInputError
+from bot.errors import JsonInputError
 from bot.web.json_input import MAX_DEPTH, loads, nesting_depth
 
 _json_values = st.recursive(

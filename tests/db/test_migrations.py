@@ -15,7 +15,8 @@ from sqlalchemy import Connection, text
 
 from bench.common import scratch_database
 from db.engine import create_engine
-from db.migrate import MigrationError, alembic_config, head_revision, schema_at_head, upgrade_in_child
+from db.errors import MigrationError
+from db.migrate import alembic_config, head_revision, schema_at_head, upgrade_in_child
 from db.models import Base
 
 

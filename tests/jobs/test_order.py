@@ -18,7 +18,7 @@ from bench.clock import FrozenClock
 from db.engine import create_engine, session_factory
 from db.models import Conversation
 from jobs.context import JobContext
-from jobs.queue import claim_next, mark_processed, record_failure
+from jobs.queue import claim_and_read, mark_processed, record_failure
 from jobs.registry import run_job
 from tests.jobs.conftest import MARKER, ScriptedSummaries, seed_conversation
 
@@ -92,7 +92,10 @@ async def test_a_live_claim_holds_the_users_next_conversation_and_a_stale_one_is
 ) -> None:
     ids = await _three_conversations(sessions, clock)
     timeout = timedelta(seconds=ctx.settings.postprocess_claim_timeout_seconds)
-    assert await claim_next(sessions, "dead-worker", clock.now(), timeout) == ids[0]
+    claimed = await claim_and_read(
+        sessions, "dead-worker", clock.now(), timeout, lambda s, i: s.get(Conversation, i)
+    )
+    assert claimed is not None and claimed[0] == ids[0] and claimed[1].claimed_by == "dead-worker"
 
     assert (await run_job("postprocess", ctx))["claimed"] == 0
     clock.advance(timeout + timedelta(seconds=1))
@@ -182,7 +185,8 @@ async def test_two_instances_with_two_workers_each_keep_every_users_order(
 
     async def worker(name: str, sessions: async_sessionmaker[AsyncSession]) -> None:
         while len(finished) < total:
-            conversation_id = await claim_next(sessions, name, now, timeout)
+            claimed = await claim_and_read(sessions, name, now, timeout, lambda s, i: s.get(Conversation, i))
+            conversation_id = claimed[0] if claimed else None
             if conversation_id is None:
                 progress.clear()
                 # Woken by another worker's outcome; the short timeout only guards against a claim

@@ -13,8 +13,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bench.clock import FrozenClock
 from db.models import Conversation, ConversationThread, DaySegment
 from jobs.context import JobContext
-from jobs.queue import backoff, claim_and_read, claim_next, queue_stats, requeue
-from jobs.registry import UnknownJobError, run_job
+from jobs.errors import UnknownJobError
+from jobs.queue import backoff, claim_and_read, queue_stats, requeue
+from jobs.registry import run_job
 from tests.jobs.conftest import ScriptedSummaries, seed_conversation
 
 pytestmark = pytest.mark.both_databases
@@ -96,7 +97,10 @@ async def test_stale_claim_of_a_dead_worker_is_taken_over(
 ) -> None:
     _, conversation_id = await seed_conversation(sessions, start=clock.now(), texts=["hi"])
     timeout = timedelta(seconds=ctx.settings.postprocess_claim_timeout_seconds)
-    assert await claim_next(sessions, "dead-worker", clock.now(), timeout) == conversation_id
+    claimed = await claim_and_read(
+        sessions, "dead-worker", clock.now(), timeout, lambda s, i: s.get(Conversation, i)
+    )
+    assert claimed is not None and claimed[0] == conversation_id and claimed[1].claimed_by == "dead-worker"
 
     assert (await run_job("postprocess", ctx))["claimed"] == 0
     clock.advance(timeout + timedelta(seconds=1))

@@ -6,7 +6,6 @@ from typing import Literal
 
 from pydantic import SecretStr
 
-from agent.core.errors import ConfigurationError
 from agent.core.settings.base import SettingsGroup
 
 # Model strings that need no key and no network: `demo` writes readable memory from the
@@ -33,13 +32,3 @@ class ModelSettings(SettingsGroup):
     # after the session's memory ("1h": the bot-wide persona is written once an hour), or "off" for
     # a provider or gateway that refuses cache_control. The conversation's own breakpoint lives 5 min.
     prompt_cache: Literal["off", "5m", "1h"] = "1h"
-
-    def require_model_keys(self) -> None:
-        """Fail at start when a model needs a key that is not configured."""
-        for setting in ("model", "summary_model"):
-            model = getattr(self, setting)
-            if model.startswith("anthropic:") and self.anthropic_api_key is None:
-                raise ConfigurationError(
-                    f"{setting.upper()} {model} needs ANTHROPIC_API_KEY: put it in the environment or .env,"
-                    f" or set {setting.upper()}=demo to try the bot offline"
-                )

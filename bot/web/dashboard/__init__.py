@@ -1,20 +1,18 @@
 """The admin dashboard Mini App: charts over days of the bot's use, cost, cache, speed and backlog.
 
 `routes(runtime)` is added to the bot's web app (`bot/web/app.py`) and to `python -m bot web`. The
-page signs in as the timeline does (Telegram's initData, bot/web/timeline/auth.py) and shows nothing
+page signs in as the timeline does (Telegram's initData, bot/web/auth.py) and shows nothing
 but to ADMIN_IDS; the admin's /stats carries a button that opens it.
 """
 
 from __future__ import annotations
 
-from starlette.requests import Request
-from starlette.responses import HTMLResponse
-from starlette.routing import BaseRoute, Mount, Route
-from starlette.staticfiles import StaticFiles
+from starlette.routing import BaseRoute, Route
 
 from bot.runtime import Runtime
 from bot.web.dashboard.api import DashboardApi
-from bot.web.dashboard.page import CONTENT_SECURITY_POLICY, STATIC_DIR, asset_version, render_page
+from bot.web.dashboard.page import CONTENT_SECURITY_POLICY, STATIC_DIR, render_page
+from bot.web.miniapp import asset_version, page_routes
 
 PAGE_PATH = "/dashboard"
 
@@ -24,14 +22,8 @@ def routes(runtime: Runtime) -> list[BaseRoute]:
     runtime.settings.require("telegram_bot_token")  # initData is signed with it
     assert runtime.settings.telegram_bot_token is not None
     api = DashboardApi(runtime, bot_token=runtime.settings.telegram_bot_token.get_secret_value())
-    html = render_page(persona_name=runtime.settings.persona_name, version=asset_version())
-
-    async def page(request: Request) -> HTMLResponse:
-        headers = {"Content-Security-Policy": CONTENT_SECURITY_POLICY, "Cache-Control": "no-cache"}
-        return HTMLResponse(html, headers=headers)
-
+    html = render_page(persona_name=runtime.settings.persona_name, version=asset_version(STATIC_DIR))
     return [
-        Route(PAGE_PATH, page, methods=["GET"]),
-        Mount("/dashboard/static", app=StaticFiles(directory=STATIC_DIR), name="dashboard-static"),
+        *page_routes(PAGE_PATH, html=html, policy=CONTENT_SECURITY_POLICY, static_dir=STATIC_DIR),
         Route("/dashboard/api/days", api.days, methods=["GET"]),
     ]

@@ -14,9 +14,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from agent.reports.dashboard import MAX_DAYS, dashboard
+from bot.errors import InitDataError
 from bot.runtime import Runtime
-from bot.web.errors import InitDataError
-from bot.web.timeline.auth import SCHEME, init_data_from_header, validate_init_data
+from bot.web.auth import SCHEME, sign_in
 
 logger = logging.getLogger(__name__)
 
@@ -41,9 +41,8 @@ class DashboardApi:
     async def days(self, request: Request) -> JSONResponse:
         """The charts' data, for an admin signed in through Telegram."""
         try:
-            raw = init_data_from_header(request.headers.get("Authorization"))
-            signed = validate_init_data(
-                raw, bot_token=self.bot_token, now=self.runtime.clock.now(), max_age=self.max_age
+            signed = sign_in(
+                request, bot_token=self.bot_token, now=self.runtime.clock.now(), max_age=self.max_age
             )
         except InitDataError as exc:
             logger.warning("dashboard sign-in refused", extra={"reason": str(exc)})

@@ -1,4 +1,4 @@
-"""The dashboard's page: server-rendered HTML that loads one script and one stylesheet of our own.
+"""The dashboard's page: its script and stylesheet in the Mini Apps' shell (bot/web/miniapp.py).
 
 No data is in the HTML: Telegram gives the signed initData in the URL fragment, which never reaches
 the server, and the script fetches the data with it. The charts are inline SVG drawn by that script;
@@ -7,9 +7,10 @@ nothing is loaded from anywhere else (not even Telegram's script: the fragment i
 
 from __future__ import annotations
 
-import hashlib
 from html import escape
 from pathlib import Path
+
+from bot.web.miniapp import render_shell
 
 STATIC_DIR = Path(__file__).parent / "static"
 CONTENT_SECURITY_POLICY = (
@@ -28,14 +29,6 @@ CHARTS = (
 )
 
 
-def asset_version() -> str:
-    """A digest of the static files, so a deployment's new script is never served from a stale cache."""
-    digest = hashlib.sha256()
-    for path in sorted(STATIC_DIR.iterdir()):
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:12]
-
-
 def render_page(*, persona_name: str, version: str) -> str:
     """The HTML shell of the dashboard."""
     name = escape(persona_name)
@@ -45,19 +38,7 @@ def render_page(*, persona_name: str, version: str) -> str:
         f'<p class="about">{escape(about)}</p><div class="plot"></div><p class="legend"></p></section>'
         for key, title, about in CHARTS
     )
-    return f"""<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1, viewport-fit=cover">
-<meta name="referrer" content="no-referrer">
-<title>{name} · Dashboard</title>
-<link rel="icon" href="data:,">
-<link rel="stylesheet" href="/dashboard/static/dashboard.css?v={version}">
-<script src="/dashboard/static/dashboard.js?v={version}" defer></script>
-</head>
-<body data-persona="{name}">
-<header class="top">
+    body = f"""<header class="top">
   <h1>{name} · Dashboard</h1>
   <select id="period" aria-label="Period">
     <option value="7">7 days</option>
@@ -68,7 +49,12 @@ def render_page(*, persona_name: str, version: str) -> str:
 <section id="now" class="now" aria-label="Right now"></section>
 {charts}
 <p id="status" class="status" role="status"></p>
-<noscript>The dashboard needs JavaScript.</noscript>
-</body>
-</html>
-"""
+<noscript>The dashboard needs JavaScript.</noscript>"""
+    return render_shell(
+        path="/dashboard",
+        title=f"{persona_name} · Dashboard",
+        persona_name=persona_name,
+        files=("dashboard.css", "dashboard.js"),
+        version=version,
+        body=body,
+    )

@@ -6,16 +6,14 @@
 
 from __future__ import annotations
 
-from starlette.requests import Request
-from starlette.responses import HTMLResponse
-from starlette.routing import BaseRoute, Mount, Route
-from starlette.staticfiles import StaticFiles
+from starlette.routing import BaseRoute, Route
 
 from agent.memory.listing import FLAGS
 from bot.runtime import Runtime
+from bot.web.miniapp import asset_version, page_routes
 from bot.web.timeline.api import TimelineApi
 from bot.web.timeline.facts_api import FactsApi
-from bot.web.timeline.page import CONTENT_SECURITY_POLICY, STATIC_DIR, asset_version, render_page
+from bot.web.timeline.page import CONTENT_SECURITY_POLICY, STATIC_DIR, render_page
 
 PAGE_PATH = "/timeline"
 
@@ -30,15 +28,9 @@ def routes(runtime: Runtime) -> list[BaseRoute]:
     assert runtime.settings.telegram_bot_token is not None
     api = TimelineApi(runtime, bot_token=runtime.settings.telegram_bot_token.get_secret_value())
     facts = FactsApi(runtime)
-    html = render_page(persona_name=runtime.settings.persona_name, version=asset_version())
-
-    async def page(request: Request) -> HTMLResponse:
-        headers = {"Content-Security-Policy": CONTENT_SECURITY_POLICY, "Cache-Control": "no-cache"}
-        return HTMLResponse(html, headers=headers)
-
+    html = render_page(persona_name=runtime.settings.persona_name, version=asset_version(STATIC_DIR))
     return [
-        Route(PAGE_PATH, page, methods=["GET"]),
-        Mount("/timeline/static", app=StaticFiles(directory=STATIC_DIR), name="timeline-static"),
+        *page_routes(PAGE_PATH, html=html, policy=CONTENT_SECURITY_POLICY, static_dir=STATIC_DIR),
         Route("/timeline/api/days", api.endpoint(api.days), methods=["GET"]),
         Route("/timeline/api/days/{day}", api.endpoint(api.day), methods=["GET"]),
         Route("/timeline/api/days/{day}/regenerate", api.endpoint(api.regenerate), methods=["POST"]),

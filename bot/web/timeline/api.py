@@ -22,13 +22,13 @@ from agent.account.group_forget import forget_group_words, group_lines_of
 from agent.account.ratelimit import RateLimiter
 from agent.account.timeline import DayView, Entry, Timeline, TimelineUser, parse_summary, within_calendar
 from agent.chat.tools import hit_dict
-from agent.search.errors import RecallNotFoundError
+from agent.core.errors import RecallNotFoundError
 from agent.search.get import MessagesOut, SummaryOut
 from agent.search.recall import Recall
+from bot.errors import ApiError, IdFormatError, InitDataError
 from bot.runtime import Runtime
-from bot.web.errors import ApiError, IdFormatError, InitDataError
+from bot.web.auth import SCHEME, sign_in
 from bot.web.ids import parse_id
-from bot.web.timeline.auth import SCHEME, init_data_from_header, validate_init_data
 
 logger = logging.getLogger(__name__)
 
@@ -133,9 +133,8 @@ class TimelineApi:
     async def _signed_in(self, request: Request) -> SignedIn:
         """The sender of a request with valid initData; 401 otherwise."""
         try:
-            raw = init_data_from_header(request.headers.get("Authorization"))
-            signed = validate_init_data(
-                raw, bot_token=self.bot_token, now=self.runtime.clock.now(), max_age=self.max_age
+            signed = sign_in(
+                request, bot_token=self.bot_token, now=self.runtime.clock.now(), max_age=self.max_age
             )
         except InitDataError as exc:
             logger.warning("timeline sign-in refused", extra={"reason": str(exc), "path": request.url.path})

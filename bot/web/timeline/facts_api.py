@@ -14,11 +14,11 @@ from typing import Any
 
 from starlette.requests import Request
 
-from agent.memory.facts import FactRejectedError
+from agent.core.errors import FactRejectedError
 from agent.memory.listing import Flag, Listed, Listing, listing_of, reword, set_flag
+from bot.errors import ApiError, JsonInputError
 from bot.runtime import Runtime
 from bot.web import json_input
-from bot.web.errors import ApiError, JsonInputError
 from bot.web.timeline.api import Handler, SignedIn, path_id
 
 logger = logging.getLogger(__name__)

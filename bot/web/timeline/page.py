@@ -1,4 +1,4 @@
-"""The timeline's page: server-rendered HTML that loads two scripts and one stylesheet of our own.
+"""The timeline's page: its two scripts and stylesheet in the Mini Apps' shell (bot/web/miniapp.py).
 
 No data is in the HTML: Telegram gives the signed initData to the page in the URL fragment, which
 never reaches the server, so the script fetches the API with it. Nothing comes from a CDN; the
@@ -7,9 +7,10 @@ script loads telegram.org's telegram-web-app.js only when Telegram opened the pa
 
 from __future__ import annotations
 
-import hashlib
 from html import escape
 from pathlib import Path
+
+from bot.web.miniapp import render_shell
 
 STATIC_DIR = Path(__file__).parent / "static"
 # The page may load our own files and telegram.org's script (inside Telegram), and talk to us only.
@@ -19,31 +20,10 @@ CONTENT_SECURITY_POLICY = (
 )
 
 
-def asset_version() -> str:
-    """A digest of the static files, so a deployment's new script is never served from a stale cache."""
-    digest = hashlib.sha256()
-    for path in sorted(STATIC_DIR.iterdir()):
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:12]
-
-
 def render_page(*, persona_name: str, version: str) -> str:
     """The HTML shell of the timeline."""
     name = escape(persona_name)
-    return f"""<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1, viewport-fit=cover">
-<meta name="referrer" content="no-referrer">
-<title>{name} · Timeline</title>
-<link rel="icon" href="data:,">
-<link rel="stylesheet" href="/timeline/static/timeline.css?v={version}">
-<script src="/timeline/static/timeline.js?v={version}" defer></script>
-<script src="/timeline/static/memory.js?v={version}" defer></script>
-</head>
-<body data-persona="{name}">
-<header class="top">
+    body = f"""<header class="top">
   <h1>{name}</h1>
   <span class="mode">Continuous</span>
   <button type="button" id="memory-open" class="chip">What I remember</button>
@@ -70,7 +50,12 @@ def render_page(*, persona_name: str, version: str) -> str:
 <section id="card" class="card" aria-label="Day summary"></section>
 <section id="timeline" class="timeline" aria-label="Timeline"></section>
 <p id="status" class="status" role="status"></p>
-<noscript>The timeline needs JavaScript.</noscript>
-</body>
-</html>
-"""
+<noscript>The timeline needs JavaScript.</noscript>"""
+    return render_shell(
+        path="/timeline",
+        title=f"{persona_name} · Timeline",
+        persona_name=persona_name,
+        files=("timeline.css", "timeline.js", "memory.js"),
+        version=version,
+        body=body,
+    )

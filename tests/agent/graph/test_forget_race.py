@@ -23,9 +23,10 @@ from agent.core.errors import UserForgottenError
 from agent.core.settings import Settings
 from agent.graph import GROUPS, group_id, open_graph_memory
 from agent.graph.graphiti_backend import GraphitiMemory
-from agent.search.embeddings import HashingEmbedder, InputType, Vectors
+from agent.search.embeddings import InputType, Vectors
 from bench.clock import FrozenClock
 from bench.fakes.graph_llm import ScriptedLLMClient
+from bench.fakes.hashing_embedder import HashingEmbedder
 from bot.runtime import Runtime, build_runtime
 from jobs.registry import run_job
 from tests.jobs.conftest import ScriptedSummaries, extraction_reply, seed_conversation

@@ -14,19 +14,18 @@ from pydantic import SecretStr
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
-from agent.core.errors import ConfigurationError
+from agent.core.errors import ConfigurationError, GraphOpeningError
 from agent.core.settings import Settings
 from agent.graph import STANDARD_LIMITS, GraphMemoryError, MemoryFact, MemoryResults, NullGraphMemory
-from agent.graph.errors import GraphOpeningError
 from agent.graph.memory import Group, GroupLimits
 from agent.graph.opening import OpeningGraph
 from agent.graph.setup import settings_graph_opener
 from agent.memory.graph import GraphFacts
 from agent.memory.service import Facts
 from agent.memory.units import FactUnits
-from agent.search.embeddings import HashingEmbedder
 from agent.search.recall import Recall
 from bench.clock import FrozenClock
+from bench.fakes.hashing_embedder import HashingEmbedder
 
 T0 = datetime(2026, 1, 5, 20, 0, tzinfo=UTC)
 

@@ -11,9 +11,9 @@ import pytest
 
 from agent.graph import STANDARD_LIMITS, open_graph_memory
 from agent.graph.graphiti_backend import GraphitiMemory
-from agent.search.embeddings import HashingEmbedder
 from bench.clock import FrozenClock
 from bench.fakes.graph_llm import ScriptedLLMClient
+from bench.fakes.hashing_embedder import HashingEmbedder
 
 from .conftest import HAVE_FALKORDBLITE, IN_CI
 

@@ -26,10 +26,11 @@ from agent.graph.setup import graph_llm_client, open_settings_graph
 from agent.memory.graph import GraphFacts, fact_line
 from agent.memory.service import Facts
 from agent.memory.units import FactUnits
-from agent.search.embeddings import HashingEmbedder, InputType, Vectors
+from agent.search.embeddings import InputType, Vectors
 from agent.search.recall import Recall
 from bench.clock import FrozenClock
 from bench.fakes.graph_llm import ScriptedLLMClient
+from bench.fakes.hashing_embedder import HashingEmbedder
 
 from .conftest import HAVE_FALKORDBLITE, IN_CI, GraphFactory
 

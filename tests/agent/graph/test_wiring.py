@@ -33,9 +33,9 @@ from agent.graph.graphiti_backend import GraphitiMemory
 from agent.graph.guarded import GuardedGraphMemory
 from agent.history.turn_notes import turn_note
 from agent.reports.texts import memory_report
-from agent.search.embeddings import HashingEmbedder
 from bench.clock import FrozenClock
 from bench.fakes.graph_llm import ScriptedLLMClient
+from bench.fakes.hashing_embedder import HashingEmbedder
 from bot.runtime import Runtime, build_runtime
 from jobs.registry import run_job
 from tests.jobs.conftest import ScriptedSummaries, extraction_reply, seed_conversation

@@ -11,9 +11,9 @@ import pytest
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agent.core.errors import FactRejectedError
 from agent.core.settings import Settings
 from agent.core.tokens import get_counter
-from agent.memory.facts import FactRejectedError
 from agent.memory.listing import listing_lines, read_listing, reword, set_flag
 from agent.memory.profile import choose_profile
 from agent.memory.service import Facts

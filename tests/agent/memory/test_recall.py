@@ -18,9 +18,9 @@ from agent.memory.graph import joined
 from agent.memory.service import Facts
 from agent.memory.units import KIND_FACT_CHUNK, FactUnits
 from agent.memory.words import Postings
-from agent.search.embeddings import HashingEmbedder
 from agent.search.language import set_language
 from agent.search.recall import Recall
+from bench.fakes.hashing_embedder import HashingEmbedder
 from db.models import SearchChunk
 from tests.agent.search.corpus import add_day
 

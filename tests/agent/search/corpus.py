@@ -10,8 +10,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
 from agent.memory.units import FactUnits
-from agent.search.embeddings import HashingEmbedder
 from agent.search.recall import Recall
+from bench.fakes.hashing_embedder import HashingEmbedder
 from db.models import DaySegment, TranscriptMessage
 from db.repositories.day_segments import DaySegmentRepository
 

@@ -15,14 +15,14 @@ from pydantic_ai.models.test import TestModel
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agent.account.users import get_or_create_user
-from agent.core.errors import ConfigurationError
+from agent.core.errors import ConfigurationError, EmbeddingFailedError, EmbeddingWidthError
 from agent.core.settings import Settings, load_settings
 from agent.graph.embedder import GraphitiEmbedder
 from agent.search.embedders import build_embedder, open_embedder, shared_embedder
-from agent.search.embeddings import HashingEmbedder, MiniLMEmbedder
-from agent.search.errors import EmbeddingFailedError, EmbeddingWidthError
+from agent.search.embeddings import MiniLMEmbedder
 from agent.search.model_embedder import ModelEmbedder
 from bench.fakes.embeddings_api import FakeEmbeddings
+from bench.fakes.hashing_embedder import HashingEmbedder
 from bot.preflight import check_settings
 from bot.runtime import build_runtime
 

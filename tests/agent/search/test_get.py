@@ -7,7 +7,7 @@ from datetime import date
 import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.search.errors import RecallInputError, RecallNotFoundError
+from agent.core.errors import RecallInputError, RecallNotFoundError
 from agent.search.get import MessagesOut, SummaryOut
 from tests.agent.search.corpus import add_day, add_user, make_recall, recall_settings
 

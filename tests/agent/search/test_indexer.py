@@ -14,8 +14,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.forget import forget_user
 from agent.account.users import get_or_create_user
-from agent.search.embeddings import HashingEmbedder, InputType, Vectors
+from agent.search.embeddings import InputType, Vectors
 from agent.search.recall import Recall
+from bench.fakes.hashing_embedder import HashingEmbedder
 from db.models import DaySegment, SearchChunk, User
 from tests.agent.search.corpus import add_day, add_user, make_recall, recall_settings, set_summary
 

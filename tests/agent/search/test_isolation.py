@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.search.errors import RecallInputError, RecallNotFoundError
+from agent.core.errors import RecallInputError, RecallNotFoundError
 from agent.search.get import MessagesOut, SummaryOut
 from db.models import DaySegment, TranscriptMessage
 from tests.agent.search.corpus import add_day, add_user, make_recall, recall_settings

@@ -14,10 +14,11 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.search.embedders import build_embedder
-from agent.search.embeddings import Embedder, HashingEmbedder
+from agent.search.embeddings import Embedder
 from agent.search.model_embedder import ModelEmbedder
 from agent.search.recall import Recall
 from bench.fakes.embeddings_api import FakeEmbeddings
+from bench.fakes.hashing_embedder import HashingEmbedder
 from db.models import SearchChunk
 from db.repositories.usage import UsageRepository
 from tests.agent.search.corpus import add_day, add_user, recall_settings

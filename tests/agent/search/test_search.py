@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
-from agent.search.errors import RecallInputError
+from agent.core.errors import RecallInputError
 from agent.search.search import without_speakers
 from tests.agent.search.corpus import add_day, add_user, make_recall, recall_settings
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agent.core.errors import VoiceAuthError
 from agent.voice.auth import CallTokens, verify_webhook
-from agent.voice.errors import VoiceAuthError
 from bench.fakes.voice_agent import elevenlabs_signature
 
 NOW = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from agent.core.errors import VoiceRequestError
 from agent.voice.calls import parse_post_call
-from agent.voice.errors import VoiceRequestError
 
 NOW = datetime(2026, 3, 3, 9, 30, tzinfo=UTC)
 START = int(datetime(2026, 3, 3, 9, 0, tzinfo=UTC).timestamp())

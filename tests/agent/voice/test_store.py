@@ -22,7 +22,7 @@ from agent.voice.store import VoiceStore
 from db.models import Conversation, DaySegment, TranscriptMessage, User, UserFact
 from db.repositories.conversations import ConversationRepository
 from db.repositories.transcript import TranscriptRepository
-from jobs.queue import claim_next
+from jobs.queue import claim_and_read
 
 pytestmark = pytest.mark.both_databases
 
@@ -87,10 +87,14 @@ async def test_a_call_becomes_a_closed_voice_conversation_in_the_days_it_touched
     # The call is the user's latest contact ("time since last contact", the next turn's time tier).
     assert user_last == START + timedelta(seconds=150)
     # The queue claims it like any ended session.
-    assert (
-        await claim_next(sessions, "w", START + timedelta(minutes=5), timedelta(minutes=15))
-        == conversation.id
+    claimed = await claim_and_read(
+        sessions,
+        "w",
+        START + timedelta(minutes=5),
+        timedelta(minutes=15),
+        lambda s, i: s.get(Conversation, i),
     )
+    assert claimed is not None and claimed[0] == conversation.id and claimed[1].status == "processing"
 
 
 async def test_the_same_call_delivered_again_or_at_once_is_stored_once(

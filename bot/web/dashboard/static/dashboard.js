@@ -9,46 +9,17 @@
   const HEIGHT = 180;
   const PAD = { left: 48, right: 12, top: 10, bottom: 24 };
   const COLORS = ["#2a7ae2", "#e2762a", "#2aa876", "#b23ad1", "#d1453a"];
-  const $ = (id) => document.getElementById(id);
+  const { $, el, status } = window.miniapp;
   const state = { initData: "", days: 30 };
-
-  function launchParams() {
-    const fragment = new URLSearchParams(window.location.hash.slice(1));
-    try {
-      if (fragment.has("tgWebAppData")) {
-        window.sessionStorage.setItem("dashboard:launch", fragment.toString());
-      } else if (window.sessionStorage.getItem("dashboard:launch")) {
-        return new URLSearchParams(window.sessionStorage.getItem("dashboard:launch"));
-      }
-    } catch (error) {
-      // Storage refused (private mode): the fragment alone will do.
-    }
-    return fragment;
-  }
-
-  function el(tag, className, text) {
-    const node = document.createElement(tag);
-    if (className) node.className = className;
-    if (text !== undefined && text !== null) node.textContent = String(text);
-    return node;
-  }
+  const api = window.miniapp.signedApi(
+    () => state.initData,
+    "Your sign-in has expired. Open the dashboard again from /stats.",
+  );
 
   function svg(tag, attributes) {
     const node = document.createElementNS(SVG, tag);
     for (const [name, value] of Object.entries(attributes || {})) node.setAttribute(name, String(value));
     return node;
-  }
-
-  function status(text) {
-    $("status").textContent = text || "";
-  }
-
-  async function api(path) {
-    const response = await fetch(path, { headers: { Authorization: "tma " + state.initData }, cache: "no-store" });
-    const body = await response.json().catch(() => ({}));
-    if (response.status === 401) throw new Error("Your sign-in has expired. Open the dashboard again from /stats.");
-    if (!response.ok) throw new Error(body.error || "Something went wrong (" + response.status + ").");
-    return body;
   }
 
   const formats = {
@@ -185,7 +156,7 @@
   }
 
   function main() {
-    const launch = launchParams();
+    const launch = window.miniapp.launchParams("dashboard");
     state.initData = launch.get("tgWebAppData") || "";
     $("period").onchange = (event) => {
       state.days = Number(event.target.value);

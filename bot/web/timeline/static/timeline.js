@@ -4,38 +4,15 @@
 "use strict";
 
 (function () {
-  // Telegram passes the launch parameters in the URL fragment; a reload inside Telegram may lose
-  // it, so this tab keeps its copy (sessionStorage: this tab only, gone when it closes).
-  const launch = launchParams();
+  const { $, el, status } = window.miniapp;
+  const launch = window.miniapp.launchParams("timeline");
   const insideTelegram = launch.has("tgWebAppPlatform") || launch.has("tgWebAppVersion");
   const persona = document.body.dataset.persona || "";
   const state = { initData: "", today: "", yesterday: "", days: new Map(), day: "", userName: "", month: null };
-  const $ = (id) => document.getElementById(id);
-
-  function launchParams() {
-    const fragment = new URLSearchParams(window.location.hash.slice(1));
-    try {
-      if (fragment.has("tgWebAppData")) {
-        window.sessionStorage.setItem("timeline:launch", fragment.toString());
-      } else if (window.sessionStorage.getItem("timeline:launch")) {
-        return new URLSearchParams(window.sessionStorage.getItem("timeline:launch"));
-      }
-    } catch (error) {
-      // Storage refused (private mode): the fragment alone will do.
-    }
-    return fragment;
-  }
-
-  function el(tag, className, text) {
-    const node = document.createElement(tag);
-    if (className) node.className = className;
-    if (text !== undefined && text !== null) node.textContent = String(text);
-    return node;
-  }
-
-  function status(text) {
-    $("status").textContent = text || "";
-  }
+  const api = window.miniapp.signedApi(
+    () => state.initData,
+    "Your sign-in has expired or is not valid. Close the timeline and open it again from the chat.",
+  );
 
   function loadTelegramScript() {
     // Only inside Telegram, and never required: the page works from the URL fragment alone.
@@ -52,23 +29,6 @@
       }
     };
     document.head.appendChild(script);
-  }
-
-  async function api(path, options) {
-    const headers = { Authorization: "tma " + state.initData };
-    if (options && options.json !== undefined) headers["Content-Type"] = "application/json";
-    const response = await fetch(path, {
-      method: (options && options.method) || "GET",
-      headers: headers,
-      body: options && options.json !== undefined ? JSON.stringify(options.json) : undefined,
-      cache: "no-store",
-    });
-    const body = await response.json().catch(() => ({}));
-    if (response.status === 401) {
-      throw new Error("Your sign-in has expired or is not valid. Close the timeline and open it again from the chat.");
-    }
-    if (!response.ok) throw new Error(body.error || "Something went wrong (" + response.status + ").");
-    return body;
   }
 
   function dayTitle(day) {

@@ -1,4 +1,4 @@
-"""Sign-in to the timeline: Telegram Mini App `initData`, checked on every API call.
+"""Sign-in to the Mini Apps (the timeline, the dashboard): Telegram's `initData`, checked on every API call.
 
 Telegram hands the Mini App a query string (`initData`) signed with the bot token: the hex
 HMAC-SHA256 of the "data-check-string" (every field but `hash`, sorted, as `key=value` lines)
@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qsl
 
+from starlette.requests import Request
+
+from bot.errors import IdFormatError, InitDataError
 from bot.web import json_input
-from bot.web.errors import IdFormatError, InitDataError
 from bot.web.ids import parse_id
 
 SCHEME = "tma"
@@ -96,3 +98,9 @@ def init_data_from_header(authorization: str | None) -> str:
     if scheme.lower() != SCHEME or not value.strip():
         raise InitDataError("sign in through Telegram: the request carries no initData")
     return value.strip()
+
+
+def sign_in(request: Request, *, bot_token: str, now: datetime, max_age: timedelta) -> InitData:
+    """The validated initData of a request's `Authorization: tma <initData>`; InitDataError otherwise."""
+    raw = init_data_from_header(request.headers.get("Authorization"))
+    return validate_init_data(raw, bot_token=bot_token, now=now, max_age=max_age)
