@@ -11,6 +11,7 @@ turn go on. Text turns render the package as tiers (agent/context/builder.py); t
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -19,7 +20,7 @@ from datetime import date, datetime, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import select
+from sqlalchemy import Integer, Select, bindparam, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -161,15 +162,34 @@ def thoughts_block(thoughts: tuple[ActiveThought, ...]) -> TierBlock | None:
     return TierBlock("thoughts", "On your mind (yours to share or ask about, only if it fits):", items)
 
 
+# The collectors' statements are built once: building one on every turn cost more than running its
+# cached compiled form.
+@functools.cache
+def _thoughts_query() -> Select[str, datetime]:
+    return (
+        select(Thought.content, Thought.created_at)
+        .where(Thought.user_id == bindparam("user_id"), Thought.used_at.is_(None))
+        .order_by(Thought.created_at.desc(), Thought.id.desc())
+        .limit(bindparam("limit", type_=Integer))
+    )
+
+
+@functools.cache
+def _week_query() -> Select[date, str | None]:
+    return (
+        select(DaySegment.day, DaySegment.summary)
+        .where(
+            DaySegment.user_id == bindparam("user_id"),
+            DaySegment.day >= bindparam("first"),
+            DaySegment.day < bindparam("today"),
+        )
+        .order_by(DaySegment.day.desc())
+    )
+
+
 async def load_thoughts(session: AsyncSession, user: User, *, limit: int) -> tuple[ActiveThought, ...]:
     """The newest thoughts not used yet, newest first."""
-    stmt = (
-        select(Thought.content, Thought.created_at)
-        .where(Thought.user_id == user.id, Thought.used_at.is_(None))
-        .order_by(Thought.created_at.desc(), Thought.id.desc())
-        .limit(limit)
-    )
-    rows = (await session.execute(stmt)).all()
+    rows = (await session.execute(_thoughts_query(), {"user_id": user.id, "limit": limit})).all()
     return tuple(ActiveThought(r.content, ensure_utc(r.created_at)) for r in rows if r.content.strip())
 
 
@@ -182,16 +202,8 @@ async def load_follow_ups(session: AsyncSession, user: User, *, limit: int) -> t
 async def load_week(session: AsyncSession, user: User, now: datetime) -> tuple[DaySummary, ...]:
     """The summaries of the seven days before today (the user's calendar), newest first."""
     today = local_day(now, user.timezone)
-    stmt = (
-        select(DaySegment.day, DaySegment.summary)
-        .where(
-            DaySegment.user_id == user.id,
-            DaySegment.day >= today - timedelta(days=WEEK_DAYS),
-            DaySegment.day < today,
-        )
-        .order_by(DaySegment.day.desc())
-    )
-    rows = (await session.execute(stmt)).all()
+    params = {"user_id": user.id, "first": today - timedelta(days=WEEK_DAYS), "today": today}
+    rows = (await session.execute(_week_query(), params)).all()
     return tuple(
         DaySummary(r.day, summary_section(r.summary)) for r in rows if r.summary and r.summary.strip()
     )
