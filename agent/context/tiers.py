@@ -174,6 +174,31 @@ _RAW_TURNS = 200
 _RAW_TURN_CHARS = 600
 
 
+_Covered = Literal["id", "time"] | None
+
+
+@functools.cache
+def _unsummarised_query(*, elsewhere: bool, covered: _Covered) -> Select[str, str, datetime, str | None]:
+    # One statement per shape, built once: building it on every turn cost more than running it.
+    stmt = select(
+        TranscriptMessage.role,
+        TranscriptMessage.content,
+        TranscriptMessage.sent_at,
+        TranscriptMessage.speaker_name,
+    ).where(
+        TranscriptMessage.day_segment_id == bindparam("segment_id"),
+        TranscriptMessage.role.in_(("user", "assistant")),
+        TranscriptMessage.conversation_id.is_not(None),
+    )
+    if elsewhere:
+        stmt = stmt.where(TranscriptMessage.conversation_id != bindparam("conversation_id"))
+    if covered == "id":
+        stmt = stmt.where(TranscriptMessage.id > bindparam("covered"))
+    elif covered == "time":
+        stmt = stmt.where(TranscriptMessage.sent_at > bindparam("covered"))
+    return stmt.order_by(TranscriptMessage.id.desc()).limit(_RAW_TURNS)
+
+
 async def _unsummarised(
     session: AsyncSession,
     segment: DaySegment,
@@ -183,26 +208,19 @@ async def _unsummarised(
     count: Callable[[str], int],
 ) -> list[str]:
     """Lines of the day's turns that no summary covers, outside this conversation, newest kept."""
-    stmt = select(
-        TranscriptMessage.role,
-        TranscriptMessage.content,
-        TranscriptMessage.sent_at,
-        TranscriptMessage.speaker_name,
-    ).where(
-        TranscriptMessage.day_segment_id == segment.id,
-        TranscriptMessage.role.in_(("user", "assistant")),
-        TranscriptMessage.conversation_id.is_not(None),
-    )
+    params: dict[str, object] = {"segment_id": segment.id}
     if conversation_id is not None:
-        stmt = stmt.where(TranscriptMessage.conversation_id != conversation_id)
+        params["conversation_id"] = conversation_id
+    covered: _Covered = None
     # Covered by the summary: at or before the last message it was written from (the rule the
     # timeline and conversation search use too).
     if segment.summary and segment.summary.strip():
         if segment.last_summarized_message_id is not None:
-            stmt = stmt.where(TranscriptMessage.id > segment.last_summarized_message_id)
+            covered, params["covered"] = "id", segment.last_summarized_message_id
         elif segment.summary_updated_at is not None:
-            stmt = stmt.where(TranscriptMessage.sent_at > segment.summary_updated_at)
-    rows = (await session.execute(stmt.order_by(TranscriptMessage.id.desc()).limit(_RAW_TURNS))).all()
+            covered, params["covered"] = "time", segment.summary_updated_at
+    stmt = _unsummarised_query(elsewhere=conversation_id is not None, covered=covered)
+    rows = (await session.execute(stmt, params)).all()
     zone = ZoneInfo(timezone)
     lines: list[str] = []
     for row in rows:
