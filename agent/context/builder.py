@@ -1,8 +1,9 @@
 """The context builder: collects the context package, compacts the history, fits the budget.
 
 The package (agent/context/package.py) is collected concurrently with the compaction, each
-collector in its own DB session (an `AsyncSession` is not safe to share between tasks) under its
-own timeout. A part that fails or times out is left out and recorded; the turn goes on. The
+collector under its own timeout, those that read the database taking turns on one DB session (an
+`AsyncSession` is not safe to share between tasks at once: agent/context/reads.py). A part that
+fails or times out is left out and recorded; the turn goes on. The
 package's parts render as tiers; those that are not tiers (the week's summaries, follow-ups) serve
 other surfaces (the voice agent's get_context). When the context engine routes the user to v2 or
 shadow (agent/context/engine.py), the stored briefing is read beside the collectors and, while its

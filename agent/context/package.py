@@ -1,8 +1,9 @@
 """The context package: everything known about a user at one moment, collected concurrently.
 
 `PackageCollector.collect` starts one collector per part (today, yesterday, threads, last
-conversation, memory, the persona's active thoughts, the week's day summaries), each in its own DB
-session under its own timeout, and waits for all of them together. A collector that fails or
+conversation, memory, the persona's active thoughts, the week's day summaries), each under its own
+timeout, and waits for all of them together; those that read the database take turns on one DB
+session (agent/context/reads.py), the memory recall reads in its own. A collector that fails or
 times out leaves its own part empty and says why (`Collected.status`/`error`); the others and the
 turn go on. Text turns render the package as tiers (agent/context/builder.py); the voice agent's
 `get_context` reads the same package (agent/voice/context.py).
@@ -26,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.context.memory import MemoryTierSource, limits_for_budget
 from agent.context.profile import ProfileTier, load_profile_tier
+from agent.context.reads import SharedReads
 from agent.context.tiers import (
     TierBlock,
     load_last_conversation,
@@ -242,7 +244,7 @@ async def _collect[T](
 
 
 class PackageCollector:
-    """Fills a `ContextPackage`: every collector at once, each in its own DB session."""
+    """Fills a `ContextPackage`: every collector at once, the database's readers on one DB session."""
 
     def __init__(
         self,
@@ -283,15 +285,12 @@ class PackageCollector:
         """
         s = self.settings
         at = anchor or now
+        reads = SharedReads(sessions)
 
         def start[T](
             name: str, limit: float, load: Callable[[AsyncSession], Awaitable[T | None]]
         ) -> asyncio.Task[Collected[T]]:
-            async def in_session() -> T | None:
-                async with sessions() as session:
-                    return await load(session)
-
-            return asyncio.create_task(collect(name, limit, in_session))
+            return asyncio.create_task(collect(name, limit, lambda: reads.run(load)))
 
         profile = start(
             "profile",
@@ -350,9 +349,12 @@ class PackageCollector:
             s.context_follow_ups_timeout_seconds,
             lambda db: load_follow_ups(db, user, limit=FOLLOW_UPS_MAX),
         )
-        await asyncio.gather(
-            profile, today, yesterday, threads, last_conversation, memory, thoughts, week, follow_ups
-        )
+        try:
+            await asyncio.gather(
+                profile, today, yesterday, threads, last_conversation, memory, thoughts, week, follow_ups
+            )
+        finally:
+            await reads.close()
         memory_part = memory.result()
         chosen = profile.result()
         if self.memory is None:
