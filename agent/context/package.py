@@ -274,6 +274,7 @@ class PackageCollector:
         previous_message_at: datetime | None,
         remaining: int,
         anchor: datetime | None = None,
+        reads: SharedReads | None = None,
     ) -> ContextPackage:
         """Every part for this user at `now`; never raises for a part's failure.
 
@@ -285,12 +286,13 @@ class PackageCollector:
         """
         s = self.settings
         at = anchor or now
-        reads = SharedReads(sessions)
+        # The caller's shared session when it reads beside the collectors, else one of their own.
+        shared = reads if reads is not None else SharedReads(sessions)
 
         def start[T](
             name: str, limit: float, load: Callable[[AsyncSession], Awaitable[T | None]]
         ) -> asyncio.Task[Collected[T]]:
-            return asyncio.create_task(collect(name, limit, lambda: reads.run(load)))
+            return asyncio.create_task(collect(name, limit, lambda: shared.run(load)))
 
         profile = start(
             "profile",
@@ -354,7 +356,8 @@ class PackageCollector:
                 profile, today, yesterday, threads, last_conversation, memory, thoughts, week, follow_ups
             )
         finally:
-            await reads.close()
+            if reads is None:
+                await shared.close()
         memory_part = memory.result()
         chosen = profile.result()
         if self.memory is None:

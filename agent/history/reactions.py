@@ -172,7 +172,7 @@ def reaction_lines(reactions: Sequence[RecentReaction]) -> list[str]:
 
 
 async def reaction_notes(
-    sessions: async_sessionmaker[AsyncSession],
+    session: AsyncSession,
     user_id: int,
     now: datetime,
     previous_message_at: datetime | None,
@@ -182,5 +182,4 @@ async def reaction_notes(
     since = now - RECENT
     if previous_message_at is not None:
         since = max(since, ensure_utc(previous_message_at))
-    async with sessions() as session:
-        return reaction_lines(await recent_reactions(session, user_id, since=since, until=now))
+    return reaction_lines(await recent_reactions(session, user_id, since=since, until=now))
