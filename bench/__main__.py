@@ -47,6 +47,9 @@ def _parser() -> argparse.ArgumentParser:
         "--backend", choices=["sqlite", "postgres"], default="sqlite", help="recall: database"
     )
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    parser.add_argument(
+        "--calls", action="store_true", help="turn: count Python calls per turn (cProfile) instead of timing"
+    )
     parser.add_argument("--verbose", action="store_true", help="trip: list the modules in the order they ran")
     parser.add_argument(
         "--facts", action="store_true", help="recall: also measure with the files' observations as facts"
@@ -150,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         from bench.turn import run_turn_bench
 
-        asyncio.run(run_turn_bench(settings, quick=quick))
+        asyncio.run(run_turn_bench(settings, quick=quick, calls=args.calls))
     return 0
 
 

@@ -94,16 +94,24 @@ def _without_surrogates(value: str) -> str:
     return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
-def _storable(value: Any) -> Any:
-    return storable_text(value) if isinstance(value, str) else value
-
-
 def _clean(parameters: Any) -> Any:
     if isinstance(parameters, dict):
-        return {key: _storable(value) for key, value in parameters.items()}
-    if isinstance(parameters, list | tuple):
-        return type(parameters)(_storable(value) for value in parameters)
-    return parameters
+        values: Any = parameters.values()
+    elif isinstance(parameters, list | tuple):
+        values = parameters
+    else:
+        return parameters
+    # Every statement's parameters pass here: an ASCII string without NUL is storable as it is, told
+    # apart in C, and only the others go through `storable_text`.
+    cleaned = [
+        storable_text(value) if isinstance(value, str) and ("\x00" in value or not value.isascii()) else value
+        for value in values
+    ]
+    return (
+        dict(zip(parameters, cleaned, strict=True))
+        if isinstance(parameters, dict)
+        else type(parameters)(cleaned)
+    )
 
 
 def _storable_parameters(

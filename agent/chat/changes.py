@@ -36,6 +36,12 @@ def changes_first(message: ModelMessage) -> ModelMessage:
     """The request with the instruction records that follow its user prompt moved just before it."""
     if not isinstance(message, ModelRequest):
         return message
+    # Every request of the history passes here on every model request; most carry no change.
+    for part in message.parts:
+        if isinstance(part, InstructionDeltaPart):
+            break
+    else:
+        return message
     prompt = next((i for i, part in enumerate(message.parts) if isinstance(part, UserPromptPart)), None)
     if prompt is None:
         return message

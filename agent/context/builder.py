@@ -1,8 +1,9 @@
 """The context builder: collects the context package, compacts the history, fits the budget.
 
 The package (agent/context/package.py) is collected concurrently with the compaction, each
-collector in its own DB session (an `AsyncSession` is not safe to share between tasks) under its
-own timeout. A part that fails or times out is left out and recorded; the turn goes on. The
+collector under its own timeout, those that read the database taking turns on one DB session (an
+`AsyncSession` is not safe to share between tasks at once: agent/context/reads.py). A part that
+fails or times out is left out and recorded; the turn goes on. The
 package's parts render as tiers; those that are not tiers (the week's summaries, follow-ups) serve
 other surfaces (the voice agent's get_context). When the context engine routes the user to v2 or
 shadow (agent/context/engine.py), the stored briefing is read beside the collectors and, while its
@@ -35,6 +36,7 @@ from agent.context.layers import fit_layers
 from agent.context.memory import MemoryTierSource, limits_for_budget
 from agent.context.package import COLLECTOR_ERRORS, Collected, ContextPackage, PackageCollector
 from agent.context.profile import profile_entry
+from agent.context.reads import SharedReads
 from agent.context.tiers import TierBlock, time_block
 from agent.core import observability
 from agent.core.clock import ensure_utc
@@ -148,21 +150,27 @@ class ContextBuilder:
         # The session's memory is read as of the session's start, so its wording stays put turn to turn.
         anchor = ensure_utc(conversation.started_at) if conversation is not None else now
         reading = self.briefings.start(sessions, user.id) if route != "v1" else None
-        # The reactions since their last message belong to this turn's note; read beside the rest.
-        package, compacted, noticed = await asyncio.gather(
-            self.collector.collect(
-                sessions,
-                user=user,
-                conversation_id=conversation_id,
-                text=text,
-                now=now,
-                anchor=anchor,
-                previous_message_at=previous_message_at,
-                remaining=remaining,
-            ),
-            self._compact(sessions, user.id, conversation_id, history, now, group=is_group(user)),
-            self._reactions(sessions, user.id, now, previous_message_at),
-        )
+        # The reactions since their last message belong to this turn's note; read beside the rest,
+        # on the collectors' session.
+        reads = SharedReads(sessions)
+        try:
+            package, compacted, noticed = await asyncio.gather(
+                self.collector.collect(
+                    sessions,
+                    user=user,
+                    conversation_id=conversation_id,
+                    text=text,
+                    now=now,
+                    anchor=anchor,
+                    previous_message_at=previous_message_at,
+                    remaining=remaining,
+                    reads=reads,
+                ),
+                self._compact(sessions, user.id, conversation_id, history, now, group=is_group(user)),
+                self._reactions(reads, user.id, now, previous_message_at),
+            )
+        finally:
+            await reads.close()
         with observability.tier_span("time"):
             now_block = time_block(user, now, previous_message_at)
             if noticed:
@@ -231,15 +239,11 @@ class ContextBuilder:
         )
 
     async def _reactions(
-        self,
-        sessions: async_sessionmaker[AsyncSession],
-        user_id: int,
-        now: datetime,
-        previous_message_at: datetime | None,
+        self, reads: SharedReads, user_id: int, now: datetime, previous_message_at: datetime | None
     ) -> list[str]:
         # What happened since their last message belongs with the time; a failure only leaves it out.
         try:
-            return await reaction_notes(sessions, user_id, now, previous_message_at)
+            return await reads.run(lambda session: reaction_notes(session, user_id, now, previous_message_at))
         except COLLECTOR_ERRORS as exc:
             logger.warning("reactions unavailable", exc_info=exc)
             return []

@@ -1,8 +1,9 @@
 """The context package: everything known about a user at one moment, collected concurrently.
 
 `PackageCollector.collect` starts one collector per part (today, yesterday, threads, last
-conversation, memory, the persona's active thoughts, the week's day summaries), each in its own DB
-session under its own timeout, and waits for all of them together. A collector that fails or
+conversation, memory, the persona's active thoughts, the week's day summaries), each under its own
+timeout, and waits for all of them together; those that read the database take turns on one DB
+session (agent/context/reads.py), the memory recall reads in its own. A collector that fails or
 times out leaves its own part empty and says why (`Collected.status`/`error`); the others and the
 turn go on. Text turns render the package as tiers (agent/context/builder.py); the voice agent's
 `get_context` reads the same package (agent/voice/context.py).
@@ -11,6 +12,7 @@ turn go on. Text turns render the package as tiers (agent/context/builder.py); t
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -19,12 +21,13 @@ from datetime import date, datetime, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import select
+from sqlalchemy import Integer, Select, bindparam, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.context.memory import MemoryTierSource, limits_for_budget
 from agent.context.profile import ProfileTier, load_profile_tier
+from agent.context.reads import SharedReads
 from agent.context.tiers import (
     TierBlock,
     load_last_conversation,
@@ -161,15 +164,34 @@ def thoughts_block(thoughts: tuple[ActiveThought, ...]) -> TierBlock | None:
     return TierBlock("thoughts", "On your mind (yours to share or ask about, only if it fits):", items)
 
 
+# The collectors' statements are built once: building one on every turn cost more than running its
+# cached compiled form.
+@functools.cache
+def _thoughts_query() -> Select[str, datetime]:
+    return (
+        select(Thought.content, Thought.created_at)
+        .where(Thought.user_id == bindparam("user_id"), Thought.used_at.is_(None))
+        .order_by(Thought.created_at.desc(), Thought.id.desc())
+        .limit(bindparam("limit", type_=Integer))
+    )
+
+
+@functools.cache
+def _week_query() -> Select[date, str | None]:
+    return (
+        select(DaySegment.day, DaySegment.summary)
+        .where(
+            DaySegment.user_id == bindparam("user_id"),
+            DaySegment.day >= bindparam("first"),
+            DaySegment.day < bindparam("today"),
+        )
+        .order_by(DaySegment.day.desc())
+    )
+
+
 async def load_thoughts(session: AsyncSession, user: User, *, limit: int) -> tuple[ActiveThought, ...]:
     """The newest thoughts not used yet, newest first."""
-    stmt = (
-        select(Thought.content, Thought.created_at)
-        .where(Thought.user_id == user.id, Thought.used_at.is_(None))
-        .order_by(Thought.created_at.desc(), Thought.id.desc())
-        .limit(limit)
-    )
-    rows = (await session.execute(stmt)).all()
+    rows = (await session.execute(_thoughts_query(), {"user_id": user.id, "limit": limit})).all()
     return tuple(ActiveThought(r.content, ensure_utc(r.created_at)) for r in rows if r.content.strip())
 
 
@@ -182,16 +204,8 @@ async def load_follow_ups(session: AsyncSession, user: User, *, limit: int) -> t
 async def load_week(session: AsyncSession, user: User, now: datetime) -> tuple[DaySummary, ...]:
     """The summaries of the seven days before today (the user's calendar), newest first."""
     today = local_day(now, user.timezone)
-    stmt = (
-        select(DaySegment.day, DaySegment.summary)
-        .where(
-            DaySegment.user_id == user.id,
-            DaySegment.day >= today - timedelta(days=WEEK_DAYS),
-            DaySegment.day < today,
-        )
-        .order_by(DaySegment.day.desc())
-    )
-    rows = (await session.execute(stmt)).all()
+    params = {"user_id": user.id, "first": today - timedelta(days=WEEK_DAYS), "today": today}
+    rows = (await session.execute(_week_query(), params)).all()
     return tuple(
         DaySummary(r.day, summary_section(r.summary)) for r in rows if r.summary and r.summary.strip()
     )
@@ -230,7 +244,7 @@ async def _collect[T](
 
 
 class PackageCollector:
-    """Fills a `ContextPackage`: every collector at once, each in its own DB session."""
+    """Fills a `ContextPackage`: every collector at once, the database's readers on one DB session."""
 
     def __init__(
         self,
@@ -260,6 +274,7 @@ class PackageCollector:
         previous_message_at: datetime | None,
         remaining: int,
         anchor: datetime | None = None,
+        reads: SharedReads | None = None,
     ) -> ContextPackage:
         """Every part for this user at `now`; never raises for a part's failure.
 
@@ -271,15 +286,13 @@ class PackageCollector:
         """
         s = self.settings
         at = anchor or now
+        # The caller's shared session when it reads beside the collectors, else one of their own.
+        shared = reads if reads is not None else SharedReads(sessions)
 
         def start[T](
             name: str, limit: float, load: Callable[[AsyncSession], Awaitable[T | None]]
         ) -> asyncio.Task[Collected[T]]:
-            async def in_session() -> T | None:
-                async with sessions() as session:
-                    return await load(session)
-
-            return asyncio.create_task(collect(name, limit, in_session))
+            return asyncio.create_task(collect(name, limit, lambda: shared.run(load)))
 
         profile = start(
             "profile",
@@ -338,9 +351,13 @@ class PackageCollector:
             s.context_follow_ups_timeout_seconds,
             lambda db: load_follow_ups(db, user, limit=FOLLOW_UPS_MAX),
         )
-        await asyncio.gather(
-            profile, today, yesterday, threads, last_conversation, memory, thoughts, week, follow_ups
-        )
+        try:
+            await asyncio.gather(
+                profile, today, yesterday, threads, last_conversation, memory, thoughts, week, follow_ups
+            )
+        finally:
+            if reads is None:
+                await shared.close()
         memory_part = memory.result()
         chosen = profile.result()
         if self.memory is None:

@@ -7,6 +7,7 @@ rendered inside its own tag with the stored text neutralised (agent/context/fenc
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -14,7 +15,7 @@ from datetime import date, datetime, timedelta
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import case, func, select
+from sqlalchemy import Integer, Select, bindparam, case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.account.groups import is_group
@@ -22,6 +23,7 @@ from agent.context.fence import fence, neutralise
 from agent.context.threads import ThreadRow, priority_classes, rank_threads, thread_lines
 from agent.core.clock import ensure_utc, local_day
 from db.models import Conversation, ConversationThread, DaySegment, TranscriptMessage, User
+from db.repositories.day_segments import DaySegmentRepository
 
 TierName = Literal[
     "briefing", "time", "profile", "today", "yesterday", "threads", "last_conversation", "memory", "thoughts"
@@ -127,8 +129,7 @@ def summary_section(markdown: str) -> str:
 
 
 async def _segment(session: AsyncSession, user_id: int, day: date) -> DaySegment | None:
-    stmt = select(DaySegment).where(DaySegment.user_id == user_id, DaySegment.day == day)
-    return (await session.execute(stmt)).scalar_one_or_none()
+    return await DaySegmentRepository(session).for_day(user_id, day)
 
 
 async def load_today(
@@ -173,6 +174,31 @@ _RAW_TURNS = 200
 _RAW_TURN_CHARS = 600
 
 
+_Covered = Literal["id", "time"] | None
+
+
+@functools.cache
+def _unsummarised_query(*, elsewhere: bool, covered: _Covered) -> Select[str, str, datetime, str | None]:
+    # One statement per shape, built once: building it on every turn cost more than running it.
+    stmt = select(
+        TranscriptMessage.role,
+        TranscriptMessage.content,
+        TranscriptMessage.sent_at,
+        TranscriptMessage.speaker_name,
+    ).where(
+        TranscriptMessage.day_segment_id == bindparam("segment_id"),
+        TranscriptMessage.role.in_(("user", "assistant")),
+        TranscriptMessage.conversation_id.is_not(None),
+    )
+    if elsewhere:
+        stmt = stmt.where(TranscriptMessage.conversation_id != bindparam("conversation_id"))
+    if covered == "id":
+        stmt = stmt.where(TranscriptMessage.id > bindparam("covered"))
+    elif covered == "time":
+        stmt = stmt.where(TranscriptMessage.sent_at > bindparam("covered"))
+    return stmt.order_by(TranscriptMessage.id.desc()).limit(_RAW_TURNS)
+
+
 async def _unsummarised(
     session: AsyncSession,
     segment: DaySegment,
@@ -182,26 +208,19 @@ async def _unsummarised(
     count: Callable[[str], int],
 ) -> list[str]:
     """Lines of the day's turns that no summary covers, outside this conversation, newest kept."""
-    stmt = select(
-        TranscriptMessage.role,
-        TranscriptMessage.content,
-        TranscriptMessage.sent_at,
-        TranscriptMessage.speaker_name,
-    ).where(
-        TranscriptMessage.day_segment_id == segment.id,
-        TranscriptMessage.role.in_(("user", "assistant")),
-        TranscriptMessage.conversation_id.is_not(None),
-    )
+    params: dict[str, object] = {"segment_id": segment.id}
     if conversation_id is not None:
-        stmt = stmt.where(TranscriptMessage.conversation_id != conversation_id)
+        params["conversation_id"] = conversation_id
+    covered: _Covered = None
     # Covered by the summary: at or before the last message it was written from (the rule the
     # timeline and conversation search use too).
     if segment.summary and segment.summary.strip():
         if segment.last_summarized_message_id is not None:
-            stmt = stmt.where(TranscriptMessage.id > segment.last_summarized_message_id)
+            covered, params["covered"] = "id", segment.last_summarized_message_id
         elif segment.summary_updated_at is not None:
-            stmt = stmt.where(TranscriptMessage.sent_at > segment.summary_updated_at)
-    rows = (await session.execute(stmt.order_by(TranscriptMessage.id.desc()).limit(_RAW_TURNS))).all()
+            covered, params["covered"] = "time", segment.summary_updated_at
+    stmt = _unsummarised_query(elsewhere=conversation_id is not None, covered=covered)
+    rows = (await session.execute(stmt, params)).all()
     zone = ZoneInfo(timezone)
     lines: list[str] = []
     for row in rows:
@@ -229,10 +248,11 @@ async def load_yesterday(session: AsyncSession, user: User, now: datetime) -> Ti
     return TierBlock("yesterday", "Yesterday:", (summary_section(segment.summary),))
 
 
-async def load_threads(session: AsyncSession, user: User, now: datetime, *, limit: int) -> TierBlock | None:
-    """The best open threads by priority × recency: "Unfinished topics: ..."."""
+@functools.cache
+def _threads_query() -> Select[int, str, str, datetime]:
     # Within one priority class the score falls with age, so the best `limit` overall are among the
-    # newest `limit` of each class: rank in SQL per class, never load every open thread.
+    # newest `limit` of each class: rank in SQL per class, never load every open thread. Built once
+    # (the priority classes are constants): building it cost more than running it.
     known = priority_classes()
     whens = [(ConversationThread.type.in_(types), value) for value, types in sorted(known.items())]
     klass = case(*whens, else_=0)
@@ -247,18 +267,35 @@ async def load_threads(session: AsyncSession, user: User, now: datetime, *, limi
             ConversationThread.created_at,
             rank.label("rank"),
         )
-        .where(ConversationThread.user_id == user.id, ConversationThread.status == "open")
+        .where(ConversationThread.user_id == bindparam("user_id"), ConversationThread.status == "open")
         .subquery()
     )
-    stmt = select(inner.c.id, inner.c.type, inner.c.content, inner.c.created_at).where(inner.c.rank <= limit)
+    return select(inner.c.id, inner.c.type, inner.c.content, inner.c.created_at).where(
+        inner.c.rank <= bindparam("limit", type_=Integer)
+    )
+
+
+async def load_threads(session: AsyncSession, user: User, now: datetime, *, limit: int) -> TierBlock | None:
+    """The best open threads by priority × recency: "Unfinished topics: ..."."""
     rows = [
         ThreadRow(id=r.id, type=r.type, content=r.content, created_at=ensure_utc(r.created_at))
-        for r in (await session.execute(stmt)).all()
+        for r in (await session.execute(_threads_query(), {"user_id": user.id, "limit": limit})).all()
     ]
     ranked = rank_threads(rows, today=local_day(now, user.timezone), timezone=user.timezone, limit=limit)
     if not ranked:
         return None
     return TierBlock("threads", "Unfinished topics:", tuple(thread_lines(ranked)))
+
+
+@functools.cache
+def _last_conversation_query(*, before: bool) -> Select[str | None, datetime | None, datetime]:
+    stmt = (
+        select(Conversation.summary, Conversation.ended_at, Conversation.last_message_at)
+        .where(Conversation.user_id == bindparam("user_id"))
+        .order_by(Conversation.id.desc())
+        .limit(1)
+    )
+    return stmt.where(Conversation.id < bindparam("conversation_id")) if before else stmt
 
 
 async def load_last_conversation(
@@ -268,15 +305,11 @@ async def load_last_conversation(
 
     Without a current conversation (a voice call starting) the newest one is the previous one.
     """
-    stmt = (
-        select(Conversation.summary, Conversation.ended_at, Conversation.last_message_at)
-        .where(Conversation.user_id == user.id)
-        .order_by(Conversation.id.desc())
-        .limit(1)
-    )
+    params: dict[str, int] = {"user_id": user.id}
     if conversation_id is not None:
-        stmt = stmt.where(Conversation.id < conversation_id)
-    row = (await session.execute(stmt)).one_or_none()
+        params["conversation_id"] = conversation_id
+    stmt = _last_conversation_query(before=conversation_id is not None)
+    row = (await session.execute(stmt, params)).one_or_none()
     if row is None or not row.summary or not row.summary.strip():
         return None
     ended = ensure_utc(row.ended_at or row.last_message_at)

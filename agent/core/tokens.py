@@ -6,6 +6,7 @@ import base64
 import functools
 import gzip
 import hashlib
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -36,6 +37,8 @@ _CACHE_MAX_TEXT = 50_000
 _CACHE_MAX_ENTRIES = 8192
 # ...and all of them together: entries alone would allow 8192 x 50,000 characters.
 _CACHE_MAX_CHARS = 4_000_000
+# Messages whose counts are kept (a few long sessions' worth).
+_CACHE_MAX_MESSAGES = 4096
 
 _ENDOFTEXT = "<|endoftext|>"
 _ENDOFPROMPT = "<|endofprompt|>"
@@ -119,11 +122,16 @@ class TokenCounter:
         # hash, so a dict lookup is far cheaper than re-encoding the same text every time.
         self._cache: dict[str, int] = {}
         self._cached_chars = 0
+        # A session's stored messages are the same objects turn after turn (agent/history/cache.py)
+        # and are counted several times a turn: their counts are kept by identity, with a weak
+        # reference (a dead message's id may be reused) and the identity and length of its parts.
+        self._messages: dict[int, tuple[weakref.ref[ModelMessage], int, int, int]] = {}
 
     def clear(self) -> None:
         """Drop every cached count (they are recomputed on demand)."""
         self._cache.clear()
         self._cached_chars = 0
+        self._messages.clear()
 
     def encode(self, text: str) -> list[int]:
         """Token ids of `text`; special-token strings count as ordinary text, never raise."""
@@ -150,7 +158,15 @@ class TokenCounter:
 
     def count_message(self, message: ModelMessage) -> int:
         """Estimated tokens of one message: every part's text plus a small per-message overhead."""
-        return MESSAGE_OVERHEAD + sum(self._count_part(part) for part in message.parts)
+        parts = message.parts
+        kept = self._messages.get(id(message))
+        if kept is not None and kept[0]() is message and kept[1] == id(parts) and kept[2] == len(parts):
+            return kept[3]
+        n = MESSAGE_OVERHEAD + sum(self._count_part(part) for part in parts)
+        if len(self._messages) >= _CACHE_MAX_MESSAGES:
+            self._messages.clear()
+        self._messages[id(message)] = (weakref.ref(message), id(parts), len(parts), n)
+        return n
 
     def count_messages(self, messages: Sequence[ModelMessage]) -> int:
         """Estimated tokens of a list of messages."""

@@ -10,11 +10,12 @@ change of each emoji. The rows go with the user (/forget) and with the answer.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import Integer, Select, bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.clock import ensure_utc
@@ -113,21 +114,28 @@ async def reactions_on(
     return {mid: [e for e, on in emoji.items() if on] for mid, emoji in state.items() if any(emoji.values())}
 
 
+@functools.cache
+def _recent() -> Select[int, str, datetime]:
+    # Built once: every turn's context reads it, and building it cost more than running it.
+    return (
+        select(MessageReaction.message_id, MessageReaction.emoji, MessageReaction.reacted_at)
+        .where(
+            MessageReaction.user_id == bindparam("user_id"),
+            MessageReaction.added.is_(True),
+            MessageReaction.reacted_at > bindparam("since"),
+            MessageReaction.reacted_at <= bindparam("until"),
+        )
+        .order_by(MessageReaction.reacted_at.desc(), MessageReaction.id.desc())
+        .limit(bindparam("limit", type_=Integer))
+    )
+
+
 async def recent_reactions(
     session: AsyncSession, user_id: int, *, since: datetime, until: datetime, limit: int = 3
 ) -> list[RecentReaction]:
     """Emoji put on answers between `since` and `until` and still on them, newest first."""
-    rows = await session.execute(
-        select(MessageReaction.message_id, MessageReaction.emoji, MessageReaction.reacted_at)
-        .where(
-            MessageReaction.user_id == user_id,
-            MessageReaction.added.is_(True),
-            MessageReaction.reacted_at > since,
-            MessageReaction.reacted_at <= until,
-        )
-        .order_by(MessageReaction.reacted_at.desc(), MessageReaction.id.desc())
-        .limit(limit * 4)
-    )
+    params = {"user_id": user_id, "since": since, "until": until, "limit": limit * 4}
+    rows = await session.execute(_recent(), params)
     found = list(rows)
     still = await reactions_on(session, user_id, sorted({row.message_id for row in found}))
     if not still:  # nothing to quote: no statement for an empty list of answers
@@ -164,7 +172,7 @@ def reaction_lines(reactions: Sequence[RecentReaction]) -> list[str]:
 
 
 async def reaction_notes(
-    sessions: async_sessionmaker[AsyncSession],
+    session: AsyncSession,
     user_id: int,
     now: datetime,
     previous_message_at: datetime | None,
@@ -174,5 +182,4 @@ async def reaction_notes(
     since = now - RECENT
     if previous_message_at is not None:
         since = max(since, ensure_utc(previous_message_at))
-    async with sessions() as session:
-        return reaction_lines(await recent_reactions(session, user_id, since=since, until=now))
+    return reaction_lines(await recent_reactions(session, user_id, since=since, until=now))

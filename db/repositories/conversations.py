@@ -2,16 +2,30 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, SQLColumnExpression, and_, bindparam, func, or_, select, update
+from sqlalchemy import JSON, Select, SQLColumnExpression, and_, bindparam, func, or_, select, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
 from db.base import JSONType
 from db.models import PROACTIVE, QUEUED, Conversation, User
+
+
+@functools.cache
+def _user_and_active() -> Select[User, Conversation]:
+    # Built once: every turn starts with it, and building it cost more than running it.
+    return (
+        select(User, Conversation)
+        .outerjoin(Conversation, and_(Conversation.user_id == User.id, Conversation.status == "active"))
+        .options(defer(Conversation.messages, raiseload=True))
+        .where(User.id == bindparam("user_id"))
+        .order_by(Conversation.id.desc())
+        .limit(1)
+    )
 
 
 class ConversationRepository:
@@ -58,15 +72,7 @@ class ConversationRepository:
 
     async def user_and_active(self, user_id: int) -> tuple[User | None, Conversation | None]:
         """The user and their open session (as `active_for`), read in one statement."""
-        stmt = (
-            select(User, Conversation)
-            .outerjoin(Conversation, and_(Conversation.user_id == User.id, Conversation.status == "active"))
-            .options(defer(Conversation.messages, raiseload=True))
-            .where(User.id == user_id)
-            .order_by(Conversation.id.desc())
-            .limit(1)
-        )
-        row = (await self.session.execute(stmt)).first()
+        row = (await self.session.execute(_user_and_active(), {"user_id": user_id})).first()
         return (row[0], row[1]) if row is not None else (None, None)
 
     async def active_for(self, user_id: int) -> Conversation | None:

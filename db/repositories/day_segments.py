@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import date, datetime
 
-from sqlalchemy import select
+from sqlalchemy import Select, bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import DaySegment
+
+
+@functools.cache
+def _for_day() -> Select[DaySegment]:
+    # Built once: on every turn, building it cost more than running its cached compiled form.
+    return select(DaySegment).where(
+        DaySegment.user_id == bindparam("user_id"), DaySegment.day == bindparam("day")
+    )
 
 
 class DaySegmentRepository:
@@ -18,8 +27,8 @@ class DaySegmentRepository:
 
     async def for_day(self, user_id: int, day: date) -> DaySegment | None:
         """The user's segment for a calendar day, if it exists."""
-        stmt = select(DaySegment).where(DaySegment.user_id == user_id, DaySegment.day == day)
-        return (await self.session.execute(stmt)).scalar_one_or_none()
+        params = {"user_id": user_id, "day": day}
+        return (await self.session.execute(_for_day(), params)).scalar_one_or_none()
 
     async def open(self, user_id: int, day: date, timezone: str, at: datetime) -> DaySegment:
         """The segment for `day`, opened at this message when it is the first of the day."""

@@ -8,11 +8,25 @@ taking back and superseding. Each change marks the owner's facts as changed
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Interval, String, Text, cast, func, literal, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Interval,
+    Select,
+    String,
+    Text,
+    bindparam,
+    cast,
+    func,
+    literal,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -21,6 +35,21 @@ from db.repositories.dedupe import fact_dedupe_key, insert_ignoring_duplicates, 
 
 # A fact still held: not taken back, not superseded, not retired.
 HELD: ColumnElement[bool] = UserFact.invalidated_at.is_(None)
+
+
+@functools.cache
+def _version() -> Select[int, int | None, datetime | None, int | None, int | None]:
+    # Built once: every turn reads it (the profile's cache checks it), and building it cost more
+    # than running it.
+    return select(
+        func.count(UserFact.id),
+        func.max(UserFact.id),
+        func.max(UserFact.updated_at),
+        func.sum(func.length(cast(UserFact.message_ids, Text))),
+        func.sum(UserFact.reinforced),
+    ).where(UserFact.user_id == bindparam("owner_id"), HELD)
+
+
 # What places a fact in the profile and shows it, in this order (`held_rows`).
 PROFILE_COLUMNS = (UserFact.id, UserFact.content, UserFact.category, UserFact.pinned)
 # The profile's order within a section: the most reinforced, then the most recently said (or learned),
@@ -95,14 +124,8 @@ class FactRepository:
         """What changes whenever the owner's held facts do: how many, the newest id, the last change
         in place, the length of their sources and how often they were said (a cache of the facts is
         read again when it moves; a reinforcement dated in the past moves the last two)."""
-        stmt = select(
-            func.count(UserFact.id),
-            func.max(UserFact.id),
-            func.max(UserFact.updated_at),
-            func.sum(func.length(cast(UserFact.message_ids, Text))),
-            func.sum(UserFact.reinforced),
-        ).where(UserFact.user_id == owner_id, HELD)
-        count, newest, changed, sources, said = (await self.session.execute(stmt)).one()
+        row = await self.session.execute(_version(), {"owner_id": owner_id})
+        count, newest, changed, sources, said = row.one()
         return int(count or 0), int(newest or 0), str(changed or ""), int(sources or 0), int(said or 0)
 
     async def by_content(self, owner_id: int, content: str) -> UserFact | None:

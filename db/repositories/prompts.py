@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import select
+from sqlalchemy import Insert, Table, bindparam, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import GeneratedPrompt, Reminder
+
+
+@functools.cache
+def _add() -> Insert:
+    table = cast(Table, GeneratedPrompt.__table__)
+    names = ("user_id", "conversation_id", "message_id", "instructions", "context_snapshot", "created_at")
+    return insert(table).values({name: bindparam(name) for name in names})
 
 
 class PromptRepository:
@@ -27,19 +35,21 @@ class PromptRepository:
         instructions: str,
         snapshot: dict[str, Any],
         created_at: datetime,
-    ) -> GeneratedPrompt:
-        """Record what one turn's model call was given."""
-        prompt = GeneratedPrompt(
-            user_id=user_id,
-            conversation_id=conversation_id,
-            message_id=message_id,
-            instructions=instructions,
-            context_snapshot=snapshot,
-            created_at=created_at,
-        )
-        self.session.add(prompt)
+    ) -> None:
+        """Record what one turn's model call was given (after the session's pending changes, in order)."""
         await self.session.flush()
-        return prompt
+        # A Core statement built once: nothing reads the row back, so the ORM's unit of work was all cost.
+        await self.session.execute(
+            _add(),
+            {
+                "user_id": user_id,
+                "conversation_id": conversation_id,
+                "message_id": message_id,
+                "instructions": instructions,
+                "context_snapshot": snapshot,
+                "created_at": created_at,
+            },
+        )
 
     async def latest_for(self, user_id: int) -> GeneratedPrompt | None:
         """The newest snapshot of a user."""

@@ -9,12 +9,13 @@ model call resumes the send and never composes or sends it twice. The caller own
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, delete, func, or_, select, update
+from sqlalchemy import Integer, Select, bindparam, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -47,6 +48,21 @@ class TouchpointStats:
     declined: int
     cancelled: int
     answered_within_day: int
+
+
+@functools.cache
+def _planned_for() -> Select[Touchpoint]:
+    # Built once: every turn's context reads it, and building it cost more than running it.
+    return (
+        select(Touchpoint)
+        .where(
+            Touchpoint.user_id == bindparam("user_id"),
+            Touchpoint.kind != REMINDER,
+            Touchpoint.status == "planned",
+        )
+        .order_by(Touchpoint.due_at, Touchpoint.id)
+        .limit(bindparam("limit", type_=Integer))
+    )
 
 
 def _rowcount(result: Any) -> int:
@@ -282,13 +298,8 @@ class TouchpointRepository:
 
     async def planned_for(self, user_id: int, *, limit: int = 10) -> Sequence[Touchpoint]:
         """The user's planned touchpoints other than reminders, soonest first (/memory)."""
-        stmt = (
-            select(Touchpoint)
-            .where(Touchpoint.user_id == user_id, Touchpoint.kind != REMINDER, Touchpoint.status == "planned")
-            .order_by(Touchpoint.due_at, Touchpoint.id)
-            .limit(limit)
-        )
-        return (await self.session.execute(stmt)).scalars().all()
+        params = {"user_id": user_id, "limit": limit}
+        return (await self.session.execute(_planned_for(), params)).scalars().all()
 
     async def cancel_planned(self, user_id: int, *, outcome: str, now: datetime) -> int:
         """Cancel every planned (not leased) row of the user (/followups off)."""

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import date
+from typing import Any, cast
 
-from sqlalchemy import ScalarSelect, func, select
+from sqlalchemy import BindParameter, Insert, ScalarSelect, Select, Table, bindparam, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -37,6 +39,26 @@ class UsageRow:
     cache_write_1h_tokens: int = 0
 
 
+@functools.cache
+def _add(dialect: str) -> Insert:
+    # Built once per dialect, as a Core statement: every turn stores its usage through it.
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    table = cast(Table, ModelUsage.__table__)
+    stmt = insert(table).values({name: bindparam(name) for name in ("user_id", "day", "kind", *_COUNTS)})
+    return stmt.on_conflict_do_update(
+        index_elements=["user_id", "day", "kind"],
+        set_={name: table.c[name] + stmt.excluded[name] for name in _COUNTS},
+    )
+
+
+@functools.cache
+def _spent_by_owner() -> Select[int, int, str]:
+    # Built once: every turn that calls the model reads its budgets through it.
+    everyone, owners = UsageRepository._spent(bindparam("day"), bindparam("user_id"))
+    kind = select(User.kind).where(User.id == bindparam("user_id")).scalar_subquery()
+    return select(func.coalesce(everyone, 0), owners, kind)
+
+
 class UsageRepository:
     """Adds to and reads the `model_usage` counters; never commits."""
 
@@ -59,24 +81,18 @@ class UsageRepository:
         """Add calls and tokens to the user's counter of that day and kind (created when missing)."""
         if calls == 0 and input_tokens == 0 and output_tokens == 0:
             return
-        dialect = self.session.get_bind().dialect.name
-        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-        stmt = insert(ModelUsage).values(
-            user_id=user_id,
-            day=day,
-            kind=kind,
-            calls=calls,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cache_read_tokens=cache_read_tokens,
-            cache_write_tokens=cache_write_tokens,
-            cache_write_1h_tokens=cache_write_1h_tokens,
-        )
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["user_id", "day", "kind"],
-            set_={name: getattr(ModelUsage, name) + stmt.excluded[name] for name in _COUNTS},
-        )
-        await self.session.execute(stmt)
+        params = {
+            "user_id": user_id,
+            "day": day,
+            "kind": kind,
+            "calls": calls,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "cache_read_tokens": cache_read_tokens,
+            "cache_write_tokens": cache_write_tokens,
+            "cache_write_1h_tokens": cache_write_1h_tokens,
+        }
+        await self.session.execute(_add(self.session.get_bind().dialect.name), params)
 
     async def for_user(self, user_id: int, *, since: date) -> list[UsageRow]:
         """The user's counters from `since` on, newest day first, kinds in name order."""
@@ -108,9 +124,7 @@ class UsageRepository:
 
     async def spent_by_owner(self, day: date, user_id: int) -> tuple[int, int, bool]:
         """`spent` and whether the owner is a group chat (whose caps differ), in the same one statement."""
-        everyone, owners = self._spent(day, user_id)
-        kind = select(User.kind).where(User.id == user_id).scalar_subquery()
-        row = (await self.session.execute(select(func.coalesce(everyone, 0), owners, kind))).one()
+        row = (await self.session.execute(_spent_by_owner(), {"day": day, "user_id": user_id})).one()
         return int(row[0] or 0), int(row[1] or 0), row[2] == "group"
 
     async def spent(self, day: date, user_id: int | None = None) -> tuple[int, int]:
@@ -121,7 +135,9 @@ class UsageRepository:
         return int(row[0] or 0), int(row[1] or 0)
 
     @staticmethod
-    def _spent(day: date, user_id: int | None) -> tuple[ScalarSelect[int], ScalarSelect[int]]:
+    def _spent(
+        day: date | BindParameter[Any], user_id: int | BindParameter[Any] | None
+    ) -> tuple[ScalarSelect[int], ScalarSelect[int]]:
         everyone = (
             select(DailyCount.count).where(DailyCount.day == day, DailyCount.name == TOKENS).scalar_subquery()
         )

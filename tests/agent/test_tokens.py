@@ -152,6 +152,20 @@ def test_count_message_covers_every_part_kind() -> None:
     assert counter.count_messages([mixed, response]) == counter.count_message(mixed) + expected
 
 
+def test_a_message_counted_again_after_its_parts_change_is_counted_anew() -> None:
+    counter = get_counter()
+    message = ModelRequest(parts=[UserPromptPart("hello world")])
+    assert counter.count_message(message) == counter.count_message(message) == 2 + MESSAGE_OVERHEAD
+    message.parts.append(UserPromptPart("and one more thing"))
+    grown = 2 + counter.count("and one more thing") + MESSAGE_OVERHEAD
+    assert counter.count_message(message) == grown
+    message.parts = [UserPromptPart("bye")]
+    assert counter.count_message(message) == counter.count("bye") + MESSAGE_OVERHEAD
+    # An equal message that is another object is counted for itself.
+    equal = ModelRequest(parts=[UserPromptPart("bye")])
+    assert counter.count_message(equal) == counter.count_message(message)
+
+
 def test_special_token_text_is_counted_not_rejected() -> None:
     counter = get_counter()
     assert counter.count("<|endoftext|>") > 1
