@@ -23,12 +23,15 @@ moves the whole cached prefix, so that request would read nothing from the cache
 from __future__ import annotations
 
 import re
-from typing import Literal
-
-from pydantic_ai.models.anthropic import AnthropicModelSettings
+from typing import TYPE_CHECKING, Literal
 
 from agent.core.settings import Settings
 from agent.core.tokens import get_counter
+
+if TYPE_CHECKING:
+    # The settings are a TypedDict, a plain dict at run time: the type alone would import the
+    # Anthropic SDK (about a second) into processes that never call a model.
+    from pydantic_ai.models.anthropic import AnthropicModelSettings
 
 Ttl = Literal["5m", "1h"]
 
@@ -47,9 +50,9 @@ def cache_settings(
     5-minute entry of theirs would expire between turns and be written again each time anyway.
     """
     if settings.prompt_cache == "off":
-        return AnthropicModelSettings()
+        return {}
     ttl = "1h" if conversation and conversation_ttl == "1h" else settings.prompt_cache
-    cached = AnthropicModelSettings(anthropic_cache_instructions=ttl, cache=ttl)
+    cached: AnthropicModelSettings = {"anthropic_cache_instructions": ttl, "cache": ttl}
     if conversation:
         cached["anthropic_cache"] = conversation_ttl
         cached["framing_announcement"] = "always"
@@ -79,5 +82,5 @@ def static_cache_settings(settings: Settings, model: str, static: str) -> Anthro
     """Cache settings for a one-off call whose static instructions come first: their breakpoint when
     they reach the model's minimum cacheable length (below it a mark buys nothing), else none."""
     if get_counter().count(static) < minimum_prefix(model):
-        return AnthropicModelSettings()
+        return {}
     return cache_settings(settings, conversation=False)

@@ -33,14 +33,16 @@ def provider_model(model_name: str, settings: Settings, *, setting: str = "MODEL
     works without a setting of ours.
     """
     if model_name.startswith("anthropic:"):
-        from pydantic_ai.models.anthropic import AnthropicModel
-        from pydantic_ai.providers.anthropic import AnthropicProvider
-
         if settings.anthropic_api_key is None:
             raise MissingModelKeyError(
                 f"{setting} {model_name} needs ANTHROPIC_API_KEY: put it in the environment or .env,"
                 f" or set {setting}=demo to try the bot offline"
             )
+        # Imported here, past the key check: the SDK costs about a second, and a job that never calls
+        # a model runs without its key.
+        from pydantic_ai.models.anthropic import AnthropicModel
+        from pydantic_ai.providers.anthropic import AnthropicProvider
+
         key = settings.anthropic_api_key.get_secret_value()
         return AnthropicModel(model_name.removeprefix("anthropic:"), provider=AnthropicProvider(api_key=key))
     try:

@@ -126,11 +126,11 @@ async def test_sigterm_under_load_drains_within_the_grace(
     assert_exactly_once(result, bots, crashed=False)
 
 
+# pg_terminate_backend is PostgreSQL's.
+@pytest.mark.parametrize("database", ["postgres"], indirect=True)
 async def test_connections_terminated_mid_turn(
     telegram: FakeTelegram, model: FakeAnthropic, tmp_path: Path, database: str
 ) -> None:
-    if not database.startswith("postgresql"):
-        pytest.skip("pg_terminate_backend is PostgreSQL's")
     scenario = Scenario("connections dropped", "postgres", "polling", ("drop", "drop"))
     result, bots = await run(scenario, telegram, model, tmp_path, database)
     assert_exactly_once(result, bots, crashed=False)
@@ -165,11 +165,11 @@ async def test_server_restart_of_a_private_cluster(
     assert_exactly_once(result, bots, crashed=False)
 
 
+# Several instances share one PostgreSQL.
+@pytest.mark.parametrize("database", ["postgres"], indirect=True)
 async def test_two_instances_one_killed(
     telegram: FakeTelegram, model: FakeAnthropic, tmp_path: Path, database: str
 ) -> None:
-    if not database.startswith("postgresql"):
-        pytest.skip("several instances share one PostgreSQL")
     scenario = Scenario("2 instances, 1 killed", "postgres", "webhook", ("kill-one",), instances=2)
     result, bots = await run(scenario, telegram, model, tmp_path, database)
     assert not bots[0].alive and bots[1].exits[-1][0] == 0

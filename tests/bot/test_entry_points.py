@@ -79,3 +79,34 @@ async def test_the_web_pages_migrate_a_database_never_migrated(tmp_path: Path) -
         process.send_signal(signal.SIGTERM)
         await asyncio.to_thread(process.wait, 30)
     assert process.returncode == 0, process.communicate()[1][-3000:]
+
+
+# What the entry points load, and a job's model without its key: none of it needs the Anthropic SDK
+# (about a second at every start), which a process imports only to call an Anthropic model.
+SDK_PROBE = """
+import sys
+import bot.__main__, bot.app, bot.cli.chat, bot.cli.jobs, bot.web.serve, db.migrate, jobs.registry
+from agent.core.errors import MissingModelKeyError
+from agent.core.models import build_model
+from agent.core.settings import Settings
+try:
+    build_model("anthropic:claude-sonnet-5-5", Settings(_env_file=None, anthropic_api_key=None))
+except MissingModelKeyError:
+    pass
+build_model("demo", Settings(_env_file=None))
+print(sorted(m for m in sys.modules if m.split(".")[0] == "anthropic" or m.endswith(".anthropic")))
+"""
+
+
+def test_a_process_without_an_anthropic_model_never_imports_the_sdk() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", SDK_PROBE],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env_for("sqlite+aiosqlite:///:memory:"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
