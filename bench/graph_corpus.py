@@ -19,8 +19,8 @@ from graphiti_core.driver.driver import GraphProvider
 from graphiti_core.models.edges.edge_db_queries import get_entity_edge_save_bulk_query
 
 from agent.graph.embedder import GraphitiEmbedder
-from agent.graph.graphiti_backend import GraphitiMemory
-from agent.graph.memory import GROUPS, Group, group_id
+from agent.graph.graphiti_backend import GraphitiGraph
+from agent.graph.base import GROUPS, Group, group_id
 
 START = datetime(2026, 1, 1, 20, 0, tzinfo=UTC)
 WORDS = (
@@ -136,12 +136,12 @@ class _Embeddings:
         return [self.known[t] for t in texts]
 
 
-async def load_corpus(memory: GraphitiMemory, user_id: int, episodes: int, rng: random.Random) -> None:
+async def load_corpus(graph: GraphitiGraph, user_id: int, episodes: int, rng: random.Random) -> None:
     """Write `episodes` episodes' facts for one user across the three groups, planted facts included."""
-    embeddings = _Embeddings(memory.embedder)
+    embeddings = _Embeddings(graph.embedder)
     for group in GROUPS:
         gid = group_id(user_id, group)
-        scope = await memory.graphiti_for(gid)
+        scope = await graph.graphiti_for(gid)
         if scope.driver.provider != GraphProvider.FALKORDB:
             raise ValueError("the benchmark corpus is written with FalkorDB's bulk queries")
         names = ["User", *WORDS, *(["Planted"] if group == "user" else [])]
@@ -169,17 +169,17 @@ async def load_corpus(memory: GraphitiMemory, user_id: int, episodes: int, rng: 
             for question in PLANTED:
                 at = START + timedelta(hours=rng.randrange(max(1, count)))
                 facts.append((question.answer, nodes["Planted"], max(at, moved), None))
-        await _save_edges(memory, gid, nodes["User"], facts, embeddings)
+        await _save_edges(graph, gid, nodes["User"], facts, embeddings)
 
 
 async def _save_edges(
-    memory: GraphitiMemory,
+    graph: GraphitiGraph,
     gid: str,
     speaker: str,
     facts: list[tuple[str, str, datetime, datetime | None]],
     embeddings: _Embeddings,
 ) -> None:
-    scope = await memory.graphiti_for(gid)
+    scope = await graph.graphiti_for(gid)
     query = get_entity_edge_save_bulk_query(GraphProvider.FALKORDB)
     for start in range(0, len(facts), BATCH):
         chunk = facts[start : start + BATCH]

@@ -6,7 +6,7 @@ the rest it only hears. Every message goes through `TurnService.hear` or `TurnSe
 
 1. With an instant model, on SQLite and on PostgreSQL when it is reachable: the addressed turns'
    overhead late in the day (the last quarter, when the group's session is longest), a heard
-   message's store, and a group turn's context tokens: memory, the session's history, the turn's
+   message's store, and a group turn's context tokens: memory, the conversation's history, the turn's
    note and the heard lines that go with the addressed message.
 2. Against the fake Anthropic API with its prompt-cache model on the day's clock (as `bench cost`):
    the share of each addressed turn's chat-model input read from cache, in the cache-ordered layout,
@@ -32,7 +32,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import select
 
 from agent.account.groups import group_owner
-from agent.context import ContextBuilder, FunctionMemory, MemoryLimits
+from agent.context import ContextBuilder, FunctionRecall, RecallLimits
 from agent.core.models import build_model
 from agent.core.settings import Settings
 from agent.core.tokens import get_counter
@@ -100,7 +100,7 @@ def plan_day(messages: int, members: int, *, seed: int = 38) -> list[Said]:
     return said
 
 
-async def _facts(user_id: int, query: str, limits: MemoryLimits, now: datetime) -> list[str]:
+async def _facts(user_id: int, query: str, limits: RecallLimits, now: datetime) -> list[str]:
     words = " ".join(query.split()[-3:])
     return [f"The group talked about {words} before ({i})." for i in range(4)]
 
@@ -175,7 +175,7 @@ async def run_day(
         sessions=sessions,
         clock=clock,
         model=model,
-        context_builder=ContextBuilder(settings, memory=FunctionMemory(_facts)),
+        context_builder=ContextBuilder(settings, recall=FunctionRecall(_facts)),
     )
     owner, _ = await group_owner(
         sessions, chat_id=CHAT_ID, title="Allotment friends", now=START, timezone="UTC"

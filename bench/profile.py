@@ -2,9 +2,9 @@
 2,000 facts, on SQLite and on PostgreSQL.
 
 The profile is built as a turn builds it (agent/context/profile.py: the held facts learned by the
-session's start, read through `FactRepository`, chosen within PROFILE_TOKENS, rendered and checked
+conversation's start, read through `FactRepository`, chosen within PROFILE_TOKENS, rendered and checked
 against the budget), each build in its own database session, after one build that warms the
-process: as a new session's first turn builds it (nothing kept of the person), and as its later
+process: as a new conversation's first turn builds it (nothing kept of the person), and as its later
 turns do (the choice kept while the person's facts stay the same). The facts recalled for a message
 are ranked as a turn ranks them (full text; the words of the person's facts kept between turns,
 read again when they change). Target: the profile's p95 at
@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
-from agent.context.memory import STANDARD
+from agent.context.recall import STANDARD
 from agent.context.profile import ProfileTier, load_profile_tier
 from agent.core.settings import Settings
 from agent.core.tokens import get_counter
@@ -113,13 +113,13 @@ async def measure_profile(backend: str, *, facts: int, builds: int) -> dict[str,
             later: list[float] = []
             chosen = left = 0
             for index in range(builds + 1):
-                # A new session's first turn: nothing held of this person (a new anchor each build).
+                # A new conversation's first turn: nothing held of this person (a new anchor each build).
                 anchor = NOW + timedelta(minutes=index)
                 ms, tier = await build(anchor)
                 if index:  # the first build warms the process (imports, the token counter's cache)
                     times.append(ms)
                 chosen, left = len(tier.profile.facts), len(tier.profile.left_out)
-                # The session's later turns: the same anchor, the choice kept while no fact changed.
+                # The conversation's later turns: the same anchor, the choice kept while no fact changed.
                 later.append((await build(anchor))[0])
             units = FactUnits.from_settings(settings)
             recall = Recall(
@@ -162,8 +162,8 @@ async def run_profile_bench(settings: Settings, *, quick: bool = False) -> None:
             f"{figures['chosen']} in the profile, {figures['left_out']} left out for recall"
         )
         print(
-            f"{backend:8} profile, a new session's first turn  {describe(profile)}"
+            f"{backend:8} profile, a new conversation's first turn  {describe(profile)}"
             f"  (target p95 <= {TARGET_MS:.0f} ms: {verdict})"
         )
-        print(f"{backend:8} profile, the session's later turns {describe(figures['later'])}")
+        print(f"{backend:8} profile, the conversation's later turns {describe(figures['later'])}")
         print(f"{backend:8} recall for a message (words)      {describe(figures['recall'])}")

@@ -1,4 +1,4 @@
-"""`bench recall --facts`'s context figure: what the first request of a new session already holds.
+"""`bench recall --facts`'s context figure: what the first request of a new conversation already holds.
 
 For each LoCoMo question, the first request of a new session at the question's time (the day after
 the conversation's last session) is built by the product's own context builder, with the file's
@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.context.builder import ContextBuilder
-from agent.context.memory import MemoryTierSource
+from agent.context.recall import RecallSource
 from agent.core.settings import Settings
 from agent.memory.service import Facts
 from agent.memory.units import FactUnits
@@ -69,7 +69,7 @@ class System:
     """One way of filling the first request: what recalls the facts, and whether the profile counts
     (the graph's tier alone is measured without it, as the prompt was before the list reached it)."""
 
-    memory: MemoryTierSource
+    recall: RecallSource
     profile: bool = True
 
 
@@ -81,7 +81,7 @@ async def measure_context(
 ) -> dict[str, Held]:
     """Build every question's first request under each system and score what it holds."""
     builders = {
-        name: ContextBuilder(settings, memory=system.memory, summary_model="test")
+        name: ContextBuilder(settings, recall=system.recall, summary_model="test")
         for name, system in systems.items()
     }
     results = {name: Held() for name in systems}
@@ -142,7 +142,7 @@ def _shown_facts(blocks: Mapping[str, Any], sources: Mapping[str, set[int]]) -> 
 def print_context(results: Mapping[str, Held]) -> None:
     """The context figure, per category and overall."""
     print(
-        "context: the first request of a new session at the question's time, no tool call; share of"
+        "context: the first request of a new conversation at the question's time, no tool call; share of"
         " questions whose evidence turn lies behind a fact in it (profile or recalled)"
     )
     labels = [(f"{c} {CATEGORIES[c]}", [c]) for c in CATEGORIES] + [("overall", list(CATEGORIES))]

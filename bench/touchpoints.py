@@ -26,7 +26,7 @@ from bench.clock import FrozenClock
 from bench.common import describe, scratch_database
 from bench.fakes.anthropic_api import FakeAnthropic, Reply
 from bench.fakes.telegram_api import FakeTelegram
-from bot.delivery.touchpoints import TelegramSender
+from bot.delivery.touchpoints import TelegramMessenger
 from db.engine import create_engine, session_factory
 from db.models import Touchpoint, User
 from db.repositories.touchpoints import TouchpointRepository
@@ -176,7 +176,7 @@ async def run_touchpoints_bench(settings: Settings, *, quick: bool = False) -> N
                 leased = await _lease_ms(ctx, due, 20)
                 print(f"  {backend:8} find and lease them (one statement): {describe(leased)}", flush=True)
                 async with Bot(TOKEN, base_url=tg.base_url) as bot:
-                    ctx.sender = TelegramSender(bot)
+                    ctx.messenger = TelegramMessenger(bot)
                     counts, seconds = await _deliver(ctx, tg, server)
                     calls = len(server.message_bodies())
                     idle = await run_job("touchpoints", ctx)

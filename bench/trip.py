@@ -44,7 +44,7 @@ PRODUCT = ("bot", "agent", "db", "jobs")
 TOKEN = "123:ABC"
 SECRET = "s3cret"
 # Collectors of the context package: each reads one tier, all at once; the path does not run through them.
-COLLECTORS = ("agent/context/tiers.py", "agent/context/threads.py", "agent/context/memory.py")
+COLLECTORS = ("agent/context/tiers.py", "agent/context/threads.py", "agent/context/recall.py")
 
 
 def _instant(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -198,7 +198,7 @@ def _print(backend: str, trip: Trip) -> None:
 
 async def run_trip_bench(verbose: bool = False) -> None:
     """Print the counted trip of one text message on each database."""
-    print("one text message, webhook to the answer sent (instant model, second message of a session)")
+    print("one text message, webhook to the answer sent (instant model, second message of a conversation)")
     for backend in ("sqlite", "postgres"):
         trip = await measure_trip(backend)
         if trip is None:

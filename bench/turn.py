@@ -1,6 +1,6 @@
 """`python -m bot bench turn`: one turn's overhead with an instant model, by stored-message count.
 
-`--calls` counts instead of timing: the Python function calls of turns 6 to 35 of a session (from 0)
+`--calls` counts instead of timing: the Python function calls of turns 6 to 35 of a conversation (from 0)
 (cProfile's count, the interpreter's own builtins included), which do not depend on the machine's
 load the way the milliseconds do.
 """
@@ -25,7 +25,7 @@ from db.engine import create_engine, session_factory
 from db.models import Conversation, TranscriptMessage
 
 SIZES = (10, 1_000, 10_000)
-# Calls are counted over 30 turns after the session's first six (they fill the caches).
+# Calls are counted over 30 turns after the conversation's first six (they fill the caches).
 CALLS_FROM = 6
 CALLS_TURNS = 30
 START = datetime(2025, 1, 1, 8, 0, tzinfo=UTC)
@@ -107,7 +107,7 @@ async def bench_one(
 
 
 async def calls_per_turn(url: str, stored: int) -> float:
-    """Python function calls per turn over turns 6 to 35 of a session (cProfile's count)."""
+    """Python function calls per turn over turns 6 to 35 of a conversation (cProfile's count)."""
     profile = cProfile.Profile()
     turns = await bench_one(url, stored, CALLS_TURNS, warm_up=CALLS_FROM, profile=profile)
     calls = sum(entry[1] for entry in pstats.Stats(profile).stats.values())  # type: ignore[attr-defined]

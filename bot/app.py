@@ -32,7 +32,7 @@ from agent.core.settings import Settings
 from bot.delivery.runner import DeliveryRunner, build_delivery
 from bot.delivery.sending import GroupPace
 from bot.delivery.signals import SignalFreeServer, on_stop_signal
-from bot.delivery.touchpoints import TelegramSender
+from bot.delivery.touchpoints import TelegramMessenger
 from bot.handlers import (
     access,
     admin,
@@ -158,7 +158,7 @@ def _register(application: AnyApplication, settings: Settings) -> None:
     application.add_handler(MessageHandler(filters.TEXT & private, messages.on_text))
     application.add_handler(MessageHandler(filters.PHOTO & private, media.on_photo))
     application.add_handler(MessageHandler(filters.Document.ALL & private, media.on_document))
-    application.add_handler(MessageHandler(filters.VOICE & private, media.on_voice))
+    application.add_handler(MessageHandler(filters.VOICE & private, media.on_voice_note))
     application.add_handler(
         MessageHandler(private & ~filters.TEXT & ~filters.StatusUpdate.ALL, messages.on_other)
     )
@@ -213,7 +213,7 @@ async def _post_init(application: AnyApplication) -> None:
             ) from exc
         logger.info("webhook registered", extra={"url": settings.webhook_url})
     # The touchpoints job sends follow-ups through this bot (jobs never import the bot).
-    s.runtime.jobs.sender = TelegramSender(application.bot)
+    s.runtime.jobs.messenger = TelegramMessenger(application.bot)
     # The inbox and job gauges of the metrics, when they are on (agent/core/observability).
     start_sampler(s.runtime.sessions, s.runtime.clock)
     if application.job_queue is not None:

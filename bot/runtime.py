@@ -25,8 +25,8 @@ from agent.chat.persona import persona_for
 from agent.context.builder import ContextBuilder
 from agent.core.clock import Clock
 from agent.core.settings import Settings
-from agent.graph import GraphMemory, NullGraphMemory
-from agent.graph.guarded import GuardedGraphMemory
+from agent.graph import KnowledgeGraph, NullGraph
+from agent.graph.guarded import GuardedGraph
 from agent.graph.opening import OpeningGraph
 from agent.graph.setup import settings_graph_opener
 from agent.graph.store import GraphDataStore
@@ -70,8 +70,8 @@ class Runtime:
     # The person's facts (the one list, the graph's relation facts joined): the memory tools, the
     # facts recalled per message, /memory and the Mini App use it.
     facts: Facts | None = None
-    # The knowledge graph: NullGraphMemory when GRAPH_BACKEND=none or it could not open.
-    graph: GraphMemory = field(default_factory=NullGraphMemory)
+    # The knowledge graph: NullGraph when GRAPH_BACKEND=none or it could not open.
+    graph: KnowledgeGraph = field(default_factory=NullGraph)
     # Writers /forget waits for; every graph write and indexing pass registers here.
     guard: WriteGuard | None = None
     _closed: bool = field(default=False, init=False, repr=False)
@@ -154,7 +154,7 @@ async def build_runtime(
     migrate: bool = True,
     summary_model: Model | str | None = None,
     embedder: Embedder | Literal["settings"] | None = "settings",
-    graph: GraphMemory | Literal["settings"] = "settings",
+    graph: KnowledgeGraph | Literal["settings"] = "settings",
 ) -> Runtime:
     """Upgrade the schema to head and wire the services; `graph=` lets tests pass their own graph.
 
@@ -175,12 +175,12 @@ async def build_runtime(
         settings, sessions, dialect=engine.dialect.name, embedder=chosen, guard=guard, units=units
     )
     # The graph shares the one embedder; off, the facts are the list alone.
-    memory = graph if graph != "settings" else _settings_graph(settings, chosen, clock)
-    graph_on = not isinstance(memory, NullGraphMemory)
+    knowledge_graph = graph if graph != "settings" else _settings_graph(settings, chosen, clock)
+    graph_on = not isinstance(knowledge_graph, NullGraph)
     try:
         enrichment = (
             GraphFacts(
-                GuardedGraphMemory(memory, guard),
+                GuardedGraph(knowledge_graph, guard),
                 clock=clock,
                 timeout_seconds=settings.graph_search_timeout_seconds,
                 sessions=sessions,
@@ -199,7 +199,7 @@ async def build_runtime(
             model=model,
             recall=recall,
             facts=facts,
-            context_builder=ContextBuilder(settings, memory=facts),
+            context_builder=ContextBuilder(settings, recall=facts),
         )
         jobs = build_job_context(
             settings,
@@ -207,17 +207,17 @@ async def build_runtime(
             sessions,
             clock=clock,
             summary_model=summary_model,
-            graph=memory if graph_on else None,
+            graph=knowledge_graph if graph_on else None,
             guard=guard,
             chat_model=model,
         )
     except BaseException:
-        await memory.close()  # an embedded graph runs a server process: never leave it behind
+        await knowledge_graph.close()  # an embedded graph runs a server process: never leave it behind
         await engine.dispose()
         raise
     data_stores: list[UserDataStore] = [
         recall,
-        *([GraphDataStore(memory, settle=facts.drain)] if graph_on else []),
+        *([GraphDataStore(knowledge_graph, settle=facts.drain)] if graph_on else []),
     ]
     # The `forget` job finishes what a failing store left of a /forget (the same stores and caches).
     jobs.data_stores = data_stores
@@ -238,12 +238,12 @@ async def build_runtime(
         data_stores=data_stores,
         recall=recall,
         facts=facts,
-        graph=memory,
+        graph=knowledge_graph,
         guard=guard,
     )
 
 
-def _settings_graph(settings: Settings, embedder: Embedder | None, clock: Clock) -> GraphMemory:
-    """The graph the settings name, opening in the background; `NullGraphMemory` when it is off."""
+def _settings_graph(settings: Settings, embedder: Embedder | None, clock: Clock) -> KnowledgeGraph:
+    """The graph the settings name, opening in the background; `NullGraph` when it is off."""
     opener = settings_graph_opener(settings, embedder=embedder, clock=clock)
-    return NullGraphMemory() if opener is None else OpeningGraph(opener)
+    return NullGraph() if opener is None else OpeningGraph(opener)

@@ -64,19 +64,19 @@ def is_transient(exc: BaseException) -> bool:
 
 @dataclass
 class Backoff:
-    """Exponential delays with jitter (0.1 s, 0.2 s, ... up to `cap`), within a total `budget`."""
+    """Exponential delays with jitter (0.1 s, 0.2 s, ... up to `cap`), within a `total`."""
 
-    budget: float
+    total: float
     first: float = 0.1
     cap: float = 5.0
     spent: float = field(default=0.0, init=False)
     _next: float = field(default=0.0, init=False)
 
     def next_delay(self) -> float | None:
-        """The pause before the next try, or None once the budget is spent."""
-        if self.spent >= self.budget:
+        """The pause before the next try, or None once the total is spent."""
+        if self.spent >= self.total:
             return None
         self._next = min(self.cap, self._next * 2 if self._next else self.first)
-        delay = min(self._next * random.uniform(0.8, 1.2), self.budget - self.spent)
+        delay = min(self._next * random.uniform(0.8, 1.2), self.total - self.spent)
         self.spent += delay
         return delay

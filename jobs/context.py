@@ -16,8 +16,8 @@ from agent.core.clock import Clock
 from agent.core.errors import MissingModelKeyError
 from agent.core.models import build_model, unavailable_model
 from agent.core.settings import Settings
-from agent.graph.guarded import GuardedGraphMemory
-from agent.touchpoints.sender import TouchpointSender
+from agent.graph.guarded import GuardedGraph
+from agent.touchpoints.messenger import TouchpointMessenger
 
 
 @dataclass
@@ -30,7 +30,7 @@ class JobContext:
     clock: Clock
     summary_model: Model | str
     worker_id: str
-    # The knowledge-graph hook (agent/graph's GraphMemory); None turns the graph stage off.
+    # The knowledge-graph hook (agent/graph's KnowledgeGraph); None turns the graph stage off.
     graph: Any = None
     # /forget: the writers' registry, and the stores and caches the `forget` job finishes.
     guard: WriteGuard | None = None
@@ -39,7 +39,7 @@ class JobContext:
     # Touchpoints: the model that writes them (the chat model; None: the summary model) and the
     # bot's sender (None where there is no Telegram: the touchpoints job then leaves them due).
     chat_model: Model | str | None = None
-    sender: TouchpointSender | None = None
+    messenger: TouchpointMessenger | None = None
 
 
 def default_worker_id() -> str:
@@ -65,8 +65,8 @@ def build_job_context(
     """
     model = summary_model if summary_model is not None else settings_model(settings, "summary_model")
     guard = guard if guard is not None else WriteGuard(sessions, engine=engine)
-    if graph is not None and not isinstance(graph, GuardedGraphMemory):
-        graph = GuardedGraphMemory(graph, guard)
+    if graph is not None and not isinstance(graph, GuardedGraph):
+        graph = GuardedGraph(graph, guard)
     return JobContext(
         settings=settings,
         engine=engine,
@@ -83,7 +83,7 @@ def build_job_context(
 def settings_model(settings: Settings, setting: str) -> Model:
     """The model a setting names; without its key, one that refuses in one line when a job calls it.
 
-    Jobs that never call a model (closing idle sessions, finishing a /forget) run without any key; an
+    Jobs that never call a model (closing idle conversations, finishing a /forget) run without any key; an
     unknown model string still stops the start.
     """
     try:

@@ -24,8 +24,8 @@ JOB_NAMES: tuple[str, ...] = (
 )
 
 
-async def _sessions(ctx: JobContext, **options: Any) -> dict[str, Any]:
-    from jobs.sessions import close_idle
+async def _conversations(ctx: JobContext, **options: Any) -> dict[str, Any]:
+    from jobs.conversations import close_idle
 
     return await close_idle(ctx)
 
@@ -69,7 +69,7 @@ async def _touchpoints(ctx: JobContext, **options: Any) -> dict[str, Any]:
 
 
 _JOBS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
-    "sessions": _sessions,
+    "sessions": _conversations,
     "postprocess": _postprocess,
     "consolidate": _consolidate,
     "day-summaries": _day_summaries,

@@ -19,9 +19,9 @@ from agent.core.clock import ensure_utc, zone_of
 from agent.core.settings import Settings
 from agent.history.messages import touchpoint_history
 from agent.reminders.store import advance, is_snooze
-from agent.touchpoints.sender import chat_of
+from agent.touchpoints.messenger import chat_of
 from agent.turn.transcript import write_message
-from db.models import PROACTIVE, Reminder, Touchpoint, User
+from db.models import TOUCHPOINT_KIND, Reminder, Touchpoint, User
 from db.repositories.conversations import ConversationRepository
 from db.repositories.touchpoints import REMINDER
 
@@ -67,7 +67,7 @@ async def record_occurrence(
     session: AsyncSession, row: Touchpoint, user: User, *, now: datetime, settings: Settings
 ) -> Closed | Recorded:
     """Plan the next occurrence and, unless it may not go out, store the message as the assistant's
-    turn in a session it opens. The caller holds the lease and the user's row lock, and records it."""
+    turn in a conversation it opens. The caller holds the lease and the user's row lock, and records it."""
     reminder = await session.get(Reminder, row.reminder_id) if row.reminder_id is not None else None
     if reminder is None or reminder.user_id != user.id or reminder.status == "cancelled":
         return Closed("cancelled")
@@ -86,7 +86,7 @@ async def record_occurrence(
     if active is not None:
         await conversations.end_and_queue(active, active.last_message_at)
     conversation = await conversations.start(user.id, now)
-    conversation.kind = PROACTIVE
+    conversation.kind = TOUCHPOINT_KIND
     conversation.messages = touchpoint_history(
         f"the reminder they asked for: {reminder.text}", text, now, settings.persona_name
     )

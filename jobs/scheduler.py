@@ -18,7 +18,7 @@ _BATCH_LIMITS = {"postprocess": "postprocess_batch_limit", "consolidate": "conso
 
 
 async def run_minute_jobs(ctx: JobContext) -> dict[str, dict[str, Any]]:
-    """Session detection, post-processing, tidying the facts that changed, due in-day summaries,
+    """Conversation detection, post-processing, tidying the facts that changed, due in-day summaries,
     unfinished /forgets and due follow-ups, in that order."""
     results: dict[str, dict[str, Any]] = {}
     for name in MINUTE_JOBS:

@@ -10,7 +10,7 @@ same record-then-send path.
 4. Record: the text, its transcript row (an assistant turn, kind `proactive`) and the session it
    opens are committed together, under the user's row lock, with the rules read again; from then on
    the row is `sending` and a worker that dies is resumed by the next one (send, no new model call).
-5. Send through the bot's sender, chunk by chunk, each chunk counted on the row, the lease renewed
+5. Send through the bot's messenger, chunk by chunk, each chunk counted on the row, the lease renewed
    before each one; a 403 marks the user unreachable.
 """
 
@@ -35,10 +35,10 @@ from agent.history.messages import touchpoint_history
 from agent.touchpoints.check_ins import plan_check_ins
 from agent.touchpoints.compose import Occasion, compose
 from agent.touchpoints.rules import WEEK, Cancel, Postpone, Subject, decide
-from agent.touchpoints.sender import chat_of
-from agent.turn.daily_tokens import TokenBudget
+from agent.touchpoints.messenger import chat_of
+from agent.turn.daily_tokens import DailyCaps
 from agent.turn.transcript import write_message
-from db.models import PROACTIVE, Touchpoint, User
+from db.models import TOUCHPOINT_KIND, Touchpoint, User
 from db.repositories.conversations import ConversationRepository
 from db.repositories.touchpoints import REMINDER, TouchpointRepository
 from jobs.context import JobContext
@@ -72,21 +72,21 @@ class Pace:
 
 async def deliver_due(ctx: JobContext, *, limit: int | None = None) -> dict[str, Any]:
     """Lease the due touchpoints and work each one; counts by outcome."""
-    if ctx.sender is None:
+    if ctx.messenger is None:
         return {"due": 0, "no_sender": 1}
     now = ctx.clock.now()
-    lease = timedelta(seconds=ctx.settings.proactive_lease_seconds)
+    lease = timedelta(seconds=ctx.settings.touchpoint_lease_seconds)
     check_ins = await plan_check_ins(ctx.sessions, ctx.settings, now)
     async with ctx.sessions() as session, session.begin():
         ids = await TouchpointRepository(session).lease_due(
-            owner=ctx.worker_id, now=now, lease=lease, limit=limit or ctx.settings.proactive_batch_limit
+            owner=ctx.worker_id, now=now, lease=lease, limit=limit or ctx.settings.touchpoint_batch_limit
         )
     counts: Counter[str] = Counter(due=len(ids))
     if check_ins:
         counts["check_ins_planned"] = check_ins
     if not ids:
         return dict(counts)
-    worker = _Worker(ctx, Pace(ctx.settings.proactive_send_per_second))
+    worker = _Worker(ctx, Pace(ctx.settings.touchpoint_send_per_second))
     gate = asyncio.Semaphore(CONCURRENCY)
 
     async def one(touchpoint_id: int) -> None:
@@ -102,9 +102,9 @@ class _Worker:
         self.ctx = ctx
         self.pace = pace
         self.owner = ctx.worker_id
-        self.lease = timedelta(seconds=ctx.settings.proactive_lease_seconds)
+        self.lease = timedelta(seconds=ctx.settings.touchpoint_lease_seconds)
         self.builder = ContextBuilder(ctx.settings, summary_model=ctx.summary_model)
-        self.budget = TokenBudget.from_settings(ctx.settings)
+        self.caps = DailyCaps.from_settings(ctx.settings)
 
     async def work(self, touchpoint_id: int) -> str:
         # A trace of its own, named and linked once the row is read.
@@ -170,7 +170,7 @@ class _Worker:
         if attempts > MAX_ATTEMPTS:
             await self._close(touchpoint_id, "cancelled", "failed")
             return "cancelled_failed"
-        if await self.budget.over(self.ctx.sessions, user.id, now) is not None:
+        if await self.caps.over(self.ctx.sessions, user.id, now) is not None:
             # USER_DAILY_TOKENS / DAILY_TOKENS reached: the touchpoint waits for the next UTC day.
             tomorrow = datetime.combine(now.astimezone(UTC).date() + timedelta(days=1), time(), tzinfo=UTC)
             await self._postpone(touchpoint_id, tomorrow)
@@ -238,7 +238,7 @@ class _Worker:
         return await self._send(touchpoint_id, user_id, outcome.text, 0, reminder_id)
 
     async def _record(self, touchpoint_id: int, text: str) -> Cancel | Postpone | None:
-        """Store the message as the assistant's turn of kind `proactive`, in a session it opens; the rules are
+        """Store the message as the assistant's turn of kind `proactive`, in a conversation it opens; the rules are
         read again under the user's row lock, so two instances never both send to one user."""
         now = self.ctx.clock.now()
         async with self.ctx.sessions() as session, session.begin():
@@ -263,7 +263,7 @@ class _Worker:
             if active is not None:
                 await conversations.end_and_queue(active, active.last_message_at)
             conversation = await conversations.start(user.id, now)
-            conversation.kind = PROACTIVE
+            conversation.kind = TOUCHPOINT_KIND
             conversation.messages = touchpoint_history(row.reason, text, now, self.ctx.settings.persona_name)
             message = await write_message(
                 session,
@@ -283,7 +283,7 @@ class _Worker:
     async def _send(
         self, touchpoint_id: int, user_id: int, text: str, start: int, reminder_id: int | None = None
     ) -> str:
-        assert self.ctx.sender is not None
+        assert self.ctx.messenger is not None
         async with self.ctx.sessions() as session:
             owner = await session.get(User, user_id)
             chat_id = chat_of(owner) if owner is not None else None
@@ -306,7 +306,7 @@ class _Worker:
         try:
             await self._renew(touchpoint_id)
             await self.pace.wait()
-            await self.ctx.sender.send(chat_id, text, start=start, on_sent=on_sent, reminder_id=reminder_id)
+            await self.ctx.messenger.send(chat_id, text, start=start, on_sent=on_sent, reminder_id=reminder_id)
         except RecipientBlockedError:
             await self._unreachable(touchpoint_id, user_id)
             return "undeliverable"

@@ -71,7 +71,7 @@ async def move_group(sessions: async_sessionmaker[AsyncSession], old_chat_id: in
     Telegram sends the move twice (`migrate_to_chat_id` in the old chat, `migrate_from_chat_id` in
     the new one); the second finds the row already moved and changes nothing. Telegram message ids
     count per chat, so the new chat's ids start again: the old chat's ids are cleared from the
-    transcript, or a new message would be taken for a repeated delivery of an old one.
+    transcript, or a new message would be taken for a repeat of an old one.
     """
     async with sessions() as session, session.begin():
         if await UserRepository(session).by_chat_id(new_chat_id) is not None:

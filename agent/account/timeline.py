@@ -8,7 +8,7 @@ that summary was written from (`DaySegment.last_summarized_message_id`). That is
 `conversation_search` uses for `covered_by_summary`, so a folded message and a search hit agree.
 Each run of covered messages is folded in front of the "day summary updated" note that followed
 it. Session compactions (`history_compactions`) are shown as their own system entries with their
-summary, but fold nothing: they shape what the model reads in one session, they are not the
+summary, but fold nothing: they shape what the model reads in one conversation, they are not the
 user's record of the day, and they count model messages, not transcript rows.
 """
 

@@ -3,7 +3,7 @@
 A request reads, from the most stable to the least (the order a provider's prompt cache reads it):
 the tools; PydanticAI's framing announcement (agent/core/caching.py); the persona and rules, the
 same for every user of the bot (a literal instruction, given to each run, so PydanticAI sorts it
-first and marks a cache breakpoint after it); this session's memory (an instruction that appends
+first and marks a cache breakpoint after it); this conversation's package (an instruction that appends
 its changes to the history instead of rewriting the prefix, with the second breakpoint after it;
 a change is sent ahead of the words of the turn it came in, agent/chat/changes.py);
 the history; and last this turn's note and message, where the automatic breakpoint moves with the
@@ -39,21 +39,21 @@ chat_agent: Agent[TurnDeps, str] = Agent(
     name="nikita",
     defer_model_check=True,
     toolsets=[chat_tools],
-    # A change to the session's memory is sent before the person's words (agent/chat/changes.py).
+    # A change to the conversation's package is sent before the person's words (agent/chat/changes.py).
     capabilities=[ChangesFirst()],
 )
 
 
 @chat_agent.instructions(name="memory", on_change="append")
-def _session_memory(ctx: RunContext[TurnDeps]) -> str:
-    # The same text on every turn of a session until a source changes; a change is appended to the
+def _conversation_package(ctx: RunContext[TurnDeps]) -> str:
+    # The same text on every turn of a conversation until a source changes; a change is appended to the
     # history as a replacement, so the cached prefix stays (PydanticAI records the first value in
-    # the session's first request), and it is sent ahead of that turn's words.
-    return ctx.deps.memory
+    # the conversation's first request), and it is sent ahead of that turn's words.
+    return ctx.deps.package_text
 
 
 def _offline_reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    # Enough to try the memory without a key: it shows what the session's history holds.
+    # Enough to try the memory without a key: it shows what the conversation's history holds.
     prompts = [words(p) for m in messages for p in m.parts if isinstance(p, UserPromptPart)]
     earlier = len(prompts) - 1
     return ModelResponse(

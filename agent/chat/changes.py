@@ -1,12 +1,12 @@
-"""A change to the session's memory reaches the model before the person's words, not after them.
+"""A change to the conversation's package reaches the model before the person's words, not after them.
 
-The session's memory is an instruction block whose changes PydanticAI appends to the history
+The conversation's package is an instruction block whose changes PydanticAI appends to the history
 (`on_change="append"`, agent/chat/agent.py), so the cached prefix stays: it records a change as an
 `InstructionDeltaPart` on the request it was noticed in, after that request's user prompt, and the
 model would read the memory last, after what the person said. `ChangesFirst` moves each request's
 instruction records (the change, and the window's baseline when one opens there, in their order)
 ahead of its user prompt in what is sent; the stored history keeps PydanticAI's order. Every
-request of a session is moved the same way, so each repeats the bytes of the one before and the
+request of a conversation is moved the same way, so each repeats the bytes of the one before and the
 prompt cache reads them.
 """
 

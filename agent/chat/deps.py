@@ -24,8 +24,8 @@ class TurnDeps:
     sessions: async_sessionmaker[AsyncSession]
     # The persona prompt (agent/chat/persona.py: PERSONA_NAME filled in, or PERSONA_FILE's text).
     persona: str
-    # This session's memory (agent/context/layers.py): the instructions after the persona.
-    memory: str = ""
+    # This conversation's package (agent/context/layers.py): the instructions after the persona.
+    package_text: str = ""
     # This turn's note: the time and the facts found for this message, first in the user prompt.
     note: str = ""
     # Conversation search for the recall tools (agent/chat/tools.py); None turns them into no-ops.

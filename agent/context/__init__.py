@@ -12,7 +12,7 @@ from __future__ import annotations
 from agent.context.budget import Budgets, Cut, Fitted, fit
 from agent.context.builder import BuiltContext, ContextBuilder
 from agent.context.compaction import Compacted, Compactor
-from agent.context.memory import FunctionMemory, MemoryLimits, MemoryTierSource, limits_for_budget
+from agent.context.recall import FunctionRecall, RecallLimits, RecallSource, limits_for_budget
 from agent.context.package import ContextPackage, PackageCollector
 from agent.context.snapshot import format_snapshot
 from agent.context.tiers import TierBlock, describe_gap, part_of_day
@@ -26,9 +26,9 @@ __all__ = [
     "ContextPackage",
     "Cut",
     "Fitted",
-    "FunctionMemory",
-    "MemoryLimits",
-    "MemoryTierSource",
+    "FunctionRecall",
+    "RecallLimits",
+    "RecallSource",
     "PackageCollector",
     "TierBlock",
     "describe_gap",

@@ -33,7 +33,7 @@ from agent.context.budget import Budgets, Fitted
 from agent.context.compaction import Compacted, Compactor
 from agent.context.engine import Variant, assemble_v2, route_for, serve
 from agent.context.layers import fit_layers
-from agent.context.memory import MemoryTierSource, limits_for_budget
+from agent.context.recall import RecallSource, limits_for_budget
 from agent.context.package import COLLECTOR_ERRORS, Collected, ContextPackage, PackageCollector
 from agent.context.profile import profile_entry
 from agent.context.reads import SharedReads
@@ -57,12 +57,12 @@ class BuiltContext:
 
     text: str
     snapshot: dict[str, Any] = field(default_factory=dict)
-    # The instructions after the persona: this session's memory, the same text on every turn until a
+    # The instructions after the persona: this conversation's package, the same text on every turn until a
     # source changes (agent/context/layers.py).
-    memory: str = ""
+    package_text: str = ""
     # This turn's note: the time and the facts found for this message, first in its user prompt.
     note: str = ""
-    # None on a session's first message: PydanticAI then starts the run fresh.
+    # None on a conversation's first message: PydanticAI then starts the run fresh.
     history: list[ModelMessage] | None = None
     # The fitted tiers by name (what `text` shows), for surfaces that lay them out their own way.
     blocks: dict[str, TierBlock] = field(default_factory=dict)
@@ -96,17 +96,17 @@ class ContextBuilder:
         self,
         settings: Settings,
         *,
-        memory: MemoryTierSource | None = None,
+        recall: RecallSource | None = None,
         summary_model: Model | str | None = None,
         counter: TokenCounter | None = None,
     ) -> None:
         self.settings = settings
-        self.memory = memory
+        self.recall = recall
         self.counter = counter or get_counter()
         self.budgets = Budgets.from_settings(settings)
         self.collector = PackageCollector(
             settings,
-            memory=memory,
+            recall=recall,
             counter=self.counter,
             today_budget=self.budgets.tiers["today"],
             profile_budget=self.budgets.tiers["profile"],
@@ -147,7 +147,7 @@ class ContextBuilder:
                 break
         remaining = self.budgets.hard_cap - estimate
         conversation_id = conversation.id if conversation is not None else None
-        # The session's memory is read as of the session's start, so its wording stays put turn to turn.
+        # The conversation's package is read as of the conversation's start, so its wording stays put turn to turn.
         anchor = ensure_utc(conversation.started_at) if conversation is not None else now
         reading = self.briefings.start(sessions, user.id) if route != "v1" else None
         # The reactions since their last message belong to this turn's note; read beside the rest,
@@ -212,7 +212,7 @@ class ContextBuilder:
         snapshot = self._snapshot(package, loaded, compacted, fitted, len(history), remaining, build_ms)
         snapshot["engine"] = engine
         snapshot["layers"] = {
-            "memory_tokens": self.counter.count(layered.memory),
+            "memory_tokens": self.counter.count(layered.package_text),
             "note_tokens": self.counter.count(layered.note),
             "window_start": layered.window.start,
             "window_cuts": layered.window.cuts,
@@ -229,7 +229,7 @@ class ContextBuilder:
         return BuiltContext(
             text=fitted.text,
             snapshot=snapshot,
-            memory=layered.memory,
+            package_text=layered.package_text,
             note=layered.note,
             history=fitted.history or None,
             blocks=dict(fitted.blocks),
@@ -325,7 +325,7 @@ class ContextBuilder:
             if part.error:
                 entry["error"] = part.error
             tiers[name] = entry
-        if self.memory is not None:
+        if self.recall is not None:
             tiers["memory"]["limits"] = limits_for_budget(remaining).name
         failures = [
             {"tier": name, "status": part.status, "error": part.error}

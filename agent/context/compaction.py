@@ -1,4 +1,4 @@
-"""Compaction: older turns become one summary once a session's history is long.
+"""Compaction: older turns become one summary once a conversation's history is long.
 
 When the history passes `compaction_threshold` of the window it lives in (the smaller of the
 model's context window and the history budget), the older turns, with system parts and earlier

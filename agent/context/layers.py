@@ -1,14 +1,14 @@
-"""The context laid out in cache order: the session's memory, the history, then this turn's note.
+"""The context laid out in cache order: the conversation's package, the history, then this turn's note.
 
 A chat request is read by the provider from its cache up to the first byte that differs from an
 earlier request, in the order tools → system → messages. So the context is fitted in three layers,
 each independent of the ones after it:
 
-1. **The session's memory** (profile, earlier today, yesterday, unfinished topics, last
+1. **The conversation's package** (profile, earlier today, yesterday, unfinished topics, last
    conversation, thoughts; or the v2 briefing): fitted to the tier budgets and to the total budget
    less the note's share (the total budget bounds the memory and the note; the history has its own
    budget), so a growing history never cuts it, and its collectors read the
-   sources at the session's start (agent/context/package.py), so it is the same text on every turn
+   sources at the conversation's start (agent/context/package.py), so it is the same text on every turn
    until a source really changes. It follows the persona in the instructions.
 2. **The history**, cut in steps (agent/history/window.py).
 3. **This turn's note**: the time and the facts found for this message, each to its budget. It
@@ -43,7 +43,7 @@ class Layered:
     """The three layers, and the whole as one `Fitted` (for the snapshot and other surfaces)."""
 
     fitted: Fitted
-    memory: str
+    package_text: str
     note: str
     window: Window
 
@@ -112,18 +112,18 @@ def fit_layers(
             layer[name] = shrunk
         else:
             del layer[name]
-    memory_text, turn_note = assemble(blocks), note_text()
+    package_text, turn_note = assemble(blocks), note_text()
     every = {**blocks, **notes}
     whole = replace(
         memory,
-        text="\n\n".join(t for t in (memory_text, turn_note) if t),
+        text="\n\n".join(t for t in (package_text, turn_note) if t),
         blocks=every,
         block_tokens={name: counter.count(b.render()) for name, b in every.items()},
         history=messages,
         history_tokens=history_tokens,
-        text_tokens=counter.count(memory_text) + counter.count(turn_note),
+        text_tokens=counter.count(package_text) + counter.count(turn_note),
         cuts=cuts,
         history_dropped_messages=dropped,
         history_trimmed_tool_outputs=trim.trimmed_tool_outputs,
     )
-    return Layered(whole, memory_text, turn_note, win)
+    return Layered(whole, package_text, turn_note, win)

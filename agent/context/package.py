@@ -25,7 +25,7 @@ from sqlalchemy import Integer, Select, bindparam, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.context.memory import MemoryTierSource, limits_for_budget
+from agent.context.recall import RecallSource, limits_for_budget
 from agent.context.profile import ProfileTier, load_profile_tier
 from agent.context.reads import SharedReads
 from agent.context.tiers import (
@@ -34,7 +34,7 @@ from agent.context.tiers import (
     load_threads,
     load_today,
     load_yesterday,
-    memory_block,
+    recall_block,
     part_of_day,
     profile_block,
     summary_section,
@@ -119,7 +119,7 @@ class ContextPackage:
     yesterday: Collected[TierBlock]
     threads: Collected[TierBlock]
     last_conversation: Collected[TierBlock]
-    memory: Collected[TierBlock]
+    recall: Collected[TierBlock]
     thoughts: Collected[tuple[ActiveThought, ...]]
     week: Collected[tuple[DaySummary, ...]]
     follow_ups: Collected[tuple[FollowUp, ...]]
@@ -131,7 +131,7 @@ class ContextPackage:
             "yesterday": self.yesterday,
             "threads": self.threads,
             "last_conversation": self.last_conversation,
-            "memory": self.memory,
+            "memory": self.recall,
             "thoughts": self.thoughts,
             "week": self.week,
             "follow_ups": self.follow_ups,
@@ -250,18 +250,18 @@ class PackageCollector:
         self,
         settings: Settings,
         *,
-        memory: MemoryTierSource | None,
+        recall: RecallSource | None,
         counter: TokenCounter,
         today_budget: int,
         profile_budget: int,
     ) -> None:
         self.settings = settings
-        self.memory = memory
+        self.recall = recall
         self.counter = counter
         self.today_budget = today_budget
         self.profile_budget = profile_budget
         # The profile chosen for each owner's session, kept while their facts stay the same.
-        self.profiles = ProfileCache(max_owners=settings.history_cache_sessions)
+        self.profiles = ProfileCache(max_owners=settings.history_cache_conversations)
 
     async def collect(
         self,
@@ -279,8 +279,8 @@ class PackageCollector:
         """Every part for this user at `now`; never raises for a part's failure.
 
         `remaining` is the hard cap less what history will take: it picks the memory limits. The
-        session's parts (the profile, today, yesterday, threads, last conversation, the week) are
-        read as of `anchor`, the session's start, so their wording does not change from turn to
+        conversation's parts (the profile, today, yesterday, threads, last conversation, the week) are
+        read as of `anchor`, the conversation's start, so their wording does not change from turn to
         turn; the time and the facts found for this message are read at `now`, leaving out those
         the profile holds.
         """
@@ -296,7 +296,7 @@ class PackageCollector:
 
         profile = start(
             "profile",
-            s.context_memory_timeout_seconds,
+            s.context_recall_timeout_seconds,
             lambda db: load_profile_tier(
                 db, user, anchor=at, budget=self.profile_budget, counter=self.counter, profiles=self.profiles
             ),
@@ -333,11 +333,11 @@ class PackageCollector:
                 min_gap=timedelta(hours=s.context_last_conversation_after_hours),
             ),
         )
-        memory = asyncio.create_task(
+        recall = asyncio.create_task(
             collect(
                 "memory",
-                s.context_memory_timeout_seconds,
-                lambda: self._memory(user.id, text, now, remaining, profile),
+                s.context_recall_timeout_seconds,
+                lambda: self._recall(user.id, text, now, remaining, profile),
             )
         )
         thoughts = start(
@@ -353,15 +353,15 @@ class PackageCollector:
         )
         try:
             await asyncio.gather(
-                profile, today, yesterday, threads, last_conversation, memory, thoughts, week, follow_ups
+                profile, today, yesterday, threads, last_conversation, recall, thoughts, week, follow_ups
             )
         finally:
             if reads is None:
                 await shared.close()
-        memory_part = memory.result()
+        recall_part = recall.result()
         chosen = profile.result()
-        if self.memory is None:
-            memory_part = Collected(None, "not configured", memory_part.ms)
+        if self.recall is None:
+            recall_part = Collected(None, "not configured", recall_part.ms)
         return ContextPackage(
             user_id=user.id,
             time=time_awareness(user, now, previous_message_at),
@@ -371,13 +371,13 @@ class PackageCollector:
             yesterday=yesterday.result(),
             threads=threads.result(),
             last_conversation=last_conversation.result(),
-            memory=memory_part,
+            recall=recall_part,
             thoughts=thoughts.result(),
             week=week.result(),
             follow_ups=follow_ups.result(),
         )
 
-    async def _memory(
+    async def _recall(
         self,
         user_id: int,
         text: str,
@@ -385,13 +385,13 @@ class PackageCollector:
         remaining: int,
         profile: asyncio.Task[Collected[ProfileTier]],
     ) -> TierBlock | None:
-        if self.memory is None:
+        if self.recall is None:
             return None
         # The facts the profile holds are not repeated (shielded: a timeout here must not cancel
         # the profile's own collection).
         chosen = (await asyncio.shield(profile)).value
         exclude = chosen.profile.ids if chosen is not None else frozenset()
-        lines = await self.memory.recall(
+        lines = await self.recall.recall(
             user_id, text, limits=limits_for_budget(remaining), now=now, exclude=exclude
         )
-        return memory_block(lines)
+        return recall_block(lines)

@@ -1,7 +1,7 @@
 """The profile tier (`<about_them>`): onboarding's answers, then the person's facts, in PROFILE_TOKENS.
 
-Read as of the session's start like the session's other tiers, so it is the same text on every turn
-of the session until a fact is taken back or changed (PydanticAI then delivers the change once).
+Read as of the conversation's start like the conversation's other tiers, so it is the same text on every turn
+of the conversation until a fact is taken back or changed (PydanticAI then delivers the change once).
 The facts are chosen by agent/memory/profile.py within what the onboarding lines leave of the
 budget; the block is checked whole against the budget, and any fact that would push it over joins
 those left out, so nothing is cut silently: the snapshot lists both.
@@ -42,7 +42,7 @@ async def load_profile_tier(
     profiles: ProfileCache | None = None,
 ) -> ProfileTier:
     """The owner's profile block as of `anchor`, within `budget` tokens (the choice kept in
-    `profiles` between the session's turns, when given)."""
+    `profiles` between the conversation's turns, when given)."""
     base = profile_block(user)
     fixed = counter.count(base.render() if base is not None else "<about_them>\nAbout them:\n</about_them>")
     room = max(budget - fixed, 0)

@@ -7,10 +7,10 @@ append their changes, and (automatic caching) at the end of the conversation, mo
 explicit Anthropic settings take precedence there; other providers read the unified `cache` setting.
 
 `PROMPT_CACHE` sets the lifetime of the instructions' breakpoints: PydanticAI gives them one lifetime
-together, so with "1h" the session's memory is written at the 1-hour price too (2x input instead of
+together, so with "1h" the conversation's package is written at the 1-hour price too (2x input instead of
 1.25x, once a session) while the bot-wide persona is written once an hour instead of every five
 minutes of quiet. The conversation's breakpoint lives 5 minutes where turns come minutes apart (a
-private chat: a session ends after a pause anyway) and an hour where they come further apart (a busy
+private chat: a conversation ends after a pause anyway) and an hour where they come further apart (a busy
 group, whose addressed turns come some ten minutes apart): an entry that expires between turns makes
 every turn write the whole history again.
 

@@ -178,9 +178,9 @@ def _chat(messages: list[ModelMessage], prompt: str, *, can_search: bool) -> Mod
         query = " ".join(words) or prompt
         return ModelResponse(parts=[ToolCallPart(SEARCH_TOOL, {"query": query})])
     answer = f"{LABEL} Noted: {_shorten(prompt, 120)!r}."
-    first_of_session = not any(isinstance(m, ModelResponse) for m in messages)
+    first_of_conversation = not any(isinstance(m, ModelResponse) for m in messages)
     context = _instructions(messages)
-    if first_of_session:
+    if first_of_conversation:
         # The tiers (v1), or the briefing written from them (v2), then the profile's first fact.
         briefing = _tag_items(context, "your_briefing")
         today = _tag_items(context, "earlier_today") or [

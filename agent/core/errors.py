@@ -73,11 +73,11 @@ class RecallInputError(NikitaError):
 # graph: callers degrade the context on these, never the reply.
 
 
-class GraphMemoryError(NikitaError):
+class GraphError(NikitaError):
     """The graph database or graphiti failed (connection, query, extraction, timeout)."""
 
 
-class GraphOpeningError(GraphMemoryError):
+class GraphOpeningError(GraphError):
     """The graph is still opening (the first seconds after a start): a read goes on without it."""
 
 

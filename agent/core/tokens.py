@@ -122,7 +122,7 @@ class TokenCounter:
         # hash, so a dict lookup is far cheaper than re-encoding the same text every time.
         self._cache: dict[str, int] = {}
         self._cached_chars = 0
-        # A session's stored messages are the same objects turn after turn (agent/history/cache.py)
+        # A conversation's stored messages are the same objects turn after turn (agent/history/cache.py)
         # and are counted several times a turn: their counts are kept by identity, with a weak
         # reference (a dead message's id may be reused) and the identity and length of its parts.
         self._messages: dict[int, tuple[weakref.ref[ModelMessage], int, int, int]] = {}

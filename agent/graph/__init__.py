@@ -1,4 +1,4 @@
-"""The knowledge-graph memory: three graphiti groups per user behind `GraphMemory`.
+"""The knowledge-graph memory: three graphiti groups per user behind `KnowledgeGraph`.
 
 Importing this package turns graphiti's telemetry off. graphiti reads `GRAPHITI_TELEMETRY_ENABLED`
 from the environment each time it would send an event (graphiti_core/telemetry/telemetry.py), and
@@ -11,21 +11,21 @@ import os
 import warnings
 from typing import TYPE_CHECKING, Literal
 
-from agent.core.errors import GraphMemoryError
-from agent.graph.memory import (
+from agent.core.errors import GraphError
+from agent.graph.base import (
     CRITICAL_LIMITS,
     FULL_LIMITS,
     GROUPS,
     STANDARD_LIMITS,
-    GraphMemory,
+    KnowledgeGraph,
     Group,
     GroupLimits,
-    MemoryFact,
-    MemoryResults,
+    EdgeFact,
+    GraphResults,
     group_id,
     limits_for_budget,
 )
-from agent.graph.null import NullGraphMemory
+from agent.graph.null import NullGraph
 
 # Before any module of this package imports graphiti (they all do so after this __init__ ran).
 # The project's one environment write, on purpose: graphiti has no constructor option for telemetry.
@@ -47,20 +47,20 @@ __all__ = [
     "GROUPS",
     "STANDARD_LIMITS",
     "GraphBackend",
-    "GraphMemory",
-    "GraphMemoryError",
+    "KnowledgeGraph",
+    "GraphError",
     "Group",
     "GroupLimits",
-    "MemoryFact",
-    "MemoryResults",
-    "NullGraphMemory",
+    "EdgeFact",
+    "GraphResults",
+    "NullGraph",
     "group_id",
     "limits_for_budget",
-    "open_graph_memory",
+    "open_graph",
 ]
 
 
-async def open_graph_memory(
+async def open_graph(
     backend: GraphBackend,
     *,
     url: str | None,
@@ -72,16 +72,16 @@ async def open_graph_memory(
     max_connections: int | None = None,
     connection_wait_seconds: float | None = None,
     persona_name: str = "Nikita",
-) -> GraphMemory:
-    """Open the graph named by the settings and build its indices; `none` gives `NullGraphMemory`.
+) -> KnowledgeGraph:
+    """Open the graph named by the settings and build its indices; `none` gives `NullGraph`.
 
     graphiti is imported only here, so `GRAPH_BACKEND=none` never loads it.
     """
     if backend == "none":
-        return NullGraphMemory()
+        return NullGraph()
     from agent.core.errors import ConfigurationError
     from agent.graph.connect import CONNECTION_WAIT_SECONDS, MAX_CONNECTIONS, open_connection
-    from agent.graph.graphiti_backend import GraphitiMemory
+    from agent.graph.graphiti_backend import GraphitiGraph
 
     if llm_client is None or embedder is None:
         raise ConfigurationError(
@@ -96,7 +96,7 @@ async def open_graph_memory(
             CONNECTION_WAIT_SECONDS if connection_wait_seconds is None else connection_wait_seconds
         ),
     )
-    memory = GraphitiMemory(
+    graph = GraphitiGraph(
         connection,
         llm_client=llm_client,
         embedder=embedder,
@@ -105,8 +105,8 @@ async def open_graph_memory(
         persona_name=persona_name,
     )
     try:
-        await memory.start()
+        await graph.start()
     except BaseException:
         await connection.close()
         raise
-    return memory
+    return graph

@@ -19,7 +19,7 @@ from graphiti_core.nodes import EpisodeType, EpisodicNode
 from graphiti_core.search.search_utils import RELEVANT_SCHEMA_LIMIT
 
 from agent.core.clock import Clock
-from agent.graph.memory import Group
+from agent.graph.base import Group
 from agent.graph.triplets import write_facts
 
 PENDING = "pending:"

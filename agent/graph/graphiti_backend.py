@@ -1,4 +1,4 @@
-"""`GraphMemory` on graphiti-core: episodes in, temporal facts out, one graph partition per user group."""
+"""`KnowledgeGraph` on graphiti-core: episodes in, temporal facts out, one graph partition per user group."""
 
 from __future__ import annotations
 
@@ -32,12 +32,12 @@ from redis.exceptions import RedisError
 
 from agent.core.bounded import BoundedCache, KeyedLocks
 from agent.core.clock import Clock, ensure_utc
-from agent.core.errors import GraphMemoryError
+from agent.core.errors import GraphError
 from agent.graph.connect import GraphConnection
 from agent.graph.embedder import GraphitiEmbedder
 from agent.graph.episodes import Episode, episode_uuid, write_episode
 from agent.graph.fast_search import ensure_vector_index, search_group
-from agent.graph.memory import GROUPS, Group, GroupLimits, MemoryFact, MemoryResults, group_id
+from agent.graph.base import GROUPS, Group, GroupLimits, EdgeFact, GraphResults, group_id
 from agent.graph.records import export_group, export_group_empty, recent_facts, to_datetime
 from agent.graph.triplets import PERSONA_KEY
 from agent.graph.vector_space import (
@@ -102,7 +102,7 @@ def _search_config(limit: int, *, vectors: bool = True) -> SearchConfig:
     )
 
 
-class GraphitiMemory:
+class GraphitiGraph:
     """The knowledge graph: per user three graphiti groups (`u<id>_user`, `_relationship`, `_persona`)."""
 
     def __init__(
@@ -237,7 +237,7 @@ class GraphitiMemory:
                     persona_name=self.persona_name,
                 )
         except BACKEND_ERRORS as exc:
-            raise GraphMemoryError(f"graph episode for {gid} failed: {exc}") from exc
+            raise GraphError(f"graph episode for {gid} failed: {exc}") from exc
         logger.info(
             "graph episode added",
             extra={"user_id": user_id, "group": group, "ms": round((time.perf_counter() - started) * 1000)},
@@ -268,7 +268,7 @@ class GraphitiMemory:
                         await edge.save(scope.driver)
                         ended += 1
             except BACKEND_ERRORS as exc:
-                raise GraphMemoryError(f"ending facts in {gid} failed: {exc}") from exc
+                raise GraphError(f"ending facts in {gid} failed: {exc}") from exc
         return ended
 
     async def search(
@@ -279,7 +279,7 @@ class GraphitiMemory:
         limits: GroupLimits,
         now: datetime,
         query_vector: Sequence[float] | None = None,
-    ) -> MemoryResults:
+    ) -> GraphResults:
         """Facts relevant to `query` from the three groups in parallel; a blank query gives the newest.
 
         `query_vector`: the query embedded by this graph's embedder already (recall embeds it once).
@@ -294,15 +294,15 @@ class GraphitiMemory:
             else:
                 vector = await self.embedder.create_query(query)
         except BACKEND_ERRORS as exc:
-            raise GraphMemoryError(f"embedding the graph query failed: {exc}") from exc
+            raise GraphError(f"embedding the graph query failed: {exc}") from exc
         found = await asyncio.gather(
             *(self._search_group(user_id, group, query, limits.of(group), now, vector) for group in GROUPS)
         )
-        return MemoryResults(**dict(zip(GROUPS, found, strict=True)))
+        return GraphResults(**dict(zip(GROUPS, found, strict=True)))
 
     async def _search_group(
         self, user_id: int, group: Group, query: str, limit: int, now: datetime, vector: list[float] | None
-    ) -> list[MemoryFact]:
+    ) -> list[EdgeFact]:
         if limit <= 0:
             return []
         gid = group_id(user_id, group)
@@ -313,7 +313,7 @@ class GraphitiMemory:
             if not query.strip():
                 rows = await recent_facts(scope.driver, gid, limit, now)
                 return [
-                    MemoryFact(
+                    EdgeFact(
                         group, r["fact"], to_datetime(r["valid_at"]), to_datetime(r["invalid_at"]), r["uuid"]
                     )
                     for r in rows
@@ -323,7 +323,7 @@ class GraphitiMemory:
             if self.search_recipe == "indexed" and scope.driver.provider == GraphProvider.FALKORDB:
                 found = await search_group(scope.driver, query, vector, limit=limit, now=now)
                 if found is not None:
-                    return [MemoryFact(group, f.fact, f.valid_at, f.invalid_at, f.uuid) for f in found]
+                    return [EdgeFact(group, f.fact, f.valid_at, f.invalid_at, f.uuid) for f in found]
             results = await graph_search(
                 scope.clients,
                 query,
@@ -334,7 +334,7 @@ class GraphitiMemory:
                 driver=scope.driver,
             )
         except BACKEND_ERRORS as exc:
-            raise GraphMemoryError(f"graph search in {gid} failed: {exc}") from exc
+            raise GraphError(f"graph search in {gid} failed: {exc}") from exc
         return [_fact(group, edge) for edge in results.edges if _is_current(edge, now)][:limit]
 
     async def forget_user(self, user_id: int) -> None:
@@ -353,7 +353,7 @@ class GraphitiMemory:
                             "MATCH (n) WHERE n.group_id = $gid DETACH DELETE n", gid=gid
                         )
                 except BACKEND_ERRORS as exc:
-                    raise GraphMemoryError(f"forgetting {gid} failed: {exc}") from exc
+                    raise GraphError(f"forgetting {gid} failed: {exc}") from exc
                 finally:
                     self._scopes.pop(gid)
         logger.info("graph forgotten", extra={"user_id": user_id})
@@ -367,7 +367,7 @@ class GraphitiMemory:
                 scope = await self._read_scope(gid)
                 groups[group] = await export_group(scope.driver, gid) if scope else export_group_empty()
             except BACKEND_ERRORS as exc:
-                raise GraphMemoryError(f"exporting {gid} failed: {exc}") from exc
+                raise GraphError(f"exporting {gid} failed: {exc}") from exc
         return {"backend": self.connection.backend, "groups": groups}
 
     def cache_sizes(self) -> dict[str, int]:
@@ -387,8 +387,8 @@ def _is_current(edge: EntityEdge, now: datetime) -> bool:
     return edge.invalid_at is None or ensure_utc(edge.invalid_at) > now
 
 
-def _fact(group: Group, edge: EntityEdge) -> MemoryFact:
-    return MemoryFact(
+def _fact(group: Group, edge: EntityEdge) -> EdgeFact:
+    return EdgeFact(
         group=group,
         text=edge.fact,
         valid_at=ensure_utc(edge.valid_at) if edge.valid_at else None,

@@ -12,13 +12,13 @@ from datetime import datetime
 from typing import Any
 
 from agent.account.writers import WriteGuard
-from agent.graph.memory import GraphMemory, Group, GroupLimits, MemoryResults
+from agent.graph.base import KnowledgeGraph, Group, GroupLimits, GraphResults
 
 
-class GuardedGraphMemory:
-    """A `GraphMemory` whose writes register with the `WriteGuard` and check the user first."""
+class GuardedGraph:
+    """A `KnowledgeGraph` whose writes register with the `WriteGuard` and check the user first."""
 
-    def __init__(self, graph: GraphMemory, guard: WriteGuard) -> None:
+    def __init__(self, graph: KnowledgeGraph, guard: WriteGuard) -> None:
         self.graph = graph
         self.guard = guard
 
@@ -55,7 +55,7 @@ class GuardedGraphMemory:
         limits: GroupLimits,
         now: datetime,
         query_vector: Sequence[float] | None = None,
-    ) -> MemoryResults:
+    ) -> GraphResults:
         """Reads need no guard."""
         return await self.graph.search(user_id, query, limits=limits, now=now, query_vector=query_vector)
 

@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from agent.graph.memory import GROUPS, Group, GroupLimits, MemoryResults
+from agent.graph.base import GROUPS, Group, GroupLimits, GraphResults
 
 
-class NullGraphMemory:
-    """A `GraphMemory` that stores nothing, so the rest of the bot runs unchanged without a graph."""
+class NullGraph:
+    """A `KnowledgeGraph` that stores nothing, so the rest of the bot runs unchanged without a graph."""
 
     async def add_episode(
         self,
@@ -40,9 +40,9 @@ class NullGraphMemory:
         limits: GroupLimits,
         now: datetime,
         query_vector: Sequence[float] | None = None,
-    ) -> MemoryResults:
+    ) -> GraphResults:
         """Return no facts."""
-        return MemoryResults()
+        return GraphResults()
 
     async def forget_user(self, user_id: int) -> None:
         """Do nothing: nothing is stored."""

@@ -3,7 +3,7 @@
 Opening the graph imports graphiti, may start the embedded database's server and builds indices:
 a second or more, and longer on a graph server that is slow to answer. The runtime opens it after
 the process takes updates (bot/runtime.py). Until it is open, a search raises `GraphOpeningError`
-(a `GraphMemoryError`): the memory tier has no lines and the fact search reads the saved facts,
+(a `GraphError`): the memory tier has no lines and the fact search reads the saved facts,
 without a warning. Writes, /forget and /export wait for the opening (a minute at most, then they
 fail as on a graph that does not answer). A graph that does not open is off from then on, as at
 any start.
@@ -17,9 +17,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from agent.core.errors import GraphMemoryError, GraphOpeningError
-from agent.graph.memory import GraphMemory, Group, GroupLimits, MemoryResults
-from agent.graph.null import NullGraphMemory
+from agent.core.errors import GraphError, GraphOpeningError
+from agent.graph.base import KnowledgeGraph, Group, GroupLimits, GraphResults
+from agent.graph.null import NullGraph
 
 logger = logging.getLogger(__name__)
 
@@ -30,29 +30,29 @@ CLOSE_WAIT_SECONDS = 10.0
 
 
 class OpeningGraph:
-    """A `GraphMemory` whose graph `opener` opens once, in the background, on `start()` or first need."""
+    """A `KnowledgeGraph` whose graph `opener` opens once, in the background, on `start()` or first need."""
 
-    def __init__(self, opener: Callable[[], Awaitable[GraphMemory]]) -> None:
+    def __init__(self, opener: Callable[[], Awaitable[KnowledgeGraph]]) -> None:
         self._opener = opener
-        self._opening: asyncio.Task[GraphMemory] | None = None
-        self._graph: GraphMemory | None = None
+        self._opening: asyncio.Task[KnowledgeGraph] | None = None
+        self._graph: KnowledgeGraph | None = None
 
     def start(self) -> None:
         """Begin opening (once)."""
         if self._opening is None:
             self._opening = asyncio.create_task(self._open(), name="graph-opening")
 
-    async def _open(self) -> GraphMemory:
+    async def _open(self) -> KnowledgeGraph:
         try:
             self._graph = await self._opener()
         except Exception:
             # The task's top: nobody may be awaiting it yet. The graph is off, as when it cannot open.
             logger.exception("knowledge graph off: opening it failed")
-            self._graph = NullGraphMemory()
+            self._graph = NullGraph()
         return self._graph
 
-    async def opened(self, *, within: float | None = None) -> GraphMemory:
-        """The graph, once open (`NullGraphMemory` when it did not open); starts the opening if needed.
+    async def opened(self, *, within: float | None = None) -> KnowledgeGraph:
+        """The graph, once open (`NullGraph` when it did not open); starts the opening if needed.
 
         With `within`, a `GraphOpeningError` when it is not open by then.
         """
@@ -64,20 +64,20 @@ class OpeningGraph:
         except TimeoutError:
             raise GraphOpeningError(f"the knowledge graph is still opening after {within:g} s") from None
 
-    async def _for_write(self) -> GraphMemory:
+    async def _for_write(self) -> KnowledgeGraph:
         return await self.opened(within=WRITE_WAIT_SECONDS)
 
     @property
     def is_open(self) -> bool:
         """True once the graph is open and on."""
-        return self._graph is not None and not isinstance(self._graph, NullGraphMemory)
+        return self._graph is not None and not isinstance(self._graph, NullGraph)
 
-    def _open_now(self) -> GraphMemory:
-        """The graph for a read, which never waits: still opening, or off, is a `GraphMemoryError`."""
+    def _open_now(self) -> KnowledgeGraph:
+        """The graph for a read, which never waits: still opening, or off, is a `GraphError`."""
         if self._graph is None:
             raise GraphOpeningError("the knowledge graph is still opening")
-        if isinstance(self._graph, NullGraphMemory):
-            raise GraphMemoryError("the knowledge graph is off: it did not open")
+        if isinstance(self._graph, NullGraph):
+            raise GraphError("the knowledge graph is off: it did not open")
         return self._graph
 
     async def add_episode(
@@ -111,8 +111,8 @@ class OpeningGraph:
         limits: GroupLimits,
         now: datetime,
         query_vector: Sequence[float] | None = None,
-    ) -> MemoryResults:
-        """Search the open graph; `GraphMemoryError` while it opens (the reply goes on without it)."""
+    ) -> GraphResults:
+        """Search the open graph; `GraphError` while it opens (the reply goes on without it)."""
         return await self._open_now().search(
             user_id, query, limits=limits, now=now, query_vector=query_vector
         )

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 from agent.core.errors import ConfigurationError
 from agent.core.settings import OFFLINE_MODELS
-from agent.graph.memory import GraphMemory
-from agent.graph.null import NullGraphMemory
+from agent.graph.base import KnowledgeGraph
+from agent.graph.null import NullGraph
 from agent.graph.urls import EMBEDDED_GRAPH_MISSING, check_graph_url
 
 if TYPE_CHECKING:
@@ -60,15 +60,15 @@ async def open_settings_graph(
     embedder: Embedder | None,
     clock: Clock,
     llm_client: LLMClient | None = None,
-) -> GraphMemory:
-    """The graph GRAPH_BACKEND names, or `NullGraphMemory` (logged) when it is off or cannot open.
+) -> KnowledgeGraph:
+    """The graph GRAPH_BACKEND names, or `NullGraph` (logged) when it is off or cannot open.
 
     A wrong setting (GRAPH_URL missing or of the wrong scheme, or the embedded backend without the
     `embedded` extra) raises `ConfigurationError` at start;
     a database that does not answer only turns the graph off, so the bot still starts.
     """
     opener = settings_graph_opener(settings, embedder=embedder, clock=clock, llm_client=llm_client)
-    return NullGraphMemory() if opener is None else await opener()
+    return NullGraph() if opener is None else await opener()
 
 
 def settings_graph_opener(
@@ -77,7 +77,7 @@ def settings_graph_opener(
     embedder: Embedder | None,
     clock: Clock,
     llm_client: LLMClient | None = None,
-) -> Callable[[], Awaitable[GraphMemory]] | None:
+) -> Callable[[], Awaitable[KnowledgeGraph]] | None:
     """How to open the graph GRAPH_BACKEND names, decided from the settings alone; None when it is
     off (logged). Nothing of graphiti is imported until the opener runs.
 
@@ -110,7 +110,7 @@ def settings_graph_opener(
         logger.warning("knowledge graph off: it needs an embedder (EMBEDDER=none)")
         return None
 
-    async def open_it() -> GraphMemory:
+    async def open_it() -> KnowledgeGraph:
         return await _open(settings, embedder, clock, llm_client)
 
     return open_it
@@ -118,20 +118,20 @@ def settings_graph_opener(
 
 async def _open(
     settings: Settings, embedder: Embedder, clock: Clock, llm_client: LLMClient | None
-) -> GraphMemory:
-    """Open the graph; a database that does not answer gives `NullGraphMemory`, logged."""
+) -> KnowledgeGraph:
+    """Open the graph; a database that does not answer gives `NullGraph`, logged."""
     logger.info("knowledge graph opening", extra={"backend": settings.graph_backend})
     # graphiti is a second of imports: on a worker thread, the event loop keeps serving meanwhile.
     await asyncio.to_thread(_import_graphiti)
-    from agent.core.errors import GraphMemoryError
-    from agent.graph import open_graph_memory
+    from agent.core.errors import GraphError
+    from agent.graph import open_graph
     from agent.graph.graphiti_backend import BACKEND_ERRORS
 
     llm = llm_client or graph_llm_client(settings)
     assert llm is not None  # settings_graph_opener turned the graph off where there is none
-    failures: tuple[type[BaseException], ...] = (*BACKEND_ERRORS, *_embedded_start_errors(), GraphMemoryError)
+    failures: tuple[type[BaseException], ...] = (*BACKEND_ERRORS, *_embedded_start_errors(), GraphError)
     try:
-        memory = await open_graph_memory(
+        memory = await open_graph(
             settings.graph_backend,
             url=settings.graph_url or None,
             path=settings.graph_path,
@@ -148,7 +148,7 @@ async def _open(
             "knowledge graph off: the graph database did not open",
             extra={"backend": settings.graph_backend, "error": f"{type(exc).__name__}: {exc}"[:300]},
         )
-        return NullGraphMemory()
+        return NullGraph()
     logger.info("knowledge graph on", extra={"backend": settings.graph_backend})
     return memory
 

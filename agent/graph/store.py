@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from agent.graph.memory import GraphMemory
+from agent.graph.base import KnowledgeGraph
 
 
 class GraphDataStore:
@@ -13,7 +13,7 @@ class GraphDataStore:
 
     name = "knowledge_graph"
 
-    def __init__(self, graph: GraphMemory, *, settle: Callable[[], Awaitable[None]] | None = None) -> None:
+    def __init__(self, graph: KnowledgeGraph, *, settle: Callable[[], Awaitable[None]] | None = None) -> None:
         self.graph = graph
         # Graph writes still in flight (memory_add) would bring the user back after /forget.
         self.settle = settle

@@ -26,7 +26,7 @@ from graphiti_core.edges import EntityEdge
 from graphiti_core.errors import NodeNotFoundError
 from graphiti_core.nodes import EntityNode, EpisodicNode
 
-from agent.graph.memory import Group
+from agent.graph.base import Group
 
 _NAMESPACE = uuidlib.UUID("0b7d3f0e-3c55-4d8e-9a57-5f1d7c2a6e11")
 # Subject and object of every fact of a group, as fixed keys: their ids derive from these, and

@@ -1,1 +1,1 @@
-"""A session's stored history: decoding, trimming, the per-session cache and token counting."""
+"""A conversation's stored history: decoding, trimming, the per-session cache and token counting."""

@@ -1,8 +1,8 @@
-"""Each session's stored PydanticAI history, kept decoded between turns.
+"""Each conversation's stored PydanticAI history, kept decoded between turns.
 
-Decoding a long session's JSON on every turn (validation of every message) and encoding it again
+Decoding a long conversation's JSON on every turn (validation of every message) and encoding it again
 costs tens of milliseconds at a few hundred turns. Turns of one user are serialised, so the copy
-this process wrote last is still the stored one unless the session's message count moved (another
+this process wrote last is still the stored one unless the conversation's message count moved (another
 process answered in between, or the row changed): then it is read again from the database.
 
 The cache is bounded by sessions and by bytes (the histories' JSON size, a stand-in for the memory
@@ -27,7 +27,7 @@ from db.models import Conversation
 
 @dataclass(frozen=True)
 class StoredHistory:
-    """The decoded history and its JSON form, as of a message count of the session."""
+    """The decoded history and its JSON form, as of a message count of the conversation."""
 
     version: int
     messages: list[ModelMessage]
@@ -51,12 +51,12 @@ def json_size(raw: list[Any]) -> int:
     return len(json.dumps(raw, separators=(",", ":"), default=str))
 
 
-class SessionHistories:
+class ConversationHistories:
     """An LRU of stored histories by conversation id, bounded by sessions and bytes."""
 
-    def __init__(self, *, max_sessions: int = 256, max_bytes: int = 16_000_000) -> None:
+    def __init__(self, *, max_conversations: int = 256, max_bytes: int = 16_000_000) -> None:
         self._entries: BoundedCache[int, tuple[int, StoredHistory]] = BoundedCache(
-            max_entries=max_sessions, max_bytes=max_bytes, size_of=lambda entry: entry[1].size
+            max_entries=max_conversations, max_bytes=max_bytes, size_of=lambda entry: entry[1].size
         )
 
     def __len__(self) -> int:
@@ -70,7 +70,7 @@ class SessionHistories:
     async def load(
         self, sessions: async_sessionmaker[AsyncSession], conversation_id: int, version: int
     ) -> StoredHistory:
-        """The history as stored when the session's message count was `version`."""
+        """The history as stored when the conversation's message count was `version`."""
         cached = self._entries.get(conversation_id)
         if cached is not None and cached[1].version == version:
             return cached[1]

@@ -269,7 +269,7 @@ def _shorten(text: str, max_tokens: int, counter: TokenCounter) -> str | None:
 
 
 def touchpoint_history(reason: str, text: str, at: datetime, persona_name: str) -> list[Any]:
-    """The stored history of a session the bot opened by writing first: a note standing in for the
+    """The stored history of a conversation the bot opened by writing first: a note standing in for the
     user's turn (the API wants a history to start with one) and the message as the model's answer."""
     note = f"[{persona_name} wrote first, following up on: {reason}]"
     return dump_history(

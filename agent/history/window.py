@@ -1,4 +1,4 @@
-"""The part of a session's history a request is sent, cut in steps so that its bytes stay put.
+"""The part of a conversation's history a request is sent, cut in steps so that its bytes stay put.
 
 A provider reads a prompt from its cache only up to the first byte that differs from the previous
 request. Trimming a history to its budget one turn at a time would drop the oldest turn on every

@@ -19,9 +19,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.clock import Clock
-from agent.core.errors import GraphMemoryError, GraphOpeningError, UserForgottenError
+from agent.core.errors import GraphError, GraphOpeningError, UserForgottenError
 from agent.core.usage import UsageMeter, metering, store_usage_apart
-from agent.graph.memory import GraphMemory, GroupLimits, MemoryFact, MemoryResults
+from agent.graph.base import KnowledgeGraph, GroupLimits, EdgeFact, GraphResults
 from agent.memory.words import Postings
 from agent.search.embeddings import Embedder
 
@@ -32,15 +32,15 @@ logger = logging.getLogger(__name__)
 _LABELS = {"user": "", "relationship": "together: ", "persona": "your own life: "}
 
 
-def fact_line(fact: MemoryFact) -> str:
+def fact_line(fact: EdgeFact) -> str:
     """One graph fact as a prompt line, with its group and the day it became true."""
     since = f" (since {fact.valid_at.date().isoformat()})" if fact.valid_at is not None else ""
     return f"{_LABELS[fact.group]}{fact.text}{since}"
 
 
-def joined(found: Iterable[MemoryFact], held: Postings, taken_back: Postings) -> list[MemoryFact]:
+def joined(found: Iterable[EdgeFact], held: Postings, taken_back: Postings) -> list[EdgeFact]:
     """The graph's facts that add to the list: not said by a held fact, not taken back, each once."""
-    out: list[MemoryFact] = []
+    out: list[EdgeFact] = []
     for fact in found:
         if held.says(fact.text) or taken_back.says(fact.text):
             continue
@@ -56,7 +56,7 @@ class GraphFacts:
 
     def __init__(
         self,
-        graph: GraphMemory,
+        graph: KnowledgeGraph,
         *,
         clock: Clock,
         timeout_seconds: float,
@@ -83,8 +83,8 @@ class GraphFacts:
         limits: GroupLimits,
         now: datetime,
         query_vector: Sequence[float] | None = None,
-    ) -> MemoryResults:
-        """The groups' current facts for the query, in parallel; `GraphMemoryError` when the graph
+    ) -> GraphResults:
+        """The groups' current facts for the query, in parallel; `GraphError` when the graph
         fails or takes longer than the timeout. `query_vector`: the query embedded by `embedder`."""
         try:
             async with asyncio.timeout(self.timeout_seconds):
@@ -92,16 +92,16 @@ class GraphFacts:
                     user_id, query, limits=limits, now=now, query_vector=query_vector
                 )
         except TimeoutError as exc:
-            raise GraphMemoryError(f"graph search timed out after {self.timeout_seconds:g} s") from exc
+            raise GraphError(f"graph search timed out after {self.timeout_seconds:g} s") from exc
         # The graph filters superseded facts already; checking again keeps "current only" a property
         # of this enrichment whatever backend answers.
-        return MemoryResults(
+        return GraphResults(
             user=[f for f in results.user if f.is_current(now)],
             relationship=[f for f in results.relationship if f.is_current(now)],
             persona=[f for f in results.persona if f.is_current(now)],
         )
 
-    async def edges_saying(self, user_id: int, sentence: str, *, now: datetime) -> list[MemoryFact]:
+    async def edges_saying(self, user_id: int, sentence: str, *, now: datetime) -> list[EdgeFact]:
         """The person's graph facts (with uuids) that a sentence names; none when the graph fails."""
         try:
             found = await self.search(
@@ -111,7 +111,7 @@ class GraphFacts:
             # Still opening after a start: the saved facts are taken back now; an edge saying the same
             # stays in the graph until a later correction names it.
             return []
-        except GraphMemoryError as exc:
+        except GraphError as exc:
             logger.warning(
                 "graph search for facts to take back failed", extra={"user_id": user_id}, exc_info=exc
             )
@@ -135,7 +135,7 @@ class GraphFacts:
                 await self.graph.add_fact(user_id, content, at)
         except UserForgottenError:
             logger.info("graph fact dropped: user forgotten", extra={"user_id": user_id})
-        except GraphMemoryError as exc:
+        except GraphError as exc:
             # The row is saved: the fact is not lost, only missing from the graph's own search.
             logger.warning("graph fact not added", extra={"user_id": user_id, "error": str(exc)[:200]})
         if self.sessions is None:

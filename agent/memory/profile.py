@@ -204,7 +204,7 @@ def choose_ranked(facts: Iterable[Placed], *, budget_tokens: int, count: Callabl
 async def load_profile(
     session: AsyncSession, owner_id: int, *, anchor: datetime, budget_tokens: int, count: Callable[[str], int]
 ) -> Profile:
-    """The owner's profile as of `anchor` (a session's start): the facts held now that were learned
+    """The owner's profile as of `anchor` (a conversation's start): the facts held now that were learned
     by then, so the text stays the same through the session unless a fact is taken back or changed."""
     rows = await FactRepository(session).held_rows(owner_id, in_effect_at=anchor, learned_by=anchor)
     facts = (ProfileFact(*row) for row in rows)
@@ -212,8 +212,8 @@ async def load_profile(
 
 
 class ProfileCache:
-    """The profiles this process chose, one per owner, kept while the owner's facts, the session's
-    start and the budget stay the same: a session's later turns read one small aggregate, not every
+    """The profiles this process chose, one per owner, kept while the owner's facts, the conversation's
+    start and the budget stay the same: a conversation's later turns read one small aggregate, not every
     fact (LRU by owners)."""
 
     def __init__(self, *, max_owners: int) -> None:

@@ -24,12 +24,12 @@ from sqlalchemy import select
 
 from agent.core.errors import (
     EmbedderUnavailableError,
-    GraphMemoryError,
+    GraphError,
     GraphOpeningError,
     UserForgottenError,
 )
 from agent.core.settings import Settings
-from agent.graph.memory import GroupLimits, MemoryFact
+from agent.graph.base import GroupLimits, EdgeFact
 from agent.memory.corrections import Matched, end_facts, named_by
 from agent.memory.facts import FactAdded, FactHit
 from agent.memory.graph import GraphFacts, fact_line, joined
@@ -97,7 +97,7 @@ class Facts:
         exclude: frozenset[int],
         graph_limits: GroupLimits,
         now: datetime,
-    ) -> tuple[list[Scored], list[MemoryFact]]:
+    ) -> tuple[list[Scored], list[EdgeFact]]:
         """The owner's facts for the query (hidden ones too when `hidden`), best first, and the graph's
         that add to them: the query embedded once, the list and the graph searched side by side."""
         await self.index.catch_up_facts(user_id, now=now, wait_seconds=CATCH_UP_SECONDS)
@@ -161,7 +161,7 @@ class Facts:
         *,
         limits: GroupLimits,
         now: datetime,
-    ) -> list[MemoryFact]:
+    ) -> list[EdgeFact]:
         """The graph's current facts for the query; none when it is off or failing."""
         if self.graph is None:
             return []
@@ -172,7 +172,7 @@ class Facts:
             found = await self.graph.search(user_id, query, limits=limits, now=now, query_vector=shared)
         except GraphOpeningError:
             return []  # the first seconds after a start: no graph facts yet, and nothing failed
-        except GraphMemoryError as exc:
+        except GraphError as exc:
             # A memory failure degrades the context, never the reply: the list answers alone.
             logger.warning("graph facts unavailable", extra={"user_id": user_id, "error": str(exc)[:200]})
             return []

@@ -1,4 +1,4 @@
-"""Check-ins (PROACTIVE_CHECK_IN_DAYS > 0): a user quiet that long gets one touchpoint on their best
+"""Check-ins (TOUCHPOINT_CHECK_IN_DAYS > 0): a user quiet that long gets one touchpoint on their best
 open thread (the open-threads tier's ranking), planned due now; the delivery rules still apply.
 
 One per quiet spell: a user with any touchpoint planned since their last message gets none.
@@ -24,7 +24,7 @@ async def plan_check_ins(
     sessions: async_sessionmaker[AsyncSession], settings: Settings, now: datetime, *, limit: int = 100
 ) -> int:
     """Plan a check-in for up to `limit` quiet users; how many were planned."""
-    days = settings.proactive_check_in_days
+    days = settings.touchpoint_check_in_days
     if days <= 0:
         return 0
     planned = 0

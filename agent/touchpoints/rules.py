@@ -2,7 +2,7 @@
 
 Read at delivery, not at planning: the user's choice (/followups), their reachability, onboarding,
 the thread's state, whether they wrote since the plan, whether the last touchpoint was answered, their
-quiet hours (local), one a day (local) and PROACTIVE_MAX_PER_WEEK in any seven days.
+quiet hours (local), one a day (local) and TOUCHPOINT_MAX_PER_WEEK in any seven days.
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ Decision = Send | Postpone | Cancel
 
 
 def enabled_for(followups: bool | None, settings: Settings) -> bool:
-    """The user's own choice, or PROACTIVE_ENABLED when they made none."""
-    return settings.proactive_enabled if followups is None else followups
+    """The user's own choice, or TOUCHPOINT_ENABLED when they made none."""
+    return settings.touchpoint_enabled if followups is None else followups
 
 
 def in_quiet_hours(local: datetime, start: int, end: int) -> bool:
@@ -97,14 +97,14 @@ def decide(subject: Subject, now: datetime, settings: Settings) -> Decision:
         return Cancel("unanswered")  # never chase
     zone = zone_of(subject.timezone)
     local = ensure_utc(now).astimezone(zone)
-    start, end = settings.proactive_quiet_start_hour, settings.proactive_quiet_end_hour
+    start, end = settings.touchpoint_quiet_start_hour, settings.touchpoint_quiet_end_hour
     if in_quiet_hours(local, start, end):
         return Postpone(next_local(now, zone, end), "quiet_hours")
     week = sorted(at for at in subject.sent_this_week if at > now - WEEK)
     if any(ensure_utc(at).astimezone(zone).date() == local.date() for at in week):
         return Postpone(next_local(now, zone, end, days=1), "one_a_day")
-    if len(week) >= settings.proactive_max_per_week:
+    if len(week) >= settings.touchpoint_max_per_week:
         # When the oldest of the week's messages leaves the window, in daytime.
-        free = week[len(week) - settings.proactive_max_per_week] + WEEK
+        free = week[len(week) - settings.touchpoint_max_per_week] + WEEK
         return Postpone(max(free, now + timedelta(minutes=1)), "weekly_cap")
     return Send()

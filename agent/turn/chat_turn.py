@@ -1,10 +1,10 @@
 """A private chat's turn: the chat agent answers one message, in the turn frame (agent/turn/frame.py).
 
-What is the chat's own: the message is taken in by the `MessageIntake` (stored in its session, or a
+What is the chat's own: the message is taken in by the `MessageArrival` (stored in its session, or a
 message stored before but never answered resumed), the context is built, the chat agent runs
-(agent/turn/run.py: a failure becomes an apology; over a daily budget the refusal is stored without
+(agent/turn/run.py: a failure becomes an apology; over a daily cap the refusal is stored without
 a model call), and the grown history, the answer, the summary flag and the context snapshot are
-stored. The frame serialises, finds repeated deliveries, reads the budgets, meters, and commits all
+stored. The frame serialises, finds repeats, reads the budgets, meters, and commits all
 of it with the caller's receipt and the usage.
 """
 
@@ -25,12 +25,12 @@ from agent.chat.persona import persona_for
 from agent.chat.streaming import TurnProgress
 from agent.context import BuiltContext
 from agent.history.cache import StoredHistory
-from agent.turn.daily_tokens import BUDGET_REPLY, Over
+from agent.turn.daily_tokens import CAP_REPLY, Over
 from agent.turn.frame import Done, Stored, Turn
-from agent.turn.intake import Prepared
+from agent.turn.arrival import Prepared
 from agent.turn.kit import TurnKit
 from agent.turn.run import Outcome, run_chat
-from agent.turn.transcript import Delivered, write_message
+from agent.turn.transcript import Repeat, write_message
 from db.models import DaySegment, TranscriptMessage
 from db.repositories.conversations import ConversationRepository
 from db.repositories.day_summaries import flag_summary_due
@@ -47,7 +47,7 @@ class TurnResult:
     conversation_id: int
     message_id: int
     reply_id: int | None
-    new_session: bool
+    new_conversation: bool
     closed_conversation_id: int | None = None
     duplicate: bool = False
     failed: bool = False
@@ -86,15 +86,15 @@ class ChatTurn(Turn[Prepared, Answered, TurnResult]):
         """The chat model's settings: a private chat's turns come minutes apart (5-minute cache)."""
         return chat_model_settings(self.kit.settings)
 
-    async def resume(self, session: AsyncSession, found: Delivered) -> Prepared | Done[TurnResult]:
-        """Answer a message stored in a session but never answered; anything else was answered."""
+    async def resume(self, session: AsyncSession, found: Repeat) -> Prepared | Done[TurnResult]:
+        """Answer a message stored in a conversation but never answered; anything else was answered."""
         if found.answer is not None or found.message.conversation_id is None:
             return Done(_repeated(found))
-        return await self.kit.intake.resume(session, found.message)
+        return await self.kit.arrival.resume(session, found.message)
 
     async def take(self, session: AsyncSession) -> Prepared:
         """Store the message in its session."""
-        return await self.kit.intake.store(
+        return await self.kit.arrival.store(
             session, self.user_id, self.text, self.at, self.telegram_message_id, self.kind
         )
 
@@ -110,9 +110,9 @@ class ChatTurn(Turn[Prepared, Answered, TurnResult]):
         if over is not None:
             exchange: list[ModelMessage] = [
                 ModelRequest(parts=[UserPromptPart(prepared.text, timestamp=self.at)]),
-                ModelResponse(parts=[TextPart(BUDGET_REPLY)], timestamp=self.at),
+                ModelResponse(parts=[TextPart(CAP_REPLY)], timestamp=self.at),
             ]
-            return Answered(Outcome(BUDGET_REPLY, exchange, prepared.text), stored, None, "budget")
+            return Answered(Outcome(CAP_REPLY, exchange, prepared.text), stored, None, "budget")
         user, conversation = prepared.user, prepared.conversation
         # Tiers, compaction and the budget (history included) in one place; each tier in its own session.
         context = await kit.context_builder.build(
@@ -131,7 +131,7 @@ class ChatTurn(Turn[Prepared, Answered, TurnResult]):
             timezone=user.timezone,
             sessions=kit.sessions,
             persona=self.instructions(),
-            memory=context.memory,
+            package_text=context.package_text,
             note=context.note,
             recall=kit.recall,
             facts=kit.facts,
@@ -140,7 +140,7 @@ class ChatTurn(Turn[Prepared, Answered, TurnResult]):
         outcome = await run_chat(
             deps,
             prepared.text,
-            # None on a session's first message: the instructions start the run fresh.
+            # None on a conversation's first message: the instructions start the run fresh.
             history=context.history,
             model=kit.model,
             model_settings=self.model_settings(),
@@ -225,13 +225,13 @@ def _result(prepared: Prepared, outcome: Outcome, reply_id: int) -> TurnResult:
         conversation_id=prepared.conversation.id,
         message_id=prepared.message_id,
         reply_id=reply_id,
-        new_session=prepared.new_session,
+        new_conversation=prepared.new_conversation,
         closed_conversation_id=prepared.closed_id,
         failed=outcome.failed,
     )
 
 
-def _repeated(found: Delivered) -> TurnResult:
+def _repeated(found: Repeat) -> TurnResult:
     """A message delivered again: the answer stored the first time (none if it never got one)."""
     message, answer = found.message, found.answer
     logger.info("duplicate delivery", extra={"user_id": message.user_id, "message_id": message.id})
@@ -240,6 +240,6 @@ def _repeated(found: Delivered) -> TurnResult:
         conversation_id=message.conversation_id or 0,
         message_id=message.id,
         reply_id=answer.id if answer else None,
-        new_session=False,
+        new_conversation=False,
         duplicate=True,
     )

@@ -1,11 +1,11 @@
-"""Daily token budgets: USER_DAILY_TOKENS per user, GROUP_DAILY_TOKENS per group chat and
+"""Daily token caps: USER_DAILY_TOKENS per user, GROUP_DAILY_TOKENS per group chat and
 DAILY_TOKENS for everyone (0 = no cap). A group's turns are metered on the group's own owner row,
-so its members' private budgets and the group's never mix.
+so its members' private caps and the group's never mix.
 
 A day is a UTC day, the day `model_usage` counts in. The check runs before a turn's (or an
 onboarding answer's) model call and reads what is already metered: every kind of call of that
 day, post-processing included. The turn that crosses a cap finishes; the next one is refused.
-A refused message is still stored, with BUDGET_REPLY as its answer and no model call.
+A refused message is still stored, with CAP_REPLY as its answer and no model call.
 
 The check is one statement: everyone's tokens of the day are one `daily_counts` row that triggers on
 `model_usage` keep in every writer's transaction (db/ddl/usage.py), so it costs the same whatever
@@ -26,7 +26,7 @@ from agent.turn.transcript import TurnReceipt
 from db.repositories.access import AccessRepository
 from db.repositories.usage import UsageRepository
 
-BUDGET_REPLY = "I've reached my limit for today — let's pick this up tomorrow."
+CAP_REPLY = "I've reached my limit for today — let's pick this up tomorrow."
 
 Over = Literal["user", "group", "bot"]
 # Bot-wide counters of a UTC day (daily_counts.name), one per cap.
@@ -34,7 +34,7 @@ COUNTERS: dict[Over, str] = {"user": "budget_user", "group": "budget_group", "bo
 
 
 @dataclass(frozen=True)
-class TokenBudget:
+class DailyCaps:
     """The three daily caps."""
 
     per_user: int = 0
@@ -42,7 +42,7 @@ class TokenBudget:
     per_group: int = 0
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> TokenBudget:
+    def from_settings(cls, settings: Settings) -> DailyCaps:
         """The caps the settings describe."""
         return cls(
             per_user=settings.user_daily_tokens,

@@ -4,7 +4,7 @@ voice calls).
 A turn, in order:
 
 1. **serialise**: the turns of one key (a user's private chat) run one at a time;
-2. **take it in**, in one transaction: a delivery stored before is found (`Turn.earlier`: by its
+2. **take it in**, in one transaction: a message stored before is found (`Turn.earlier`: by its
    Telegram id, or by the surface's own key such as a call id) and is either what it got the
    first time or, stored but never answered because the process stopped mid-turn, resumed;
    otherwise what arrived is stored (`Turn.take`). A turn that calls the model reads the daily
@@ -16,7 +16,7 @@ A turn, in order:
 A message the model answers is committed in step 2, before the model is called, so it is never
 lost. A turn that calls no model (a short answer, a finished call) has no step 3 and makes steps 2
 and 4 one transaction, so what is stored is always stored with its receipt. Should another process
-store the same delivery between the look-up and the write, the unique index refuses the second
+store the same message between the look-up and the write, the unique index refuses the second
 write and the frame looks again.
 
 A surface plugs in by subclassing `Turn`: what to take in, what to run for the answer, what to
@@ -39,16 +39,16 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.core import observability
 from agent.core.activity import Activity
 from agent.core.usage import UsageMeter, metering, store_usage
-from agent.turn.daily_tokens import Over, TokenBudget, counting
+from agent.turn.daily_tokens import Over, DailyCaps, counting
 from agent.turn.serial import TurnQueue
-from agent.turn.transcript import Delivered, TurnReceipt, delivered
+from agent.turn.transcript import Repeat, TurnReceipt, find_repeat
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Done[R]:
-    """A turn with nothing (more) to answer: a repeated delivery, or nothing to do; its result."""
+    """A turn with nothing (more) to answer: a repeat, or nothing to do; its result."""
 
     result: R
 
@@ -82,11 +82,11 @@ class Turn[T, A, R]:
     answered_ms: float | None = None
 
     async def earlier(self, session: AsyncSession) -> T | Done[R] | None:
-        """A delivery stored before: its turn to resume, what it got the first time, or None."""
-        found = await delivered(session, self.user_id, self.telegram_message_id)
+        """A message stored before: its turn to resume, what it got the first time, or None."""
+        found = await find_repeat(session, self.user_id, self.telegram_message_id)
         return None if found is None else await self.resume(session, found)
 
-    async def resume(self, session: AsyncSession, found: Delivered) -> T | Done[R]:
+    async def resume(self, session: AsyncSession, found: Repeat) -> T | Done[R]:
         """A message stored before: answer it now (stored, never answered) or return `Done`."""
         raise NotImplementedError
 
@@ -114,7 +114,7 @@ class _Taken[T]:
 
 @dataclass(frozen=True)
 class _Finished[R](Done[R]):
-    """A turn that calls no model, stored and done in its intake's transaction."""
+    """A turn that calls no model, stored and done in its arrival's transaction."""
 
     outcome: str
 
@@ -127,13 +127,13 @@ class TurnFrame:
         *,
         sessions: async_sessionmaker[AsyncSession],
         queue: TurnQueue,
-        budget: TokenBudget | None = None,
+        caps: DailyCaps | None = None,
         activity: Activity | None = None,
     ) -> None:
         self.sessions = sessions
         self.queue = queue
         # Daily token caps (agent/turn/daily_tokens.py), read before each turn's model call.
-        self.budget = budget or TokenBudget()
+        self.caps = caps or DailyCaps()
         # Every turn counts as busy while it runs: the start-up work waits for a pause between turns.
         self.activity = activity or Activity()
 
@@ -181,7 +181,7 @@ class TurnFrame:
                 try:
                     taken = await self._take(turn, receipt)
                 except IntegrityError as exc:
-                    # Another process stored the same delivery between our look-up and our write.
+                    # Another process stored the same message between our look-up and our write.
                     taken = await self._take(turn, receipt, refused=exc)
             if isinstance(taken, _Finished):
                 return taken.result, taken.outcome
@@ -208,14 +208,14 @@ class TurnFrame:
         async with self.sessions() as session, session.begin():
             found = await turn.earlier(session)
             if found is None and refused is not None:
-                raise refused  # not a repeated delivery: some other write was refused
+                raise refused  # not a repeat: some other write was refused
             taken = found if found is not None else await turn.take(session)
             if isinstance(taken, Done):
                 return taken
             if turn.calls_model:
-                # In the intake's transaction: one statement, whatever the number of users.
+                # In the arrival's transaction: one statement, whatever the number of users.
                 with observability.span("turn budgets"):
-                    return _Taken(taken, await self.budget.check(session, turn.user_id, turn.at))
+                    return _Taken(taken, await self.caps.check(session, turn.user_id, turn.at))
             answer = await turn.answer(taken, None)
             stored = await self._persist(session, turn, taken, answer, receipt, UsageMeter())
         await turn.after(taken, answer, stored.result)

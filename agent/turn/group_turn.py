@@ -22,9 +22,9 @@ from agent.chat.agent import chat_model_settings
 from agent.turn.chat_turn import ChatTurn, TurnResult
 from agent.turn.daily_tokens import Over
 from agent.turn.frame import Done, Stored, Turn
-from agent.turn.intake import Prepared
+from agent.turn.arrival import Prepared
 from agent.turn.kit import TurnKit
-from agent.turn.transcript import Delivered, Speaker
+from agent.turn.transcript import Repeat, Speaker
 from db.models import TranscriptMessage
 
 # At most this many heard lines go with an addressed message (the newest); older ones stay searchable.
@@ -49,17 +49,17 @@ def heard_line(speaker: str | None, content: str, *, to_you: bool = False) -> st
 async def group_prompt(session: AsyncSession, message: TranscriptMessage) -> str:
     """The user prompt of an addressed group message: the lines heard since the last answer, then it."""
     assert message.conversation_id is not None
-    in_session = TranscriptMessage.conversation_id == message.conversation_id
+    in_conversation = TranscriptMessage.conversation_id == message.conversation_id
     last_answer = (
         select(func.coalesce(func.max(TranscriptMessage.id), 0))
-        .where(in_session, TranscriptMessage.role == "assistant", TranscriptMessage.id < message.id)
+        .where(in_conversation, TranscriptMessage.role == "assistant", TranscriptMessage.id < message.id)
         .scalar_subquery()
     )
     rows = (
         await session.execute(
             select(TranscriptMessage.speaker_name, TranscriptMessage.content)
             .where(
-                in_session,
+                in_conversation,
                 TranscriptMessage.role == "user",
                 TranscriptMessage.id > last_answer,
                 TranscriptMessage.id < message.id,
@@ -89,7 +89,7 @@ class GroupTurn(ChatTurn):
         group's whole history again."""
         return chat_model_settings(self.kit.settings, conversation_ttl="1h")
 
-    async def resume(self, session: AsyncSession, found: Delivered) -> Prepared | Done[TurnResult]:
+    async def resume(self, session: AsyncSession, found: Repeat) -> Prepared | Done[TurnResult]:
         """A message stored but never answered: answered now, with what was heard before it."""
         taken = await super().resume(session, found)
         if isinstance(taken, Done):
@@ -98,7 +98,7 @@ class GroupTurn(ChatTurn):
 
     async def take(self, session: AsyncSession) -> Prepared:
         """Store the message with its speaker; the prompt is what was heard, then the message."""
-        prepared = await self.kit.intake.store(
+        prepared = await self.kit.arrival.store(
             session,
             self.user_id,
             self.text,
@@ -126,13 +126,13 @@ class HeardTurn(Turn[int, None, bool]):
     speaker: Speaker
     calls_model: bool = False
 
-    async def resume(self, session: AsyncSession, found: Delivered) -> Done[bool]:
+    async def resume(self, session: AsyncSession, found: Repeat) -> Done[bool]:
         """Heard before: nothing to do."""
         return Done(False)
 
     async def take(self, session: AsyncSession) -> int:
         """Store the message in the group's session."""
-        prepared = await self.kit.intake.store(
+        prepared = await self.kit.arrival.store(
             session,
             self.user_id,
             self.text,

@@ -17,10 +17,10 @@ from agent.context import ContextBuilder
 from agent.core.clock import Clock
 from agent.core.settings import Settings
 from agent.core.tokens import TokenCounter
-from agent.history.cache import SessionHistories
+from agent.history.cache import ConversationHistories
 from agent.memory.service import Facts
 from agent.search.recall import Recall
-from agent.turn.intake import MessageIntake
+from agent.turn.arrival import MessageArrival
 
 
 @dataclass
@@ -60,8 +60,8 @@ class TurnKit:
     clock: Clock
     model: Model | str
     context_builder: ContextBuilder
-    histories: SessionHistories
-    intake: MessageIntake
+    histories: ConversationHistories
+    arrival: MessageArrival
     counter: TokenCounter
     # Conversation search and memory tools; None leaves the tools answering "unavailable".
     recall: Recall | None

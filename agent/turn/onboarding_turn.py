@@ -3,7 +3,7 @@
 
 Each message is a turn in the turn frame (agent/turn/frame.py), like a chat turn: serialised with
 the user's other turns, stored before the model is called, found again when delivered twice
-(answered once), refused over a daily token budget, metered, and stored with its answer, the
+(answered once), refused over a daily token cap, metered, and stored with its answer, the
 profile the agent's tools collected and the caller's receipt in one transaction. What is
 onboarding's own: its messages are transcript rows of kind "onboarding" (so /export and the
 transcript keep them) outside any conversation and any day, so the main agent's sessions start
@@ -23,10 +23,10 @@ from agent.core.errors import UserNotFoundError
 from agent.onboarding.agent import OnboardingDeps, OnboardingRun, run_onboarding
 from agent.onboarding.context import KIND, load_context
 from agent.reminders.store import move_to_zone
-from agent.turn.daily_tokens import BUDGET_REPLY, Over
+from agent.turn.daily_tokens import CAP_REPLY, Over
 from agent.turn.frame import Done, Stored, Turn
 from agent.turn.kit import TurnKit
-from agent.turn.transcript import Delivered, write_message
+from agent.turn.transcript import Repeat, write_message
 from db.models import TranscriptMessage, User
 
 # A model that never calls finish_onboarding must not trap the user in onboarding.
@@ -66,7 +66,7 @@ class OnboardingTurn(Turn[Taken, OnboardingRun, OnboardingReply | None]):
     fallback_name: str | None
 
     async def earlier(self, session: AsyncSession) -> Taken | Done[OnboardingReply | None] | None:
-        """Nothing for a user whose onboarding is complete; otherwise a delivery stored before."""
+        """Nothing for a user whose onboarding is complete; otherwise a message stored before."""
         user = await session.get(User, self.user_id)
         if user is None:
             raise UserNotFoundError(f"no user with id {self.user_id}")
@@ -74,7 +74,7 @@ class OnboardingTurn(Turn[Taken, OnboardingRun, OnboardingReply | None]):
             return Done(None)
         return await super().earlier(session)
 
-    async def resume(self, session: AsyncSession, found: Delivered) -> Taken | Done[OnboardingReply | None]:
+    async def resume(self, session: AsyncSession, found: Repeat) -> Taken | Done[OnboardingReply | None]:
         """The first answer again, or the stored message answered now."""
         if found.answer is not None:
             return Done(OnboardingReply(found.answer.content, False, duplicate=True))
@@ -110,7 +110,7 @@ class OnboardingTurn(Turn[Taken, OnboardingRun, OnboardingReply | None]):
             persona = persona_for(kit.settings)
             run = await run_onboarding(context, taken.text, model=kit.model, persona=persona)
         else:
-            run = OnboardingRun(BUDGET_REPLY, OnboardingDeps.start(context.profile))
+            run = OnboardingRun(CAP_REPLY, OnboardingDeps.start(context.profile))
         deps = run.deps
         if not deps.finished and taken.user_messages >= MAX_USER_MESSAGES:
             deps.name = deps.name or self.fallback_name or "friend"

@@ -1,7 +1,7 @@
 """`TurnService`: the one Telegram-free way into every kind of turn.
 
 The service builds what turns share once: the `TurnKit` each turn is handed (the model, the context
-builder, the cached histories, the message intake: agent/turn/kit.py) and the one `TurnFrame`
+builder, the cached histories, the message arrival: agent/turn/kit.py) and the one `TurnFrame`
 (agent/turn/frame.py) every turn runs in: serialised with the user's other turns, stored before the
 model is called, answered once however often it is delivered, and stored with the caller's
 `TurnReceipt` and the usage in one transaction. Its methods are the turns: a private chat's reply,
@@ -25,14 +25,14 @@ from agent.core.clock import Clock, ensure_utc
 from agent.core.errors import UserNotFoundError
 from agent.core.settings import Settings
 from agent.core.tokens import get_counter
-from agent.history.cache import SessionHistories
+from agent.history.cache import ConversationHistories
 from agent.memory.service import Facts
 from agent.search.recall import Recall
 from agent.turn.chat_turn import ChatTurn, TurnResult
-from agent.turn.daily_tokens import TokenBudget
+from agent.turn.daily_tokens import DailyCaps
 from agent.turn.frame import Turn, TurnFrame, clean
 from agent.turn.group_turn import GroupTurn, HeardTurn
-from agent.turn.intake import MessageIntake
+from agent.turn.arrival import MessageArrival
 from agent.turn.kit import Background, TurnKit
 from agent.turn.onboarding_turn import OnboardingReply, OnboardingTurn
 from agent.turn.serial import TurnQueue
@@ -63,15 +63,15 @@ class TurnService:
         self.queue = TurnQueue()
         # The person's facts: the memory tools and the facts recalled for each message read them.
         self.facts = facts if facts is not None or recall is None else Facts.over(settings, recall)
-        self.context_builder = context_builder or ContextBuilder(settings, memory=self.facts)
+        self.context_builder = context_builder or ContextBuilder(settings, recall=self.facts)
         self.recall = recall
         self.counter = get_counter()
         # Daily token caps, checked before each turn's model call (agent/turn/daily_tokens.py).
-        self.budget = TokenBudget.from_settings(settings)
-        self.histories = SessionHistories(
-            max_sessions=settings.history_cache_sessions, max_bytes=settings.history_cache_max_bytes
+        self.caps = DailyCaps.from_settings(settings)
+        self.histories = ConversationHistories(
+            max_conversations=settings.history_cache_conversations, max_bytes=settings.history_cache_max_bytes
         )
-        reply_window = timedelta(hours=settings.proactive_reply_window_hours)
+        reply_window = timedelta(hours=settings.touchpoint_reply_window_hours)
         self.kit = TurnKit(
             settings=settings,
             sessions=sessions,
@@ -79,14 +79,14 @@ class TurnService:
             model=model if model is not None else build_chat_model(settings),
             context_builder=self.context_builder,
             histories=self.histories,
-            intake=MessageIntake(self.histories, self.session_timeout, reply_window),
+            arrival=MessageArrival(self.histories, self.conversation_timeout, reply_window),
             counter=self.counter,
             recall=recall,
             facts=self.facts,
             background=Background(recall),
         )
-        # Serialisation, repeated deliveries, budgets, metering and the receipt: every surface's turn.
-        self.frame = TurnFrame(sessions=sessions, queue=self.queue, budget=self.budget)
+        # Serialisation, repeats, budgets, metering and the receipt: every surface's turn.
+        self.frame = TurnFrame(sessions=sessions, queue=self.queue, caps=self.caps)
 
     @property
     def model(self) -> Model | str:
@@ -106,9 +106,9 @@ class TurnService:
         await self.settle()
 
     @property
-    def session_timeout(self) -> timedelta:
-        """How long a pause ends a session."""
-        return timedelta(minutes=self.settings.session_timeout_minutes)
+    def conversation_timeout(self) -> timedelta:
+        """How long a pause ends a conversation."""
+        return timedelta(minutes=self.settings.conversation_timeout_minutes)
 
     async def _run[T, A, R](
         self,
@@ -223,7 +223,7 @@ class TurnService:
     ) -> OnboardingReply | None:
         """Answer one message in onboarding; None when the user has completed onboarding already.
 
-        Like `reply`: a message stored and answered before is a repeated delivery; stored but
+        Like `reply`: a message stored and answered before is a repeat; stored but
         unanswered (the process stopped mid-turn), it is answered now without being stored again.
         """
         return await self._run(

@@ -17,8 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from agent.turn.daily_tokens import Over
 from agent.turn.frame import Done, Stored, Turn
 from agent.turn.kit import TurnKit
-from agent.turn.sessions import session_expired
-from agent.turn.transcript import Delivered, write_message
+from agent.turn.conversations import conversation_expired
+from agent.turn.transcript import Repeat, write_message
 from db.models import User
 from db.repositories.conversations import ConversationRepository
 
@@ -37,7 +37,7 @@ class ShortAnswerTurn(Turn[int, str, bool]):
     reply: str
     calls_model: bool = False
 
-    async def resume(self, session: AsyncSession, found: Delivered) -> Done[bool]:
+    async def resume(self, session: AsyncSession, found: Repeat) -> Done[bool]:
         """Stored before, with its answer's receipt: nothing to do."""
         return Done(False)
 
@@ -47,8 +47,8 @@ class ShortAnswerTurn(Turn[int, str, bool]):
         if user is None:
             return Done(False)
         conversation = await ConversationRepository(session).active_for(self.user_id)
-        open_session = conversation is not None and not session_expired(
-            conversation.last_message_at, self.at, self.kit.intake.session_timeout
+        open_conversation = conversation is not None and not conversation_expired(
+            conversation.last_message_at, self.at, self.kit.arrival.conversation_timeout
         )
         row = await write_message(
             session,
@@ -57,7 +57,7 @@ class ShortAnswerTurn(Turn[int, str, bool]):
             kind=self.kind,
             content=self.content,
             sent_at=self.at,
-            conversation_id=conversation.id if conversation is not None and open_session else None,
+            conversation_id=conversation.id if conversation is not None and open_conversation else None,
             telegram_message_id=self.telegram_message_id,
         )
         return row.id

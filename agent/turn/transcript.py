@@ -3,7 +3,7 @@
 Every turn (chat, onboarding, short answers, voice calls) writes through `write_message`, inside
 its turn's transaction: the row goes into the day segment of its local calendar day (opened by the
 first message of that day), and a user's message carries its Telegram id, by which a repeated
-delivery is found (`delivered`) and, should two deliveries race, refused by the database's unique
+delivery is found (`find_repeat`) and, should two repeats race, refused by the database's unique
 index.
 """
 
@@ -38,22 +38,22 @@ class Speaker:
 
 
 @dataclass(frozen=True)
-class Delivered:
+class Repeat:
     """A user's message stored before, and the answer to it if one was stored."""
 
     message: TranscriptMessage
     answer: TranscriptMessage | None
 
 
-async def delivered(session: AsyncSession, user_id: int, telegram_message_id: int | None) -> Delivered | None:
-    """The message with this Telegram id if it was stored already (a repeated delivery), else None."""
+async def find_repeat(session: AsyncSession, user_id: int, telegram_message_id: int | None) -> Repeat | None:
+    """The message with this Telegram id if it was stored already (a repeat), else None."""
     if telegram_message_id is None:
         return None
     transcript = TranscriptRepository(session)
     message = await transcript.by_telegram_id(user_id, telegram_message_id)
     if message is None:
         return None
-    return Delivered(message, await transcript.reply_to(message.id))
+    return Repeat(message, await transcript.reply_to(message.id))
 
 
 async def write_message(

@@ -33,7 +33,7 @@ class CallToken:
     """A verified call token: whose call, which session, when it was issued."""
 
     user_id: int
-    session_id: str
+    token_id: str
     issued_at: datetime
     raw: str
 
@@ -49,11 +49,11 @@ class CallTokens:
 
     def issue(self, user_id: int, now: datetime) -> CallToken:
         """A fresh token with a new random session id."""
-        session_id = secrets.token_hex(16)
+        token_id = secrets.token_hex(16)
         stamp = int(now.timestamp())
-        payload = f"{user_id}:{session_id}:{stamp}"
+        payload = f"{user_id}:{token_id}:{stamp}"
         raw = f"{payload}:{_hmac_hex(self._secret, payload)}"
-        return CallToken(user_id, session_id, datetime.fromtimestamp(stamp, UTC), raw)
+        return CallToken(user_id, token_id, datetime.fromtimestamp(stamp, UTC), raw)
 
     def expires_at(self, token: CallToken) -> datetime:
         """When the token stops opening the server tools."""
@@ -66,13 +66,13 @@ class CallTokens:
         parts = raw.strip().split(":")
         if len(parts) != 4:
             raise VoiceAuthError("malformed call token")
-        user, session_id, stamp, signature = parts
-        expected = _hmac_hex(self._secret, f"{user}:{session_id}:{stamp}")
+        user, token_id, stamp, signature = parts
+        expected = _hmac_hex(self._secret, f"{user}:{token_id}:{stamp}")
         # Constant time, and before any parsing that could answer faster for some forgeries.
         if not hmac.compare_digest(signature.encode(), expected.encode()):
             raise VoiceAuthError("bad call token signature")
         try:
-            token = CallToken(int(user), session_id, datetime.fromtimestamp(int(stamp), UTC), raw.strip())
+            token = CallToken(int(user), token_id, datetime.fromtimestamp(int(stamp), UTC), raw.strip())
         except (ValueError, OverflowError, OSError) as exc:
             raise VoiceAuthError("malformed call token") from exc
         if check_expiry:

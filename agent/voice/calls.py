@@ -81,7 +81,7 @@ class EndedCall:
 
     call_id: str
     token: str | None
-    session_id: str | None
+    token_id: str | None
     started_at: datetime
     ended_at: datetime
     turns: tuple[CallTurn, ...]
@@ -123,7 +123,7 @@ def parse_post_call(payload: object, now: datetime) -> EndedCall | None:
     return EndedCall(
         call_id=data.conversation_id,
         token=token if isinstance(token, str) else None,
-        session_id=session if isinstance(session, str) else None,
+        token_id=session if isinstance(session, str) else None,
         started_at=started,
         ended_at=ended,
         turns=turns,

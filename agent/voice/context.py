@@ -2,7 +2,7 @@
 
 The context builder of text turns (agent/context) assembles the tiers under the same budgets, or,
 when the context engine serves v2, the briefing's voice variant with the live parts; a call adds its
-own persona, the recent messages of a text session it interrupts, the dynamic
+own persona, the recent messages of a text conversation it interrupts, the dynamic
 variables the voice agent's prompt template may use, and what the bot knows about the person with
 the standard limits: the one list of facts (the profile as the prompt reads it, then the rest the
 person has not hidden; 50 at most) and, with a graph on, its shared episodes (30) and the persona's
@@ -28,13 +28,13 @@ from agent.context.compaction import render_for_summary
 from agent.context.package import ContextPackage
 from agent.core.clock import ensure_utc
 from agent.core.errors import GraphOpeningError
-from agent.graph import STANDARD_LIMITS, GraphMemoryError, MemoryFact
-from agent.history.cache import SessionHistories
+from agent.graph import STANDARD_LIMITS, GraphError, EdgeFact
+from agent.history.cache import ConversationHistories
 from agent.memory.graph import joined
 from agent.memory.listing import listing_of
 from agent.memory.service import Facts
 from agent.memory.words import Postings
-from agent.turn.sessions import session_expired
+from agent.turn.conversations import conversation_expired
 from db.models import Conversation, User
 from db.repositories.conversations import ConversationRepository
 
@@ -44,7 +44,7 @@ RECENT_HEADING = "## Just before this call, by text"
 
 
 def render_recent(messages: Sequence[ModelMessage], *, persona_name: str) -> list[str]:
-    """A text session's fitted history as lines for the call's prompt (a compaction summary first)."""
+    """A text conversation's fitted history as lines for the call's prompt (a compaction summary first)."""
     summaries = [
         f"(Earlier in that chat: {part.content})"
         for message in messages
@@ -92,9 +92,9 @@ class VoiceContext:
         *,
         sessions: async_sessionmaker[AsyncSession],
         builder: ContextBuilder,
-        histories: SessionHistories,
+        histories: ConversationHistories,
         facts: Facts,
-        session_timeout: timedelta,
+        conversation_timeout: timedelta,
         persona: Persona,
     ) -> None:
         self.persona = persona
@@ -103,12 +103,12 @@ class VoiceContext:
         self.histories = histories
         # The one list of facts, and the graph's enrichment of it when a graph is on.
         self.facts = facts
-        self.session_timeout = session_timeout
+        self.conversation_timeout = conversation_timeout
 
     async def _active(self, user_id: int, now: datetime) -> Conversation | None:
         async with self.sessions() as session:
             conversation = await ConversationRepository(session).active_for(user_id)
-        if conversation is None or session_expired(conversation.last_message_at, now, self.session_timeout):
+        if conversation is None or conversation_expired(conversation.last_message_at, now, self.conversation_timeout):
             return None
         return conversation
 
@@ -144,13 +144,13 @@ class VoiceContext:
     async def package(self, user: User, now: datetime) -> dict[str, Any]:
         """`get_context`: profile, time, every tier, the persona's active thoughts, the week's day
         summaries, and the three graph groups with the standard limits."""
-        call, (memory, memory_error) = await asyncio.gather(
-            self.build(user, now), self.memory_groups(user, now)
+        call, (graph_facts, graph_error) = await asyncio.gather(
+            self.build(user, now), self.graph_groups(user, now)
         )
         built = call.built
         failures = list(built.snapshot.get("failures", []))
-        if memory_error is not None:
-            failures.append({"tier": "graph", "status": "failed", "error": memory_error})
+        if graph_error is not None:
+            failures.append({"tier": "graph", "status": "failed", "error": graph_error})
         return {
             "user": {"name": user.name, "timezone": user.timezone, "profile": user.profile or {}},
             "local_time": call.dynamic_variables["local_time"],
@@ -162,14 +162,14 @@ class VoiceContext:
             "active_thoughts": _thoughts(built.package),
             "week": _week(built.package),
             "recent_text_messages": render_recent(built.history or [], persona_name=self.persona.name),
-            "memory": memory,
+            "memory": graph_facts,
             "engine": built.engine,
             # The briefing's voice variant when v2 served the call (what its prompt was built from).
             "briefing": built.briefing.voice if built.briefing is not None else None,
             "failures": failures,
         }
 
-    async def memory_groups(self, user: User, now: datetime) -> tuple[dict[str, Any], str | None]:
+    async def graph_groups(self, user: User, now: datetime) -> tuple[dict[str, Any], str | None]:
         """What the bot knows about the person: the list's facts, the profile's first (hidden ones
         and past plans left out), then, with a graph on, the graph's facts that add to the list."""
         limits = STANDARD_LIMITS
@@ -193,7 +193,7 @@ class VoiceContext:
             found = await graph.search(user.id, "", limits=limits, now=now)
         except GraphOpeningError:
             return groups, None  # the first seconds after a start: the list answers alone
-        except GraphMemoryError as exc:
+        except GraphError as exc:
             # A memory failure degrades the context, never the call: the list answers alone.
             logger.warning("voice graph context failed", extra={"user_id": user.id, "error": repr(exc)})
             return groups, f"{type(exc).__name__}: {exc}"[:300]
@@ -218,7 +218,7 @@ def _week(package: ContextPackage | None) -> list[dict[str, str]]:
     return [{"day": d.day.isoformat(), "weekday": f"{d.day:%A}", "summary": d.summary} for d in days or ()]
 
 
-def _fact(fact: MemoryFact) -> dict[str, Any]:
+def _fact(fact: EdgeFact) -> dict[str, Any]:
     """A graph fact beside the list's (never in the profile)."""
     since = fact.valid_at.date().isoformat() if fact.valid_at else ""
     return {"text": fact.text, "since": since, "in_profile": False}

@@ -18,7 +18,7 @@ from agent.context import ContextBuilder
 from agent.core.clock import Clock
 from agent.core.errors import VoiceAuthError, VoiceRequestError, VoiceUserNotFoundError
 from agent.core.settings import Settings
-from agent.history.cache import SessionHistories
+from agent.history.cache import ConversationHistories
 from agent.memory.service import Facts
 from agent.search.recall import Recall
 from agent.turn.frame import TurnFrame
@@ -84,14 +84,14 @@ class VoiceService:
         now = self.clock.now()
         token = self.tokens.issue(user.id, now)
         call = await self.context.build(user, now)
-        variables = {**call.dynamic_variables, SESSION_VARIABLE: token.session_id, TOKEN_VARIABLE: token.raw}
-        snapshot = {**call.built.snapshot, "voice": {"session_id": token.session_id}}
+        variables = {**call.dynamic_variables, SESSION_VARIABLE: token.token_id, TOKEN_VARIABLE: token.raw}
+        snapshot = {**call.built.snapshot, "voice": {"session_id": token.token_id}}
         await self.store.record_prompt(user.id, call.prompt, snapshot, now)
-        logger.info("voice call initiated", extra={"user_id": user.id, "session_id": token.session_id})
+        logger.info("voice call initiated", extra={"user_id": user.id, "session_id": token.token_id})
         return {
             "agent_id": self.settings.elevenlabs_agent_id,
             "user_id": user.id,
-            "session_id": token.session_id,
+            "session_id": token.token_id,
             "signed_token": token.raw,
             "expires_at": self.tokens.expires_at(token).isoformat(),
             "dynamic_variables": variables,
@@ -113,7 +113,7 @@ class VoiceService:
             # Forgotten since the call began: the token opens nothing any more.
             raise VoiceAuthError("the call's user no longer exists") from exc
         result = await self.tools.run(name, user, arguments, now)
-        logger.info("voice tool", extra={"user_id": user.id, "session_id": token.session_id, "tool": name})
+        logger.info("voice tool", extra={"user_id": user.id, "session_id": token.token_id, "tool": name})
         return result
 
     async def call_ended(
@@ -152,7 +152,7 @@ class VoiceService:
             "voice call ended",
             extra={
                 "user_id": token.user_id,
-                "session_id": token.session_id,
+                "session_id": token.token_id,
                 "call_id": call.call_id,
                 "conversation_id": stored.conversation_id,
                 "duplicate": stored.duplicate,
@@ -167,7 +167,7 @@ def build_voice_service(
     sessions: async_sessionmaker[AsyncSession],
     clock: Clock,
     builder: ContextBuilder,
-    histories: SessionHistories,
+    histories: ConversationHistories,
     recall: Recall,
     facts: Facts,
     frame: TurnFrame,
@@ -180,7 +180,7 @@ def build_voice_service(
         builder=builder,
         histories=histories,
         facts=facts,
-        session_timeout=timedelta(minutes=settings.session_timeout_minutes),
+        conversation_timeout=timedelta(minutes=settings.conversation_timeout_minutes),
         persona=persona_for(settings),
     )
     store = VoiceStore(settings=settings, sessions=sessions, facts=facts, frame=frame)

@@ -149,7 +149,7 @@ class CallTurn(Turn[StoredCall, None, StoredCall | None]):
         conversations = ConversationRepository(session)
         closed_id: int | None = None
         active = await conversations.active_for(user_id)
-        # A call ends the text session it interrupts; the next message starts afresh after it.
+        # A call ends the text conversation it interrupts; the next message starts afresh after it.
         if active is not None and active.last_message_at <= call.started_at:
             await conversations.end_and_queue(active, active.last_message_at)
             closed_id = active.id

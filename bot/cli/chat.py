@@ -1,8 +1,8 @@
 """`python -m bot chat`: the bot in a terminal, no Telegram needed.
 
 Messages go through the same `reply()` as Telegram's, and the same background jobs run (closing
-idle sessions, post-processing, day summaries), on the chat's own clock: `/wait 20` moves it on and
-runs them, so the next message starts a new session that remembers the last one. The clock never
+idle conversations, post-processing, day summaries), on the chat's own clock: `/wait 20` moves it on and
+runs them, so the next message starts a new conversation that remembers the last one. The clock never
 goes back before the user's stored last message, so a `/wait` survives a restart. Commands never
 reach the model (bot/cli/chat_commands.py).
 
@@ -78,7 +78,7 @@ async def run_chat(
             if clock.now() - terminal.jobs_ran_at >= JOBS_EVERY:
                 await terminal.run_jobs()
             result = await runtime.turns.reply(terminal.user_id, text, clock.now())
-            marker = " (new session)" if result.new_session else ""
+            marker = " (new session)" if result.new_conversation else ""
             terminal.say(f"{settings.persona_name.lower()}{marker}> {result.text}")
     finally:
         await runtime.close()

@@ -10,11 +10,11 @@ from telegram import Bot
 from agent.core.clock import Clock
 from agent.core.models import build_model
 from agent.core.settings import Settings
-from agent.graph import NullGraphMemory
+from agent.graph import NullGraph
 from agent.graph.setup import open_settings_graph
 from agent.graph.store import GraphDataStore
 from agent.search.embedders import open_embedder
-from bot.delivery.touchpoints import TelegramSender
+from bot.delivery.touchpoints import TelegramMessenger
 from bot.preflight import check_database
 from db.engine import create_engine, session_factory
 from db.migrate import upgrade_unless_at_head
@@ -56,7 +56,7 @@ async def run_jobs_command(
             clock=Clock(),
         )
         if name in ("postprocess", "forget")
-        else NullGraphMemory()
+        else NullGraph()
     )
     ctx = None
     telegram = contextlib.AsyncExitStack()
@@ -65,9 +65,9 @@ async def run_jobs_command(
             settings,
             engine,
             session_factory(engine),
-            graph=None if isinstance(graph, NullGraphMemory) else graph,
+            graph=None if isinstance(graph, NullGraph) else graph,
         )
-        if not isinstance(graph, NullGraphMemory):
+        if not isinstance(graph, NullGraph):
             ctx.data_stores.append(GraphDataStore(graph))
         options: dict[str, int] = {}
         if conversation_id is not None:
@@ -77,7 +77,7 @@ async def run_jobs_command(
         if name == "touchpoints" and settings.telegram_bot_token is not None:
             token = settings.telegram_bot_token.get_secret_value()
             bot = await telegram.enter_async_context(Bot(token, base_url=settings.telegram_api_base_url))
-            ctx.sender = TelegramSender(bot)
+            ctx.messenger = TelegramMessenger(bot)
         counts = await run_job(name, ctx, **options)
     finally:
         await telegram.aclose()

@@ -62,11 +62,11 @@ class Poller:
         # Polling and a webhook exclude each other; a webhook left from webhook mode would make
         # every getUpdates fail with 409. Its pending updates stay with Telegram for us.
         await self._retrying(lambda: self.bot.delete_webhook(drop_pending_updates=False))
-        backoff = Backoff(budget=float("inf"), cap=10.0)
+        backoff = Backoff(total=float("inf"), cap=10.0)
         while True:
             try:
                 await self.poll_once()
-                backoff = Backoff(budget=float("inf"), cap=10.0)
+                backoff = Backoff(total=float("inf"), cap=10.0)
             except (TelegramError, SQLAlchemyError, OSError) as exc:
                 delay = backoff.next_delay() or 1.0
                 logger.warning("polling failed", extra={"error": repr(exc), "delay": round(delay, 2)})
@@ -105,7 +105,7 @@ class Poller:
             await self.bot.get_updates(offset=self.offset, timeout=0, limit=1)
 
     async def _retrying(self, call: Any) -> None:
-        backoff = Backoff(budget=float("inf"), cap=10.0)
+        backoff = Backoff(total=float("inf"), cap=10.0)
         while True:
             try:
                 await call()

@@ -1,4 +1,4 @@
-"""The bot's side of touchpoints: the sender the touchpoints job writes through.
+"""The bot's side of touchpoints: the messenger the touchpoints job writes through.
 
 The same rendering as replies (Markdown as text + entities, split at Telegram's limit); the last
 chunk carries the button that stops touchpoints (under a reminder: done and snooze). A 403 (blocked,
@@ -15,7 +15,7 @@ from telegram.error import BadRequest, Forbidden, TelegramError
 
 from agent.core import observability
 from agent.core.errors import RecipientBlockedError, SendFailedError
-from agent.touchpoints.sender import ChunkSent
+from agent.touchpoints.messenger import ChunkSent
 from bot.delivery.formatting import Chunk, render
 from bot.delivery.reminder_buttons import reminder_buttons
 
@@ -30,7 +30,7 @@ def stop_button() -> InlineKeyboardMarkup:
     return InlineKeyboardMarkup([[InlineKeyboardButton(STOP_LABEL, callback_data=FOLLOWUPS_OFF)]])
 
 
-class TelegramSender:
+class TelegramMessenger:
     """Sends touchpoints with the bot (bot/delivery/formatting.py's rendering, as replies)."""
 
     def __init__(self, bot: Bot) -> None:
@@ -56,7 +56,7 @@ class TelegramSender:
                 raise SendFailedError(exc.message) from exc
             await on_sent(index + 1, len(chunks))
         if start < len(chunks):
-            observability.proactive_sent(reminder=reminder_id is not None)
+            observability.touchpoint_sent(reminder=reminder_id is not None)
         return len(chunks)
 
     async def _send(self, chat_id: int, chunk: Chunk, markup: InlineKeyboardMarkup | None) -> None:

@@ -123,7 +123,7 @@ async def on_document(update: Update, context: HandlerContext) -> None:
     await answer(update, context, content, kind=kind, fetch=fetch)
 
 
-async def on_voice(update: Update, context: HandlerContext) -> None:
+async def on_voice_note(update: Update, context: HandlerContext) -> None:
     """A voice note: transcribed when an endpoint is configured, then answered as text."""
     message = update.effective_message
     settings = context.services.runtime.settings
@@ -135,7 +135,7 @@ async def on_voice(update: Update, context: HandlerContext) -> None:
 
     async def fetch() -> Fetched:
         try:
-            audio = await _download(context, voice.file_id, voice.file_size, settings.voice_max_bytes)
+            audio = await _download(context, voice.file_id, voice.file_size, settings.voice_note_max_bytes)
             mime = voice.mime_type or "audio/ogg"
             words = await transcribe(settings, audio, filename="voice.ogg", mime_type=mime)
         except (FileTooLargeError, TranscriptionError) as exc:

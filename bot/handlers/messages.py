@@ -129,7 +129,7 @@ async def answer(
             )
             if answered is not None:
                 return
-        # A repeated delivery records nothing, so nothing is sent twice; drafts are only a preview.
+        # A repeat records nothing, so nothing is sent twice; drafts are only a preview.
         await s.runtime.turns.reply(
             user.id,
             text,

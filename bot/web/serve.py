@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
 from agent.core.settings import Settings
-from agent.graph import NullGraphMemory
+from agent.graph import NullGraph
 from bot.preflight import check_database, listen
 from bot.runtime import Runtime, build_runtime
 from bot.web import dashboard, timeline
@@ -41,7 +41,7 @@ async def serve_pages(settings: Settings) -> None:
     """Serve until SIGTERM/SIGINT (uvicorn handles them); a database that does not answer stops the start."""
     await check_database(settings)
     await upgrade_unless_at_head(settings.database_url)
-    runtime = await build_runtime(settings, migrate=False, graph=NullGraphMemory())
+    runtime = await build_runtime(settings, migrate=False, graph=NullGraph())
     try:
         with listen(settings.web_port) as listener:
             server = uvicorn.Server(uvicorn.Config(build_pages_app(runtime), log_config=None))

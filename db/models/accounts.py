@@ -43,7 +43,7 @@ class User(Base):
     profile: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
     created_at: Mapped[datetime]
     last_message_at: Mapped[datetime | None]
-    # /followups on|off; None follows PROACTIVE_ENABLED.
+    # /followups on|off; None follows TOUCHPOINT_ENABLED.
     followups: Mapped[bool | None] = mapped_column(Boolean)
     # Telegram refused a touchpoint (the user blocked the bot): no more until they write.
     unreachable_at: Mapped[datetime | None]

@@ -13,11 +13,11 @@ from db.base import Base, BigIntPK, JSONType
 # A conversation in this status is queued for post-processing (`jobs/queue.py` claims it).
 QUEUED = "closed"
 # The kind of a conversation the bot opened by writing first, until the user answers in it.
-PROACTIVE = "proactive"
+TOUCHPOINT_KIND = "proactive"
 
 
 class Conversation(Base):
-    """One session: consecutive messages with no gap longer than the session timeout."""
+    """One session: consecutive messages with no gap longer than the conversation timeout."""
 
     __tablename__ = "conversations"
     __table_args__ = (
@@ -34,7 +34,7 @@ class Conversation(Base):
     started_at: Mapped[datetime]
     last_message_at: Mapped[datetime]
     ended_at: Mapped[datetime | None]
-    # The PydanticAI history (ModelMessagesTypeAdapter's JSON form) of this session.
+    # The PydanticAI history (ModelMessagesTypeAdapter's JSON form) of this conversation.
     messages: Mapped[list[Any]] = mapped_column(JSONType, default=list)
     message_count: Mapped[int] = mapped_column(Integer, default=0)
     summary: Mapped[str | None] = mapped_column(Text)
@@ -100,7 +100,7 @@ class GeneratedPrompt(Base):
 
 
 class HistoryCompaction(Base):
-    """A summary of a session's older turns that stands in for them in what the model is sent.
+    """A summary of a conversation's older turns that stands in for them in what the model is sent.
 
     Keyed by the last stored message it covers (its position and a digest), so it is computed once
     and reused on later turns; the stored history and the transcript are never changed by it.

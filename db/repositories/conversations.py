@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
 from db.base import JSONType
-from db.models import PROACTIVE, QUEUED, Conversation, User
+from db.models import TOUCHPOINT_KIND, QUEUED, Conversation, User
 
 
 @functools.cache
@@ -87,7 +87,7 @@ class ConversationRepository:
         return (await self.session.execute(stmt)).scalar_one_or_none()
 
     async def start(self, user_id: int, at: datetime) -> Conversation:
-        """Open a new session starting at the given message time."""
+        """Open a new conversation starting at the given message time."""
         conversation = Conversation(
             user_id=user_id, status="active", started_at=at, last_message_at=at, messages=[], message_count=0
         )
@@ -112,12 +112,12 @@ class ConversationRepository:
         user_id: int | None = None,
         unanswered_before: datetime | None = None,
     ) -> list[int]:
-        """End and queue every active session whose last message is older than `idle_before`; their ids.
+        """End and queue every active conversation whose last message is older than `idle_before`; their ids.
 
-        A session the bot opened by writing first (kind `proactive`, no reply yet) ends when its
+        A conversation the bot opened by writing first (kind `proactive`, no reply yet) ends when its
         message is older than `unanswered_before` instead (default: `idle_before`).
         """
-        waiting = Conversation.kind == PROACTIVE
+        waiting = Conversation.kind == TOUCHPOINT_KIND
         cutoff = unanswered_before if unanswered_before is not None else idle_before
         stmt = (
             update(Conversation)

@@ -19,7 +19,7 @@ from sqlalchemy import Integer, Select, bindparam, delete, func, or_, select, up
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from db.models import PROACTIVE, Conversation, ConversationThread, Touchpoint, TranscriptMessage, User
+from db.models import TOUCHPOINT_KIND, Conversation, ConversationThread, Touchpoint, TranscriptMessage, User
 
 OPEN = ("planned", "sending")
 # The kind of a reminder's occurrence (agent/reminders/): the rules that keep touchpoints welcome and the
@@ -210,7 +210,7 @@ class TouchpointRepository:
             if conversation_id is not None:
                 await self.session.execute(
                     delete(Conversation).where(
-                        Conversation.id == conversation_id, Conversation.kind == PROACTIVE
+                        Conversation.id == conversation_id, Conversation.kind == TOUCHPOINT_KIND
                     )
                 )
         row.status, row.outcome, row.finished_at = "undeliverable", "blocked", now

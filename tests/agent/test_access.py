@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.access import REFRESH, AccessPolicy
 from agent.core.settings import Settings
-from agent.turn.daily_tokens import COUNTERS, TokenBudget, counting
+from agent.turn.daily_tokens import COUNTERS, DailyCaps, counting
 from bench.clock import FrozenClock
 from db.models import User
 from db.repositories.access import AccessRepository
@@ -119,14 +119,14 @@ async def test_budgets_sum_every_kind_of_the_utc_day(
         usage = UsageRepository(session)
         assert await usage.day_tokens(now.date(), user_id=alice) == 1000
         assert await usage.day_tokens(now.date()) == 1300
-    assert await TokenBudget(per_user=1000).over(sessions, alice, now) == "user"
-    assert await TokenBudget(per_user=1001).over(sessions, alice, now) is None
-    assert await TokenBudget(per_user=1000).over(sessions, bob, now) is None
-    assert await TokenBudget(bot_wide=1300).over(sessions, bob, now) == "bot"
-    assert await TokenBudget(per_user=5000, bot_wide=1300).over(sessions, alice, now) == "bot"
+    assert await DailyCaps(per_user=1000).over(sessions, alice, now) == "user"
+    assert await DailyCaps(per_user=1001).over(sessions, alice, now) is None
+    assert await DailyCaps(per_user=1000).over(sessions, bob, now) is None
+    assert await DailyCaps(bot_wide=1300).over(sessions, bob, now) == "bot"
+    assert await DailyCaps(per_user=5000, bot_wide=1300).over(sessions, alice, now) == "bot"
     # The next UTC day starts from nothing.
     tomorrow = datetime.combine(now.date() + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
-    assert await TokenBudget(per_user=1, bot_wide=1).over(sessions, alice, tomorrow) is None
+    assert await DailyCaps(per_user=1, bot_wide=1).over(sessions, alice, tomorrow) is None
 
 
 async def test_a_budget_refusal_is_counted_with_its_answer(

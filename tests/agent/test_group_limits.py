@@ -12,7 +12,7 @@ from agent.account.access import AccessPolicy
 from agent.account.groups import group_owner
 from agent.account.ratelimit import Limit, RateLimiter, group_identity, limits_from
 from agent.core.settings import Settings
-from agent.turn.daily_tokens import TokenBudget
+from agent.turn.daily_tokens import DailyCaps
 from bench.clock import FrozenClock
 from db.models import User
 from db.repositories.usage import UsageRepository
@@ -86,10 +86,10 @@ async def test_a_group_over_its_daily_tokens_is_stopped_by_its_own_cap(
         usage = UsageRepository(session)
         await usage.add(group.id, NOW.date(), "chat", calls=4, input_tokens=900, output_tokens=100)
         await usage.add(person.id, NOW.date(), "chat", calls=1, input_tokens=300, output_tokens=0)
-    budget = TokenBudget(per_user=500, per_group=1000)
-    assert await budget.over(sessions, group.id, NOW) == "group"
-    assert await budget.over(sessions, person.id, NOW) is None  # the group's tokens are not hers
-    assert await TokenBudget(per_user=500, per_group=1001).over(sessions, group.id, NOW) is None
+    caps = DailyCaps(per_user=500, per_group=1000)
+    assert await caps.over(sessions, group.id, NOW) == "group"
+    assert await caps.over(sessions, person.id, NOW) is None  # the group's tokens are not hers
+    assert await DailyCaps(per_user=500, per_group=1001).over(sessions, group.id, NOW) is None
     # The person's cap never applies to a group, nor the group's to a person.
-    assert await TokenBudget(per_user=300, per_group=0).over(sessions, group.id, NOW) is None
-    assert await TokenBudget(per_user=300, per_group=0).over(sessions, person.id, NOW) == "user"
+    assert await DailyCaps(per_user=300, per_group=0).over(sessions, group.id, NOW) is None
+    assert await DailyCaps(per_user=300, per_group=0).over(sessions, person.id, NOW) == "user"

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.account.groups import group_owner
 from agent.account.users import get_or_create_user
 from agent.reports.texts import prompt_report, stats_report, user_report
-from agent.turn.daily_tokens import BUDGET_REPLY, TokenBudget, counting
+from agent.turn.daily_tokens import CAP_REPLY, DailyCaps, counting
 from bench.clock import FrozenClock
 from db.models import User
 from db.repositories.usage import UsageRepository
@@ -56,11 +56,11 @@ async def test_stats_counts_people_and_groups_apart_with_the_groups_budget_refus
             picnic.id, now.date(), "chat", calls=1, input_tokens=900, output_tokens=100
         )
     # The picnic group is over a cap of 1,000 tokens a day; Ana, who spent nothing, is not.
-    budget = TokenBudget(per_user=1_000, per_group=1_000)
-    over = await budget.over(sessions, picnic.id, now)
-    assert over == "group" and await budget.over(sessions, people[ANA].id, now) is None
+    caps = DailyCaps(per_user=1_000, per_group=1_000)
+    over = await caps.over(sessions, picnic.id, now)
+    assert over == "group" and await caps.over(sessions, people[ANA].id, now) is None
     async with sessions() as session, session.begin():
-        await counting(None, over, now)(session, BUDGET_REPLY)
+        await counting(None, over, now)(session, CAP_REPLY)
 
     stats = await stats_report(sessions, now, queue_depth=0, failures=0)
     assert line(stats, "users: ") == "users: 3 people, 2 groups"

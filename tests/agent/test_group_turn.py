@@ -52,7 +52,7 @@ async def test_heard_lines_go_once_with_the_next_addressed_message(
     group, _ = await group_owner(sessions, chat_id=-5, title="Friends", now=NOW, timezone="UTC")
     at = NOW
     assert await turns.hear(group.id, "the trip is in May", at, speaker=ANA, telegram_message_id=1)
-    # Delivered again: stored once.
+    # Repeat again: stored once.
     assert not await turns.hear(group.id, "the trip is in May", at, speaker=ANA, telegram_message_id=1)
     await turns.hear(
         group.id, "I'll book the train", at + timedelta(minutes=1), speaker=BOB, telegram_message_id=2
@@ -67,7 +67,7 @@ async def test_heard_lines_go_once_with_the_next_addressed_message(
         "Ana: the trip is in May\nBob: I'll book the train\nBob (to you): Nikita, when is it?",
         "Ana (to you): and thanks",
     ]
-    assert first.conversation_id == second.conversation_id and not second.new_session
+    assert first.conversation_id == second.conversation_id and not second.new_conversation
     async with sessions() as session:
         conversation = await session.get(Conversation, first.conversation_id)
         assert conversation is not None
@@ -77,7 +77,7 @@ async def test_heard_lines_go_once_with_the_next_addressed_message(
     assert conversation.message_count == 4  # the history's version: two answered turns
 
 
-async def test_a_pause_closes_the_groups_session_and_a_stored_message_is_answered_on_resume(
+async def test_a_pause_closes_the_groups_conversation_and_a_stored_message_is_answered_on_resume(
     turns: TurnService, sessions: async_sessionmaker[AsyncSession], prompts: list[str]
 ) -> None:
     group, _ = await group_owner(sessions, chat_id=-6, title="Team", now=NOW, timezone="UTC")
@@ -86,7 +86,7 @@ async def test_a_pause_closes_the_groups_session_and_a_stored_message_is_answere
     await turns.hear(group.id, "fresh news", later, speaker=BOB, telegram_message_id=2)
     # The process stopped right after storing an addressed message: stored, never answered.
     async with sessions() as session, session.begin():
-        await turns.kit.intake.store(session, group.id, "Nikita?", later, 3, "text", speaker=ANA)
+        await turns.kit.arrival.store(session, group.id, "Nikita?", later, 3, "text", speaker=ANA)
     resumed = await turns.group_reply(group.id, "Nikita?", later, speaker=ANA, telegram_message_id=3)
     assert prompts == ["Bob: fresh news\nAna (to you): Nikita?"]
     async with sessions() as session:
@@ -99,8 +99,8 @@ async def test_a_pause_closes_the_groups_session_and_a_stored_message_is_answere
                 .order_by(TranscriptMessage.id)
             )
         ).all()
-    old_session = rows[0][0]
-    assert [(c == old_session, name, role) for c, name, role in rows] == [
+    old_conversation = rows[0][0]
+    assert [(c == old_conversation, name, role) for c, name, role in rows] == [
         (True, "Ana", "user"),
         (False, "Bob", "user"),
         (False, "Ana", "user"),

@@ -43,7 +43,7 @@ CHECKPOINTS = 10
 AT_ONCE = 8
 # The bounds under test, small so that USERS overflow every one of them several times.
 BOUNDS = {
-    "history_cache_sessions": 20,
+    "history_cache_conversations": 20,
     "history_cache_max_bytes": 20_000,
     "search_vector_cache_users": 3,
     "search_vector_cache_bytes": 4_000,
@@ -146,7 +146,7 @@ async def test_many_users_leave_every_map_bounded(
 
     print(f"\nmaps per checkpoint: {sizes}\nheld bytes: {held}\npeak RSS: {peak_rss}")
     for seen in sizes:
-        assert seen["histories"] <= BOUNDS["history_cache_sessions"]
+        assert seen["histories"] <= BOUNDS["history_cache_conversations"]
         assert seen["history_bytes"] <= BOUNDS["history_cache_max_bytes"]
         assert seen["vector_users"] <= BOUNDS["search_vector_cache_users"]
         assert seen["fact_word_users"] <= BOUNDS["search_vector_cache_users"]

@@ -89,7 +89,7 @@ def prefix_kept(earlier: Json, later: Json) -> bool:
 
 
 def memory_text(body: Json) -> str:
-    """The session's memory block of the system prompt."""
+    """The conversation's package block of the system prompt."""
     system = body["system"]
     assert isinstance(system, list)
     return next(b["text"] for b in system if 'id="agent:memory"' in b["text"])
@@ -111,7 +111,7 @@ async def _service(
     )
 
 
-async def test_turns_of_a_session_repeat_the_previous_request_and_carry_their_notes(
+async def test_turns_of_a_conversation_repeat_the_previous_request_and_carry_their_notes(
     fake: FakeAnthropic,
     monkeypatch: pytest.MonkeyPatch,
     database_url: str,
@@ -134,7 +134,7 @@ async def test_turns_of_a_session_repeat_the_previous_request_and_carry_their_no
         fake.script(Reply.tool_call("word_count", {"text": "a b c"}, id="toolu_1"), "Three.")
         await service.reply(user.id, "how many words in 'a b c'?", start + timedelta(minutes=1))
         await service.reply(user.id, "thanks", start + timedelta(minutes=3))
-        # A source of the session's memory changes between turns: an in-day summary is written.
+        # A source of the conversation's package changes between turns: an in-day summary is written.
         async with sessions() as session, session.begin():
             segment = (
                 await session.execute(select(DaySegment).where(DaySegment.user_id == user.id))
@@ -150,13 +150,13 @@ async def test_turns_of_a_session_repeat_the_previous_request_and_carry_their_no
     for body in bodies:
         points = breakpoints(body)
         assert len(points) <= 4, points
-        # The persona, then the session's memory, then the conversation (automatic).
+        # The persona, then the conversation's package, then the conversation (automatic).
         assert points[-1] == "auto" and sum(p.startswith("system[") for p in points) == 2
     # Every request starts with the bytes of the one before, up to its last breakpoint: the tool's
-    # second request, and where the session's memory changed (below) too.
+    # second request, and where the conversation's package changed (below) too.
     kept = [prefix_kept(earlier, later) for earlier, later in itertools.pairwise(bodies)]
     assert kept == [True] * 5
-    # The session's memory keeps its first text in the instructions on every request.
+    # The conversation's package keeps its first text in the instructions on every request.
     assert len({memory_text(b) for b in bodies}) == 1
     # This turn's note comes after the history, first in the user prompt, and stays with its turn.
     first_turn = bodies[-1]["messages"][0]
@@ -164,7 +164,7 @@ async def test_turns_of_a_session_repeat_the_previous_request_and_carry_their_no
     assert note.startswith("<this_turn>") and "first message" in note and said == "hello there"
     last = user_texts(bodies[-1]["messages"][-1])
     assert last[0].startswith("<this_turn>") and last[1] == "and then?"
-    # The summary written mid-session reaches the model once, as a replacement in the turn it came
+    # The summary written mid-conversation reaches the model once, as a replacement in the turn it came
     # before (PydanticAI frames it as a system entry, explained from the first request on), and the
     # request after it repeats it.
     changed = [b for b in bodies if any("counted words" in t for m in b["messages"] for t in user_texts(m))]
@@ -177,7 +177,7 @@ async def test_turns_of_a_session_repeat_the_previous_request_and_carry_their_no
     assert texts[change + 1].startswith("<this_turn>") and texts[-1] == "what did we do today?"
 
 
-async def test_a_new_session_rebuilds_its_memory(
+async def test_a_new_conversation_rebuilds_its_memory(
     fake: FakeAnthropic,
     monkeypatch: pytest.MonkeyPatch,
     database_url: str,
@@ -191,7 +191,7 @@ async def test_a_new_session_rebuilds_its_memory(
     start = clock.now()
     await service.reply(user.id, "my sister Maya visits on Friday", start)
     await service.reply(user.id, "ok", start + timedelta(minutes=1))
-    # 17 minutes of quiet: a new session, whose memory holds what was said earlier today.
+    # 17 minutes of quiet: a new conversation, whose memory holds what was said earlier today.
     await service.reply(user.id, "back again", start + timedelta(minutes=18))
     await service.settle()
     first, second, third = fake.message_bodies()
@@ -237,7 +237,7 @@ async def test_from_the_second_turn_most_of_the_input_is_read_from_the_cache(
     async with sessions() as session:
         usage = (await session.execute(select(ModelUsage).where(ModelUsage.kind == "chat"))).scalar_one()
     uses = timed.cache.uses
-    assert uses[0].read == 0 and uses[0].written_1h > 0  # the persona and the session's memory, 1 h
+    assert uses[0].read == 0 and uses[0].written_1h > 0  # the persona and the conversation's package, 1 h
     for earlier, later in itertools.pairwise(uses):
         # Each request reads everything the one before sent, and writes only the new turn.
         assert later.read == earlier.total and later.uncached == 0
@@ -255,7 +255,7 @@ async def test_a_compaction_keeps_the_cached_tools_and_instructions(
     sessions: async_sessionmaker[AsyncSession],
     clock: FrozenClock,
 ) -> None:
-    # A short history budget: the session's older turns become a summary after a few turns.
+    # A short history budget: the conversation's older turns become a summary after a few turns.
     settings = _settings(database_url, model="anthropic:claude-sonnet-5-5", history_token_budget=500)
     service = await _service(settings, engine, sessions, clock)
     user, _ = await get_or_create_user(sessions, key="cli:ed", now=clock.now(), timezone="UTC", name="Ed")

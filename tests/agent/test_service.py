@@ -103,7 +103,7 @@ async def test_first_message_has_no_history_and_second_sees_the_first(
     clock.advance(timedelta(minutes=2))
     second = await service.reply(user_id, "yes", clock.now())
 
-    assert first.new_session and not second.new_session
+    assert first.new_conversation and not second.new_conversation
     assert recorder.user_prompts(0) == ["I have a cat called Miso"]
     assert recorder.user_prompts(1) == ["I have a cat called Miso", "yes"]
     first_messages, first_info = recorder.calls[0]
@@ -117,7 +117,7 @@ async def test_first_message_has_no_history_and_second_sees_the_first(
     assert second.conversation_id == first.conversation_id
 
 
-async def test_gap_of_sixteen_minutes_starts_a_new_session_and_closes_the_old_one(
+async def test_gap_of_sixteen_minutes_starts_a_new_conversation_and_closes_the_old_one(
     service: TurnService, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock, recorder: Recorder
 ) -> None:
     user_id = await make_user(sessions, clock)
@@ -126,7 +126,7 @@ async def test_gap_of_sixteen_minutes_starts_a_new_session_and_closes_the_old_on
     clock.advance(timedelta(minutes=16))
     later = await service.reply(user_id, "back again", clock.now())
 
-    assert later.new_session
+    assert later.new_conversation
     assert later.closed_conversation_id == first.conversation_id
     assert recorder.user_prompts(1) == ["back again"]
     async with sessions() as session:
@@ -135,7 +135,7 @@ async def test_gap_of_sixteen_minutes_starts_a_new_session_and_closes_the_old_on
         assert old.ended_at == started
 
 
-async def test_session_detection_uses_the_message_time_not_the_clock(
+async def test_conversation_detection_uses_the_message_time_not_the_clock(
     service: TurnService, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock, recorder: Recorder
 ) -> None:
     user_id = await make_user(sessions, clock)
@@ -143,7 +143,7 @@ async def test_session_detection_uses_the_message_time_not_the_clock(
     await service.reply(user_id, "one", start)
     clock.advance(timedelta(hours=5))  # the wall clock moved, the message was sent 3 minutes later
     result = await service.reply(user_id, "two", start + timedelta(minutes=3))
-    assert not result.new_session
+    assert not result.new_conversation
     assert recorder.user_prompts(1) == ["one", "two"]
 
 

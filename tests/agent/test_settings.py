@@ -20,7 +20,7 @@ from agent.core.settings.base import SettingsGroup
 def test_defaults_are_the_embedded_ones() -> None:
     settings = Settings(_env_file=None)
     assert settings.database_url == "sqlite+aiosqlite:///./data/nikita.db"
-    assert settings.session_timeout_minutes == 15
+    assert settings.conversation_timeout_minutes == 15
     assert settings.model == "anthropic:claude-sonnet-5-5"
 
 

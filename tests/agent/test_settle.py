@@ -14,7 +14,7 @@ from pathlib import Path
 
 from agent.core.clock import Clock
 from agent.core.settings import Settings
-from agent.graph import NullGraphMemory
+from agent.graph import NullGraph
 from agent.memory.graph import GraphFacts
 from agent.turn.service import TurnService
 from db.engine import create_engine, session_factory
@@ -66,7 +66,7 @@ def test_graph_facts_drain_after_a_write_just_finished(tmp_path: Path) -> None:
     async def scenario() -> None:
         engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'n.db'}")
         store = GraphFacts(
-            NullGraphMemory(), clock=Clock(), timeout_seconds=1, sessions=session_factory(engine)
+            NullGraph(), clock=Clock(), timeout_seconds=1, sessions=session_factory(engine)
         )
         await just_finished(store._pending)
         await store.drain()

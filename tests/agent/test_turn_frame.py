@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
 from agent.core.usage import UsageMeter, store_usage
-from agent.turn.daily_tokens import BUDGET_REPLY, COUNTERS
+from agent.turn.daily_tokens import CAP_REPLY, COUNTERS
 from agent.turn.service import TurnService
 from db.models import TranscriptMessage
 from db.repositories.access import AccessRepository
@@ -102,8 +102,8 @@ async def test_onboarding_and_chat_over_the_user_budget_are_refused_alike(
     receipts = Receipts()
     refused = await turns.onboard(pending, "hi", NOW, telegram_message_id=1, receipt=receipts)
     chat = await turns.reply(done, "hello", NOW, telegram_message_id=1, receipt=receipts)
-    assert refused is not None and refused.text == chat.text == BUDGET_REPLY
-    assert model.requests == 0 and receipts.answers == [BUDGET_REPLY, BUDGET_REPLY]
+    assert refused is not None and refused.text == chat.text == CAP_REPLY
+    assert model.requests == 0 and receipts.answers == [CAP_REPLY, CAP_REPLY]
     assert ("user", "onboarding", "hi") in await rows(sessions)
     assert ("user", "text", "hello") in await rows(sessions)
     async with sessions() as session:

@@ -143,9 +143,9 @@ async def test_facts_mode_measures_with_the_observations_and_a_kept_index_is_reu
         assert rows[("fts-only", "overall")] == "0.000"  # R@5: no turn says "pet"
         assert rows[("fts+f", "overall")] == "1.000"
         assert ("hybrid+f", "overall") in rows
-        # The first request of a new session holds the observation, in the profile; the graph's
+        # The first request of a new conversation holds the observation, in the profile; the graph's
         # tier alone holds it through the graph (when the embedded graph is installed).
-        context = out.split("context: the first request of a new session", 1)[1].splitlines()
+        context = out.split("context: the first request of a new conversation", 1)[1].splitlines()
         shares = {
             line[:18].strip(): (re.findall(r"(\d\.\d{3}) \(\s*\d+\)", line)[-1], line.split()[-1])
             for line in context

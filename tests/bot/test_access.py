@@ -24,7 +24,7 @@ from sqlalchemy import func, select
 
 from agent.account.ratelimit import STRANGER_REPLY
 from agent.core.settings import Settings
-from agent.turn.daily_tokens import BUDGET_REPLY
+from agent.turn.daily_tokens import CAP_REPLY
 from bench.fakes.telegram_api import FakeTelegram
 from bot.app import build_application, running
 from bot.handlers.messages import UNKNOWN_COMMAND
@@ -195,7 +195,7 @@ async def test_the_user_budget_stops_the_model_and_keeps_the_message(
         tg.command(FRIEND, "/start")  # onboarding's first model call spends the whole budget
         await tg.wait_for_messages(1, chat_id=FRIEND)
         tg.user_message(FRIEND, "call me Sam")
-        assert (await tg.wait_for_messages(2, chat_id=FRIEND))[-1].text == BUDGET_REPLY
+        assert (await tg.wait_for_messages(2, chat_id=FRIEND))[-1].text == CAP_REPLY
         tg.command(ADMIN, "/stats")
         stats = (await tg.wait_for_messages(1, chat_id=ADMIN))[-1].text
     assert brain.onboarding_calls == ["/start"]
@@ -214,12 +214,12 @@ async def test_the_budgets_stop_turns(
         tg.user_message(FRIEND, "first")
         await tg.wait_for_messages(1, chat_id=FRIEND)
         tg.user_message(FRIEND, "second")
-        assert (await tg.wait_for_messages(2, chat_id=FRIEND))[-1].text == BUDGET_REPLY
+        assert (await tg.wait_for_messages(2, chat_id=FRIEND))[-1].text == CAP_REPLY
         tg.user_message(STRANGER, "someone else")  # their own budget is untouched
         assert (await tg.wait_for_messages(1, chat_id=STRANGER))[-1].text == "echo: someone else"
     assert brain.chat_calls == ["first", "someone else"]
     rows = await transcript_rows(runtime)
-    assert ("user", "text", "second") in rows and ("assistant", "budget", BUDGET_REPLY) in rows
+    assert ("user", "text", "second") in rows and ("assistant", "budget", CAP_REPLY) in rows
 
 
 async def test_the_bot_wide_budget_stops_everyone(
@@ -230,7 +230,7 @@ async def test_the_bot_wide_budget_stops_everyone(
         tg.user_message(FRIEND, "spends it all")
         await tg.wait_for_messages(1, chat_id=FRIEND)
         tg.user_message(STRANGER, "my first")
-        assert (await tg.wait_for_messages(1, chat_id=STRANGER))[-1].text == BUDGET_REPLY
+        assert (await tg.wait_for_messages(1, chat_id=STRANGER))[-1].text == CAP_REPLY
         tg.command(ADMIN, "/stats")
         stats = (await tg.wait_for_messages(1, chat_id=ADMIN))[-1].text
     assert brain.chat_calls == ["spends it all"]

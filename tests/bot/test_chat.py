@@ -53,7 +53,7 @@ def user_messages(database: Path) -> list[str]:
     return [content for (content,) in rows]
 
 
-async def test_wait_closes_the_session_and_the_next_one_remembers(tmp_path: Path) -> None:
+async def test_wait_closes_the_conversation_and_the_next_one_remembers(tmp_path: Path) -> None:
     database = tmp_path / "chat.db"
     settings = Settings(
         database_url=f"sqlite+aiosqlite:///{database}", model="demo", summary_model="demo", _env_file=None
@@ -80,11 +80,11 @@ async def test_wait_closes_the_session_and_the_next_one_remembers(tmp_path: Path
     assert second.startswith("(offline demo) Noted: 'I have an interview on Friday.")
     assert "(new session)" in out.splitlines()[1] and "Noted: 'hello again'" in third
     assert "(time moves on by 20 minutes: 1 conversation(s) closed, 1 remembered)" in out
-    # The second session's context holds the first one's summary and its open threads.
+    # The second conversation's context holds the first one's summary and its open threads.
     context = out.split("(what the model read with your last message, each tier in its tag)")[-1]
     assert "<earlier_today>" in context and "(offline demo) Hi! I am a nurse in Lyon." in context
     assert "<unfinished_topics>" in context and "They asked: Should I wear the blue suit?" in context
-    # And the profile: the facts post-processing learned, in the new session's first request.
+    # And the profile: the facts post-processing learned, in the new conversation's first request.
     assert "<about_them>" in context and "- The user is a nurse in Lyon." in context
     assert "I remember: The user is a nurse in Lyon." in third
     assert "Earlier today: (offline demo) Hi! I am a nurse in Lyon." in third
@@ -166,7 +166,7 @@ def test_a_newcomer_sees_the_memory_work_and_nothing_but_the_conversation(tmp_pa
     context = out.split("each tier in its tag)")[-1]
     assert "(offline demo) Hi! I am a nurse in Lyon." in context
     assert "They asked: Should I wear the blue suit?" in context
-    # The profile: what the first session taught, in the new session's first prompt, without a graph.
+    # The profile: what the first session taught, in the new conversation's first prompt, without a graph.
     about = context.split("<about_them>", 1)[1].split("</about_them>", 1)[0]
     assert "- The user is a nurse in Lyon." in about
     assert "Here's what I remember about you." in out

@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 
 from agent.account.ratelimit import Verdict
 from agent.core.settings import Settings
-from agent.turn.daily_tokens import BUDGET_REPLY
+from agent.turn.daily_tokens import CAP_REPLY
 from bench.fakes.telegram_api import FakeTelegram
 from db.models import InboxUpdate, TranscriptMessage, User
 from tests.bot.conftest import ADMIN, Brain
@@ -79,7 +79,7 @@ async def test_the_group_daily_token_cap_stops_its_turns(
         stats = (await tg.wait_for_messages(1, chat_id=ADMIN))[-1].text
         tg.command(ADMIN, f"/user {GROUP}")
         group = (await tg.wait_for_messages(2, chat_id=ADMIN))[-1].text
-    assert sent[1].text == BUDGET_REPLY
+    assert sent[1].text == CAP_REPLY
     assert "users: 1 person, 1 group" in stats and "1 over GROUP_DAILY_TOKENS" in stats
     assert f"(chat {GROUP}): Friends" in group.splitlines()[0] and ": 1 calls" in group
     assert private[0].text == "echo: hi privately"

@@ -157,7 +157,7 @@ async def test_remembers_who_said_what_through_search_and_after_becoming_a_super
         tg.group_message(GROUP, BOB, "my cat is called Miso", first_name="Bob", date=two_hours_ago + 5)
         tg.mention(GROUP, CAT, "what did Ana say about tomatoes?", first_name="Cat")
         first = (await tg.wait_for_messages(1, chat_id=GROUP))[0]
-        # A new session (two hours later): the earlier lines are not in the prompt, search finds them.
+        # A new conversation (two hours later): the earlier lines are not in the prompt, search finds them.
         assert calls == ["Cat (to you): @nikita_test_bot what did Ana say about tomatoes?"]
         assert "Ana said" in first.text and "blight" in first.text
 

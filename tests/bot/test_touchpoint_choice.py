@@ -57,7 +57,7 @@ def model() -> Model:
 @pytest.fixture
 async def bot(settings_factory: Callable[..., Settings], engine: Any, model: Model) -> AsyncIterator[Runtime]:
     # No quiet hours: the bot runs on the wall clock.
-    settings = settings_factory(proactive_quiet_start_hour=0, proactive_quiet_end_hour=0)
+    settings = settings_factory(touchpoint_quiet_start_hour=0, touchpoint_quiet_end_hour=0)
     runtime = await build_runtime(
         settings, model=FunctionModel(model), migrate=False, summary_model=TestModel()
     )

@@ -57,7 +57,7 @@ async def test_a_quiet_group_is_never_taken_for_a_quiet_person_to_check_in_on(
                     user_id=owner, type="promise", content="the picnic", dedupe_key="picnic", created_at=last
                 )
             )
-    with_check_ins = settings.model_copy(update={"proactive_check_in_days": 3})
+    with_check_ins = settings.model_copy(update={"touchpoint_check_in_days": 3})
     assert await plan_check_ins(sessions, with_check_ins, NOON, limit=1) == 1
     async with sessions() as session:
         planned = (await session.execute(select(Touchpoint.user_id, Touchpoint.kind))).all()

@@ -153,7 +153,7 @@ async def test_queue_stats_count_each_status(
     assert "queued (closed): 1" in stats.format()
 
 
-async def test_session_job_closes_idle_sessions(
+async def test_conversation_job_closes_idle_conversations(
     ctx: JobContext, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
 ) -> None:
     _, idle_id = await seed_conversation(

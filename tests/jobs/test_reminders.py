@@ -18,7 +18,7 @@ from agent.reminders.store import NewReminder, mark_done, move_to_zone, set_remi
 from agent.touchpoints.choice import allow_touchpoints
 from bench.clock import FrozenClock
 from bench.fakes.telegram_api import FakeTelegram
-from bot.delivery.touchpoints import TelegramSender
+from bot.delivery.touchpoints import TelegramMessenger
 from db.models import Reminder, Touchpoint, TranscriptMessage, User
 from jobs.context import JobContext
 from jobs.registry import run_job
@@ -38,10 +38,10 @@ def tg() -> Iterator[FakeTelegram]:
 
 @pytest.fixture
 async def delivery(ctx: JobContext, tg: FakeTelegram, clock: FrozenClock) -> AsyncIterator[JobContext]:
-    """The job context with the bot's sender on the fake; no chat model (a reminder needs none)."""
+    """The job context with the bot's messenger on the fake; no chat model (a reminder needs none)."""
     clock.current = FRIDAY_NOON
     async with Bot(TOKEN, base_url=tg.base_url) as bot:
-        ctx.sender = TelegramSender(bot)
+        ctx.messenger = TelegramMessenger(bot)
         yield ctx
 
 

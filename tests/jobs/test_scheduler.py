@@ -39,7 +39,7 @@ async def test_minute_jobs_close_process_and_summarise(
     await run_minute_jobs(ctx)
     assert [r.message for r in caplog.records if r.levelno >= logging.INFO] == []  # nothing to do: quiet
     await seed_conversation(sessions, start=clock.now(), texts=["conversation 1: hi", "hey"], status="active")
-    clock.advance(timedelta(minutes=ctx.settings.session_timeout_minutes + 2))
+    clock.advance(timedelta(minutes=ctx.settings.conversation_timeout_minutes + 2))
 
     results = await run_minute_jobs(ctx)
 

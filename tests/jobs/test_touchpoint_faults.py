@@ -71,7 +71,7 @@ def _worker(
         "GRAPH_BACKEND": "none",
         "EMBEDDER": "none",
         "LOG_LEVEL": "WARNING",
-        "PROACTIVE_LEASE_SECONDS": "2",
+        "TOUCHPOINT_LEASE_SECONDS": "2",
         **extra,
     }
     return subprocess.Popen(

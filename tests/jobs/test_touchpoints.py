@@ -20,7 +20,7 @@ from agent.core.settings import Settings
 from bench.clock import FrozenClock
 from bench.fakes.anthropic_api import FakeAnthropic, Reply
 from bench.fakes.telegram_api import FakeTelegram
-from bot.delivery.touchpoints import FOLLOWUPS_OFF, TelegramSender
+from bot.delivery.touchpoints import FOLLOWUPS_OFF, TelegramMessenger
 from db.models import Conversation, ConversationThread, ModelUsage, Touchpoint, TranscriptMessage, User
 from db.repositories.touchpoints import NewTouchpoint, TouchpointRepository
 from jobs.context import JobContext
@@ -70,14 +70,14 @@ def tg() -> Iterator[FakeTelegram]:
 async def delivery(
     ctx: JobContext, tg: FakeTelegram, composer: tuple[FakeAnthropic, Composer]
 ) -> AsyncIterator[JobContext]:
-    """The job context with the Anthropic chat model and the bot's sender on the fakes."""
+    """The job context with the Anthropic chat model and the bot's messenger on the fakes."""
     server, _ = composer
     provider = AnthropicProvider(api_key="sk-fake", base_url=server.base_url)
     ctx.chat_model = AnthropicModel("claude-sonnet-4-6", provider=provider)
     # The Anthropic SDK talks to the local fake: the one kind of model request these tests allow.
     with override_allow_model_requests(True):
         async with Bot(TOKEN, base_url=tg.base_url) as bot:
-            ctx.sender = TelegramSender(bot)
+            ctx.messenger = TelegramMessenger(bot)
             yield ctx
 
 
@@ -174,7 +174,7 @@ async def test_the_thursday_plan_is_sent_once_on_friday_at_three_local(
             "active",
         )
 
-    # The conversation it opened waits PROACTIVE_REPLY_WINDOW_HOURS for the answer, not 15 minutes;
+    # The conversation it opened waits TOUCHPOINT_REPLY_WINDOW_HOURS for the answer, not 15 minutes;
     # unanswered, it closes, and post-processing finds nothing the user said (no model call).
     clock.current = FRIDAY_3PM_PARIS + timedelta(hours=3)
     assert await run_job("sessions", delivery) == {"closed": 0}
@@ -312,7 +312,7 @@ async def test_a_quiet_user_gets_one_check_in_on_their_best_thread_when_turned_o
     clock.advance(timedelta(days=3, hours=1))
     assert await run_job("touchpoints", delivery) == {"due": 0}  # off by default
 
-    delivery.settings = delivery.settings.model_copy(update={"proactive_check_in_days": 3})
+    delivery.settings = delivery.settings.model_copy(update={"touchpoint_check_in_days": 3})
     assert await run_job("touchpoints", delivery) == {"check_ins_planned": 1, "due": 1, "sent": 1}
     assert "send Ana the recipe" in composer[1].systems[0]  # a promise ranks above a topic
     clock.advance(timedelta(days=1))

@@ -21,7 +21,7 @@ from agent.turn.service import TurnService
 from bench.clock import FrozenClock
 from bench.fakes.otlp_receiver import FakeCollector, ReceivedSpan
 from bench.fakes.telegram_api import FakeTelegram
-from bot.delivery.touchpoints import TelegramSender
+from bot.delivery.touchpoints import TelegramMessenger
 from db.models import DaySegment, Touchpoint
 from db.repositories.conversations import ConversationRepository
 from db.repositories.touchpoints import NewTouchpoint, TouchpointRepository
@@ -58,10 +58,10 @@ def collector(ctx: JobContext) -> Iterator[FakeCollector]:
 
 @pytest.fixture
 async def delivery(ctx: JobContext) -> AsyncIterator[JobContext]:
-    """The job context with the bot's sender on a fake Bot API."""
+    """The job context with the bot's messenger on a fake Bot API."""
     with FakeTelegram(token=TOKEN) as tg:
         async with Bot(TOKEN, base_url=tg.base_url) as bot:
-            ctx.sender = TelegramSender(bot)
+            ctx.messenger = TelegramMessenger(bot)
             yield ctx
 
 

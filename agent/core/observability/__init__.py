@@ -12,7 +12,7 @@ from agent.core.observability.instruments import (
     BUDGET_LIMITS,
     job_done,
     model_use,
-    proactive_sent,
+    touchpoint_sent,
     refused,
     turn_done,
 )
@@ -42,7 +42,7 @@ __all__ = [
     "link_turns",
     "log_ids",
     "model_use",
-    "proactive_sent",
+    "touchpoint_sent",
     "refused",
     "root_span",
     "span",

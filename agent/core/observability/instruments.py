@@ -151,7 +151,7 @@ def job_done(job: str, seconds: float, *, failed: bool) -> None:
     instruments.job_duration.record(seconds, {"job": job})
 
 
-def proactive_sent(*, reminder: bool) -> None:
+def touchpoint_sent(*, reminder: bool) -> None:
     """Count a reminder or a follow-up Telegram accepted whole."""
     if (instruments := current.instruments) is not None:
         (instruments.reminders_sent if reminder else instruments.follow_ups_sent).add(1)

@@ -7,7 +7,7 @@ A setting's attribute is its environment variable in lower case (`CONTEXT_TOTAL_
 
 | module | group | what it holds |
 | --- | --- | --- |
-| general | GeneralSettings | environment, logs, persona, default time zone, session gap |
+| general | GeneralSettings | environment, logs, persona, default time zone, conversation gap |
 | telegram | TelegramSettings | token, webhook, web port, admins, streaming, the Mini App |
 | models | ModelSettings | chat and summary models, their key, timeouts, prompt caching |
 | storage | StorageSettings | database, data folder, the storage checks at start |

@@ -26,9 +26,9 @@ class ContextSettings(SettingsGroup):
     context_yesterday_budget: int = 300
     context_threads_budget: int = 400
     context_last_conversation_budget: int = 300
-    context_memory_budget: int = 600
+    context_recall_budget: int = 600
     # The profile (`<about_them>`): onboarding's answers, then the person's facts, most important
-    # first, as of the session's start (agent/memory/profile.py); what does not fit is recalled per
+    # first, as of the conversation's start (agent/memory/profile.py); what does not fit is recalled per
     # message and listed in the context snapshot.
     # CONTEXT_PROFILE_BUDGET, its older name, is still read.
     profile_tokens: int = Field(
@@ -42,7 +42,7 @@ class ContextSettings(SettingsGroup):
     context_yesterday_timeout_seconds: float = 2.0
     context_threads_timeout_seconds: float = 2.0
     context_last_conversation_timeout_seconds: float = 2.0
-    context_memory_timeout_seconds: float = 3.0
+    context_recall_timeout_seconds: float = 3.0
     context_thoughts_timeout_seconds: float = 2.0
     context_week_timeout_seconds: float = 2.0
     context_follow_ups_timeout_seconds: float = 2.0
@@ -61,5 +61,5 @@ class ContextSettings(SettingsGroup):
     compaction_input_max_tokens: int = 12_000
     compaction_timeout_seconds: float = 15.0
     # The per-user cache of stored history, bounded by entries and bytes (least recently used out).
-    history_cache_sessions: int = 256
+    history_cache_conversations: int = 256
     history_cache_max_bytes: int = 16_000_000

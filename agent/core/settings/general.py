@@ -1,4 +1,4 @@
-"""Settings of the process as a whole: its environment, logs, persona, time zone and session gap."""
+"""Settings of the process as a whole: its environment, logs, persona, time zone and conversation gap."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from agent.core.settings.base import SettingsGroup
 
 
 class GeneralSettings(SettingsGroup):
-    """ENVIRONMENT, LOG_*, SESSION_TIMEOUT_MINUTES, DEFAULT_TIMEZONE and PERSONA_*."""
+    """ENVIRONMENT, LOG_*, CONVERSATION_TIMEOUT_MINUTES, DEFAULT_TIMEZONE and PERSONA_*."""
 
     environment: Literal["local", "production", "test"] = "local"
     log_level: str = "INFO"
-    # Time and sessions
-    session_timeout_minutes: int = 15
+    # Time and conversations
+    conversation_timeout_minutes: int = 15
     default_timezone: str = "UTC"
     # The persona's name, in every prompt and bot text (docs/persona.md); messages are embedded as
     # "<speaker>: <text>" (the user's is users.name), and both names are left out of the lexical side

@@ -1,4 +1,4 @@
-"""Settings of background work: post-processing, day summaries, proactive follow-ups, reminders."""
+"""Settings of background work: post-processing, day summaries, follow-ups, reminders."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from agent.core.settings.base import SettingsGroup
 
 
 class JobSettings(SettingsGroup):
-    """POSTPROCESS_*, CONSOLIDATE_*, DAY_*, NIGHTLY_INTERVAL_MINUTES, PROACTIVE_* and REMINDERS_*."""
+    """POSTPROCESS_*, CONSOLIDATE_*, DAY_*, NIGHTLY_INTERVAL_MINUTES, TOUCHPOINT_* and REMINDERS_*."""
 
     # Post-processing and day summaries
     postprocess_max_attempts: int = 5
@@ -25,21 +25,21 @@ class JobSettings(SettingsGroup):
     day_raw_token_budget: int = 4000
     nightly_interval_minutes: int = 15
 
-    # Proactive follow-ups (docs/touchpoints.md): post-processing plans them from open threads; the
-    # `touchpoints` job sends the due ones. PROACTIVE_ENABLED is every user's default (/followups
+    # Follow-ups (docs/touchpoints.md): post-processing plans them from open threads; the
+    # `touchpoints` job sends the due ones. TOUCHPOINT_ENABLED is every user's default (/followups
     # changes theirs). Quiet hours are local hours [start, end); at most one a day and
-    # PROACTIVE_MAX_PER_WEEK in any 7 days. PROACTIVE_CHECK_IN_DAYS > 0 plans one check-in on the best
+    # TOUCHPOINT_MAX_PER_WEEK in any 7 days. TOUCHPOINT_CHECK_IN_DAYS > 0 plans one check-in on the best
     # open thread of a user quiet that many days (0: off).
-    proactive_enabled: bool = True
-    proactive_max_per_week: int = 3
-    proactive_quiet_start_hour: int = Field(default=22, ge=0, le=23)
-    proactive_quiet_end_hour: int = Field(default=9, ge=0, le=23)
-    proactive_check_in_days: int = 0
-    proactive_batch_limit: int = 100
-    proactive_lease_seconds: float = 120.0
-    proactive_send_per_second: float = 25.0
-    # A proactive message stays the open conversation this long, so a late reply reads it in history.
-    proactive_reply_window_hours: float = 24.0
+    touchpoint_enabled: bool = True
+    touchpoint_max_per_week: int = 3
+    touchpoint_quiet_start_hour: int = Field(default=22, ge=0, le=23)
+    touchpoint_quiet_end_hour: int = Field(default=9, ge=0, le=23)
+    touchpoint_check_in_days: int = 0
+    touchpoint_batch_limit: int = 100
+    touchpoint_lease_seconds: float = 120.0
+    touchpoint_send_per_second: float = 25.0
+    # A touchpoint stays the open conversation this long, so a late reply reads it in history.
+    touchpoint_reply_window_hours: float = 24.0
     # Reminders the user sets (docs/reminders.md) go out through the same job at their local time,
     # without quiet hours or the follow-up caps: at most REMINDERS_PER_DAY reminder messages to one
     # user in one local day, and REMINDERS_MAX_ACTIVE active reminders per user.

@@ -8,7 +8,7 @@ from agent.core.settings.base import SettingsGroup
 
 
 class MediaSettings(SettingsGroup):
-    """PHOTO_*, DOCUMENT_*, PDF_*, VOICE_MAX_BYTES and TRANSCRIPTION_*."""
+    """PHOTO_*, DOCUMENT_*, PDF_*, VOICE_NOTE_MAX_BYTES and TRANSCRIPTION_*."""
 
     # Photos and text documents larger than these caps are declined with a short answer.
     # Voice notes are transcribed by an OpenAI-compatible /v1/audio/transcriptions endpoint when
@@ -26,7 +26,7 @@ class MediaSettings(SettingsGroup):
     document_parse_seconds: float = Field(default=10.0, gt=0)
     document_parse_memory_mb: int = Field(default=128, ge=64)
     document_parse_concurrency: int = Field(default=2, ge=1)
-    voice_max_bytes: int = 10_000_000
+    voice_note_max_bytes: int = 10_000_000
     transcription_url: str | None = None
     transcription_api_key: SecretStr | None = None
     transcription_model: str = "whisper-1"

@@ -29,6 +29,6 @@ class ModelSettings(SettingsGroup):
     summary_temperature: float = 0.2
     summary_timeout_seconds: float = 45.0
     # Prompt caching (agent/core/caching.py): the lifetime of the breakpoints after the persona and
-    # after the session's memory ("1h": the bot-wide persona is written once an hour), or "off" for
+    # after the conversation's package ("1h": the bot-wide persona is written once an hour), or "off" for
     # a provider or gateway that refuses cache_control. The conversation's own breakpoint lives 5 min.
     prompt_cache: Literal["off", "5m", "1h"] = "1h"

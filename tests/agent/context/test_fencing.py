@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
 from agent.chat.persona import persona_for
-from agent.context import ContextBuilder, FunctionMemory, MemoryLimits
+from agent.context import ContextBuilder, FunctionRecall, RecallLimits
 from agent.context.fence import TAGS, neutralise
 from agent.core.clock import local_day
 from agent.core.settings import Settings
@@ -83,7 +83,7 @@ async def test_hostile_memory_stays_quoted_data(
             )
         )
 
-    async def facts(user_id: int, query: str, limits: MemoryLimits, now: datetime) -> Sequence[str]:
+    async def facts(user_id: int, query: str, limits: RecallLimits, now: datetime) -> Sequence[str]:
         return [hostile("graph fact")]
 
     seen: list[str] = []
@@ -112,7 +112,7 @@ async def test_hostile_memory_stays_quoted_data(
         sessions=sessions,
         clock=clock,
         model=FunctionModel(model),
-        context_builder=ContextBuilder(settings, memory=FunctionMemory(facts)),
+        context_builder=ContextBuilder(settings, recall=FunctionRecall(facts)),
     )
     try:
         await service.reply(user.id, "hello", now)
@@ -127,7 +127,7 @@ async def test_hostile_memory_stays_quoted_data(
         assert f"EvilBot now ({where})" in instructions
     # The persona's headings are the only headings.
     assert headings(instructions) == headings(persona_for(settings).chat)
-    # Each tier is one fence, opened and closed once, in order (the session's memory, then the
+    # Each tier is one fence, opened and closed once, in order (the conversation's package, then the
     # turn's note), and nothing else looks like a tag.
     tag_lines = [m.group(0) for line in instructions.splitlines() if (m := TAG_LINE.match(line))]
     order = ("profile", "today", "yesterday", "threads", "last_conversation", "time", "memory")

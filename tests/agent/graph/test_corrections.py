@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
-from agent.context.memory import STANDARD
+from agent.context.recall import STANDARD
 from agent.graph import STANDARD_LIMITS
 from bench.clock import FrozenClock
 from db.models import Conversation, UserFact

@@ -9,7 +9,7 @@ import pytest
 
 from agent.graph import STANDARD_LIMITS, group_id
 from agent.graph.fast_search import MAX_QUERY_WORDS, fuse, text_query
-from agent.graph.graphiti_backend import GraphitiMemory
+from agent.graph.graphiti_backend import GraphitiGraph
 
 T0 = datetime(2026, 1, 5, 20, 0, tzinfo=UTC)
 
@@ -68,7 +68,7 @@ def test_text_query_drops_stopwords_and_bounds_long_messages() -> None:
 
 @pytest.mark.process
 async def test_a_group_without_its_vector_index_is_answered_by_graphitis_search(
-    graph: GraphitiMemory,
+    graph: GraphitiGraph,
 ) -> None:
     # FalkorDB refuses the vector procedure while it builds a group's index (seen right after a
     # group's first edges); a dropped index is refused the same way, deterministically.

@@ -21,8 +21,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from agent.account.users import get_or_create_user
 from agent.core.errors import UserForgottenError
 from agent.core.settings import Settings
-from agent.graph import GROUPS, group_id, open_graph_memory
-from agent.graph.graphiti_backend import GraphitiMemory
+from agent.graph import GROUPS, group_id, open_graph
+from agent.graph.graphiti_backend import GraphitiGraph
 from agent.search.embeddings import InputType, Vectors
 from bench.clock import FrozenClock
 from bench.fakes.graph_llm import ScriptedLLMClient
@@ -99,7 +99,7 @@ async def gated(
     if not HAVE_FALKORDBLITE and not IN_CI:
         pytest.skip("falkordblite is not installed")
     graph_gate, embed_gate = Gate(SECRET), Gate(ANIMAL)
-    graph = await open_graph_memory(
+    graph = await open_graph(
         "falkordblite",
         url=None,
         path=str(tmp_path / "graph.db"),
@@ -124,7 +124,7 @@ async def gated(
     await runtime.close()
 
 
-async def _graph_traces(graph: GraphitiMemory, user_id: int) -> dict[str, int]:
+async def _graph_traces(graph: GraphitiGraph, user_id: int) -> dict[str, int]:
     """The user's group graphs, nodes and edges in their groups, and anything mentioning SECRET."""
     names = await graph.connection.graph_names()
     gids = [group_id(user_id, g) for g in GROUPS]
@@ -156,7 +156,7 @@ async def test_forget_during_the_graph_stage_and_an_embedding_pass_leaves_nothin
         gated.scripted,
     )
     graph = runtime.graph
-    assert isinstance(graph, GraphitiMemory)
+    assert isinstance(graph, GraphitiGraph)
     # Bo is processed first and must keep everything.
     scripted.extraction = extraction_reply(user_facts=["Bo lives in Oslo"], summary="Bo talked about Oslo.")
     bo, _ = await seed_conversation(
@@ -215,7 +215,7 @@ async def test_forget_during_a_memory_add_graph_write_leaves_nothing(
 ) -> None:
     runtime = gated.runtime
     graph = runtime.graph
-    assert isinstance(graph, GraphitiMemory)
+    assert isinstance(graph, GraphitiGraph)
     ana, _ = await get_or_create_user(runtime.sessions, key="cli:ana", now=clock.now(), timezone="UTC")
     # A similar fact already in the group: the new one is checked against it by graphiti's model
     # (a group's first fact is written without any model call), which the gate holds.

@@ -1,4 +1,4 @@
-"""GraphitiMemory on a real embedded FalkorDB, with graphiti's LLM scripted at the process boundary."""
+"""GraphitiGraph on a real embedded FalkorDB, with graphiti's LLM scripted at the process boundary."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from graphiti_core.llm_client.errors import RateLimitError
 
-from agent.graph import GROUPS, STANDARD_LIMITS, GraphMemoryError, GroupLimits, group_id
-from agent.graph.graphiti_backend import GraphitiMemory
+from agent.graph import GROUPS, STANDARD_LIMITS, GraphError, GroupLimits, group_id
+from agent.graph.graphiti_backend import GraphitiGraph
 from agent.graph.records import rows
 from bench.fakes.graph_llm import ScriptedCall, ScriptedLLMClient
 
@@ -21,13 +21,13 @@ T0 = datetime(2026, 1, 5, 20, 0, tzinfo=UTC)
 NOW = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
 
 
-async def count_episodes(memory: GraphitiMemory, user_id: int, group: str = "user") -> int:
-    scope = await memory.graphiti_for(group_id(user_id, group))  # type: ignore[arg-type]
+async def count_episodes(graph: GraphitiGraph, user_id: int, group: str = "user") -> int:
+    scope = await graph.graphiti_for(group_id(user_id, group))  # type: ignore[arg-type]
     found = await rows(scope.driver, "MATCH (e:Episodic) RETURN count(e) AS n")
     return int(found[0]["n"])
 
 
-async def test_an_episode_is_found_by_search_for_its_user(graph: GraphitiMemory) -> None:
+async def test_an_episode_is_found_by_search_for_its_user(graph: GraphitiGraph) -> None:
     await graph.add_episode(7, "user", "conversation 1", "I work at Acme. I love Sushi.", T0, "conv-1")
 
     results = await graph.search(7, "Where does the user work? Acme", limits=STANDARD_LIMITS, now=NOW)
@@ -38,7 +38,7 @@ async def test_an_episode_is_found_by_search_for_its_user(graph: GraphitiMemory)
     assert results.relationship == [] and results.persona == []
 
 
-async def test_groups_are_searched_separately(graph: GraphitiMemory) -> None:
+async def test_groups_are_searched_separately(graph: GraphitiGraph) -> None:
     await graph.add_episode(7, "user", "c1", "I work at Acme.", T0, "c1")
     await graph.add_episode(7, "relationship", "c1", "We joked about the Mug.", T0, "c1")
     await graph.add_episode(7, "persona", "life", "Nikita visited Lisbon.", T0, "e1")
@@ -50,7 +50,7 @@ async def test_groups_are_searched_separately(graph: GraphitiMemory) -> None:
     assert [f.text for f in results.persona] == ["Nikita visited Lisbon"]
 
 
-async def test_one_users_facts_never_reach_another(graph: GraphitiMemory) -> None:
+async def test_one_users_facts_never_reach_another(graph: GraphitiGraph) -> None:
     await graph.add_episode(1, "user", "c", "I live in Paris.", T0, "c")
     await graph.add_episode(2, "user", "c", "I live in Rome.", T0, "c")
 
@@ -96,7 +96,7 @@ async def test_a_later_fact_supersedes_an_earlier_one(open_graph: GraphFactory) 
     assert [f.text for f in newest.user] == ["I moved to Berlin"]
 
 
-async def test_the_same_source_twice_adds_one_episode(graph: GraphitiMemory) -> None:
+async def test_the_same_source_twice_adds_one_episode(graph: GraphitiGraph) -> None:
     llm = graph.llm_client
     assert isinstance(llm, ScriptedLLMClient)
     await graph.add_episode(7, "user", "c1", "I work at Acme.", T0, "conv-1")
@@ -110,7 +110,7 @@ async def test_the_same_source_twice_adds_one_episode(graph: GraphitiMemory) -> 
     assert [f.text for f in results.user] == ["I work at Acme"]
 
 
-async def test_concurrent_writes_of_one_source_add_one_episode(graph: GraphitiMemory) -> None:
+async def test_concurrent_writes_of_one_source_add_one_episode(graph: GraphitiGraph) -> None:
     import asyncio
 
     await asyncio.gather(
@@ -132,7 +132,7 @@ async def test_a_rerun_after_a_failed_extraction_completes_the_same_episode(open
         return extract_entities(call)
 
     graph = await open_graph(ScriptedLLMClient({"ExtractedEntities": flaky_entities}))
-    with pytest.raises(GraphMemoryError):
+    with pytest.raises(GraphError):
         await graph.add_episode(7, "user", "c1", "I work at Acme.", T0, "conv-1")
     assert await count_episodes(graph, 7) == 1  # the pending marker
 
@@ -145,7 +145,7 @@ async def test_a_rerun_after_a_failed_extraction_completes_the_same_episode(open
     assert [f.text for f in results.user] == ["I work at Acme"]
 
 
-async def test_forget_user_leaves_no_node_or_edge_of_that_user(graph: GraphitiMemory) -> None:
+async def test_forget_user_leaves_no_node_or_edge_of_that_user(graph: GraphitiGraph) -> None:
     for user in (7, 8):
         await graph.add_episode(user, "user", "c1", "I work at Acme. I love Sushi.", T0, "c1")
         await graph.add_episode(user, "relationship", "c1", "We joked about the Mug.", T0, "c1")
@@ -174,7 +174,7 @@ async def test_forget_user_leaves_no_node_or_edge_of_that_user(graph: GraphitiMe
     assert len(await graph.search(8, "Acme Sushi Mug Lisbon Anna", limits=STANDARD_LIMITS, now=NOW)) >= 4
 
 
-async def test_export_user_lists_episodes_facts_and_entities(graph: GraphitiMemory) -> None:
+async def test_export_user_lists_episodes_facts_and_entities(graph: GraphitiGraph) -> None:
     await graph.add_episode(7, "user", "c1", "I work at Acme.", T0, "conv-1")
     await graph.add_fact(7, "I love Sushi.", T0 + timedelta(days=1))
 
@@ -200,7 +200,7 @@ async def test_the_graph_survives_a_restart(open_graph: GraphFactory) -> None:
     assert [f.text for f in results.user] == ["I work at Acme"]
 
 
-async def test_limits_cap_each_group(graph: GraphitiMemory) -> None:
+async def test_limits_cap_each_group(graph: GraphitiGraph) -> None:
     fruit = ["Apples", "Pears", "Plums", "Cherries", "Figs", "Mangoes"]
     await graph.add_episode(7, "user", "c1", " ".join(f"I like {name}." for name in fruit), T0, "c1")
     assert len(await graph.search(7, " ".join(fruit), limits=STANDARD_LIMITS, now=NOW)) == 6

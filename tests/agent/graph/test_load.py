@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from agent.context.memory import STANDARD
-from agent.graph import GROUPS, STANDARD_LIMITS, GraphMemoryError, GroupLimits, group_id
-from agent.graph.graphiti_backend import GraphitiMemory
+from agent.context.recall import STANDARD
+from agent.graph import GROUPS, STANDARD_LIMITS, GraphError, GroupLimits, group_id
+from agent.graph.graphiti_backend import GraphitiGraph
 from agent.memory.graph import GraphFacts, fact_line
 from bench.clock import FrozenClock
 
@@ -25,7 +25,7 @@ SEARCHES = 100
 
 
 async def test_a_hundred_concurrent_memory_searches_all_answer(
-    graph: GraphitiMemory, clock: FrozenClock
+    graph: GraphitiGraph, clock: FrozenClock
 ) -> None:
     user = ["I work at Acme", "I play the cello"]
     await graph.add_episode(7, "user", "c1", ". ".join(user), T0, "c1", facts=user)
@@ -40,7 +40,7 @@ async def test_a_hundred_concurrent_memory_searches_all_answer(
 
     answers = await asyncio.gather(*(lines() for _ in range(SEARCHES)), return_exceptions=True)
 
-    # A failing graph raises GraphMemoryError (recall then goes on with the list alone).
+    # A failing graph raises GraphError (recall then goes on with the list alone).
     failures = [a for a in answers if isinstance(a, BaseException)]
     assert failures == []
     expected = {
@@ -61,7 +61,7 @@ async def test_a_search_that_finds_no_free_connection_in_time_is_a_graph_error(
     assert pool is not None
     held = [await pool.get_connection() for _ in range(pool.max_connections)]
     try:
-        with pytest.raises(GraphMemoryError):
+        with pytest.raises(GraphError):
             await graph.search(7, "Acme", limits=STANDARD_LIMITS, now=NOW)
     finally:
         for connection in held:
@@ -71,7 +71,7 @@ async def test_a_search_that_finds_no_free_connection_in_time_is_a_graph_error(
     ]
 
 
-async def _read_everything(graph: GraphitiMemory, user_id: int) -> None:
+async def _read_everything(graph: GraphitiGraph, user_id: int) -> None:
     """Every read a turn, the voice context and /export make, for one user."""
     facts = GraphFacts(graph, clock=FrozenClock(NOW), timeout_seconds=30)
     assert len(await facts.search(user_id, "Acme cello", limits=STANDARD, now=NOW)) == 0
@@ -82,7 +82,7 @@ async def _read_everything(graph: GraphitiMemory, user_id: int) -> None:
     assert all(exported["groups"][g] == {"episodes": [], "facts": [], "entities": []} for g in GROUPS)
 
 
-async def test_reads_never_create_a_forgotten_users_graph(graph: GraphitiMemory) -> None:
+async def test_reads_never_create_a_forgotten_users_graph(graph: GraphitiGraph) -> None:
     await graph.add_episode(7, "user", "c1", "I work at Acme. I play the cello.", T0, "c1")
     await graph.add_episode(8, "user", "c1", "I live in Oslo.", T0, "c1")
     assert len(await graph.search(7, "Acme", limits=STANDARD_LIMITS, now=NOW)) >= 1
@@ -95,7 +95,7 @@ async def test_reads_never_create_a_forgotten_users_graph(graph: GraphitiMemory)
     assert group_id(8, "user") in names
 
 
-async def test_reads_never_create_a_graph_for_an_unknown_user(graph: GraphitiMemory) -> None:
+async def test_reads_never_create_a_graph_for_an_unknown_user(graph: GraphitiGraph) -> None:
     before = await graph.connection.graph_names()
 
     await _read_everything(graph, 424242)

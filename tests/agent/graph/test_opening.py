@@ -16,8 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.account.users import get_or_create_user
 from agent.core.errors import ConfigurationError, GraphOpeningError
 from agent.core.settings import Settings
-from agent.graph import STANDARD_LIMITS, GraphMemoryError, MemoryFact, MemoryResults, NullGraphMemory
-from agent.graph.memory import Group, GroupLimits
+from agent.graph import STANDARD_LIMITS, GraphError, EdgeFact, GraphResults, NullGraph
+from agent.graph.base import Group, GroupLimits
 from agent.graph.opening import OpeningGraph
 from agent.graph.setup import settings_graph_opener
 from agent.memory.graph import GraphFacts
@@ -73,10 +73,10 @@ class OpenedGraph:
         limits: GroupLimits,
         now: datetime,
         query_vector: Sequence[float] | None = None,
-    ) -> MemoryResults:
+    ) -> GraphResults:
         """One fact about the person."""
-        return MemoryResults(
-            user=[MemoryFact(text="plays the cello", group="user", valid_at=None, invalid_at=None)]
+        return GraphResults(
+            user=[EdgeFact(text="plays the cello", group="user", valid_at=None, invalid_at=None)]
         )
 
     async def close(self) -> None:
@@ -143,9 +143,9 @@ async def test_a_graph_that_fails_to_open_is_off(caplog: pytest.LogCaptureFixtur
 
     graph = OpeningGraph(opener)
     caplog.set_level(logging.ERROR, logger="agent.graph.opening")
-    assert isinstance(await graph.opened(), NullGraphMemory) and not graph.is_open
+    assert isinstance(await graph.opened(), NullGraph) and not graph.is_open
     assert "knowledge graph off" in caplog.text
-    with pytest.raises(GraphMemoryError, match="off"):
+    with pytest.raises(GraphError, match="off"):
         await graph.search(1, "cello", limits=STANDARD_LIMITS, now=T0)
     await graph.add_episode(1, "user", "c1", "I play the cello.", T0, "c1")  # nothing to write to
     await graph.close()

@@ -18,9 +18,9 @@ from pydantic_ai.models import override_allow_model_requests
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.settings import Settings
-from agent.graph import STANDARD_LIMITS, group_id, open_graph_memory
+from agent.graph import STANDARD_LIMITS, group_id, open_graph
 from agent.graph.connect import GraphConnection, open_connection
-from agent.graph.graphiti_backend import GraphitiMemory
+from agent.graph.graphiti_backend import GraphitiGraph
 from agent.graph.records import rows
 from agent.graph.vector_space import group_driver, leaves_vectors_aside, read_space
 from agent.search.embedders import build_embedder
@@ -88,8 +88,8 @@ async def embedder_of(settings: Settings) -> ModelEmbedder:
     return embedder
 
 
-async def open_with(settings: Settings, embedder: ModelEmbedder, clock: FrozenClock) -> GraphitiMemory:
-    memory = await open_graph_memory(
+async def open_with(settings: Settings, embedder: ModelEmbedder, clock: FrozenClock) -> GraphitiGraph:
+    graph = await open_graph(
         settings.graph_backend,
         url=settings.graph_url or None,
         path=settings.graph_path,
@@ -97,8 +97,8 @@ async def open_with(settings: Settings, embedder: ModelEmbedder, clock: FrozenCl
         embedder=embedder,
         clock=clock,
     )
-    assert isinstance(memory, GraphitiMemory)
-    return memory
+    assert isinstance(graph, GraphitiGraph)
+    return graph
 
 
 async def widths(connection: GraphConnection, gid: str) -> set[int]:

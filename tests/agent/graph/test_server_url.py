@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.graph import STANDARD_LIMITS, open_graph_memory
-from agent.graph.graphiti_backend import GraphitiMemory
+from agent.graph import STANDARD_LIMITS, open_graph
+from agent.graph.graphiti_backend import GraphitiGraph
 from bench.clock import FrozenClock
 from bench.fakes.graph_llm import ScriptedLLMClient
 from bench.fakes.hashing_embedder import HashingEmbedder
@@ -38,7 +38,7 @@ def falkordb_url(tmp_path: Path) -> Iterator[str]:
 
 
 async def test_a_falkordb_server_by_url_stores_searches_and_forgets(falkordb_url: str) -> None:
-    memory = await open_graph_memory(
+    graph = await open_graph(
         "falkordb",
         url=falkordb_url,
         path="unused",
@@ -46,14 +46,14 @@ async def test_a_falkordb_server_by_url_stores_searches_and_forgets(falkordb_url
         embedder=HashingEmbedder(),
         clock=FrozenClock(),
     )
-    assert isinstance(memory, GraphitiMemory) and memory.connection.backend == "falkordb"
+    assert isinstance(graph, GraphitiGraph) and graph.connection.backend == "falkordb"
     try:
-        await memory.add_episode(1, "user", "c1", "I work at Acme.", datetime(2026, 1, 5, tzinfo=UTC), "c1")
-        found = await memory.search(1, "Acme", limits=STANDARD_LIMITS, now=datetime(2026, 2, 1, tzinfo=UTC))
+        await graph.add_episode(1, "user", "c1", "I work at Acme.", datetime(2026, 1, 5, tzinfo=UTC), "c1")
+        found = await graph.search(1, "Acme", limits=STANDARD_LIMITS, now=datetime(2026, 2, 1, tzinfo=UTC))
         assert [f.text for f in found.user] == ["I work at Acme"]
 
-        await memory.forget_user(1)
+        await graph.forget_user(1)
 
-        assert not [name for name in await memory.connection.graph_names() if name.startswith("u1_")]
+        assert not [name for name in await graph.connection.graph_names() if name.startswith("u1_")]
     finally:
-        await memory.close()
+        await graph.close()

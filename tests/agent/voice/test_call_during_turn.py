@@ -84,7 +84,7 @@ async def test_a_call_stored_elsewhere_mid_turn_keeps_the_turn_and_the_call(
         await other.dispose()
 
     assert stored_call is not None and not stored_call.duplicate
-    # The call ended the text session it interrupted; the turn's answer still joined that session.
+    # The call ended the text conversation it interrupted; the turn's answer still joined that conversation.
     assert stored_call.closed_text_conversation_id == result.conversation_id
     async with sessions() as session:
         text = await session.get(Conversation, result.conversation_id)

@@ -42,7 +42,7 @@ def test_turns_keep_their_speaker_and_time_and_skip_what_was_not_said() -> None:
         ("user", "I got the job in Porto", timedelta(seconds=4)),
         ("assistant", "Congratulations!", timedelta(seconds=9)),
     ]
-    assert (call.call_id, call.token, call.session_id) == ("conv_1", "1:s:2:sig", "s")
+    assert (call.call_id, call.token, call.token_id) == ("conv_1", "1:s:2:sig", "s")
     assert (call.started_at, call.ended_at) == (start, start + timedelta(seconds=12))
 
 

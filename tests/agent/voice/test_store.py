@@ -126,7 +126,7 @@ async def test_the_same_call_delivered_again_or_at_once_is_stored_once(
             )
 
 
-async def test_a_call_ends_the_text_session_it_interrupts_but_not_one_that_went_on_during_it(
+async def test_a_call_ends_the_text_conversation_it_interrupts_but_not_one_that_went_on_during_it(
     store: VoiceStore, sessions: async_sessionmaker[AsyncSession]
 ) -> None:
     user_id = await user_in(sessions, "UTC")

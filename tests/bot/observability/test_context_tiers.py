@@ -13,7 +13,7 @@ import pytest
 
 from agent.account.users import get_or_create_user
 from agent.context.builder import ContextBuilder
-from agent.context.memory import FunctionMemory, MemoryLimits
+from agent.context.recall import FunctionRecall, RecallLimits
 from agent.core import observability
 from agent.core.observability.setup import configure, shutdown
 from agent.core.settings import Settings
@@ -32,7 +32,7 @@ def collector() -> Iterator[FakeCollector]:
             shutdown()
 
 
-async def _slow_recall(user_id: int, query: str, limits: MemoryLimits, now: datetime) -> Sequence[str]:
+async def _slow_recall(user_id: int, query: str, limits: RecallLimits, now: datetime) -> Sequence[str]:
     """The memory tier's source, slow on purpose: the facts take SLOW_SECONDS to come."""
     with observability.span("recall lookup"):
         await asyncio.sleep(SLOW_SECONDS)
@@ -45,7 +45,7 @@ async def test_a_slow_tier_is_a_long_span_within_the_context_span(
     settings = settings_factory(otel_exporter_otlp_endpoint=collector.endpoint, embedder="none")
     assert configure(settings)
     user, _ = await get_or_create_user(sessions, key="cli:cy", now=clock.now(), timezone="UTC", name="Cy")
-    builder = ContextBuilder(settings, memory=FunctionMemory(_slow_recall))
+    builder = ContextBuilder(settings, recall=FunctionRecall(_slow_recall))
     built = await builder.build(
         sessions,
         user=user,

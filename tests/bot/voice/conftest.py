@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agent.core.clock import system_now
 from agent.core.settings import Settings
-from agent.graph import GraphMemory, NullGraphMemory
+from agent.graph import KnowledgeGraph, NullGraph
 from agent.history.turn_notes import turn_note
 from bench.clock import FrozenClock
 from bench.fakes.telegram_api import FakeTelegram
@@ -148,7 +148,7 @@ async def open_app(
     stack: list[Any] = []
 
     async def _open(
-        graph: GraphMemory | None = None, clock: FrozenClock | None = None, **overrides: Any
+        graph: KnowledgeGraph | None = None, clock: FrozenClock | None = None, **overrides: Any
     ) -> VoiceApp:
         clock = clock or app_clock()
         chat = Chat()
@@ -169,7 +169,7 @@ async def open_app(
             summary_model=FunctionModel(memory_model),
             migrate=False,
             embedder=None,
-            graph=graph or NullGraphMemory(),
+            graph=graph or NullGraph(),
         )
         stack.append(runtime)
         application = build_application(runtime)

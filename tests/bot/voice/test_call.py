@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from agent.graph import open_graph_memory
+from agent.graph import open_graph
 from bench.fakes.graph_llm import ScriptedLLMClient
 from bench.fakes.hashing_embedder import HashingEmbedder
 from db.models import Conversation, TranscriptMessage, UserFact
@@ -162,7 +162,7 @@ async def test_a_whole_call_with_the_knowledge_graph(open_app: OpenApp, tmp_path
     if not HAVE_FALKORDBLITE and not IN_CI:
         pytest.skip("falkordblite is not installed (CI always installs it and runs this test)")
     clock = app_clock()
-    graph = await open_graph_memory(
+    graph = await open_graph(
         "falkordblite",
         url=None,
         path=str(tmp_path / "graph.db"),
@@ -208,6 +208,6 @@ async def test_a_call_picks_up_the_text_chat_it_interrupts_and_ends_it(open_app:
         rows = (
             await session.execute(select(Conversation.kind, Conversation.status).order_by(Conversation.id))
         ).all()
-    # The text session the call interrupted was closed (and post-processed with the call); a new one began.
+    # The text conversation the call interrupted was closed (and post-processed with the call); a new one began.
     assert [tuple(r) for r in rows] == [("text", "processed"), ("voice", "processed"), ("text", "active")]
     assert "Earlier today:" in app.chat.instructions[-1] and "balcony" in app.chat.instructions[-1]

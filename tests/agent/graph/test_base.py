@@ -13,12 +13,12 @@ from agent.graph import (
     FULL_LIMITS,
     GROUPS,
     STANDARD_LIMITS,
-    MemoryFact,
-    MemoryResults,
-    NullGraphMemory,
+    EdgeFact,
+    GraphResults,
+    NullGraph,
     group_id,
     limits_for_budget,
-    open_graph_memory,
+    open_graph,
 )
 from agent.graph.connect import open_connection
 from bench.clock import FrozenClock
@@ -54,27 +54,27 @@ def test_group_ids_are_valid_for_graphiti_and_distinct() -> None:
 
 
 def test_a_fact_ended_before_now_is_not_current() -> None:
-    ended = MemoryFact("user", "I live in Paris", NOW - timedelta(days=60), NOW - timedelta(days=20))
-    ongoing = MemoryFact("user", "I moved to Berlin", NOW - timedelta(days=20), None)
-    ends_later = MemoryFact("user", "I am in Rome this week", NOW, NOW + timedelta(days=3))
+    ended = EdgeFact("user", "I live in Paris", NOW - timedelta(days=60), NOW - timedelta(days=20))
+    ongoing = EdgeFact("user", "I moved to Berlin", NOW - timedelta(days=20), None)
+    ends_later = EdgeFact("user", "I am in Rome this week", NOW, NOW + timedelta(days=3))
     assert not ended.is_current(NOW)
     assert ongoing.is_current(NOW) and ends_later.is_current(NOW)
-    results = MemoryResults(user=[ongoing], persona=[ends_later])
+    results = GraphResults(user=[ongoing], persona=[ends_later])
     assert len(results) == 2 and results.all() == [ongoing, ends_later] and results.of("relationship") == []
 
 
 async def test_backend_none_remembers_nothing_and_never_fails(clock: FrozenClock) -> None:
-    memory = await open_graph_memory(
+    graph = await open_graph(
         "none", url=None, path="unused", llm_client=None, embedder=None, clock=clock
     )
-    assert isinstance(memory, NullGraphMemory)
+    assert isinstance(graph, NullGraph)
 
-    await memory.add_episode(1, "user", "c1", "I live in Paris.", NOW, "c1")
-    await memory.add_fact(1, "I live in Paris.", NOW)
-    results = await memory.search(1, "Paris", limits=FULL_LIMITS, now=NOW)
-    await memory.forget_user(1)
-    exported = await memory.export_user(1)
-    await memory.close()
+    await graph.add_episode(1, "user", "c1", "I live in Paris.", NOW, "c1")
+    await graph.add_fact(1, "I live in Paris.", NOW)
+    results = await graph.search(1, "Paris", limits=FULL_LIMITS, now=NOW)
+    await graph.forget_user(1)
+    exported = await graph.export_user(1)
+    await graph.close()
 
     assert len(results) == 0
     assert exported["backend"] == "none" and set(exported["groups"]) == set(GROUPS)

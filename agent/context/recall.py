@@ -1,6 +1,6 @@
 """The memory tier's seam: the facts recalled for this message, in the turn's note.
 
-The builder asks a `MemoryTierSource` (agent/memory/service.py's `Facts` in the runtime) for the
+The builder asks a `RecallSource` (agent/memory/service.py's `Facts` in the runtime) for the
 facts relevant to the person's message, with limits chosen by how much budget is left (facts of
 the list, then the graph's relation facts and the persona's own life when a graph is on), leaving
 out the facts the profile already holds. Without a source (`memory` is None) the tier is absent.
@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
-MemoryGroup = Literal["user", "relationship", "persona"]
+RecallGroup = Literal["user", "relationship", "persona"]
 
 
 @dataclass(frozen=True)
-class MemoryLimits:
+class RecallLimits:
     """How many facts to fetch per group: user facts, shared episodes, the persona's own events."""
 
     user: int
@@ -25,21 +25,21 @@ class MemoryLimits:
     persona: int
     name: str = ""
 
-    def of(self, group: MemoryGroup) -> int:
+    def of(self, group: RecallGroup) -> int:
         """The limit for one group."""
         limit: int = getattr(self, group)
         return limit
 
 
 # Critical under 4,000 tokens of remaining budget, full over 8,000, standard between.
-CRITICAL = MemoryLimits(user=20, relationship=10, persona=5, name="critical")
-STANDARD = MemoryLimits(user=50, relationship=30, persona=20, name="standard")
-FULL = MemoryLimits(user=100, relationship=50, persona=30, name="full")
+CRITICAL = RecallLimits(user=20, relationship=10, persona=5, name="critical")
+STANDARD = RecallLimits(user=50, relationship=30, persona=20, name="standard")
+FULL = RecallLimits(user=100, relationship=50, persona=30, name="full")
 CRITICAL_BELOW = 4000
 FULL_ABOVE = 8000
 
 
-def limits_for_budget(remaining_tokens: int) -> MemoryLimits:
+def limits_for_budget(remaining_tokens: int) -> RecallLimits:
     """The limits tier for the budget still free once history and fixed parts are counted."""
     if remaining_tokens < CRITICAL_BELOW:
         return CRITICAL
@@ -48,11 +48,11 @@ def limits_for_budget(remaining_tokens: int) -> MemoryLimits:
     return FULL
 
 
-class MemoryTierSource(Protocol):
+class RecallSource(Protocol):
     """Facts relevant to a message, best first, as short lines; scoped to one user by construction."""
 
     async def recall(
-        self, user_id: int, query: str, *, limits: MemoryLimits, now: datetime, exclude: frozenset[int] = ...
+        self, user_id: int, query: str, *, limits: RecallLimits, now: datetime, exclude: frozenset[int] = ...
     ) -> Sequence[str]:
         """Lines for the memory tier (empty when nothing is relevant), none of the facts in `exclude`
         (the ids of those the profile holds)."""
@@ -60,17 +60,17 @@ class MemoryTierSource(Protocol):
 
 
 @dataclass(frozen=True)
-class FunctionMemory:
-    """A `MemoryTierSource` from a plain async function (benchmarks, tests)."""
+class FunctionRecall:
+    """A `RecallSource` from a plain async function (benchmarks, tests)."""
 
-    function: Callable[[int, str, MemoryLimits, datetime], Awaitable[Sequence[str]]]
+    function: Callable[[int, str, RecallLimits, datetime], Awaitable[Sequence[str]]]
 
     async def recall(
         self,
         user_id: int,
         query: str,
         *,
-        limits: MemoryLimits,
+        limits: RecallLimits,
         now: datetime,
         exclude: frozenset[int] = frozenset(),
     ) -> Sequence[str]:

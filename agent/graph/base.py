@@ -49,7 +49,7 @@ def limits_for_budget(remaining_tokens: int) -> GroupLimits:
 
 
 @dataclass(frozen=True)
-class MemoryFact:
+class EdgeFact:
     """One fact (a graphiti edge) with its time of validity."""
 
     group: Group
@@ -64,19 +64,19 @@ class MemoryFact:
 
 
 @dataclass(frozen=True)
-class MemoryResults:
+class GraphResults:
     """Facts per group, best first; only facts that are current at the query's `now`."""
 
-    user: list[MemoryFact] = field(default_factory=list)
-    relationship: list[MemoryFact] = field(default_factory=list)
-    persona: list[MemoryFact] = field(default_factory=list)
+    user: list[EdgeFact] = field(default_factory=list)
+    relationship: list[EdgeFact] = field(default_factory=list)
+    persona: list[EdgeFact] = field(default_factory=list)
 
-    def of(self, group: Group) -> list[MemoryFact]:
+    def of(self, group: Group) -> list[EdgeFact]:
         """The facts of one group."""
-        facts: list[MemoryFact] = getattr(self, group)
+        facts: list[EdgeFact] = getattr(self, group)
         return facts
 
-    def all(self) -> list[MemoryFact]:
+    def all(self) -> list[EdgeFact]:
         """Every fact, user facts first."""
         return [*self.user, *self.relationship, *self.persona]
 
@@ -84,7 +84,7 @@ class MemoryResults:
         return len(self.user) + len(self.relationship) + len(self.persona)
 
 
-class GraphMemory(Protocol):
+class KnowledgeGraph(Protocol):
     """Long-term temporal memory of one bot: per user, the three groups of `GROUPS`."""
 
     async def add_episode(
@@ -122,7 +122,7 @@ class GraphMemory(Protocol):
         limits: GroupLimits,
         now: datetime,
         query_vector: Sequence[float] | None = None,
-    ) -> MemoryResults:
+    ) -> GraphResults:
         """Facts relevant to `query` from the three groups in parallel; superseded facts left out.
 
         `query_vector`: the query already embedded by the graph's own embedder (the caller embedded

@@ -1,4 +1,4 @@
-"""The seam between the touchpoints job and Telegram: the job sends through a `TouchpointSender`
+"""The seam between the touchpoints job and Telegram: the job sends through a `TouchpointMessenger`
 that the bot wires in (bot/delivery/touchpoints.py), so jobs never import the bot."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def chat_of(user: User) -> int | None:
 ChunkSent = Callable[[int, int], Awaitable[None]]
 
 
-class TouchpointSender(Protocol):
+class TouchpointMessenger(Protocol):
     """Sends a touchpoint to a chat, chunk by chunk, from chunk `start`."""
 
     async def send(

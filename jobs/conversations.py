@@ -1,22 +1,22 @@
-"""Session detection: close conversations idle past the session timeout (rule: agent/turn/sessions.py)."""
+"""Conversation detection: close conversations idle past the conversation timeout (rule: agent/turn/conversations.py)."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
 
-from agent.turn.sessions import close_idle_sessions
+from agent.turn.conversations import close_idle_conversations
 from jobs.context import JobContext
 
 
 async def close_idle(ctx: JobContext) -> dict[str, Any]:
     """Close and queue every idle session; returns how many were closed."""
-    idle_for = timedelta(minutes=ctx.settings.session_timeout_minutes)
+    idle_for = timedelta(minutes=ctx.settings.conversation_timeout_minutes)
     async with ctx.sessions() as session, session.begin():
-        closed = await close_idle_sessions(
+        closed = await close_idle_conversations(
             session,
             ctx.clock.now(),
             idle_for,
-            reply_window=timedelta(hours=ctx.settings.proactive_reply_window_hours),
+            reply_window=timedelta(hours=ctx.settings.touchpoint_reply_window_hours),
         )
     return {"closed": len(closed)}

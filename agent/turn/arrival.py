@@ -1,10 +1,10 @@
 """A chat message's way into a turn: stored in its session, or found stored before and resumed.
 
-A new message closes a session that a long enough pause ended (queued for post-processing) and
+A new message closes a conversation that a long enough pause ended (queued for post-processing) and
 opens the next, and is stored before the model is called, so it is never lost. A message stored
 before but never answered (the process stopped mid-turn) is resumed: its turn runs now for the
-stored message. Both run in the turn frame's intake transaction (agent/turn/frame.py), which also
-looks the message up by its Telegram id first and reads the daily token budgets.
+stored message. Both run in the turn frame's arrival transaction (agent/turn/frame.py), which also
+looks the message up by its Telegram id first and reads the daily token caps.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.chat import attachments as files
 from agent.core.errors import UserNotFoundError
-from agent.history.cache import SessionHistories
+from agent.history.cache import ConversationHistories
 from agent.search.language import detect_language, set_language
-from agent.turn.sessions import session_expired, session_timeout_for
+from agent.turn.conversations import conversation_expired, conversation_timeout_for
 from agent.turn.transcript import Speaker, write_message
-from db.models import PROACTIVE, Conversation, TranscriptMessage, User
+from db.models import TOUCHPOINT_KIND, Conversation, TranscriptMessage, User
 from db.repositories.conversations import ConversationRepository
 from db.repositories.users import UserRepository
 
@@ -37,19 +37,19 @@ class Prepared:
     conversation: Conversation
     text: str
     message_id: int
-    new_session: bool
+    new_conversation: bool
     closed_id: int | None
     previous_message_at: datetime | None
     attachments: tuple[files.Attachment, ...] = ()
 
 
 @dataclass(frozen=True)
-class MessageIntake:
+class MessageArrival:
     """Takes a chat turn's message in, in the turn frame's transaction (agent/turn/frame.py)."""
 
-    histories: SessionHistories
-    session_timeout: timedelta
-    # How long a session the bot opened by writing first waits for the user's answer.
+    histories: ConversationHistories
+    conversation_timeout: timedelta
+    # How long a conversation the bot opened by writing first waits for the user's answer.
     reply_window: timedelta | None = None
 
     async def resume(self, session: AsyncSession, message: TranscriptMessage) -> Prepared:
@@ -86,7 +86,7 @@ class MessageIntake:
     ) -> Prepared:
         """Store a new message in its session (closing one a long enough pause ended).
 
-        `answered=False`: a group message the bot only hears; the session's message count is the
+        `answered=False`: a group message the bot only hears; the conversation's message count is the
         version of its stored history, which only answered turns grow, so it stays as it is.
         """
         conversations = ConversationRepository(session)
@@ -96,19 +96,19 @@ class MessageIntake:
         closed_id: int | None = None
         previous_message_at = user.last_message_at
         timeout = (
-            session_timeout_for(conversation.kind, self.session_timeout, self.reply_window)
+            conversation_timeout_for(conversation.kind, self.conversation_timeout, self.reply_window)
             if conversation is not None
-            else self.session_timeout
+            else self.conversation_timeout
         )
-        if conversation is not None and session_expired(conversation.last_message_at, sent_at, timeout):
+        if conversation is not None and conversation_expired(conversation.last_message_at, sent_at, timeout):
             await conversations.end_and_queue(conversation, conversation.last_message_at)
             closed_id = conversation.id
             self.histories.forget(conversation.id)
             conversation = None
-        new_session = conversation is None
+        new_conversation = conversation is None
         if conversation is None:
             conversation = await conversations.start(user_id, sent_at)
-        if conversation.kind == PROACTIVE:
+        if conversation.kind == TOUCHPOINT_KIND:
             conversation.kind = "text"  # answered: an ordinary conversation from now on
         conversation.last_message_at = max(conversation.last_message_at, sent_at)
         if answered:
@@ -135,4 +135,4 @@ class MessageIntake:
             logger.info(
                 "session closed by new message", extra={"user_id": user_id, "conversation_id": closed_id}
             )
-        return Prepared(user, conversation, text, message.id, new_session, closed_id, previous_message_at)
+        return Prepared(user, conversation, text, message.id, new_conversation, closed_id, previous_message_at)
