@@ -340,7 +340,9 @@ def _print_conversation(
     settings: Settings, costs: list[TurnCost], others: list[TurnCost], cuts: list[str]
 ) -> None:
     model = settings.model
-    print(f"one user, a week of history, a 30-turn conversation ({model}, PROMPT_CACHE={settings.prompt_cache})")
+    print(
+        f"one user, a week of history, a 30-turn conversation ({model}, PROMPT_CACHE={settings.prompt_cache})"
+    )
     print("  chat model's requests only; the history's cuts are compaction's summaries (their cost below)")
     print("  turn  reqs  input   read  write5m  write1h  uncached  read%  billed/uncached", end="")
     print("  $ billed  $ uncached  cut")

@@ -26,8 +26,8 @@ from typing import Any, Literal
 from agent.core.settings import Settings
 from agent.core.usage import metering
 from agent.graph import STANDARD_LIMITS, open_graph
-from agent.graph.graphiti_backend import GraphitiGraph, SearchRecipe
 from agent.graph.base import Group
+from agent.graph.graphiti_backend import GraphitiGraph, SearchRecipe
 from agent.search.embedders import open_embedder
 from agent.search.embeddings import Embedder
 from bench.clock import FrozenClock

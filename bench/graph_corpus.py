@@ -18,9 +18,9 @@ from typing import Any
 from graphiti_core.driver.driver import GraphProvider
 from graphiti_core.models.edges.edge_db_queries import get_entity_edge_save_bulk_query
 
+from agent.graph.base import GROUPS, Group, group_id
 from agent.graph.embedder import GraphitiEmbedder
 from agent.graph.graphiti_backend import GraphitiGraph
-from agent.graph.base import GROUPS, Group, group_id
 
 START = datetime(2026, 1, 1, 20, 0, tzinfo=UTC)
 WORDS = (

@@ -20,8 +20,8 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
-from agent.context.recall import STANDARD
 from agent.context.profile import ProfileTier, load_profile_tier
+from agent.context.recall import STANDARD
 from agent.core.settings import Settings
 from agent.core.tokens import get_counter
 from agent.memory.profile import ProfileCache

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from agent.context.recall import FunctionRecall, RecallLimits
-from agent.graph import KnowledgeGraph, GroupLimits, open_graph
+from agent.graph import GroupLimits, KnowledgeGraph, open_graph
 from agent.memory.graph import GraphFacts, fact_line
 from agent.search.embeddings import Embedder
 from bench.clock import FrozenClock

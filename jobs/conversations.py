@@ -1,4 +1,5 @@
-"""Conversation detection: close conversations idle past the conversation timeout (rule: agent/turn/conversations.py)."""
+"""Conversation detection: close conversations idle past the conversation timeout (the rule:
+agent/turn/conversations.py)."""
 
 from __future__ import annotations
 

@@ -34,8 +34,8 @@ from agent.core.usage import metering, store_usage_apart
 from agent.history.messages import touchpoint_history
 from agent.touchpoints.check_ins import plan_check_ins
 from agent.touchpoints.compose import Occasion, compose
-from agent.touchpoints.rules import WEEK, Cancel, Postpone, Subject, decide
 from agent.touchpoints.messenger import chat_of
+from agent.touchpoints.rules import WEEK, Cancel, Postpone, Subject, decide
 from agent.turn.daily_tokens import DailyCaps
 from agent.turn.transcript import write_message
 from db.models import TOUCHPOINT_KIND, Touchpoint, User
@@ -238,8 +238,8 @@ class _Worker:
         return await self._send(touchpoint_id, user_id, outcome.text, 0, reminder_id)
 
     async def _record(self, touchpoint_id: int, text: str) -> Cancel | Postpone | None:
-        """Store the message as the assistant's turn of kind `proactive`, in a conversation it opens; the rules are
-        read again under the user's row lock, so two instances never both send to one user."""
+        """Store the message as the assistant's turn of kind `proactive`, in a conversation it opens; the
+        rules are read again under the user's row lock, so two instances never both send to one user."""
         now = self.ctx.clock.now()
         async with self.ctx.sessions() as session, session.begin():
             repo = TouchpointRepository(session)
@@ -306,7 +306,9 @@ class _Worker:
         try:
             await self._renew(touchpoint_id)
             await self.pace.wait()
-            await self.ctx.messenger.send(chat_id, text, start=start, on_sent=on_sent, reminder_id=reminder_id)
+            await self.ctx.messenger.send(
+                chat_id, text, start=start, on_sent=on_sent, reminder_id=reminder_id
+            )
         except RecipientBlockedError:
             await self._unreachable(touchpoint_id, user_id)
             return "undeliverable"

@@ -12,8 +12,8 @@ from __future__ import annotations
 from agent.context.budget import Budgets, Cut, Fitted, fit
 from agent.context.builder import BuiltContext, ContextBuilder
 from agent.context.compaction import Compacted, Compactor
-from agent.context.recall import FunctionRecall, RecallLimits, RecallSource, limits_for_budget
 from agent.context.package import ContextPackage, PackageCollector
+from agent.context.recall import FunctionRecall, RecallLimits, RecallSource, limits_for_budget
 from agent.context.snapshot import format_snapshot
 from agent.context.tiers import TierBlock, describe_gap, part_of_day
 
@@ -27,9 +27,9 @@ __all__ = [
     "Cut",
     "Fitted",
     "FunctionRecall",
+    "PackageCollector",
     "RecallLimits",
     "RecallSource",
-    "PackageCollector",
     "TierBlock",
     "describe_gap",
     "fit",

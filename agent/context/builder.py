@@ -33,10 +33,10 @@ from agent.context.budget import Budgets, Fitted
 from agent.context.compaction import Compacted, Compactor
 from agent.context.engine import Variant, assemble_v2, route_for, serve
 from agent.context.layers import fit_layers
-from agent.context.recall import RecallSource, limits_for_budget
 from agent.context.package import COLLECTOR_ERRORS, Collected, ContextPackage, PackageCollector
 from agent.context.profile import profile_entry
 from agent.context.reads import SharedReads
+from agent.context.recall import RecallSource, limits_for_budget
 from agent.context.tiers import TierBlock, time_block
 from agent.core import observability
 from agent.core.clock import ensure_utc
@@ -147,7 +147,8 @@ class ContextBuilder:
                 break
         remaining = self.budgets.hard_cap - estimate
         conversation_id = conversation.id if conversation is not None else None
-        # The conversation's package is read as of the conversation's start, so its wording stays put turn to turn.
+        # The conversation's package is read as of the conversation's start, so its wording stays put
+        # turn to turn.
         anchor = ensure_utc(conversation.started_at) if conversation is not None else now
         reading = self.briefings.start(sessions, user.id) if route != "v1" else None
         # The reactions since their last message belong to this turn's note; read beside the rest,

@@ -25,18 +25,18 @@ from sqlalchemy import Integer, Select, bindparam, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.context.recall import RecallSource, limits_for_budget
 from agent.context.profile import ProfileTier, load_profile_tier
 from agent.context.reads import SharedReads
+from agent.context.recall import RecallSource, limits_for_budget
 from agent.context.tiers import (
     TierBlock,
     load_last_conversation,
     load_threads,
     load_today,
     load_yesterday,
-    recall_block,
     part_of_day,
     profile_block,
+    recall_block,
     summary_section,
 )
 from agent.core import observability

@@ -33,11 +33,11 @@ from redis.exceptions import RedisError
 from agent.core.bounded import BoundedCache, KeyedLocks
 from agent.core.clock import Clock, ensure_utc
 from agent.core.errors import GraphError
+from agent.graph.base import GROUPS, EdgeFact, GraphResults, Group, GroupLimits, group_id
 from agent.graph.connect import GraphConnection
 from agent.graph.embedder import GraphitiEmbedder
 from agent.graph.episodes import Episode, episode_uuid, write_episode
 from agent.graph.fast_search import ensure_vector_index, search_group
-from agent.graph.base import GROUPS, Group, GroupLimits, EdgeFact, GraphResults, group_id
 from agent.graph.records import export_group, export_group_empty, recent_facts, to_datetime
 from agent.graph.triplets import PERSONA_KEY
 from agent.graph.vector_space import (

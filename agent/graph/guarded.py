@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from agent.account.writers import WriteGuard
-from agent.graph.base import KnowledgeGraph, Group, GroupLimits, GraphResults
+from agent.graph.base import GraphResults, Group, GroupLimits, KnowledgeGraph
 
 
 class GuardedGraph:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from agent.graph.base import GROUPS, Group, GroupLimits, GraphResults
+from agent.graph.base import GROUPS, GraphResults, Group, GroupLimits
 
 
 class NullGraph:

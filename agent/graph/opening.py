@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from agent.core.errors import GraphError, GraphOpeningError
-from agent.graph.base import KnowledgeGraph, Group, GroupLimits, GraphResults
+from agent.graph.base import GraphResults, Group, GroupLimits, KnowledgeGraph
 from agent.graph.null import NullGraph
 
 logger = logging.getLogger(__name__)

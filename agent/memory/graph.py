@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.core.clock import Clock
 from agent.core.errors import GraphError, GraphOpeningError, UserForgottenError
 from agent.core.usage import UsageMeter, metering, store_usage_apart
-from agent.graph.base import KnowledgeGraph, GroupLimits, EdgeFact, GraphResults
+from agent.graph.base import EdgeFact, GraphResults, GroupLimits, KnowledgeGraph
 from agent.memory.words import Postings
 from agent.search.embeddings import Embedder
 

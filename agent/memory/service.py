@@ -29,7 +29,7 @@ from agent.core.errors import (
     UserForgottenError,
 )
 from agent.core.settings import Settings
-from agent.graph.base import GroupLimits, EdgeFact
+from agent.graph.base import EdgeFact, GroupLimits
 from agent.memory.corrections import Matched, end_facts, named_by
 from agent.memory.facts import FactAdded, FactHit
 from agent.memory.graph import GraphFacts, fact_line, joined

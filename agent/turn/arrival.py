@@ -135,4 +135,6 @@ class MessageArrival:
             logger.info(
                 "session closed by new message", extra={"user_id": user_id, "conversation_id": closed_id}
             )
-        return Prepared(user, conversation, text, message.id, new_conversation, closed_id, previous_message_at)
+        return Prepared(
+            user, conversation, text, message.id, new_conversation, closed_id, previous_message_at
+        )

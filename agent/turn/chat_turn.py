@@ -25,9 +25,9 @@ from agent.chat.persona import persona_for
 from agent.chat.streaming import TurnProgress
 from agent.context import BuiltContext
 from agent.history.cache import StoredHistory
+from agent.turn.arrival import Prepared
 from agent.turn.daily_tokens import CAP_REPLY, Over
 from agent.turn.frame import Done, Stored, Turn
-from agent.turn.arrival import Prepared
 from agent.turn.kit import TurnKit
 from agent.turn.run import Outcome, run_chat
 from agent.turn.transcript import Repeat, write_message

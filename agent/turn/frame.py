@@ -39,7 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.core import observability
 from agent.core.activity import Activity
 from agent.core.usage import UsageMeter, metering, store_usage
-from agent.turn.daily_tokens import Over, DailyCaps, counting
+from agent.turn.daily_tokens import DailyCaps, Over, counting
 from agent.turn.serial import TurnQueue
 from agent.turn.transcript import Repeat, TurnReceipt, find_repeat
 

@@ -19,10 +19,10 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.chat.agent import chat_model_settings
+from agent.turn.arrival import Prepared
 from agent.turn.chat_turn import ChatTurn, TurnResult
 from agent.turn.daily_tokens import Over
 from agent.turn.frame import Done, Stored, Turn
-from agent.turn.arrival import Prepared
 from agent.turn.kit import TurnKit
 from agent.turn.transcript import Repeat, Speaker
 from db.models import TranscriptMessage

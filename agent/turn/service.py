@@ -28,11 +28,11 @@ from agent.core.tokens import get_counter
 from agent.history.cache import ConversationHistories
 from agent.memory.service import Facts
 from agent.search.recall import Recall
+from agent.turn.arrival import MessageArrival
 from agent.turn.chat_turn import ChatTurn, TurnResult
 from agent.turn.daily_tokens import DailyCaps
 from agent.turn.frame import Turn, TurnFrame, clean
 from agent.turn.group_turn import GroupTurn, HeardTurn
-from agent.turn.arrival import MessageArrival
 from agent.turn.kit import Background, TurnKit
 from agent.turn.onboarding_turn import OnboardingReply, OnboardingTurn
 from agent.turn.serial import TurnQueue

@@ -14,10 +14,10 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from agent.turn.conversations import conversation_expired
 from agent.turn.daily_tokens import Over
 from agent.turn.frame import Done, Stored, Turn
 from agent.turn.kit import TurnKit
-from agent.turn.conversations import conversation_expired
 from agent.turn.transcript import Repeat, write_message
 from db.models import User
 from db.repositories.conversations import ConversationRepository

@@ -28,7 +28,7 @@ from agent.context.compaction import render_for_summary
 from agent.context.package import ContextPackage
 from agent.core.clock import ensure_utc
 from agent.core.errors import GraphOpeningError
-from agent.graph import STANDARD_LIMITS, GraphError, EdgeFact
+from agent.graph import STANDARD_LIMITS, EdgeFact, GraphError
 from agent.history.cache import ConversationHistories
 from agent.memory.graph import joined
 from agent.memory.listing import listing_of
@@ -108,7 +108,9 @@ class VoiceContext:
     async def _active(self, user_id: int, now: datetime) -> Conversation | None:
         async with self.sessions() as session:
             conversation = await ConversationRepository(session).active_for(user_id)
-        if conversation is None or conversation_expired(conversation.last_message_at, now, self.conversation_timeout):
+        if conversation is None or conversation_expired(
+            conversation.last_message_at, now, self.conversation_timeout
+        ):
             return None
         return conversation
 

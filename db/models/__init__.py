@@ -20,8 +20,8 @@ from db.models.accounts import AccessRule as AccessRule
 from db.models.accounts import PendingForget as PendingForget
 from db.models.accounts import RateLimitEvent as RateLimitEvent
 from db.models.accounts import User as User
-from db.models.conversations import TOUCHPOINT_KIND as TOUCHPOINT_KIND
 from db.models.conversations import QUEUED as QUEUED
+from db.models.conversations import TOUCHPOINT_KIND as TOUCHPOINT_KIND
 from db.models.conversations import Conversation as Conversation
 from db.models.conversations import GeneratedPrompt as GeneratedPrompt
 from db.models.conversations import HistoryCompaction as HistoryCompaction

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
 from db.base import JSONType
-from db.models import TOUCHPOINT_KIND, QUEUED, Conversation, User
+from db.models import QUEUED, TOUCHPOINT_KIND, Conversation, User
 
 
 @functools.cache

@@ -36,7 +36,8 @@ class PromptRepository:
         snapshot: dict[str, Any],
         created_at: datetime,
     ) -> None:
-        """Record what one turn's model call was given (after the conversation's pending changes, in order)."""
+        """Record what one turn's model call was given (after the conversation's pending changes, in
+        order)."""
         await self.session.flush()
         # A Core statement built once: nothing reads the row back, so the ORM's unit of work was all cost.
         await self.session.execute(

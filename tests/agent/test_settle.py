@@ -65,9 +65,7 @@ def test_turn_service_settle_after_a_task_just_finished(tmp_path: Path) -> None:
 def test_graph_facts_drain_after_a_write_just_finished(tmp_path: Path) -> None:
     async def scenario() -> None:
         engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'n.db'}")
-        store = GraphFacts(
-            NullGraph(), clock=Clock(), timeout_seconds=1, sessions=session_factory(engine)
-        )
+        store = GraphFacts(NullGraph(), clock=Clock(), timeout_seconds=1, sessions=session_factory(engine))
         await just_finished(store._pending)
         await store.drain()
         await engine.dispose()

@@ -12,8 +12,8 @@ from agent.core.observability.instruments import (
     BUDGET_LIMITS,
     job_done,
     model_use,
-    touchpoint_sent,
     refused,
+    touchpoint_sent,
     turn_done,
 )
 from agent.core.observability.links import link_turns
@@ -42,12 +42,12 @@ __all__ = [
     "link_turns",
     "log_ids",
     "model_use",
-    "touchpoint_sent",
     "refused",
     "root_span",
     "span",
     "span_context",
     "tier_span",
+    "touchpoint_sent",
     "traced_context",
     "traceparent",
     "tracing",

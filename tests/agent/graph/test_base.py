@@ -64,9 +64,7 @@ def test_a_fact_ended_before_now_is_not_current() -> None:
 
 
 async def test_backend_none_remembers_nothing_and_never_fails(clock: FrozenClock) -> None:
-    graph = await open_graph(
-        "none", url=None, path="unused", llm_client=None, embedder=None, clock=clock
-    )
+    graph = await open_graph("none", url=None, path="unused", llm_client=None, embedder=None, clock=clock)
     assert isinstance(graph, NullGraph)
 
     await graph.add_episode(1, "user", "c1", "I live in Paris.", NOW, "c1")

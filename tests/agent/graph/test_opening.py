@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.account.users import get_or_create_user
 from agent.core.errors import ConfigurationError, GraphOpeningError
 from agent.core.settings import Settings
-from agent.graph import STANDARD_LIMITS, GraphError, EdgeFact, GraphResults, NullGraph
+from agent.graph import STANDARD_LIMITS, EdgeFact, GraphError, GraphResults, NullGraph
 from agent.graph.base import Group, GroupLimits
 from agent.graph.opening import OpeningGraph
 from agent.graph.setup import settings_graph_opener

@@ -208,6 +208,7 @@ async def test_a_call_picks_up_the_text_chat_it_interrupts_and_ends_it(open_app:
         rows = (
             await session.execute(select(Conversation.kind, Conversation.status).order_by(Conversation.id))
         ).all()
-    # The text conversation the call interrupted was closed (and post-processed with the call); a new one began.
+    # The text conversation the call interrupted was closed (and post-processed with the call); a new one
+    # began.
     assert [tuple(r) for r in rows] == [("text", "processed"), ("voice", "processed"), ("text", "active")]
     assert "Earlier today:" in app.chat.instructions[-1] and "balcony" in app.chat.instructions[-1]
