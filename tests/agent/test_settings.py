@@ -124,3 +124,57 @@ def test_every_setting_is_in_exactly_one_group_and_a_group_reads_it_alone(
     monkeypatch.setenv("CONTEXT_TOTAL_BUDGET", "5000")
     assert ContextSettings(_env_file=None).context_total_budget == 5000
     assert Settings(_env_file=None).context_total_budget == 5000
+
+
+# Each renamed setting: its environment name, the accepted alias, the field, a value not its default.
+RENAMED = [
+    ("CONVERSATION_TIMEOUT_MINUTES", "SESSION_TIMEOUT_MINUTES", "conversation_timeout_minutes", "40"),
+    ("HISTORY_CACHE_CONVERSATIONS", "HISTORY_CACHE_SESSIONS", "history_cache_conversations", "12"),
+    ("CONTEXT_RECALL_BUDGET", "CONTEXT_MEMORY_BUDGET", "context_recall_budget", "444"),
+    (
+        "CONTEXT_RECALL_TIMEOUT_SECONDS",
+        "CONTEXT_MEMORY_TIMEOUT_SECONDS",
+        "context_recall_timeout_seconds",
+        "7",
+    ),
+    ("PROFILE_TOKENS", "CONTEXT_PROFILE_BUDGET", "profile_tokens", "333"),
+    ("VOICE_NOTE_MAX_BYTES", "VOICE_MAX_BYTES", "voice_note_max_bytes", "1234"),
+    ("TOUCHPOINT_ENABLED", "PROACTIVE_ENABLED", "touchpoint_enabled", "false"),
+    ("TOUCHPOINT_MAX_PER_WEEK", "PROACTIVE_MAX_PER_WEEK", "touchpoint_max_per_week", "5"),
+    ("TOUCHPOINT_QUIET_START_HOUR", "PROACTIVE_QUIET_START_HOUR", "touchpoint_quiet_start_hour", "21"),
+    ("TOUCHPOINT_QUIET_END_HOUR", "PROACTIVE_QUIET_END_HOUR", "touchpoint_quiet_end_hour", "7"),
+    ("TOUCHPOINT_CHECK_IN_DAYS", "PROACTIVE_CHECK_IN_DAYS", "touchpoint_check_in_days", "4"),
+    ("TOUCHPOINT_BATCH_LIMIT", "PROACTIVE_BATCH_LIMIT", "touchpoint_batch_limit", "9"),
+    ("TOUCHPOINT_LEASE_SECONDS", "PROACTIVE_LEASE_SECONDS", "touchpoint_lease_seconds", "33.0"),
+    ("TOUCHPOINT_SEND_PER_SECOND", "PROACTIVE_SEND_PER_SECOND", "touchpoint_send_per_second", "2.5"),
+    ("TOUCHPOINT_REPLY_WINDOW_HOURS", "PROACTIVE_REPLY_WINDOW_HOURS", "touchpoint_reply_window_hours", "6.0"),
+]
+
+
+@pytest.mark.parametrize(("name", "alias", "field", "value"), RENAMED)
+def test_a_renamed_setting_is_read_by_its_name_and_by_its_alias(
+    monkeypatch: pytest.MonkeyPatch, name: str, alias: str, field: str, value: str
+) -> None:
+    default = getattr(Settings(_env_file=None), field)
+    expected = (value == "true") if isinstance(default, bool) else type(default)(value)
+    assert expected != default
+    for env in (name, alias):
+        monkeypatch.setenv(env, value)
+        assert getattr(Settings(_env_file=None), field) == expected, env
+        monkeypatch.delenv(env)
+    # Both set: the name wins over the alias.
+    monkeypatch.setenv(name, value)
+    monkeypatch.setenv(alias, str(default))
+    assert getattr(Settings(_env_file=None), field) == expected
+    # And by the field's name, as code and tests build settings.
+    monkeypatch.delenv(name)
+    monkeypatch.delenv(alias)
+    assert getattr(Settings(_env_file=None, **{field: value}), field) == expected
+
+
+def test_the_docs_name_every_alias() -> None:
+    root = Path(__file__).resolve().parents[2]
+    for page in (root / "docs" / "configuration.md", root / ".env.example"):
+        text = page.read_text(encoding="utf-8")
+        for name, alias, _, _ in RENAMED:
+            assert re.search(rf"\b{name}\b", text) and re.search(rf"\b{alias}\b", text), (page.name, alias)

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import SecretStr
+from typing import Any
+
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agent.core.errors import ConfigurationError
+
+
+def aliased(name: str, *aliases: str, **field: Any) -> Any:
+    """A field read from its own environment variable or, when that is unset, from an accepted alias."""
+    return Field(validation_alias=AliasChoices(name, *aliases), **field)
 
 
 class SettingsGroup(BaseSettings):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import Field
 
-from agent.core.settings.base import SettingsGroup
+from agent.core.settings.base import SettingsGroup, aliased
 
 
 class ContextSettings(SettingsGroup):
@@ -20,20 +20,19 @@ class ContextSettings(SettingsGroup):
     context_hard_cap: int = 6150
 
     # Working memory: per-tier token budgets (over the total, tiers are cut in the order
-    # thoughts -> last conversation -> threads -> memory -> yesterday -> today -> history), per-tier load
+    # thoughts -> last conversation -> threads -> recall -> yesterday -> today -> history), per-tier load
     # timeouts (a tier that times out is left out), and history compaction.
     context_today_budget: int = 500
     context_yesterday_budget: int = 300
     context_threads_budget: int = 400
     context_last_conversation_budget: int = 300
-    context_recall_budget: int = 600
+    # The recall tier: the facts found for this message (CONTEXT_MEMORY_BUDGET is read as an alias).
+    context_recall_budget: int = aliased("context_recall_budget", "context_memory_budget", default=600)
     # The profile (`<about_them>`): onboarding's answers, then the person's facts, most important
     # first, as of the conversation's start (agent/memory/profile.py); what does not fit is recalled per
     # message and listed in the context snapshot.
-    # CONTEXT_PROFILE_BUDGET, its older name, is still read.
-    profile_tokens: int = Field(
-        default=700, ge=50, validation_alias=AliasChoices("profile_tokens", "context_profile_budget")
-    )
+    # CONTEXT_PROFILE_BUDGET is read as an alias.
+    profile_tokens: int = aliased("profile_tokens", "context_profile_budget", default=700, ge=50)
     context_thoughts_budget: int = 150
     context_today_key_moments: int = 5
     context_threads_max: int = 5
@@ -42,7 +41,10 @@ class ContextSettings(SettingsGroup):
     context_yesterday_timeout_seconds: float = 2.0
     context_threads_timeout_seconds: float = 2.0
     context_last_conversation_timeout_seconds: float = 2.0
-    context_recall_timeout_seconds: float = 3.0
+    # CONTEXT_MEMORY_TIMEOUT_SECONDS is read as an alias.
+    context_recall_timeout_seconds: float = aliased(
+        "context_recall_timeout_seconds", "context_memory_timeout_seconds", default=3.0
+    )
     context_thoughts_timeout_seconds: float = 2.0
     context_week_timeout_seconds: float = 2.0
     context_follow_ups_timeout_seconds: float = 2.0
@@ -61,5 +63,8 @@ class ContextSettings(SettingsGroup):
     compaction_input_max_tokens: int = 12_000
     compaction_timeout_seconds: float = 15.0
     # The per-user cache of stored history, bounded by entries and bytes (least recently used out).
-    history_cache_conversations: int = 256
+    # HISTORY_CACHE_SESSIONS is read as an alias.
+    history_cache_conversations: int = aliased(
+        "history_cache_conversations", "history_cache_sessions", default=256
+    )
     history_cache_max_bytes: int = 16_000_000

@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import field_validator
 
-from agent.core.settings.base import SettingsGroup
+from agent.core.settings.base import SettingsGroup, aliased
 
 
 class GeneralSettings(SettingsGroup):
@@ -15,8 +15,11 @@ class GeneralSettings(SettingsGroup):
 
     environment: Literal["local", "production", "test"] = "local"
     log_level: str = "INFO"
-    # Time and conversations
-    conversation_timeout_minutes: int = 15
+    # Time and conversations: a pause longer than this ends a conversation (SESSION_TIMEOUT_MINUTES is
+    # read as an alias).
+    conversation_timeout_minutes: int = aliased(
+        "conversation_timeout_minutes", "session_timeout_minutes", default=15
+    )
     default_timezone: str = "UTC"
     # The persona's name, in every prompt and bot text (docs/persona.md); messages are embedded as
     # "<speaker>: <text>" (the user's is users.name), and both names are left out of the lexical side

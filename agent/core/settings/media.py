@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, SecretStr
 
-from agent.core.settings.base import SettingsGroup
+from agent.core.settings.base import SettingsGroup, aliased
 
 
 class MediaSettings(SettingsGroup):
@@ -26,7 +26,8 @@ class MediaSettings(SettingsGroup):
     document_parse_seconds: float = Field(default=10.0, gt=0)
     document_parse_memory_mb: int = Field(default=128, ge=64)
     document_parse_concurrency: int = Field(default=2, ge=1)
-    voice_note_max_bytes: int = 10_000_000
+    # VOICE_MAX_BYTES is read as an alias.
+    voice_note_max_bytes: int = aliased("voice_note_max_bytes", "voice_max_bytes", default=10_000_000)
     transcription_url: str | None = None
     transcription_api_key: SecretStr | None = None
     transcription_model: str = "whisper-1"
