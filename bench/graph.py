@@ -1,4 +1,4 @@
-"""`python -m bot bench graph`: the knowledge graph's cost per closed conversation and its memory tier.
+"""`python -m bot bench graph`: the knowledge graph's cost per closed conversation and its recall tier.
 
 It runs on a throw-away embedded FalkorDB (falkordblite) in a temporary directory, never on
 GRAPH_PATH, and with graphiti's LLM replaced by the instant scripted model (which counts tokens of
@@ -7,7 +7,7 @@ provider. Part 1 writes closed conversations' three episodes (LLM calls, tokens,
 conversation, plus a rerun of an already-written source), once through graphiti's own
 extraction and once as the extraction's facts written as triplets (what post-processing does).
 Part 2 writes a generated graph of 1,000 and of 10,000 episodes for one user (planted facts with
-known questions included) and times the memory tier (three groups in parallel, standard limits
+known questions included) and times the recall tier (three groups in parallel, standard limits
 50/30/20) with graphiti's edge search and with our indexed query, with the query embedded by the
 graph and as recall sends it (embedded once for the list and the graph), and counts how many
 planted answers each ranks in its top 5/10.
@@ -216,7 +216,7 @@ def _lines(figures: dict[str, Any]) -> list[str]:
         ]
     for read in figures["reads"]:
         lines.append(
-            f"memory tier, {read['recipe']:8} at {read['episodes_per_user']} episodes per user "
+            f"recall tier, {read['recipe']:8} at {read['episodes_per_user']} episodes per user "
             f"(loaded in {read['corpus_load_seconds']} s), {read['searches']} searches: "
             f"p50 {read['ms_p50']} ms / p95 {read['ms_p95']} ms / max {read['ms_max']} ms; "
             f"hit@5 {read['hit_at_5']}/{read['questions']}, hit@10 {read['hit_at_10']}/{read['questions']}, "

@@ -50,7 +50,7 @@ async def graph_of_observations(
 
 
 def graph_tier(graph: KnowledgeGraph, *, timeout_seconds: float = 30.0) -> FunctionRecall:
-    """The graph's facts for a message as the memory tier's lines (its three groups, current only)."""
+    """The graph's facts for a message as the recall tier's lines (its three groups, current only)."""
     facts = GraphFacts(graph, clock=FrozenClock(), timeout_seconds=timeout_seconds)
 
     async def lines(user_id: int, query: str, limits: RecallLimits, now: datetime) -> list[str]:

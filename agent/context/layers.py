@@ -6,7 +6,7 @@ each independent of the ones after it:
 
 1. **The conversation's package** (profile, earlier today, yesterday, unfinished topics, last
    conversation, thoughts; or the v2 briefing): fitted to the tier budgets and to the total budget
-   less the note's share (the total budget bounds the memory and the note; the history has its own
+   less the note's share (the total budget bounds the package and the note; the history has its own
    budget), so a growing history never cuts it, and its collectors read the
    sources at the conversation's start (agent/context/package.py), so it is the same text on every turn
    until a source really changes. It follows the persona in the instructions.
@@ -15,7 +15,7 @@ each independent of the ones after it:
    goes first in the user prompt and stays with that turn (agent/history/turn_notes.py).
 
 Over the hard cap (one huge message), the history's long texts are shortened first, then the
-note's facts, then the memory's tiers in the budget manager's cut order.
+note's facts, then the package's tiers in the budget manager's cut order.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def fit_layers(
 ) -> Layered:
     """Fit the memory (`fixed` and `tiers`), the history and the turn's blocks; see the module doc."""
     # The total budget bounds the memory and the note together; the note's share is reserved whole,
-    # so that the memory's fit does not depend on what this message found.
+    # so that the package's fit does not depend on what this message found.
     reserve = budgets.tiers.get("memory", 0) + TIME_RESERVE
     memory = fit(fixed, tiers, [], budgets=replace(budgets, total=budgets.total - reserve), counter=counter)
     blocks = dict(memory.blocks)

@@ -1,4 +1,4 @@
-"""The memory tier's seam: the facts recalled for this message, in the turn's note.
+"""The recall tier's seam: the facts recalled for this message, in the turn's note.
 
 The builder asks a `RecallSource` (agent/memory/service.py's `Facts` in the runtime) for the
 facts relevant to the person's message, with limits chosen by how much budget is left (facts of
@@ -54,7 +54,7 @@ class RecallSource(Protocol):
     async def recall(
         self, user_id: int, query: str, *, limits: RecallLimits, now: datetime, exclude: frozenset[int] = ...
     ) -> Sequence[str]:
-        """Lines for the memory tier (empty when nothing is relevant), none of the facts in `exclude`
+        """Lines for the recall tier (empty when nothing is relevant), none of the facts in `exclude`
         (the ids of those the profile holds)."""
         ...
 

@@ -28,5 +28,5 @@ def test_bench_graph_prints_write_cost_and_tier_latency_and_relevance(
     assert (
         "per closed conversation (3 episodes), extracted facts, x3: LLM calls" in out and "tokens in" in out
     )
-    assert "memory tier, indexed  at 100 episodes per user" in out and "hit@5" in out
-    assert "memory tier, graphiti at 100 episodes per user" in out
+    assert "recall tier, indexed  at 100 episodes per user" in out and "hit@5" in out
+    assert "recall tier, graphiti at 100 episodes per user" in out

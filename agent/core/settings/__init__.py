@@ -11,7 +11,7 @@ A setting's attribute is its environment variable in lower case (`CONTEXT_TOTAL_
 | telegram | TelegramSettings | token, webhook, web port, admins, streaming, the Mini App |
 | models | ModelSettings | chat and summary models, their key, timeouts, prompt caching |
 | storage | StorageSettings | database, data folder, the storage checks at start |
-| context | ContextSettings | token budgets, memory tiers, context engine, compaction |
+| context | ContextSettings | token budgets, context tiers, context engine, compaction |
 | media | MediaSettings | photos, documents, PDFs, voice notes |
 | voice | VoiceSettings | voice calls |
 | access | AccessSettings | access list, rate limits, daily token caps |

@@ -1,4 +1,4 @@
-"""Settings of what a turn sends the model: token budgets, memory tiers, the context engine, compaction."""
+"""Settings of what a turn sends the model: token budgets, context tiers, the context engine, compaction."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ def collector() -> Iterator[FakeCollector]:
 
 
 async def _slow_recall(user_id: int, query: str, limits: RecallLimits, now: datetime) -> Sequence[str]:
-    """The memory tier's source, slow on purpose: the facts take SLOW_SECONDS to come."""
+    """The recall tier's source, slow on purpose: the facts take SLOW_SECONDS to come."""
     with observability.span("recall lookup"):
         await asyncio.sleep(SLOW_SECONDS)
     return [f"- They are bringing {SECRET}."]
