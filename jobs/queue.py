@@ -1,8 +1,8 @@
 """The post-processing queue: claiming conversations, retries with backoff, requeue and stats.
 
-A conversation enters the queue when its session ends: `ConversationRepository.end_and_queue` and
+A conversation enters the queue when it ends: `ConversationRepository.end_and_queue` and
 `end_idle_and_queue` (db/repositories/conversations.py) set its status to `QUEUED`. That way in
-lives in `db/` because the turn ends sessions and the agent never imports `jobs/`; everything after
+lives in `db/` because the turn ends conversations and the agent never imports `jobs/`; everything after
 it is here.
 """
 

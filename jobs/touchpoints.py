@@ -7,7 +7,7 @@ same record-then-send path.
 2. Rules (agent/touchpoints/rules.py): cancel or postpone before any model call.
 3. Compose: one model call with the user's context tiers (agent/touchpoints/compose.py); a decline
    sends nothing.
-4. Record: the text, its transcript row (an assistant turn, kind `proactive`) and the session it
+4. Record: the text, its transcript row (an assistant turn, kind `proactive`) and the conversation it
    opens are committed together, under the user's row lock, with the rules read again; from then on
    the row is `sending` and a worker that dies is resumed by the next one (send, no new model call).
 5. Send through the bot's messenger, chunk by chunk, each chunk counted on the row, the lease renewed

@@ -80,7 +80,7 @@ class SummaryCard:
 
 @dataclass(frozen=True)
 class Entry:
-    """One line of the timeline: a message, a system note, or a session compaction."""
+    """One line of the timeline: a message, a system note, or a conversation compaction."""
 
     id: int
     type: Literal["message", "note", "compaction"]

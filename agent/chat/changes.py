@@ -3,7 +3,7 @@
 The conversation's package is an instruction block whose changes PydanticAI appends to the history
 (`on_change="append"`, agent/chat/agent.py), so the cached prefix stays: it records a change as an
 `InstructionDeltaPart` on the request it was noticed in, after that request's user prompt, and the
-model would read the memory last, after what the person said. `ChangesFirst` moves each request's
+model would read the package last, after what the person said. `ChangesFirst` moves each request's
 instruction records (the change, and the window's baseline when one opens there, in their order)
 ahead of its user prompt in what is sent; the stored history keeps PydanticAI's order. Every
 request of a conversation is moved the same way, so each repeats the bytes of the one before and the
@@ -56,7 +56,7 @@ def changes_first(message: ModelMessage) -> ModelMessage:
 
 @dataclass
 class ChangesFirst(AbstractCapability[Any]):
-    """Sends every request with its memory changes before the person's words (see the module doc)."""
+    """Sends every request with its package changes before the person's words (see the module doc)."""
 
     async def prepare_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext

@@ -132,13 +132,13 @@ class ContextBuilder:
     ) -> BuiltContext:
         """Assemble the context for this message; never raises for a tier's failure.
 
-        `conversation` is None outside a session (a voice call starting): "last conversation" is
+        `conversation` is None outside a conversation (a voice call starting): "last conversation" is
         then the newest one, and there is no history to compact. `variant` picks the briefing's
         text or voice variant when v2 serves.
         """
         started = time.perf_counter()
         route = route_for(self.settings, user.id)
-        # What history will take at most, counted from the newest message: the rest picks memory limits.
+        # What history will take at most, counted from the newest message: the rest picks recall limits.
         estimate = 0
         for message in reversed(history):
             estimate += self.counter.count_message(message)

@@ -9,7 +9,7 @@ sent changes; the stored history and the transcript never do.
 
 The summary is cached in `history_compactions` by the last message it covers, so later turns reuse
 it until the verbatim tail grows past the threshold again; then the old summary and the turns
-since are folded into a new one (incremental, never the whole session again). On timeout or
+since are folded into a new one (incremental, never the whole conversation again). On timeout or
 failure the caller falls back to plain truncation.
 
 Why not `ProcessHistory`: it runs on every model request inside the run and writes its result back
@@ -156,7 +156,7 @@ class Compactor:
         group: bool = False,
     ) -> Compacted:
         """The history to send: unchanged, with a cached summary, or with a fresh one (`group`: the
-        session is a group chat's, agent/digest/groups.py)."""
+        conversation is a group chat's, agent/digest/groups.py)."""
         started = time.perf_counter()
         history = list(history)
 

@@ -57,13 +57,13 @@ def fit_layers(
     budgets: Budgets,
     counter: TokenCounter,
 ) -> Layered:
-    """Fit the memory (`fixed` and `tiers`), the history and the turn's blocks; see the module doc."""
-    # The total budget bounds the memory and the note together; the note's share is reserved whole,
+    """Fit the package (`fixed` and `tiers`), the history and the turn's blocks; see the module doc."""
+    # The total budget bounds the package and the note together; the note's share is reserved whole,
     # so that the package's fit does not depend on what this message found.
     reserve = budgets.tiers.get("memory", 0) + TIME_RESERVE
-    memory = fit(fixed, tiers, [], budgets=replace(budgets, total=budgets.total - reserve), counter=counter)
-    blocks = dict(memory.blocks)
-    cuts = list(memory.cuts)
+    package = fit(fixed, tiers, [], budgets=replace(budgets, total=budgets.total - reserve), counter=counter)
+    blocks = dict(package.blocks)
+    cuts = list(package.cuts)
     notes: dict[str, TierBlock] = {}
     for block in turn:
         limit = budgets.tiers.get(block.name)
@@ -115,7 +115,7 @@ def fit_layers(
     package_text, turn_note = assemble(blocks), note_text()
     every = {**blocks, **notes}
     whole = replace(
-        memory,
+        package,
         text="\n\n".join(t for t in (package_text, turn_note) if t),
         blocks=every,
         block_tokens={name: counter.count(b.render()) for name, b in every.items()},

@@ -1,9 +1,9 @@
 """The context package: everything known about a user at one moment, collected concurrently.
 
 `PackageCollector.collect` starts one collector per part (today, yesterday, threads, last
-conversation, memory, the persona's active thoughts, the week's day summaries), each under its own
+conversation, recall, the persona's active thoughts, the week's day summaries), each under its own
 timeout, and waits for all of them together; those that read the database take turns on one DB
-session (agent/context/reads.py), the memory recall reads in its own. A collector that fails or
+session (agent/context/reads.py), the recall reads in its own. A collector that fails or
 times out leaves its own part empty and says why (`Collected.status`/`error`); the others and the
 turn go on. Text turns render the package as tiers (agent/context/builder.py); the voice agent's
 `get_context` reads the same package (agent/voice/context.py).
@@ -278,7 +278,7 @@ class PackageCollector:
     ) -> ContextPackage:
         """Every part for this user at `now`; never raises for a part's failure.
 
-        `remaining` is the hard cap less what history will take: it picks the memory limits. The
+        `remaining` is the hard cap less what history will take: it picks the recall limits. The
         conversation's parts (the profile, today, yesterday, threads, last conversation, the week) are
         read as of `anchor`, the conversation's start, so their wording does not change from turn to
         turn; the time and the facts found for this message are read at `now`, leaving out those

@@ -1,1 +1,1 @@
-"""A conversation's stored history: decoding, trimming, the per-session cache and token counting."""
+"""A conversation's stored history: decoding, trimming, the per-conversation cache and token counting."""

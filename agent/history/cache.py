@@ -5,8 +5,8 @@ costs tens of milliseconds at a few hundred turns. Turns of one user are seriali
 this process wrote last is still the stored one unless the conversation's message count moved (another
 process answered in between, or the row changed): then it is read again from the database.
 
-The cache is bounded by sessions and by bytes (the histories' JSON size, a stand-in for the memory
-their decoded messages take), so a few enormous sessions cannot take the process's memory.
+The cache is bounded by conversations and by bytes (the histories' JSON size, a stand-in for the memory
+their decoded messages take), so a few enormous conversations cannot take the process's memory.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def json_size(raw: list[Any]) -> int:
 
 
 class ConversationHistories:
-    """An LRU of stored histories by conversation id, bounded by sessions and bytes."""
+    """An LRU of stored histories by conversation id, bounded by conversations and bytes."""
 
     def __init__(self, *, max_conversations: int = 256, max_bytes: int = 16_000_000) -> None:
         self._entries: BoundedCache[int, tuple[int, StoredHistory]] = BoundedCache(
@@ -87,13 +87,13 @@ class ConversationHistories:
         self._entries.put(conversation_id, (user_id, history))
 
     def forget(self, conversation_id: int) -> None:
-        """Drop a session (closed or deleted)."""
+        """Drop a conversation (closed or deleted)."""
         self._entries.pop(conversation_id)
 
     def holds_user(self, user_id: int) -> bool:
-        """Whether a session of the user is cached."""
+        """Whether a conversation of the user is cached."""
         return any(owner == user_id for _, (owner, _) in self._entries.items())
 
     def drop_user(self, user_id: int) -> None:
-        """Drop every session of a user (/forget)."""
+        """Drop every conversation of a user (/forget)."""
         self._entries.drop_where(lambda _, entry: entry[0] == user_id)

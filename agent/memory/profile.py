@@ -205,7 +205,7 @@ async def load_profile(
     session: AsyncSession, owner_id: int, *, anchor: datetime, budget_tokens: int, count: Callable[[str], int]
 ) -> Profile:
     """The owner's profile as of `anchor` (a conversation's start): the facts held now that were learned
-    by then, so the text stays the same through the session unless a fact is taken back or changed."""
+    by then, so the text stays the same through the conversation unless a fact is taken back or changed."""
     rows = await FactRepository(session).held_rows(owner_id, in_effect_at=anchor, learned_by=anchor)
     facts = (ProfileFact(*row) for row in rows)
     return choose_ranked(facts, budget_tokens=budget_tokens, count=count)

@@ -84,7 +84,7 @@ class MessageArrival:
         speaker: Speaker | None = None,
         answered: bool = True,
     ) -> Prepared:
-        """Store a new message in its session (closing one a long enough pause ended).
+        """Store a new message in its conversation (closing one a long enough pause ended).
 
         `answered=False`: a group message the bot only hears; the conversation's message count is the
         version of its stored history, which only answered turns grow, so it stays as it is.

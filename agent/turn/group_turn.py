@@ -2,7 +2,7 @@
 
 A group is a memory owner of its own (agent/account/groups.py), so both turns run with the group's
 owner id: its sessions, history, days, search and facts, never a member's. Every message is stored
-once, with its speaker. A heard message joins the group's open session (a long enough pause closes
+once, with its speaker. A heard message joins the group's open conversation (a long enough pause closes
 it, as for a person) and gets no model call and no answer. An addressed message is a chat turn
 whose user prompt is what was heard since the bot's last answer, one line per speaker, then the
 addressed message: that prompt is what the stored history keeps, so the history stays a valid

@@ -6,7 +6,7 @@ the user's other turns, stored before the model is called, found again when deli
 (answered once), refused over a daily token cap, metered, and stored with its answer, the
 profile the agent's tools collected and the caller's receipt in one transaction. What is
 onboarding's own: its messages are transcript rows of kind "onboarding" (so /export and the
-transcript keep them) outside any conversation and any day, so the main agent's sessions start
+transcript keep them) outside any conversation and any day, so the main agent's conversations start
 clean; a user whose onboarding is complete gets no onboarding turn.
 """
 

@@ -2,7 +2,7 @@
 reply the surface sends, as a turn of the turn frame (agent/turn/frame.py) that calls no model.
 
 Serialised with the user's other turns; a Telegram message stored before is not stored or answered
-again. The message joins the open session when there is one, so the transcript shows what happened,
+again. The message joins the open conversation when there is one, so the transcript shows what happened,
 and starts none. It is stored with the reply's receipt in one transaction, so a message stored is
 a message whose answer will be sent.
 """

@@ -48,7 +48,7 @@ class CallTokens:
         self.ttl = ttl
 
     def issue(self, user_id: int, now: datetime) -> CallToken:
-        """A fresh token with a new random session id."""
+        """A fresh token with a new random token id."""
         token_id = secrets.token_hex(16)
         stamp = int(now.timestamp())
         payload = f"{user_id}:{token_id}:{stamp}"

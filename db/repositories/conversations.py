@@ -71,7 +71,7 @@ class ConversationRepository:
         return int(count) if count is not None else None
 
     async def user_and_active(self, user_id: int) -> tuple[User | None, Conversation | None]:
-        """The user and their open session (as `active_for`), read in one statement."""
+        """The user and their open conversation (as `active_for`), read in one statement."""
         row = (await self.session.execute(_user_and_active(), {"user_id": user_id})).first()
         return (row[0], row[1]) if row is not None else (None, None)
 
@@ -96,11 +96,11 @@ class ConversationRepository:
         return conversation
 
     async def end_and_queue(self, conversation: Conversation, at: datetime) -> None:
-        """End a session as of its last message, which queues it for post-processing.
+        """End a conversation as of its last message, which queues it for post-processing.
 
         This is the post-processing queue's one way in (with `end_idle_and_queue`): a conversation
         whose status is "closed" is what `jobs/queue.py` claims. It lives here rather than in
-        `jobs/` because the turn ends sessions and the agent never imports jobs.
+        `jobs/` because the turn ends conversations and the agent never imports jobs.
         """
         conversation.status = QUEUED
         conversation.ended_at = at
