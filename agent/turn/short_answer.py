@@ -42,7 +42,7 @@ class ShortAnswerTurn(Turn[int, str, bool]):
         return Done(False)
 
     async def take(self, session: AsyncSession) -> int | Done[bool]:
-        """Store the message in the open session, if any; its id."""
+        """Store the message in the open conversation, if any; its id."""
         user = await session.get(User, self.user_id)
         if user is None:
             return Done(False)

@@ -76,7 +76,7 @@ class ConversationRepository:
         return (row[0], row[1]) if row is not None else (None, None)
 
     async def active_for(self, user_id: int) -> Conversation | None:
-        """The user's open session, if any (newest first, should there ever be two)."""
+        """The user's open conversation, if any (newest first, should there ever be two)."""
         stmt = (
             select(Conversation)
             .options(defer(Conversation.messages, raiseload=True))
