@@ -4,7 +4,7 @@ What is the chat's own: the message is taken in by the `MessageArrival` (stored 
 message stored before but never answered resumed), the context is built, the chat agent runs
 (agent/turn/run.py: a failure becomes an apology; over a daily cap the refusal is stored without
 a model call), and the grown history, the answer, the summary flag and the context snapshot are
-stored. The frame serialises, finds repeats, reads the budgets, meters, and commits all
+stored. The frame serialises, finds repeats, reads the daily caps, meters, and commits all
 of it with the caller's receipt and the usage.
 """
 

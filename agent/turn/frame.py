@@ -8,8 +8,8 @@ A turn, in order:
    Telegram id, or by the surface's own key such as a call id) and is either what it got the
    first time or, stored but never answered because the process stopped mid-turn, resumed;
    otherwise what arrived is stored (`Turn.take`). A turn that calls the model reads the daily
-   token budgets in that same transaction;
-3. **answer** (`Turn.answer`), with every model call metered; over a budget the surface answers
+   token caps in that same transaction;
+3. **answer** (`Turn.answer`), with every model call metered; over a daily cap the surface answers
    without a model call and the refusal is counted;
 4. **persist** (`Turn.store`) in one transaction with the caller's receipt and, last, the usage.
 
@@ -21,7 +21,7 @@ write and the frame looks again.
 
 A surface plugs in by subclassing `Turn`: what to take in, what to run for the answer, what to
 store. The frame knows whose turn it is by `key` (whose turns are serialised) and `user_id` (whose
-budget and usage), so a turn keyed by something other than its user fits as it is.
+daily caps and usage), so a turn keyed by something other than its user fits as it is.
 """
 
 from __future__ import annotations
@@ -73,10 +73,10 @@ class Turn[T, A, R]:
     """
 
     key: int  # whose turns are serialised
-    user_id: int  # whose budget and usage
-    at: datetime  # the message's own time (the budget's day, the usage's day)
+    user_id: int  # whose daily caps and usage
+    at: datetime  # the message's own time (the caps' day, the usage's day)
     telegram_message_id: int | None = None
-    # False: no model call, so no budget to read and steps 2 and 4 share one transaction.
+    # False: no model call, so no caps to read and steps 2 and 4 share one transaction.
     calls_model: bool = True
     # Set by the frame once the answer is ready: ms since the turn started (its snapshot keeps it).
     answered_ms: float | None = None
@@ -189,7 +189,7 @@ class TurnFrame:
                 return taken.result, "repeated"
             if taken.over is not None:
                 logger.info("token budget reached", extra={"user_id": turn.user_id, "budget": taken.over})
-                observability.refused(observability.BUDGET_LIMITS[taken.over])
+                observability.refused(observability.CAP_LIMITS[taken.over])
                 receipt = counting(receipt, taken.over, turn.at)
             # Every model call of the turn (compaction, the run itself) counts towards the user's usage.
             with observability.span("turn answer"), metering() as meter:

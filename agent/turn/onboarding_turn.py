@@ -103,7 +103,7 @@ class OnboardingTurn(Turn[Taken, OnboardingRun, OnboardingReply | None]):
         return Taken(user, row.id, self.text, await _user_messages(session, self.user_id))
 
     async def answer(self, taken: Taken, over: Over | None) -> OnboardingRun:
-        """Run the onboarding agent on the messages before this one (over a budget: no model call)."""
+        """Run the onboarding agent on the messages before this one (over a daily cap: no model call)."""
         kit = self.kit
         context = await load_context(kit.sessions, taken.user, self.at, before_id=taken.message_id)
         if over is None:

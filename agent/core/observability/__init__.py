@@ -9,7 +9,7 @@ OpenTelemetry API (which PydanticAI imports anyway) is used outside `setup.py`.
 from __future__ import annotations
 
 from agent.core.observability.instruments import (
-    BUDGET_LIMITS,
+    CAP_LIMITS,
     job_done,
     model_use,
     refused,
@@ -33,7 +33,7 @@ from agent.core.observability.tracing import (
 )
 
 __all__ = [
-    "BUDGET_LIMITS",
+    "CAP_LIMITS",
     "Attributes",
     "annotate",
     "current",

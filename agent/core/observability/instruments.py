@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 # Seconds: a turn or a job between a few milliseconds and a couple of minutes.
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0)
 # Usage limits' names as the settings spell them, by the turn frame's name of the cap.
-BUDGET_LIMITS = {"user": "user_daily_tokens", "group": "group_daily_tokens", "bot": "daily_tokens"}
+CAP_LIMITS = {"user": "user_daily_tokens", "group": "group_daily_tokens", "bot": "daily_tokens"}
 
 
 @dataclass(frozen=True)
