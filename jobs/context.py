@@ -37,7 +37,7 @@ class JobContext:
     data_stores: list[UserDataStore] = field(default_factory=list)
     caches: list[UserCache] = field(default_factory=list)
     # Touchpoints: the model that writes them (the chat model; None: the summary model) and the
-    # bot's sender (None where there is no Telegram: the touchpoints job then leaves them due).
+    # bot's messenger (None where there is no Telegram: the touchpoints job then leaves them due).
     chat_model: Model | str | None = None
     messenger: TouchpointMessenger | None = None
 

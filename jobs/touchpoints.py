@@ -20,6 +20,8 @@ import asyncio
 import logging
 import time as clocks
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
@@ -95,6 +97,12 @@ async def deliver_due(ctx: JobContext, *, limit: int | None = None) -> dict[str,
 
     await asyncio.gather(*(one(i) for i in ids))
     return dict(counts)
+
+
+def _quiet(task: asyncio.Task[None]) -> None:
+    """A lease keeper's end: cancelled, or the lease was lost or the renewal failed (logged)."""
+    if not task.cancelled() and (exc := task.exception()) is not None and not isinstance(exc, LeaseLostError):
+        logger.warning("touchpoint lease not renewed", extra={"error": repr(exc)})
 
 
 class _Worker:
@@ -175,7 +183,7 @@ class _Worker:
             tomorrow = datetime.combine(now.astimezone(UTC).date() + timedelta(days=1), time(), tzinfo=UTC)
             await self._postpone(touchpoint_id, tomorrow)
             return "postponed_budget"
-        with metering() as meter:
+        with metering() as meter, self._kept(touchpoint_id):
             try:
                 context = await self.builder.build(
                     self.ctx.sessions,
@@ -316,6 +324,24 @@ class _Worker:
             await self._retry_later(touchpoint_id, repr(exc))
             return "retry"
         return "sent"
+
+    @contextmanager
+    def _kept(self, touchpoint_id: int) -> Iterator[None]:
+        """Keep the lease while a slow step runs (composing: the context and a model call), renewed
+        every third of its length, so another worker never takes the row over and composes it again.
+        A renewal that finds the lease lost stops renewing; recording the text then finds it lost."""
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(self.lease.total_seconds() / 3)
+                await self._renew(touchpoint_id)
+
+        keeper = asyncio.create_task(renew())
+        keeper.add_done_callback(_quiet)
+        try:
+            yield
+        finally:
+            keeper.cancel()
 
     async def _renew(self, touchpoint_id: int) -> None:
         until = self.ctx.clock.now() + self.lease

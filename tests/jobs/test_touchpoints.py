@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -41,6 +43,8 @@ class Composer:
         self.text = "Hey! How did the interview go?"
         self.systems: list[str] = []
         self.lock = threading.Lock()
+        self.gate: threading.Event | None = None  # set: the answer waits for it
+        self.asked = threading.Event()  # set at the first call
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         tool = body["tools"][0]
@@ -50,6 +54,9 @@ class Composer:
             system = body.get("system")
             blocks = [system] if isinstance(system, str) else [b["text"] for b in system or []]
             self.systems.append("\n".join(blocks))
+        self.asked.set()
+        if self.gate is not None:
+            self.gate.wait(10)
         return Reply.tool_call(tool["name"], {"send": self.send, "text": self.text if self.send else ""})
 
 
@@ -363,3 +370,36 @@ async def test_a_refused_send_is_resumed_later_without_a_second_model_call(
     assert await run_job("touchpoints", delivery) == {"due": 1, "sent": 1}
     assert [m.text for m in tg.messages_to(1301)] == [composer[1].text]
     assert composer[1].calls == 1
+
+
+async def test_a_slow_composition_keeps_its_lease_so_a_second_worker_does_not_compose_it_again(
+    delivery: JobContext,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+    tg: FakeTelegram,
+    composer: tuple[FakeAnthropic, Composer],
+) -> None:
+    _, behaviour = composer
+    user_id = await _user(sessions, clock, 511, "Europe/Paris")
+    await _plan(sessions, clock, user_id, FRIDAY_3PM_PARIS)
+    clock.current = FRIDAY_3PM_PARIS
+    lease = 0.3
+    first = replace(
+        delivery, settings=delivery.settings.model_copy(update={"touchpoint_lease_seconds": lease})
+    )
+    second = replace(first, worker_id="another-instance")
+
+    behaviour.gate = threading.Event()
+    composing = asyncio.create_task(run_job("touchpoints", first))
+    assert await asyncio.to_thread(behaviour.asked.wait, 10)
+    # The model takes longer than three leases; the clock moves on while the first worker waits
+    # (each step under one lease, and a renewal, every third of a lease, between two steps).
+    for _ in range(4):
+        clock.advance(timedelta(seconds=lease * 0.9))
+        await asyncio.sleep(lease / 2)
+    assert await run_job("touchpoints", second) == {"due": 0}
+    behaviour.gate.set()
+    assert await composing == {"due": 1, "sent": 1}
+
+    assert behaviour.calls == 1
+    assert [m.text for m in tg.messages_to(511)] == ["Hey! How did the interview go?"]
