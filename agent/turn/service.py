@@ -5,7 +5,7 @@ builder, the cached histories, the message arrival: agent/turn/kit.py) and the o
 (agent/turn/frame.py) every turn runs in: serialised with the user's other turns, stored before the
 model is called, answered once however often it is delivered, and stored with the caller's
 `TurnReceipt` and the usage in one transaction. Its methods are the turns: a private chat's reply,
-a group's addressed and heard messages, onboarding, and short answers.
+a group's addressed and heard messages, onboarding, short answers, and finished voice calls.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from agent.history.cache import ConversationHistories
 from agent.memory.service import Facts
 from agent.search.recall import Recall
 from agent.turn.arrival import MessageArrival
+from agent.turn.call_turn import CallTurn, FinishedCall, MayWrite, StoredCall
 from agent.turn.chat_turn import ChatTurn, TurnResult
 from agent.turn.daily_tokens import DailyCaps
 from agent.turn.frame import Turn, TurnFrame, clean
@@ -271,3 +272,8 @@ class TurnService:
             content=content,
             reply=answer,
         )
+
+    async def store_call(self, user_id: int, call: FinishedCall, *, may_write: MayWrite) -> StoredCall | None:
+        """Store a finished voice call once (by its call id); None when `may_write` finds no user whose
+        memory takes the write."""
+        return await self._run(CallTurn, user_id, call.ended_at, call=call, may_write=may_write)

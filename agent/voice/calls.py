@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.core.errors import VoiceRequestError
+from agent.turn.call_turn import FinishedCall, SpokenTurn
 
 TRANSCRIPTION = "post_call_transcription"
 # The dynamic variables /voice/initiate hands out; the token says whose call it was.
@@ -67,24 +68,11 @@ class _Event(_Wire):
 
 
 @dataclass(frozen=True)
-class CallTurn:
-    """One spoken turn at its time."""
+class EndedCall(FinishedCall):
+    """A finished call as its webhook tells it: what is stored, and the token the call started with."""
 
-    role: Literal["user", "assistant"]
-    text: str
-    at: datetime
-
-
-@dataclass(frozen=True)
-class EndedCall:
-    """A finished call: its id, the token it started with, its turns in order."""
-
-    call_id: str
     token: str | None
     token_id: str | None
-    started_at: datetime
-    ended_at: datetime
-    turns: tuple[CallTurn, ...]
 
 
 def _when(unix: float) -> datetime:
@@ -110,7 +98,9 @@ def parse_post_call(payload: object, now: datetime) -> EndedCall | None:
     if not EPOCH <= started <= LATEST:
         raise VoiceRequestError("bad_payload", "the call starts outside 1970 to 9999")
     turns = tuple(
-        CallTurn(_ROLES[t.role], t.message.strip(), started + timedelta(seconds=max(t.time_in_call_secs, 0)))
+        SpokenTurn(
+            _ROLES[t.role], t.message.strip(), started + timedelta(seconds=max(t.time_in_call_secs, 0))
+        )
         for t in data.transcript
         if t.role in _ROLES and t.message and t.message.strip()
     )

@@ -14,18 +14,17 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.chat.persona import persona_for
-from agent.context import ContextBuilder
 from agent.core.clock import Clock
 from agent.core.errors import VoiceAuthError, VoiceRequestError, VoiceUserNotFoundError
 from agent.core.settings import Settings
-from agent.history.cache import ConversationHistories
 from agent.memory.service import Facts
 from agent.search.recall import Recall
-from agent.turn.frame import TurnFrame
+from agent.turn.call_turn import StoredCall
+from agent.turn.service import TurnService
 from agent.voice.auth import CallToken, CallTokens, verify_webhook
 from agent.voice.calls import SESSION_VARIABLE, TOKEN_VARIABLE, parse_post_call
 from agent.voice.context import VoiceContext
-from agent.voice.store import StoredCall, VoiceStore
+from agent.voice.store import VoiceStore
 from agent.voice.tools import VoiceTools
 from db.models import User
 from db.repositories.users import UserRepository
@@ -166,24 +165,26 @@ def build_voice_service(
     *,
     sessions: async_sessionmaker[AsyncSession],
     clock: Clock,
-    builder: ContextBuilder,
-    histories: ConversationHistories,
+    turns: TurnService,
     recall: Recall,
     facts: Facts,
-    frame: TurnFrame,
 ) -> VoiceService:
-    """Wire the voice service from the runtime's parts; the secrets must be set (settings.require)."""
+    """Wire the voice service from the runtime's parts; the secrets must be set (settings.require).
+
+    A call's context is built by the turns' context builder over their cached histories, and a finished
+    call is stored as one of their turns.
+    """
     settings.require("voice_token_secret", "voice_initiate_secret", "elevenlabs_webhook_secret")
     assert settings.voice_token_secret is not None and settings.elevenlabs_webhook_secret is not None
     context = VoiceContext(
         sessions=sessions,
-        builder=builder,
-        histories=histories,
+        builder=turns.context_builder,
+        histories=turns.histories,
         facts=facts,
         conversation_timeout=timedelta(minutes=settings.conversation_timeout_minutes),
         persona=persona_for(settings),
     )
-    store = VoiceStore(settings=settings, sessions=sessions, facts=facts, frame=frame)
+    store = VoiceStore(sessions=sessions, facts=facts, turns=turns)
     tools = VoiceTools(
         sessions=sessions,
         context=context,

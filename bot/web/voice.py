@@ -126,11 +126,9 @@ def routes(runtime: Runtime) -> list[BaseRoute]:
         settings,
         sessions=runtime.sessions,
         clock=runtime.clock,
-        builder=runtime.turns.context_builder,
-        histories=runtime.turns.histories,
+        turns=runtime.turns,
         recall=runtime.recall,
         facts=runtime.facts,
-        frame=runtime.turns.frame,
     )
     assert settings.voice_initiate_secret is not None  # build_voice_service required it
     initiate_secret = settings.voice_initiate_secret.get_secret_value().encode()

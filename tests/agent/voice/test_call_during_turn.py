@@ -20,10 +20,9 @@ from agent.core.settings import Settings
 from agent.history.messages import load_history
 from agent.memory.service import Facts
 from agent.search.recall import Recall
-from agent.turn.frame import TurnFrame
-from agent.turn.serial import TurnQueue
+from agent.turn.call_turn import SpokenTurn
 from agent.turn.service import TurnService
-from agent.voice.calls import CallTurn, EndedCall
+from agent.voice.calls import EndedCall
 from agent.voice.store import VoiceStore
 from db.engine import create_engine, session_factory
 from db.models import Conversation, TranscriptMessage
@@ -49,29 +48,26 @@ async def test_a_call_stored_elsewhere_mid_turn_keeps_the_turn_and_the_call(
     # The other instance: its own engine and pool, its own queue.
     other = create_engine(database_url)
     other_sessions = session_factory(other)
-    voice = VoiceStore(
-        settings=settings,
-        sessions=other_sessions,
-        facts=Facts.over(
-            settings,
-            Recall(
-                settings=settings, sessions=session_factory(other), dialect=other.dialect.name, embedder=None
-            ),
-        ),
-        frame=TurnFrame(sessions=other_sessions, queue=TurnQueue()),
+    other_recall = Recall(
+        settings=settings, sessions=session_factory(other), dialect=other.dialect.name, embedder=None
     )
+    other_facts = Facts.over(settings, other_recall)
+    other_turns = TurnService(
+        settings=settings, engine=other, sessions=other_sessions, recall=other_recall, facts=other_facts
+    )
+    voice = VoiceStore(sessions=other_sessions, facts=other_facts, turns=other_turns)
     call_start = SENT + timedelta(seconds=5)
     said = ("Hi!", "I called instead", "Nice.")
     call = EndedCall(
-        "conv_mid",
-        "token",
-        "session",
-        call_start,
-        call_start + timedelta(minutes=1),
-        tuple(
-            CallTurn("assistant" if i % 2 == 0 else "user", t, call_start + timedelta(seconds=10 * i))
+        call_id="conv_mid",
+        started_at=call_start,
+        ended_at=call_start + timedelta(minutes=1),
+        turns=tuple(
+            SpokenTurn("assistant" if i % 2 == 0 else "user", t, call_start + timedelta(seconds=10 * i))
             for i, t in enumerate(said)
         ),
+        token="token",
+        token_id="session",
     )
     try:
         turn = asyncio.create_task(turns.reply(user.id, "typed", SENT, telegram_message_id=1, held=True))
@@ -80,6 +76,7 @@ async def test_a_call_stored_elsewhere_mid_turn_keeps_the_turn_and_the_call(
         answer.set()
         result = await turn
         await turns.close()
+        await other_turns.close()
     finally:
         await other.dispose()
 

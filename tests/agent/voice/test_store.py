@@ -15,9 +15,9 @@ from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
 from agent.memory.service import Facts
 from agent.search.recall import Recall
-from agent.turn.frame import TurnFrame
-from agent.turn.serial import TurnQueue
-from agent.voice.calls import CallTurn, EndedCall
+from agent.turn.call_turn import SpokenTurn
+from agent.turn.service import TurnService
+from agent.voice.calls import EndedCall
 from agent.voice.store import VoiceStore
 from db.models import Conversation, DaySegment, TranscriptMessage, User, UserFact
 from db.repositories.conversations import ConversationRepository
@@ -38,22 +38,27 @@ def call(call_id: str = "conv_a", *, start: datetime = START, texts: tuple[str, 
         "Right after midnight",
     )
     turns = tuple(
-        CallTurn("assistant" if i % 2 == 0 else "user", text, start + timedelta(seconds=50 * i))
+        SpokenTurn("assistant" if i % 2 == 0 else "user", text, start + timedelta(seconds=50 * i))
         for i, text in enumerate(said)
     )
-    return EndedCall(call_id, "token", "session", start, turns[-1].at + timedelta(seconds=5), turns)
+    return EndedCall(
+        call_id=call_id,
+        started_at=start,
+        ended_at=turns[-1].at + timedelta(seconds=5),
+        turns=turns,
+        token="token",
+        token_id="session",
+    )
 
 
 @pytest.fixture
 async def store(engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession]) -> AsyncIterator[VoiceStore]:
-    settings = Settings(_env_file=None, database_url=str(engine.url))  # type: ignore[call-arg]
+    settings = Settings(_env_file=None, database_url=str(engine.url), model="test")  # type: ignore[call-arg]
     recall = Recall(settings=settings, sessions=sessions, dialect=engine.dialect.name, embedder=None)
-    yield VoiceStore(
-        settings=settings,
-        sessions=sessions,
-        facts=Facts.over(settings, recall),
-        frame=TurnFrame(sessions=sessions, queue=TurnQueue()),
-    )
+    facts = Facts.over(settings, recall)
+    turns = TurnService(settings=settings, engine=engine, sessions=sessions, recall=recall, facts=facts)
+    yield VoiceStore(sessions=sessions, facts=facts, turns=turns)
+    await turns.close()
 
 
 async def user_in(sessions: async_sessionmaker[AsyncSession], timezone: str, key: str = "cli:ana") -> int:
