@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
 from sqlalchemy import insert
 
 from agent.account.users import get_or_create_user
@@ -32,8 +33,9 @@ START = datetime(2025, 1, 1, 8, 0, tzinfo=UTC)
 
 
 async def _instant(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    # async like a provider's model: a plain function would run in a worker thread each turn
-    return ModelResponse(parts=[TextPart("ok")])
+    # async like a provider's model: a plain function would run in a worker thread each turn; and
+    # with its usage, as a provider reports it: without, FunctionModel estimates it over the history
+    return ModelResponse(parts=[TextPart("ok")], usage=RequestUsage(input_tokens=1_000, output_tokens=1))
 
 
 async def _seed(url: str, user_id: int, count: int) -> None:

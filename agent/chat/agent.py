@@ -45,10 +45,11 @@ chat_agent: Agent[TurnDeps, str] = Agent(
 
 
 @chat_agent.instructions(name="memory", on_change="append")
-def _conversation_package(ctx: RunContext[TurnDeps]) -> str:
+async def _conversation_package(ctx: RunContext[TurnDeps]) -> str:
     # The same text on every turn of a conversation until a source changes; a change is appended to the
     # history as a replacement, so the cached prefix stays (PydanticAI records the first value in
-    # the conversation's first request), and it is sent ahead of that turn's words.
+    # the conversation's first request), and it is sent ahead of that turn's words. Async: PydanticAI
+    # runs a plain function in a worker thread, several times a run.
     return ctx.deps.package_text
 
 

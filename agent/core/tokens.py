@@ -170,7 +170,10 @@ class TokenCounter:
 
     def count_messages(self, messages: Sequence[ModelMessage]) -> int:
         """Estimated tokens of a list of messages."""
-        return sum(self.count_message(m) for m in messages)
+        total = 0
+        for message in messages:  # a loop, not sum() over a generator: the history, several times a turn
+            total += self.count_message(message)
+        return total
 
     def _count_part(self, part: object) -> int:
         match part:

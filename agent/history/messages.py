@@ -170,11 +170,26 @@ def _return_ids(message: ModelMessage) -> set[str]:
     return {rid for p in message.parts if (rid := _return_id(p)) is not None}
 
 
+def _has_tool_part(message: ModelMessage) -> bool:
+    kinds = (ToolCallPart,) if isinstance(message, ModelResponse) else (ToolReturnPart, RetryPromptPart)
+    for part in message.parts:
+        if isinstance(part, kinds):
+            return True
+    return False
+
+
 def _pair_tool_parts(msgs: list[ModelMessage]) -> tuple[list[ModelMessage], bool]:
     """Drop calls not answered by the next message and answers to no call in the previous one."""
     out: list[ModelMessage] = []
     changed = False
     for i, message in enumerate(msgs):
+        # Most messages carry no tool part: they pass as they are (every turn sanitizes the whole history).
+        if not _has_tool_part(message):
+            if message.parts:
+                out.append(message)
+            else:
+                changed = True
+            continue
         if isinstance(message, ModelResponse):
             nxt = msgs[i + 1] if i + 1 < len(msgs) else None
             answered = _return_ids(nxt) if isinstance(nxt, ModelRequest) else set()

@@ -130,6 +130,11 @@ _LATIN_WORDS: dict[str, frozenset[str]] = {
     "tr": frozenset("ve bir bu ben sen çok ne için ama var yok da de".split()),
     "id": frozenset("dan yang di ini itu saya aku tidak ada untuk dengan kamu".split()),
 }
+# Each of those words and the languages it marks.
+_LANGUAGES_OF: dict[str, tuple[str, ...]] = {
+    word: tuple(code for code, marks in _LATIN_WORDS.items() if word in marks)
+    for word in frozenset().union(*_LATIN_WORDS.values())
+}
 _LATIN_LETTERS: dict[str, str] = {"es": "ñ¿¡", "fr": "çœ", "de": "ßäöü", "pt": "ãõ", "tr": "ğış"}
 # Scripts that name one language (or the one most of its writers use), with the letters that
 # single out a neighbour written in the same script.
@@ -155,17 +160,25 @@ def detect_language(message: str) -> str | None:
     Decided by the script first; Latin script by its short function words and letters, and only
     with at least three such words and none of another language as many. No model, no download.
     """
-    letters = "".join(_WORD.findall(message))
+    found = _WORD.findall(message)
+    letters = "".join(found)
     if len(letters) < 4:
         return None
-    for code, pattern, neighbours in _SCRIPTS:
-        if len(pattern.findall(letters)) >= max(2, len(letters) // 3):
-            lower = letters.lower()
-            return next((other for other, marks in neighbours if any(c in lower for c in marks)), code)
-    words = [w.lower() for w in _WORD.findall(message)]
-    scores = {code: sum(w in marks for w in words) for code, marks in _LATIN_WORDS.items()}
-    for code, marks in _LATIN_LETTERS.items():
-        scores[code] += sum(message.lower().count(c) for c in marks)
+    # Every message is asked until the language is known: ASCII text has none of the scripts' or
+    # the marking letters, so it is told apart in C.
+    if not letters.isascii():
+        for code, pattern, neighbours in _SCRIPTS:
+            if len(pattern.findall(letters)) >= max(2, len(letters) // 3):
+                lower = letters.lower()
+                return next((other for other, marks in neighbours if any(c in lower for c in marks)), code)
+    scores = dict.fromkeys(_LATIN_WORDS, 0)
+    for word in found:
+        for code in _LANGUAGES_OF.get(word.lower(), ()):
+            scores[code] += 1
+    if not message.isascii():
+        lowered = message.lower()
+        for code, marks in _LATIN_LETTERS.items():
+            scores[code] += sum(lowered.count(c) for c in marks)
     ranked = sorted(scores.items(), key=lambda item: -item[1])
     (best, score), (_, second) = ranked[0], ranked[1]
     return best if score >= 3 and score > second else None

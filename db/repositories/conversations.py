@@ -6,7 +6,7 @@ import functools
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Select, SQLColumnExpression, and_, bindparam, func, or_, select, update
+from sqlalchemy import JSON, Select, SQLColumnExpression, Update, and_, bindparam, func, or_, select, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
@@ -26,6 +26,31 @@ def _user_and_active() -> Select[User, Conversation]:
         .order_by(Conversation.id.desc())
         .limit(1)
     )
+
+
+def _append_turn(history: SQLColumnExpression[Any]) -> Update:
+    return (
+        update(Conversation)
+        .where(Conversation.id == bindparam("conversation_id"))
+        .values(messages=history, message_count=Conversation.message_count + 1)
+        .returning(Conversation.message_count)
+        .execution_options(synchronize_session=False)
+    )
+
+
+# Built once (per number of messages on SQLite): every answered turn runs one.
+@functools.cache
+def _appended_postgresql() -> Update:
+    return _append_turn(Conversation.messages.op("||", return_type=JSONType)(bindparam("added", type_=JSONB)))
+
+
+@functools.cache
+def _appended_sqlite(count: int) -> Update:
+    # SQLite keeps JSON as text: json_insert's `$[#]` appends each message to the array.
+    steps: list[Any] = []
+    for n in range(count):
+        steps += ["$[#]", func.json(bindparam(f"added_{n}", type_=JSON))]
+    return _append_turn(func.json_insert(Conversation.messages, *steps) if steps else Conversation.messages)
 
 
 class ConversationRepository:
@@ -49,25 +74,17 @@ class ConversationRepository:
         instead (it was broken or in an older form). Returns the new message count, or None when the
         conversation is gone (deleted by /forget).
         """
-        history: SQLColumnExpression[Any]
+        params: dict[str, Any] = {"conversation_id": conversation_id}
         if whole is not None:
-            history = bindparam("whole", whole, JSONType)
+            stmt = _append_turn(bindparam("whole", type_=JSONType))
+            params["whole"] = whole
         elif self.session.get_bind().dialect.name == "postgresql":
-            history = Conversation.messages.op("||", return_type=JSONType)(bindparam("added", added, JSONB))
+            stmt = _appended_postgresql()
+            params["added"] = added
         else:
-            # SQLite keeps JSON as text: json_insert's `$[#]` appends each message to the array.
-            steps: list[Any] = []
-            for n, message in enumerate(added):
-                steps += ["$[#]", func.json(bindparam(f"added_{n}", message, JSON))]
-            history = func.json_insert(Conversation.messages, *steps) if steps else Conversation.messages
-        stmt = (
-            update(Conversation)
-            .where(Conversation.id == conversation_id)
-            .values(messages=history, message_count=Conversation.message_count + 1)
-            .returning(Conversation.message_count)
-            .execution_options(synchronize_session=False)
-        )
-        count = (await self.session.execute(stmt)).scalar_one_or_none()
+            stmt = _appended_sqlite(len(added))
+            params.update((f"added_{n}", message) for n, message in enumerate(added))
+        count = (await self.session.execute(stmt, params)).scalar_one_or_none()
         return int(count) if count is not None else None
 
     async def user_and_active(self, user_id: int) -> tuple[User | None, Conversation | None]:
