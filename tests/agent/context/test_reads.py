@@ -16,7 +16,7 @@ from agent.context.reads import SharedReads
 pytestmark = pytest.mark.both_databases
 
 
-async def test_reads_share_one_conversation_one_at_a_time(sessions: async_sessionmaker[AsyncSession]) -> None:
+async def test_reads_share_one_session_one_at_a_time(sessions: async_sessionmaker[AsyncSession]) -> None:
     reads = SharedReads(sessions)
     used: list[AsyncSession] = []
     inside = 0
@@ -38,7 +38,7 @@ async def test_reads_share_one_conversation_one_at_a_time(sessions: async_sessio
     assert len(used) == 4 and all(session is used[0] for session in used)
 
 
-async def test_a_failed_read_leaves_the_next_a_fresh_conversation(
+async def test_a_failed_read_leaves_the_next_a_fresh_session(
     sessions: async_sessionmaker[AsyncSession],
 ) -> None:
     reads = SharedReads(sessions)
@@ -62,7 +62,7 @@ async def test_a_failed_read_leaves_the_next_a_fresh_conversation(
     assert seen[0] is not seen[1]
 
 
-async def test_a_read_cancelled_by_its_timeout_leaves_the_next_a_fresh_conversation(
+async def test_a_read_cancelled_by_its_timeout_leaves_the_next_a_fresh_session(
     engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession]
 ) -> None:
     reads = SharedReads(sessions)
