@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.core.clock import ShiftedClock
+from agent.core.clock import ShiftedClock, system_now
 from agent.core.settings import Settings
 from bot.cli.chat import run_chat
 
@@ -53,6 +53,13 @@ def user_messages(database: Path) -> list[str]:
     return [content for (content,) in rows]
 
 
+def morning_clock() -> ShiftedClock:
+    """The chat's clock at nine this morning (UTC, the default zone): a `/wait 20` then stays in the
+    same day whenever the test runs, and "earlier today" means what it says."""
+    now = system_now()
+    return ShiftedClock(shift=now.replace(hour=9, minute=0, second=0, microsecond=0) - now)
+
+
 async def test_wait_closes_the_conversation_and_the_next_one_remembers(tmp_path: Path) -> None:
     database = tmp_path / "chat.db"
     settings = Settings(
@@ -69,7 +76,7 @@ async def test_wait_closes_the_conversation_and_the_next_one_remembers(tmp_path:
         "/quit",
     ]
     stdout = io.StringIO()
-    clock = ShiftedClock()
+    clock = morning_clock()
     await run_chat(
         settings, user_name="ana", stdin=io.StringIO("\n".join(lines) + "\n"), stdout=stdout, clock=clock
     )
@@ -98,7 +105,7 @@ async def test_wait_closes_the_conversation_and_the_next_one_remembers(tmp_path:
     # After a restart the clock follows the stored last message, so the /wait is not undone.
     clock_after_wait = clock.now()
     again = io.StringIO()
-    restarted = ShiftedClock()
+    restarted = morning_clock()  # the same day as before the restart
     await run_chat(settings, user_name="ana", stdin=io.StringIO("still me\n"), stdout=again, clock=restarted)
     assert again.getvalue().startswith("Welcome back, ana.")
     assert restarted.now() >= clock_after_wait - timedelta(seconds=1)
@@ -189,7 +196,13 @@ async def test_the_readme_offline_lines_show_what_they_say(tmp_path: Path) -> No
         _env_file=None,
     )
     stdout = io.StringIO()
-    await run_chat(settings, user_name="ana", stdin=io.StringIO("\n".join(lines) + "\n"), stdout=stdout)
+    await run_chat(
+        settings,
+        user_name="ana",
+        stdin=io.StringIO("\n".join(lines) + "\n"),
+        stdout=stdout,
+        clock=morning_clock(),
+    )
     out = stdout.getvalue()
     first, again, searched = answers(out)
     assert first.startswith("(offline demo) Noted: 'I am a nurse in Lyon.")
