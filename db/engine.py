@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
+from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
 
 from db.search_text import search_text
+from db.sqlite_trips import one_trip_connector
 
 # A JSON "\u0000" escape: preceded by an even number of backslashes (an odd number means the
 # backslash itself was escaped and the text is a literal "\u0000", which stays).
@@ -49,9 +51,12 @@ def create_engine(url: str, *, pool_size: int = 10, foreign_keys: bool = True) -
         )
         # The pool's own rollback on return is `_rollback_if_open`: a session closed after reads alone
         # already rolled back, and a second rollback is one more trip to the connection's thread.
+        # One trip to the connection's thread per statement (db/sqlite_trips.py), opened with the
+        # arguments SQLAlchemy's dialect makes from the URL.
+        args, kwargs = SQLiteDialect_aiosqlite().create_connect_args(parsed)
         engine = create_async_engine(
             url,
-            connect_args={"timeout": 30},
+            async_creator=one_trip_connector(args, {**kwargs, "timeout": 30}),
             json_serializer=storable_json,
             pool_reset_on_return=None,
             **pooled,
