@@ -115,7 +115,9 @@ async def test_compaction_failure_and_timeout_fall_back_to_truncation(
     async def summary(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         return ModelResponse(parts=[TextPart("they grow tomatoes")])
 
-    builder = ContextBuilder(settings, summary_model=FunctionModel(summary))
+    # A summary that answers at once gets a timeout a loaded machine cannot miss.
+    patient = settings_for(database_url, compaction_timeout_seconds=10.0)
+    builder = ContextBuilder(patient, summary_model=FunctionModel(summary))
     first = await builder.build(sessions, history=history, **kwargs)  # type: ignore[arg-type]
     assert first.snapshot["history"]["compaction"]["status"] == "new"
     again = await builder.build(sessions, history=history, **kwargs)  # type: ignore[arg-type]
