@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from pydantic_ai import models
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
@@ -111,14 +114,42 @@ def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
     return url
 
 
+@pytest.fixture(scope="session")
+def sqlite_schema(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file with the models' schema at the newest revision, made once per worker: a test's
+    database starts as a copy of it (a copy takes a millisecond, making the schema about 90)."""
+    path = tmp_path_factory.mktemp("schema") / "nikita.db"
+
+    async def _create() -> None:
+        engine = create_engine(f"sqlite+aiosqlite:///{path}", pool_size=1)
+        async with engine.begin() as conn:
+            await conn.run_sync(Base.metadata.create_all)
+            await stamp_head(conn)
+        await engine.dispose()  # the last connection's close folds the WAL into the file
+
+    asyncio.run(_create())
+    return path
+
+
+def _copy_schema(database_url: str, schema: Path) -> bool:
+    """A SQLite database not made yet starts as a copy of the worker's schema file; True if it did."""
+    file = make_url(database_url).database if database_url.startswith("sqlite") else None
+    if not file or file == ":memory:" or Path(file).exists():
+        return False
+    shutil.copyfile(schema, file)
+    return True
+
+
 @pytest.fixture
-async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+async def engine(database_url: str, sqlite_schema: Path) -> AsyncIterator[AsyncEngine]:
     """An engine on an empty schema."""
+    copied = _copy_schema(database_url, sqlite_schema)
     eng = create_engine(database_url)
     async with eng.begin() as conn:
         if eng.dialect.name == "sqlite":
-            await conn.run_sync(Base.metadata.create_all)
-            await stamp_head(conn)
+            if not copied:
+                await conn.run_sync(Base.metadata.create_all)
+                await stamp_head(conn)
         else:
             tables = ", ".join(f'"{t.name}"' for t in Base.metadata.sorted_tables)
             await conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
