@@ -458,6 +458,14 @@ class FakeTelegram(FileApi, UpdateFactory, GroupApi, WebAppApi, SetupApi, DraftA
             time.sleep(0.01)
         return found
 
+    async def wait_for_documents(self, n: int = 1, *, timeout: float = 10.0) -> list[SentDocument]:  # noqa: ASYNC109
+        """Wait until at least n documents were accepted (a call is recorded before its document is
+        read, so waiting for the call alone can find no document yet); return them all."""
+        deadline = time.monotonic() + timeout
+        while not _enough(found := list(self.documents), n, deadline, f"{n} documents"):  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+        return found
+
     async def wait_for_calls(
         self,
         method: str,

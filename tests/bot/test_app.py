@@ -180,8 +180,7 @@ async def test_rate_limit_answers_kindly_without_calling_the_model(
 async def test_export_sends_a_json_document(app: AnyApplication, tg: FakeTelegram) -> None:
     await onboard(tg)
     tg.command(ALICE, "/export")
-    await tg.wait_for_calls("sendDocument")
-    document = tg.documents[0]
+    document = (await tg.wait_for_documents(1))[0]
     assert document.filename == "nikita-export.json"
     data = json.loads(document.content)
     assert data["user"]["name"] == "Sam"

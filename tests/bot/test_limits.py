@@ -75,7 +75,7 @@ async def test_export_and_memory_are_limited(
         for n, command in enumerate(["/export", "/export", "/memory", "/memory"], 5):
             tg.command(ALICE, command)
             if command == "/export" and n == 5:
-                await tg.wait_for_calls("sendDocument")
+                await tg.wait_for_documents(1)
             else:
                 await tg.wait_for_messages(n - 1, chat_id=ALICE)
         texts = [m.text for m in await tg.wait_for_messages(6, chat_id=ALICE)]

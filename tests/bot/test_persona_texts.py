@@ -56,7 +56,7 @@ async def test_the_bot_introduces_itself_by_the_configured_name(
         tg.command(ALICE, "/start")
         sent = [m.text for m in await tg.wait_for_messages(5, chat_id=ALICE)]
         tg.command(ALICE, "/export")
-        await tg.wait_for_calls("sendDocument")
+        await tg.wait_for_documents(1)
 
     assert sent[2] == "echo: how are you?"  # onboarding finished; the chat agent answered
     assert sent[3].startswith("I'm Ada. ")

@@ -231,8 +231,7 @@ async def test_see_cancel_move_count_export_and_forget(
     stats = (await tg.wait_for_messages(1, chat_id=ADMIN))[-1].text
     assert "reminders in the last 7 days: 2 set, 0 sent, 0 snoozed, 2 cancelled" in stats
     tg.command(ANA, "/export")
-    await tg.wait_for_calls("sendDocument", 1)
-    document = json.loads(tg.documents[-1].content)
+    document = json.loads((await tg.wait_for_documents(1))[-1].content)
     assert [(r["text"], r["status"]) for r in document["reminders"]] == [
         ("water the plants", "cancelled"),
         ("pills", "cancelled"),

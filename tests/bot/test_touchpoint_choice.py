@@ -172,8 +172,7 @@ async def test_memory_stats_export_and_forget_show_and_remove_them(bot: Runtime,
     assert "follow-ups: 1 planned; in the last 7 days 0 sent (0 answered within 24 h), 0 declined" in stats
 
     tg.command(ANA, "/export")
-    await tg.wait_for_calls("sendDocument", 1)
-    document = json.loads(tg.documents[-1].content)
+    document = json.loads((await tg.wait_for_documents(1))[-1].content)
     assert [(f["reason"], f["status"]) for f in document["follow_ups"]] == [
         ("Ana's interview on Thursday", "planned")
     ]
