@@ -131,6 +131,17 @@ def sqlite_schema(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+# The run's PostgreSQL database emptied for the next test, in one statement: the rows deleted with
+# triggers and foreign keys off for the transaction, and every column's sequence back at 1. About 4 ms
+# where TRUNCATE ... RESTART IDENTITY took about 170 (it makes every table's files anew).
+_EMPTY_POSTGRES = (
+    "DO $$ BEGIN SET LOCAL session_replication_role = replica; "
+    + " ".join(f'DELETE FROM "{table.name}";' for table in reversed(Base.metadata.sorted_tables))
+    + " PERFORM setval(s.oid, 1, false) FROM pg_class s JOIN pg_depend d ON d.objid = s.oid"
+    " AND d.classid = 'pg_class'::regclass AND d.deptype IN ('a', 'i') WHERE s.relkind = 'S'; END $$"
+)
+
+
 def _copy_schema(database_url: str, schema: Path) -> bool:
     """A SQLite database not made yet starts as a copy of the worker's schema file; True if it did."""
     file = make_url(database_url).database if database_url.startswith("sqlite") else None
@@ -151,8 +162,7 @@ async def engine(database_url: str, sqlite_schema: Path) -> AsyncIterator[AsyncE
                 await conn.run_sync(Base.metadata.create_all)
                 await stamp_head(conn)
         else:
-            tables = ", ".join(f'"{t.name}"' for t in Base.metadata.sorted_tables)
-            await conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+            await conn.execute(text(_EMPTY_POSTGRES))
     yield eng
     # Background work the code under test started and nobody awaited (the search index's catch-ups,
     # which `RecallIndex.settle` awaits in the product) finishes before the engine goes: a session
