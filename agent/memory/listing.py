@@ -23,6 +23,7 @@ from agent.core.errors import FactRejectedError
 from agent.core.settings import Settings
 from agent.core.tokens import get_counter
 from agent.memory.profile import Section, choose_profile, in_effect, section_of
+from agent.memory.provenance import QUOTE_CHARS, Sources, clipped, read_sources, source_text
 from db.models import UserFact
 from db.repositories.facts import FactRepository
 from db.repositories.transcript import TranscriptRepository
@@ -52,7 +53,8 @@ SOURCES = {
 
 @dataclass(frozen=True)
 class Listed:
-    """One held fact as the person sees it: where it stands, its flags and the local day it comes from."""
+    """One held fact as the person sees it: where it stands, its flags, the local day it comes from
+    and its sources (the person's lines, or how else it came)."""
 
     id: int
     content: str
@@ -62,6 +64,7 @@ class Listed:
     pinned: bool
     hidden: bool
     standing: Standing
+    sources: Sources
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,7 @@ async def read_listing(
     sent = await TranscriptRepository(session).sent_times(
         owner_id, (int(m) for f in shown for m in f.message_ids or [])
     )
+    sources = await read_sources(session, owner_id, shown, zone)
 
     def listed(fact: UserFact, in_profile: bool) -> Listed:
         times = [sent[int(m)] for m in fact.message_ids or [] if int(m) in sent]
@@ -135,6 +139,7 @@ async def read_listing(
             pinned=fact.pinned,
             hidden=fact.hidden,
             standing=_standing(fact, in_profile, now),
+            sources=sources[fact.id],
         )
 
     return Listing(
@@ -209,17 +214,20 @@ HEADINGS: dict[Standing, tuple[str, str]] = {
     "past": ("Plans whose date has passed:",) * 2,
 }
 PINNED_MARK = "📌 "
-
-
-def clipped(text: str, chars: int) -> str:
-    """The text, cut to `chars` characters with an ellipsis when longer."""
-    return text if len(text) <= chars else text[: chars - 1] + "…"
+SOURCE_MARK = "   ↳ "
 
 
 def listing_lines(
-    facts: Sequence[Listed], *, first_number: int = 1, group: bool = False, line_chars: int = 400
+    facts: Sequence[Listed],
+    *,
+    first_number: int = 1,
+    group: bool = False,
+    line_chars: int = 400,
+    source_chars: int | None = None,
+    quote_chars: int = QUOTE_CHARS,
 ) -> list[str]:
-    """Numbered lines of these facts, under the heading of each standing they come to."""
+    """Numbered lines of these facts, under the heading of each standing they come to; with
+    `source_chars`, each fact followed by where it comes from, cut to that many characters."""
     lines: list[str] = []
     standing: Standing | None = None
     for number, fact in enumerate(facts, start=first_number):
@@ -228,4 +236,7 @@ def listing_lines(
             lines += [*([""] if lines else []), HEADINGS[standing][group]]
         mark = PINNED_MARK if fact.pinned else ""
         lines.append(f"{number}. {mark}{clipped(fact.content, line_chars)}")
+        if source_chars is not None:
+            said = source_text(fact.sources, group=group, quote_chars=quote_chars)
+            lines.append(SOURCE_MARK + clipped(said, source_chars))
     return lines
