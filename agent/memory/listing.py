@@ -4,9 +4,10 @@ and the changes they make to one fact there or in chat: pin, hide, reword, forge
 The listing is the profile exactly as the prompt gets it (`choose_profile` over the same held facts,
 with the same budget), then the rest of the held facts: those the budget left out (recalled when
 relevant), the hidden ones ("don't bring this up": kept and found when asked about, never in the
-profile nor recalled unasked) and plans whose date has passed. Every read and change goes through
-`FactRepository`, scoped by the owner's id, so another owner's fact id finds nothing. A group's
-listing is the group's own facts (its owner row), never a member's.
+profile nor recalled unasked) and plans whose date has passed; each fact with where it comes from
+(agent/memory/provenance.py). Every read and change goes through `FactRepository`, scoped by the
+owner's id, so another owner's fact id finds nothing. A group's listing is the group's own facts
+(its owner row), never a member's.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
 from agent.chat.activity import doing
-from agent.core.settings import Settings
 from agent.chat.fact_tools import NO_MATCH
+from agent.core.settings import Settings
 from agent.memory.listing import read_listing
 from bench.clock import FrozenClock
 from db.models import UserFact
