@@ -27,7 +27,6 @@ from agent.memory.profile import Section, choose_profile, in_effect, section_of
 from agent.memory.provenance import QUOTE_CHARS, Sources, clipped, read_sources, source_text
 from db.models import UserFact
 from db.repositories.facts import FactRepository
-from db.repositories.transcript import TranscriptRepository
 
 Standing = Literal["profile", "recalled", "hidden", "past"]
 Flag = Literal["pin", "unpin", "hide", "show"]
@@ -123,20 +122,15 @@ async def read_listing(
     chosen = [by_id[f.id] for f in profile.facts]
     rest = _rest(facts, [by_id[f.id] for f in profile.left_out], now)
     shown = [*chosen, *rest[:limit]]
-    sent = await TranscriptRepository(session).sent_times(
-        owner_id, (int(m) for f in shown for m in f.message_ids or [])
-    )
     sources = await read_sources(session, owner_id, shown, zone)
 
     def listed(fact: UserFact, in_profile: bool) -> Listed:
-        times = [sent[int(m)] for m in fact.message_ids or [] if int(m) in sent]
-        first = min(times) if times else fact.created_at
         return Listed(
             id=fact.id,
             content=fact.content,
             source=SOURCES.get(fact.source, fact.source),
             section=section_of(fact),
-            day=first.astimezone(zone).date(),
+            day=sources[fact.id].day,
             pinned=fact.pinned,
             hidden=fact.hidden,
             standing=_standing(fact, in_profile, now),

@@ -70,6 +70,11 @@ class Sources:
     more: int
 
     @property
+    def day(self) -> date:
+        """The local day it comes from: when the person first said it, else when it was learned."""
+        return (self.lines[0].at if self.lines else self.learned).date()
+
+    @property
     def none_left(self) -> bool:
         """A fact learned from the conversation whose lines are all gone (or never were named)."""
         return self.origin == "said" and not self.lines

@@ -130,18 +130,6 @@ class TranscriptRepository:
         rows = (await self.session.execute(stmt.order_by(TranscriptMessage.id.desc()).limit(limit))).scalars()
         return list(reversed(rows.all()))
 
-    async def sent_times(self, user_id: int, message_ids: Iterable[int]) -> dict[int, datetime]:
-        """When each of these messages of the user was sent (ids of another user find nothing)."""
-        ids = sorted({int(i) for i in message_ids})
-        times: dict[int, datetime] = {}
-        for start in range(0, len(ids), _IDS_PER_QUERY):
-            stmt = select(TranscriptMessage.id, TranscriptMessage.sent_at).where(
-                TranscriptMessage.user_id == user_id,
-                TranscriptMessage.id.in_(ids[start : start + _IDS_PER_QUERY]),
-            )
-            times.update((int(i), at) for i, at in (await self.session.execute(stmt)).all())
-        return times
-
     async def said_lines(
         self, owner_id: int, message_ids: Iterable[int], *, chars: int
     ) -> dict[int, SaidLine]:
