@@ -197,7 +197,7 @@ async def test_each_fact_says_where_it_comes_from(
     tg.command(ANA, "/memory")
     _, listing = await tg.wait_for_messages(2, chat_id=ANA)
     assert "Ana is allergic to nuts\n   ↳ you asked me to remember this on 1 Mar 2026" in listing.text
-    assert "Ana lives in Porto\n   ↳ you said on 1 Mar 2026: “I moved to Porto last week, finally!”" in (
+    assert "Ana lives in Porto\n   ↳ you said on 1 Mar 2026: “I moved to Porto last week, finally!”\n" in (
         listing.text
     )
     assert "cello" not in listing.text
