@@ -34,4 +34,6 @@ def doing(tool: str, args: Mapping[str, Any]) -> str:
         return "Putting that first in what I remember…"
     if tool == "memory_reword":
         return "Putting that in your words…"
+    if tool == "memory_sources":
+        return "Looking up where I got that…"
     return "Thinking it over…"

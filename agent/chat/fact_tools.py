@@ -1,5 +1,6 @@
 """The chat agent's tools for a person steering one remembered fact: pin it ("remember this above
-all") and reword it ("actually, say it as ..."); each docstring is the prompt the model reads.
+all"), reword it ("actually, say it as ...") and say where it comes from ("why do you think that?");
+each docstring is the prompt the model reads.
 
 Like every tool they act on `ctx.deps.user_id` alone (in a group, the group's own facts): no argument
 names an owner, and a fact is found among that owner's held facts only, so nothing the model sends
@@ -9,15 +10,18 @@ reaches anyone else's.
 from __future__ import annotations
 
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from pydantic_ai import FunctionToolset, ModelRetry, RunContext
 
 from agent.chat.deps import TurnDeps
+from agent.chat.tools import MAX_ID
 from agent.core.errors import FactRejectedError
 from agent.core.settings import Settings
 from agent.memory.corrections import Matched, named_by
 from agent.memory.facts import clean_fact
 from agent.memory.listing import reword, set_flag
+from agent.memory.provenance import explain
 from db.repositories.facts import FactRepository
 
 fact_tools: FunctionToolset[TurnDeps] = FunctionToolset()
@@ -108,3 +112,30 @@ async def memory_reword(ctx: RunContext[TurnDeps], fact: str, wording: str) -> d
         return {"reworded": False, "note": NO_MATCH}
     facts.changed(ctx.deps.user_id)
     return {"reworded": True, "before": held.text, "now": changed.content, "fact_id": changed.id}
+
+
+@fact_tools.tool
+async def memory_sources(
+    ctx: RunContext[TurnDeps], fact: str = "", fact_id: int | None = None
+) -> dict[str, Any]:
+    """Say where a remembered fact comes from, when they ask why you think something or how you know
+    it ("why do you think I'm a nurse?", "where did you get that?"): their own lines with the day
+    each was said, that they asked you to remember it, that it was said in a call, or that no source
+    is left (its messages were forgotten). Quote only the lines returned; never make up a source.
+
+    Args:
+        fact: The fact as you remember it, in a few words, e.g. "works as a nurse".
+        fact_id: The fact's id from `memory_search`, instead of `fact`, when you have it.
+    """
+    if ctx.deps.facts is None:
+        return {"facts": [], "note": UNAVAILABLE}
+    if fact_id is not None and not 1 <= fact_id <= MAX_ID:
+        raise ModelRetry(f"fact_id must be an id from memory_search (a positive number), got {fact_id}")
+    if fact_id is None and not fact.strip():
+        raise ModelRetry("say which fact: its words in `fact`, or its id from memory_search in `fact_id`")
+    found = await explain(
+        ctx.deps.sessions, ctx.deps.user_id, ZoneInfo(ctx.deps.timezone), fact_id=fact_id, about=fact
+    )
+    if not found:
+        return {"facts": [], "note": NO_MATCH}
+    return {"facts": [f.as_dict() for f in found]}

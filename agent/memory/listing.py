@@ -4,9 +4,10 @@ and the changes they make to one fact there or in chat: pin, hide, reword, forge
 The listing is the profile exactly as the prompt gets it (`choose_profile` over the same held facts,
 with the same budget), then the rest of the held facts: those the budget left out (recalled when
 relevant), the hidden ones ("don't bring this up": kept and found when asked about, never in the
-profile nor recalled unasked) and plans whose date has passed. Every read and change goes through
-`FactRepository`, scoped by the owner's id, so another owner's fact id finds nothing. A group's
-listing is the group's own facts (its owner row), never a member's.
+profile nor recalled unasked) and plans whose date has passed; each fact with where it comes from
+(agent/memory/provenance.py). Every read and change goes through `FactRepository`, scoped by the
+owner's id, so another owner's fact id finds nothing. A group's listing is the group's own facts
+(its owner row), never a member's.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from agent.core.errors import FactRejectedError
 from agent.core.settings import Settings
 from agent.core.tokens import get_counter
 from agent.memory.profile import Section, choose_profile, in_effect, section_of
+from agent.memory.provenance import QUOTE_CHARS, Sources, clipped, read_sources, source_text
 from db.models import UserFact
 from db.repositories.facts import FactRepository
-from db.repositories.transcript import TranscriptRepository
 
 Standing = Literal["profile", "recalled", "hidden", "past"]
 Flag = Literal["pin", "unpin", "hide", "show"]
@@ -52,7 +53,8 @@ SOURCES = {
 
 @dataclass(frozen=True)
 class Listed:
-    """One held fact as the person sees it: where it stands, its flags and the local day it comes from."""
+    """One held fact as the person sees it: where it stands, its flags, the local day it comes from
+    and its sources (the person's lines, or how else it came)."""
 
     id: int
     content: str
@@ -62,6 +64,7 @@ class Listed:
     pinned: bool
     hidden: bool
     standing: Standing
+    sources: Sources
 
 
 @dataclass(frozen=True)
@@ -119,22 +122,19 @@ async def read_listing(
     chosen = [by_id[f.id] for f in profile.facts]
     rest = _rest(facts, [by_id[f.id] for f in profile.left_out], now)
     shown = [*chosen, *rest[:limit]]
-    sent = await TranscriptRepository(session).sent_times(
-        owner_id, (int(m) for f in shown for m in f.message_ids or [])
-    )
+    sources = await read_sources(session, owner_id, shown, zone)
 
     def listed(fact: UserFact, in_profile: bool) -> Listed:
-        times = [sent[int(m)] for m in fact.message_ids or [] if int(m) in sent]
-        first = min(times) if times else fact.created_at
         return Listed(
             id=fact.id,
             content=fact.content,
             source=SOURCES.get(fact.source, fact.source),
             section=section_of(fact),
-            day=first.astimezone(zone).date(),
+            day=sources[fact.id].day,
             pinned=fact.pinned,
             hidden=fact.hidden,
             standing=_standing(fact, in_profile, now),
+            sources=sources[fact.id],
         )
 
     return Listing(
@@ -209,17 +209,20 @@ HEADINGS: dict[Standing, tuple[str, str]] = {
     "past": ("Plans whose date has passed:",) * 2,
 }
 PINNED_MARK = "📌 "
-
-
-def clipped(text: str, chars: int) -> str:
-    """The text, cut to `chars` characters with an ellipsis when longer."""
-    return text if len(text) <= chars else text[: chars - 1] + "…"
+SOURCE_MARK = "   ↳ "
 
 
 def listing_lines(
-    facts: Sequence[Listed], *, first_number: int = 1, group: bool = False, line_chars: int = 400
+    facts: Sequence[Listed],
+    *,
+    first_number: int = 1,
+    group: bool = False,
+    line_chars: int = 400,
+    source_chars: int | None = None,
+    quote_chars: int = QUOTE_CHARS,
 ) -> list[str]:
-    """Numbered lines of these facts, under the heading of each standing they come to."""
+    """Numbered lines of these facts, under the heading of each standing they come to; with
+    `source_chars`, each fact followed by where it comes from, cut to that many characters."""
     lines: list[str] = []
     standing: Standing | None = None
     for number, fact in enumerate(facts, start=first_number):
@@ -228,4 +231,7 @@ def listing_lines(
             lines += [*([""] if lines else []), HEADINGS[standing][group]]
         mark = PINNED_MARK if fact.pinned else ""
         lines.append(f"{number}. {mark}{clipped(fact.content, line_chars)}")
+        if source_chars is not None:
+            said = source_text(fact.sources, group=group, quote_chars=quote_chars)
+            lines.append(SOURCE_MARK + clipped(said, source_chars))
     return lines

@@ -116,7 +116,9 @@ async def _memory(terminal: Terminal, rest: str) -> None:
     runtime, user, now = terminal.runtime, await terminal.user(), terminal.clock.now()
     report = await memory_report(runtime.sessions, user.id, now, facts=False)
     listing = await listing_of(runtime.sessions, user.id, user.timezone, now=now, settings=runtime.settings)
-    facts = listing_lines(listing.facts) or ["I don't remember any facts about you yet."]
+    facts = listing_lines(listing.facts, source_chars=200, quote_chars=100) or [
+        "I don't remember any facts about you yet."
+    ]
     terminal.say("\n".join([report, "", *facts]))
 
 

@@ -1,6 +1,7 @@
 """/memory's list of facts: the profile as the bot reads it, then the rest, a page at a time, each
-fact with buttons to forget it, pin or unpin it, and hide it ("don't bring this up") or bring it up
-again (agent/memory/listing.py).
+fact with a line saying where it comes from (the person's words, quoted briefly and dated, or how else
+it came: agent/memory/provenance.py) and buttons to forget it, pin or unpin it, and hide it ("don't
+bring this up") or bring it up again (agent/memory/listing.py).
 
 In a private chat the buttons act on the presser's own facts. In a group they act on the group's
 facts, and only for the group's Telegram admins, as /forget there does: the list is the group's and
@@ -41,8 +42,12 @@ logger = logging.getLogger(__name__)
 
 PREFIX = "memfact"
 PAGE_SIZE = 8
-# 8 facts of at most this many characters, their headings and the legend stay under Telegram's 4,096.
-LINE_CHARS = 360
+# 8 facts of at most this many characters, each with its source line, their headings and the legend
+# stay under Telegram's 4,096.
+LINE_CHARS = 280
+SOURCE_CHARS = 150
+# The person's words a source line quotes: enough to recognise the line, the Mini App shows more.
+QUOTE_CHARS = 50
 NOTHING = ("I don't remember any facts about you yet.", "I don't remember any facts about this group yet.")
 NOT_HERE = "This button only works in your own chat with me: /memory"
 ADMINS_ONLY = "Only this group's admins can change what I remember of it."
@@ -96,7 +101,14 @@ def page_message(page: Page, *, group: bool = False) -> Reply:
     lines = [
         f"What I know about {whose}{pages}:",
         "",
-        *listing_lines(page.facts, first_number=page.first, group=group, line_chars=LINE_CHARS),
+        *listing_lines(
+            page.facts,
+            first_number=page.first,
+            group=group,
+            line_chars=LINE_CHARS,
+            source_chars=SOURCE_CHARS,
+            quote_chars=QUOTE_CHARS,
+        ),
     ]
     if page.page == page.pages and page.listing.more:
         lines += ["", f"…and {page.listing.more} more, not listed here."]

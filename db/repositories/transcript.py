@@ -5,9 +5,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
-from sqlalchemy import CursorResult, Insert, Table, bindparam, insert, select
+from sqlalchemy import CursorResult, Insert, Table, bindparam, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import make_transient_to_detached
 
@@ -28,6 +28,17 @@ _COLUMNS = (
     "speaker_telegram_id",
     "speaker_name",
 )
+
+
+class SaidLine(NamedTuple):
+    """One line a person (in a group, a member) wrote, as a fact's source shows it."""
+
+    id: int
+    sent_at: datetime
+    # The first characters of the line only: a source is quoted briefly.
+    text: str
+    kind: str
+    speaker_name: str | None
 
 
 @functools.cache
@@ -119,14 +130,27 @@ class TranscriptRepository:
         rows = (await self.session.execute(stmt.order_by(TranscriptMessage.id.desc()).limit(limit))).scalars()
         return list(reversed(rows.all()))
 
-    async def sent_times(self, user_id: int, message_ids: Iterable[int]) -> dict[int, datetime]:
-        """When each of these messages of the user was sent (ids of another user find nothing)."""
+    async def said_lines(
+        self, owner_id: int, message_ids: Iterable[int], *, chars: int
+    ) -> dict[int, SaidLine]:
+        """The owner's lines among these ids that a person wrote and that still hold words, each cut to
+        its first `chars` characters; the companion's lines, blanked lines and ids of another owner
+        (a private chat's in a group's read, a group's in a private one) find nothing."""
         ids = sorted({int(i) for i in message_ids})
-        times: dict[int, datetime] = {}
+        found: dict[int, SaidLine] = {}
         for start in range(0, len(ids), _IDS_PER_QUERY):
-            stmt = select(TranscriptMessage.id, TranscriptMessage.sent_at).where(
-                TranscriptMessage.user_id == user_id,
+            stmt = select(
+                TranscriptMessage.id,
+                TranscriptMessage.sent_at,
+                func.substr(TranscriptMessage.content, 1, chars),
+                TranscriptMessage.kind,
+                TranscriptMessage.speaker_name,
+            ).where(
+                TranscriptMessage.user_id == owner_id,
+                TranscriptMessage.role == "user",
+                TranscriptMessage.content != "",
                 TranscriptMessage.id.in_(ids[start : start + _IDS_PER_QUERY]),
             )
-            times.update((int(i), at) for i, at in (await self.session.execute(stmt)).all())
-        return times
+            for row in (await self.session.execute(stmt)).all():
+                found[int(row[0])] = SaidLine(int(row[0]), row[1], row[2], row[3], row[4])
+        return found

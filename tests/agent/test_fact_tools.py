@@ -1,6 +1,7 @@
-"""memory_pin and memory_reword through real turns driven by PydanticAI's FunctionModel: a fact the
-person asks to have remembered above all is pinned (saved first when new), one they want put
-otherwise is reworded in place, and neither ever reaches another person's facts."""
+"""memory_pin, memory_reword and memory_sources through real turns driven by PydanticAI's
+FunctionModel: a fact the person asks to have remembered above all is pinned (saved first when new),
+one they want put otherwise is reworded in place, "why do you think that?" is answered from their own
+lines, and none ever reaches another person's facts."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
 from agent.chat.activity import doing
+from agent.chat.fact_tools import NO_MATCH
 from agent.core.settings import Settings
 from agent.memory.listing import read_listing
 from bench.clock import FrozenClock
@@ -108,6 +110,64 @@ async def test_pin_and_reword_the_persons_own_facts(
     )
 
 
+async def test_why_do_you_think_that_is_answered_from_the_persons_own_lines(
+    settings: Settings, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    service, _ = make_service(settings, engine, sessions, clock, ToolScript([]))
+    ana, _ = await get_or_create_user(
+        sessions, key="cli:ana", now=clock.now(), timezone="America/New_York", name="Ana"
+    )
+    bea, _ = await get_or_create_user(sessions, key="cli:bea", now=clock.now(), timezone="UTC", name="Bea")
+    said = await service.reply(ana.id, "I work night shifts at the hospital", clock.now())
+    hers = await service.reply(bea.id, "I'm a nurse too", clock.now())
+    async with sessions() as session, session.begin():
+        facts = FactRepository(session)
+        await facts.add_sourced(
+            ana.id, None, [("Ana works as a nurse", [said.message_id])], clock.now(), source="extraction"
+        )
+        await facts.add_many(ana.id, None, ["Ana likes green tea"], clock.now(), source="tool")
+        await facts.add_sourced(
+            bea.id,
+            None,
+            [("Bea works as a nurse", [hers.message_id, said.message_id])],
+            clock.now(),
+            source="extraction",
+        )
+        (beas,) = await facts.held(bea.id)
+    why = ToolScript(
+        [
+            ("memory_sources", {"fact": "works as a nurse"}),
+            ("memory_sources", {"fact_id": beas.id}),
+            ("memory_sources", {}),
+            ("memory_sources", {"fact": "green tea"}),
+        ]
+    )
+    service.model.function = why  # type: ignore[attr-defined]
+    await service.reply(ana.id, "Why do you think I'm a nurse?", clock.now() + timedelta(minutes=1))
+    assert "memory_sources" in why.tool_names
+    nurse, missing, tea = why.returns
+    (fact,) = nurse["facts"]
+    assert (fact["fact"], fact["origin"], fact["lines"]) == (
+        "Ana works as a nurse",
+        "said",
+        # Her line, at her local time (09:00 UTC is 04:00 in New York).
+        [
+            {
+                "text": "I work night shifts at the hospital",
+                "at": "2026-03-03T04:00-05:00",
+                "day": "2026-03-03",
+            }
+        ],
+    )
+    assert missing == {"facts": [], "note": NO_MATCH}  # Bea's fact is not Ana's to explain
+    assert len(why.retries) == 1 and "say which fact" in why.retries[0]
+    assert [(f["fact"], f["origin"], f["says"]) for f in tea["facts"]] == [
+        ("Ana likes green tea", "asked", "you asked me to remember this on 3 Mar 2026")
+    ]
+    await service.close()
+
+
 def test_the_person_reads_what_each_tool_is_doing() -> None:
     assert doing("memory_pin", {"fact": "allergic to nuts"}) == "Putting that first in what I remember…"
     assert doing("memory_reword", {"fact": "nurse"}) == "Putting that in your words…"
+    assert doing("memory_sources", {"fact": "nurse"}) == "Looking up where I got that…"

@@ -97,7 +97,9 @@ async def test_wait_closes_the_conversation_and_the_next_one_remembers(tmp_path:
     assert "Earlier today: (offline demo) Hi! I am a nurse in Lyon." in third
     # /memory lists the facts, the profile first.
     listed = out.split("In your profile, which I read every time we talk:\n", 1)[1]
-    assert "The user is a nurse in Lyon." in listed.split("you> ", 1)[0]
+    facts = listed.split("you> ", 1)[0]
+    assert "The user is a nurse in Lyon.\n   ↳ you said on " in facts  # with the line it comes from
+    assert ": “Hi! I am a nurse in Lyon. My sister is called Ana.”\n" in facts
     assert "There is no /timeline here." in out
     # Commands never reach the model or the transcript.
     assert user_messages(database) == [*FIRST_SESSION, "hello again"]

@@ -6,19 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from sqlalchemy import select
 
+from agent.account.group_forget import forget_group_words
 from agent.account.groups import group_owner
 from agent.account.users import get_or_create_user
+from agent.turn.transcript import Speaker, write_message
 from bench.fakes.telegram_api import FakeTelegram, SentMessage
 from bot.app import AnyApplication
 from bot.handlers.memory_facts import ADMINS_ONLY, GONE, LINE_CHARS, PAGE_SIZE
 from bot.runtime import Runtime
-from db.models import UserFact
+from db.models import User, UserFact
 from db.repositories.facts import FactRepository
 
 pytestmark = pytest.mark.both_databases
@@ -156,22 +158,84 @@ async def test_memory_shows_the_profile_then_the_rest_and_each_button_changes_on
     assert await _flags(runtime, "Bo keeps bees") == (False, False, True)
 
 
+async def _said(
+    runtime: Runtime, owner_id: int, text: str, at: datetime, speaker: Speaker | None = None
+) -> int:
+    """Store one line the person (in a group, a member) wrote; its transcript id."""
+    async with runtime.sessions() as session, session.begin():
+        owner = await session.get(User, owner_id)
+        assert owner is not None
+        return (
+            await write_message(session, owner, role="user", content=text, sent_at=at, speaker=speaker)
+        ).id
+
+
+async def test_each_fact_says_where_it_comes_from(
+    runtime: Runtime, app: AnyApplication, tg: FakeTelegram
+) -> None:
+    users = await _people(runtime)
+    sunday = datetime(2026, 3, 1, 17, 0, tzinfo=UTC)
+    group, _ = await group_owner(runtime.sessions, chat_id=GROUP, title="Friends", now=sunday, timezone="UTC")
+    moved = await _said(runtime, users[ANA], "I moved to Porto last week, finally!", sunday)
+    cello = await _said(runtime, group.id, "I'll bring the cello", sunday, Speaker(ANA, "Ana"))
+    cake = await _said(runtime, group.id, "I'm baking the cake", sunday, Speaker(BO, "Bo"))
+    async with runtime.sessions() as session, session.begin():
+        facts = FactRepository(session)
+        # The group's lines named by Ana's private fact are not hers to see there, and the reverse.
+        await facts.add_sourced(
+            users[ANA], None, [("Ana lives in Porto", [moved, cello])], sunday, source="extraction"
+        )
+        await facts.add_many(users[ANA], None, ["Ana is allergic to nuts"], sunday, source="tool")
+        await facts.add_sourced(
+            group.id,
+            None,
+            [("Ana brings the cello", [cello, moved]), ("Bo bakes the cake", [cake])],
+            sunday,
+            source="extraction",
+        )
+
+    tg.command(ANA, "/memory")
+    _, listing = await tg.wait_for_messages(2, chat_id=ANA)
+    assert "Ana is allergic to nuts\n   ↳ you asked me to remember this on 1 Mar 2026" in listing.text
+    assert "Ana lives in Porto\n   ↳ you said on 1 Mar 2026: “I moved to Porto last week, finally!”\n" in (
+        listing.text
+    )
+    assert "cello" not in listing.text
+
+    # Ana deletes her words in groups: the group's fact that stood on them has no source left.
+    assert await forget_group_words(runtime.sessions, ANA) == 1
+    tg.group_command(GROUP, BO, "/memory", first_name="Bo")
+    _, in_group = await tg.wait_for_messages(2, chat_id=GROUP)
+    assert "Ana brings the cello\n   ↳ no source left: the messages it came from are gone" in in_group.text
+    assert "Bo bakes the cake\n   ↳ Bo said on 1 Mar 2026: “I'm baking the cake”" in in_group.text
+    assert "Porto" not in in_group.text
+
+
 async def test_long_facts_keep_the_page_under_telegrams_limit(
     runtime: Runtime, app: AnyApplication, tg: FakeTelegram
 ) -> None:
     users = await _people(runtime)
+    # The longest source lines: asked for, and said at length many times, on a long month's day.
+    said = [
+        await _said(runtime, users[ANA], "a very long line " * 40, datetime(2026, 9, 30, 12, n, tzinfo=UTC))
+        for n in range(12)
+    ]
     async with runtime.sessions() as session, session.begin():
-        await FactRepository(session).add_many(
+        await FactRepository(session).add_sourced(
             users[ANA],
             None,
-            [f"Ana {n} " + "told a very long story " * 60 for n in range(PAGE_SIZE + 1)],
+            [(f"Ana {n} " + "told a very long story " * 60, said) for n in range(PAGE_SIZE + 1)],
             runtime.clock.now(),
-            source="extraction",
+            source="tool",
         )
     tg.command(ANA, "/memory")
     _, listing = await tg.wait_for_messages(2, chat_id=ANA)  # the fake refuses over 4,096, as Telegram
     assert len(listing.text) <= 4096 and "…" in listing.text
     assert max(len(line) for line in listing.text.splitlines()) <= LINE_CHARS + len("8. ")
+    sources = [line for line in listing.text.splitlines() if line.startswith("   ↳ ")]
+    assert len(sources) == PAGE_SIZE and sources[0].startswith(
+        "   ↳ you asked me to remember this; you said on 30 Sep 2026: “a very long line"
+    )
 
 
 async def test_a_groups_memory_lists_its_own_facts_and_only_its_admins_change_them(

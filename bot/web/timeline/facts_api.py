@@ -1,5 +1,6 @@
-"""The timeline's "What I remember": the listing /memory shows (agent/memory/listing.py) and the
-person's changes to one fact: forget, pin or unpin, hide or show ("don't bring this up"), reword.
+"""The timeline's "What I remember": the listing /memory shows (agent/memory/listing.py), each fact
+with its sources (agent/memory/provenance.py), and the person's changes to one fact: forget, pin or
+unpin, hide or show ("don't bring this up"), reword.
 
 Every call signs in like the rest of the timeline's API (bot/web/timeline/api.py) and acts on the
 signed-in person's facts alone: another person's fact id answers 404, like a missing one. Each change
@@ -16,6 +17,7 @@ from starlette.requests import Request
 
 from agent.core.errors import FactRejectedError
 from agent.memory.listing import Flag, Listed, Listing, listing_of, reword, set_flag
+from agent.memory.provenance import sources_dict
 from bot.errors import ApiError, JsonInputError
 from bot.runtime import Runtime
 from bot.web import json_input
@@ -29,7 +31,7 @@ _BODY_BYTES = 16_384
 
 
 def fact_payload(fact: Listed) -> dict[str, Any]:
-    """One fact as the page reads it."""
+    """One fact as the page reads it, with where it comes from (the person's lines, or how else it came)."""
     return {
         "id": fact.id,
         "content": fact.content,
@@ -39,6 +41,7 @@ def fact_payload(fact: Listed) -> dict[str, Any]:
         "pinned": fact.pinned,
         "hidden": fact.hidden,
         "standing": fact.standing,
+        "sources": sources_dict(fact.sources),
     }
 
 

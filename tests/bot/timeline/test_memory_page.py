@@ -48,9 +48,17 @@ async def _facts(sessions: async_sessionmaker[AsyncSession]) -> dict[str, int]:
         sunday = await session.scalar(
             select(TranscriptMessage.id).where(TranscriptMessage.content.like("%night train to Porto%"))
         )
+        reply = await session.scalar(
+            select(TranscriptMessage.id).where(TranscriptMessage.content.like("Wonderful, which day%"))
+        )
         repo = FactRepository(session)
+        # Named with the companion's answer too: only Ana's own line is her fact's source.
         await repo.add_sourced(
-            users[ANA], None, [("Ana is going to Porto by night train", [sunday])], NOW, source="extraction"
+            users[ANA],
+            None,
+            [("Ana is going to Porto by night train", [sunday, reply])],
+            NOW,
+            source="extraction",
         )
         await repo.add_many(users[ANA], None, ["Ana plays the cello"], NOW, source="tool")
         await repo.add_many(users[BEN], None, ["Ben keeps bees"], NOW, source="tool")
@@ -85,6 +93,13 @@ async def test_facts_are_listed_and_changed_only_for_the_signed_in_user(
             "pinned": False,
             "hidden": False,
             "standing": "profile",
+            "sources": {
+                "origin": "asked",
+                "says": "you asked me to remember this on 3 Mar 2026",
+                "learned": "2026-03-03T10:00+01:00",
+                "lines": [],
+                "more": 0,
+            },
         },
         porto: {
             "content": "Ana is going to Porto by night train",
@@ -93,6 +108,19 @@ async def test_facts_are_listed_and_changed_only_for_the_signed_in_user(
             "pinned": False,
             "hidden": False,
             "standing": "profile",
+            "sources": {
+                "origin": "said",
+                "says": "you said on 1 Mar 2026: “I booked the night train to Porto!”",
+                "learned": "2026-03-03T10:00+01:00",
+                "lines": [
+                    {
+                        "text": "I booked the night train to Porto!",
+                        "at": "2026-03-01T18:00+01:00",
+                        "day": "2026-03-01",
+                    }
+                ],
+                "more": 0,
+            },
         },
     }
     assert (listed["rest"], listed["more"], listed["max_chars"]) == ([], 0, 300)
@@ -202,6 +230,12 @@ def test_what_i_remember_in_the_browser(settings_factory: Callable[..., Settings
         assert "Ben" not in _text(driver, "memory")
         porto = _fact(driver, "Porto").find_element(By.CSS_SELECTOR, ".fact-day")
         assert porto.get_attribute("data-day") == "2026-03-01"
+        # Where each comes from: her own line, quoted with its day; the cello, at her asking.
+        source = _fact(driver, "Porto").find_element(By.CSS_SELECTOR, ".fact-source")
+        assert source.text == "You said, Sun, Mar 1, 2026: I booked the night train to Porto!"
+        assert source.find_element(By.TAG_NAME, "q").text == "I booked the night train to Porto!"
+        cello = _fact(driver, "cello").find_element(By.CSS_SELECTOR, ".fact-source").text
+        assert cello == "You asked me to remember this (Today)."
 
         # Its day, from the fact.
         porto.click()
@@ -239,8 +273,10 @@ def test_what_i_remember_in_the_browser(settings_factory: Callable[..., Settings
         # The page and the next /memory agree: the same profile, the same kept fact.
         memory = asyncio.run(_memory_command(settings))
         assert (
-            "In your profile, which I read every time we talk:\n1. 📌 Ana plays the cello in a quartet\n\n"
-            "Kept, but I don't bring these up unless you ask:\n2. Ana is going to Porto by night train"
+            "In your profile, which I read every time we talk:\n1. 📌 Ana plays the cello in a quartet\n"
+            "   ↳ you asked me to remember this on 3 Mar 2026\n\n"
+            "Kept, but I don't bring these up unless you ask:\n2. Ana is going to Porto by night train\n"
+            "   ↳ you said on 1 Mar 2026: “I booked the night train to Porto!”"
         ) in memory
 
         # Delete the trip: gone from the page and from /memory.

@@ -1,8 +1,9 @@
 // "What I remember": the profile as the bot reads it, then the rest (recalled when relevant, not
-// brought up, past plans); each fact with the day it comes from and buttons to pin or unpin, hide
-// ("don't bring this up") or bring it up again, reword (an edit in place) and delete. Their lines
-// in groups, if any, with a button that deletes them. Uses timeline.js's sign-in and helpers; all
-// text is inserted with textContent.
+// brought up, past plans); each fact with where it comes from (their own words, quoted and dated,
+// "you asked me to remember this", or that no source is left), the day it comes from and buttons to
+// pin or unpin, hide ("don't bring this up") or bring it up again, reword (an edit in place) and
+// delete. Their lines in groups, if any, with a button that deletes them. Uses timeline.js's sign-in
+// and helpers; all text is inserted with textContent.
 "use strict";
 
 (function () {
@@ -13,6 +14,30 @@
     hidden: "not brought up unless you ask",
     past: "a plan whose date has passed",
   };
+
+  const ORIGINS = {
+    asked: "You asked me to remember this",
+    call: "Said in a call",
+    none: "No source left: the messages it came from are gone.",
+  };
+
+  // Where a fact comes from: how it came, then the lines it stands on, each quoted with its day.
+  function renderSources(sources) {
+    const box = el("div", "fact-source");
+    const learned = t.dayTitle(sources.learned.slice(0, 10));
+    if (sources.origin === "none") box.append(el("p", "source-origin", ORIGINS.none));
+    else if (ORIGINS[sources.origin] && !(sources.origin === "call" && sources.lines.length)) {
+      box.append(el("p", "source-origin", ORIGINS[sources.origin] + " (" + learned + ")."));
+    }
+    for (const line of sources.lines) {
+      const said = el("p", "source-line");
+      said.append(el("span", "source-when", (line.in_call ? "You said in a call, " : "You said, ") + t.dayTitle(line.day) + ": "));
+      said.append(el("q", "source-quote", line.text));
+      box.append(said);
+    }
+    if (sources.more) box.append(el("p", "source-more", "…and " + sources.more + " more time" + (sources.more > 1 ? "s" : "") + "."));
+    return box;
+  }
 
   function button(className, text, onclick) {
     const node = el("button", className, text);
@@ -46,7 +71,7 @@
       button("reword", "Reword", () => startReword(fact, item, data.max_chars)),
       button("forget", "Delete", () => change(fact, "forget", "Forgotten: ")),
     );
-    item.append(body, actions);
+    item.append(body, renderSources(fact.sources), actions);
     return item;
   }
 
