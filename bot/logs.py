@@ -35,7 +35,8 @@ _SEVERITIES = ((logging.CRITICAL, "CRITICAL"), (logging.ERROR, "ERROR"), (loggin
 _JSON_RESERVED = frozenset(
     {"severity", "message", "time", "logger", "exception", "error", "trace_id", "span_id"}
 )
-NOISY_LOGGERS = ("httpx", "httpcore", "apscheduler", "telegram.ext")
+# Held at WARNING. uvicorn.access would write each request's path, query string and client address.
+NOISY_LOGGERS = ("httpx", "httpcore", "apscheduler", "telegram.ext", "uvicorn.access")
 _installed: logging.Handler | None = None
 
 
