@@ -45,6 +45,7 @@ from bot.handlers import (
     reminders,
     touchpoints,
 )
+from bot.handlers.admins import GroupAdmins
 from bot.handlers.context import HandlerContext
 from bot.handlers.group_forget import on_group_forget
 from bot.preflight import listen, one_line, preflight
@@ -96,6 +97,7 @@ def build_application(runtime: Runtime, *, webhook: bool | None = None) -> AnyAp
         runtime=runtime,
         limiter=RateLimiter.from_settings(runtime.sessions, settings),
         access=AccessPolicy.from_settings(runtime.sessions, settings, runtime.clock),
+        admins=GroupAdmins(runtime.clock),
         delivery=build_delivery(
             application,
             settings,

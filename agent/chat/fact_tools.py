@@ -3,7 +3,8 @@ all") and reword it ("actually, say it as ..."); each docstring is the prompt th
 
 Like every tool they act on `ctx.deps.user_id` alone (in a group, the group's own facts): no argument
 names an owner, and a fact is found among that owner's held facts only, so nothing the model sends
-reaches anyone else's.
+reaches anyone else's. In a group they change nothing unless the sender administers it
+(`TurnDeps.may_change_memory`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 from pydantic_ai import FunctionToolset, ModelRetry, RunContext
 
-from agent.chat.deps import TurnDeps
+from agent.chat.deps import TurnDeps, refused_change
 from agent.core.errors import FactRejectedError
 from agent.core.settings import Settings
 from agent.memory.corrections import Matched, named_by
@@ -52,6 +53,8 @@ async def memory_pin(ctx: RunContext[TurnDeps], fact: str, pinned: bool = True) 
             one short sentence in the third person, e.g. "Is allergic to nuts".
         pinned: False to unpin it.
     """
+    if (refused := refused_change(ctx.deps)) is not None:
+        return refused
     facts = ctx.deps.facts
     if facts is None:
         return {"pinned": False, "note": UNAVAILABLE}
@@ -89,6 +92,8 @@ async def memory_reword(ctx: RunContext[TurnDeps], fact: str, wording: str) -> d
         wording: The new wording as one short sentence in the third person, e.g.
             "Works night shifts as a nurse".
     """
+    if (refused := refused_change(ctx.deps)) is not None:
+        return refused
     facts = ctx.deps.facts
     if facts is None:
         return {"reworded": False, "note": UNAVAILABLE}
