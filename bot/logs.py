@@ -41,8 +41,13 @@ _installed: logging.Handler | None = None
 
 
 def record_extras(record: logging.LogRecord) -> dict[str, object]:
-    """The fields a log call passed in `extra=`, in the order given."""
-    return {key: value for key, value in vars(record).items() if key not in _RECORD_ATTRIBUTES}
+    """The fields a log call passed in `extra=`, in the order given; a text field (an error's str())
+    with its bound values hidden, as an exception's are."""
+    return {
+        key: without_parameters(value) if isinstance(value, str) else value
+        for key, value in vars(record).items()
+        if key not in _RECORD_ATTRIBUTES
+    }
 
 
 def severity(levelno: int) -> str:
