@@ -94,7 +94,7 @@ class WebhookSignature:
 
 # The signature is a hex HMAC-SHA256 (64 digits); the time unix seconds.
 _DIGEST = re.compile(r"[0-9a-fA-F]{64}")
-_STAMP = re.compile(r"[0-9]{1,12}")
+_STAMP = re.compile(r"[0-9]{1,11}")
 
 
 def webhook_signature(header: str | None, now: datetime, tolerance: timedelta) -> WebhookSignature:
@@ -108,7 +108,10 @@ def webhook_signature(header: str | None, now: datetime, tolerance: timedelta) -
         raise VoiceAuthError("ElevenLabs-Signature lacks t= or v0=")
     if not _STAMP.fullmatch(stamp) or not _DIGEST.fullmatch(given):
         raise VoiceAuthError("malformed ElevenLabs-Signature")
-    signed_at = datetime.fromtimestamp(int(stamp), UTC)
+    try:
+        signed_at = datetime.fromtimestamp(int(stamp), UTC)
+    except (ValueError, OverflowError, OSError) as exc:
+        raise VoiceAuthError("malformed ElevenLabs-Signature") from exc
     if signed_at < now - tolerance or signed_at > now + CLOCK_SKEW:
         raise VoiceAuthError("webhook signature outside the tolerance window")
     return WebhookSignature(stamp, given.lower())
