@@ -62,12 +62,19 @@ class ReceivedSpan:
     # OTLP's status code (0 unset, 1 ok, 2 error) and its description.
     status_code: int = 0
     status_message: str = ""
+    # The attributes of each link (in `links`' order), of the resource and of the scope.
+    link_attributes: list[dict[str, Any]] = field(default_factory=list)
+    resource: dict[str, Any] = field(default_factory=dict)
+    scope_attributes: dict[str, Any] = field(default_factory=dict)
 
     def text(self) -> str:
-        """Everything the span carries as text: name, attributes, events and their attributes, status."""
+        """Everything the span carries as text: name, every attribute (its own, its events', its
+        links', its resource's and scope's), event names and the status description."""
         parts = [self.name, *map(str, self.attributes.values()), self.status_message]
         for event in self.events:
             parts += [event.name, *map(str, event.attributes.values())]
+        for attributes in [*self.link_attributes, self.resource, self.scope_attributes]:
+            parts += map(str, attributes.values())
         return " ".join(parts)
 
 
@@ -165,8 +172,10 @@ class FakeCollector:
             return Response("not an ExportTraceServiceRequest", status_code=400)
         received = []
         for resource in message.resource_spans:
-            service = str(attributes_of(resource.resource.attributes).get("service.name", ""))
+            described = attributes_of(resource.resource.attributes)
+            service = str(described.get("service.name", ""))
             for scope in resource.scope_spans:
+                scope_attributes = attributes_of(scope.scope.attributes)
                 for span in scope.spans:
                     received.append(
                         ReceivedSpan(
@@ -186,6 +195,9 @@ class FakeCollector:
                             ],
                             status_code=span.status.code,
                             status_message=span.status.message,
+                            link_attributes=[attributes_of(link.attributes) for link in span.links],
+                            resource=described,
+                            scope_attributes=scope_attributes,
                         )
                     )
         with self.arrived:

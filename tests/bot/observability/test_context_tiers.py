@@ -10,7 +10,6 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from sqlalchemy.exc import OperationalError
 
 from agent.account.users import get_or_create_user
 from agent.context.builder import ContextBuilder
@@ -81,28 +80,3 @@ async def test_a_slow_tier_is_a_long_span_within_the_context_span(
     assert tiers["time"].attributes["nikita.tier.tokens"] > 0
     # Ids, counts and timings only: neither the message nor the fact the memory gave is in a span.
     assert not [s.name for s in spans if "plum pudding" in " ".join(map(str, s.attributes.values()))]
-
-
-async def _failing_recall(user_id: int, query: str, limits: RecallLimits, now: datetime) -> Sequence[str]:
-    """The recall tier's source failing in the database, the person's words in the bound values."""
-    statement = "SELECT content FROM user_facts WHERE content LIKE ?"
-    raise OperationalError(statement, (query,), Exception("locked"))
-
-
-async def test_a_failed_tier_says_why_without_the_bound_values(
-    collector: FakeCollector, settings_factory: Callable[..., Settings], sessions: Any, clock: Any
-) -> None:
-    settings = settings_factory(otel_exporter_otlp_endpoint=collector.endpoint, embedder="none")
-    assert configure(settings)
-    user, _ = await get_or_create_user(sessions, key="cli:cy", now=clock.now(), timezone="UTC", name="Cy")
-    builder = ContextBuilder(settings, recall=FunctionRecall(_failing_recall))
-    built = await builder.build(
-        sessions, user=user, conversation=None, text=SECRET, now=clock.now(), previous_message_at=None
-    )
-    shutdown()
-    error = built.snapshot["tiers"]["memory"]["error"]
-    assert error.startswith("OperationalError: ") and "[parameters hidden]" in error and "plum" not in error
-    tier = next(s for s in collector.spans if s.name == "context tier memory")
-    assert tier.attributes["nikita.tier.status"] == "failed"
-    assert tier.attributes["nikita.tier.error"] == error
-    assert not [s.name for s in collector.spans if "plum pudding" in s.text()]

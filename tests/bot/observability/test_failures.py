@@ -1,29 +1,32 @@
 """A turn that fails in the database exports its error's type and redacted description, never the
 error's raw text: the driver's error carries the statement's bound values, which hold the person's
 words. The collector keeps every event, attribute and status description, so a leak anywhere in a
-span (ours or PydanticAI's) would be seen."""
+span (ours or PydanticAI's) would be seen. A context tier that fails says why the same way."""
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
 from typing import Any
 
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import event
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from agent.account.users import get_or_create_user
+from agent.context.builder import ContextBuilder
+from agent.context.recall import FunctionRecall, RecallLimits
 from agent.core.observability.setup import configure, shutdown
 from agent.core.settings import Settings
 from bench.fakes.otlp_receiver import FakeCollector
 from bench.fakes.telegram_api import FakeTelegram
 from bot.logs import JsonFormatter, TextFormatter
 from tests.bot.conftest import running_bot
-
-pytestmark = pytest.mark.both_databases
 
 MARKER = "zebra-marmalade-7731"
 ERROR = 2  # OTLP's STATUS_CODE_ERROR
@@ -61,6 +64,7 @@ def _refuse_marked_writes(engine: AsyncEngine) -> None:
     event.listen(engine.sync_engine, "do_execute", execute)
 
 
+@pytest.mark.both_databases
 async def test_a_turn_failing_in_the_database_exports_no_message_text(
     collector: FakeCollector,
     settings_factory: Callable[..., Settings],
@@ -98,3 +102,29 @@ async def test_a_turn_failing_in_the_database_exports_no_message_text(
     assert [e.attributes.get("exception.type", "") for e in tool.events if e.name == "exception"] == [
         "sqlalchemy.exc.OperationalError"
     ]
+
+
+async def _failing_recall(user_id: int, query: str, limits: RecallLimits, now: datetime) -> Sequence[str]:
+    """The recall tier's source failing in the database, the person's words in the bound values."""
+    statement = "SELECT content FROM user_facts WHERE content LIKE ?"
+    raise OperationalError(statement, (query,), Exception("locked"))
+
+
+async def test_a_failed_tier_says_why_without_the_bound_values(
+    collector: FakeCollector, settings_factory: Callable[..., Settings], sessions: Any, clock: Any
+) -> None:
+    settings = settings_factory(otel_exporter_otlp_endpoint=collector.endpoint, embedder="none")
+    assert configure(settings)
+    user, _ = await get_or_create_user(sessions, key="cli:cy", now=clock.now(), timezone="UTC", name="Cy")
+    builder = ContextBuilder(settings, recall=FunctionRecall(_failing_recall))
+    text = f"Remember the {MARKER}"
+    built = await builder.build(
+        sessions, user=user, conversation=None, text=text, now=clock.now(), previous_message_at=None
+    )
+    shutdown()
+    error = built.snapshot["tiers"]["memory"]["error"]
+    assert error.startswith("OperationalError: ") and "[parameters hidden]" in error and MARKER not in error
+    tier = next(s for s in collector.spans if s.name == "context tier memory")
+    assert tier.attributes["nikita.tier.status"] == "failed"
+    assert tier.attributes["nikita.tier.error"] == error
+    assert not [s.name for s in collector.spans if MARKER in s.text()]
