@@ -5,8 +5,10 @@ or by asking the bot (the memory tools that change something get the answer as t
 permission, agent/chat/deps.py). An anonymous admin speaks as the group itself and is one. Not
 knowing (Telegram failing) is not being an admin.
 
-`GroupAdmins` keeps each answer for `ADMIN_TTL`, by the injected clock, so a busy group's addressed
-messages do not each cost a Bot API call; a promotion or demotion holds within that time.
+A command or a button press (/forget, /timezone, /memory's buttons) asks each time: they are rare,
+and /forget cannot be undone. A turn asks through `GroupAdmins`, which keeps each answer for
+`ADMIN_TTL` by the injected clock, so a busy group's addressed messages do not each cost a Bot API
+call; a promotion or demotion holds there within that time.
 """
 
 from __future__ import annotations
