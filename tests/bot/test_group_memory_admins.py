@@ -100,7 +100,7 @@ async def test_only_a_groups_admin_changes_its_memory_through_the_model(
     settings_factory: Callable[..., Settings], tg: FakeTelegram, engine: Any
 ) -> None:
     model = Obliging()
-    settings = settings_factory(onboarding_enabled=False)
+    settings = settings_factory(onboarding_enabled=False, embedder="none")
     async with running_bot(settings, FunctionModel(model)) as runtime:
         model.reminder_id = await _group_with_memory(runtime, runtime.clock.now())
         tg.make_admin(GROUP, ANA)

@@ -72,7 +72,9 @@ async def test_a_turn_failing_in_the_database_exports_no_message_text(
     engine: Any,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    settings = settings_factory(onboarding_enabled=False, otel_exporter_otlp_endpoint=collector.endpoint)
+    settings = settings_factory(
+        onboarding_enabled=False, otel_exporter_otlp_endpoint=collector.endpoint, embedder="none"
+    )
     assert configure(settings)
     async with running_bot(settings, FunctionModel(_saves_a_fact)) as runtime:
         _refuse_marked_writes(runtime.engine)
