@@ -8,7 +8,6 @@ import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import uvicorn
 from telegram import BotCommand, BotCommandScopeAllGroupChats, Update
 from telegram.error import BadRequest
 from telegram.ext import (
@@ -46,12 +45,14 @@ from bot.handlers import (
     reminders,
     touchpoints,
 )
+from bot.handlers.admins import GroupAdmins
 from bot.handlers.context import HandlerContext
 from bot.handlers.group_forget import on_group_forget
 from bot.preflight import listen, one_line, preflight
 from bot.runtime import Runtime, build_runtime
 from bot.services import AnyApplication, BotData, BotServices, services_of
 from bot.web.app import build_web_app
+from bot.web.server import server_config
 from bot.web.timeline import command as timeline_command
 from db.migrate import upgrade_unless_at_head
 from jobs.scheduler import schedule_jobs
@@ -96,6 +97,7 @@ def build_application(runtime: Runtime, *, webhook: bool | None = None) -> AnyAp
         runtime=runtime,
         limiter=RateLimiter.from_settings(runtime.sessions, settings),
         access=AccessPolicy.from_settings(runtime.sessions, settings, runtime.clock),
+        admins=GroupAdmins(runtime.clock),
         delivery=build_delivery(
             application,
             settings,
@@ -290,7 +292,7 @@ async def _serve_runtime(runtime: Runtime, stop: asyncio.Event, listener: socket
         return
     webhook = bool(settings.webhook_url)
     web = build_web_app(application, runtime, webhook=webhook)
-    server = SignalFreeServer(uvicorn.Config(web, log_config=None, timeout_graceful_shutdown=2))
+    server = SignalFreeServer(server_config(web, timeout_graceful_shutdown=2))
     async with running(application) as runner:
         what = "serving webhook" if webhook else "polling for updates; serving HTTP"
         logger.info(what, extra={"port": settings.web_port})

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Literal, TextIO
 
 from agent.core.observability import current, log_ids
+from agent.core.redaction import describe_error, without_parameters
 
 LogFormat = Literal["text", "json"]
 
@@ -34,28 +35,19 @@ _SEVERITIES = ((logging.CRITICAL, "CRITICAL"), (logging.ERROR, "ERROR"), (loggin
 _JSON_RESERVED = frozenset(
     {"severity", "message", "time", "logger", "exception", "error", "trace_id", "span_id"}
 )
-NOISY_LOGGERS = ("httpx", "httpcore", "apscheduler", "telegram.ext")
+# Held at WARNING. uvicorn.access would write each request's path, query string and client address.
+NOISY_LOGGERS = ("httpx", "httpcore", "apscheduler", "telegram.ext", "uvicorn.access")
 _installed: logging.Handler | None = None
 
 
 def record_extras(record: logging.LogRecord) -> dict[str, object]:
-    """The fields a log call passed in `extra=`, in the order given."""
-    return {key: value for key, value in vars(record).items() if key not in _RECORD_ATTRIBUTES}
-
-
-def without_parameters(text: str) -> str:
-    """The text with SQLAlchemy's `[parameters: ...]` lines hidden: they can hold message text."""
-    return "\n".join(
-        "[parameters hidden]" if line.lstrip().startswith("[parameters: ") else line
-        for line in text.split("\n")
-    )
-
-
-def describe_error(exc: BaseException) -> str:
-    """`Type: message` (or just the type when the message is empty), on one line."""
-    text = without_parameters(str(exc)).strip()
-    name = type(exc).__name__
-    return f"{name}: {' '.join(text.split())}" if text else name
+    """The fields a log call passed in `extra=`, in the order given; a text field (an error's str())
+    with its bound values hidden, as an exception's are."""
+    return {
+        key: without_parameters(value) if isinstance(value, str) else value
+        for key, value in vars(record).items()
+        if key not in _RECORD_ATTRIBUTES
+    }
 
 
 def severity(levelno: int) -> str:

@@ -19,6 +19,7 @@ from agent.account.ratelimit import RateLimiter, Scope
 from agent.account.users import get_or_create_user
 from bot.delivery.runner import DeliveryRunner
 from bot.delivery.sending import send_text
+from bot.handlers.admins import GroupAdmins
 from bot.runtime import Runtime
 from db.models import User
 
@@ -40,6 +41,9 @@ class BotServices:
     access: AccessPolicy
     # The inbox, its dispatcher and the poller: every update reaches the handlers through it.
     delivery: DeliveryRunner
+    # Telegram's answers to "is this member a group admin?", kept briefly: only admins change a
+    # group's memory through the model.
+    admins: GroupAdmins
 
     async def account(self, person: TelegramUser, now: datetime) -> tuple[User, bool]:
         """The stored user behind a Telegram user, created on first contact."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -34,3 +34,17 @@ class TurnDeps:
     facts: Facts | None = None
     # The transcript row of the user's message this turn answers (what a reminder is set from).
     message_id: int | None = None
+    # Whether the tools may change or remove what is remembered (forget, correct, pin, reword, cancel
+    # a reminder): in a group only when the sender administers it; adding stays open to everyone.
+    may_change_memory: bool = True
+
+
+ADMINS_ONLY = (
+    "Not changed: only this group's admins can change or remove what I remember of it. Tell them so "
+    "plainly; an admin can ask me."
+)
+
+
+def refused_change(deps: TurnDeps) -> dict[str, Any] | None:
+    """The answer of a memory tool that would change or remove something, when this turn may not."""
+    return None if deps.may_change_memory else {"changed": False, "note": ADMINS_ONLY}

@@ -4,7 +4,8 @@ each docstring is the prompt the model reads.
 
 Like every tool they act on `ctx.deps.user_id` alone (in a group, the group's own facts): no argument
 names an owner, and a fact is found among that owner's held facts only, so nothing the model sends
-reaches anyone else's.
+reaches anyone else's. In a group they change nothing unless the sender administers it
+(`TurnDeps.may_change_memory`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic_ai import FunctionToolset, ModelRetry, RunContext
 
-from agent.chat.deps import TurnDeps
+from agent.chat.deps import TurnDeps, refused_change
 from agent.chat.tools import MAX_ID
 from agent.core.errors import FactRejectedError
 from agent.core.settings import Settings
@@ -56,6 +57,8 @@ async def memory_pin(ctx: RunContext[TurnDeps], fact: str, pinned: bool = True) 
             one short sentence in the third person, e.g. "Is allergic to nuts".
         pinned: False to unpin it.
     """
+    if (refused := refused_change(ctx.deps)) is not None:
+        return refused
     facts = ctx.deps.facts
     if facts is None:
         return {"pinned": False, "note": UNAVAILABLE}
@@ -93,6 +96,8 @@ async def memory_reword(ctx: RunContext[TurnDeps], fact: str, wording: str) -> d
         wording: The new wording as one short sentence in the third person, e.g.
             "Works night shifts as a nurse".
     """
+    if (refused := refused_change(ctx.deps)) is not None:
+        return refused
     facts = ctx.deps.facts
     if facts is None:
         return {"reworded": False, "note": UNAVAILABLE}

@@ -11,7 +11,7 @@ from typing import Any, Literal, cast
 
 from pydantic_ai import FunctionToolset, ModelRetry, RunContext
 
-from agent.chat.deps import TurnDeps
+from agent.chat.deps import TurnDeps, refused_change
 from agent.chat.tools import MAX_ID
 from agent.core.errors import ReminderRejectedError
 from agent.core.settings import Settings
@@ -109,6 +109,8 @@ async def reminder_cancel(ctx: RunContext[TurnDeps], reminder_id: int) -> dict[s
     Args:
         reminder_id: The reminder's id from `reminder_list`.
     """
+    if (refused := refused_change(ctx.deps)) is not None:
+        return refused
     if not 1 <= reminder_id <= MAX_ID:
         raise ModelRetry("reminder_id must be an id from reminder_list")
     cancelled = await cancel_reminder(ctx.deps.sessions, ctx.deps.user_id, reminder_id, now=ctx.deps.now)

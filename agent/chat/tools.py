@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic_ai import FunctionToolset, ModelRetry, RunContext
 
-from agent.chat.deps import TurnDeps
+from agent.chat.deps import TurnDeps, refused_change
 from agent.core.errors import FactRejectedError, RecallInputError, RecallNotFoundError
 from agent.memory.facts import clean_fact
 from agent.memory.service import Facts
@@ -230,6 +230,8 @@ async def memory_forget(ctx: RunContext[TurnDeps], fact: str, reason: str) -> di
         fact: The fact as you remember it, in a few words, e.g. "has a cat".
         reason: Why, in a few words, e.g. "they asked me to forget it", "it was wrong".
     """
+    if (refused := refused_change(ctx.deps)) is not None:
+        return refused
     facts = _facts(ctx)
     if facts is None:
         return {"forgotten": [], "note": "memory is not available right now"}
@@ -248,6 +250,8 @@ async def memory_correct(ctx: RunContext[TurnDeps], wrong: str, correct: str) ->
         wrong: The fact as you remember it, in a few words, e.g. "lives in Lisbon".
         correct: The corrected fact as one short sentence in the third person, e.g. "Lives in Porto".
     """
+    if (refused := refused_change(ctx.deps)) is not None:
+        return refused
     facts = _facts(ctx)
     if facts is None:
         return {"corrected": False, "note": "memory is not available right now"}

@@ -42,6 +42,7 @@ from agent.core import observability
 from agent.core.clock import ensure_utc
 from agent.core.errors import ConfigurationError
 from agent.core.models import build_model
+from agent.core.redaction import describe_error
 from agent.core.settings import Settings
 from agent.core.tokens import TokenCounter, get_counter
 from agent.history.reactions import reaction_notes
@@ -274,7 +275,7 @@ class ContextBuilder:
             except COLLECTOR_ERRORS as exc:
                 # The cache could not be read or written: plain truncation, as on a summary failure.
                 logger.warning("compaction unavailable", exc_info=exc)
-                compacted = Compacted(list(history), "failed", error=f"{type(exc).__name__}: {exc}"[:300])
+                compacted = Compacted(list(history), "failed", error=describe_error(exc)[:300])
             if traced.is_recording():
                 traced.set_attributes(
                     {

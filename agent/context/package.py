@@ -42,6 +42,7 @@ from agent.context.tiers import (
 from agent.core import observability
 from agent.core.clock import ensure_utc, local_day
 from agent.core.errors import NikitaError
+from agent.core.redaction import describe_error
 from agent.core.settings import Settings
 from agent.core.tokens import TokenCounter
 from agent.memory.profile import ProfileCache
@@ -238,7 +239,7 @@ async def _collect[T](
         return Collected(None, "timeout", ms(), f"timed out after {limit_seconds:g} s")
     except COLLECTOR_ERRORS as exc:
         logger.warning("context collector failed", extra={"tier": name}, exc_info=exc)
-        return Collected(None, "failed", ms(), f"{type(exc).__name__}: {exc}"[:300])
+        return Collected(None, "failed", ms(), describe_error(exc)[:300])
     empty = value is None or (isinstance(value, tuple) and not value)
     return Collected(None if empty else value, "empty" if empty else "ok", ms())
 

@@ -77,6 +77,8 @@ class ChatTurn(Turn[Prepared, Answered, TurnResult]):
     attachments: tuple[files.Attachment, ...]
     progress: TurnProgress | None
     updated: StoredHistory | None = None  # the history as stored, for the cache after the commit
+    # Whether the tools may change or remove the memory (a private chat's owner always may).
+    may_change_memory: bool = True
 
     def instructions(self) -> str:
         """The persona prompt the agent runs with."""
@@ -136,6 +138,7 @@ class ChatTurn(Turn[Prepared, Answered, TurnResult]):
             recall=kit.recall,
             facts=kit.facts,
             message_id=prepared.message_id,
+            may_change_memory=self.may_change_memory,
         )
         outcome = await run_chat(
             deps,

@@ -78,6 +78,8 @@ class GroupTurn(ChatTurn):
     """A group message addressed to the bot, answered by the chat agent with the group's memory."""
 
     speaker: Speaker
+    # A member who is not the group's admin changes nothing of its memory (the tools answer so).
+    may_change_memory: bool = False
 
     def instructions(self) -> str:
         """The persona with the group rule after it."""

@@ -172,8 +172,11 @@ class TurnService:
         progress: TurnProgress | None = None,
         kind: str = "text",
         held: bool = False,
+        may_change_memory: bool = False,
     ) -> TurnResult:
-        """Answer a message addressed to the bot in the group whose memory `owner_id` is."""
+        """Answer a message addressed to the bot in the group whose memory `owner_id` is;
+        `may_change_memory`: the sender administers the group, so the tools may change or remove
+        its memory."""
         return await self._run(
             GroupTurn,
             owner_id,
@@ -186,6 +189,7 @@ class TurnService:
             attachments=(),
             progress=progress,
             speaker=speaker,
+            may_change_memory=may_change_memory,
         )
 
     async def hear(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -83,21 +84,46 @@ class CallTokens:
         return token
 
 
-def verify_webhook(body: bytes, header: str | None, secret: str, now: datetime, tolerance: timedelta) -> None:
-    """Raise `VoiceAuthError` unless `header` is ElevenLabs' fresh signature of exactly `body`."""
+@dataclass(frozen=True)
+class WebhookSignature:
+    """An ElevenLabs-Signature header of the right shape and a fresh time: what the body must match."""
+
+    stamp: str
+    digest: str
+
+
+# The signature is a hex HMAC-SHA256 (64 digits); the time unix seconds.
+_DIGEST = re.compile(r"[0-9a-fA-F]{64}")
+_STAMP = re.compile(r"[0-9]{1,11}")
+
+
+def webhook_signature(header: str | None, now: datetime, tolerance: timedelta) -> WebhookSignature:
+    """The header's time and digest, checked before the body is read: `VoiceAuthError` unless it is
+    present, shaped `t=<unix seconds>,v0=<64 hex digits>` and dated within the tolerance window."""
     if not header:
         raise VoiceAuthError("missing ElevenLabs-Signature header")
     fields = dict(part.strip().split("=", 1) for part in header.split(",") if "=" in part)
     stamp, given = fields.get("t"), fields.get("v0")
     if not stamp or not given:
         raise VoiceAuthError("ElevenLabs-Signature lacks t= or v0=")
+    if not _STAMP.fullmatch(stamp) or not _DIGEST.fullmatch(given):
+        raise VoiceAuthError("malformed ElevenLabs-Signature")
     try:
         signed_at = datetime.fromtimestamp(int(stamp), UTC)
-        text = body.decode()
-    except (ValueError, OverflowError, OSError, UnicodeDecodeError) as exc:
-        raise VoiceAuthError("malformed ElevenLabs-Signature or body") from exc
-    expected = _hmac_hex(secret, f"{stamp}.{text}")
-    if not hmac.compare_digest(given.encode(), expected.encode()):
-        raise VoiceAuthError("bad webhook signature")
+    except (ValueError, OverflowError, OSError) as exc:
+        raise VoiceAuthError("malformed ElevenLabs-Signature") from exc
     if signed_at < now - tolerance or signed_at > now + CLOCK_SKEW:
         raise VoiceAuthError("webhook signature outside the tolerance window")
+    return WebhookSignature(stamp, given.lower())
+
+
+def verify_webhook(body: bytes, header: str | None, secret: str, now: datetime, tolerance: timedelta) -> None:
+    """Raise `VoiceAuthError` unless `header` is ElevenLabs' fresh signature of exactly `body`."""
+    signature = webhook_signature(header, now, tolerance)
+    try:
+        text = body.decode()
+    except UnicodeDecodeError as exc:
+        raise VoiceAuthError("malformed ElevenLabs-Signature or body") from exc
+    expected = _hmac_hex(secret, f"{signature.stamp}.{text}")
+    if not hmac.compare_digest(signature.digest.encode(), expected.encode()):
+        raise VoiceAuthError("bad webhook signature")

@@ -21,7 +21,7 @@ from agent.memory.service import Facts
 from agent.search.recall import Recall
 from agent.turn.call_turn import StoredCall
 from agent.turn.service import TurnService
-from agent.voice.auth import CallToken, CallTokens, verify_webhook
+from agent.voice.auth import CallToken, CallTokens, verify_webhook, webhook_signature
 from agent.voice.calls import SESSION_VARIABLE, TOKEN_VARIABLE, parse_post_call
 from agent.voice.context import VoiceContext
 from agent.voice.store import VoiceStore
@@ -115,6 +115,14 @@ class VoiceService:
         logger.info("voice tool", extra={"user_id": user.id, "session_id": token.token_id, "tool": name})
         return result
 
+    def _tolerance(self) -> timedelta:
+        return timedelta(seconds=self.settings.elevenlabs_webhook_tolerance_seconds)
+
+    def check_signature(self, signature: str | None) -> None:
+        """Refuse (`VoiceAuthError`) a post-call webhook whose signature header is missing, malformed
+        or stale, before its body is read; `call_ended` checks that it signs the body."""
+        webhook_signature(signature, self.clock.now(), self._tolerance())
+
     async def call_ended(
         self, body: bytes, signature: str | None, *, parse: Callable[[bytes], object]
     ) -> CallEnded:
@@ -124,8 +132,7 @@ class VoiceService:
         which raises ValueError for what it refuses.
         """
         now = self.clock.now()
-        tolerance = timedelta(seconds=self.settings.elevenlabs_webhook_tolerance_seconds)
-        verify_webhook(body, signature, self._webhook_secret, now, tolerance)
+        verify_webhook(body, signature, self._webhook_secret, now, self._tolerance())
         try:
             payload = parse(body)
         except ValueError as exc:

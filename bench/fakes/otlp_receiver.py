@@ -4,7 +4,9 @@ It speaks the wire protocol an OpenTelemetry SDK exporter sends (opentelemetry-p
 `Content-Type: application/x-protobuf`, gzip when the exporter compresses) and answers with the
 protobuf response the spec names; anything else is a 400 or 415. What it received is decoded with
 opentelemetry-proto itself, not by the code under test, and kept as plain records: `spans` (name,
-ids, parent, attributes, links, times) and `points` (metric name, attributes, value).
+ids, parent, attributes, links, times, events with their attributes, status code and description)
+and `points` (metric name, attributes, value). Nothing a span carries is dropped, so a test can look
+for text that should not be there anywhere in it (`ReceivedSpan.text`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,14 @@ PROTOBUF = "application/x-protobuf"
 
 
 @dataclass(frozen=True)
+class ReceivedEvent:
+    """One span event (an `exception` event among them) with its attributes."""
+
+    name: str
+    attributes: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class ReceivedSpan:
     """One span as the collector decoded it (ids in lower-case hex, the parent "" for a root)."""
 
@@ -48,6 +58,24 @@ class ReceivedSpan:
     end_ns: int
     scope: str
     service: str
+    events: list[ReceivedEvent] = field(default_factory=list)
+    # OTLP's status code (0 unset, 1 ok, 2 error) and its description.
+    status_code: int = 0
+    status_message: str = ""
+    # The attributes of each link (in `links`' order), of the resource and of the scope.
+    link_attributes: list[dict[str, Any]] = field(default_factory=list)
+    resource: dict[str, Any] = field(default_factory=dict)
+    scope_attributes: dict[str, Any] = field(default_factory=dict)
+
+    def text(self) -> str:
+        """Everything the span carries as text: name, every attribute (its own, its events', its
+        links', its resource's and scope's), event names and the status description."""
+        parts = [self.name, *map(str, self.attributes.values()), self.status_message]
+        for event in self.events:
+            parts += [event.name, *map(str, event.attributes.values())]
+        for attributes in [*self.link_attributes, self.resource, self.scope_attributes]:
+            parts += map(str, attributes.values())
+        return " ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -144,8 +172,10 @@ class FakeCollector:
             return Response("not an ExportTraceServiceRequest", status_code=400)
         received = []
         for resource in message.resource_spans:
-            service = str(attributes_of(resource.resource.attributes).get("service.name", ""))
+            described = attributes_of(resource.resource.attributes)
+            service = str(described.get("service.name", ""))
             for scope in resource.scope_spans:
+                scope_attributes = attributes_of(scope.scope.attributes)
                 for span in scope.spans:
                     received.append(
                         ReceivedSpan(
@@ -159,6 +189,15 @@ class FakeCollector:
                             end_ns=span.end_time_unix_nano,
                             scope=scope.scope.name,
                             service=service,
+                            events=[
+                                ReceivedEvent(event.name, attributes_of(event.attributes))
+                                for event in span.events
+                            ],
+                            status_code=span.status.code,
+                            status_message=span.status.message,
+                            link_attributes=[attributes_of(link.attributes) for link in span.links],
+                            resource=described,
+                            scope_attributes=scope_attributes,
                         )
                     )
         with self.arrived:

@@ -8,12 +8,11 @@ ephemeral: picked from it in a current Telegram app, they are answered to that p
 
 from __future__ import annotations
 
-from telegram import BotCommand, Message, Update
-from telegram.constants import ChatMemberStatus
-from telegram.error import TelegramError
+from telegram import BotCommand, Update
 
 from agent.account.timezones import Ambiguous, lookup_timezone
 from agent.reminders.store import move_to_zone
+from bot.handlers.admins import is_group_admin
 from bot.handlers.context import HandlerContext
 from bot.handlers.group_answers import answer_command
 from bot.handlers.groups import group_of
@@ -22,7 +21,6 @@ from db.models import User
 
 # The private chat's commands that are about one person (their data, their settings).
 PRIVATE_ONLY = ("start", "skip", "language", "export", "timeline", "followups", "reminders")
-_ADMINS = frozenset({ChatMemberStatus.ADMINISTRATOR, ChatMemberStatus.OWNER})
 # The group chats' command menu: (command, description, ephemeral). An ephemeral command's answer is
 # for the asker alone: how the bot works, a time zone shown or set, /forget's warning or refusal.
 GROUP_COMMANDS: tuple[tuple[str, str, bool], ...] = (
@@ -73,19 +71,6 @@ async def on_private_only(update: Update, context: HandlerContext) -> None:
     )
 
 
-async def _is_admin(context: HandlerContext, message: Message) -> bool:
-    person = message.from_user
-    if message.sender_chat is not None and message.sender_chat.id == message.chat_id:
-        return True  # an anonymous admin speaks as the group itself
-    if person is None:
-        return False
-    try:
-        member = await context.bot.get_chat_member(message.chat_id, person.id)
-    except TelegramError:
-        return False
-    return member.status in _ADMINS
-
-
 async def on_group_timezone(update: Update, context: HandlerContext) -> None:
     """/timezone [place] in a group: show the group's time zone; its admins may set it."""
     message = update.effective_message
@@ -96,7 +81,7 @@ async def on_group_timezone(update: Update, context: HandlerContext) -> None:
     wanted = " ".join(context.args or [])
     if not wanted:
         text = f"This group's time zone is {group.timezone}. A group admin can change it: /timezone Lisbon"
-    elif not await _is_admin(context, message):
+    elif not await is_group_admin(context.bot, message):
         text = "Only this group's admins can change its time zone."
     elif (zone := await lookup_timezone(wanted)) is None:
         text = f"I couldn't place {wanted!r}. Try the nearest big city, or a name like Europe/Lisbon."

@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import logging
 
-from telegram import Message, Update
-from telegram.constants import ChatMemberStatus
-from telegram.error import TelegramError
+from telegram import Update
 
 from agent.account.group_forget import group_owner_id
+from bot.handlers.admins import is_group_admin
 from bot.handlers.context import HandlerContext
 from bot.handlers.group_answers import answer_command
 
 logger = logging.getLogger(__name__)
 
-ADMINS = frozenset({ChatMemberStatus.ADMINISTRATOR, ChatMemberStatus.OWNER})
 GROUP_FORGET_ASK = (
     "This deletes everything I remember of this group: its conversations, summaries and facts. "
     "Members' private chats with me are not touched. It cannot be undone. An admin of the group "
@@ -30,26 +28,12 @@ GROUP_FORGET_ADMINS_ONLY = "Only an admin of this group can make me forget it."
 GROUP_FORGOTTEN = "Done. I've forgotten everything about this group."
 
 
-async def is_group_admin(context: HandlerContext, message: Message) -> bool:
-    """Whether the sender administers the group (Telegram says so; an anonymous admin speaks as it)."""
-    if message.sender_chat is not None and message.sender_chat.id == message.chat_id:
-        return True
-    person = message.from_user
-    if person is None:
-        return False
-    try:
-        member = await context.bot.get_chat_member(message.chat_id, person.id)
-    except TelegramError:
-        return False  # not knowing is not an admin: deleting a group's memory is final
-    return member.status in ADMINS
-
-
 async def on_group_forget(update: Update, context: HandlerContext) -> None:
     """/forget in a group: asks first; /forget confirm by an admin of the group deletes its memory."""
     message = update.effective_message
     if message is None:
         return
-    if not await is_group_admin(context, message):
+    if not await is_group_admin(context.bot, message):
         await answer_command(context, update, GROUP_FORGET_ADMINS_ONLY)
         return
     if [a.lower() for a in context.args or []] != ["confirm"]:

@@ -9,7 +9,9 @@ no answer. Photos, voice notes and files are stored as what they are ("[photo] c
 reads that line, not the file. An ephemeral message (seen only by its sender and the bot) is not
 the group's conversation: it is neither heard nor answered here.
 
-Addressed messages count against the group's own rate limit (GROUP_RATE_LIMIT_*), never a
+Only the group's Telegram admins change or remove its memory through the model (forget, correct, pin,
+reword, cancel a reminder): the sender's standing (bot/handlers/admins.py) reaches the turn as a plain
+permission. Addressed messages count against the group's own rate limit (GROUP_RATE_LIMIT_*), never a
 member's: one over it is heard like any other, and the group is told once a window. The group's
 turns are metered on its owner row, so GROUP_DAILY_TOKENS caps them.
 """
@@ -139,6 +141,8 @@ async def on_group_message(update: Update, context: HandlerContext) -> None:
                 await context.row.receipt(session, verdict.message)
         return
     row = context.row
+    # Only the group's admins change or remove its memory through the model (Telegram's answer).
+    admin = await s.admins.sender_is_admin(me, message)
     async with typing(me, message.chat_id), preview(me, message, settings, row) as progress:
         # The inbox sends the recorded answer, as a reply to this message in its topic.
         await turns.group_reply(
@@ -151,6 +155,7 @@ async def on_group_message(update: Update, context: HandlerContext) -> None:
             progress=progress,
             kind=kind,
             held=context.held,
+            may_change_memory=admin,
         )
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram.constants import ChatType
-from telegram.error import BadRequest, TelegramError
+from telegram.error import BadRequest
 
 from agent.account.group_forget import group_owner_id
 from agent.memory.listing import (
@@ -31,9 +31,9 @@ from agent.memory.listing import (
 )
 from agent.reports.texts import memory_report
 from bot.delivery.sending import split_text
+from bot.handlers.admins import asked_admin
 from bot.handlers.commands import own_chat
 from bot.handlers.context import HandlerContext, sender
-from bot.handlers.group_forget import ADMINS
 from bot.runtime import Runtime
 from db.models import User
 from db.repositories.users import UserRepository
@@ -170,14 +170,6 @@ def _parsed(data: str | None) -> tuple[str, int | None, int] | None:
     return None
 
 
-async def _is_admin(context: HandlerContext, chat_id: int, user_id: int) -> bool:
-    try:
-        member = await context.bot.get_chat_member(chat_id, user_id)
-    except TelegramError:
-        return False  # not knowing is not an admin
-    return member.status in ADMINS
-
-
 async def _owner(context: HandlerContext, query: CallbackQuery, *, changes: bool) -> tuple[User, bool] | None:
     """Whose facts the press acts on (the presser's, or the group's) and whether it is a group; None,
     with the presser told why, when the press may not act."""
@@ -190,7 +182,7 @@ async def _owner(context: HandlerContext, query: CallbackQuery, *, changes: bool
         if group is None:
             await query.answer(NOTHING[True], show_alert=True)
             return None
-        if changes and not await _is_admin(context, message.chat.id, query.from_user.id):
+        if changes and not await asked_admin(context.bot, message.chat.id, query.from_user.id):
             await query.answer(ADMINS_ONLY, show_alert=True)
             return None
         return group, True

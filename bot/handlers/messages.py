@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
@@ -250,8 +249,8 @@ async def on_error(update: object, context: HandlerContext) -> None:
         # Another worker holds the row, or its intake commit failed: the dispatcher handles it.
         logger.warning("update left to the inbox: %s", type(error).__name__, extra=details)
     else:
-        trace = "".join(traceback.format_exception(error)) if error is not None else ""
-        logger.error("update failed: %r\n%s", error, trace, extra=details)
+        # The formatter prints the error and its traceback with bound values hidden (bot/logs.py).
+        logger.error("update failed", extra=details, exc_info=error)
     if row is not None:
         row.error = error
         raise ApplicationHandlerStop  # no other handler group runs for a failed update

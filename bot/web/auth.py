@@ -73,7 +73,7 @@ def validate_init_data(init_data: str, *, bot_token: str, now: datetime, max_age
     except (KeyError, ValueError, OverflowError, OSError) as exc:
         raise InitDataError("initData has no valid auth_date") from exc
     if now - auth_date > max_age:
-        raise InitDataError("initData is too old; open the timeline again")
+        raise InitDataError("this sign-in is too old; close the page and open it again from the chat")
     if auth_date - now > CLOCK_SKEW:
         raise InitDataError("initData is dated in the future")
     try:

@@ -22,6 +22,7 @@ from bot.preflight import check_database, listen
 from bot.runtime import Runtime, build_runtime
 from bot.web import dashboard, timeline
 from bot.web.health import health_route
+from bot.web.server import server_config
 from db.migrate import upgrade_unless_at_head
 
 logger = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ async def serve_pages(settings: Settings) -> None:
     runtime = await build_runtime(settings, migrate=False, graph=NullGraph())
     try:
         with listen(settings.web_port) as listener:
-            server = uvicorn.Server(uvicorn.Config(build_pages_app(runtime), log_config=None))
+            server = uvicorn.Server(server_config(build_pages_app(runtime)))
             # uvicorn stops gracefully on SIGTERM/SIGINT, then raises the signal again for the handler
             # it found; a no-op one lets this process close the runtime and exit 0 instead of dying.
             for sig in (signal.SIGTERM, signal.SIGINT):

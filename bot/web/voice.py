@@ -3,7 +3,9 @@
 Routes of the web app (webhook mode, or `python -m bot web`), present when VOICE_TOKEN_SECRET is set.
 Every answer is JSON; errors are `{"ok": false, "error": {"code", "message"}}` with 401 (secret,
 token or signature), 400 (what the caller can fix), 404 (unknown user), 413 (body too large) or
-503 (storage unavailable): a voice agent never sees a 500 for a tool error.
+503 (storage unavailable): a voice agent never sees a 500 for a tool error. The post-call webhook's
+signature header is checked for presence, shape and time before its body is read, and the body is
+read only up to MAX_WEBHOOK_BYTES.
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ logger = logging.getLogger(__name__)
 SIGNATURE_HEADER = "ElevenLabs-Signature"
 TOKEN_HEADER = "X-Voice-Token"
 MAX_REQUEST_BYTES = 256 * 1024
-# A long call's transcript with its tool calls and analysis stays well under this.
-MAX_WEBHOOK_BYTES = 16 * 1024 * 1024
+# A post-call webhook: a call's record (its transcript, tool calls, per-turn metadata and analysis).
+# An hour-long call, the call token's default life, is some hundreds of turns: about 1 MB of JSON.
+MAX_WEBHOOK_BYTES = 4 * 1024 * 1024
 # Conversations post-processed right after a call is stored (oldest due first, the call among them).
 POSTPROCESS_AT_ONCE = 3
 
@@ -66,6 +69,9 @@ def _guarded(handler: Handler) -> Handler:
 
 
 async def _body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("Content-Length", "")
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, "the request body is too large")  # said up front: nothing is read
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
@@ -168,8 +174,11 @@ def _routes(runtime: Runtime, service: VoiceService, initiate_secret: bytes) -> 
 
     @_guarded
     async def call_ended(request: Request) -> Response:
+        signature = request.headers.get(SIGNATURE_HEADER)
+        # Presence, shape and time first: an unsigned request is refused without reading its body.
+        service.check_signature(signature)
         body = await _body(request, MAX_WEBHOOK_BYTES)
-        ended = await service.call_ended(body, request.headers.get(SIGNATURE_HEADER), parse=parse_body)
+        ended = await service.call_ended(body, signature, parse=parse_body)
         if ended.stored is None:
             # Authentic but unusable: acknowledged, or ElevenLabs would retry and disable the webhook.
             return JSONResponse({"ok": True, "stored": False, "reason": ended.reason})

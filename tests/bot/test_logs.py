@@ -126,6 +126,11 @@ def test_sql_parameters_never_reach_the_log(configure: Configure) -> None:
     record = json.loads(stream.getvalue())
     assert "my secret diary" not in stream.getvalue()
     assert "[parameters hidden]" in record["exception"]["message"]
+    # An error's text passed as a field is hidden the same way, in both formats.
+    for log_format in ("json", "text"):
+        stream = configure(log_format)
+        logging.getLogger("nikita.test.sql").warning("lookup failed", extra={"error": str(exc)})
+        assert "my secret diary" not in stream.getvalue() and "[parameters hidden]" in stream.getvalue()
 
 
 def test_configuring_again_replaces_the_handler(configure: Configure) -> None:

@@ -4,6 +4,11 @@ Every helper is a no-op context manager while tracing is off (one attribute read
 OpenTelemetry API only, which PydanticAI imports anyway; the SDK behind it is set up in `setup.py`.
 Attributes carry ids, counts, sizes and timings, never message text (`nikita.*` names, so a backend
 can filter on them); PydanticAI's own spans carry prompts only with TELEMETRY_INCLUDE_CONTENT.
+
+A span never records a raw exception: OpenTelemetry's default would put the error's text (a database
+error's bound values, which can be a person's message) in an `exception` event and the status. A
+failed span gets the error's type (`error.type`) and, as its status description, the redacted
+description the logs use (agent/core/redaction.py).
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from opentelemetry.trace import (
     Link,
     Span,
     SpanContext,
+    Status,
+    StatusCode,
     TraceFlags,
     Tracer,
     get_current_span,
@@ -31,6 +38,7 @@ from opentelemetry.trace import (
 from opentelemetry.util.types import AttributeValue
 
 from agent.core.observability.state import current
+from agent.core.redaction import MAX_DESCRIPTION, describe_error, without_parameters
 
 Attributes = Mapping[str, AttributeValue]
 
@@ -50,6 +58,45 @@ class _Off:
 _OFF = _Off()
 
 
+def failed(target: Span, exc: BaseException) -> None:
+    """Mark a span failed by `exc`: its type and its redacted description, never its raw text."""
+    target.set_attribute("error.type", type(exc).__qualname__)
+    target.set_status(Status(StatusCode.ERROR, describe_error(exc)[:MAX_DESCRIPTION]))
+
+
+@contextmanager
+def _current(
+    tracer: Tracer,
+    name: str,
+    *,
+    context: Context | None = None,
+    attributes: Attributes | None = None,
+    links: Sequence[Link] = (),
+) -> Iterator[Span]:
+    """A span current inside the block, marked by `failed` when the block raises."""
+    with (
+        tracer.start_as_current_span(
+            name,
+            context=context,
+            attributes=attributes,
+            links=links,
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as started,
+        _failing(started),
+    ):
+        yield started
+
+
+@contextmanager
+def _failing(target: Span) -> Iterator[None]:
+    try:
+        yield
+    except Exception as exc:  # recorded and raised again: a cancellation is no failure
+        failed(target, exc)
+        raise
+
+
 def tracing() -> bool:
     """Whether spans are recorded in this process."""
     return current.tracer is not None
@@ -60,7 +107,7 @@ def span(name: str, attributes: Attributes | None = None) -> AbstractContextMana
     tracer = current.tracer
     if tracer is None:
         return _OFF
-    return tracer.start_as_current_span(name, attributes=attributes)
+    return _current(tracer, name, attributes=attributes)
 
 
 def annotate(attributes: Attributes, *, name: str | None = None) -> None:
@@ -82,7 +129,7 @@ def root_span(
     if tracer is None:
         return _OFF
     linked = [Link(context) for context in map(span_context, links) if context is not None]
-    return tracer.start_as_current_span(name, context=Context(), attributes=attributes, links=linked)
+    return _current(tracer, name, context=Context(), attributes=attributes, links=linked)
 
 
 @contextmanager
@@ -93,7 +140,10 @@ def _inbox(tracer: Tracer, attributes: Attributes, claimed: tuple[int, int] | No
         # The row was claimed before its task started: the claim is drawn at its own times.
         parent = _as_context(root)
         tracer.start_span("inbox claim", context=parent, start_time=claimed[0]).end(end_time=claimed[1])
-    with use_span(root, end_on_exit=True) as entered:
+    with (
+        use_span(root, end_on_exit=True, record_exception=False, set_status_on_exception=False) as entered,
+        _failing(entered),
+    ):
         yield entered
 
 
@@ -167,7 +217,7 @@ def tier_span(name: str) -> AbstractContextManager[Span]:
     collected = _TIERS.get()
     attributes = {"nikita.tier.name": name}
     if collected is None:
-        return tracer.start_as_current_span(f"context tier {name}", attributes=attributes)
+        return _current(tracer, f"context tier {name}", attributes=attributes)
     return _tier(tracer, name, attributes, collected)
 
 
@@ -177,7 +227,12 @@ def _tier(
 ) -> Iterator[Span]:
     started = tracer.start_span(f"context tier {name}", attributes=attributes)
     try:
-        with use_span(started, end_on_exit=False) as entered:
+        with (
+            use_span(
+                started, end_on_exit=False, record_exception=False, set_status_on_exception=False
+            ) as entered,
+            _failing(entered),
+        ):
             yield entered
     finally:
         collected[name] = _Collected(started, time.time_ns())
@@ -196,7 +251,7 @@ def traced_context[**P, R](build: Callable[P, Awaitable[R]]) -> Callable[P, Awai
         collected: dict[str, _Collected] = {}
         token = _TIERS.set(collected)
         try:
-            with tracer.start_as_current_span("context") as context_span:
+            with _current(tracer, "context") as context_span:
                 built = await build(*args, **kwargs)
                 snapshot = getattr(built, "snapshot", None)
                 if isinstance(snapshot, dict):
@@ -237,13 +292,14 @@ def _describe_context(parent: Span, snapshot: dict[str, Any], collected: dict[st
         if "loaded" in tier:
             attributes["nikita.tier.loaded"] = int(tier["loaded"])
         if tier.get("error"):
-            attributes["nikita.tier.error"] = str(tier["error"])[:300]
+            attributes["nikita.tier.error"] = without_parameters(str(tier["error"]))[:300]
         done.span.set_attributes(attributes)
         done.span.end(end_time=done.ended)
 
 
 __all__ = [
     "annotate",
+    "failed",
     "inbox_span",
     "log_ids",
     "root_span",

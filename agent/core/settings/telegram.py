@@ -41,9 +41,12 @@ class TelegramSettings(SettingsGroup):
     # Timeline Mini App: the page at /timeline (webhook mode's web app, or `python -m bot
     # web`). WEBAPP_URL is its public HTTPS address: /timeline sends a button opening it and the chat
     # menu button points to it. Telegram's signed initData is accepted for
-    # TIMELINE_AUTH_MAX_AGE_SECONDS after Telegram issued it; "Regenerate summary" is limited per user.
+    # TIMELINE_AUTH_MAX_AGE_SECONDS after Telegram issued it to read, for TIMELINE_WRITE_MAX_AGE_SECONDS
+    # to change anything (forget, reword, pin, delete group lines, regenerate) and to open the
+    # dashboard; "Regenerate summary" is limited per user.
     webapp_url: str | None = None
     timeline_auth_max_age_seconds: int = 86_400
+    timeline_write_max_age_seconds: int = Field(default=3_600, ge=60)
     timeline_regenerate_per_minute: int = 2
     timeline_regenerate_per_day: int = 20
 

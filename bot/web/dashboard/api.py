@@ -1,6 +1,7 @@
 """The dashboard's JSON: signed in with Telegram's initData, and only for ADMIN_IDS.
 
-Anyone else gets 403 (a valid sign-in of someone who is not an admin) or 401 (no valid sign-in);
+Anyone else gets 403 (a valid sign-in of someone who is not an admin) or 401 (no valid sign-in, or
+one older than TIMELINE_WRITE_MAX_AGE_SECONDS);
 a database that does not answer is a 503, never a 500.
 """
 
@@ -36,7 +37,8 @@ class DashboardApi:
         self.runtime = runtime
         self.bot_token = bot_token
         self.admins = frozenset(runtime.settings.admin_ids)
-        self.max_age = timedelta(seconds=runtime.settings.timeline_auth_max_age_seconds)
+        # The bot-wide figures: a sign-in as fresh as a change in the timeline needs.
+        self.max_age = timedelta(seconds=runtime.settings.timeline_write_max_age_seconds)
 
     async def days(self, request: Request) -> JSONResponse:
         """The charts' data, for an admin signed in through Telegram."""

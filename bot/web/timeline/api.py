@@ -3,6 +3,12 @@
 The user id never comes from the request: it is the stored user behind the Telegram id that the
 signed initData names, so another user's ids look exactly like missing ones (404). Search and
 "open" are `Recall.search` / `Recall.get`, the very calls behind the agent's tools.
+
+A read takes a sign-in up to TIMELINE_AUTH_MAX_AGE_SECONDS old, a change (every POST) one up to
+TIMELINE_WRITE_MAX_AGE_SECONDS. A person the access rules refuse (/deny, or not on the allowlist)
+gets 403 on every call, as the chat refuses them. Search and "Regenerate summary" count against the
+person's own message limits (RATE_LIMIT_PER_MINUTE / _PER_DAY, the chat's), and regenerate against
+its own too: past either, 429.
 """
 
 from __future__ import annotations
@@ -18,8 +24,9 @@ from zoneinfo import ZoneInfo
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from agent.account.access import AccessPolicy
 from agent.account.group_forget import forget_group_words, group_lines_of
-from agent.account.ratelimit import RateLimiter
+from agent.account.ratelimit import RateLimiter, Scope
 from agent.account.timeline import DayView, Entry, Timeline, TimelineUser, parse_summary, within_calendar
 from agent.chat.tools import hit_dict
 from agent.core.errors import RecallNotFoundError
@@ -35,6 +42,11 @@ logger = logging.getLogger(__name__)
 # Results per search on the page (the tools' own cap, SEARCH_MAX_LIMIT, still applies).
 SEARCH_RESULTS = 10
 _NO_STORE = {"Cache-Control": "no-store"}
+DENIED = "You can't use this bot, so its timeline is closed to you."
+_SLOW_DOWN = {
+    "minute": "That's a lot of requests at once; try again in a minute.",
+    "day": "That's a lot of requests for one day; try again tomorrow.",
+}
 # ASCII digits only: `date.fromisoformat` also takes "20260302" and week dates.
 _DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
@@ -124,22 +136,37 @@ class TimelineApi:
         self.timeline = Timeline(runtime.sessions)
         self.bot_token = bot_token
         self.max_age = timedelta(seconds=settings.timeline_auth_max_age_seconds)
+        self.write_max_age = timedelta(seconds=settings.timeline_write_max_age_seconds)
         # The bot's own limits (agent/account/ratelimit.py): counted in the database, across instances and
         # restarts, keyed like every other limit by the Telegram identity.
         self.limits = RateLimiter.from_settings(runtime.sessions, settings)
+        # The chat's access rules, read from the database (a /deny holds here within seconds).
+        self.access = AccessPolicy.from_settings(runtime.sessions, settings, runtime.clock)
 
     # --- sign-in ------------------------------------------------------------------------------
 
     async def _signed_in(self, request: Request) -> SignedIn:
-        """The sender of a request with valid initData; 401 otherwise."""
+        """The sender of a request with valid initData (401 otherwise) whom the access rules let in
+        (403 otherwise); a change needs a fresher sign-in than a read."""
+        max_age = self.max_age if request.method in ("GET", "HEAD") else self.write_max_age
         try:
-            signed = sign_in(
-                request, bot_token=self.bot_token, now=self.runtime.clock.now(), max_age=self.max_age
-            )
+            signed = sign_in(request, bot_token=self.bot_token, now=self.runtime.clock.now(), max_age=max_age)
         except InitDataError as exc:
             logger.warning("timeline sign-in refused", extra={"reason": str(exc), "path": request.url.path})
             raise ApiError(401, str(exc)) from exc
+        if not await self.access.allows(signed.user.id, signed.user.username):
+            logger.info("timeline refused by the access rules", extra={"path": request.url.path})
+            raise ApiError(403, DENIED)
         return SignedIn(signed.user.id, await self.timeline.user_for_telegram(signed.user.id))
+
+    async def _limited(self, who: SignedIn, *scopes: Scope) -> None:
+        """Count the request against the person's limits; 429 past any of them."""
+        now = self.runtime.clock.now()
+        for scope in scopes:
+            verdict = await self.limits.check(f"telegram:{who.telegram_id}", now, scope)
+            if not verdict.allowed:
+                message = _SLOW_DOWN[verdict.window or "day"] if scope == "message" else verdict.message
+                raise ApiError(429, message)
 
     def _recall(self) -> Recall:
         if self.runtime.recall is None:
@@ -197,10 +224,8 @@ class TimelineApi:
         user = who.user
         if user is None:
             raise ApiError(404, "no messages that day")
+        await self._limited(who, "message", "regenerate")
         now = self.runtime.clock.now()
-        verdict = await self.limits.check(f"telegram:{who.telegram_id}", now, "regenerate")
-        if not verdict.allowed:
-            raise ApiError(429, verdict.message)
         outcome = await self.timeline.request_regeneration(user, day, now)
         if outcome == "no_messages":
             raise ApiError(404, "no messages that day")
@@ -219,6 +244,7 @@ class TimelineApi:
         user = who.user
         if user is None:
             return {"query": query, "scope": scope, "results": []}
+        await self._limited(who, "message")  # each search embeds the query and catches the index up
         hits = await self._recall().search(
             user.id, query, now=self.runtime.clock.now(), day=day, limit=SEARCH_RESULTS
         )

@@ -54,7 +54,7 @@ def _one(spans: list[ReceivedSpan], name: str) -> ReceivedSpan:
 
 
 def _text_of(span: ReceivedSpan) -> str:
-    return " ".join([span.name, *map(str, span.attributes.values())])
+    return span.text()  # every attribute, event and status description it carries
 
 
 async def test_a_turn_is_one_trace_and_its_job_links_back(

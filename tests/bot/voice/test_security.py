@@ -4,6 +4,7 @@ never reaching another user's data."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 
 import httpx
 from sqlalchemy import func, select
@@ -179,3 +180,31 @@ async def test_expired_tokens_still_name_the_caller_of_a_finished_call(open_app:
     ended = await call.end()
     assert ended.status_code == 200 and ended.json()["stored"] is True
     assert ended.json()["messages"] == 1
+
+
+async def test_call_ended_refuses_an_unsigned_request_before_reading_its_body(open_app: OpenApp) -> None:
+    from bench.fakes.voice_agent import elevenlabs_signature
+    from bot.web.voice import MAX_WEBHOOK_BYTES
+
+    app = await open_app()
+    chunk, chunks = 256 * 1024, 2 * MAX_WEBHOOK_BYTES // (256 * 1024)
+    read = 0
+
+    async def big_body() -> AsyncIterator[bytes]:
+        nonlocal read
+        for _ in range(chunks):
+            read += 1
+            yield b"x" * chunk
+
+    malformed = {"ElevenLabs-Signature": "t=1,v0=not-hex"}
+    for headers in ({}, malformed):
+        read = 0
+        assert refused(await app.http.post("/voice/call-ended", content=big_body(), headers=headers))
+        assert read == 0, headers
+    # Signed in the right shape, fresh, but too large: read up to the cap, then refused.
+    read = 0
+    stamp = int(app.clock.now().timestamp())
+    shaped = {"ElevenLabs-Signature": elevenlabs_signature(b"{}", app.agent.webhook_secret, stamp)}
+    too_large = await app.http.post("/voice/call-ended", content=big_body(), headers=shaped)
+    assert refused(too_large, 413, "too_large")
+    assert read <= MAX_WEBHOOK_BYTES // chunk + 1 < chunks
