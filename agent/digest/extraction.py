@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -200,11 +202,18 @@ def known_block(known: Sequence[ShownFact]) -> str:
 
 def known_budget(settings: Settings, *, static: str, prompt: str) -> int:
     """The tokens the known facts may take: EXTRACTION_KNOWN_FACTS_TOKENS, and never more than
-    EXTRACTION_KNOWN_FACTS_SHARE of the rest of the extraction's input."""
+    EXTRACTION_KNOWN_FACTS_SHARE of the rest of the extraction's input (instructions, prompt and
+    output schema)."""
     counter = get_counter()
-    rest = counter.count(static) + counter.count(prompt)
+    rest = counter.count(static) + counter.count(prompt) + _schema_tokens()
     cap = min(settings.extraction_known_facts_tokens, int(settings.extraction_known_facts_share * rest))
     return max(0, cap - counter.count(KNOWN_HEADING) - 1)  # the heading and the blank line after the list
+
+
+@functools.cache
+def _schema_tokens() -> int:
+    """The output schema's tokens: the model is sent it with every extraction."""
+    return get_counter().count(json.dumps(Extraction.model_json_schema()))
 
 
 def ground_facts(output: Extraction, lines: Sequence[Line], *, group: bool) -> list[str]:

@@ -14,6 +14,7 @@ fact is never superseded here: both are kept, and tidying asks the person which 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
@@ -59,11 +60,13 @@ def choose_known(
         return []
     words = set().union(*(fact_words(text, language) for text in said)) if said else set()
     order = {section: index for index, section in enumerate(SECTIONS)}
+    held = [fact_words(fact.content, language) for fact in facts]
+    # A word many facts hold ("learning", the person's name) says little about which one is meant.
+    spread = Counter(word for fact in held for word in fact)
 
-    def rank(position: int) -> tuple[int, int, int]:
-        fact = facts[position]
-        shared = len(fact_words(fact.content, language) & words)
-        return (-shared, order[section_of(fact)], position)
+    def rank(position: int) -> tuple[float, int, int]:
+        shared = sum(1 / spread[word] for word in held[position] & words)
+        return (-shared, order[section_of(facts[position])], position)
 
     chosen: list[ShownFact] = []
     left = budget_tokens
