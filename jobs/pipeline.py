@@ -22,7 +22,7 @@ from agent.context.package import THOUGHTS_MAX
 from agent.core.clock import local_label
 from agent.core.errors import UserForgottenError
 from agent.core.usage import UsageMeter, metering, store_usage, store_usage_apart
-from agent.digest.extraction import Extraction, OpenThread, ShownThought, extract
+from agent.digest.extraction import Extraction, OpenThread, ShownThought, extract, ground_facts
 from agent.digest.summaries import Line
 from agent.history.reactions import reactions_on, with_reactions
 from agent.memory.corrections import without_taken_back
@@ -155,8 +155,10 @@ async def ingest(ctx: JobContext, conversation_id: int) -> Ingested | None:
 
 
 async def extraction_stage(ctx: JobContext, item: Ingested) -> Extraction:
-    """Stage 2: one model call, unless an earlier run already stored its result."""
+    """Stage 2: one model call, unless an earlier run already stored its result (whose facts are
+    held to the person's own lines again: one stored by an older version may cite anything)."""
     if item.stored_extraction is not None:
+        ground_facts(item.stored_extraction, item.lines, group=item.group)
         return item.stored_extraction
     ended = local_label(item.ended_at, item.timezone)
     return await extract(

@@ -92,7 +92,8 @@ class ExtractedFact(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _from_text(cls, value: object) -> object:
-        # A bare sentence is a fact without sources (what extractions stored before sources existed).
+        # A bare sentence is a fact without sources (what extractions stored before sources existed):
+        # it reads, and grounding then leaves it out.
         return {"text": value} if isinstance(value, str) else value
 
 

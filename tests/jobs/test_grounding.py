@@ -96,6 +96,17 @@ async def test_only_the_persons_own_lines_make_their_facts(
         assert text not in listed and text not in profile
     assert "Ana lives in Lisbon" in listed and "Ana lives in Lisbon" in profile
 
+    # An extraction stored by an older version, never checked, is held to the same rule on a rerun.
+    async with sessions() as session, session.begin():
+        row = await session.get(Conversation, conversation)
+        assert row is not None
+        row.extraction = extraction_reply(
+            user_facts=["Ana loves jazz", {"text": "Ana is a musician", "message_ids": [companion]}]
+        )
+    assert (await run_job("postprocess", ctx, conversation_id=conversation))["processed"] == 1
+    assert len(scripted.extraction_prompts) == 1  # the stored extraction was used, not the model
+    assert set(await _facts(sessions, ana)) == set(facts)
+
 
 async def test_a_group_members_fact_stands_on_that_members_lines(
     ctx: JobContext,
