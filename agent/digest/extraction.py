@@ -20,7 +20,7 @@ from agent.core.tokens import get_counter
 from agent.core.usage import record_run
 from agent.digest.groups import for_owner
 from agent.digest.summaries import Line, format_lines, summary_model_settings
-from agent.memory.grounding import Claim, Said, dropped, ground
+from agent.memory.grounding import Claim, Said, dropped, ground, names
 from agent.memory.known import Decided, Relation, ShownFact, choose_known, known_line, plan_until
 from agent.memory.profile import ProfileFact
 
@@ -211,6 +211,16 @@ def known_budget(settings: Settings, *, static: str, prompt: str) -> int:
     return max(0, cap - counter.count(KNOWN_HEADING) - 1)  # the heading and the blank line after the list
 
 
+def _same_members(output: Extraction, lines: Sequence[Line], known: dict[int, str]) -> None:
+    """In a group: a decision stands only when the known fact names a member whose lines the new
+    fact stands on."""
+    said = {line.id: Said(line.id, line.role, line.speaker_id, line.speaker) for line in lines}
+    for fact in output.user_facts:
+        text = known.get(fact.known_id) if fact.known_id is not None else None
+        if text is not None and not any(names(text, said[i]) for i in fact.message_ids if i in said):
+            fact.relation, fact.known_id = "new", None
+
+
 @functools.cache
 def _schema_tokens() -> int:
     """The output schema's tokens: the model is sent it with every extraction."""
@@ -287,6 +297,8 @@ async def extract(
         if fact.relation == "new" or fact.known_id not in ids:
             fact.relation, fact.known_id = "new", None
     reasons = ground_facts(output, lines, group=group)
+    if group:  # a member's fact never replaces or repeats another member's
+        _same_members(output, lines, {k.id: k.content for k in known_shown})
     owner_id, conversation_id = owner if owner is not None else (0, None)
     dropped(reasons, writer="extraction", owner_id=owner_id, conversation_id=conversation_id)
     return output

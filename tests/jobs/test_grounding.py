@@ -210,6 +210,44 @@ async def test_the_extraction_decides_against_the_known_facts(
     }
 
 
+async def test_in_a_group_a_decision_stays_with_the_member_it_is_about(
+    ctx: JobContext,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+    scripted: ScriptedSummaries,
+) -> None:
+    lines = [("Ana", 7, "I moved to Porto"), ("Ben", 8, "I moved to Rome, and yes, still in Oslo!")]
+    group, conversation = await _group_conversation(sessions, clock.now(), lines)
+    async with sessions() as session, session.begin():
+        await FactRepository(session).add_many(
+            group,
+            None,
+            ["Ana lives in Lisbon", "Ben plays chess"],
+            clock.now() - timedelta(days=2),
+            source="tool",
+        )
+    known = {text: f.id for text, f in (await _facts(sessions, group)).items()}
+    ana_line, ben_line = await _ids(sessions, conversation)
+
+    def fact(text: str, line: int, relation: str, known_id: int) -> dict[str, object]:
+        return {"text": text, "message_ids": [line], "relation": relation, "known_id": known_id}
+
+    scripted.extraction = extraction_reply(
+        user_facts=[
+            fact("Ben moved to Rome", ben_line, "update", known["Ana lives in Lisbon"]),  # Ana's, not his
+            fact("Ana moved to Porto", ana_line, "update", known["Ana lives in Lisbon"]),
+            fact("Ben likes chess", ben_line, "same", known["Ben plays chess"]),
+        ]
+    )
+
+    assert (await run_job("postprocess", ctx))["processed"] == 1
+
+    after = await _facts(sessions, group)
+    assert after["Ana lives in Lisbon"].superseded_by == after["Ana moved to Porto"].id
+    assert after["Ben moved to Rome"].invalidated_at is None
+    assert after["Ben plays chess"].reinforced == 2 and "Ben likes chess" not in after
+
+
 async def _group_conversation(
     sessions: async_sessionmaker[AsyncSession],
     start: datetime,
