@@ -158,7 +158,11 @@ async def test_the_extraction_decides_against_the_known_facts(
     async with sessions() as session, session.begin():
         facts = FactRepository(session)
         await facts.add_many(
-            ana, None, ["Ana lives in Lisbon", "Ana has a cat", "Ana works at Acme"], earlier, source="tool"
+            ana,
+            None,
+            ["Ana lives in Lisbon", "Ana has a cat", "Ana works at Acme", "Ana drinks coffee"],
+            earlier,
+            source="tool",
         )
         await facts.add_many(ana, None, ["Ana is vegetarian"], earlier, source="tool", pinned=True)
         await facts.add_many(bo, None, ["Bo lives in Oslo"], earlier, source="tool")
@@ -177,6 +181,7 @@ async def test_the_extraction_decides_against_the_known_facts(
             fact("Ana still has her cat", "same", known["Ana has a cat"]),
             fact("Ana moved to Porto", "update", known["Ana lives in Lisbon"]),
             fact("Ana eats steak", "contradiction", known["Ana is vegetarian"], later),  # pinned: both kept
+            fact("Ana never drinks coffee", "contradiction", known["Ana drinks coffee"], later),
             fact("Ana likes Oslo", "update", theirs),  # another person's fact: ignored
             fact("Ana works at a school", "update", 10**9),  # no such fact: stored as new
         ]
@@ -195,6 +200,9 @@ async def test_the_extraction_decides_against_the_known_facts(
     lisbon, porto = after["Ana lives in Lisbon"], after["Ana moved to Porto"]
     assert lisbon.superseded_by == porto.id and lisbon.invalidated_at is not None
     assert lisbon.invalid_reason == "updated by a later fact the person said"
+    coffee = after["Ana drinks coffee"]
+    assert coffee.superseded_by == after["Ana never drinks coffee"].id
+    assert coffee.invalid_reason == "contradicted by a later fact the person said"
     assert (
         after["Ana is vegetarian"].invalidated_at is None and after["Ana eats steak"].invalidated_at is None
     )
