@@ -26,6 +26,7 @@ from agent.digest.extraction import Extraction, OpenThread, ShownThought, extrac
 from agent.digest.summaries import Line
 from agent.history.reactions import reactions_on, with_reactions
 from agent.memory.corrections import without_taken_back
+from agent.memory.grounding import dropped
 from agent.memory.known import apply_decisions
 from agent.memory.profile import ProfileFact
 from agent.touchpoints.plans import plans_from
@@ -158,7 +159,8 @@ async def extraction_stage(ctx: JobContext, item: Ingested) -> Extraction:
     """Stage 2: one model call, unless an earlier run already stored its result (whose facts are
     held to the person's own lines again: one stored by an older version may cite anything)."""
     if item.stored_extraction is not None:
-        ground_facts(item.stored_extraction, item.lines, group=item.group)
+        reasons = ground_facts(item.stored_extraction, item.lines, group=item.group)
+        dropped(reasons, writer="extraction", owner_id=item.user_id, conversation_id=item.conversation_id)
         return item.stored_extraction
     ended = local_label(item.ended_at, item.timezone)
     return await extract(

@@ -211,10 +211,15 @@ def known_budget(settings: Settings, *, static: str, prompt: str) -> int:
     return max(0, cap - counter.count(KNOWN_HEADING) - 1)  # the heading and the blank line after the list
 
 
+def said_lines(lines: Sequence[Line]) -> dict[int, Said]:
+    """The conversation's lines as grounding reads them, by id."""
+    return {line.id: Said(line.id, line.role, line.speaker_id, line.speaker) for line in lines}
+
+
 def _same_members(output: Extraction, lines: Sequence[Line], known: dict[int, str]) -> None:
     """In a group: a decision stands only when the known fact names a member whose lines the new
     fact stands on."""
-    said = {line.id: Said(line.id, line.role, line.speaker_id, line.speaker) for line in lines}
+    said = said_lines(lines)
     for fact in output.user_facts:
         text = known.get(fact.known_id) if fact.known_id is not None else None
         if text is not None and not any(names(text, said[i]) for i in fact.message_ids if i in said):
@@ -230,7 +235,7 @@ def _schema_tokens() -> int:
 def ground_facts(output: Extraction, lines: Sequence[Line], *, group: bool) -> list[str]:
     """Keep the facts that stand on the user's own lines, sourced on those lines only; the reasons
     the others were dropped (agent/memory/grounding.py)."""
-    said = {line.id: Said(line.id, line.role, line.speaker_id, line.speaker) for line in lines}
+    said = said_lines(lines)
     kept: list[ExtractedFact] = []
     reasons: list[str] = []
     for fact in output.user_facts:
