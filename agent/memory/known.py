@@ -28,6 +28,8 @@ from agent.memory.words import fact_words
 from db.repositories.facts import FactRepository
 
 Relation = Literal["new", "same", "update", "contradiction"]
+# The fewest tokens a known fact's line takes ("- [fact 12] Ana cooks" and its newline).
+MIN_LINE_TOKENS = 8
 REASONS = {
     "update": "updated by a later fact the person said",
     "contradiction": "contradicted by a later fact the person said",
@@ -71,6 +73,8 @@ def choose_known(
     chosen: list[ShownFact] = []
     left = budget_tokens
     for position in sorted(range(len(facts)), key=rank):
+        if left < MIN_LINE_TOKENS:
+            break  # no fact fits in what is left
         known = ShownFact(facts[position].id, facts[position].content)
         cost = count(known_line(known)) + 1
         if cost > left:
