@@ -19,7 +19,7 @@ import logging
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import select
@@ -47,11 +47,6 @@ class Said:
     role: str
     speaker_id: int | None = None
     speaker_name: str | None = None
-
-    @property
-    def member(self) -> str:
-        """Who wrote it in a group: the member's Telegram id, else the name shown."""
-        return str(self.speaker_id) if self.speaker_id is not None else f"name:{self.speaker_name or ''}"
 
 
 @dataclass(frozen=True)
@@ -104,11 +99,6 @@ def ground(claim: Claim, lines: Mapping[int, Said], *, group: bool = False) -> G
         if not theirs:
             return Grounded((), OTHER_MEMBER)
     return Grounded(tuple(sorted(line.id for line in theirs)))
-
-
-def lines_of(rows: Iterable[TranscriptMessage]) -> dict[int, Said]:
-    """Transcript rows as grounding reads them, by id."""
-    return {r.id: Said(r.id, r.role, r.speaker_telegram_id, r.speaker_name) for r in rows}
 
 
 async def conversation_lines(
