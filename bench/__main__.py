@@ -36,6 +36,7 @@ NAMES = (
     "group",
     "start",
     "profile",
+    "extraction",
 )
 
 
@@ -142,6 +143,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench.start import run_start_bench
 
         asyncio.run(run_start_bench(settings, quick=quick))
+    elif args.name == "extraction":
+        from bench.extraction import run_extraction_bench
+
+        asyncio.run(run_extraction_bench(settings, quick=quick))
     elif args.name == "profile":
         from bench.profile import run_profile_bench
 

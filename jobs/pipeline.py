@@ -12,8 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, time
-from zoneinfo import ZoneInfo
+from datetime import UTC, datetime
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -23,10 +22,13 @@ from agent.context.package import THOUGHTS_MAX
 from agent.core.clock import local_label
 from agent.core.errors import UserForgottenError
 from agent.core.usage import UsageMeter, metering, store_usage, store_usage_apart
-from agent.digest.extraction import Extraction, OpenThread, ShownThought, extract
+from agent.digest.extraction import Extraction, OpenThread, ShownThought, extract, ground_facts
 from agent.digest.summaries import Line
 from agent.history.reactions import reactions_on, with_reactions
 from agent.memory.corrections import without_taken_back
+from agent.memory.grounding import dropped
+from agent.memory.known import apply_decisions
+from agent.memory.profile import ProfileFact
 from agent.touchpoints.plans import plans_from
 from db.models import Conversation, ConversationThread, Thought, TranscriptMessage, User
 from db.repositories.facts import FactRepository
@@ -62,6 +64,9 @@ class Ingested:
     timezone: str = "UTC"
     # The owner is a group chat: its prompts speak of members by name (agent/digest/groups.py).
     group: bool = False
+    # The owner's held facts (profile order), for the extraction to decide against, and their language.
+    known: Sequence[ProfileFact] = ()
+    language: str | None = None
 
 
 @dataclass(frozen=True)
@@ -76,20 +81,22 @@ class Loaded:
     # The emoji the person put on each answer (by transcript id): the extraction sees them.
     reactions: Mapping[int, Sequence[str]] = field(default_factory=dict)
     group: bool = False
+    known: Sequence[ProfileFact] = ()
+    language: str | None = None
 
 
 async def load(session: AsyncSession, conversation_id: int) -> Loaded | None:
     """Read the conversation, its user's zone, its user/assistant messages and open threads."""
     found = (
         await session.execute(
-            select(Conversation, User.timezone, User.kind)
+            select(Conversation, User.timezone, User.kind, User.language)
             .join(User, User.id == Conversation.user_id)
             .where(Conversation.id == conversation_id)
         )
     ).one_or_none()
     if found is None:
         return None
-    conversation, timezone, kind = found
+    conversation, timezone, kind, language = found
     messages = [
         m for m in await TranscriptRepository(session).for_conversation(conversation_id) if m.role != "system"
     ]
@@ -103,7 +110,11 @@ async def load(session: AsyncSession, conversation_id: int) -> Loaded | None:
     )
     answers = [m.id for m in messages if m.role == "assistant"]
     reactions = await reactions_on(session, conversation.user_id, answers) if needs_threads else {}
-    return Loaded(conversation, timezone, messages, threads, thoughts, reactions, group=kind == GROUP)
+    rows = await FactRepository(session).held_rows(conversation.user_id) if needs_threads else []
+    known = [ProfileFact(*row) for row in rows]
+    return Loaded(
+        conversation, timezone, messages, threads, thoughts, reactions, kind == GROUP, known, language
+    )
 
 
 def ingested(loaded: Loaded) -> Ingested:
@@ -115,7 +126,12 @@ def ingested(loaded: Loaded) -> Ingested:
         ended_at=conversation.ended_at or conversation.last_message_at,
         lines=[
             Line(
-                m.id, m.role, with_reactions(m.content, loaded.reactions.get(m.id)), m.sent_at, m.speaker_name
+                m.id,
+                m.role,
+                with_reactions(m.content, loaded.reactions.get(m.id)),
+                m.sent_at,
+                m.speaker_name,
+                m.speaker_telegram_id,
             )
             for m in rows
         ],
@@ -127,6 +143,8 @@ def ingested(loaded: Loaded) -> Ingested:
         timezone=loaded.timezone,
         thoughts=[ShownThought(t.id, t.content) for t in loaded.thoughts],
         group=loaded.group,
+        known=loaded.known,
+        language=loaded.language,
     )
 
 
@@ -138,8 +156,11 @@ async def ingest(ctx: JobContext, conversation_id: int) -> Ingested | None:
 
 
 async def extraction_stage(ctx: JobContext, item: Ingested) -> Extraction:
-    """Stage 2: one model call, unless an earlier run already stored its result."""
+    """Stage 2: one model call, unless an earlier run already stored its result (whose facts are
+    held to the person's own lines again: one stored by an older version may cite anything)."""
     if item.stored_extraction is not None:
+        reasons = ground_facts(item.stored_extraction, item.lines, group=item.group)
+        dropped(reasons, writer="extraction", owner_id=item.user_id, conversation_id=item.conversation_id)
         return item.stored_extraction
     ended = local_label(item.ended_at, item.timezone)
     return await extract(
@@ -150,19 +171,10 @@ async def extraction_stage(ctx: JobContext, item: Ingested) -> Extraction:
         ended_local=ended,
         thoughts=item.thoughts,
         group=item.group,
+        known=item.known,
+        language=item.language,
+        owner=(item.user_id, item.conversation_id),
     )
-
-
-def plan_day(day: str | None, timezone: str) -> datetime | None:
-    """A plan's local day ("2026-12-04") as the last moment of that day, in UTC; None when unreadable."""
-    try:
-        local = date.fromisoformat(day.strip()) if day else None
-    except ValueError:
-        return None
-    if local is None:
-        return None
-    end = datetime.combine(local, time.max, tzinfo=ZoneInfo(timezone))
-    return end.astimezone(UTC)
 
 
 @dataclass(frozen=True)
@@ -203,21 +215,13 @@ async def memory_stage(
         thoughts = ThoughtRepository(session)
         shared = await thoughts.mark_used(item.user_id, output.shared_thought_ids, at)
         added = await thoughts.add_many(item.user_id, item.conversation_id, output.thoughts, at)
-        # What the user took back is not learned again from the messages it came from.
-        kept = [
-            output.user_facts[i]
-            for i in await without_taken_back(
-                session, item.user_id, [(f.text, f.message_ids) for f in output.user_facts], at=at
-            )
-        ]
-        facts = await FactRepository(session).add_sourced(
-            item.user_id,
-            item.conversation_id,
-            [(f.text, f.message_ids) for f in kept],
-            at,
-            source="extraction",
-            categories=[f.category for f in kept],
-            valid_until=[plan_day(f.valid_until, item.timezone) for f in kept],
+        # What the user took back is not learned again from the messages it came from; the rest is
+        # stored as extraction decided against the known facts (agent/memory/known.py).
+        said = [(f.text, f.message_ids) for f in output.user_facts]
+        kept = [output.user_facts[i] for i in await without_taken_back(session, item.user_id, said, at=at)]
+        decided = [f.decided(item.timezone) for f in kept]
+        facts = await apply_decisions(
+            session, item.user_id, item.conversation_id, decided, at, source="extraction"
         )
         plans = plans_from(
             output.threads_to_open, conversation_id=item.conversation_id, timezone=item.timezone, after=at
@@ -237,7 +241,7 @@ async def memory_stage(
         "threads_resolved": resolved,
         "thoughts": added,
         "thoughts_shared": shared,
-        "facts": facts,
+        **facts.counts(),
         "follow_ups_planned": planned,
     }
     return counts, start

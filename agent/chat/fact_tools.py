@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 from pydantic_ai import FunctionToolset, ModelRetry, RunContext
 
 from agent.chat.deps import TurnDeps, refused_change
-from agent.chat.tools import MAX_ID
+from agent.chat.tools import MAX_ID, NOT_THEIRS, said_here
 from agent.core.errors import FactRejectedError
 from agent.core.settings import Settings
 from agent.memory.corrections import Matched, named_by
@@ -66,11 +66,16 @@ async def memory_pin(ctx: RunContext[TurnDeps], fact: str, pinned: bool = True) 
     if held is not None and held.fact_id is not None:
         fact_id = held.fact_id
     elif pinned:
+        text = _cleaned(facts.settings, fact)
+        sources = await said_here(ctx, text)
+        if sources is None:
+            return {"pinned": False, "note": NOT_THEIRS}
         added = await facts.add(
             ctx.deps.user_id,
-            _cleaned(facts.settings, fact),
+            text,
             conversation_id=ctx.deps.conversation_id,
             at=ctx.deps.now,
+            message_ids=sources,
         )
         fact_id, saved = added.fact_id, added.created
     else:

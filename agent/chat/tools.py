@@ -65,6 +65,23 @@ def _facts(ctx: RunContext[TurnDeps]) -> Facts | None:
     return ctx.deps.facts
 
 
+# A fact a tool writes stands on what the person said this turn (agent/memory/grounding.py).
+NOT_THEIRS = (
+    "not saved: a fact is saved only from the person's own words in this message (in a group, the "
+    "words of the member the fact names, written with their name)"
+)
+
+
+async def said_here(ctx: RunContext[TurnDeps], fact: str) -> tuple[int, ...] | None:
+    """The person's message this turn answers, when the fact can stand on it; None otherwise."""
+    facts = ctx.deps.facts
+    if facts is None:
+        return None
+    return await facts.grounded(
+        ctx.deps.user_id, fact, conversation_id=ctx.deps.conversation_id, message_id=ctx.deps.message_id
+    )
+
+
 def hit_dict(hit: SearchHit) -> dict[str, Any]:
     """The output fields of one result (summary or message)."""
     fields = _SUMMARY_FIELDS if hit.kind == "summary" else _MESSAGE_FIELDS
@@ -217,7 +234,12 @@ async def memory_add(ctx: RunContext[TurnDeps], fact: str) -> dict[str, Any]:
         text = clean_fact(fact, max_chars=facts.settings.memory_fact_max_chars)
     except FactRejectedError as exc:
         raise ModelRetry(str(exc)) from exc
-    added = await facts.add(ctx.deps.user_id, text, conversation_id=ctx.deps.conversation_id, at=ctx.deps.now)
+    sources = await said_here(ctx, text)
+    if sources is None:
+        return {"saved": False, "note": NOT_THEIRS}
+    added = await facts.add(
+        ctx.deps.user_id, text, conversation_id=ctx.deps.conversation_id, at=ctx.deps.now, message_ids=sources
+    )
     return {"saved": added.created, "fact_id": added.fact_id, "already_known": not added.created}
 
 
@@ -259,7 +281,15 @@ async def memory_correct(ctx: RunContext[TurnDeps], wrong: str, correct: str) ->
         text = clean_fact(correct, max_chars=facts.settings.memory_fact_max_chars)
     except FactRejectedError as exc:
         raise ModelRetry(str(exc)) from exc
+    sources = await said_here(ctx, text)
+    if sources is None:
+        return {"corrected": False, "note": NOT_THEIRS}
     gone, added = await facts.correct(
-        ctx.deps.user_id, wrong, text, conversation_id=ctx.deps.conversation_id, at=ctx.deps.now
+        ctx.deps.user_id,
+        wrong,
+        text,
+        conversation_id=ctx.deps.conversation_id,
+        at=ctx.deps.now,
+        message_ids=sources,
     )
     return {"corrected": True, "forgotten": gone, "saved": text, "fact_id": added.fact_id}

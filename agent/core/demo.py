@@ -29,7 +29,8 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from agent.core.demo_tidy import tidy
+from agent.core.demo_tidy import claim, tidy
+from db.repositories.dedupe import normalise_fact
 
 MODEL_NAME = "demo"
 SEARCH_TOOL = "conversation_search"
@@ -49,6 +50,10 @@ _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
 # Text the bot wraps in one tag (the turn's note, a document's text) is not what the person said.
 _WRAPPED = re.compile(r"\A<(\w+)\b[^>]*>.*</\1>\s*\Z", re.S)
 _ENDED = re.compile(r"ended on \w+ (\d{4}-\d\d-\d\d)")
+# A known fact as the extraction prompt lists it: `- [fact 12] The user lives in Lisbon.`
+_KNOWN = re.compile(r"^- \[fact (\d+)\] (.*)$", re.MULTILINE)
+# A group member's line: `Ana: I am a nurse.`
+_MEMBER = re.compile(r"^([^\W\d_][^:\n]{0,60}): (.+)$")
 _RECALL = re.compile(r"\b(remember|what did i|did i (?:tell|say|mention))\b", re.I)
 _STOPWORDS = frozenset(
     "a an the i you me my your we do did does what when where who how about tell told say said "
@@ -75,15 +80,15 @@ def _answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     if info.output_tools:
         tool = info.output_tools[0]
         fields = set(tool.parameters_json_schema.get("properties", {}))
-        return ModelResponse(parts=[ToolCallPart(tool.name, _structured(fields, prompt))])
+        return ModelResponse(parts=[ToolCallPart(tool.name, _structured(fields, prompt, messages))])
     if info.function_tools:
         return _chat(messages, prompt, can_search=any(t.name == SEARCH_TOOL for t in info.function_tools))
     return ModelResponse(parts=[TextPart(f"{LABEL} {_extractive(_lines(prompt, role=None) or [prompt])}")])
 
 
-def _structured(fields: set[str], prompt: str) -> dict[str, Any]:
+def _structured(fields: set[str], prompt: str, messages: list[ModelMessage]) -> dict[str, Any]:
     if "user_facts" in fields:
-        return extraction(prompt)
+        return extraction(prompt, group="group chat" in _instructions(messages))
     if "goals" in fields:
         return day_summary(prompt)
     if "who" in fields:
@@ -95,12 +100,18 @@ def _structured(fields: set[str], prompt: str) -> dict[str, Any]:
     return {name: f"{LABEL} {_shorten(prompt, 200)}" for name in fields}
 
 
-def extraction(prompt: str) -> dict[str, Any]:
-    """Facts, threads and a summary of the conversation in an extraction prompt."""
+def extraction(prompt: str, *, group: bool = False) -> dict[str, Any]:
+    """Facts (each decided against the known facts in the prompt), threads and a summary of the
+    conversation in an extraction prompt; in a group, each member's facts under their name."""
     said = _user_lines(prompt)
     ended = _ENDED.search(prompt)
     day = date.fromisoformat(ended.group(1)) if ended else None
-    facts = [_fact(fact, line_id, day) for line_id, text in said for fact in _facts(text)]
+    known = [(int(m.group(1)), m.group(2)) for m in _KNOWN.finditer(prompt)]
+    facts = [
+        _decided(_fact(fact, line_id, day), known)
+        for line_id, text in said
+        for fact in _member_facts(text, group=group)
+    ]
     threads: list[dict[str, Any]] = []
     for _, text in said:
         for sentence in _sentences(text):
@@ -216,6 +227,31 @@ def _fact(text: str, line_id: int, day: date | None) -> dict[str, Any]:
     fact: dict[str, Any] = {"text": text, "message_ids": [line_id]}
     if _PLAN.search(text) and (when := _when(text, day)) is not None:
         fact["category"], fact["valid_until"] = "plan", when[:10]
+    return fact
+
+
+def _member_facts(text: str, *, group: bool) -> list[str]:
+    """The facts of a line; a group member's ("Ana: I am a nurse.") under their name."""
+    member = _MEMBER.match(text) if group else None
+    if member is None:
+        return _facts(text)
+    name = member.group(1).strip()
+    return [
+        f.replace("The user's", f"{name}'s", 1).replace("The user", name, 1) for f in _facts(member.group(2))
+    ]
+
+
+def _decided(fact: dict[str, Any], known: list[tuple[int, str]]) -> dict[str, Any]:
+    """The fact with its relation to the known facts: the same words, or where they live or work
+    again (the same place: the same fact; another: an update)."""
+    said = claim(fact["text"])
+    for known_id, text in known:
+        if normalise_fact(text) == normalise_fact(fact["text"]):
+            return fact | {"relation": "same", "known_id": known_id}
+        earlier = claim(text)
+        if said is not None and earlier is not None and earlier[0] == said[0]:
+            relation = "same" if earlier[1] == said[1] else "update"
+            return fact | {"relation": relation, "known_id": known_id}
     return fact
 
 

@@ -33,6 +33,15 @@ def _normal(text: str) -> str:
     return " ".join(text.lower().split()).removeprefix("the ").removeprefix("a ").removeprefix("an ")
 
 
+def claim(text: str) -> tuple[tuple[str, str], str] | None:
+    """A fact's (subject, predicate) and value, for where someone lives or works; None otherwise."""
+    for predicate, pattern in _RULES:
+        found = pattern.match(text)
+        if found is not None:
+            return (_normal(found.group(1)), predicate), _normal(found.group(2))
+    return None
+
+
 def tidy(prompt: str) -> dict[str, Any]:
     """The consolidation answer for the facts in the prompt."""
     same: dict[int, list[int]] = {}
@@ -42,21 +51,18 @@ def tidy(prompt: str) -> dict[str, Any]:
     latest: dict[tuple[str, str], tuple[int, str]] = {}
     for match in _FACT.finditer(prompt):
         fact_id, section, text = int(match.group(1)), match.group(2).strip(), match.group(3).strip()
-        for predicate, pattern in _RULES:
-            found = pattern.match(text)
-            if found is None:
+        if (claimed := claim(text)) is None:
+            continue
+        key, value = claimed
+        if key in latest:
+            earlier, earlier_value = latest[key]
+            if earlier_value == value:
+                same.setdefault(earlier, [earlier]).append(fact_id)
                 continue
-            key, value = (_normal(found.group(1)), predicate), _normal(found.group(2))
-            if key in latest:
-                earlier, earlier_value = latest[key]
-                if earlier_value == value:
-                    same.setdefault(earlier, [earlier]).append(fact_id)
-                    break
-                replaced.append({"older": earlier, "newer": fact_id})
-            latest[key] = (fact_id, value)
-            if section == "no section":
-                sections.append({"id": fact_id, "section": "identity"})
-            break
+            replaced.append({"older": earlier, "newer": fact_id})
+        latest[key] = (fact_id, value)
+        if section == "no section":
+            sections.append({"id": fact_id, "section": "identity"})
     return {
         "same": [{"ids": ids, "keep": ids[0]} for ids in same.values()],
         "replaced": replaced,

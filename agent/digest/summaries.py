@@ -32,6 +32,8 @@ class Line:
     sent_at: datetime
     # Who said it in a group chat (the transcript's speaker_name); None in a private chat.
     speaker: str | None = None
+    # Their Telegram id (the transcript's speaker_telegram_id): whose words a group's fact stands on.
+    speaker_id: int | None = None
 
 
 class DaySummary(BaseModel):

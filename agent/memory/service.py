@@ -33,12 +33,13 @@ from agent.graph.base import EdgeFact, GroupLimits
 from agent.memory.corrections import Matched, end_facts, named_by
 from agent.memory.facts import FactAdded, FactHit
 from agent.memory.graph import GraphFacts, fact_line, joined
+from agent.memory.grounding import dropped, ground_in_turn
 from agent.memory.ranking import Scored, cosines, rank_facts
 from agent.memory.units import FactUnits, Known
 from agent.memory.words import SAME_SHARE, Postings, similarity
 from agent.search.recall import Recall
 from db.models import User
-from db.repositories.dedupe import normalise
+from db.repositories.dedupe import normalise_fact
 from db.repositories.facts import FactRepository
 from db.repositories.users import user_present
 
@@ -236,6 +237,18 @@ class Facts:
 
     # --- changing ---------------------------------------------------------------------------------
 
+    async def grounded(
+        self, user_id: int, content: str, *, conversation_id: int, message_id: int | None
+    ) -> tuple[int, ...] | None:
+        """The sources of a fact a tool writes on the person's behalf: their message this turn
+        answers (agent/memory/grounding.py); None, counted, when it is not theirs."""
+        async with self.sessions() as session:
+            found = await ground_in_turn(session, user_id, conversation_id, message_id, content)
+        if found.reason is not None:
+            dropped([found.reason], writer="tool", owner_id=user_id, conversation_id=conversation_id)
+            return None
+        return found.message_ids
+
     async def add(
         self,
         user_id: int,
@@ -245,6 +258,7 @@ class Facts:
         at: datetime,
         source: str = "tool",
         category: str | None = None,
+        message_ids: Sequence[int] = (),
     ) -> FactAdded:
         """Save one fact (the same fact again reinforces its row; one the person took back is held
         again, since they say it now); a new one goes to the graph too, in the background."""
@@ -253,8 +267,8 @@ class Facts:
             if not await user_present(session, user_id):
                 raise UserForgottenError(f"user {user_id} was forgotten")
             repository = FactRepository(session)
-            created = await repository.add_many(
-                user_id, conversation_id, [content], at, source=source, category=category
+            created = await repository.add_sourced(
+                user_id, conversation_id, [(content, message_ids)], at, source=source, category=category
             )
             fact = await repository.by_content(user_id, content)
             assert fact is not None  # just inserted or already there, in the same transaction
@@ -306,14 +320,25 @@ class Facts:
         return list(dict.fromkeys(m.text for m in matched))  # a saved fact and its graph edge say one thing
 
     async def correct(
-        self, user_id: int, wrong: str, right: str, *, conversation_id: int | None, at: datetime
+        self,
+        user_id: int,
+        wrong: str,
+        right: str,
+        *,
+        conversation_id: int | None,
+        at: datetime,
+        message_ids: Sequence[int] = (),
     ) -> tuple[list[str], FactAdded]:
         """Replace the facts `wrong` names by `right`: saved, and the old ones superseded by it (kept,
         with when and why) and their edges ended."""
         matched = [
-            m for m in await self._named(user_id, wrong, now=at) if normalise(m.text) != normalise(right)
+            m
+            for m in await self._named(user_id, wrong, now=at)
+            if normalise_fact(m.text) != normalise_fact(right)
         ]
-        added = await self.add(user_id, right, conversation_id=conversation_id, at=at)
+        added = await self.add(
+            user_id, right, conversation_id=conversation_id, at=at, message_ids=message_ids
+        )
         if matched:
             await self._end(
                 user_id, matched, reason=f"corrected: {right}", at=at, superseded_by=added.fact_id

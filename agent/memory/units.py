@@ -3,8 +3,8 @@ fact (recall, memory_search) and for the messages it comes from (conversation_se
 
 A fact is embedded as one row of `search_chunks` (kind `fact`, keyed by a digest of its id, words
 and sources) whose one section holds the fact's message ids: the transcript's vector side reads it
-like any section and expands it to those messages (a fact saved by a tool has none, so it reaches
-no message). The lexical side scores a person's facts in Python (hundreds or thousands of facts,
+like any section and expands it to those messages (a fact saved by the voice agent has none, so
+it reaches no message). The lexical side scores a person's facts in Python (hundreds or thousands of facts,
 not hundreds of thousands of messages) with the transcript's IDF weighting, in the person's
 language. What this process keeps of a person's facts (their words, their vectors) is read again
 whenever the facts change. Every query is scoped to one owner id, and source ids are checked

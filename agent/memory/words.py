@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from agent.search.fts import query_terms
 from agent.search.language import lexical_terms
-from db.repositories.dedupe import normalise
+from db.repositories.dedupe import normalise_fact
 
 # The share of one text's words another must hold (either way round) to say the same thing.
 SAME_SHARE = 0.75
@@ -51,7 +51,7 @@ class Postings:
         self.size = len(texts)
         self.words: dict[str, list[int]] = {}
         self.sizes: list[int] = []
-        self.keys = {normalise(text) for text in texts}
+        self.keys = {normalise_fact(text) for text in texts}
         for position, text in enumerate(texts):
             words = fact_words(text, language)
             self.sizes.append(len(words))
@@ -61,7 +61,7 @@ class Postings:
     def says(self, text: str) -> bool:
         """Whether one of the facts says what `text` says: the same words, or nearly all of them
         either way round (`SAME_SHARE`)."""
-        if normalise(text) in self.keys:
+        if normalise_fact(text) in self.keys:
             return True
         words = fact_words(text, self.language)
         if not words:

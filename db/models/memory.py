@@ -124,7 +124,8 @@ class UserFact(Base):
     valid_until: Mapped[datetime | None]
     # The newer fact that replaced this one (a contradiction or a merge); set with invalidated_at.
     superseded_by: Mapped[int | None] = mapped_column(BigInteger)
-    # The transcript messages the fact comes from (the extraction names them; a tool's fact has none):
+    # The person's own transcript lines the fact stands on (agent/memory/grounding.py; a tool's fact:
+    # the message of the turn that saved it; a voice fact has none):
     # recall search ranks the fact as a unit and returns these turns.
     message_ids: Mapped[list[Any]] = mapped_column(JSONType, default=list, server_default="[]")
     dedupe_key: Mapped[str] = mapped_column(String(64))

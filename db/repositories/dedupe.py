@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from typing import Any
 
 from sqlalchemy.dialects import postgresql, sqlite
@@ -24,9 +25,31 @@ def dedupe_key(*parts: object) -> str:
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()
 
 
+# Apostrophes join a word's parts ("Ana's", "aujourd'hui"): dropped, not turned into a space.
+_APOSTROPHES = frozenset("'\u2019\u02bc\u2018`\u00b4")
+
+
+def _fact_character(char: str) -> str:
+    if char in _APOSTROPHES:
+        return ""
+    kind = unicodedata.category(char)
+    if kind == "Cf":  # invisible: zero-width joiners and spaces, soft hyphens
+        return ""
+    # Punctuation and separators part words; letters, marks, digits and symbols of any script stay.
+    return " " if kind[0] in "PZC" else char
+
+
+def normalise_fact(text: str) -> str:
+    """What makes two wordings of a fact one fact: the same letters, digits and symbols (any
+    script, compatibility forms folded), whatever their case, spacing and punctuation."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return " ".join("".join(_fact_character(c) for c in folded).split())
+
+
 def fact_dedupe_key(content: str) -> str:
     """Facts dedupe on content alone: the same fact learnt twice is one fact."""
-    return dedupe_key("fact", content)
+    raw = "fact\x1f" + normalise_fact(content)
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
 
 
 async def insert_ignoring_duplicates(

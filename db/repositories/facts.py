@@ -254,6 +254,22 @@ class FactRepository:
             await self.mark_changed(owner_id, at)
         return created
 
+    async def reinforce(self, owner_id: int, fact_id: int, message_ids: Sequence[int], at: datetime) -> int:
+        """A held fact said again: it gains the message ids and counts as said again, but only when
+        the ids add something (a rerun changes nothing); 1 when it was reinforced."""
+        fact = await self.held_one(owner_id, fact_id)
+        if fact is None:
+            return 0
+        before = {int(i) for i in fact.message_ids or []}
+        merged = before | {int(i) for i in message_ids}
+        if merged == before:
+            return 0
+        # A person's facts are written by one post-processing at a time: no concurrent increment.
+        fact.message_ids, fact.reinforced = sorted(merged), fact.reinforced + 1
+        fact.last_seen_at = fact.updated_at = at
+        await self.mark_changed(owner_id, at)
+        return 1
+
     # --- changes in place -------------------------------------------------------------------------
 
     async def reword(self, owner_id: int, fact_id: int, content: str, at: datetime) -> UserFact | None:

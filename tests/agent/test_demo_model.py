@@ -8,6 +8,7 @@ from agent.core.demo import LABEL, briefing, demo_model
 from agent.core.settings import Settings
 from agent.digest.extraction import extract
 from agent.digest.summaries import Line, summarise_day
+from agent.memory.profile import ProfileFact
 
 SETTINGS = Settings(_env_file=None, model="demo", summary_model="demo")
 
@@ -62,3 +63,23 @@ async def test_a_briefing_is_written_from_the_package_and_validates() -> None:
     assert draft.today == "They said they are a nurse in Lyon."
     assert draft.follow_up == ["(question, today) Blue suit or grey?"]
     assert draft.who.startswith(LABEL)
+
+
+async def test_the_demo_extraction_decides_against_known_facts_and_names_group_members() -> None:
+    known = [
+        ProfileFact(4, "The user lives in Lisbon.", None, False),
+        ProfileFact(5, "The user is a nurse.", None, False),
+    ]
+    said = [
+        line(1, "user", "I moved to Porto. I am a nurse."),
+        line(2, "assistant", "I am sure you have a cat."),  # the companion's words are not theirs
+    ]
+    result = await extract(demo_model(), SETTINGS, said, [], known=known)
+    assert [(f.text, f.relation, f.known_id) for f in result.user_facts] == [
+        ("The user moved to Porto.", "update", 4),
+        ("The user is a nurse.", "same", 5),
+    ]
+
+    group = [Line(7, "user", "I have a dog.", datetime(2026, 11, 26, 9, 7, tzinfo=UTC), "Ben", 12)]
+    members = await extract(demo_model(), SETTINGS, group, [], group=True)
+    assert [(f.text, f.message_ids) for f in members.user_facts] == [("Ben has a dog.", [7])]

@@ -24,6 +24,7 @@ from db.repositories.transcript import TranscriptRepository
 from jobs.context import JobContext
 
 MARKER = re.compile(r"conversation (\d+)")
+USER_LINE = re.compile(r"^\[#(\d+) \d\d:\d\d user\]", re.MULTILINE)
 
 
 def extraction_reply(**overrides: Any) -> dict[str, Any]:
@@ -43,6 +44,16 @@ def extraction_reply(**overrides: Any) -> dict[str, Any]:
     }
     reply.update(overrides)
     return reply
+
+
+def sourced(reply: dict[str, Any], prompt: str) -> dict[str, Any]:
+    """The reply with each bare fact sourced on the prompt's first user line, as a careful model
+    cites its sources (facts standing on no line of the person's are not stored)."""
+    first = [int(m.group(1)) for m in USER_LINE.finditer(prompt)][:1]
+    facts = [
+        {"text": f, "message_ids": first} if isinstance(f, str) else f for f in reply.get("user_facts", [])
+    ]
+    return {**reply, "user_facts": facts}
 
 
 def summary_reply() -> dict[str, Any]:
@@ -103,7 +114,7 @@ class ScriptedSummaries:
             if self.fail_extractions > 0:
                 self.fail_extractions -= 1
                 raise ModelHTTPError(status_code=529, model_name="scripted", body="overloaded")
-            return ModelResponse(parts=[ToolCallPart(tool.name, dict(self.extraction))])
+            return ModelResponse(parts=[ToolCallPart(tool.name, sourced(self.extraction, prompt))])
         if "voice" in tool.parameters_json_schema.get("properties", {}):
             self.briefing_prompts.append(prompt)
             if self.fail_briefings > 0:

@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bench.clock import FrozenClock
 from bench.fakes.anthropic_api import FakeAnthropic, Reply, last_user_text
 from db.models import Conversation, ConversationThread, DaySegment, Thought, TranscriptMessage, UserFact
-from tests.jobs.conftest import MARKER, extraction_reply, seed_conversation, summary_reply
+from tests.jobs.conftest import MARKER, extraction_reply, seed_conversation, sourced, summary_reply
 
 pytestmark = [pytest.mark.slow, pytest.mark.both_databases, pytest.mark.process]
 
@@ -41,7 +41,7 @@ class Scripted:
             marker = MARKER.search(last_user_text(body))
             with self.lock:
                 self.extractions[int(marker.group(1)) if marker else -1] += 1
-            return Reply.tool_call(tool["name"], extraction_reply())
+            return Reply.tool_call(tool["name"], sourced(extraction_reply(), last_user_text(body)))
         if self.block_summaries:
             self.summary_started.set()
             self.release.wait(30)  # the worker is killed while it waits for this answer

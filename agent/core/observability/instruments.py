@@ -11,6 +11,7 @@
 | `nikita.jobs.runs` / `nikita.job.duration` | counter / histogram, s | `job`, `result` (ok, failed) |
 | `nikita.reminders.sent`, `nikita.follow_ups.sent` | counter | |
 | `nikita.errors` | counter | `event` (the log line's message), `level`, `error.type` |
+| `nikita.facts.dropped` | counter | `writer` (extraction, tool), `reason` (why not the person's) |
 | `nikita.inbox.depth` | gauge | `status`: pending, replying |
 | `nikita.inbox.oldest_wait` | gauge, s | the oldest update still waiting for its answer |
 | `nikita.job.lag` | gauge, s | `job`: postprocess, touchpoints, day-summaries (the oldest due work's wait) |
@@ -49,6 +50,7 @@ class Instruments:
     reminders_sent: Counter
     follow_ups_sent: Counter
     errors: Counter
+    facts_dropped: Counter
 
     @classmethod
     def create(cls, meter: Meter) -> Instruments:
@@ -84,6 +86,11 @@ class Instruments:
             ),
             errors=meter.create_counter(
                 "nikita.errors", unit="{event}", description="Warnings and errors logged, by event"
+            ),
+            facts_dropped=meter.create_counter(
+                "nikita.facts.dropped",
+                unit="{fact}",
+                description="Facts not stored: they did not stand on the person's own words",
             ),
         )
 
@@ -155,6 +162,12 @@ def touchpoint_sent(*, reminder: bool) -> None:
     """Count a reminder or a follow-up Telegram accepted whole."""
     if (instruments := current.instruments) is not None:
         (instruments.reminders_sent if reminder else instruments.follow_ups_sent).add(1)
+
+
+def facts_dropped(writer: str, reason: str, count: int = 1) -> None:
+    """Count facts not stored because they did not stand on the person's own words."""
+    if (instruments := current.instruments) is not None:
+        instruments.facts_dropped.add(count, {"writer": writer, "reason": reason})
 
 
 class ErrorCounter(logging.Handler):

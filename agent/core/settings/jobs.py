@@ -8,7 +8,8 @@ from agent.core.settings.base import SettingsGroup, aliased
 
 
 class JobSettings(SettingsGroup):
-    """POSTPROCESS_*, CONSOLIDATE_*, DAY_*, NIGHTLY_INTERVAL_MINUTES, TOUCHPOINT_* and REMINDERS_*."""
+    """POSTPROCESS_*, CONSOLIDATE_*, EXTRACTION_*, DAY_*, NIGHTLY_INTERVAL_MINUTES, TOUCHPOINT_* and
+    REMINDERS_*."""
 
     # Post-processing and day summaries
     postprocess_max_attempts: int = 5
@@ -21,6 +22,11 @@ class JobSettings(SettingsGroup):
     # said) in its one model call. Retries, attempts and the lease follow POSTPROCESS_*.
     consolidate_batch_limit: int = Field(default=100, ge=1)
     consolidate_max_facts: int = Field(default=300, ge=2)
+    # Extraction is shown the owner's current facts to say whether each fact it finds is new, the
+    # same, an update or a contradiction: at most this many tokens of them, and never more than this
+    # share of the rest of its input.
+    extraction_known_facts_tokens: int = Field(default=400, ge=0)
+    extraction_known_facts_share: float = Field(default=0.15, ge=0.0, le=1.0)
     day_summary_message_threshold: int = 10
     day_raw_token_budget: int = 4000
     nightly_interval_minutes: int = 15

@@ -17,6 +17,7 @@ from starlette.applications import Starlette
 from agent.account.users import get_or_create_user
 from agent.core.observability.setup import configure, shutdown, start_sampler
 from agent.core.settings import Settings
+from agent.memory.grounding import dropped
 from agent.turn.service import TurnService
 from bench.clock import FrozenClock
 from bot.web import metrics
@@ -53,6 +54,10 @@ async def test_metrics_are_prometheus_text_behind_the_secret(
             model=FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("hi!")])),
         )
         result = await service.reply(user.id, "hello there", clock.now())
+        # Facts an extraction wrote that did not stand on the person's words (agent/memory/grounding.py).
+        dropped(
+            ["companion", "outside", "companion"], writer="extraction", owner_id=user.id, conversation_id=None
+        )
         now = clock.now()
         async with sessions() as session, session.begin():
             update = {"update_id": 7, "message": {"chat": {"id": 42}, "text": "waiting"}}
@@ -100,3 +105,5 @@ async def test_metrics_are_prometheus_text_behind_the_secret(
     assert value("nikita_inbox_oldest_wait_seconds") == 90
     assert value("nikita_job_lag_seconds", job="postprocess") == 600
     assert value("nikita_job_lag_seconds", job="touchpoints") == 0
+    assert value("nikita_facts_dropped_total", writer="extraction", reason="companion") == 2
+    assert value("nikita_facts_dropped_total", writer="extraction", reason="outside") == 1

@@ -70,6 +70,9 @@ class Chat:
         return ModelResponse(parts=[TextPart("ok")])
 
 
+_NUMBERED = re.compile(r"^\[#(\d+) \d\d:\d\d (\w+)\] (.*)$", re.MULTILINE)
+
+
 def _said(prompt: str, role: str) -> list[str]:
     return [text for who, text in _LINE.findall(prompt) if who == role]
 
@@ -87,7 +90,12 @@ def memory_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse
     said = _said(prompt, "user")
     if "user_facts" in tool.parameters_json_schema.get("properties", {}):
         output: dict[str, Any] = {
-            "user_facts": [f"they said: {s}" for s in said if not s.endswith("?")],
+            # Each fact on the line that says it: a fact standing on nobody's words is not stored.
+            "user_facts": [
+                {"text": f"they said: {text}", "message_ids": [int(number)]}
+                for number, who, text in _NUMBERED.findall(prompt)
+                if who == "user" and not text.endswith("?")
+            ],
             "threads_to_open": [{"type": "question", "content": s} for s in said if s.endswith("?")],
             "summary": "They talked. They said: " + " / ".join(said),
             "tone": "warm",
