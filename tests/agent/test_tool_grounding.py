@@ -74,6 +74,7 @@ async def test_in_a_group_a_members_fact_stands_on_that_members_words(
         "Nikita, remember Ana's sister is in Porto and my dog Rex",
         clock.now() + timedelta(minutes=1),
         speaker=BEN,
+        may_change_memory=True,  # an admin: the pin reaches its grounding check
     )
 
     assert [r.get("saved", r.get("pinned")) for r in script.returns] == [False, False, True]
