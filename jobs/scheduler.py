@@ -1,4 +1,5 @@
-"""APScheduler wiring: the per-minute jobs and the nightly finalisation inside the bot process."""
+"""APScheduler wiring: the per-minute jobs, the nightly finalisation and the hourly retention inside
+the bot process."""
 
 from __future__ import annotations
 
@@ -37,6 +38,16 @@ async def run_nightly(ctx: JobContext) -> dict[str, Any]:
     return await run_job("nightly", ctx)
 
 
+async def run_retention(ctx: JobContext) -> dict[str, Any]:
+    """Roll up finished days, prune and slim the context snapshots."""
+    return await run_job("retention", ctx)
+
+
+async def run_slim_histories(ctx: JobContext) -> dict[str, Any]:
+    """Write stored histories of an older form again in the stored one (once after each start)."""
+    return await run_job("slim-histories", ctx)
+
+
 def schedule_jobs(scheduler: AsyncIOScheduler, ctx: JobContext) -> None:
     """Add the jobs to a running or not-yet-started scheduler (python-telegram-bot's JobQueue one)."""
     scheduler.add_job(
@@ -58,4 +69,18 @@ def schedule_jobs(scheduler: AsyncIOScheduler, ctx: JobContext) -> None:
         replace_existing=True,
         max_instances=1,
         coalesce=True,
+    )
+    scheduler.add_job(
+        run_retention,
+        "interval",
+        minutes=60,
+        args=[ctx],
+        id="nikita-retention",
+        replace_existing=True,
+        max_instances=1,
+        coalesce=True,
+    )
+    # Once, right after the start: a release that stores histories more compactly rewrites the old ones.
+    scheduler.add_job(
+        run_slim_histories, "date", args=[ctx], id="nikita-slim-histories", replace_existing=True
     )

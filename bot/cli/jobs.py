@@ -32,6 +32,8 @@ MODELS_USED: dict[str, tuple[str, ...]] = {
     "day-summaries": ("summary_model",),
     "nightly": ("summary_model",),
     "touchpoints": ("model", "summary_model"),
+    "retention": (),
+    "slim-histories": (),
 }
 
 
