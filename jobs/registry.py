@@ -73,7 +73,7 @@ async def _touchpoints(ctx: JobContext, **options: Any) -> dict[str, Any]:
 async def _retention(ctx: JobContext, **options: Any) -> dict[str, Any]:
     from jobs.retention import run_retention
 
-    return await run_retention(ctx)
+    return await run_retention(ctx, sweep=bool(options.get("sweep")))
 
 
 async def _slim_histories(ctx: JobContext, **options: Any) -> dict[str, Any]:
@@ -97,7 +97,7 @@ _JOBS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
 
 async def run_job(name: str, ctx: JobContext, **options: Any) -> dict[str, Any]:
     """Run one job once and return its counts (postprocess takes `conversation_id=` and `limit=`,
-    consolidate and touchpoints `limit=`)."""
+    consolidate and touchpoints `limit=`, retention `sweep=`)."""
     job = _JOBS.get(name)
     if job is None:
         raise UnknownJobError(f"unknown job {name!r}; known: {', '.join(JOB_NAMES)}")

@@ -6,11 +6,13 @@ conversation and of each person; every snapshot but a person's newest loses its 
 (its counts, tiers and ids stay); the model history (PydanticAI's messages: what each request
 carried, tool calls, notes) of conversations post-processed and ended longer than
 HISTORY_RETENTION_DAYS ago is emptied: no turn reads it again, and the transcript keeps every word
-said.
+said. The hourly run looks at the histories that passed the period in the last week; the bot's first
+run after a start sweeps them all (an index range over old conversations, once).
 
-`slim_histories` (the `slim-histories` job, run once after each start) empties every such history
-however old, and writes the other closed conversations' histories stored in a wordier form again in
-the stored one: a pass over every conversation, too much to repeat every hour.
+`slim_histories` (the `slim-histories` job, for an operator after an upgrade) also writes the closed
+conversations' histories stored in an older, wordier form again in the stored one: a pass over every
+conversation's history, too much to repeat on its own. Those histories are emptied by the retention
+period anyway; it only frees their space sooner.
 
 Each batch is its own short transaction (a read, then one write by ids), so a turn never waits on
 this job for longer than one batch. docs/operations.md#what-is-kept-how-long lists every table's
@@ -151,9 +153,10 @@ async def slim_histories(ctx: JobContext) -> dict[str, int]:
         after = rows[-1][0]
 
 
-async def run_retention(ctx: JobContext) -> dict[str, Any]:
+async def run_retention(ctx: JobContext, *, sweep: bool = False) -> dict[str, Any]:
     """Roll up the finished days, prune and slim the snapshots, empty the model histories that ended
-    past the retention period (those of the last week of days: `slim-histories` sweeps them all)."""
+    past the retention period: those that passed it in the last week, or with `sweep` (the bot's
+    first run after a start) however long ago."""
     now = ctx.clock.now()
     rolled, unrolled = await roll_up_days(ctx, now.date())
     cutoff = now - timedelta(days=ctx.settings.snapshot_retention_days)
@@ -164,6 +167,6 @@ async def run_retention(ctx: JobContext) -> dict[str, Any]:
         "snapshots_deleted": await prune_snapshots(ctx, cutoff),
         "snapshots_slimmed": await slim_snapshots(ctx),
         "histories_emptied": await empty_histories(
-            ctx, since=now - timedelta(days=ctx.settings.history_retention_days) - _SWEPT
+            ctx, since=None if sweep else now - timedelta(days=ctx.settings.history_retention_days) - _SWEPT
         ),
     }

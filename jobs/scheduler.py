@@ -38,14 +38,10 @@ async def run_nightly(ctx: JobContext) -> dict[str, Any]:
     return await run_job("nightly", ctx)
 
 
-async def run_retention(ctx: JobContext) -> dict[str, Any]:
-    """Roll up finished days, prune and slim the context snapshots."""
-    return await run_job("retention", ctx)
-
-
-async def run_slim_histories(ctx: JobContext) -> dict[str, Any]:
-    """Write stored histories of an older form again in the stored one (once after each start)."""
-    return await run_job("slim-histories", ctx)
+async def run_retention(ctx: JobContext, *, sweep: bool = False) -> dict[str, Any]:
+    """Roll up finished days, prune and slim the context snapshots, empty old model histories (`sweep`:
+    however old, as the first run after a start does)."""
+    return await run_job("retention", ctx, sweep=sweep)
 
 
 def schedule_jobs(scheduler: AsyncIOScheduler, ctx: JobContext) -> None:
@@ -80,7 +76,14 @@ def schedule_jobs(scheduler: AsyncIOScheduler, ctx: JobContext) -> None:
         max_instances=1,
         coalesce=True,
     )
-    # Once, right after the start: a release that stores histories more compactly rewrites the old ones.
+    # Once, right after the start (however late the scheduler starts): the hourly runs look at the
+    # last week's ended conversations only, this one at every one (after an upgrade, or a long stop).
     scheduler.add_job(
-        run_slim_histories, "date", args=[ctx], id="nikita-slim-histories", replace_existing=True
+        run_retention,
+        "date",
+        args=[ctx],
+        kwargs={"sweep": True},
+        id="nikita-retention-sweep",
+        replace_existing=True,
+        misfire_grace_time=None,
     )
