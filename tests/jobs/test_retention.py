@@ -21,7 +21,7 @@ from pydantic_core import to_jsonable_python
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.account.forget import forget_user
+from agent.account.forget import export_user, forget_user
 from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
 from agent.history.messages import dump_history, load_history
@@ -98,6 +98,7 @@ async def test_retention_keeps_the_newest_snapshots_and_counts_every_day(
     ana, ids = await _seed(sessions, now)
     before = await dashboard(sessions, settings, now, days=60)
     shown = await prompt_report(sessions, TELEGRAM_ID)
+    exported = await export_user(sessions, ana)
     async with sessions() as session:
         rows = (
             await session.execute(select(GeneratedPrompt.created_at, GeneratedPrompt.context_snapshot))
@@ -129,6 +130,7 @@ async def test_retention_keeps_the_newest_snapshots_and_counts_every_day(
     assert after["turns"] == before["turns"] and sum(after["turns"]) == len(ids["all"])
     assert after["p95_turn_ms"] == before["p95_turn_ms"]
     assert await prompt_report(sessions, TELEGRAM_ID) == shown
+    assert await export_user(sessions, ana) == exported
 
     # A second run finds nothing more to do.
     assert await run_job("retention", ctx) == {
@@ -248,6 +250,7 @@ async def test_model_histories_are_emptied_once_their_conversation_is_past_reten
             await session.flush()
             ids[name] = row.id
 
+    exported = await export_user(sessions, user.id)
     assert (await run_job("retention", ctx))["histories_emptied"] == 1  # the hourly run: the last week's
     assert (await run_job("retention", ctx, sweep=True))["histories_emptied"] == 1  # after a start: all
 
@@ -255,4 +258,5 @@ async def test_model_histories_are_emptied_once_their_conversation_is_past_reten
         stored = {c.id: c.messages for c in (await session.execute(select(Conversation))).scalars()}
     assert {name for name, i in ids.items() if stored[i] == []} == {"old", "ancient"}
     assert stored[ids["recent"]] == raw and stored[ids["failed"]] == raw
+    assert await export_user(sessions, user.id) == exported  # the conversations are all still there
     assert (await run_job("retention", ctx))["histories_emptied"] == 0
