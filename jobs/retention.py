@@ -39,8 +39,8 @@ logger = logging.getLogger(__name__)
 
 # A day is rolled up once it ended a day ago: a turn that began before midnight is stored by then.
 _SETTLE = timedelta(days=1)
-# The hourly run empties the histories that passed the retention period in the last week (a job down
-# for days still catches up), never scanning every conversation ever ended again.
+# The hourly run looks at the rows that passed a retention period (or were written) in the last week
+# (a job down for days still catches up), never scanning every row ever kept again.
 _SWEPT = timedelta(days=7)
 
 
@@ -90,17 +90,19 @@ async def in_batches(ctx: JobContext, find: Find, act: Act) -> int:
         after = ids[-1]
 
 
-async def prune_snapshots(ctx: JobContext, cutoff: datetime) -> int:
-    """Delete the snapshots taken before `cutoff` that are not the newest of their conversation or
-    person."""
+async def prune_snapshots(ctx: JobContext, cutoff: datetime, *, since: datetime | None) -> int:
+    """Delete the snapshots taken before `cutoff` (from `since` on; None: however long ago) that are
+    not the newest of their conversation or person."""
     return await in_batches(
-        ctx, lambda repo, after, size: repo.prunable(cutoff, after, size), RetentionRepository.delete
+        ctx, lambda repo, after, size: repo.prunable(cutoff, since, after, size), RetentionRepository.delete
     )
 
 
-async def slim_snapshots(ctx: JobContext) -> int:
-    """Clear the instructions text of every snapshot but each person's newest."""
-    return await in_batches(ctx, RetentionRepository.wordy, RetentionRepository.clear_instructions)
+async def slim_snapshots(ctx: JobContext, *, since: datetime | None) -> int:
+    """Clear the instructions text of every snapshot (taken from `since` on) but each person's newest."""
+    return await in_batches(
+        ctx, lambda repo, after, size: repo.wordy(since, after, size), RetentionRepository.clear_instructions
+    )
 
 
 async def empty_histories(ctx: JobContext, *, since: datetime | None) -> int:
@@ -162,11 +164,17 @@ async def run_retention(ctx: JobContext, *, sweep: bool = False) -> dict[str, An
     cutoff = now - timedelta(days=ctx.settings.snapshot_retention_days)
     if unrolled is not None:  # never delete a snapshot whose day is not counted yet
         cutoff = min(cutoff, day_start(unrolled))
+
+    # Each hourly run looks at the last week's rows only: the older ones it left were kept as the newest
+    # of their conversation (which stays so) or of their person (which a later turn of theirs changes:
+    # those wait for the sweep of the next start); a sweep looks at every row.
+    def since(cutoff: datetime) -> datetime | None:
+        return None if sweep else cutoff - _SWEPT
+
+    history_cutoff = now - timedelta(days=ctx.settings.history_retention_days)
     return {
         "days_rolled_up": rolled,
-        "snapshots_deleted": await prune_snapshots(ctx, cutoff),
-        "snapshots_slimmed": await slim_snapshots(ctx),
-        "histories_emptied": await empty_histories(
-            ctx, since=None if sweep else now - timedelta(days=ctx.settings.history_retention_days) - _SWEPT
-        ),
+        "snapshots_deleted": await prune_snapshots(ctx, cutoff, since=since(cutoff)),
+        "snapshots_slimmed": await slim_snapshots(ctx, since=since(now)),
+        "histories_emptied": await empty_histories(ctx, since=since(history_cutoff)),
     }

@@ -56,45 +56,38 @@ class RetentionRepository:
         """Roll one day up (the caller commits; a day already rolled by another instance conflicts)."""
         self.session.add(TurnDay(day=day, turns=turns, timed=timed, p95_ms=p95_ms))
 
-    async def prunable(self, cutoff: datetime, after_id: int, limit: int) -> list[int]:
-        """Ids of snapshots taken before `cutoff` that are neither their conversation's nor their
-        person's newest, from `after_id` on, oldest first."""
+    async def prunable(
+        self, cutoff: datetime, since: datetime | None, after_id: int, limit: int
+    ) -> list[int]:
+        """Ids of snapshots taken before `cutoff` (and from `since` on) that are neither their
+        conversation's nor their person's newest, from `after_id` on, oldest first."""
         newer_in_conversation = exists().where(
             _Newer.conversation_id == GeneratedPrompt.conversation_id, _Newer.id > GeneratedPrompt.id
         )
-        newer_of_person = exists().where(
-            _Newer.user_id == GeneratedPrompt.user_id, _Newer.id > GeneratedPrompt.id
+        stmt = select(GeneratedPrompt.id).where(
+            GeneratedPrompt.created_at < cutoff,
+            GeneratedPrompt.id > after_id,
+            _newer_of_person(),
+            GeneratedPrompt.conversation_id.is_(None) | newer_in_conversation,
         )
-        stmt = (
-            select(GeneratedPrompt.id)
-            .where(
-                GeneratedPrompt.created_at < cutoff,
-                GeneratedPrompt.id > after_id,
-                newer_of_person,
-                GeneratedPrompt.conversation_id.is_(None) | newer_in_conversation,
-            )
-            .order_by(GeneratedPrompt.id)
-            .limit(limit)
-        )
-        return list((await self.session.execute(stmt)).scalars())
+        if since is not None:
+            stmt = stmt.where(GeneratedPrompt.created_at >= since)
+        return list((await self.session.execute(stmt.order_by(GeneratedPrompt.id).limit(limit))).scalars())
 
     async def delete(self, ids: Sequence[int]) -> int:
         """Delete these snapshots; how many were still there."""
         result = await self.session.execute(delete(GeneratedPrompt).where(GeneratedPrompt.id.in_(list(ids))))
         return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
-    async def wordy(self, after_id: int, limit: int) -> list[int]:
-        """Ids of snapshots that still hold their instructions text but are not their person's newest."""
-        newer_of_person = exists().where(
-            _Newer.user_id == GeneratedPrompt.user_id, _Newer.id > GeneratedPrompt.id
+    async def wordy(self, since: datetime | None, after_id: int, limit: int) -> list[int]:
+        """Ids of snapshots (taken from `since` on) that still hold their instructions text but are
+        not their person's newest, from `after_id` on."""
+        stmt = select(GeneratedPrompt.id).where(
+            GeneratedPrompt.id > after_id, GeneratedPrompt.instructions != "", _newer_of_person()
         )
-        stmt = (
-            select(GeneratedPrompt.id)
-            .where(GeneratedPrompt.id > after_id, GeneratedPrompt.instructions != "", newer_of_person)
-            .order_by(GeneratedPrompt.id)
-            .limit(limit)
-        )
-        return list((await self.session.execute(stmt)).scalars())
+        if since is not None:
+            stmt = stmt.where(GeneratedPrompt.created_at >= since)
+        return list((await self.session.execute(stmt.order_by(GeneratedPrompt.id).limit(limit))).scalars())
 
     async def clear_instructions(self, ids: Sequence[int]) -> int:
         """Drop the instructions text of these snapshots (their counts and tiers stay)."""

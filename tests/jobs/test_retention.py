@@ -28,6 +28,7 @@ from agent.history.messages import dump_history, load_history
 from agent.reports.dashboard import dashboard, percentile
 from agent.reports.texts import prompt_report
 from bench.clock import FrozenClock
+from bot.__main__ import _parser
 from bot.cli.jobs import run_jobs_command
 from db.models import Conversation, GeneratedPrompt, TurnDay
 from db.repositories.prompts import PromptRepository
@@ -107,14 +108,20 @@ async def test_retention_keeps_the_newest_snapshots_and_counts_every_day(
     for at, snapshot in rows:
         expected.setdefault(at.date().isoformat(), []).append(float(snapshot["answered_ms"]))
 
-    counts = await run_job("retention", ctx)
+    hourly = await run_job("retention", ctx)
+    swept = await run_job("retention", ctx, sweep=True)
 
     async with sessions() as session:
         left = dict((await session.execute(select(GeneratedPrompt.id, GeneratedPrompt.instructions))).all())
         days = {d.day.isoformat(): d for d in (await session.execute(select(TurnDay))).scalars()}
     assert set(left) == ids["kept"]
     assert {i for i, text in left.items() if text} == ids["newest"]  # the rest keep counts, not text
-    assert counts["snapshots_deleted"] == len(ids["all"]) - len(ids["kept"])
+    # The hourly run looks at the last week past the period (the 35-day-old conversation's first
+    # snapshot); the sweep at every row.
+    assert (hourly["snapshots_deleted"], swept["snapshots_deleted"]) == (
+        1,
+        len(ids["all"]) - len(ids["kept"]) - 1,
+    )
     # Every finished day is in the roll-up with the counts the snapshots had; yesterday is not yet.
     yesterday = (now - timedelta(days=1)).date().isoformat()
     assert {day for day, row in days.items() if row.turns} == set(expected) - {yesterday}
@@ -213,7 +220,9 @@ async def test_retention_runs_from_the_command_line(
     now = datetime.now(UTC)  # the command runs on the real clock
     _, ids = await _seed(sessions, now)
 
-    assert await run_jobs_command(settings, "retention") == 0
+    args = _parser().parse_args(["jobs", "run", "retention", "--sweep"])
+    assert (args.name, args.sweep) == ("retention", True)
+    assert await run_jobs_command(settings, args.name, sweep=args.sweep) == 0
 
     printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert printed["job"] == "retention" and printed["snapshots_deleted"] == len(ids["all"]) - len(
