@@ -169,7 +169,7 @@ async def run_storage_bench(
     days: int = 40,
     retention_days: float = 10.0,
     backends: tuple[str, ...] = ("sqlite", "postgres"),
-    top: int = 16,
+    top: int = 24,
 ) -> list[str]:
     """Print (and return) the bytes at rest per message before and after retention, per backend, and
     what each message adds once retention runs (between the run's middle and its end)."""

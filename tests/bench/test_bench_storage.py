@@ -8,7 +8,7 @@ from bench.storage import run_storage_bench
 
 
 async def test_the_storage_benchmark_measures_before_and_after_retention() -> None:
-    lines = await run_storage_bench(people=1, days=4, retention_days=1, backends=("sqlite",), top=40)
+    lines = await run_storage_bench(people=1, days=2, retention_days=1, backends=("sqlite",), top=40)
 
     summary = next(line for line in lines if line.startswith("  sqlite:"))
     found = re.search(r"([\d,]+) B/message before retention, ([\d,]+) after", summary)
@@ -21,4 +21,3 @@ async def test_the_storage_benchmark_measures_before_and_after_retention() -> No
     }
 
     assert rows["generated_prompts"][1] < rows["generated_prompts"][0]
-    assert rows["transcript_messages"][0] > 0
