@@ -37,6 +37,7 @@ NAMES = (
     "start",
     "profile",
     "extraction",
+    "storage",
 )
 
 
@@ -48,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
         "--backend", choices=["sqlite", "postgres"], default="sqlite", help="recall: database"
     )
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    parser.add_argument("--full", action="store_true", help="storage: 100 people x 90 days (long)")
     parser.add_argument(
         "--calls", action="store_true", help="turn: count Python calls per turn (cProfile) instead of timing"
     )
@@ -151,6 +153,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench.profile import run_profile_bench
 
         asyncio.run(run_profile_bench(settings, quick=quick))
+    elif args.name == "storage":
+        from bench.storage import run_storage_bench
+
+        people, days, kept = (100, 90, 30.0) if args.full else (2, 12, 3.0) if quick else (3, 40, 10.0)
+        asyncio.run(run_storage_bench(people=people, days=days, retention_days=kept))
     elif args.name == "context":
         from bench.context import run_context_bench
 

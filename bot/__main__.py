@@ -62,6 +62,11 @@ def _add_jobs_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         default=None,
         help="at most this many conversations (postprocess) or owners (consolidate)",
     )
+    run.add_argument(
+        "--sweep",
+        action="store_true",
+        help="retention: look at every row kept, not the last week's (applies a changed period at once)",
+    )
 
 
 # Commands that keep data: refused on SQLite (and the second set on the embedded graph) where the
@@ -184,7 +189,9 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         from bot.cli.jobs import run_jobs_command
 
         return asyncio.run(
-            run_jobs_command(settings, args.name, conversation_id=args.conversation, limit=args.limit)
+            run_jobs_command(
+                settings, args.name, conversation_id=args.conversation, limit=args.limit, sweep=args.sweep
+            )
         )
     if args.command == "reindex":
         from bot.cli.reindex import run_reindex

@@ -21,6 +21,8 @@ JOB_NAMES: tuple[str, ...] = (
     "nightly",
     "forget",
     "touchpoints",
+    "retention",
+    "slim-histories",
 )
 
 
@@ -68,6 +70,18 @@ async def _touchpoints(ctx: JobContext, **options: Any) -> dict[str, Any]:
     return await deliver_due(ctx, limit=options.get("limit"))
 
 
+async def _retention(ctx: JobContext, **options: Any) -> dict[str, Any]:
+    from jobs.retention import run_retention
+
+    return await run_retention(ctx, sweep=bool(options.get("sweep")))
+
+
+async def _slim_histories(ctx: JobContext, **options: Any) -> dict[str, Any]:
+    from jobs.retention import slim_histories
+
+    return await slim_histories(ctx)
+
+
 _JOBS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     "sessions": _conversations,
     "postprocess": _postprocess,
@@ -76,12 +90,14 @@ _JOBS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     "nightly": _nightly,
     "forget": _forget,
     "touchpoints": _touchpoints,
+    "retention": _retention,
+    "slim-histories": _slim_histories,
 }
 
 
 async def run_job(name: str, ctx: JobContext, **options: Any) -> dict[str, Any]:
     """Run one job once and return its counts (postprocess takes `conversation_id=` and `limit=`,
-    consolidate and touchpoints `limit=`)."""
+    consolidate and touchpoints `limit=`, retention `sweep=`)."""
     job = _JOBS.get(name)
     if job is None:
         raise UnknownJobError(f"unknown job {name!r}; known: {', '.join(JOB_NAMES)}")

@@ -1,4 +1,5 @@
-"""APScheduler wiring: the per-minute jobs and the nightly finalisation inside the bot process."""
+"""APScheduler wiring: the per-minute jobs, the nightly finalisation and the hourly retention inside
+the bot process."""
 
 from __future__ import annotations
 
@@ -37,6 +38,12 @@ async def run_nightly(ctx: JobContext) -> dict[str, Any]:
     return await run_job("nightly", ctx)
 
 
+async def run_retention(ctx: JobContext, *, sweep: bool = False) -> dict[str, Any]:
+    """Roll up finished days, prune and slim the context snapshots, empty old model histories (`sweep`:
+    however old, as the first run after a start does)."""
+    return await run_job("retention", ctx, sweep=sweep)
+
+
 def schedule_jobs(scheduler: AsyncIOScheduler, ctx: JobContext) -> None:
     """Add the jobs to a running or not-yet-started scheduler (python-telegram-bot's JobQueue one)."""
     scheduler.add_job(
@@ -58,4 +65,25 @@ def schedule_jobs(scheduler: AsyncIOScheduler, ctx: JobContext) -> None:
         replace_existing=True,
         max_instances=1,
         coalesce=True,
+    )
+    scheduler.add_job(
+        run_retention,
+        "interval",
+        minutes=60,
+        args=[ctx],
+        id="nikita-retention",
+        replace_existing=True,
+        max_instances=1,
+        coalesce=True,
+    )
+    # Once, right after the start (however late the scheduler starts): the hourly runs look at the
+    # last week's ended conversations only, this one at every one (after an upgrade, or a long stop).
+    scheduler.add_job(
+        run_retention,
+        "date",
+        args=[ctx],
+        kwargs={"sweep": True},
+        id="nikita-retention-sweep",
+        replace_existing=True,
+        misfire_grace_time=None,
     )

@@ -23,7 +23,6 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_core import to_jsonable_python
 
 from agent.core.tokens import TokenCounter
 
@@ -63,14 +62,20 @@ def load_history(raw: list[Any] | None) -> list[ModelMessage]:
 
 
 def dump_history(messages: Sequence[ModelMessage]) -> list[Any]:
-    """Messages to JSON-able data for storage, without per-request instructions (rebuilt every turn)."""
+    """Messages to JSON-able data for storage, without what loading rebuilds as it was: per-request
+    instructions (rebuilt every turn), empty fields and zero usage counts (their defaults)."""
     stripped = [
         dataclasses.replace(m, instructions=None)
         if isinstance(m, ModelRequest) and m.instructions is not None
         else m
         for m in messages
     ]
-    dumped: list[Any] = to_jsonable_python(stripped)
+    dumped: list[Any] = ModelMessagesTypeAdapter.dump_python(stripped, mode="json", exclude_none=True)
+    for message in dumped:
+        usage = message.get("usage")
+        if isinstance(usage, dict):
+            for name in [name for name, value in usage.items() if value == 0 or value == {}]:
+                del usage[name]
     return dumped
 
 

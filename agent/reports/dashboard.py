@@ -1,11 +1,12 @@
-"""The admin dashboard's figures over days, from what the database keeps (db/repositories/operations.py).
+"""The admin dashboard's figures over days, from what the database keeps
+(db/repositories/operations.py).
 
 Per UTC day: people and groups who wrote, turns the model answered and their p95 time to an answer
-(the context snapshots' `answered_ms`), the estimated cost as billed and had nothing been cached
-(the usage counters, priced like /stats: agent/core/prices.py), the share of input read from the
-prompt cache, refusals by limit (the daily counters: token caps, rate limits, access), and the p95
-lag of post-processing, follow-ups and reminders; and what waits right now. Telegram-free: the web
-API serves it as JSON.
+(the daily roll-up `turn_days` for the days it holds, the context snapshots' `answered_ms` after),
+the estimated cost as billed and had nothing been cached (the usage counters, priced like /stats:
+agent/core/prices.py), the share of input read from the prompt cache, refusals by limit (the daily
+counters: token caps, rate limits, access), and the p95 lag of post-processing, follow-ups and
+reminders; and what waits right now. Telegram-free: the web API serves it as JSON.
 """
 
 from __future__ import annotations
@@ -59,7 +60,10 @@ async def dashboard(
     async with sessions() as session:
         repo = OperationsRepository(session)
         active = await repo.active(since)
-        turns = await repo.turns(since)
+        rolled = await repo.rolled_turns(first)
+        # The roll-up counts a day once; the snapshots of the days it does not hold yet are read.
+        unrolled = max((day for day, _, _ in rolled), default=first - timedelta(days=1)) + timedelta(days=1)
+        turns = await repo.turns(max(since, datetime.combine(unrolled, time(), tzinfo=UTC)))
         usage = await repo.usage(first)
         counts = await repo.daily_counts(first)
         lags = await repo.lags(since)
@@ -78,6 +82,10 @@ async def dashboard(
         answered[day] += 1
         if ms is not None:
             times[day].append(ms)
+    p95_rolled: dict[str, float | None] = {}
+    for rolled_day, count, p95_ms in rolled:
+        answered[rolled_day.isoformat()] = count
+        p95_rolled[rolled_day.isoformat()] = p95_ms
     billed: dict[str, Decimal] = defaultdict(Decimal)
     uncached: dict[str, Decimal] = defaultdict(Decimal)
     tokens_in: dict[str, int] = defaultdict(int)
@@ -117,7 +125,9 @@ async def dashboard(
         "days": labels,
         "active": {"people": series(people), "groups": series(groups)},
         "turns": series(answered),
-        "p95_turn_ms": [_rounded(percentile(times[day])) for day in labels],
+        "p95_turn_ms": [
+            _rounded(p95_rolled[day] if day in p95_rolled else percentile(times[day])) for day in labels
+        ],
         "cost": {
             "billed": [_dollars(billed.get(day)) for day in labels],
             "uncached": [_dollars(uncached.get(day)) for day in labels],

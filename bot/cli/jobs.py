@@ -32,11 +32,18 @@ MODELS_USED: dict[str, tuple[str, ...]] = {
     "day-summaries": ("summary_model",),
     "nightly": ("summary_model",),
     "touchpoints": ("model", "summary_model"),
+    "retention": (),
+    "slim-histories": (),
 }
 
 
 async def run_jobs_command(
-    settings: Settings, name: str, *, conversation_id: int | None = None, limit: int | None = None
+    settings: Settings,
+    name: str,
+    *,
+    conversation_id: int | None = None,
+    limit: int | None = None,
+    sweep: bool = False,
 ) -> int:
     """Run the job against DATABASE_URL (migrated first, as the bot's start does) and print its
     counts as JSON."""
@@ -69,7 +76,9 @@ async def run_jobs_command(
         )
         if not isinstance(graph, NullGraph):
             ctx.data_stores.append(GraphDataStore(graph))
-        options: dict[str, int] = {}
+        options: dict[str, int | bool] = {}
+        if sweep:
+            options["sweep"] = True
         if conversation_id is not None:
             options["conversation_id"] = conversation_id
         if limit is not None:

@@ -2,11 +2,12 @@
 
 One module per concern: `accounts` (users, access rules, rate limits, pending forgets),
 `conversations` (conversations, transcript, context snapshots, compactions), `memory` (day
-summaries, threads, thoughts, facts, search chunks), `delivery` (the Telegram update inbox),
-`usage` (metering and daily counters), `signals` (stops and reactions on answers), `prepared`
-(briefings, follow-ups, reminders). This package re-exports every model, and that re-export is the
-one allowed: `from db.models import User` is how the rest of the code imports a model, and loading
-the package registers every table on `Base.metadata` together with the DDL outside the tables.
+summaries, threads, thoughts, facts, search chunks), `delivery` (the Telegram update inbox), `usage`
+(metering, daily counters and the turn roll-up), `signals` (stops and reactions on answers),
+`prepared` (briefings, follow-ups, reminders). This package re-exports every model, and that
+re-export is the one allowed: `from db.models import User` is how the rest of the code imports a
+model, and loading the package registers every table on `Base.metadata` together with the DDL
+outside the tables.
 """
 
 from __future__ import annotations
@@ -40,5 +41,6 @@ from db.models.signals import DraftStop as DraftStop
 from db.models.signals import MessageReaction as MessageReaction
 from db.models.usage import DailyCount as DailyCount
 from db.models.usage import ModelUsage as ModelUsage
+from db.models.usage import TurnDay as TurnDay
 
 attach(Base.metadata)

@@ -85,10 +85,21 @@ class TranscriptMessage(Base):
 
 
 class GeneratedPrompt(Base):
-    """The context snapshot of one turn: what the model was given and what was left out."""
+    """The context snapshot of one turn: what the model was given and what was left out.
+
+    Diagnostic data: the `retention` job deletes snapshots older than SNAPSHOT_RETENTION_DAYS but the
+    newest of each conversation and of each person, and clears `instructions` on every snapshot but
+    the person's newest (the one /context shows).
+    """
 
     __tablename__ = "generated_prompts"
-    __table_args__ = (Index("ix_generated_prompts_user", "user_id", "id"),)
+    __table_args__ = (
+        Index("ix_generated_prompts_user", "user_id", "id"),
+        # The newest snapshot of a conversation (kept by retention), and the cascade of its deletion.
+        Index("ix_generated_prompts_conversation", "conversation_id", "id"),
+        # Retention finds the old snapshots, and the turn roll-up a day's, by time.
+        Index("ix_generated_prompts_created", "created_at"),
+    )
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))

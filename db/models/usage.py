@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import date
 
-from sqlalchemy import BigInteger, Date, ForeignKey, Index, Integer, String
+from sqlalchemy import BigInteger, Date, Float, ForeignKey, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from db.base import Base
@@ -44,3 +44,19 @@ class DailyCount(Base):
     day: Mapped[date] = mapped_column(Date, primary_key=True)
     name: Mapped[str] = mapped_column(String(32), primary_key=True)
     count: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class TurnDay(Base):
+    """The answered turns of one UTC day, bot-wide: how many and their p95 time to an answer.
+
+    Counted from the context snapshots by the `retention` job before it deletes old ones, so the
+    dashboard's charts outlive the snapshots. Counts only, no ids: /forget has nothing here to delete.
+    """
+
+    __tablename__ = "turn_days"
+
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    turns: Mapped[int] = mapped_column(Integer, default=0)
+    # Turns whose time to an answer was recorded, and the nearest-rank p95 of those times.
+    timed: Mapped[int] = mapped_column(Integer, default=0)
+    p95_ms: Mapped[float | None] = mapped_column(Float)

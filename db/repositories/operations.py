@@ -1,8 +1,9 @@
 """What an operator charts, read from what the tables keep: backlogs now, and activity over days.
 
-Nothing here is written for the charts' sake: the inbox, the post-processing queue, touchpoints,
-day segments, the transcript, the context snapshots (`generated_prompts`), the usage counters and
-the bot-wide daily counters already hold it. A "day" is a UTC day. Read-only; never commits.
+Nothing here is written for the charts' sake: the inbox, the post-processing queue, touchpoints, day
+segments, the transcript, the context snapshots (`generated_prompts`) and their daily roll-up
+(`turn_days`), the usage counters and the bot-wide daily counters already hold it. A "day" is a UTC
+day. Read-only; never commits.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from db.models import (
     ModelUsage,
     Touchpoint,
     TranscriptMessage,
+    TurnDay,
     User,
 )
 from db.repositories.touchpoints import OPEN
@@ -118,6 +120,13 @@ class OperationsRepository:
         answered = GeneratedPrompt.context_snapshot["answered_ms"].as_float()
         rows = await self.session.execute(select(day, answered).where(GeneratedPrompt.created_at >= since))
         return [(str(d), None if ms is None else float(ms)) for d, ms in rows]
+
+    async def rolled_turns(self, first: date) -> list[tuple[date, int, float | None]]:
+        """(day, answered turns, p95 ms) of the days from `first` on that the roll-up holds."""
+        rows = await self.session.execute(
+            select(TurnDay.day, TurnDay.turns, TurnDay.p95_ms).where(TurnDay.day >= first)
+        )
+        return [(day, int(turns), p95) for day, turns, p95 in rows]
 
     async def usage(self, since: date) -> list[UsageRow]:
         """Every user's usage counters from `since` on, summed per day and kind."""

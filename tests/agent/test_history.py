@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
+import json
 import logging
 import time
 from collections.abc import Sequence
@@ -294,12 +296,17 @@ def test_dump_load_round_trip_strips_instructions() -> None:
 
     raw = dump_history(messages)
 
-    assert all(item["instructions"] is None for item in raw if item["kind"] == "request")
+    assert all("instructions" not in item for item in raw if item["kind"] == "request")
     assert any(isinstance(m, ModelRequest) and m.instructions for m in messages), "input mutated"
     loaded = load_history(raw)
     assert len(loaded) == len(messages) == 8
     assert dump_history(loaded) == raw
     assert_valid(loaded)
+    # Nothing else is lost: empty fields and zero counts come back as their defaults.
+    assert loaded == [
+        dataclasses.replace(m, instructions=None) if isinstance(m, ModelRequest) else m for m in messages
+    ]
+    assert "null" not in json.dumps(raw)
 
 
 @pytest.mark.parametrize(

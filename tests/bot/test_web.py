@@ -99,6 +99,15 @@ async def test_tasks_need_the_bearer_secret(client: httpx.AsyncClient) -> None:
     assert (await client.post("/tasks/touchpoints")).status_code == 403
     response = await client.post("/tasks/touchpoints", headers=good)
     assert response.status_code == 200 and response.json()["result"] == {"due": 0}
+    # Retention of diagnostic data, for a host whose scheduler calls in.
+    assert (await client.post("/tasks/retention")).status_code == 403
+    response = await client.post("/tasks/retention", headers=good)
+    assert response.status_code == 200 and response.json()["result"] == {
+        "days_rolled_up": 0,
+        "snapshots_deleted": 0,
+        "snapshots_slimmed": 0,
+        "histories_emptied": 0,
+    }
 
 
 async def test_webhook_mode_refuses_to_start_without_a_secret(

@@ -22,8 +22,12 @@ async def test_jobs_are_scheduled_every_minute_and_nightly(ctx: JobContext) -> N
     schedule_jobs(scheduler, ctx)
 
     jobs = {job.id: job for job in scheduler.get_jobs()}
-    assert set(jobs) == {"nikita-minute-jobs", "nikita-nightly"}
+    assert set(jobs) == {"nikita-minute-jobs", "nikita-nightly", "nikita-retention", "nikita-retention-sweep"}
     minute, nightly = jobs["nikita-minute-jobs"].trigger, jobs["nikita-nightly"].trigger
+    retention = jobs["nikita-retention"].trigger
+    assert isinstance(retention, IntervalTrigger) and retention.interval.total_seconds() == 60 * 60
+    sweep = jobs["nikita-retention-sweep"]
+    assert sweep.kwargs == {"sweep": True} and sweep.misfire_grace_time is None  # once, however late
     assert isinstance(minute, IntervalTrigger) and minute.interval.total_seconds() == 60
     assert isinstance(nightly, IntervalTrigger) and nightly.interval.total_seconds() == 15 * 60
     assert jobs["nikita-minute-jobs"].max_instances == 1

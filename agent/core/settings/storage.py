@@ -21,7 +21,8 @@ def normalise_database_url(url: str) -> str:
 
 
 class StorageSettings(SettingsGroup):
-    """DATABASE_URL, DATA_DIR, STARTUP_CHECK_TIMEOUT_SECONDS, ALLOW_EPHEMERAL_STORAGE, K_SERVICE, DYNO."""
+    """DATABASE_URL, DATA_DIR, STARTUP_CHECK_TIMEOUT_SECONDS, ALLOW_EPHEMERAL_STORAGE, K_SERVICE, DYNO,
+    SNAPSHOT_RETENTION_DAYS, HISTORY_RETENTION_DAYS, RETENTION_BATCH_SIZE."""
 
     # Storage
     database_url: str = DEFAULT_DATABASE_URL
@@ -34,6 +35,16 @@ class StorageSettings(SettingsGroup):
     cloud_run_service: str | None = Field(default=None, alias="K_SERVICE")
     heroku_dyno: str | None = Field(default=None, alias="DYNO")
     allow_ephemeral_storage: bool = False
+
+    # Retention of diagnostic data (jobs/retention.py, docs/operations.md#what-is-kept-how-long): the
+    # `retention` job deletes context snapshots older than this (the newest of each conversation and of
+    # each person stays) after counting their days into the turn roll-up, and empties the model
+    # history (the PydanticAI messages) of conversations post-processed and ended longer ago than
+    # HISTORY_RETENTION_DAYS (the transcript keeps every word), in batches of this many rows, each its
+    # own short transaction.
+    snapshot_retention_days: float = Field(default=30.0, gt=0)
+    history_retention_days: float = Field(default=30.0, gt=0)
+    retention_batch_size: int = Field(default=500, ge=1, le=10_000)
 
     @field_validator("database_url")
     @classmethod

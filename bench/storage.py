@@ -1,0 +1,207 @@
+"""`python -m bot bench storage`: bytes at rest per stored message, by table and index, on both
+databases.
+
+People talk with the offline demo models through the real runtime (turns, post-processing, day
+summaries, nightly finalisation, the default embedder indexing every turn): three messages a day
+each, a conversation a day. The figure is the database's size (SQLite: dbstat's pages of each table
+and index; PostgreSQL: each table's heap and TOAST, and each index) divided by the transcript
+messages, before and after the `retention` job (after it, compacted: VACUUM on SQLite, VACUUM FULL
+on PostgreSQL, the space a running database reuses), less the empty schema's. Default 3 people x 40
+days with SNAPSHOT_RETENTION_DAYS=10 (the run's second half starts after the retention period, so
+its messages show the steady state), `--quick` 2 x 12 with 3, `--full` 100 x 90 with the default 30
+(long); the figures are per message, so the default shows them: before and after retention at the
+end, and what each message of the run's second half added once retention ran (flat over time: the
+retention period's snapshots and a slim one per conversation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import text
+
+from agent.account.users import get_or_create_user
+from agent.core.settings import Settings
+from agent.graph import NullGraph
+from bench.clock import FrozenClock
+from bench.common import database_copy, scratch_database
+from bot.runtime import build_runtime
+from db.engine import create_engine
+from jobs.registry import run_job
+
+START = datetime(2026, 1, 5, 7, 0, tzinfo=UTC)
+# What people say, in turn: about as long as a chat message is (40 to 200 characters).
+SAID = (
+    "Morning! Slept badly again, the neighbours had a party until two.",
+    "I went to the market with my sister Maya and we bought tomatoes for the garden. "
+    "Then the early shift at the hospital, and now I am tired. What should I cook tonight?",
+    "My interview is on Thursday, I am nervous about it.",
+    "We watched a slow film tonight, Maya loved it more than I did.",
+    "Cycled along the river after work, the weather was finally kind.",
+    "Do you remember what I said about the new flat last week?",
+)
+
+_PG_SIZES = """
+SELECT c.relname, CASE WHEN c.relkind = 'i' THEN pg_relation_size(c.oid)
+       ELSE pg_table_size(c.oid) END
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = 'public' AND c.relkind IN ('r', 'i')
+"""
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Bytes per table or index, and the transcript messages they hold."""
+
+    messages: int
+    parts: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        """Every table and index together."""
+        return sum(self.parts.values())
+
+    def per_message(self) -> float:
+        """Bytes at rest per stored message."""
+        return self.total / max(1, self.messages)
+
+    def minus(self, empty: Sizes) -> Sizes:
+        """What the rows add to an empty database's tables and indexes."""
+        return Sizes(
+            self.messages, {name: size - empty.parts.get(name, 0) for name, size in self.parts.items()}
+        )
+
+
+async def measure(url: str, *, compact: bool) -> Sizes:
+    """The sizes of every table and index now (`compact`: after VACUUM / VACUUM FULL)."""
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            messages = int(await conn.scalar(text("SELECT count(*) FROM transcript_messages")) or 0)
+            if engine.dialect.name == "postgresql":
+                await conn.execute(text("VACUUM FULL" if compact else "VACUUM"))
+                rows = (await conn.execute(text(_PG_SIZES))).all()
+                parts = {str(name): int(size) for name, size in rows}
+            else:
+                if compact:
+                    await conn.execute(text("VACUUM"))
+                rows = (await conn.execute(text("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"))).all()
+                parts = {str(name): int(size) for name, size in rows}
+    finally:
+        await engine.dispose()
+    return Sizes(messages, parts)
+
+
+async def talk(url: str, people: int, days: int, *, clock: FrozenClock, first_day: int = 0) -> None:
+    """`people` x `days` of three messages a day through the real runtime, from `first_day` on."""
+    settings = _settings(url)
+    runtime = await build_runtime(settings, clock=clock, migrate=False, graph=NullGraph())
+    try:
+        users = []
+        for n in range(people):
+            user, _ = await get_or_create_user(
+                runtime.sessions, key=f"cli:storage-{n}", now=clock.now(), timezone="UTC", name=f"P{n}"
+            )
+            users.append(user.id)
+        for day in range(first_day, first_day + days):
+            for turn in range(3):
+                for n, user_id in enumerate(users):
+                    said = SAID[(day * 3 + turn + n) % len(SAID)]
+                    await runtime.turns.reply(user_id, f"{said} (day {day})", clock.now())
+                clock.advance(timedelta(minutes=4))
+            await runtime.turns.settle()
+            clock.advance(timedelta(hours=1))
+            for job in ("sessions", "postprocess", "day-summaries"):
+                await run_job(job, runtime.jobs)
+            clock.advance(timedelta(hours=22, minutes=48))
+            await run_job("nightly", runtime.jobs)
+    finally:
+        await runtime.close()
+
+
+def _settings(url: str, retention_days: float = 30.0) -> Settings:
+    return Settings(
+        database_url=url,
+        model="demo",
+        summary_model="demo",
+        graph_backend="none",
+        snapshot_retention_days=retention_days,
+        history_retention_days=retention_days,
+        _env_file=None,
+    )
+
+
+async def retain(url: str, clock: FrozenClock, retention_days: float) -> dict[str, int]:
+    """Run the `retention` job at the clock's time as the bot's first run after a start does (a sweep)."""
+    runtime = await build_runtime(
+        _settings(url, retention_days), clock=clock, migrate=False, embedder=None, graph=NullGraph()
+    )
+    try:
+        return await run_job("retention", runtime.jobs, sweep=True)
+    finally:
+        await runtime.close()
+
+
+def _table(before: Sizes, after: Sizes, empty: Sizes, top: int) -> list[str]:
+    grown_before, grown_after = before.minus(empty), after.minus(empty)
+    names = sorted(grown_before.parts, key=lambda name: -grown_before.parts[name])[:top]
+    lines = [f"    {'table or index':44} {'before B/msg':>12} {'after B/msg':>12}"]
+    for name in names:
+        lines.append(
+            f"    {name:44} {grown_before.parts[name] / max(1, before.messages):12.0f}"
+            f" {grown_after.parts.get(name, 0) / max(1, after.messages):12.0f}"
+        )
+    return lines
+
+
+async def _retained(url: str, clock: FrozenClock, retention_days: float) -> tuple[Sizes, dict[str, int]]:
+    """The sizes of a copy of the database after the `retention` job ran on it (compacted)."""
+    async with database_copy(url) as copy:
+        counts = await retain(copy, clock, retention_days)
+        return await measure(copy, compact=True), counts
+
+
+async def run_storage_bench(
+    *,
+    people: int = 3,
+    days: int = 40,
+    retention_days: float = 10.0,
+    backends: tuple[str, ...] = ("sqlite", "postgres"),
+    top: int = 24,
+) -> list[str]:
+    """Print (and return) the bytes at rest per message before and after retention, per backend, and
+    what each message adds once retention runs (between the run's middle and its end)."""
+    lines = [
+        f"storage at rest ({people} people x {days} days, 3 messages a day; demo models, default embedder;"
+        " bytes over the empty schema's, compacted;"
+        f" SNAPSHOT_RETENTION_DAYS=HISTORY_RETENTION_DAYS={retention_days:g})"
+    ]
+    print(lines[0], flush=True)
+    for backend in backends:
+        async with scratch_database(backend) as url:
+            if url is None:
+                lines.append(f"  {backend}: PostgreSQL unreachable, skipped")
+                print(lines[-1], flush=True)
+                continue
+            empty = await measure(url, compact=True)
+            clock = FrozenClock(current=START)
+            half = days // 2
+            await talk(url, people, half, clock=clock)
+            middle, _ = await _retained(url, clock, retention_days)
+            await talk(url, people, days - half, clock=clock, first_day=half)
+            before = await measure(url, compact=True)
+            after, counts = await _retained(url, clock, retention_days)
+            added = (after.minus(empty).total - middle.minus(empty).total) / max(
+                1, after.messages - middle.messages
+            )
+            block = [
+                f"  {backend}: {before.messages} messages; {before.minus(empty).per_message():,.0f} B/message"
+                f" before retention, {after.minus(empty).per_message():,.0f} after; each message from day"
+                f" {half} to {days} added {added:,.0f} B once retention ran ({counts})",
+                *_table(before, after, empty, top),
+            ]
+            print("\n".join(block), flush=True)
+            lines += block
+    return lines
