@@ -292,7 +292,10 @@ class PackageCollector:
         def start[T](
             name: str, limit: float, load: Callable[[AsyncSession], Awaitable[T | None]]
         ) -> asyncio.Task[Collected[T]]:
-            return asyncio.create_task(collect(name, limit, lambda: shared.run(load)))
+            # Each collection's task is named after its tier: a task dump (or a test) tells them apart.
+            return asyncio.create_task(
+                collect(name, limit, lambda: shared.run(load)), name=f"context tier {name}"
+            )
 
         profile = start(
             "profile",
@@ -338,7 +341,8 @@ class PackageCollector:
                 "memory",
                 s.context_recall_timeout_seconds,
                 lambda: self._recall(user.id, text, now, remaining, profile),
-            )
+            ),
+            name="context tier memory",
         )
         thoughts = start(
             "thoughts",
