@@ -211,7 +211,8 @@ async def test_port_without_webhook_polls_and_serves_http(
 
 
 def listening_ports(pid: int) -> set[int]:
-    """The TCP ports process `pid` listens on (its socket inodes matched against /proc/net/tcp)."""
+    """The TCP ports process `pid` listens on (its socket inodes matched against /proc/net/tcp); the cold
+    start's bot, polling without PORT, must listen on none (tests/bot/test_cold_start.py)."""
     inodes = {
         target.removeprefix("socket:[").rstrip("]")
         for fd in Path(f"/proc/{pid}/fd").iterdir()
@@ -219,20 +220,6 @@ def listening_ports(pid: int) -> set[int]:
     }
     rows = [row.split() for row in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]]
     return {int(row[1].split(":")[1], 16) for row in rows if row[3] == "0A" and row[9] in inodes}
-
-
-@pytest.mark.process
-async def test_without_port_polling_serves_nothing(
-    telegram: FakeTelegram, model: FakeAnthropic, tmp_path: Path
-) -> None:
-    bot = BotProcess("polling", env_for(tmp_path, telegram.base_url, model), tmp_path)
-    bot.start()
-    try:
-        await bot.ready(telegram)
-        assert bot.proc is not None
-        assert listening_ports(bot.proc.pid) == set()
-    finally:
-        assert await bot.stop() == 0, bot.log_tail()
 
 
 @pytest.mark.process
