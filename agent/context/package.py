@@ -289,13 +289,15 @@ class PackageCollector:
         # The caller's shared session when it reads beside the collectors, else one of their own.
         shared = reads if reads is not None else SharedReads(sessions)
 
+        def task[T](
+            name: str, limit: float, load: Callable[[], Awaitable[T | None]]
+        ) -> asyncio.Task[Collected[T]]:
+            return asyncio.create_task(collect(name, limit, load), name=f"context tier {name}")
+
         def start[T](
             name: str, limit: float, load: Callable[[AsyncSession], Awaitable[T | None]]
         ) -> asyncio.Task[Collected[T]]:
-            # Each collection's task is named after its tier: a task dump (or a test) tells them apart.
-            return asyncio.create_task(
-                collect(name, limit, lambda: shared.run(load)), name=f"context tier {name}"
-            )
+            return task(name, limit, lambda: shared.run(load))
 
         profile = start(
             "profile",
@@ -336,13 +338,10 @@ class PackageCollector:
                 min_gap=timedelta(hours=s.context_last_conversation_after_hours),
             ),
         )
-        recall = asyncio.create_task(
-            collect(
-                "memory",
-                s.context_recall_timeout_seconds,
-                lambda: self._recall(user.id, text, now, remaining, profile),
-            ),
-            name="context tier memory",
+        recall = task(
+            "memory",
+            s.context_recall_timeout_seconds,
+            lambda: self._recall(user.id, text, now, remaining, profile),
         )
         thoughts = start(
             "thoughts",
