@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +42,9 @@ class JobContext:
     # bot's messenger (None where there is no Telegram: the touchpoints job then leaves them due).
     chat_model: Model | str | None = None
     messenger: TouchpointMessenger | None = None
+    # How a job waits between steps of its own (the touchpoints' lease renewals), beside `clock`
+    # for "now": tests step it instead of waiting in real time.
+    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep
 
 
 def default_worker_id() -> str:

@@ -333,7 +333,7 @@ class _Worker:
 
         async def renew() -> None:
             while True:
-                await asyncio.sleep(self.lease.total_seconds() / 3)
+                await self.ctx.sleep(self.lease.total_seconds() / 3)
                 await self._renew(touchpoint_id)
 
         keeper = asyncio.create_task(renew())

@@ -75,7 +75,9 @@ def postgres_url() -> Iterator[str | None]:
         async with engine.begin() as conn:
             await conn.run_sync(Base.metadata.create_all)
             await stamp_head(conn)
+            shape = sorted((await conn.execute(text(_POSTGRES_SHAPE))).scalars())
         await engine.dispose()
+        _EMPTY_POSTGRES[url] = _empty_postgres(shape)
 
     asyncio.run(_create_schema())
     yield url
@@ -133,13 +135,54 @@ def sqlite_schema(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 # The run's PostgreSQL database emptied for the next test, in one statement: the rows deleted with
 # triggers and foreign keys off for the transaction, and every column's sequence back at 1. About 4 ms
-# where TRUNCATE ... RESTART IDENTITY took about 170 (it makes every table's files anew).
-_EMPTY_POSTGRES = (
-    "DO $$ BEGIN SET LOCAL session_replication_role = replica; "
-    + " ".join(f'DELETE FROM "{table.name}";' for table in reversed(Base.metadata.sorted_tables))
-    + " PERFORM setval(s.oid, 1, false) FROM pg_class s JOIN pg_depend d ON d.objid = s.oid"
-    " AND d.classid = 'pg_class'::regclass AND d.deptype IN ('a', 'i') WHERE s.relkind = 'S'; END $$"
+# where TRUNCATE ... RESTART IDENTITY took about 170 (it makes every table's files anew). The same
+# statement checks first that the schema is still the one `postgres_url` made (a test's DDL that
+# outlived it: a table dropped, renamed or added, a trigger or function left behind), and after, that
+# every table is empty and no sequence has moved, naming what differs.
+_POSTGRES_SHAPE = (
+    "SELECT CASE relkind WHEN 'r' THEN 'table ' ELSE 'sequence ' END || relname FROM pg_class"
+    " WHERE relnamespace = 'public'::regnamespace AND relkind IN ('r', 'S')"
+    " UNION ALL SELECT 'trigger ' || tgname || ' on ' || tgrelid::regclass FROM pg_trigger"
+    " WHERE NOT tgisinternal"
+    " AND tgrelid IN (SELECT oid FROM pg_class WHERE relnamespace = 'public'::regnamespace)"
+    # Functions not in C (12 and 13 are the internal and C languages): the extensions' (btree_gin's) are.
+    " UNION ALL SELECT 'function ' || proname FROM pg_proc"
+    " WHERE pronamespace = 'public'::regnamespace AND prolang NOT IN (12, 13)"
 )
+
+
+def _empty_postgres(shape: list[str]) -> str:
+    """The statement that checks the run's PostgreSQL schema is still `shape`, empties it, and checks that
+    every table of the schema (the models' and any other) is empty and every sequence back at 1."""
+    made = ", ".join("'" + name.replace("'", "''") + "'" for name in shape)
+    models = [table.name for table in reversed(Base.metadata.sorted_tables)]
+    tables = sorted(
+        {name.removeprefix("table ") for name in shape if name.startswith("table ")} - {"alembic_version"}
+    )
+    any_rows = " OR ".join(f'EXISTS (SELECT FROM "{name}")' for name in tables)
+    rows = " UNION ALL ".join(f"SELECT '{name}' WHERE EXISTS (SELECT FROM \"{name}\")" for name in tables)
+    return (
+        "DO $$ DECLARE differs text; BEGIN "
+        "SELECT string_agg(coalesce(now.x, 'no ' || made.x), ', ') INTO differs "
+        f"FROM ({_POSTGRES_SHAPE}) now(x) FULL JOIN unnest(ARRAY[{made}]::text[]) made(x) ON now.x = made.x "
+        "WHERE now.x IS NULL OR made.x IS NULL; "
+        "IF differs IS NOT NULL THEN RAISE EXCEPTION 'the test database''s schema was changed by an earlier "
+        "test (its DDL outlived it): %', differs; END IF; "
+        "SET LOCAL session_replication_role = replica; "
+        + " ".join(f'DELETE FROM "{name}";' for name in models)
+        + " PERFORM setval(s.oid, 1, false) FROM pg_class s JOIN pg_depend d ON d.objid = s.oid"
+        " AND d.classid = 'pg_class'::regclass AND d.deptype IN ('a', 'i') WHERE s.relkind = 'S'; "
+        f"IF {any_rows} THEN SELECT string_agg(x, ', ') INTO differs FROM ({rows}) rows(x); "
+        "RAISE EXCEPTION 'tables not empty after the clean-up: %', differs; END IF; "
+        "SELECT string_agg(sequencename, ', ') INTO differs FROM pg_sequences "
+        "WHERE schemaname = 'public' AND last_value IS NOT NULL; "
+        "IF differs IS NOT NULL THEN "
+        "RAISE EXCEPTION 'sequences not back at 1 after the clean-up: %', differs; END IF; END $$"
+    )
+
+
+# Per PostgreSQL database of the run, its emptying statement, made once its schema is.
+_EMPTY_POSTGRES: dict[str, str] = {}
 
 
 def _copy_schema(database_url: str, schema: Path) -> bool:
@@ -162,7 +205,7 @@ async def engine(database_url: str, sqlite_schema: Path) -> AsyncIterator[AsyncE
                 await conn.run_sync(Base.metadata.create_all)
                 await stamp_head(conn)
         else:
-            await conn.execute(text(_EMPTY_POSTGRES))
+            await conn.execute(text(_EMPTY_POSTGRES[database_url]))
     yield eng
     # Background work the code under test started and nobody awaited (the search index's catch-ups,
     # which `RecallIndex.settle` awaits in the product) finishes before the engine goes: a session

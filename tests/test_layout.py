@@ -3,7 +3,8 @@ the benchmarks nothing from the tests, no module imports itself back through oth
 or inside a function), no module grows past the size limit, and `agent/`'s folders stack in layers.
 
 The layers, lowest first (a folder imports only folders in layers below its own; imports at load
-time, inside functions and under `TYPE_CHECKING` all count):
+time, inside functions and under `TYPE_CHECKING` all count, those naming a folder's package itself,
+`from agent.graph import X`, and those its `__init__` makes too):
 
     core < history < account < search < graph < memory < reminders < chat < digest < context
     < onboarding < turn < touchpoints, voice, reports
@@ -103,8 +104,9 @@ def test_no_import_cycle_and_no_module_over_the_limit() -> None:
     assert len(structure.modules) > 200
 
 
-def _folder(module: str) -> str | None:
-    parts = module.split(".")
+def _folder(structure: Structure, module: str) -> str | None:
+    """The folder of agent/ a module lives in, for its package (`agent.graph`, its `__init__`) too."""
+    parts = Path(structure.modules[module].path).parts
     return parts[1] if parts[0] == "agent" and len(parts) > 2 else None
 
 
@@ -112,10 +114,10 @@ def _folder_imports(structure: Structure) -> dict[tuple[str, str], list[str]]:
     """Every import from one of agent/'s folders into another: (importer, imported) -> "module -> module"."""
     found: dict[tuple[str, str], list[str]] = {}
     for name, module in sorted(structure.modules.items()):
-        importer = _folder(name)
+        importer = _folder(structure, name)
         for kind, targets in (("eager", module.eager), ("lazy", module.lazy), ("typing", module.typing)):
             for target in sorted(targets):
-                imported = _folder(target)
+                imported = _folder(structure, target)
                 if importer and imported and imported != importer:
                     found.setdefault((importer, imported), []).append(f"{name} -> {target} ({kind})")
     return found
@@ -124,7 +126,7 @@ def _folder_imports(structure: Structure) -> dict[tuple[str, str], list[str]]:
 def test_agent_folders_import_only_the_layers_below_them() -> None:
     structure = scan(ROOT)
     rank = {folder: index for index, layer in enumerate(LAYERS) for folder in layer}
-    folders = {folder for name in structure.modules if (folder := _folder(name))}
+    folders = {folder for name in structure.modules if (folder := _folder(structure, name))}
     assert folders == set(rank), "every folder of agent/ with modules has its place in LAYERS"
     imports = _folder_imports(structure)
     climbing = [
@@ -134,9 +136,12 @@ def test_agent_folders_import_only_the_layers_below_them() -> None:
         for line in lines
     ]
     assert climbing == [], "imports that climb the layers:\n" + "\n".join(climbing)
-    # The scan sees the folders' imports, those under TYPE_CHECKING included.
+    # The scan sees the folders' imports, those under TYPE_CHECKING included, and those of a folder's
+    # package itself (`from agent.graph import X`) and of its `__init__`.
     assert len(imports) > 40
     assert "agent.search.embeddings" in structure.modules["agent.graph.setup"].typing
+    assert "agent.voice.context -> agent.graph (eager)" in imports[("voice", "graph")]
+    assert "agent.graph -> agent.core.errors (eager)" in imports[("graph", "core")]
 
 
 def test_no_two_agent_folders_import_each_other_around() -> None:

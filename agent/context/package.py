@@ -290,10 +290,15 @@ class PackageCollector:
         # The caller's shared session when it reads beside the collectors, else one of their own.
         shared = reads if reads is not None else SharedReads(sessions)
 
+        def task[T](
+            name: str, limit: float, load: Callable[[], Awaitable[T | None]]
+        ) -> asyncio.Task[Collected[T]]:
+            return asyncio.create_task(collect(name, limit, load), name=f"context tier {name}")
+
         def start[T](
             name: str, limit: float, load: Callable[[AsyncSession], Awaitable[T | None]]
         ) -> asyncio.Task[Collected[T]]:
-            return asyncio.create_task(collect(name, limit, lambda: shared.run(load)))
+            return task(name, limit, lambda: shared.run(load))
 
         profile = start(
             "profile",
@@ -334,12 +339,10 @@ class PackageCollector:
                 min_gap=timedelta(hours=s.context_last_conversation_after_hours),
             ),
         )
-        recall = asyncio.create_task(
-            collect(
-                "memory",
-                s.context_recall_timeout_seconds,
-                lambda: self._recall(user.id, text, now, remaining, profile),
-            )
+        recall = task(
+            "memory",
+            s.context_recall_timeout_seconds,
+            lambda: self._recall(user.id, text, now, remaining, profile),
         )
         thoughts = start(
             "thoughts",

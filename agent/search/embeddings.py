@@ -80,22 +80,28 @@ class InferenceTurns:
         self._changed = threading.Condition()
         self._busy = False
         self._queries = 0  # queries waiting for their turn
+        self._documents = 0  # documents waiting for their turn
 
-    @property
-    def waiting_queries(self) -> int:
-        """Queries waiting for their turn now."""
-        return self._queries
+    def wait_for_waiting(self, *, queries: int = 0, documents: int = 0, timeout: float | None = None) -> bool:
+        """Block until at least that many queries and documents wait for their turn (False: timed out)."""
+        with self._changed:
+            return self._changed.wait_for(
+                lambda: self._queries >= queries and self._documents >= documents, timeout
+            )
 
     @contextmanager
     def hold(self, *, query: bool) -> Iterator[None]:
         """Run the block as the one inference, once no query waits before a document."""
         with self._changed:
             self._queries += query
+            self._documents += not query
+            self._changed.notify_all()  # a new waiter: `wait_for_waiting` looks again
             try:
                 while self._busy or (not query and self._queries):
                     self._changed.wait()
             finally:
                 self._queries -= query
+                self._documents -= not query
             self._busy = True
         try:
             yield

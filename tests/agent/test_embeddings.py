@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import textwrap
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -153,27 +152,31 @@ async def test_vectors_match_the_published_model(minilm: MiniLMEmbedder) -> None
 def test_a_waiting_query_runs_before_the_waiting_documents() -> None:
     turns = InferenceTurns()
     order: list[str] = []
-    release = threading.Event()
+    running, release = threading.Event(), threading.Event()
 
     def run(name: str, *, query: bool, hold: threading.Event | None = None) -> None:
         with turns.hold(query=query):
             order.append(name)
             if hold is not None:
+                running.set()
                 hold.wait(10)
 
     first = threading.Thread(target=run, args=("document 1",), kwargs={"query": False, "hold": release})
     first.start()
-    while not order:  # the first document runs
-        time.sleep(0.001)
-    waiting = [
-        threading.Thread(target=run, args=("document 2",), kwargs={"query": False}),
-        threading.Thread(target=run, args=("query",), kwargs={"query": True}),
+    assert running.wait(10)  # the first document runs
+    # Three more documents wait for their turn, then a query comes: all wait behind the running one.
+    documents = [
+        threading.Thread(target=run, args=(f"document {n}",), kwargs={"query": False}) for n in (2, 3, 4)
     ]
-    for thread in waiting:
-        thread.start()
-    while turns.waiting_queries == 0:  # the query waits behind the running document
-        time.sleep(0.001)
+    for count, document in enumerate(documents, start=1):
+        document.start()
+        assert turns.wait_for_waiting(documents=count, timeout=10)
+    query = threading.Thread(target=run, args=("query",), kwargs={"query": True})
+    query.start()
+    assert turns.wait_for_waiting(queries=1, documents=3, timeout=10)
+    assert order == ["document 1"]
     release.set()
-    for thread in [first, *waiting]:
+    for thread in (first, *documents, query):
         thread.join(10)
-    assert order == ["document 1", "query", "document 2"]
+    assert order[:2] == ["document 1", "query"]
+    assert sorted(order[2:]) == ["document 2", "document 3", "document 4"]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.export import PAGE_ROWS, PartWriter, export_events
@@ -63,15 +64,19 @@ async def large_user(sessions: async_sessionmaker[AsyncSession], clock: FrozenCl
         )
         session.add(conversation)
         await session.flush()
-        session.add_all(
-            TranscriptMessage(
-                user_id=user.id,
-                conversation_id=conversation.id,
-                role="user" if n % 2 == 0 else "assistant",
-                content=f"message {n}: " + "é" * 200,  # two bytes each in UTF-8
-                sent_at=clock.now() + timedelta(seconds=n),
-            )
-            for n in range(MESSAGES)
+        # One executemany rather than an object per row: the rows are the export's input, not the test.
+        await session.execute(
+            insert(TranscriptMessage),
+            [
+                {
+                    "user_id": user.id,
+                    "conversation_id": conversation.id,
+                    "role": "user" if n % 2 == 0 else "assistant",
+                    "content": f"message {n}: " + "é" * 200,  # two bytes each in UTF-8
+                    "sent_at": clock.now() + timedelta(seconds=n),
+                }
+                for n in range(MESSAGES)
+            ],
         )
         session.add(
             UserFact(

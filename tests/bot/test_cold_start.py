@@ -1,5 +1,6 @@
 """A bot started on a populated database answers at once: a PDF and a text from two people, waiting
-when it starts, and the text is answered before the PDF and before the start-up work is done.
+when it starts, and the text is answered before the PDF and before the start-up work is done. Started
+without PORT, it polls and listens on no port.
 
 A real `python -m bot run` with the offline MiniLM embedder starts on a database whose most recently
 active people have messages the search index has not seen (bench/start_data.py), so its start-up
@@ -25,6 +26,7 @@ from bench.fakes.telegram_api import FakeTelegram
 from bench.start import STARTUP_DONE
 from bench.start_data import Population, populate, telegram_ids
 from db.migrate import upgrade_to_head
+from tests.bot.test_start import listening_ports
 from tests.conftest import POSTGRES_ADMIN_URL, _admin
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]
@@ -73,11 +75,15 @@ async def test_a_text_is_answered_before_the_pdf_and_the_start_up_work(
             EMBEDDER="minilm",
             DOCUMENT_PARSE_SECONDS="3",
         )
+        for platform in ("PORT", "WEBHOOK_URL", "K_SERVICE", "DYNO"):
+            env.pop(platform, None)
         bot = BotProcess("cold", env, tmp_path)
         bot.start()
         try:
             [text] = await telegram.wait_for_messages(1, chat_id=texter, timeout=120)
             log_then = bot.log_path.read_text()
+            # Polling without PORT serves nothing: the process listens on no TCP port.
+            assert bot.proc is not None and listening_ports(bot.proc.pid) == set()
             [pdf] = await telegram.wait_for_messages(1, chat_id=bomber, timeout=60)
             done = await until(lambda: STARTUP_DONE in bot.log_path.read_text(), 60)
         finally:

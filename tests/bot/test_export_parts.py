@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.test import TestModel
+from sqlalchemy import insert
 
 from agent.core.settings import Settings
 from bench.fakes.telegram_api import MAX_DOCUMENT_BYTES, FakeTelegram
@@ -37,14 +38,18 @@ async def test_a_large_export_arrives_in_numbered_parts(
         assert user is not None
         at = datetime(2026, 1, 1, tzinfo=UTC)
         async with runtime.sessions() as session, session.begin():
-            session.add_all(
-                TranscriptMessage(
-                    user_id=user.id,
-                    role="user",
-                    content=f"old note {n} " + "z" * 150,
-                    sent_at=at + timedelta(minutes=n),
-                )
-                for n in range(1500)
+            # One executemany rather than an object per row: the rows are the export's input.
+            await session.execute(
+                insert(TranscriptMessage),
+                [
+                    {
+                        "user_id": user.id,
+                        "role": "user",
+                        "content": f"old note {n} " + "z" * 150,
+                        "sent_at": at + timedelta(minutes=n),
+                    }
+                    for n in range(1500)
+                ],
             )
         tg.command(ALICE, "/export")
         tg.command(ALICE, "/timezone")  # answered after the export: one person's updates keep their order

@@ -1,5 +1,6 @@
-"""`python -m bot run` as a real process: a start that cannot work ends in seconds, in one line, and
-leaves nothing running; a start given $PORT without WEBHOOK_URL polls and serves HTTP."""
+"""`python -m bot run`: a start that cannot work ends in seconds, in one line (its entry point in this
+process, and once as a real process), and leaves nothing running; a start given $PORT without
+WEBHOOK_URL polls and serves HTTP (real processes)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,7 @@ import pytest
 from bench.delivery_harness import TOKEN_AND_SECRET, BotProcess, bot_env, echo, until
 from bench.fakes.anthropic_api import FakeAnthropic
 from bench.fakes.telegram_api import FakeTelegram
-
-pytestmark = pytest.mark.process
+from bot.__main__ import main
 
 WEBHOOK_URL = "https://nikita.example/telegram/webhook"
 
@@ -58,19 +58,29 @@ def env_for(tmp_path: Path, telegram_url: str, model: FakeAnthropic, **settings:
     return env
 
 
-async def failed_start(env: dict[str, str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], float]:
-    """Run `python -m bot run` to its end; (the result, seconds it took)."""
+async def failed_start(
+    env: dict[str, str], cwd: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """`python -m bot run` to its end; (the result, seconds it took).
+
+    Its entry point runs in this process, in a thread (it runs its own event loop): a start the
+    checks refuse ends before anything a process of its own would change (signals, serving), and
+    the import of the bot (seconds) is paid once per worker. `test_ephemeral_disk_refused_in_a_real_process`
+    holds the same for a real process.
+    """
+    monkeypatch.chdir(cwd)
+    for name in set(os.environ) - set(env):
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    capsys.readouterr()
     started = time.monotonic()
-    result = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "bot", "run"],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    return result, time.monotonic() - started
+    code = await asyncio.to_thread(main, ["run"])
+    seconds = time.monotonic() - started
+    captured = capsys.readouterr()
+    return subprocess.CompletedProcess(
+        ["python", "-m", "bot", "run"], code, captured.out, captured.err
+    ), seconds
 
 
 def the_one_line(result: subprocess.CompletedProcess[str], says: str) -> str:
@@ -96,10 +106,12 @@ def redis_servers_under(folder: Path) -> list[str]:
     return found
 
 
-async def test_no_network_ends_in_seconds_in_one_line(model: FakeAnthropic, tmp_path: Path) -> None:
+async def test_no_network_ends_in_seconds_in_one_line(
+    model: FakeAnthropic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     nowhere = f"http://127.0.0.1:{free_port()}"
     env = env_for(tmp_path, f"{nowhere}/bot", model, ANTHROPIC_BASE_URL=nowhere)
-    result, seconds = await failed_start(env, tmp_path)
+    result, seconds = await failed_start(env, tmp_path, monkeypatch, capsys)
     line = the_one_line(result, f"cannot reach Telegram at {nowhere.removeprefix('http://')} (ConnectError:")
     print(f"no network: exit {result.returncode} after {seconds:.1f} s: {line}")
     assert line.startswith("start-up check failed: ") and line.endswith(
@@ -110,22 +122,35 @@ async def test_no_network_ends_in_seconds_in_one_line(model: FakeAnthropic, tmp_
     assert result.returncode == 1 and seconds < 30
 
 
-async def test_a_token_telegram_refuses(telegram: FakeTelegram, model: FakeAnthropic, tmp_path: Path) -> None:
+async def test_a_token_telegram_refuses(
+    telegram: FakeTelegram,
+    model: FakeAnthropic,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     env = env_for(tmp_path, telegram.base_url, model, TELEGRAM_BOT_TOKEN="123:WRONG")
-    result, seconds = await failed_start(env, tmp_path)
+    result, seconds = await failed_start(env, tmp_path, monkeypatch, capsys)
     line = the_one_line(result, "TELEGRAM_BOT_TOKEN was refused by Telegram")
     assert "@BotFather" in line and "123:WRONG" not in result.stderr
     assert result.returncode == 2 and seconds < 30
 
 
-async def test_a_key_anthropic_refuses(telegram: FakeTelegram, model: FakeAnthropic, tmp_path: Path) -> None:
+async def test_a_key_anthropic_refuses(
+    telegram: FakeTelegram,
+    model: FakeAnthropic,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     env = env_for(tmp_path, telegram.base_url, model, ANTHROPIC_API_KEY="sk-revoked")
-    result, _ = await failed_start(env, tmp_path)
+    result, _ = await failed_start(env, tmp_path, monkeypatch, capsys)
     the_one_line(result, "ANTHROPIC_API_KEY was refused by Anthropic")
     assert "sk-revoked" not in result.stderr and result.returncode == 2
     assert telegram.calls_to("getUpdates") == []
 
 
+@pytest.mark.process
 @pytest.mark.slow
 async def test_a_stop_while_the_embedded_graph_opens_leaves_no_server(
     telegram: FakeTelegram, model: FakeAnthropic, tmp_path: Path
@@ -155,6 +180,7 @@ async def test_a_stop_while_the_embedded_graph_opens_leaves_no_server(
     assert redis_servers_under(tmp_path) == []
 
 
+@pytest.mark.process
 @pytest.mark.slow
 async def test_port_without_webhook_polls_and_serves_http(
     telegram: FakeTelegram, model: FakeAnthropic, tmp_path: Path
@@ -185,7 +211,8 @@ async def test_port_without_webhook_polls_and_serves_http(
 
 
 def listening_ports(pid: int) -> set[int]:
-    """The TCP ports process `pid` listens on (its socket inodes matched against /proc/net/tcp)."""
+    """The TCP ports process `pid` listens on (its socket inodes matched against /proc/net/tcp); the cold
+    start's bot, polling without PORT, must listen on none (tests/bot/test_cold_start.py)."""
     inodes = {
         target.removeprefix("socket:[").rstrip("]")
         for fd in Path(f"/proc/{pid}/fd").iterdir()
@@ -195,19 +222,7 @@ def listening_ports(pid: int) -> set[int]:
     return {int(row[1].split(":")[1], 16) for row in rows if row[3] == "0A" and row[9] in inodes}
 
 
-async def test_without_port_polling_serves_nothing(
-    telegram: FakeTelegram, model: FakeAnthropic, tmp_path: Path
-) -> None:
-    bot = BotProcess("polling", env_for(tmp_path, telegram.base_url, model), tmp_path)
-    bot.start()
-    try:
-        await bot.ready(telegram)
-        assert bot.proc is not None
-        assert listening_ports(bot.proc.pid) == set()
-    finally:
-        assert await bot.stop() == 0, bot.log_tail()
-
-
+@pytest.mark.process
 def test_ephemeral_disk_refused_in_a_real_process(tmp_path: Path) -> None:
     env = {
         k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "ALLOW_EPHEMERAL_STORAGE", "DYNO"}

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -12,11 +14,14 @@ from pydantic_ai.models.test import TestModel
 
 from agent.core.errors import ConfigurationError
 from agent.core.settings import Settings
+from bench.delivery_harness import TOKEN_AND_SECRET, bot_env
 from bench.fakes.telegram_api import FakeTelegram
+from bot.__main__ import main
 from bot.app import build_application, running
 from bot.runtime import Runtime, build_runtime
 from bot.web.app import SECRET_HEADER, WEBHOOK_PATH, build_web_app
 from tests.bot.conftest import Brain
+from tests.bot.test_start import free_port
 
 URL = "https://nikita.example/telegram/webhook"
 
@@ -121,3 +126,39 @@ async def test_webhook_mode_refuses_to_start_without_a_secret(
             build_web_app(build_application(runtime), runtime)
     finally:
         await runtime.close()
+
+
+def test_a_webhook_telegram_refuses_stops_the_start_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, sqlite_schema: Path
+) -> None:
+    # `python -m bot run`'s own entry point, in this process: the start checks pass against the fakes,
+    # then Telegram refuses the webhook while the bot registers it, and the start stops in one line.
+    database = tmp_path / "bot.db"
+    shutil.copyfile(sqlite_schema, database)  # at the newest revision: the start migrates nothing
+    monkeypatch.chdir(tmp_path)  # no .env
+    for platform in ("K_SERVICE", "DYNO", "PORT"):
+        monkeypatch.delenv(platform, raising=False)
+    refusal = "bad webhook: an https url must be provided for webhook"
+    with FakeTelegram(token=TOKEN_AND_SECRET[0]) as telegram:
+        telegram.fail_next("setWebhook", error_code=400, description=f"Bad Request: {refusal}")
+        env = bot_env(
+            database_url=f"sqlite+aiosqlite:///{database}",
+            telegram_url=telegram.base_url,
+            model_url="http://127.0.0.1:9",  # never called: PydanticAI's test model answers
+            port=free_port(),
+            webhook_url=URL,
+            MODEL="test",
+        )
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        assert main(["run"]) == 2
+        assert [call.params["url"] for call in telegram.calls_to("setWebhook")] == [URL]
+        assert telegram.webhook_url == ""  # nothing registered
+    stderr = capsys.readouterr().err
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert "Traceback" not in stderr
+    assert lines[-1] == (
+        f"configuration error: Telegram refused the webhook {URL} (BadRequest: B{refusal[1:]}): "
+        "check WEBHOOK_URL (a public https:// address ending in /telegram/webhook) and WEBHOOK_SECRET"
+    ), stderr
+    assert sum("Telegram refused the webhook" in line for line in lines) == 1

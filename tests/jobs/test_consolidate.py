@@ -156,28 +156,36 @@ async def test_two_workers_consolidate_each_owner_exactly_once(
     for n, owner_id in enumerate(owners):
         await say(sessions, owner_id, [f"Person{n} likes tea", f"Person{n} plays chess"], clock.now())
     calls: Counter[int] = Counter()
+    # Each worker's first model call waits, its owner claimed, until the other worker's first call:
+    # both workers hold a claim at once, so neither can have claimed every owner alone.
+    asked = {"worker-a": asyncio.Event(), "worker-b": asyncio.Event()}
 
-    async def slow(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        shown = FACT_LINE.findall(str(messages[0].parts[-1].content))  # type: ignore[union-attr]
-        calls[int(re.findall(r"Person(\d+)", shown[0][1])[0])] += 1
-        await asyncio.sleep(0.02)  # the other worker claims meanwhile
-        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {})])
+    def model(worker: str, other: str) -> FunctionModel:
+        async def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            shown = FACT_LINE.findall(str(messages[0].parts[-1].content))  # type: ignore[union-attr]
+            calls[int(re.findall(r"Person(\d+)", shown[0][1])[0])] += 1
+            asked[worker].set()
+            await asyncio.wait_for(asked[other].wait(), 30)
+            return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {})])
+
+        return FunctionModel(answer)
 
     other_engine = create_engine(database_url)  # a second instance
     try:
-        first = job_context(settings, engine, sessions, clock, FunctionModel(slow))
+        first = job_context(settings, engine, sessions, clock, model("worker-a", "worker-b"))
         second = job_context(
             settings,
             other_engine,
             session_factory(other_engine),
             clock,
-            FunctionModel(slow),
+            model("worker-b", "worker-a"),
             worker="worker-b",
         )
         a, b = await asyncio.gather(run_job("consolidate", first), run_job("consolidate", second))
     finally:
         await other_engine.dispose()
 
+    assert a["claimed"] >= 1 and b["claimed"] >= 1
     assert calls == Counter(dict.fromkeys(range(6), 1))
     assert a["consolidated"] + b["consolidated"] == 6 and a["claimed"] + b["claimed"] == 6
     async with sessions() as session:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -58,6 +58,29 @@ class Composer:
         if self.gate is not None:
             self.gate.wait(10)
         return Reply.tool_call(tool["name"], {"send": self.send, "text": self.text if self.send else ""})
+
+
+@dataclass
+class _Step:
+    seconds: float
+    go: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class _Steps:
+    """A job's `sleep` that returns when the test lets it: each wait is queued for the test to release."""
+
+    def __init__(self) -> None:
+        self.waiting: asyncio.Queue[_Step] = asyncio.Queue()
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait until the test sets this step's `go`."""
+        step = _Step(seconds)
+        await self.waiting.put(step)
+        await step.go.wait()
+
+    async def next(self) -> _Step:
+        """The next wait the job began."""
+        return await asyncio.wait_for(self.waiting.get(), 30)
 
 
 @pytest.fixture
@@ -383,9 +406,12 @@ async def test_a_slow_composition_keeps_its_lease_so_a_second_worker_does_not_co
     user_id = await _user(sessions, clock, 511, "Europe/Paris")
     await _plan(sessions, clock, user_id, FRIDAY_3PM_PARIS)
     clock.current = FRIDAY_3PM_PARIS
-    lease = 0.3
+    lease = 60.0
+    renewals = _Steps()
     first = replace(
-        delivery, settings=delivery.settings.model_copy(update={"touchpoint_lease_seconds": lease})
+        delivery,
+        settings=delivery.settings.model_copy(update={"touchpoint_lease_seconds": lease}),
+        sleep=renewals.sleep,
     )
     second = replace(first, worker_id="another-instance")
 
@@ -394,9 +420,12 @@ async def test_a_slow_composition_keeps_its_lease_so_a_second_worker_does_not_co
     assert await asyncio.to_thread(behaviour.asked.wait, 10)
     # The model takes longer than three leases; the clock moves on while the first worker waits
     # (each step under one lease, and a renewal, every third of a lease, between two steps).
+    step = await renewals.next()
     for _ in range(4):
+        assert step.seconds == lease / 3
         clock.advance(timedelta(seconds=lease * 0.9))
-        await asyncio.sleep(lease / 2)
+        step.go.set()
+        step = await renewals.next()  # renewed: the keeper waits for its next turn
     assert await run_job("touchpoints", second) == {"due": 0}
     behaviour.gate.set()
     assert await composing == {"due": 1, "sent": 1}

@@ -173,8 +173,9 @@ async def test_a_failing_collector_leaves_the_other_tiers_and_the_reply(
     now = clock.now()
     user = await make_user(sessions, "cli:ana", now)
     await add_yesterday(sessions, user, now)
+    # The thoughts' table is away for the turn (a storage fault), then back: the test's DDL ends with it.
     async with engine.begin() as conn:
-        await conn.execute(text("DROP TABLE thoughts"))
+        await conn.execute(text("ALTER TABLE thoughts RENAME TO thoughts_away"))
     seen: list[str] = []
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -194,6 +195,8 @@ async def test_a_failing_collector_leaves_the_other_tiers_and_the_reply(
         reply = await service.reply(user.id, "morning", now)
     finally:
         await service.close()
+        async with engine.begin() as conn:
+            await conn.execute(text("ALTER TABLE thoughts_away RENAME TO thoughts"))
     assert reply.text == "Good morning!"
     assert "They planted tomatoes in the garden." in seen[0] and "On your mind" not in seen[0]
     async with sessions() as session:

@@ -38,6 +38,7 @@ from bot.runtime import build_runtime
 from bot.web.serve import build_pages_app
 from tests.bot.conftest import TOKEN
 from tests.bot.timeline.seed import ANA, FOLLOW_UP, NOW, seed_timeline
+from tests.conftest import IN_CI
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -55,10 +56,16 @@ FLAGS = (
 )
 
 NO_CHROMIUM = "Chromium is not installed here (apt-get install -y chromium chromium-driver; .ci/run does it)"
-pytestmark = [
-    pytest.mark.skipif(not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()), reason=NO_CHROMIUM),
-    pytest.mark.process,
-]
+
+
+def browser_missing() -> bool:
+    """Chromium or its driver is not installed."""
+    return not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists())
+
+
+# Outside CI a missing browser skips, saying so; in CI the test runs and fails (`chromium`), as an
+# unreachable PostgreSQL does.
+pytestmark = [pytest.mark.skipif(browser_missing() and not IN_CI, reason=NO_CHROMIUM), pytest.mark.process]
 
 
 def _free_port() -> int:
@@ -116,6 +123,8 @@ def serve_seeded(
 @contextmanager
 def chromium() -> Iterator[webdriver.Chrome]:
     """Headless Debian Chromium with a fresh profile; never downloads a browser or a driver."""
+    if browser_missing():
+        pytest.fail(f"{NO_CHROMIUM}: in CI the browser tests must run")
     profile = tempfile.mkdtemp(prefix="timeline-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
