@@ -165,8 +165,7 @@ def thoughts_block(thoughts: tuple[ActiveThought, ...]) -> TierBlock | None:
     return TierBlock("thoughts", "On your mind (yours to share or ask about, only if it fits):", items)
 
 
-# The collectors' statements are built once: building one on every turn cost more than running its
-# cached compiled form.
+# Statements built once: building one each turn cost more than running its cached compiled form.
 @functools.cache
 def _thoughts_query() -> Select[str, datetime]:
     return (
