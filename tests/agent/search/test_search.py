@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
 from agent.core.errors import RecallInputError
+from agent.search.query import make_snippet
 from agent.search.search import without_speakers
 from tests.agent.search.corpus import add_day, add_user, make_recall, recall_settings
 
@@ -134,3 +135,17 @@ async def test_a_short_statement_outranks_a_long_answer_holding_the_same_words(
     hits = await recall.search(user, "When does the first sprint end in March?", now=NOW)
     ranked = [h.message_id for h in hits]
     assert ranked.index(said[0]) < ranked.index(answer[1])
+
+
+def test_the_snippet_of_a_long_answer_is_the_passage_that_matched() -> None:
+    answer = (
+        "Sprint planning helps. "
+        + "Keep the scope small and review often. " * 20
+        + "Your first sprint ends on March 29, with login done. "
+        + "Then analytics. " * 20
+    )
+    snippet = make_snippet(answer, ["first", "sprint", "end", "march"], 120)
+    assert "first sprint ends on March 29" in snippet and snippet.startswith("…")
+    # One term: its first place, as before; none found: the start.
+    assert make_snippet(answer, ["sprint"], 60).startswith("Sprint planning")
+    assert make_snippet(answer, ["zebra"], 60).startswith("Sprint planning")
