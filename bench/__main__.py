@@ -48,6 +48,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--backend", choices=["sqlite", "postgres"], default="sqlite", help="recall: database"
     )
+    parser.add_argument(
+        "--beam",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="FOLDER",
+        help="recall: BEAM chat folders (chat.json, probing_questions/), or folders of them",
+    )
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     parser.add_argument("--full", action="store_true", help="storage: 100 people x 90 days (long)")
     parser.add_argument(
@@ -78,15 +86,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     quick = args.quick
     if args.name == "recall":
         from bench.recall import load_samples, run_recall_bench
+        from bench.recall_beam import chat_files, chat_folders, load_chat
         from bench.recall_setup import IndexCache, index_key
 
-        if not args.paths:
-            print("bench recall needs LoCoMo-format JSON files", file=sys.stderr)
+        if not args.paths and not args.beam:
+            print("bench recall needs LoCoMo-format JSON files or --beam chat folders", file=sys.stderr)
             return 2
-        samples = load_samples(args.paths)[:1] if quick else load_samples(args.paths)
+        try:
+            beam = chat_folders(args.beam)
+        except (OSError, ValueError) as error:
+            print(f"bench recall: {error}", file=sys.stderr)
+            return 2
+        samples = load_samples(args.paths) + [load_chat(folder) for folder in beam]
+        samples = samples[:1] if quick else samples
         # The bench embeds with EMBEDDER, or MiniLM when it is none (it compares hybrid with full text).
         embedder = settings.embedder if settings.embedder != "none" else "minilm"
-        key = index_key(settings, args.paths, embedder=embedder, facts=args.facts, backend=args.backend)
+        files = [*args.paths, *chat_files(beam)]
+        key = index_key(settings, files, embedder=embedder, facts=args.facts, backend=args.backend)
         asyncio.run(
             run_recall_bench(
                 settings,

@@ -31,6 +31,7 @@ from agent.search.fts import query_terms
 from agent.search.indexer import IndexStats
 from agent.search.recall import Recall
 from bench.common import percentile, scratch_database
+from bench.recall_beam import ABILITIES
 from bench.recall_context import print_context, run_context_figure
 from bench.recall_setup import (
     CATEGORIES,
@@ -246,7 +247,7 @@ async def run_recall_bench(
             f"({timed.texts} texts of <= {settings.search_section_tokens} tokens in {timed.seconds:.1f} s)"
         )
         print(
-            f"LoCoMo: {len(samples)} conversations, {turns} turns, backend {backend}, "
+            f"conversations: {len(samples)}, {turns} turns, backend {backend}, "
             f"embedder {chosen.name}; " + (note.lstrip("; ") if restored is not None else built)
         )
         # A fresh Recall's first search, without and with the start-up warm-up the bot does.
@@ -278,6 +279,9 @@ async def run_recall_bench(
             ]
         problems: Counter[str] = Counter()
         systems = {name: Scores() for name in [*searchers, "bm25"]}
+        # BEAM's questions carry their ability: the same searches scored per ability too.
+        abilities = {name: Scores() for name in systems}
+        ability_index = {a: i for i, a in enumerate(ABILITIES)}
         skipped = 0
         spread = 0
         for index, item in enumerate(loaded):
@@ -292,6 +296,7 @@ async def run_recall_bench(
                     skipped += 1
                     continue
                 category = int(question["category"])
+                ability = ability_index.get(str(question.get("ability")))
                 spread += len({item.message_session[m] for m in evidence}) > 1
                 for name, recalls in searchers.items():
                     t0 = time.perf_counter()
@@ -299,16 +304,16 @@ async def run_recall_bench(
                         item.user_id, question["question"], now=item.end, limit=20
                     )
                     systems[name].latency_ms.append((time.perf_counter() - t0) * 1000)
-                    systems[name].add(
-                        category,
-                        [h.message_id for h in hits if h.message_id],
-                        evidence,
-                        item.message_session,
-                    )
+                    ids = [h.message_id for h in hits if h.message_id]
+                    systems[name].add(category, ids, evidence, item.message_session)
+                    if ability is not None:
+                        abilities[name].add(ability, ids, evidence, item.message_session)
                 t0 = time.perf_counter()
                 ranked = bm25.rank(question["question"], 20)
                 systems["bm25"].latency_ms.append((time.perf_counter() - t0) * 1000)
                 systems["bm25"].add(category, ranked, evidence, item.message_session)
+                if ability is not None:
+                    abilities["bm25"].add(ability, ranked, evidence, item.message_session)
         context = (
             await run_context_figure(settings, sessions, samples, loaded, embedder=timed, units=units)
             if facts
@@ -347,5 +352,22 @@ async def run_recall_bench(
                 f"{a / b:5.2f}x" if b else "  n/a" for a, b in zip(overall[level][name], base, strict=True)
             )
             print(f"{name} / bm25 ({names}): {ratios}")
+    print_abilities(abilities)
     if context:
         print_context(context)
+
+
+def print_abilities(abilities: Mapping[str, Scores]) -> None:
+    """R@10 and MRR per BEAM ability, every system beside BM25 (nothing when no question has one)."""
+    names = list(ABILITIES)
+    present = [i for i in range(len(names)) if any(s.rr.get(i) for s in abilities.values())]
+    if not present:
+        return
+    systems = list(abilities)
+    print("per BEAM ability, R@10 / MRR (" + ", ".join(systems) + ")")
+    for i in present:
+        cells = []
+        for name in systems:
+            at_k, mrr, n = abilities[name].row([i])
+            cells.append(f"{at_k[1]:.3f} / {mrr:.3f}")
+        print(f"{names[i]:25} {n:>4}  " + "  ".join(cells))

@@ -1,5 +1,6 @@
-"""Full-text search behind one interface: SQLite FTS5 (bm25) or PostgreSQL tsvector (IDF-weighted),
-in the user's language (agent/search/language.py).
+"""Full-text search behind one interface: SQLite FTS5 or PostgreSQL tsvector, both scoring messages
+by BM25 with term frequency saturated at 1 (`length_factor`), in the user's language
+(agent/search/language.py).
 
 The indexes maintain themselves (triggers / generated columns, db/ddl/search.py); this module only
 turns a free-text query into the dialect's query and reads ranked ids, always for one user.
@@ -32,6 +33,10 @@ STOPWORDS = frozenset(
     you your yours yourself""".split()
 )
 MAX_TERMS = 24
+# How much a message's length, against the average of the messages the query matched, discounts
+# the IDFs of the terms it holds (BM25's k1 and b; see `length_factor`).
+BM25_K1 = 1.2
+BM25_B = 1.0
 
 
 def query_terms(query: str) -> list[str]:
@@ -39,6 +44,29 @@ def query_terms(query: str) -> list[str]:
     words = [w.lower() for w in _WORD.findall(query)]
     kept = [w for w in words if w not in STOPWORDS] or words
     return list(dict.fromkeys(kept))[:MAX_TERMS]
+
+
+def length_factor(size: float, average: float) -> float:
+    """BM25's term weight at a term frequency of 1 for a message of `size` (average `average`),
+    with the square root of the relative length.
+
+    A long answer holds most words of any question once; a short message holding them is the
+    likelier source. Repeats are not counted: in chat a repeated word says little more. The
+    square root keeps the discount mild among chat-length turns (LoCoMo's R@10 holds) while a
+    message ten times the average still weighs about half of an average one (BEAM's answers).
+    """
+    relative = math.sqrt(size / average) if average > 0 else 1.0
+    return (BM25_K1 + 1) / (1 + BM25_K1 * (1 - BM25_B + BM25_B * relative))
+
+
+def docsize_tokens(blob: bytes | None) -> int:
+    """The content column's token count from an FTS5 `_docsize` row (varints, one per column)."""
+    value = 0
+    for byte in blob or b"":
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            return value
+    return value
 
 
 @dataclass(frozen=True)
@@ -102,7 +130,8 @@ def _params(day_segment_id: int | None, since: datetime | None) -> dict[str, obj
 
 
 class SqliteFullText:
-    """FTS5 with porter stemming; bm25 with the user column weighted 0."""
+    """FTS5 with porter stemming; messages by IDFs and length (`length_factor`), summaries by FTS5's
+    bm25 with the user column weighted 0."""
 
     def __init__(self, *, scan: int = 2000) -> None:
         self.scan = scan
@@ -144,8 +173,8 @@ class SqliteFullText:
             ),
             {"match": match, "scan": self.scan},
         )
-        # Same scoring as PostgreSQL: the sum of the IDFs of the query terms a message holds (bm25
-        # with tf saturated at 1 and no length normalisation, which suits chat-length messages).
+        # Same scoring as PostgreSQL: the sum of the IDFs (over the user's messages) of the query
+        # terms a message holds, times its BM25 length factor; FTS5 keeps each row's token count.
         keys = [f"m{i}" for i in range(len(terms))]
         matches = {k: self.match(user_id, [t], "content") for k, t in zip(keys, terms, strict=True)}
         counts = ", ".join(
@@ -165,14 +194,19 @@ class SqliteFullText:
         )
         sql = _typed(
             # CROSS JOIN keeps the FTS side outer: probing FTS5 once per message row re-runs the match.
-            f"SELECT t.k, t.id FROM ({union}) t CROSS JOIN transcript_messages m ON m.id = t.id "
+            f"SELECT t.k, t.id, d.sz FROM ({union}) t CROSS JOIN transcript_messages m ON m.id = t.id "
+            "LEFT JOIN transcript_fts_docsize d ON d.id = t.id "
             "WHERE m.user_id = :user_id" + _filters(day_segment_id, since),
             since,
         )
         params = {**matches, "floor": floor or 0, "user_id": user_id, **_params(day_segment_id, since)}
-        scores: dict[int, float] = {}
-        for k, message_id in await session.execute(sql, params):
-            scores[int(message_id)] = scores.get(int(message_id), 0.0) + idf[int(k)]
+        idfs: dict[int, float] = {}
+        sizes: dict[int, int] = {}
+        for k, message_id, size in await session.execute(sql, params):
+            idfs[int(message_id)] = idfs.get(int(message_id), 0.0) + idf[int(k)]
+            sizes[int(message_id)] = docsize_tokens(size)
+        average = sum(sizes.values()) / len(sizes) if sizes else 1.0
+        scores = {i: value * length_factor(sizes[i], average) for i, value in idfs.items()}
         best = sorted(scores.items(), key=lambda item: (-item[1], -item[0]))[:limit]
         return [LexicalHit(i, score) for i, score in best if score > 0]
 
@@ -201,7 +235,7 @@ class SqliteFullText:
 
 class PostgresFullText:
     """Generated tsvector columns (each row under its user's configuration) with GIN indexes;
-    IDF-weighted matches."""
+    messages by IDFs and length (`length_factor`)."""
 
     def __init__(self, *, scan: int = 2000) -> None:
         self.scan = scan
@@ -235,9 +269,10 @@ class PostgresFullText:
             return []
         config = _regconfig(language)
         # ts_rank_cd knows no IDF, so common words would outrank rare ones: score each match as
-        # sum of the IDFs (over this user's messages) of the query terms it holds (BM25 with tf
-        # saturated at 1, fine for chat-length messages). Only the newest `scan` matches are scored
-        # so a query of common words over a long history stays bounded (vectors are not capped).
+        # the sum of the IDFs (over this user's messages) of the query terms it holds, times its
+        # BM25 length factor (`length_factor`; the length in bytes, which needs no detoasting,
+        # against the matches' average). Only the newest `scan` matches are scored so a query of
+        # common words over a long history stays bounded (vectors are not capped).
         # One statement: the user's matches are found once (through the (user_id, search_tsv) GIN
         # index), then counted per term for the IDFs and the newest `scan` of them scored.
         keys = [f"t{i}" for i in range(len(terms))]
@@ -245,20 +280,23 @@ class PostgresFullText:
         counts = ", ".join(f"count(*) FILTER (WHERE {h}) AS d{i}" for i, h in enumerate(has))
         greatest = ", ".join(f"d{i}" for i in range(len(keys)))
         idfs = ", ".join(f"ln(1.0 + (n - d{i} + 0.5) / (d{i} + 0.5)) AS w{i}" for i in range(len(keys)))
-        score = " + ".join(f"(CASE WHEN c.{h} THEN w.w{i} ELSE 0.0 END)" for i, h in enumerate(has))
+        idf_sum = " + ".join(f"(CASE WHEN c.{h} THEN w.w{i} ELSE 0.0 END)" for i, h in enumerate(has))
+        relative = "sqrt(c.size / greatest(w.average, 1.0))"
+        score = f"({idf_sum}) * {BM25_K1 + 1} / (1 + {BM25_K1} * ({1 - BM25_B} + {BM25_B} * {relative}))"
         sql = _typed(
             "WITH hits AS MATERIALIZED ("
-            "SELECT m.id, m.search_tsv, m.day_segment_id, m.sent_at FROM transcript_messages m "
+            "SELECT m.id, m.search_tsv, m.day_segment_id, m.sent_at, "
+            "CAST(octet_length(m.content) AS float8) AS size FROM transcript_messages m "
             # The cast lets the planner use the bigint side of the (user_id, search_tsv) GIN index.
             "WHERE m.user_id = CAST(:user_id AS bigint) AND m.role != 'system' "
             f"AND m.search_tsv @@ to_tsquery({config}, :query)), "
-            f"df AS (SELECT {counts} FROM hits), "
+            f"df AS (SELECT {counts}, avg(size) AS average FROM hits), "
             "total AS (SELECT coalesce(sum(message_count), 0) AS messages FROM day_segments "
             "WHERE user_id = CAST(:user_id AS bigint)), "
-            f"w AS (SELECT {idfs} FROM (SELECT df.*, CAST(greatest(total.messages, {greatest}, 1) "
+            f"w AS (SELECT {idfs}, average FROM (SELECT df.*, CAST(greatest(total.messages, {greatest}, 1) "
             "AS float8) AS n FROM df, total) s) "
             f"SELECT c.id, {score} AS score FROM ("
-            "SELECT m.id, m.search_tsv FROM hits m WHERE true"
+            "SELECT m.id, m.search_tsv, m.size FROM hits m WHERE true"
             + _filters(day_segment_id, since)
             + " ORDER BY m.id DESC LIMIT :scan) c, w ORDER BY score DESC, c.id DESC LIMIT :limit",
             since,

@@ -71,16 +71,43 @@ def without_speakers(text: str, speakers: tuple[str, ...]) -> str:
 
 
 def make_snippet(content: str, terms: list[str], width: int) -> str:
-    """A window of `width` characters around the first query term found (the start otherwise)."""
+    """The passage of `width` characters holding the most distinct query terms (the first such;
+    the start when none is found): of a long answer, the part that matched, not its opening."""
     flat = " ".join(content.split())
     if len(flat) <= width:
         return flat
     lower = flat.lower()
-    positions = [p for p in (lower.find(t) for t in terms) if p >= 0]
-    start = max(0, min(positions) - width // 3) if positions else 0
+    found = sorted((p, t) for t in dict.fromkeys(terms) for p in _occurrences(lower, t))
+    # Windows start a third of a width before each occurrence, in order: two pointers count the
+    # terms inside each one.
+    best, start, first, last = 0, 0, 0, 0
+    inside: dict[str, int] = {}
+    for position, _ in found:
+        left = max(0, min(position - width // 3, len(flat) - width))
+        while last < len(found) and found[last][0] + len(found[last][1]) <= left + width:
+            inside[found[last][1]] = inside.get(found[last][1], 0) + 1
+            last += 1
+        while first < last and found[first][0] < left:
+            term = found[first][1]
+            inside[term] -= 1
+            if not inside[term]:
+                del inside[term]
+            first += 1
+        if len(inside) > best:
+            best, start = len(inside), left
     start = min(start, len(flat) - width)
     text = flat[start : start + width].strip()
     return ("…" if start > 0 else "") + text + ("…" if start + width < len(flat) else "")
+
+
+def _occurrences(text: str, term: str, most: int = 50) -> list[int]:
+    """Where `term` starts in `text` (at most `most` places: a bound for very long messages)."""
+    places: list[int] = []
+    at = text.find(term) if term else -1
+    while at >= 0 and len(places) < most:
+        places.append(at)
+        at = text.find(term, at + 1)
+    return places
 
 
 def sort_key(hit: SearchHit, day_ordinal: int) -> tuple[float, int, int]:

@@ -135,7 +135,7 @@ async def test_facts_mode_measures_with_the_observations_and_a_kept_index_is_reu
             cache_key="k",
         )
 
-    first, second = capsys.readouterr().out.split("LoCoMo: ")[1:]
+    first, second = capsys.readouterr().out.split("conversations: ")[1:]
     assert "2 observations stored as facts (1 source ids pointing at missing turns)" in first
     assert "index reused" in second and "index reused" not in first
     for out in (first, second):

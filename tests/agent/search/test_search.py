@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
 from agent.core.errors import RecallInputError
+from agent.search.query import make_snippet
 from agent.search.search import without_speakers
 from tests.agent.search.corpus import add_day, add_user, make_recall, recall_settings
 
@@ -115,3 +116,36 @@ async def test_greeting_with_name_does_not_outrank_answer(sessions: async_sessio
     hits = await recall.search(user.id, "What did Zelda adopt?", now=NOW)
     assert hits[0].message_id == ids[0]
     assert all(h.score < hits[0].score for h in hits[1:])
+
+
+async def test_a_short_statement_outranks_a_long_answer_holding_the_same_words(
+    sessions: async_sessionmaker[AsyncSession],
+) -> None:
+    recall = make_recall(recall_settings(), sessions, vectors=False)
+    user = await add_user(sessions, "cli:dana")
+    _, said = await add_day(sessions, user, date(2026, 2, 1), ["My first sprint ends on March 29."])
+    plan = (
+        "Here is a detailed plan for the whole project: set up the repository, write the models, "
+        "add registration and login, then transactions and analytics; your first sprint ends on "
+        "March 29, so keep the scope small, review each pull request, write tests for every route, "
+        "measure the dashboard, document the deployment and leave a week for fixing what breaks."
+    )
+    # Newer, and holding every word of the question once: only its length tells them apart.
+    _, answer = await add_day(sessions, user, date(2026, 2, 2), ["Can you plan my work?", plan])
+    hits = await recall.search(user, "When does the first sprint end in March?", now=NOW)
+    ranked = [h.message_id for h in hits]
+    assert ranked.index(said[0]) < ranked.index(answer[1])
+
+
+def test_the_snippet_of_a_long_answer_is_the_passage_that_matched() -> None:
+    answer = (
+        "Sprint planning helps. "
+        + "Keep the scope small and review often. " * 20
+        + "Your first sprint ends on March 29, with login done. "
+        + "Then analytics. " * 20
+    )
+    snippet = make_snippet(answer, ["first", "sprint", "end", "march"], 120)
+    assert "first sprint ends on March 29" in snippet and snippet.startswith("…")
+    # One term: its first place, as before; none found: the start.
+    assert make_snippet(answer, ["sprint"], 60).startswith("Sprint planning")
+    assert make_snippet(answer, ["zebra"], 60).startswith("Sprint planning")
