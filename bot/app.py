@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from telegram import BotCommand, BotCommandScopeAllGroupChats, Update
@@ -49,7 +49,7 @@ from bot.handlers.admins import GroupAdmins
 from bot.handlers.context import HandlerContext
 from bot.handlers.group_forget import on_group_forget
 from bot.preflight import listen, one_line, preflight
-from bot.runtime import Runtime, build_runtime
+from bot.runtime import STARTUP_PATIENCE_SECONDS, Runtime, build_runtime
 from bot.services import AnyApplication, BotData, BotServices, services_of
 from bot.web.app import build_web_app
 from bot.web.server import server_config
@@ -285,9 +285,9 @@ async def _serve_runtime(runtime: Runtime, stop: asyncio.Event, listener: socket
     settings = runtime.settings
     application = build_application(runtime)
     if listener is None:
-        async with running(application):
+        async with running(application) as runner:
             logger.info("polling for updates")
-            runtime.start_up()  # in the pauses between the turns of updates already waiting
+            runtime.start_up(caught_up(runner))  # after the updates already waiting, between turns
             await stop.wait()
         return
     webhook = bool(settings.webhook_url)
@@ -297,7 +297,7 @@ async def _serve_runtime(runtime: Runtime, stop: asyncio.Event, listener: socket
         what = "serving webhook" if webhook else "polling for updates; serving HTTP"
         logger.info(what, extra={"port": settings.web_port})
         served = asyncio.create_task(server.serve(sockets=[listener]))
-        runtime.start_up()
+        runtime.start_up(caught_up(runner))
         stopping = asyncio.create_task(stop.wait())
         await asyncio.wait({served, stopping}, return_when=asyncio.FIRST_COMPLETED)
         stopping.cancel()
@@ -305,6 +305,18 @@ async def _serve_runtime(runtime: Runtime, stop: asyncio.Event, listener: socket
         # period counts from the signal, so the whole stop fits the host's kill delay).
         server.should_exit = True
         await asyncio.gather(served, runner.stop())
+
+
+def caught_up(runner: DeliveryRunner) -> Callable[[], Awaitable[bool]]:
+    """What the start-up work waits for first: the updates waiting at start are stored (the poller's
+    first batch; a webhook's arrive on their own) and the inbox has nothing claimable or in flight."""
+
+    async def wait() -> bool:
+        if runner.poller is not None:
+            await runner.poller.caught_up.wait()
+        return await runner.dispatcher.drain(within=STARTUP_PATIENCE_SECONDS)
+
+    return wait
 
 
 def run_bot(settings: Settings) -> None:

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -90,14 +91,22 @@ class Runtime:
             await self.recall.warm_up(now=self.clock.now(), pause=pause)
         logger.info("start-up work done", extra={"ms": round((time.perf_counter() - started) * 1000)})
 
-    def start_up(self) -> None:
-        """Run `warm_up` in the background, each step in a pause between turns (called once the
-        process takes updates: updates already waiting are worked first)."""
+    def start_up(self, caught_up: Callable[[], Awaitable[object]] | None = None) -> None:
+        """Run `warm_up` in the background, each step in a pause between turns, the first one also
+        after `await caught_up()` (the updates waiting at start are worked); both within
+        STARTUP_PATIENCE_SECONDS, so start-up work is never starved."""
         activity = self.turns.frame.activity
         activity.touch()
+        first = True
 
         async def pause() -> None:
-            await activity.quiet(at_most=STARTUP_PATIENCE_SECONDS)
+            nonlocal first
+            deadline = time.monotonic() + STARTUP_PATIENCE_SECONDS
+            if first and caught_up is not None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(caught_up(), STARTUP_PATIENCE_SECONDS)
+            first = False
+            await activity.quiet(at_most=max(0.0, deadline - time.monotonic()))
 
         async def work() -> None:
             try:

@@ -188,8 +188,8 @@ class Dispatcher:
             while not self._stopping:
                 self._wake.clear()
                 claimed = await self._claim()
-                if not claimed and not self._tasks:
-                    self._idle.set()
+                if not claimed and not self._tasks and not self._wake.is_set():
+                    self._idle.set()  # not if woken since the claim began: it may have missed rows
                 await self._maybe_prune()
                 if claimed and len(self._tasks) < self.concurrency:
                     continue  # there may be more right away

@@ -11,6 +11,9 @@ The batch is read as JSON and each update parsed on its own, as the webhook does
 `Bot.get_updates` parses the whole batch at once, so one update it cannot read (a date past year
 9999, say) would fail every retry of the batch and stop everyone's messages. Here that update is
 stored dead with its reason and the offset moves past it.
+
+The first call does not wait: it takes what was waiting when the process started, and `caught_up`
+is set once that batch is in the inbox (the start-up work waits for it, bot/app.py).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class Poller:
         self.timeout = timeout
         self.allowed_updates = allowed_updates
         self.offset: int | None = None
+        self.caught_up = asyncio.Event()  # the first batch (the updates waiting at start) is stored
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -65,20 +69,23 @@ class Poller:
         backoff = Backoff(total=float("inf"), cap=10.0)
         while True:
             try:
-                await self.poll_once()
+                await self.poll_once(long_poll=None if self.caught_up.is_set() else 0)
+                self.caught_up.set()
                 backoff = Backoff(total=float("inf"), cap=10.0)
             except (TelegramError, SQLAlchemyError, OSError) as exc:
                 delay = backoff.next_delay() or 1.0
                 logger.warning("polling failed", extra={"error": repr(exc), "delay": round(delay, 2)})
                 await asyncio.sleep(delay)
 
-    async def poll_once(self) -> int:
-        """One getUpdates call and the commit of its batch; returns how many updates came."""
+    async def poll_once(self, *, long_poll: int | None = None) -> int:
+        """One getUpdates call (waiting `long_poll` seconds, `self.timeout` unless given) and the
+        commit of its batch; returns how many updates came."""
+        wait = self.timeout if long_poll is None else long_poll
         # PTB's own request path (its timeouts, retries and errors) without its parsing of the batch.
         payloads: Any = await self.bot._post(  # the one public way parses the batch
             "getUpdates",
-            {"offset": self.offset, "timeout": self.timeout, "allowed_updates": self.allowed_updates},
-            read_timeout=self.timeout + READ_MARGIN,
+            {"offset": self.offset, "timeout": wait, "allowed_updates": self.allowed_updates},
+            read_timeout=wait + READ_MARGIN,
         )
         if not isinstance(payloads, list) or not payloads:
             return 0

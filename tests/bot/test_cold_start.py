@@ -6,6 +6,12 @@ A real `python -m bot run` with the offline MiniLM embedder starts on a database
 active people have messages the search index has not seen (bench/start_data.py), so its start-up
 work (the embedding model, the index repair, the vectors) has seconds to do. The figures (how much
 sooner, against a warm bot) are `python -m bot bench start`'s; this test holds the order.
+
+The order holds by construction, not by the start-up work outlasting a reply: its first step waits
+until the poller's first batch (both updates) is in the inbox and the dispatcher has worked it all
+(`caught_up` in bot/app.py), so `start-up work done` cannot be logged before the text's reply is
+sent. Only STARTUP_PATIENCE_SECONDS (10 s) bounds that wait; the two replies take about 3 s (the
+PDF's parse deadline), so the test fails only if the process cannot answer within that bound.
 """
 
 from __future__ import annotations
