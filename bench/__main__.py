@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import logging
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -102,6 +103,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The bench embeds with EMBEDDER, or MiniLM when it is none (it compares hybrid with full text).
         embedder = settings.embedder if settings.embedder != "none" else "minilm"
         files = [*args.paths, *chat_files(beam)]
+        # BEAM carries no licence: its index (which holds its text) is kept outside the checkout.
+        kept_in = Path(tempfile.gettempdir()) / "nikita-bench-recall" if beam else None
+        cache_folder = kept_in or Path("data") / "bench-recall"
         key = index_key(settings, files, embedder=embedder, facts=args.facts, backend=args.backend)
         asyncio.run(
             run_recall_bench(
@@ -109,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 samples,
                 backend=args.backend,
                 facts=args.facts,
-                cache=None if args.rebuild else IndexCache(Path("data") / "bench-recall"),
+                cache=None if args.rebuild else IndexCache(cache_folder),
                 cache_key=f"{key}-quick" if quick else key,
             )
         )
