@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import uuid
@@ -17,6 +18,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
+import bot.logs
 from bench.clock import FrozenClock
 from db.engine import create_engine, session_factory
 from db.migrate import head_revision
@@ -32,6 +34,21 @@ os.environ.setdefault("PTB_TIMEDELTA", "1")
 POSTGRES_ADMIN_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 ALL_ON_BOTH = os.environ.get("TEST_BOTH_DATABASES", "").lower() in {"1", "true", "yes"}
+
+
+@pytest.fixture(autouse=True)
+def _root_logger_kept() -> Iterator[None]:
+    """No test leaves our log handler behind. An entry point run in the test's process (`main([...])`)
+    logs to that test's captured stderr, which pytest closes afterwards: left on the root logger, the
+    handler fails a later test's log lines in this worker ("--- Logging error ---" in its stderr)."""
+    root = logging.getLogger()
+    level, installed = root.level, bot.logs._installed
+    yield
+    if bot.logs._installed is not installed:
+        if bot.logs._installed is not None:
+            root.removeHandler(bot.logs._installed)
+        bot.logs._installed = installed
+    root.setLevel(level)
 
 
 async def stamp_head(conn: AsyncConnection) -> None:
