@@ -4,10 +4,10 @@ One module per concern: `accounts` (users, access rules, rate limits, pending fo
 `conversations` (conversations, transcript, context snapshots, compactions), `memory` (day
 summaries, threads, thoughts, facts, search chunks), `delivery` (the Telegram update inbox), `usage`
 (metering, daily counters and the turn roll-up), `signals` (stops and reactions on answers),
-`prepared` (briefings, follow-ups, reminders). This package re-exports every model, and that
-re-export is the one allowed: `from db.models import User` is how the rest of the code imports a
-model, and loading the package registers every table on `Base.metadata` together with the DDL
-outside the tables.
+`prepared` (briefings, follow-ups, reminders), `imports` (histories brought from other
+assistants). This package re-exports every model, and that re-export is the one allowed:
+`from db.models import User` is how the rest of the code imports a model, and loading the package
+registers every table on `Base.metadata` together with the DDL outside the tables.
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ from db.models.accounts import AccessRule as AccessRule
 from db.models.accounts import PendingForget as PendingForget
 from db.models.accounts import RateLimitEvent as RateLimitEvent
 from db.models.accounts import User as User
+from db.models.conversations import IMPORT_WAITING as IMPORT_WAITING
+from db.models.conversations import IMPORTED_KINDS as IMPORTED_KINDS
+from db.models.conversations import OTHER as OTHER
 from db.models.conversations import QUEUED as QUEUED
 from db.models.conversations import TOUCHPOINT_KIND as TOUCHPOINT_KIND
 from db.models.conversations import Conversation as Conversation
@@ -28,6 +31,7 @@ from db.models.conversations import GeneratedPrompt as GeneratedPrompt
 from db.models.conversations import HistoryCompaction as HistoryCompaction
 from db.models.conversations import TranscriptMessage as TranscriptMessage
 from db.models.delivery import InboxUpdate as InboxUpdate
+from db.models.imports import ImportRun as ImportRun
 from db.models.memory import ConversationThread as ConversationThread
 from db.models.memory import DaySegment as DaySegment
 from db.models.memory import FactConsolidation as FactConsolidation

@@ -14,6 +14,14 @@ from db.base import Base, BigIntPK, JSONType
 QUEUED = "closed"
 # The kind of a conversation the bot opened by writing first, until the user answers in it.
 TOUCHPOINT_KIND = "proactive"
+# The kinds of a conversation brought from another assistant's export (agent/account/imports):
+# its lines are the person's (role "user") and that assistant's (role OTHER), never the companion's.
+IMPORTED_KINDS = ("chatgpt", "claude")
+# The role of another assistant's line in an imported conversation: neither the person nor the companion.
+OTHER = "other"
+# The status of an imported conversation stored and waiting for the import pacer (jobs/imports.py),
+# which queues it for post-processing (QUEUED) at the operator's pace.
+IMPORT_WAITING = "imported"
 
 
 class Conversation(Base):
@@ -25,11 +33,14 @@ class Conversation(Base):
         Index("ix_conversations_status_last", "status", "last_message_at"),
         # A voice call is stored once however often its post-call webhook arrives.
         Index("uq_conversations_call_id", "call_id", unique=True),
+        # An imported conversation is stored once per person however often its export is imported.
+        Index("uq_conversations_user_external", "user_id", "external_id", unique=True),
     )
 
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
-    # active -> closed (QUEUED) -> processing -> processed | failed (closed again on retry)
+    # active -> closed (QUEUED) -> processing -> processed | failed (closed again on retry);
+    # an imported conversation starts as IMPORT_WAITING until the import pacer queues it.
     status: Mapped[str] = mapped_column(String(16), default="active")
     started_at: Mapped[datetime]
     last_message_at: Mapped[datetime]
@@ -48,9 +59,14 @@ class Conversation(Base):
     claimed_by: Mapped[str | None] = mapped_column(String(128))
     processed_at: Mapped[datetime | None]
     # text (Telegram, terminal) | voice (a call's transcript) | proactive (a touchpoint: the bot wrote
-    # first; text once the user answers); call_id is the voice agent's id.
+    # first; text once the user answers) | chatgpt | claude (IMPORTED_KINDS: brought from an export);
+    # call_id is the voice agent's id.
     kind: Mapped[str] = mapped_column(String(16), default="text", server_default="text")
     call_id: Mapped[str | None] = mapped_column(String(128))
+    # An imported conversation: the import that brought it, and its id in the export (one row per
+    # person and id, so a second import of the same export adds nothing).
+    import_id: Mapped[int | None] = mapped_column(ForeignKey("imports.id", ondelete="SET NULL"))
+    external_id: Mapped[str | None] = mapped_column(String(200))
 
 
 class TranscriptMessage(Base):
@@ -70,8 +86,9 @@ class TranscriptMessage(Base):
     id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
     conversation_id: Mapped[int | None] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
-    role: Mapped[str] = mapped_column(String(16))  # user | assistant | system
-    kind: Mapped[str] = mapped_column(String(32), default="text")  # text | sticker | apology | note | voice
+    role: Mapped[str] = mapped_column(String(16))  # user | assistant | system | other (OTHER)
+    # text | sticker | apology | note | voice | imported
+    kind: Mapped[str] = mapped_column(String(32), default="text")
     content: Mapped[str] = mapped_column(Text)
     telegram_message_id: Mapped[int | None] = mapped_column(BigInteger)
     reply_to_id: Mapped[int | None] = mapped_column(BigInteger)
