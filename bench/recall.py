@@ -39,6 +39,7 @@ from bench.recall_setup import (
     Loaded,
     evidence_ids,
     load_conversation,
+    load_extracted,
     load_observations,
 )
 from db.engine import create_engine, session_factory
@@ -172,11 +173,19 @@ async def _build(
     loaded = [await load_conversation(sessions, s) for s in samples]
     note = ""
     if facts:
-        counts = [await load_observations(sessions, s, x) for s, x in zip(samples, loaded, strict=True)]
+        observed = [(s, x) for s, x in zip(samples, loaded, strict=True) if s.get("observation")]
+        counts = [await load_observations(sessions, s, x) for s, x in observed]
+        extracted = [
+            await load_extracted(sessions, s, x)
+            for s, x in zip(samples, loaded, strict=True)
+            if not s.get("observation")
+        ]
         note = (
             f"; {sum(c[0] for c in counts)} observations stored as facts "
             f"({sum(c[1] for c in counts)} source ids pointing at missing turns)"
         )
+        if extracted:
+            note += f"; {sum(extracted)} facts from the demo model's extraction of {len(extracted)} chats"
     stats = IndexStats()
     for item, recall in zip(loaded, recalls, strict=True):
         one = await recall.reindex(now=Clock().now(), user_ids=[item.user_id])

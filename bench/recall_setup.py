@@ -24,6 +24,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import update
 
 from agent.account.users import get_or_create_user
+from agent.core import demo
 from agent.core.settings import Settings
 from agent.memory.units import FactUnits
 from agent.search import chunks, indexer
@@ -182,6 +183,33 @@ async def load_observations(sessions: Any, sample: dict[str, Any], item: Loaded)
     return stored, dangling
 
 
+async def load_extracted(sessions: Any, sample: dict[str, Any], item: Loaded) -> int:
+    """Store what the offline demo model's extraction learns from the person's own lines, session by
+    session, as their facts with the lines as sources (for files without observations: BEAM).
+
+    The extraction reads only the person's lines of the transcript (never the questions or their
+    evidence): sentences that say who they are, what they have, prefer, want, decided or ask to be
+    always or never done (agent/core/demo.py). Returns how many facts were stored.
+    """
+    conversation = sample["conversation"]
+    stored = 0
+    keys = sorted((k for k in conversation if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k[8:]))
+    for key in keys:
+        at = parse_time(conversation.get(f"{key}_date_time", "12:00 am on 1 January, 2020"))
+        lines = [
+            f"[#{item.dia_to_message[t['dia_id']]} {at:%H:%M} user] {' '.join(turn_text(t).split())}"
+            for t in conversation[key]
+            if t["speaker"] == conversation["speaker_a"] and t["dia_id"] in item.dia_to_message
+        ]
+        learnt = demo.extraction("\n".join(lines))["user_facts"]
+        facts = [(str(f["text"]), [int(i) for i in f["message_ids"]]) for f in learnt]
+        async with sessions() as session, session.begin():
+            stored += await FactRepository(session).add_sourced(
+                item.user_id, None, facts, at, source="extraction"
+            )
+    return stored
+
+
 def index_key(settings: Settings, paths: Sequence[str], *, embedder: str, facts: bool, backend: str) -> str:
     """What a built index depends on: the files, the embedder, the index settings, the schema, facts."""
     digest = hashlib.sha256()
@@ -190,8 +218,8 @@ def index_key(settings: Settings, paths: Sequence[str], *, embedder: str, facts:
     head = ScriptDirectory.from_config(alembic_config("sqlite+aiosqlite://")).get_current_head() or ""
     # The code that decides what is stored and embedded: a change to it builds a new index (a change
     # to the ranking does not).
-    code_parts = (chunks, indexer, FactUnits.index, load_conversation, load_observations, turn_text)
-    for code in (*code_parts, load_chat):
+    code_parts = (chunks, indexer, demo, FactUnits.index, load_conversation, load_observations)
+    for code in (*code_parts, load_extracted, turn_text, load_chat):
         digest.update(inspect.getsource(code).encode())
     parts = [embedder, backend, str(facts), head, *(f"{n}={getattr(settings, n)}" for n in INDEX_SETTINGS)]
     digest.update("\x1f".join(parts).encode())

@@ -38,8 +38,12 @@ LABEL = "(offline demo)"
 # A transcript line as the summary and extraction prompts show it: `[#12 09:30 user] text`.
 _LINE = re.compile(r"^\[#(\d+) \d\d:\d\d (\w+)\] (.*)$", re.MULTILINE)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
+# What the person says of themselves, and what they want kept: preferences, instructions, decisions.
 _FACT = re.compile(
-    r"^(i am|i'm|i have|i've got|i've|i live|i moved|i work|my \w+(?: \w+)? (?:is|are))\b", re.I
+    r"^(i am|i'm|i have|i've got|i've|i live|i moved|i work|my \w+(?: \w+)? (?:is|are)"
+    r"|i (?:really )?(?:prefer|like|love|hate|want|decided|chose)|i'd (?:prefer|rather|like)"
+    r"|i don't (?:like|want)|(?:please )?(?:always|never)|from now on)\b",
+    re.I,
 )
 _PLAN = re.compile(
     r"\b(tomorrow|tonight|next week|on (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
@@ -67,6 +71,11 @@ _PRONOUNS = (
     (re.compile(r"^i moved\b", re.I), "The user moved"),
     (re.compile(r"^i work\b", re.I), "The user works"),
     (re.compile(r"^my\b", re.I), "The user's"),
+    (re.compile(r"^i (?:really )?(prefer|like|love|hate|want)\b", re.I), r"The user \1s"),
+    (re.compile(r"^i (decided|chose)\b", re.I), r"The user \1"),
+    (re.compile(r"^i'd (prefer|rather|like)\b", re.I), r"The user would \1"),
+    (re.compile(r"^i don't (like|want)\b", re.I), r"The user doesn't \1"),
+    (re.compile(r"^(?:please )?(always|never|from now on)\b", re.I), r"The user asked: \1"),
 )
 
 

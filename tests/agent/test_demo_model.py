@@ -41,6 +41,22 @@ async def test_extraction_finds_facts_plans_and_questions_with_their_messages() 
     assert "Nice to meet you" not in result.summary  # what the user said, not the companion
 
 
+async def test_extraction_keeps_preferences_instructions_and_decisions_with_their_messages() -> None:
+    said = [
+        line(1, "user", "I prefer short answers. Always format code with syntax highlighting."),
+        line(2, "assistant", "Always, I promise. I'd rather be brief too."),
+        line(3, "user", "I decided to use SQLite. I'd like a dark theme. Never use emojis!"),
+    ]
+    result = await extract(demo_model(), SETTINGS, said, [], ended_local="Thursday 2026-11-26 10:03 (UTC)")
+    assert [(f.text, f.message_ids) for f in result.user_facts] == [
+        ("The user prefers short answers.", [1]),
+        ("The user asked: Always format code with syntax highlighting.", [1]),
+        ("The user decided to use SQLite.", [3]),
+        ("The user would like a dark theme.", [3]),
+        ("The user asked: Never use emojis.", [3]),
+    ]  # the companion's own lines teach nothing about the person
+
+
 async def test_a_day_summary_keeps_the_previous_one_and_adds_the_new_messages() -> None:
     day = date(2026, 11, 26)
     first = await summarise_day(demo_model(), SETTINGS, day=day, previous=None, lines=CONVERSATION)
