@@ -41,6 +41,7 @@ from bench.recall_setup import (
     load_conversation,
     load_extracted,
     load_observations,
+    write_day_summaries,
 )
 from db.engine import create_engine, session_factory
 from db.models import TranscriptMessage
@@ -175,17 +176,18 @@ async def _build(
     if facts:
         observed = [(s, x) for s, x in zip(samples, loaded, strict=True) if s.get("observation")]
         counts = [await load_observations(sessions, s, x) for s, x in observed]
-        extracted = [
-            await load_extracted(sessions, s, x)
-            for s, x in zip(samples, loaded, strict=True)
-            if not s.get("observation")
-        ]
+        unobserved = [(s, x) for s, x in zip(samples, loaded, strict=True) if not s.get("observation")]
+        extracted = [await load_extracted(sessions, s, x) for s, x in unobserved]
+        days = [await write_day_summaries(sessions, x.user_id) for _, x in unobserved]
         note = (
             f"; {sum(c[0] for c in counts)} observations stored as facts "
             f"({sum(c[1] for c in counts)} source ids pointing at missing turns)"
         )
         if extracted:
-            note += f"; {sum(extracted)} facts from the demo model's extraction of {len(extracted)} chats"
+            note += (
+                f"; {sum(extracted)} facts from the demo model's extraction of {len(extracted)} chats, "
+                f"{sum(days)} day summaries by the demo model"
+            )
     stats = IndexStats()
     for item, recall in zip(loaded, recalls, strict=True):
         one = await recall.reindex(now=Clock().now(), user_ids=[item.user_id])
@@ -230,7 +232,9 @@ async def run_recall_bench(
         restored = cache.restore(cache_key, url) if reusable and cache and cache_key else None
         # In LoCoMo the "assistant" is a person: their name stands in for the persona's.
         persona = [str(s["conversation"]["speaker_b"]) for s in samples]
-        named = [settings.model_copy(update={"persona_name": p, "search_fact_weight": 0.0}) for p in persona]
+        # The systems without "+f" leave the keys out: facts and day summaries lift no message.
+        keyless = {"search_fact_weight": 0.0, "search_summary_key_boost": 0.0}
+        named = [settings.model_copy(update={"persona_name": p, **keyless}) for p in persona]
         # The facts are units of every index (embedded once); only the "+f" systems rank with them.
         units = FactUnits.from_settings(settings)
         hybrids = [
@@ -276,8 +280,11 @@ async def run_recall_bench(
             ],
         }
         if facts:
-            weight = settings.search_fact_weight or 1.0
-            with_facts = [s.model_copy(update={"search_fact_weight": weight}) for s in named]
+            keys = {
+                "search_fact_weight": settings.search_fact_weight or 1.0,
+                "search_summary_key_boost": settings.search_summary_key_boost,
+            }
+            with_facts = [s.model_copy(update=keys) for s in named]
             searchers["hybrid+f"] = [
                 Recall(settings=s, sessions=sessions, dialect=dialect, embedder=timed, units=units)
                 for s in with_facts

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from alembic.script import ScriptDirectory
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from agent.account.users import get_or_create_user
 from agent.core import demo
@@ -210,6 +210,34 @@ async def load_extracted(sessions: Any, sample: dict[str, Any], item: Loaded) ->
     return stored
 
 
+async def write_day_summaries(sessions: Any, user_id: int) -> int:
+    """Write every day's summary as the offline demo model writes one from the day's transcript (an
+    extractive summary of what the person said), for files that hold no summaries of ours. Returns
+    how many days were summarised."""
+    written = 0
+    async with sessions() as session, session.begin():
+        segments = (await session.execute(select(DaySegment).where(DaySegment.user_id == user_id))).scalars()
+        for segment in list(segments):
+            said = (
+                await session.execute(
+                    select(TranscriptMessage)
+                    .where(TranscriptMessage.day_segment_id == segment.id)
+                    .order_by(TranscriptMessage.id)
+                )
+            ).scalars()
+            lines = [(m.id, m.sent_at, m.role, " ".join(m.content.split())) for m in said]
+            if not lines:
+                continue
+            prompt = "Previous summary:\n\n\nNew messages:\n" + "\n".join(
+                f"[#{i} {at:%H:%M} {role}] {text}" for i, at, role, text in lines
+            )
+            segment.summary = str(demo.day_summary(prompt)["summary"])
+            segment.last_summarized_message_id = lines[-1][0]
+            segment.summary_updated_at = segment.last_message_at
+            written += 1
+    return written
+
+
 def index_key(settings: Settings, paths: Sequence[str], *, embedder: str, facts: bool, backend: str) -> str:
     """What a built index depends on: the files, the embedder, the index settings, the schema, facts."""
     digest = hashlib.sha256()
@@ -219,7 +247,7 @@ def index_key(settings: Settings, paths: Sequence[str], *, embedder: str, facts:
     # The code that decides what is stored and embedded: a change to it builds a new index (a change
     # to the ranking does not).
     code_parts = (chunks, indexer, demo, FactUnits.index, load_conversation, load_observations)
-    for code in (*code_parts, load_extracted, turn_text, load_chat):
+    for code in (*code_parts, load_extracted, write_day_summaries, turn_text, load_chat):
         digest.update(inspect.getsource(code).encode())
     parts = [embedder, backend, str(facts), head, *(f"{n}={getattr(settings, n)}" for n in INDEX_SETTINGS)]
     digest.update("\x1f".join(parts).encode())

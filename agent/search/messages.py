@@ -4,7 +4,9 @@ with who said them and the turns either side (the hybrid base plus the rescoring
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from datetime import date
 
 import numpy as np
 from sqlalchemy import select
@@ -94,7 +96,9 @@ class MessageRanking:
         )
         return {message_id: score * weight for message_id, score in scores.items()}
 
-    def _signals(self, query: SearchQuery, vectors_on: bool, days: list[DayRange]) -> Signals:
+    def _signals(
+        self, query: SearchQuery, vectors_on: bool, days: list[DayRange], summary_days: Mapping[date, float]
+    ) -> Signals:
         wv, wl = self.weights(vectors_on)
         user_name, persona_name = (*query.speakers, "", "")[:2]
         return Signals(
@@ -105,6 +109,8 @@ class MessageRanking:
             date_boost=self.settings.search_date_boost,
             named_role=named_role(query.text, user_name=user_name, persona_name=persona_name),
             days=days,
+            summary_days=summary_days,
+            summary_key_boost=self.settings.search_summary_key_boost,
         )
 
     async def run(
@@ -115,8 +121,10 @@ class MessageRanking:
         segment_filter: int | None,
         vectors: UserVectors | None,
         sims: np.ndarray | None,
+        summary_days: Mapping[date, float] | None = None,
     ) -> list[SearchHit]:
-        """The best `query.limit` messages, with their neighbours."""
+        """The best `query.limit` messages, with their neighbours; `summary_days`: the days whose
+        summary matched the query, with its relative score (their messages rank higher)."""
         lexical_hits = await self.full_text.messages(
             session,
             user_id,
@@ -149,7 +157,7 @@ class MessageRanking:
                     unembedded.add(message_id)  # not (yet) in this model's index: full text decides
         if not ids:
             return []
-        signals = self._signals(query, sims is not None, days)
+        signals = self._signals(query, sims is not None, days, summary_days or {})
         base = final_scores(
             ids,
             cosine=cosine,

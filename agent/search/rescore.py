@@ -1,13 +1,15 @@
-"""The final score of a candidate message: the hybrid base (vector and full-text scores), then three signals
-measured on LoCoMo (docs/recall.md): the previous turn's words, the speaker a
-query names, and the days it names. Pure functions over what the search already read.
+"""The final score of a candidate message: the hybrid base (vector and full-text scores), then the
+signals measured on LoCoMo and BEAM (docs/recall.md): the previous turn's words, the speaker a
+query names, the days it names, and the days whose summary it matches. Pure functions over what
+the search already read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import date
 
 from agent.search.dates import DayRange
 from agent.search.turns import Role, TurnInfo
@@ -24,6 +26,9 @@ class Signals:
     date_boost: float
     named_role: Role | None
     days: Sequence[DayRange]
+    # Days whose summary matches the query, with the summary's score relative to the best (0-1].
+    summary_days: Mapping[date, float] = field(default_factory=dict)
+    summary_key_boost: float = 0.0
 
 
 def with_previous_turn(
@@ -79,5 +84,6 @@ def final_scores(
                     score *= signals.other_speaker_factor
             if any(days.holds(turn.day) for days in signals.days):
                 score *= 1.0 + signals.date_boost
+            score *= 1.0 + signals.summary_key_boost * signals.summary_days.get(turn.day, 0.0)
         scores[message_id] = score
     return scores

@@ -2,13 +2,16 @@
 
 base = vector_weight x cosine + lexical_weight x (FTS score / best FTS score of this search);
 a message's cosine is that of the best embedded section holding it, its lexical score includes a
-share of its previous turn's, and the speaker and days a query names weigh in (`rescore`).
+share of its previous turn's, and the speaker and days a query names and the days whose summary
+it matches weigh in (`rescore`).
 Transcript hits already covered by their day's summary are multiplied by the covered penalty.
 Ties: newer day, then newer message. Message hits carry who said them and the turns either side
 (`messages`). Every query is scoped to one user id, which callers take from the run's deps.
 """
 
 from __future__ import annotations
+
+from datetime import date
 
 import numpy as np
 from sqlalchemy import select
@@ -69,7 +72,10 @@ class ConversationSearch:
             else None
         )
         summaries = await self._summaries(session, user_id, query, segment_filter, vectors, sims)
-        messages = await self.messages.run(session, user_id, query, segment_filter, vectors, sims)
+        # Each matching summary is a key of its day's messages.
+        top = max((h.score for h in summaries), default=0.0)
+        days = {date.fromisoformat(h.day_label): h.score / top for h in summaries if top > 0}
+        messages = await self.messages.run(session, user_id, query, segment_filter, vectors, sims, days)
         if query.min_score is not None:
             summaries = [h for h in summaries if h.score >= query.min_score]
             messages = [h for h in messages if h.score >= query.min_score]

@@ -1,5 +1,6 @@
 """A fact as a key of the turn that said it: it leads a search to that turn while it is held, and the
-key goes with the fact when the person takes it back (memory_forget) and with everything on /forget."""
+key goes with the fact when the person takes it back (memory_forget) and, with the day summaries
+(keys of their days), on /forget."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from agent.account.forget import forget_user
 from agent.memory.corrections import end_facts
 from agent.memory.units import KIND_FACT_CHUNK, FactUnits
 from agent.search.recall import Recall
-from db.models import SearchChunk, UserFact
+from db.models import DaySegment, SearchChunk, UserFact
 from db.repositories.facts import FactRepository
 from tests.agent.search.corpus import add_day, add_user, make_recall, recall_settings
 
@@ -42,7 +43,9 @@ async def _two_people(
     people = []
     for key in ("cli:ann", "cli:bob"):
         user = await add_user(sessions, key)
-        _, ids = await add_day(sessions, user, date(2026, 2, 10), TURNS)
+        _, ids = await add_day(
+            sessions, user, date(2026, 2, 10), TURNS, summary="A short chat about replies."
+        )
         async with sessions() as session, session.begin():
             await FactRepository(session).add_sourced(
                 user, None, [(FACT, [ids[2]])], NOW, source="extraction"
@@ -102,6 +105,9 @@ async def test_fact_keys_go_with_forget(sessions: async_sessionmaker[AsyncSessio
 
     assert result.found and result.stores_pending == ()
     assert (await _keys(sessions, ann), await _keys(sessions, bob)) == (0, 1)
+    async with sessions() as session:  # the day summaries, keys of their days, and their vectors too
+        for table, owner in ((SearchChunk, SearchChunk.user_id), (DaySegment, DaySegment.user_id)):
+            assert await session.scalar(select(func.count()).select_from(table).where(owner == ann)) == 0
     assert not recall.units.holds(ann) and not recall.remembers(ann)
     async with sessions() as session:
         assert await session.scalar(select(func.count(UserFact.id)).where(UserFact.user_id == ann)) == 0
