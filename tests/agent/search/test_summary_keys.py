@@ -22,20 +22,14 @@ async def test_the_day_whose_summary_matches_ranks_its_turns_first(
 ) -> None:
     user = await add_user(sessions, "cli:ann")
     # The same words on both days; only the earlier day's summary tells what that day was about.
-    _, kyoto = await add_day(
-        sessions,
-        user,
-        date(2026, 2, 10),
-        ["the garden was lovely", "glad you liked it"],
-        summary="Ann is planning a trip to Kyoto in April and compared temples.",
-    )
-    _, work = await add_day(
-        sessions,
-        user,
-        date(2026, 2, 12),
-        ["the garden was lovely", "glad you liked it"],
-        summary="Ann had a stressful week at work.",
-    )
+    days = {
+        date(2026, 2, 10): "Ann is planning a trip to Kyoto in April and compared temples.",
+        date(2026, 2, 12): "Ann had a stressful week at work.",
+    }
+    kyoto, work = [
+        (await add_day(sessions, user, day, ["the garden was lovely", "glad you liked it"], summary=text))[1]
+        for day, text in days.items()
+    ]
     keyed = make_recall(recall_settings(), sessions, vectors=vectors)
     unkeyed = make_recall(recall_settings(search_summary_key_boost=0.0), sessions, vectors=vectors)
 
