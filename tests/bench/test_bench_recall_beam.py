@@ -136,3 +136,21 @@ async def test_the_benchmark_reports_beam_abilities_beside_bm25(
         "1.000",
     ]
     assert "1 questions without usable evidence skipped" in out  # abstention
+
+
+async def test_facts_mode_learns_a_chats_facts_from_the_persons_own_lines(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    _write_chat(tmp_path / "1")
+    settings = Settings(_env_file=None, model="test", compaction_enabled=False)
+
+    await run_recall_bench(
+        settings, [load_chat(tmp_path / "1")], backend="sqlite", embedder=HashingEmbedder(), facts=True
+    )
+
+    out = capsys.readouterr().out
+    # One fact (the instruction the person gave; the assistant's echo of it teaches nothing) and the
+    # demo model's summary of each of the two days.
+    assert "1 facts from the demo model's extraction of 1 chats, 2 day summaries by the demo model" in out
+    table = out.split("per BEAM ability, R@10 / MRR (", 1)[1].splitlines()
+    assert table[0] == "hybrid, fts-only, hybrid+f, fts+f, hybrid+fo, bm25)"
