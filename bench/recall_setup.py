@@ -246,8 +246,10 @@ def index_key(settings: Settings, paths: Sequence[str], *, embedder: str, facts:
     head = ScriptDirectory.from_config(alembic_config("sqlite+aiosqlite://")).get_current_head() or ""
     # The code that decides what is stored and embedded: a change to it builds a new index (a change
     # to the ranking does not).
-    code_parts = (chunks, indexer, demo, FactUnits.index, load_conversation, load_observations)
-    for code in (*code_parts, load_extracted, write_day_summaries, turn_text, load_chat):
+    code_parts = (chunks, indexer, FactUnits.index, load_conversation, load_observations, turn_text)
+    # With facts, also what writes the facts and day summaries of files without observations.
+    written = (demo, load_extracted, write_day_summaries) if facts else ()
+    for code in (*code_parts, load_chat, *written):
         digest.update(inspect.getsource(code).encode())
     parts = [embedder, backend, str(facts), head, *(f"{n}={getattr(settings, n)}" for n in INDEX_SETTINGS)]
     digest.update("\x1f".join(parts).encode())
