@@ -293,12 +293,13 @@ async def run_recall_bench(
                 Recall(settings=s, sessions=sessions, dialect=dialect, embedder=None, units=units)
                 for s in with_facts
             ]
-            # Facts alone as keys (the day summaries lift nothing): what each kind of key adds.
-            facts_only = [s.model_copy(update={"search_summary_key_boost": 0.0}) for s in with_facts]
-            searchers["hybrid+fo"] = [
-                Recall(settings=s, sessions=sessions, dialect=dialect, embedder=timed, units=units)
-                for s in facts_only
-            ]
+            if settings.search_summary_key_boost > 0:
+                # Facts alone as keys (the day summaries lift nothing): what each kind of key adds.
+                facts_only = [s.model_copy(update={"search_summary_key_boost": 0.0}) for s in with_facts]
+                searchers["hybrid+fo"] = [
+                    Recall(settings=s, sessions=sessions, dialect=dialect, embedder=timed, units=units)
+                    for s in facts_only
+                ]
         problems: Counter[str] = Counter()
         systems = {name: Scores() for name in [*searchers, "bm25"]}
         # BEAM's questions carry their ability: the same searches scored per ability too.

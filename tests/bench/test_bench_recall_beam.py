@@ -142,7 +142,7 @@ async def test_facts_mode_learns_a_chats_facts_from_the_persons_own_lines(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     _write_chat(tmp_path / "1")
-    settings = Settings(_env_file=None, model="test", compaction_enabled=False)
+    settings = Settings(_env_file=None, model="test", compaction_enabled=False, search_summary_key_boost=0.3)
 
     await run_recall_bench(
         settings, [load_chat(tmp_path / "1")], backend="sqlite", embedder=HashingEmbedder(), facts=True

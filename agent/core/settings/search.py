@@ -60,9 +60,10 @@ class SearchSettings(SettingsGroup):
     # Facts with their source messages rank with the transcript: a fact's score, x this, reaches the
     # messages it comes from (0 = facts take no part in conversation_search).
     search_fact_weight: float = 1.0
-    # Day summaries are keys of their day's messages: a message of a day whose summary matches the
-    # query scores x (1 + this x the summary's score relative to the best summary's; 0 = off).
-    search_summary_key_boost: float = 0.3
+    # Day summaries as keys of their day's messages: a message of a day whose summary matches the
+    # query scores x (1 + this x the summary's score relative to the best summary's). 0 = off, the
+    # default: on BEAM, with the demo model's summaries, it cost recall (docs/benchmarks.md).
+    search_summary_key_boost: float = 0.0
     # Characters of the turn before and after each message hit (0 = no neighbours in results).
     search_neighbour_chars: int = 160
     # After the start, between turns: this many most recently active users are caught up and their

@@ -30,7 +30,7 @@ async def test_the_day_whose_summary_matches_ranks_its_turns_first(
         (await add_day(sessions, user, day, ["the garden was lovely", "glad you liked it"], summary=text))[1]
         for day, text in days.items()
     ]
-    keyed = make_recall(recall_settings(), sessions, vectors=vectors)
+    keyed = make_recall(recall_settings(search_summary_key_boost=0.3), sessions, vectors=vectors)
     unkeyed = make_recall(recall_settings(search_summary_key_boost=0.0), sessions, vectors=vectors)
 
     hits = await keyed.search(user, QUESTION, now=NOW)
