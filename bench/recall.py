@@ -39,9 +39,7 @@ from bench.recall_setup import (
     Loaded,
     evidence_ids,
     load_conversation,
-    load_extracted,
-    load_observations,
-    write_day_summaries,
+    store_facts,
 )
 from db.engine import create_engine, session_factory
 from db.models import TranscriptMessage
@@ -169,25 +167,12 @@ async def _build(
     recalls: Sequence[Recall],
     *,
     facts: bool,
+    summaries: bool = False,
 ) -> tuple[list[Loaded], IndexStats, str]:
-    """Store every sample (and its observations as facts) and index it; a line saying what was stored."""
+    """Store every sample (and its observations as facts, or facts of its person's lines; with
+    `summaries`, its days' summaries too) and index it; a line saying what was stored."""
     loaded = [await load_conversation(sessions, s) for s in samples]
-    note = ""
-    if facts:
-        observed = [(s, x) for s, x in zip(samples, loaded, strict=True) if s.get("observation")]
-        counts = [await load_observations(sessions, s, x) for s, x in observed]
-        unobserved = [(s, x) for s, x in zip(samples, loaded, strict=True) if not s.get("observation")]
-        extracted = [await load_extracted(sessions, s, x) for s, x in unobserved]
-        days = [await write_day_summaries(sessions, x.user_id) for _, x in unobserved]
-        note = (
-            f"; {sum(c[0] for c in counts)} observations stored as facts "
-            f"({sum(c[1] for c in counts)} source ids pointing at missing turns)"
-        )
-        if extracted:
-            note += (
-                f"; {sum(extracted)} facts from the demo model's extraction of {len(extracted)} chats, "
-                f"{sum(days)} day summaries by the demo model"
-            )
+    note = await store_facts(sessions, samples, loaded, summaries=summaries) if facts else ""
     stats = IndexStats()
     for item, recall in zip(loaded, recalls, strict=True):
         one = await recall.reindex(now=Clock().now(), user_ids=[item.user_id])
@@ -248,7 +233,9 @@ async def run_recall_bench(
                 f"; index reused ({cache.folder if cache else ''}, key {cache_key})",
             )
         else:
-            loaded, stats, note = await _build(sessions, samples, hybrids, facts=facts)
+            # Day summaries as keys are measured only when they take part (SEARCH_SUMMARY_KEY_BOOST).
+            summaries = facts and settings.search_summary_key_boost > 0
+            loaded, stats, note = await _build(sessions, samples, hybrids, facts=facts, summaries=summaries)
             if reusable and cache and cache_key:
                 await engine.dispose()  # every write is on disk before the file is copied
                 cache.keep(cache_key, url, loaded)

@@ -238,6 +238,28 @@ async def write_day_summaries(sessions: Any, user_id: int) -> int:
     return written
 
 
+async def store_facts(
+    sessions: Any, samples: Sequence[dict[str, Any]], loaded: Sequence[Loaded], *, summaries: bool
+) -> str:
+    """Each sample's facts: its observations, or what the demo model learns from its person's lines
+    (and, with `summaries`, the demo model's day summaries); a note saying what was stored."""
+    observed = [(s, x) for s, x in zip(samples, loaded, strict=True) if s.get("observation")]
+    counts = [await load_observations(sessions, s, x) for s, x in observed]
+    unobserved = [(s, x) for s, x in zip(samples, loaded, strict=True) if not s.get("observation")]
+    extracted = [await load_extracted(sessions, s, x) for s, x in unobserved]
+    days = [await write_day_summaries(sessions, x.user_id) for _, x in unobserved if summaries]
+    note = (
+        f"; {sum(c[0] for c in counts)} observations stored as facts "
+        f"({sum(c[1] for c in counts)} source ids pointing at missing turns)"
+    )
+    if extracted:
+        note += (
+            f"; {sum(extracted)} facts from the demo model's extraction of {len(extracted)} chats, "
+            f"{sum(days)} day summaries by the demo model"
+        )
+    return note
+
+
 def index_key(settings: Settings, paths: Sequence[str], *, embedder: str, facts: bool, backend: str) -> str:
     """What a built index depends on: the files, the embedder, the index settings, the schema, facts."""
     digest = hashlib.sha256()
@@ -248,10 +270,12 @@ def index_key(settings: Settings, paths: Sequence[str], *, embedder: str, facts:
     # to the ranking does not).
     code_parts = (chunks, indexer, FactUnits.index, load_conversation, load_observations, turn_text)
     # With facts, also what writes the facts and day summaries of files without observations.
-    written = (demo, load_extracted, write_day_summaries) if facts else ()
+    written = (demo, store_facts, load_extracted, write_day_summaries) if facts else ()
     for code in (*code_parts, load_chat, *written):
         digest.update(inspect.getsource(code).encode())
     parts = [embedder, backend, str(facts), head, *(f"{n}={getattr(settings, n)}" for n in INDEX_SETTINGS)]
+    if facts:  # the demo model's day summaries are written only when they take part
+        parts.append(f"summaries={settings.search_summary_key_boost > 0}")
     digest.update("\x1f".join(parts).encode())
     return digest.hexdigest()[:16]
 
