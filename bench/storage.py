@@ -238,7 +238,7 @@ async def run_storage_bench(
     how = (
         "every turn through the real runtime"
         if turns
-        else "one person's real turns recorded, replayed for each"
+        else "three people's real turns recorded, their rows written again for each person"
     )
     lines = [
         f"storage at rest ({people} people x {days} days, 3 messages a day, {how}; demo models, default"
