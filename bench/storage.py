@@ -18,10 +18,14 @@ days with SNAPSHOT_RETENTION_DAYS=10 (the later thirds are past the retention pe
 
 from __future__ import annotations
 
+import hashlib
+import pickle
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from sqlalchemy import text
 
@@ -174,15 +178,39 @@ async def _retained(url: str, clock: FrozenClock, retention_days: float) -> tupl
 Write = Callable[[str, int, int], Awaitable[None]]
 
 
-async def record(people: int, days: int) -> tuple[Template, float]:
+def _recording(people: int, days: int) -> Path:
+    """Where a recording is kept: named by its size and a digest of the code that writes and reads its
+    rows (the product's folders, this module and the generator), so a change to any records again."""
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(p for folder in ("agent", "bot", "db", "jobs") for p in (root / folder).rglob("*.py")):
+        digest.update(path.read_bytes())
+    for module in ("storage.py", "storage_gen.py"):
+        digest.update((root / "bench" / module).read_bytes())
+    return (
+        Path(tempfile.gettempdir())
+        / "nikita-bench-storage"
+        / f"{people}x{days}-{digest.hexdigest()[:16]}.pickle"
+    )
+
+
+async def record(people: int, days: int, *, rebuild: bool = False) -> tuple[Template, float | None]:
     """`people` x `days` of real turns on a scratch SQLite database, read back as the generator's
-    template; returns it and the seconds the turns took."""
+    template (kept in the temporary folder for the next run of the same code; `rebuild`: record
+    anew); returns it and the seconds the turns took (None: a kept recording)."""
+    kept = _recording(people, days)
+    if kept.exists() and not rebuild:
+        template: Template = pickle.loads(kept.read_bytes())
+        return template, None
     async with scratch_database("sqlite") as url:
         assert url is not None
         began = time.perf_counter()
         await talk(url, people, days, clock=FrozenClock(current=START))
         took = time.perf_counter() - began
-        return await read_template(url, START, days), took
+        template = await read_template(url, START, days)
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    kept.write_bytes(pickle.dumps(template))
+    return template, took
 
 
 def checkpoints(days: int) -> list[int]:
@@ -231,6 +259,7 @@ async def run_storage_bench(
     backends: tuple[str, ...] = ("sqlite", "postgres"),
     top: int = 24,
     turns: bool = False,
+    rebuild: bool = False,
 ) -> list[str]:
     """Print (and return) the bytes at rest per message before and after retention, per backend, at
     each third of the history (`turns`: every person talks through the real runtime; otherwise one
@@ -253,9 +282,10 @@ async def run_storage_bench(
                        first_day=first)  # fmt: skip
     else:
         recorded = min(people, RECORDED)
-        template, took = await record(recorded, days)
+        template, took = await record(recorded, days, rebuild=rebuild)
         lines.append(
-            f"  recorded {recorded} people x {days} days ({template.messages()} messages) in {took:,.0f} s"
+            f"  recorded {recorded} people x {days} days ({template.messages():,} messages)"
+            + (f" in {took:,.0f} s" if took is not None else ", kept from an earlier run of this code")
         )
         print(lines[-1], flush=True)
         words = Words(template.said)

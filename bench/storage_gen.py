@@ -48,6 +48,15 @@ _REFERENCES: dict[str, dict[str, str]] = {
 # Columns unique across people that are not ids: written per person.
 _PER_PERSON = {("users", "key"): "cli:storage-{person}", ("users", "name"): "P{person}"}
 _WORD = re.compile(r"(?<![\w-])[A-Za-z]+(?![\w-])")
+# Words kept as said: the language's own small words (full-text search drops most of them as stop
+# words, and every text has them), so only the words that carry meaning are drawn anew.
+_KEPT = frozenset(
+    "a about after again all am an and any are as at be because been but by can could did do does for"
+    " from had has have he her him his how i if in into is it its just me more most my no nor not now of"
+    " on or our out over she should so some such than that the their them then there these they this"
+    " those to too until up very was we were what when where which while who why will with would you"
+    " your".split()
+)
 _SYLLABLES = (*(c + v for c in "bcdfghjklmnprstvwz" for v in "aeiou"), "th", "st", "ng", "er", "an")
 
 
@@ -121,11 +130,12 @@ async def read_template(url: str, start: datetime, span: int) -> Template:
 
 
 class Words:
-    """Same-length words for what the recorded person said, drawn per person and day from a
-    vocabulary of `size` made-up words with a long tail (a few common, most rare)."""
+    """Same-length words for what the recorded people said, drawn per person and day from a
+    vocabulary of `size` made-up words by Zipf's law (a word's share falls with its rank, as in
+    language: a few common, most rare); small function words are kept."""
 
     def __init__(self, said: frozenset[str], size: int = 20_000, seed: int = 7) -> None:
-        self.said = said
+        self.said = frozenset(word for word in said if word.lower() not in _KEPT)
         made = random.Random(seed)
         by_length: dict[int, list[str]] = {}
         for _ in range(size):
@@ -139,7 +149,7 @@ class Words:
         chosen = {}
         for word in sorted(self.said):
             pool = self.by_length.get(len(word)) or self.by_length[max(self.by_length)]
-            made = pool[int(len(pool) * draw.random() ** 3)][: len(word)].ljust(len(word), "a")
+            made = pool[int(len(pool) ** draw.random()) - 1][: len(word)].ljust(len(word), "a")
             chosen[word] = made.capitalize() if word[0].isupper() else made
         return chosen
 
