@@ -13,7 +13,7 @@ from bench.storage import run_storage_bench
 @pytest.mark.parametrize("turns", [False, True], ids=["generated", "turns"])
 async def test_the_storage_benchmark_measures_before_and_after_retention(turns: bool) -> None:
     lines = await run_storage_bench(
-        people=2, days=2, retention_days=1, backends=("sqlite",), top=40, turns=turns
+        people=2, days=2, retention_days=1, backends=("sqlite",), top=40, turns=turns, rebuild=True
     )
 
     summary = lines[lines.index("  sqlite:") + 1]
