@@ -1,17 +1,17 @@
-"""A history of many people, fast: one person's real turns recorded, then written again in bulk.
+"""A history of many people, fast: a few people's real turns recorded, then written again in bulk.
 
-`record` has one person talk with the offline demo models through the real runtime (`talk`: turns,
-post-processing, day summaries, nightly finalisation, the default embedder indexing every turn) and
-reads back every row that person's days left, table by table. `replay` writes those rows again for
-each of `people` people, day by day, as plain inserts: every id moved into a range of its own
-(interleaved, so ids grow with time across people as they do when people talk at once), every
-reference to it (foreign keys, the message ids that segments, search chunks and facts hold) moved
-with it, and the words people said replaced, for each person and day, by other words of the same
-length drawn from a large vocabulary with a long tail (so the full-text indexes see many people's
-words, not one person's six sentences). Lengths, row counts, JSON shapes, the search chunks' vectors
-(the default embedder's, of the recorded text) and the timestamps stay as the real turns wrote them;
-the full-text rows are made by the database's own triggers and generated columns as they are for a
-turn.
+`bench.storage.record` has a few people talk with the offline demo models through the real runtime
+(turns, post-processing, day summaries, nightly finalisation, the default embedder indexing every
+turn); `read_template` reads back every row their days left, table by table and day by day.
+`replay` writes those rows again, copy after copy of the recorded people, until there are `people`,
+day by day, as plain inserts: every id moved into a range of its own (interleaved, so ids grow with
+time across people as they do when people talk at once), every reference to it (foreign keys, the
+message ids that segments, search chunks and facts hold) moved with it, and the words that carry
+meaning replaced, for each person and day, by made-up words of the same length drawn by Zipf's law
+(so the full-text indexes see many people's words, not the recorded people's six sentences).
+Lengths, row counts, JSON shapes, the search chunks' vectors (the default embedder's, of the
+recorded text) and the timestamps stay as the real turns wrote them; the full-text rows are made by
+the database's own triggers and generated columns as they are for a turn.
 """
 
 from __future__ import annotations
