@@ -58,7 +58,10 @@ def _parser() -> argparse.ArgumentParser:
         help="recall: BEAM chat folders (chat.json, probing_questions/), or folders of them",
     )
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
-    parser.add_argument("--full", action="store_true", help="storage: 100 people x 90 days (long)")
+    parser.add_argument("--full", action="store_true", help="storage: 100 people x 90 days")
+    parser.add_argument(
+        "--turns", action="store_true", help="storage: every person talks through the real runtime (slow)"
+    )
     parser.add_argument(
         "--calls", action="store_true", help="turn: count Python calls per turn (cProfile) instead of timing"
     )
@@ -67,7 +70,9 @@ def _parser() -> argparse.ArgumentParser:
         "--facts", action="store_true", help="recall: also measure with the files' observations as facts"
     )
     parser.add_argument(
-        "--rebuild", action="store_true", help="recall: build the index even when a kept one matches"
+        "--rebuild",
+        action="store_true",
+        help="recall: build the index even when a kept one matches; storage: record the turns again",
     )
     return parser
 
@@ -177,7 +182,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench.storage import run_storage_bench
 
         people, days, kept = (100, 90, 30.0) if args.full else (2, 12, 3.0) if quick else (3, 40, 10.0)
-        asyncio.run(run_storage_bench(people=people, days=days, retention_days=kept))
+        asyncio.run(
+            run_storage_bench(
+                people=people, days=days, retention_days=kept, turns=args.turns, rebuild=args.rebuild
+            )
+        )
     elif args.name == "context":
         from bench.context import run_context_bench
 
