@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -50,7 +50,7 @@ def new_lines(conversation: ImportedConversation, known: KnownConversation | Non
     return [message for message in conversation.messages if message.sent_at > known.last_message_at]
 
 
-def _batches(reader: ExportReader) -> Iterator[list[ImportedConversation]]:
+def _batches(reader: ExportReader) -> Generator[list[ImportedConversation]]:
     batch: list[ImportedConversation] = []
     lines = 0
     for conversation in reader:

@@ -61,11 +61,12 @@ async def run_import_command(settings: Settings, path: Path, *, telegram_id: int
             user = await UserRepository(session).by_key(telegram_key(telegram_id))
         timezone = user.timezone if user is not None else settings.default_timezone
         try:
+            # Read first: a file that cannot be imported leaves no trace, not even the person's row.
+            preview = await preview_import(
+                sessions, user.id if user is not None else 0, path, timezone=timezone, settings=settings
+            )
+            print(describe(preview, settings.summary_model), flush=True)
             if dry_run:
-                preview = await preview_import(
-                    sessions, user.id if user is not None else 0, path, timezone=timezone, settings=settings
-                )
-                print(describe(preview, settings.summary_model))
                 print("dry run: nothing stored")
                 return 0
             if user is None:
@@ -77,8 +78,6 @@ async def run_import_command(settings: Settings, path: Path, *, telegram_id: int
                     telegram_id=telegram_id,
                     onboarding_status="pending" if settings.onboarding_enabled else "complete",
                 )
-            preview = await preview_import(sessions, user.id, path, timezone=timezone, settings=settings)
-            print(describe(preview, settings.summary_model), flush=True)
             run_id = await begin_import(
                 sessions,
                 user.id,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, case, func, insert, or_, select, update
+from sqlalchemy import BindParameter, Table, bindparam, case, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.base import UTCDateTime
@@ -215,7 +215,7 @@ class ImportRepository:
         segments = cast(Table, DaySegment.__table__).c
         first_at = bindparam("b_first_at", type_=UTCDateTime())
         last_at = bindparam("b_last_at", type_=UTCDateTime())
-        last_id = bindparam("b_last_id")
+        last_id: BindParameter[int] = bindparam("b_last_id")
         # A Core statement run once per day (executemany): the ORM's bulk form wants whole rows.
         stmt = (
             update(cast(Table, DaySegment.__table__))
