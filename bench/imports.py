@@ -56,6 +56,7 @@ class ImportFigures:
     file_bytes: int
     stored_per_second: float
     command_seconds: float
+    command_cpu_seconds: float
     peak_rss_mb: float
     first_searchable_seconds: float | None
     storing_began_seconds: float
@@ -108,9 +109,11 @@ def _running(pid: int) -> bool:
     return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
 
 
-def _wait(child: subprocess.Popen[str]) -> int:
-    """The child's exit status."""
-    return child.wait()
+def _wait(child: subprocess.Popen[str]) -> tuple[int, float]:
+    """The child's exit status and the CPU seconds it used (user and system, all its threads)."""
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    return child.returncode, usage.ru_utime + usage.ru_stime
 
 
 async def import_once(url: str, path: Path, size: int, settings: Settings) -> ImportFigures:
@@ -131,7 +134,7 @@ async def import_once(url: str, path: Path, size: int, settings: Settings) -> Im
         )
         wall = Clock().now()
         seen = await _watch(url, "c0m0", started, child)
-        status = await asyncio.to_thread(_wait, child)
+        status, cpu = await asyncio.to_thread(_wait, child)
         command_seconds = time.perf_counter() - started
         if status != 0:
             raise RuntimeError(f"the import command failed ({status})")
@@ -144,6 +147,7 @@ async def import_once(url: str, path: Path, size: int, settings: Settings) -> Im
             file_bytes=size,
             stored_per_second=run.messages_stored / storing if storing else 0.0,
             command_seconds=command_seconds,
+            command_cpu_seconds=cpu,
             peak_rss_mb=seen.peak_kb / 1024,
             first_searchable_seconds=seen.first,
             storing_began_seconds=(run.created_at - wall) / timedelta(seconds=1),
@@ -181,7 +185,8 @@ def _line(kind: Format, figures: ImportFigures, vectors: tuple[int, float] | Non
         f"{preview.assistant}: {preview.conversations:,} conversations, {preview.messages:,} messages, "
         f"{figures.file_bytes / 1e6:,.1f} MB file ({kind})",
         f"  stored and searchable by full text: {figures.stored_per_second:,.0f} messages/s "
-        f"(the whole command {figures.command_seconds:.1f} s: reading the file twice, hashing it, storing)",
+        f"(the whole command {figures.command_seconds:.1f} s, {figures.command_cpu_seconds:.1f} s of CPU: "
+        "reading the file twice, hashing it, storing)",
         f"  peak RSS of the import process: {figures.peak_rss_mb:.0f} MB",
         f"  first message searchable {first - figures.storing_began_seconds:.2f} s after storing began "
         f"({first:.1f} s after the command started: start-up, the preview's pass over the file)"

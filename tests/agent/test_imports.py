@@ -21,9 +21,12 @@ from agent.account.imports import (
 from agent.account.users import get_or_create_user
 from agent.core.clock import Clock
 from agent.core.settings import Settings
+from agent.search.recall import build_recall
+from agent.search.recall_index import CATCH_UP_SLICE
 from bench.clock import FrozenClock
 from bench.import_data import ExportShape, write_export
-from db.models import Conversation, DaySegment, ImportRun, TranscriptMessage
+from bench.start_data import RandomVectors
+from db.models import Conversation, DaySegment, ImportRun, SearchChunk, TranscriptMessage
 from db.models.conversations import IMPORT_WAITING, OTHER
 
 SETTINGS = Settings(_env_file=None, summary_model="anthropic:claude-haiku-4-5")  # type: ignore[call-arg]
@@ -176,3 +179,33 @@ async def test_a_run_held_by_a_live_lease_is_refused_and_a_cancelled_one_stops(
     result = await run_import(sessions, run_id, path, clock=clock, worker_id="w1", settings=SETTINGS)
     assert result.messages == 0 and await _count(sessions, TranscriptMessage) == 0
     assert not await cancel_import(sessions, user_id + 1, run_id)
+
+
+async def test_vectors_catch_up_on_an_imported_history_in_passes_and_stop_between_them(
+    sessions: async_sessionmaker[AsyncSession], clock: FrozenClock, tmp_path: Path
+) -> None:
+    user_id = await _person(sessions, clock)
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    recall = build_recall(settings, sessions, dialect="sqlite", embedder=RandomVectors())
+    assert (
+        await recall.index_quietly(user_id, now=clock.now())
+    ) is not None  # nothing yet: the marker is kept
+
+    # The imported lines are older than anything live; the index still sees them as new.
+    await _import(sessions, user_id, write_export(tmp_path / "a.json", "claude", ExportShape(30, 20)), clock)
+    stats = await recall.index_quietly(user_id, now=clock.now())
+    assert stats is not None and not stats.more
+    # Several passes: each re-reads the day's unfinished last chunk of the one before.
+    assert stats.messages > 600 > CATCH_UP_SLICE
+    async with sessions() as session:
+        chunked = {
+            i for ids in (await session.execute(select(SearchChunk.message_ids))).scalars() for i in ids
+        }
+        stored = set((await session.execute(select(TranscriptMessage.id))).scalars())
+    assert chunked == stored and len(stored) == 600
+
+    await _import(sessions, user_id, write_export(tmp_path / "b.json", "chatgpt", ExportShape(30, 20)), clock)
+    recall.stop()
+    stats = await recall.index_quietly(user_id, now=clock.now())
+    # One pass (its slice, and the unfinished chunk it rebuilt), not the 600 new lines.
+    assert stats is not None and stats.more and CATCH_UP_SLICE <= stats.messages < 2 * CATCH_UP_SLICE
