@@ -40,7 +40,7 @@ SIZES = {
     "full": ExportShape(conversations=2000, messages_per_conversation=50),
     "quick": ExportShape(conversations=100, messages_per_conversation=20),
     # About 1 GB of ChatGPT JSON: long lines, so the file is big for the rows it makes.
-    "big": ExportShape(conversations=4000, messages_per_conversation=100, words=300),
+    "big": ExportShape(conversations=4000, messages_per_conversation=100, words=360),
 }
 # Messages embedded to measure the vector index's pace (fewer with --quick).
 VECTOR_SAMPLE = 2000
