@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import AsyncIterator, Generator
+from collections.abc import AsyncGenerator, Generator
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -63,7 +63,7 @@ def _batches(reader: ExportReader) -> Generator[list[ImportedConversation]]:
         yield batch
 
 
-async def conversation_batches(reader: ExportReader) -> AsyncIterator[list[ImportedConversation]]:
+async def conversation_batches(reader: ExportReader) -> AsyncGenerator[list[ImportedConversation]]:
     """The export's conversations in small batches, parsed in a thread so the event loop stays free;
     the next batch is parsed while the caller stores this one."""
     batches = _batches(reader)

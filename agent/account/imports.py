@@ -21,6 +21,7 @@ for post-processing at the operator's pace. docs/import.md is the person's and o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
@@ -333,17 +334,18 @@ async def run_import(
             raise ImportFileError("This file is not the one that was previewed.")
         reader = ExportReader(path, read_limits(settings))
         done = messages_done = 0
-        async for batch in conversation_batches(reader):
-            assert reader.source is not None
-            for conversation in batch:
-                if not await store_retrying(state, reader.source, conversation):
-                    return _result(state)
-                done += 1
-                messages_done += len(conversation.messages)
-                if progress is not None and done % progress_every == 0:
-                    await progress(
-                        ImportProgress(done, run.conversations_total, messages_done, run.messages_total)
-                    )
+        async with contextlib.aclosing(conversation_batches(reader)) as batches:
+            async for batch in batches:
+                assert reader.source is not None
+                for conversation in batch:
+                    if not await store_retrying(state, reader.source, conversation):
+                        return _result(state)  # cancelled, or taken over: the rest is not ours
+                    done += 1
+                    messages_done += len(conversation.messages)
+                    if progress is not None and done % progress_every == 0:
+                        await progress(
+                            ImportProgress(done, run.conversations_total, messages_done, run.messages_total)
+                        )
     except ImportFileError as exc:
         async with sessions() as session, session.begin():
             await ImportRepository(session).finish(
