@@ -39,6 +39,7 @@ NAMES = (
     "profile",
     "extraction",
     "storage",
+    "import",
 )
 
 
@@ -47,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("name", choices=NAMES, help="which benchmark")
     parser.add_argument("paths", nargs="*", help="recall: LoCoMo-format JSON files")
     parser.add_argument(
-        "--backend", choices=["sqlite", "postgres"], default="sqlite", help="recall: database"
+        "--backend", choices=["sqlite", "postgres"], default="sqlite", help="recall, import: database"
     )
     parser.add_argument(
         "--beam",
@@ -62,6 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--turns", action="store_true", help="storage: every person talks through the real runtime (slow)"
     )
+    parser.add_argument("--big", action="store_true", help="import: a ChatGPT file of about 1 GB (long)")
     parser.add_argument(
         "--calls", action="store_true", help="turn: count Python calls per turn (cProfile) instead of timing"
     )
@@ -187,6 +189,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 people=people, days=days, retention_days=kept, turns=args.turns, rebuild=args.rebuild
             )
         )
+    elif args.name == "import":
+        from bench.imports import run_import_bench
+
+        asyncio.run(run_import_bench(settings, quick=quick, big=args.big, backend=args.backend))
     elif args.name == "context":
         from bench.context import run_context_bench
 

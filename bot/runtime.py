@@ -152,6 +152,8 @@ class Runtime:
             steps.push_async_callback(self.graph.close)
             steps.push_async_callback(self.turns.close)
             steps.push_async_callback(self.documents.close)
+            if self.recall is not None:
+                self.recall.stop()  # a long catch-up (an imported history) resumes at the next start
             await self.settle()
 
 

@@ -31,7 +31,7 @@ from agent.search.indexer import Indexer, IndexStats
 from agent.search.search import ConversationSearch
 from agent.search.units import MessageUnits
 from agent.search.vectors import VectorCache
-from db.models import DaySegment, TranscriptMessage, User, UserFact
+from db.models import Conversation, DaySegment, TranscriptMessage, User, UserFact
 from db.repositories.users import user_present
 
 logger = logging.getLogger(__name__)
@@ -40,6 +40,9 @@ logger = logging.getLogger(__name__)
 INDEX_ERRORS = (EmbedderUnavailableError, SQLAlchemyError, OSError, ValueError, RuntimeError)
 # Messages a warm-up step indexes at most: a few tenths of a second of MiniLM, however long the backlog.
 WARM_SLICE = 32
+# Messages one catch-up pass embeds at most: a long backlog (an imported history) is embedded in
+# passes of bounded memory, each committed, until it is done or the process stops.
+CATCH_UP_SLICE = 256
 
 Pause = Callable[[], Awaitable[object]]
 """What the warm-up awaits before each step (the runtime's: until no turn runs)."""
@@ -80,6 +83,8 @@ class RecallIndex:
         self.cache: VectorCache | None = None
         self.indexer: Indexer | None = None
         self._background: set[asyncio.Task[IndexStats | None]] = set()
+        # Set by `stop`: a catch-up ends after its current pass (the rest waits for the next start).
+        self._stopping = False
         if self.embedder is not None:
             self.cache = VectorCache(
                 embedder=self.embedder.name,
@@ -193,7 +198,8 @@ class RecallIndex:
             return stats
 
     async def _marker(self, user_id: int) -> tuple[Any, ...]:
-        """The newest message id, summary time and fact id of the user: what the index must have seen."""
+        """The newest message id, summary time, fact id and conversation id of the user: what the index
+        must have seen."""
         newest = (
             select(TranscriptMessage.id)
             .where(TranscriptMessage.user_id == user_id)
@@ -207,9 +213,13 @@ class RecallIndex:
             .scalar_subquery()
         )
         facts = select(func.max(UserFact.id)).where(UserFact.user_id == user_id).scalar_subquery()
+        # An imported history's messages are older than the newest one: its conversations mark it.
+        conversations = (
+            select(func.max(Conversation.id)).where(Conversation.user_id == user_id).scalar_subquery()
+        )
         async with self.sessions() as session:  # one round trip: this runs before every search
-            row = (await session.execute(select(newest, summarised, facts))).one()
-        return row[0], row[1], row[2]
+            row = (await session.execute(select(newest, summarised, facts, conversations))).one()
+        return row[0], row[1], row[2], row[3]
 
     async def index_quietly(
         self, user_id: int, *, now: datetime, limit: int | None = None
@@ -217,16 +227,27 @@ class RecallIndex:
         """`index_user` that logs a failure instead of raising: a reply never depends on the index.
 
         Two indexed look-ups decide whether anything changed since this process last indexed the
-        user; only then does the indexer run.
+        user; only then does the indexer run. Without a `limit` it runs passes of CATCH_UP_SLICE
+        messages until everything is embedded (or `stop` is called), each its own transaction.
         """
         try:
             marker = await self._marker(user_id)
             if self._indexed.get(user_id) == marker:
                 return IndexStats()
-            stats = await self.index_user(user_id, now=now, limit=limit)
-            if not stats.more:
+            total = IndexStats()
+            while True:
+                stats = await self.index_user(user_id, now=now, limit=limit or CATCH_UP_SLICE)
+                total.messages += stats.messages
+                total.chunks += stats.chunks
+                total.sections += stats.sections
+                total.summaries += stats.summaries
+                total.facts += stats.facts
+                total.more = stats.more
+                if limit is not None or not stats.more or self._stopping:
+                    break
+            if not total.more:
                 self._indexed.put(user_id, marker)
-            return stats
+            return total
         except UserForgottenError:
             return None
         except INDEX_ERRORS as exc:
@@ -280,6 +301,10 @@ class RecallIndex:
         if embedded:
             self.indexer.cache.invalidate(user_id)
         return IndexStats(facts=embedded)
+
+    def stop(self) -> None:
+        """Let catch-ups end after their current pass: the process is stopping."""
+        self._stopping = True
 
     async def settle(self) -> None:
         """Wait for the indexing passes searches left running in the background."""
