@@ -16,7 +16,7 @@ from agent.account.groups import GROUP
 from agent.core import observability
 from agent.core.usage import UsageMeter, metering, store_usage
 from agent.digest.summaries import MAX_KEY_MOMENTS, DaySummary, Line, summarise_day
-from db.models import DaySegment, TranscriptMessage, User
+from db.models import IMPORTED_DAY, DaySegment, TranscriptMessage, User
 from db.repositories.day_summaries import DaySummaryRepository
 from db.repositories.users import user_present
 from jobs.context import JobContext
@@ -45,10 +45,11 @@ class DayDraft:
 
 
 async def pending_fold(session: AsyncSession, segment_id: int) -> DayFold | None:
-    """The open segment and its messages since the last summary (maybe none); None when closed or missing."""
+    """The open (or imported, IMPORTED_DAY) segment and its messages since the last summary (maybe
+    none); None when closed or missing."""
     repo = DaySummaryRepository(session)
     segment = await repo.get(segment_id)
-    if segment is None or segment.status != "open":
+    if segment is None or segment.status not in ("open", IMPORTED_DAY):
         return None
     messages = list(await repo.unsummarised(segment))
     kind = await session.scalar(select(User.kind).where(User.id == segment.user_id))

@@ -96,7 +96,9 @@ def _named(speaker: str | None) -> str:
     return f"{speaker}: " if speaker else ""
 
 
-def _prompt(day: date, previous: str | None, lines: Sequence[Line], notes: Sequence[str], final: bool) -> str:
+def day_prompt(
+    day: date, previous: str | None, lines: Sequence[Line], notes: Sequence[str], final: bool
+) -> str:
     sections = [f"Day: {day.isoformat()}" + (" (the day is over: write the final summary)" if final else "")]
     sections.append("Previous summary:\n" + (previous or "(none yet)"))
     if notes:
@@ -122,7 +124,7 @@ async def summarise_day(
     instructions = for_owner(SUMMARY_INSTRUCTIONS, group=group)
     async with asyncio.timeout(settings.summary_timeout_seconds):
         result = await day_summary_agent.run(
-            _prompt(day, previous, lines, notes, final),
+            day_prompt(day, previous, lines, notes, final),
             model=model,
             instructions=(static := with_name(instructions, settings.persona_name)),
             model_settings=summary_model_settings(settings)
