@@ -66,10 +66,10 @@ the assistant's words as facts about the user. Be concise and factual. Key momen
 
 
 def named_lines(lines: Sequence[Line], kinds: Mapping[int, str]) -> list[Line]:
-    """The lines with another assistant's shown by its name (`kinds`: each line's conversation kind
-    by line id); the person's stay `user`."""
+    """The lines with another assistant's named (`kinds`: each line's conversation kind by line id), so
+    the prompt shows it by name (`format_lines`); the person's stay `user`."""
     return [
-        Line(line.id, source_name(kinds.get(line.id, "")), line.content, line.sent_at)
+        Line(line.id, OTHER, line.content, line.sent_at, source_name(kinds.get(line.id, "")))
         if line.role == OTHER
         else line
         for line in lines

@@ -18,6 +18,7 @@ from agent.core.model_lifecycle import sampling_allowed
 from agent.core.settings import Settings
 from agent.core.usage import record_run
 from agent.digest.groups import for_owner
+from db.models import OTHER
 
 MAX_KEY_MOMENTS = 5
 
@@ -85,9 +86,12 @@ def summary_model_settings(settings: Settings) -> ModelSettings:
 
 
 def format_lines(lines: Sequence[Line]) -> str:
-    """Messages as `[#id HH:MM role] text` lines; a group member's as `[#id HH:MM user] Ana: text`."""
+    """Messages as `[#id HH:MM role] text` lines; a group member's as `[#id HH:MM user] Ana: text`;
+    another assistant's in an imported conversation by its name, `[#id HH:MM ChatGPT] text`."""
     return "\n".join(
-        f"[#{line.id} {line.sent_at:%H:%M} {line.role}] {_named(line.speaker)}{line.content}"
+        f"[#{line.id} {line.sent_at:%H:%M} {line.speaker}] {line.content}"
+        if line.role == OTHER and line.speaker
+        else f"[#{line.id} {line.sent_at:%H:%M} {line.role}] {_named(line.speaker)}{line.content}"
         for line in lines
     )
 

@@ -39,9 +39,11 @@ def day_words(at: datetime, timezone: str) -> str:
 
 @dataclass(frozen=True)
 class Source:
-    """Where an imported line comes from: its conversation's kind, when it was said, the person's zone."""
+    """An imported line: its conversation's kind, who wrote it (`user`, or OTHER: the assistant),
+    when, and the person's zone."""
 
     kind: str
+    role: str
     sent_at: datetime
     timezone: str
 
@@ -49,17 +51,13 @@ class Source:
         """ "[ChatGPT, 12 Mar 2024]"."""
         return f"[{source_name(self.kind)}, {day_words(self.sent_at, self.timezone)}]"
 
-    def speaker(self, role: str) -> str:
+    def speaker(self) -> str:
         """ "you" for the person's line, the assistant's name for its own."""
-        return YOU if role == "user" else source_name(self.kind)
+        return YOU if self.role == "user" else source_name(self.kind)
 
-    def label(self, role: str) -> str:
-        """ "[ChatGPT, 12 Mar 2024] you", the prefix of the line's words."""
-        return f"{self.tag()} {self.speaker(role)}"
-
-    def line(self, role: str, text: str) -> str:
+    def line(self, text: str) -> str:
         """ "[ChatGPT, 12 Mar 2024] you: text"."""
-        return f"{self.label(role)}: {text}"
+        return f"{self.tag()} {self.speaker()}: {text}"
 
 
 async def imported_sources(
@@ -74,6 +72,7 @@ async def imported_sources(
             TranscriptMessage.id,
             TranscriptMessage.user_id,
             Conversation.kind,
+            TranscriptMessage.role,
             TranscriptMessage.sent_at,
             User.timezone,
         )
@@ -87,7 +86,7 @@ async def imported_sources(
         )
     )
     return {
-        int(i): Source(kind, sent_at, timezone or "UTC")
-        for i, owner, kind, sent_at, timezone in rows.all()
+        int(i): Source(kind, role, sent_at, timezone or "UTC")
+        for i, owner, kind, role, sent_at, timezone in rows.all()
         if owner == user_id
     }
