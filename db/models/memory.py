@@ -109,7 +109,8 @@ class UserFact(Base):
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
     conversation_id: Mapped[int | None] = mapped_column(ForeignKey("conversations.id", ondelete="SET NULL"))
     content: Mapped[str] = mapped_column(Text)
-    source: Mapped[str] = mapped_column(String(16), default="extraction")  # extraction | tool | voice | import
+    # extraction | tool | voice | import (an imported conversation's post-processing)
+    source: Mapped[str] = mapped_column(String(16), default="extraction")
     # What the fact is about: identity | people | health | preference | plan | other (None: other).
     # The profile is ordered by it (agent/memory/profile.py).
     category: Mapped[str | None] = mapped_column(String(32))

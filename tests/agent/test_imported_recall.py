@@ -76,7 +76,7 @@ async def test_imported_lines_are_labelled_and_never_the_companions(
     settings: Settings, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
 ) -> None:
     script = Recording([])
-    service, recall = make_service(settings, engine, sessions, clock, script)
+    service, _ = make_service(settings, engine, sessions, clock, script)
     ana, _ = await get_or_create_user(
         sessions, key="cli:ana", now=clock.now(), timezone="Asia/Tokyo", name="Ana"
     )

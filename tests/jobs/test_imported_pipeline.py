@@ -128,7 +128,7 @@ async def test_an_imported_conversation_without_the_persons_lines_still_gets_its
 ) -> None:
     ana = await person(sessions, "cli:ana", now=clock.now())
     run = await import_run(sessions, ana, at=clock.now(), source="claude")
-    conversation, _ = await imported_conversation(
+    await imported_conversation(
         sessions, ana, run, [("other", "Hello! How can I help?", ASKED)], source="claude", today=clock.now()
     )
     await run_job("imports", ctx)
