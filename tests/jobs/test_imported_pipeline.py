@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 from sqlalchemy import func, select
@@ -14,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.tokens import get_counter
 from agent.memory.profile import load_profile
+from agent.memory.provenance import explain, source_text
 from bench.clock import FrozenClock
 from db.models import (
     Conversation,
@@ -101,6 +103,11 @@ async def test_an_imported_conversation_teaches_only_what_the_person_said(
         )
     assert "Ana plays the cello" in "\n".join(profile.lines())
     assert "vegetarian" not in "\n".join(profile.lines())
+
+    # Asked where it comes from, the bot says she told ChatGPT, on her day.
+    [why] = await explain(sessions, ana, ZoneInfo("Europe/Lisbon"), fact_id=cello.id)
+    assert source_text(why.sources).startswith("you told ChatGPT on 12 Mar 2024: “I play the cello;")
+    assert why.as_dict()["lines"][0]["told"] == "ChatGPT"
 
     # An old talk with someone else opens nothing.
     for model in (ConversationThread, Thought, Touchpoint):
