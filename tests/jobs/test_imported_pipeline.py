@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.core.tokens import get_counter
 from agent.memory.profile import load_profile
 from agent.memory.provenance import explain, source_text
+from agent.reports.texts import stats_report
 from bench.clock import FrozenClock
 from db.models import (
     Conversation,
@@ -123,8 +124,13 @@ async def test_an_imported_conversation_teaches_only_what_the_person_said(
         usage = {u.kind: u for u in (await session.scalars(select(ModelUsage))).all()}
     assert day is not None and (day.status, day.day.isoformat()) == ("final", "2024-03-12")
     assert day.summary and row is not None and row.status == "processed"
-    # Both calls are metered as the import's, apart from chat and the live post-processing.
+    # Both calls are metered as the import's, apart from chat and the live post-processing, and
+    # /stats shows them apart.
     assert set(usage) == {"import"} and usage["import"].calls == 2
+    stats = await stats_report(sessions, clock.now(), queue_depth=None, failures=None, settings=ctx.settings)
+    assert "model use today (UTC): no model calls" in stats
+    assert "imports (apart from the above): 0 imported conversations waiting; today (UTC) 2 calls" in stats
+    assert "(import 2)" in stats and "  import: " in stats
 
 
 async def test_an_imported_conversation_without_the_persons_lines_still_gets_its_day(
