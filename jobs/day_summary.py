@@ -16,13 +16,16 @@ from agent.account.groups import GROUP
 from agent.core import observability
 from agent.core.usage import UsageMeter, metering, store_usage
 from agent.digest.summaries import MAX_KEY_MOMENTS, DaySummary, Line, summarise_day
-from db.models import IMPORTED_DAY, DaySegment, TranscriptMessage, User
+from db.models import IMPORTED_DAY, OTHER, DaySegment, TranscriptMessage, User
 from db.repositories.day_summaries import DaySummaryRepository
 from db.repositories.users import user_present
 from jobs.context import JobContext
 from jobs.regenerate import run_regenerations
 
 logger = logging.getLogger(__name__)
+
+# How a day's summary names the other assistant's lines of a chat imported into a live day.
+OTHER_NAME = "another assistant (imported chat)"
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,17 @@ async def draft_fold(ctx: JobContext, fold: DayFold, *, final: bool, notes: Sequ
             ctx.settings,
             day=fold.segment.day,
             previous=fold.segment.summary,
-            lines=[Line(m.id, m.role, m.content, m.sent_at, m.speaker_name) for m in fold.messages],
+            # A line of a chat imported today is named as another assistant's, never the companion's.
+            lines=[
+                Line(
+                    m.id,
+                    m.role,
+                    m.content,
+                    m.sent_at,
+                    m.speaker_name or (OTHER_NAME if m.role == OTHER else None),
+                )
+                for m in fold.messages
+            ],
             notes=notes,
             final=final,
             group=fold.group,
