@@ -5,9 +5,10 @@ Per UTC day: people and groups who wrote, turns the model answered and their p95
 (the daily roll-up `turn_days` for the days it holds, the context snapshots' `answered_ms` after),
 the estimated cost as billed and had nothing been cached (the usage counters, priced like /stats:
 agent/core/prices.py; the post-processing of imported conversations apart, with its calls and
-tokens, and the imported conversations waiting for it), the share of input read from the prompt cache, refusals by limit (the daily
-counters: token caps, rate limits, access), and the p95 lag of post-processing, follow-ups and
-reminders; and what waits right now. Telegram-free: the web API serves it as JSON.
+tokens, and the imported conversations waiting for it), the share of input read from the prompt
+cache, refusals by limit (the daily counters: token caps, rate limits, access), and the p95 lag
+of post-processing, follow-ups and reminders; and what waits right now. Telegram-free: the web API
+serves it as JSON.
 """
 
 from __future__ import annotations

@@ -7,11 +7,20 @@ at a time to QUEUED, where the post-processing queue (jobs/queue.py) claims it l
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, func, or_, select, update
+from sqlalchemy import ColumnElement, distinct, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from db.models import IMPORT_WAITING, IMPORTED_KINDS, QUEUED, Conversation, ImportRun
+from db.models import (
+    IMPORT_WAITING,
+    IMPORTED_KINDS,
+    QUEUED,
+    Conversation,
+    ImportRun,
+    TranscriptMessage,
+    UserFact,
+)
 
 # An import run still storing its file: its conversations wait until it stops, so a day's summary
 # is written from every line the file brings to that day.
@@ -25,6 +34,20 @@ def _waiting() -> tuple[ColumnElement[bool], ...]:
         Conversation.kind.in_(IMPORTED_KINDS),
         or_(Conversation.import_id.is_(None), ~storing.exists()),
     )
+
+
+@dataclass(frozen=True)
+class ImportProgress:
+    """How far an import's post-processing got: its conversations by status, and what it learned."""
+
+    statuses: dict[str, int]
+    facts: int
+    days: int
+
+    @property
+    def done(self) -> bool:
+        """Every conversation of the import post-processed (or failed for good)."""
+        return all(status in ("processed", "failed") for status in self.statuses)
 
 
 class ImportQueueRepository:
@@ -69,6 +92,29 @@ class ImportQueueRepository:
             .execution_options(synchronize_session=False)
         )
         return int(result.rowcount)  # type: ignore[attr-defined]
+
+    async def progress(self, user_id: int, import_id: int) -> ImportProgress:
+        """The person's import: its conversations by status, the facts learned from them (held or
+        not) and the days its lines cover (what the last progress message tells)."""
+        mine = (Conversation.import_id == import_id, Conversation.user_id == user_id)
+        statuses = await self.session.execute(
+            select(Conversation.status, func.count()).where(*mine).group_by(Conversation.status)
+        )
+        facts = (
+            select(func.count())
+            .select_from(UserFact)
+            .join(Conversation, Conversation.id == UserFact.conversation_id)
+        )
+        days = (
+            select(func.count(distinct(TranscriptMessage.day_segment_id)))
+            .select_from(TranscriptMessage)
+            .join(Conversation, Conversation.id == TranscriptMessage.conversation_id)
+        )
+        return ImportProgress(
+            {str(status): int(count) for status, count in statuses.all()},
+            int(await self.session.scalar(facts.where(*mine, UserFact.user_id == user_id)) or 0),
+            int(await self.session.scalar(days.where(*mine)) or 0),
+        )
 
     async def waiting_count(self, user_id: int | None = None) -> int:
         """Imported conversations still waiting (one person's, or everyone's)."""

@@ -27,6 +27,7 @@ from db.models import (
     Touchpoint,
     UserFact,
 )
+from db.repositories.import_queue import ImportQueueRepository
 from jobs.context import JobContext
 from jobs.registry import run_job
 from tests.jobs.conftest import ScriptedSummaries, extraction_reply
@@ -131,6 +132,12 @@ async def test_an_imported_conversation_teaches_only_what_the_person_said(
     assert "model use today (UTC): no model calls" in stats
     assert "imports (apart from the above): 0 imported conversations waiting; today (UTC) 2 calls" in stats
     assert "(import 2)" in stats and "  import: " in stats
+    # What the last progress message can tell.
+    async with sessions() as session:
+        progress = await ImportQueueRepository(session).progress(ana, run)
+        others = await ImportQueueRepository(session).progress(ana + 1, run)
+    assert (progress.statuses, progress.facts, progress.days, progress.done) == ({"processed": 1}, 2, 1, True)
+    assert (others.statuses, others.facts, others.days) == ({}, 0, 0)
 
 
 async def test_an_imported_conversation_without_the_persons_lines_still_gets_its_day(
