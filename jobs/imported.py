@@ -44,13 +44,20 @@ logger = logging.getLogger(__name__)
 _FOLDS_PER_DAY = 20
 
 
-class ImportedWork(Protocol):
-    """The claimed imported conversation, as stage 1 read it (jobs/pipeline.py's Ingested)."""
+class ExtractedWork(Protocol):
+    """A claimed conversation and the extraction an earlier run stored (jobs/pipeline.py's Ingested)."""
 
     @property
     def conversation_id(self) -> int: ...
     @property
     def user_id(self) -> int: ...
+    @property
+    def stored_extraction(self) -> Extraction | None: ...
+
+
+class ImportedWork(ExtractedWork, Protocol):
+    """The claimed imported conversation, as stage 1 read it (jobs/pipeline.py's Ingested)."""
+
     @property
     def kind(self) -> str: ...
     @property
@@ -61,8 +68,6 @@ class ImportedWork(Protocol):
     def segment_ids(self) -> list[int]: ...
     @property
     def timezone(self) -> str: ...
-    @property
-    def stored_extraction(self) -> Extraction | None: ...
     @property
     def known(self) -> Sequence[ProfileFact]: ...
     @property
@@ -117,6 +122,20 @@ async def _extraction(ctx: JobContext, work: ImportedWork, lines: Sequence[Line]
     )
 
 
+async def keep_extraction(session: AsyncSession, work: ExtractedWork, output: Extraction) -> None:
+    """Stop when the person was forgotten; store a new extraction on its conversation (in the
+    transaction of the rows it produces, so a rerun reuses it and never calls the model again)."""
+    if not await user_present(session, work.user_id):
+        raise UserForgottenError(f"user {work.user_id} was forgotten")
+    if work.stored_extraction is None:
+        await session.execute(
+            update(Conversation)
+            .where(Conversation.id == work.conversation_id)
+            .values(extraction=output.model_dump(mode="json"))
+            .execution_options(synchronize_session=False)
+        )
+
+
 async def _facts(
     ctx: JobContext, work: ImportedWork, output: Extraction, meter: UsageMeter
 ) -> dict[str, int]:
@@ -124,15 +143,7 @@ async def _facts(
     (one transaction: a rerun reuses the stored extraction, and the dedupe keys make a repeat a no-op)."""
     sent = {line.id: line.sent_at for line in work.lines}
     async with ctx.sessions() as session, session.begin():
-        if not await user_present(session, work.user_id):
-            raise UserForgottenError(f"user {work.user_id} was forgotten")
-        if work.stored_extraction is None:
-            await session.execute(
-                update(Conversation)
-                .where(Conversation.id == work.conversation_id)
-                .values(extraction=output.model_dump(mode="json"))
-                .execution_options(synchronize_session=False)
-            )
+        await keep_extraction(session, work, output)
         said = [(f.text, f.message_ids) for f in output.user_facts]
         kept = [
             output.user_facts[i]

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.account.groups import GROUP
@@ -36,11 +36,10 @@ from db.repositories.thoughts import ThoughtRepository
 from db.repositories.threads import ThreadRepository
 from db.repositories.touchpoints import NewTouchpoint, TouchpointRepository
 from db.repositories.transcript import TranscriptRepository
-from db.repositories.users import user_present
 from jobs.briefing_refresh import refresh_briefing
 from jobs.context import JobContext
 from jobs.day_summary import DayFold, draft_fold, pending_fold, store_draft
-from jobs.imported import run_imported
+from jobs.imported import keep_extraction, run_imported
 from jobs.queue import mark_processed
 
 logger = logging.getLogger(__name__)
@@ -201,15 +200,7 @@ async def memory_stage(
     """
     at = item.ended_at
     async with ctx.sessions() as session, session.begin():
-        if not await user_present(session, item.user_id):
-            raise UserForgottenError(f"user {item.user_id} was forgotten")
-        if item.stored_extraction is None:
-            await session.execute(
-                update(Conversation)
-                .where(Conversation.id == item.conversation_id)
-                .values(extraction=output.model_dump(mode="json"))
-                .execution_options(synchronize_session=False)
-            )
+        await keep_extraction(session, item, output)
         threads = ThreadRepository(session)
         resolved = await threads.resolve(item.user_id, output.resolved_thread_ids, item.conversation_id, at)
         opened = await threads.open_threads(

@@ -9,25 +9,14 @@ fact sourced on the assistant's lines, agent/memory/grounding.py). The model cal
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from datetime import date
 
 from pydantic_ai.models import Model
 
-from agent.chat.persona import with_name
-from agent.core.caching import static_cache_settings
 from agent.core.settings import Settings
-from agent.core.usage import record_run
 from agent.digest.extraction import Extraction, extract
-from agent.digest.summaries import (
-    MAX_KEY_MOMENTS,
-    DaySummary,
-    Line,
-    day_prompt,
-    day_summary_agent,
-    summary_model_settings,
-)
+from agent.digest.summaries import DaySummary, Line, summarise_day
 from agent.history.imported import source_name
 from agent.memory.profile import ProfileFact
 from db.models import OTHER
@@ -114,16 +103,14 @@ async def summarise_imported_day(
     final: bool = True,
 ) -> DaySummary:
     """One SUMMARY_MODEL call: the summary of an imported day (lines already named), as "import"."""
-    static = with_name(IMPORT_SUMMARY_INSTRUCTIONS, settings.persona_name)
-    async with asyncio.timeout(settings.summary_timeout_seconds):
-        result = await day_summary_agent.run(
-            day_prompt(day, previous, lines, notes, final),
-            model=model,
-            instructions=static,
-            model_settings=summary_model_settings(settings)
-            | static_cache_settings(settings, settings.summary_model, static),
-        )
-    record_run("import", result.usage)
-    output = result.output
-    output.key_moments = [m for m in output.key_moments if m.strip()][:MAX_KEY_MOMENTS]
-    return output
+    return await summarise_day(
+        model,
+        settings,
+        day=day,
+        previous=previous,
+        lines=lines,
+        notes=notes,
+        final=final,
+        instructions=IMPORT_SUMMARY_INSTRUCTIONS,
+        usage="import",
+    )

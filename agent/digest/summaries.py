@@ -16,7 +16,7 @@ from agent.chat.persona import with_name
 from agent.core.caching import static_cache_settings
 from agent.core.model_lifecycle import sampling_allowed
 from agent.core.settings import Settings
-from agent.core.usage import record_run
+from agent.core.usage import UsageKind, record_run
 from agent.digest.groups import for_owner
 from db.models import OTHER
 
@@ -100,9 +100,7 @@ def _named(speaker: str | None) -> str:
     return f"{speaker}: " if speaker else ""
 
 
-def day_prompt(
-    day: date, previous: str | None, lines: Sequence[Line], notes: Sequence[str], final: bool
-) -> str:
+def _prompt(day: date, previous: str | None, lines: Sequence[Line], notes: Sequence[str], final: bool) -> str:
     sections = [f"Day: {day.isoformat()}" + (" (the day is over: write the final summary)" if final else "")]
     sections.append("Previous summary:\n" + (previous or "(none yet)"))
     if notes:
@@ -121,20 +119,23 @@ async def summarise_day(
     notes: Sequence[str] = (),
     final: bool = False,
     group: bool = False,
+    instructions: str = SUMMARY_INSTRUCTIONS,
+    usage: UsageKind = "day_summary",
 ) -> DaySummary:
     """One SUMMARY_MODEL call: the updated summary of `day` (raises on model failure or timeout).
 
-    `group`: the day is a group chat's (agent/digest/groups.py)."""
-    instructions = for_owner(SUMMARY_INSTRUCTIONS, group=group)
+    `group`: the day is a group chat's (agent/digest/groups.py). `instructions` and `usage`: another
+    kind of day's (agent/digest/imported.py)."""
+    instructions = for_owner(instructions, group=group)
     async with asyncio.timeout(settings.summary_timeout_seconds):
         result = await day_summary_agent.run(
-            day_prompt(day, previous, lines, notes, final),
+            _prompt(day, previous, lines, notes, final),
             model=model,
             instructions=(static := with_name(instructions, settings.persona_name)),
             model_settings=summary_model_settings(settings)
             | static_cache_settings(settings, settings.summary_model, static),
         )
-    record_run("day_summary", result.usage)
+    record_run(usage, result.usage)
     output = result.output
     output.key_moments = [m for m in output.key_moments if m.strip()][:MAX_KEY_MOMENTS]
     return output
