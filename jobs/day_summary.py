@@ -15,7 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from agent.account.groups import GROUP
 from agent.core import observability
 from agent.core.usage import UsageMeter, metering, store_usage
-from agent.digest.summaries import MAX_KEY_MOMENTS, DaySummary, Line, summarise_day
+from agent.digest.imported import IMPORT_SUMMARY_INSTRUCTIONS
+from agent.digest.summaries import MAX_KEY_MOMENTS, SUMMARY_INSTRUCTIONS, DaySummary, Line, summarise_day
 from db.models import IMPORTED_DAY, OTHER, DaySegment, TranscriptMessage, User
 from db.repositories.day_summaries import DaySummaryRepository
 from db.repositories.users import user_present
@@ -59,30 +60,41 @@ async def pending_fold(session: AsyncSession, segment_id: int) -> DayFold | None
     return DayFold(segment, messages, group=kind == GROUP)
 
 
-async def draft_fold(ctx: JobContext, fold: DayFold, *, final: bool, notes: Sequence[str]) -> DayDraft:
-    """One SUMMARY_MODEL call, outside any transaction; raises when the model fails."""
+async def draft_fold(
+    ctx: JobContext,
+    fold: DayFold,
+    *,
+    final: bool,
+    notes: Sequence[str],
+    lines: Sequence[Line] | None = None,
+    imported: bool = False,
+) -> DayDraft:
+    """One SUMMARY_MODEL call, outside any transaction; raises when the model fails.
+
+    `lines`: the fold's messages as the model reads them (by default as stored); `imported`: the day's
+    lines are a chat imported from another assistant, told as the person's talk with it and metered
+    as "import" (jobs/imported.py)."""
+    if lines is None:
+        lines = [Line(m.id, m.role, m.content, m.sent_at, _speaker(m)) for m in fold.messages]
     with metering() as meter:
         result = await summarise_day(
             ctx.summary_model,
             ctx.settings,
             day=fold.segment.day,
             previous=fold.segment.summary,
-            # A line of a chat imported today is named as another assistant's, never the companion's.
-            lines=[
-                Line(
-                    m.id,
-                    m.role,
-                    m.content,
-                    m.sent_at,
-                    m.speaker_name or (OTHER_NAME if m.role == OTHER else None),
-                )
-                for m in fold.messages
-            ],
+            lines=lines,
             notes=notes,
             final=final,
             group=fold.group,
+            instructions=IMPORT_SUMMARY_INSTRUCTIONS if imported else SUMMARY_INSTRUCTIONS,
+            usage="import" if imported else "day_summary",
         )
     return DayDraft(fold, result, meter)
+
+
+def _speaker(message: TranscriptMessage) -> str | None:
+    """A group member's name; the other assistant's lines of a chat imported into a live day named."""
+    return message.speaker_name or (OTHER_NAME if message.role == OTHER else None)
 
 
 async def store_draft(ctx: JobContext, session: AsyncSession, draft: DayDraft, *, final: bool) -> bool:

@@ -25,7 +25,7 @@ from agent.core.clock import local_label
 from agent.core.errors import UserForgottenError
 from agent.core.usage import UsageMeter, metering, store_usage, store_usage_apart
 from agent.digest.extraction import Extraction, ground_facts
-from agent.digest.imported import extract_imported, named_lines, summarise_imported_day
+from agent.digest.imported import extract_imported, named_lines
 from agent.digest.summaries import Line
 from agent.memory.corrections import without_taken_back
 from agent.memory.grounding import dropped
@@ -35,7 +35,7 @@ from db.models import IMPORTED_DAY, Conversation
 from db.repositories.day_summaries import FOLD_LINES, DaySummaryRepository
 from db.repositories.users import user_present
 from jobs.context import JobContext
-from jobs.day_summary import DayDraft, DayFold, pending_fold, store_draft
+from jobs.day_summary import DayFold, draft_fold, pending_fold, store_draft
 from jobs.queue import mark_processed
 
 logger = logging.getLogger(__name__)
@@ -183,7 +183,8 @@ async def _days(ctx: JobContext, work: ImportedWork, *, notes: Sequence[str]) ->
                     async with ctx.sessions() as session, session.begin():
                         await DaySummaryRepository(session).finalise_unchanged(segment_id, ctx.clock.now())
                 break
-            draft = await _draft(ctx, fold, kinds, final=final, notes=notes)
+            lines = named_lines([Line(m.id, m.role, m.content, m.sent_at) for m in fold.messages], kinds)
+            draft = await draft_fold(ctx, fold, final=final, notes=notes, lines=lines, imported=True)
             async with ctx.sessions() as session, session.begin():
                 stored = await store_draft(ctx, session, draft, final=final)
             updated += stored
@@ -198,20 +199,3 @@ async def _kinds(session: AsyncSession, fold: DayFold) -> dict[int, str]:
     rows = await session.execute(select(Conversation.id, Conversation.kind).where(Conversation.id.in_(ids)))
     kind = {int(i): str(k) for i, k in rows.all()}
     return {m.id: kind.get(m.conversation_id or 0, "") for m in fold.messages}
-
-
-async def _draft(
-    ctx: JobContext, fold: DayFold, kinds: dict[int, str], *, final: bool, notes: Sequence[str]
-) -> DayDraft:
-    lines = named_lines([Line(m.id, m.role, m.content, m.sent_at) for m in fold.messages], kinds)
-    with metering() as meter:
-        result = await summarise_imported_day(
-            ctx.summary_model,
-            ctx.settings,
-            day=fold.segment.day,
-            previous=fold.segment.summary,
-            lines=lines,
-            notes=notes,
-            final=final,
-        )
-    return DayDraft(fold, result, meter)

@@ -10,13 +10,12 @@ fact sourced on the assistant's lines, agent/memory/grounding.py). The model cal
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import date
 
 from pydantic_ai.models import Model
 
 from agent.core.settings import Settings
 from agent.digest.extraction import Extraction, extract
-from agent.digest.summaries import DaySummary, Line, summarise_day
+from agent.digest.summaries import Line
 from agent.history.imported import source_name
 from agent.memory.profile import ProfileFact
 from db.models import OTHER
@@ -90,27 +89,3 @@ async def extract_imported(
         usage="import",
     )
     return output.model_copy(update={"threads_to_open": [], "thoughts": [], "resolved_thread_ids": []})
-
-
-async def summarise_imported_day(
-    model: Model | str,
-    settings: Settings,
-    *,
-    day: date,
-    previous: str | None,
-    lines: Sequence[Line],
-    notes: Sequence[str] = (),
-    final: bool = True,
-) -> DaySummary:
-    """One SUMMARY_MODEL call: the summary of an imported day (lines already named), as "import"."""
-    return await summarise_day(
-        model,
-        settings,
-        day=day,
-        previous=previous,
-        lines=lines,
-        notes=notes,
-        final=final,
-        instructions=IMPORT_SUMMARY_INSTRUCTIONS,
-        usage="import",
-    )
