@@ -15,18 +15,15 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from agent.account.groups import GROUP
 from agent.core import observability
 from agent.core.usage import UsageMeter, metering, store_usage
-from agent.digest.imported import IMPORT_SUMMARY_INSTRUCTIONS
+from agent.digest.imported import IMPORT_SUMMARY_INSTRUCTIONS, summary_speaker
 from agent.digest.summaries import MAX_KEY_MOMENTS, SUMMARY_INSTRUCTIONS, DaySummary, Line, summarise_day
-from db.models import IMPORTED_DAY, OTHER, DaySegment, TranscriptMessage, User
+from db.models import IMPORTED_DAY, DaySegment, TranscriptMessage, User
 from db.repositories.day_summaries import DaySummaryRepository
 from db.repositories.users import user_present
 from jobs.context import JobContext
 from jobs.regenerate import run_regenerations
 
 logger = logging.getLogger(__name__)
-
-# How a day's summary names the other assistant's lines of a chat imported into a live day.
-OTHER_NAME = "another assistant (imported chat)"
 
 
 @dataclass(frozen=True)
@@ -75,7 +72,7 @@ async def draft_fold(
     lines are a chat imported from another assistant, told as the person's talk with it and metered
     as "import" (jobs/imported.py)."""
     if lines is None:
-        lines = [Line(m.id, m.role, m.content, m.sent_at, _speaker(m)) for m in fold.messages]
+        lines = [Line(m.id, m.role, m.content, m.sent_at, summary_speaker(m)) for m in fold.messages]
     with metering() as meter:
         result = await summarise_day(
             ctx.summary_model,
@@ -90,11 +87,6 @@ async def draft_fold(
             usage="import" if imported else "day_summary",
         )
     return DayDraft(fold, result, meter)
-
-
-def _speaker(message: TranscriptMessage) -> str | None:
-    """A group member's name; the other assistant's lines of a chat imported into a live day named."""
-    return message.speaker_name or (OTHER_NAME if message.role == OTHER else None)
 
 
 async def store_draft(ctx: JobContext, session: AsyncSession, draft: DayDraft, *, final: bool) -> bool:

@@ -18,7 +18,7 @@ from agent.digest.extraction import Extraction, extract
 from agent.digest.summaries import Line
 from agent.history.imported import source_name
 from agent.memory.profile import ProfileFact
-from db.models import OTHER
+from db.models import OTHER, TranscriptMessage
 
 IMPORT_EXTRACTION_INSTRUCTIONS = """\
 You read one conversation the user had with another AI assistant (ChatGPT or Claude), before they
@@ -89,3 +89,13 @@ async def extract_imported(
         usage="import",
     )
     return output.model_copy(update={"threads_to_open": [], "thoughts": [], "resolved_thread_ids": []})
+
+
+# How a day's summary names the other assistant's lines when it reads them as stored (a chat
+# imported into a live day, or a day rewritten on request).
+OTHER_NAME = "another assistant (imported chat)"
+
+
+def summary_speaker(message: TranscriptMessage) -> str | None:
+    """A stored line's speaker for a day's summary: a group member's name, or OTHER_NAME."""
+    return message.speaker_name or (OTHER_NAME if message.role == OTHER else None)

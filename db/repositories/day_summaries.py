@@ -81,7 +81,9 @@ class DaySummaryRepository:
         }
         if final and not regenerated:
             values.update(status="final", finalized_at=at)
-        status_ok = DaySegment.status.in_(("open", "final") if regenerated else ("open", IMPORTED_DAY))
+        status_ok = DaySegment.status.in_(
+            ("open", "final", IMPORTED_DAY) if regenerated else ("open", IMPORTED_DAY)
+        )
         guard = (
             DaySegment.last_summarized_message_id.is_(None)
             if expected_last_id is None

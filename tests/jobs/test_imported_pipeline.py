@@ -27,6 +27,7 @@ from db.models import (
     Touchpoint,
     UserFact,
 )
+from db.repositories.day_summaries import DaySummaryRepository
 from db.repositories.import_queue import ImportQueueRepository
 from jobs.context import JobContext
 from jobs.registry import run_job
@@ -125,11 +126,25 @@ async def test_an_imported_conversation_teaches_only_what_the_person_said(
         usage = {u.kind: u for u in (await session.scalars(select(ModelUsage))).all()}
     assert day is not None and (day.status, day.day.isoformat()) == ("final", "2024-03-12")
     assert day.summary and row is not None and row.status == "processed"
+    # A rewrite she asks for in the timeline reads ChatGPT's lines as another assistant's, once.
+    async with sessions() as session, session.begin():
+        assert await DaySummaryRepository(session).request_regeneration(day.id, clock.now())
+    assert (await run_job("day-summaries", ctx))["updated"] == 1
+    assert "another assistant (imported chat)] As a vegetarian" in scripted.summary_prompts[-1]
+    assert (await run_job("day-summaries", ctx))["due"] == 0
+    async with sessions() as session:
+        rewritten = await session.get(DaySegment, day.id)
+    assert rewritten is not None and rewritten.status == "final"
+    async with sessions() as session:
+        usage = {u.kind: u for u in (await session.scalars(select(ModelUsage))).all()}
+    assert usage["day_summary"].calls == 1  # she asked for it: her own day's use
+    del usage["day_summary"]
+
     # Both calls are metered as the import's, apart from chat and the live post-processing, and
     # /stats shows them apart.
     assert set(usage) == {"import"} and usage["import"].calls == 2
     stats = await stats_report(sessions, clock.now(), queue_depth=None, failures=None, settings=ctx.settings)
-    assert "model use today (UTC): no model calls" in stats
+    assert "model use today (UTC): 1 calls" in stats and "(day_summary 1)" in stats
     assert "imports (apart from the above): 0 imported conversations waiting; today (UTC) 2 calls" in stats
     assert "(import 2)" in stats and "  import: " in stats
     # What the last progress message can tell.
