@@ -15,8 +15,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from agent.account.groups import GROUP
 from agent.core import observability
 from agent.core.usage import UsageMeter, metering, store_usage
-from agent.digest.summaries import MAX_KEY_MOMENTS, DaySummary, Line, summarise_day
-from db.models import DaySegment, TranscriptMessage, User
+from agent.digest.imported import IMPORT_SUMMARY_INSTRUCTIONS, summary_speaker
+from agent.digest.summaries import MAX_KEY_MOMENTS, SUMMARY_INSTRUCTIONS, DaySummary, Line, summarise_day
+from db.models import IMPORTED_DAY, DaySegment, TranscriptMessage, User
 from db.repositories.day_summaries import DaySummaryRepository
 from db.repositories.users import user_present
 from jobs.context import JobContext
@@ -45,28 +46,45 @@ class DayDraft:
 
 
 async def pending_fold(session: AsyncSession, segment_id: int) -> DayFold | None:
-    """The open segment and its messages since the last summary (maybe none); None when closed or missing."""
+    """The open (or imported, IMPORTED_DAY) segment and its messages since the last summary (maybe
+    none); None when closed or missing."""
     repo = DaySummaryRepository(session)
     segment = await repo.get(segment_id)
-    if segment is None or segment.status != "open":
+    if segment is None or segment.status not in ("open", IMPORTED_DAY):
         return None
     messages = list(await repo.unsummarised(segment))
     kind = await session.scalar(select(User.kind).where(User.id == segment.user_id))
     return DayFold(segment, messages, group=kind == GROUP)
 
 
-async def draft_fold(ctx: JobContext, fold: DayFold, *, final: bool, notes: Sequence[str]) -> DayDraft:
-    """One SUMMARY_MODEL call, outside any transaction; raises when the model fails."""
+async def draft_fold(
+    ctx: JobContext,
+    fold: DayFold,
+    *,
+    final: bool,
+    notes: Sequence[str],
+    lines: Sequence[Line] | None = None,
+    imported: bool = False,
+) -> DayDraft:
+    """One SUMMARY_MODEL call, outside any transaction; raises when the model fails.
+
+    `lines`: the fold's messages as the model reads them (by default as stored); `imported`: the day's
+    lines are a chat imported from another assistant, told as the person's talk with it and metered
+    as "import" (jobs/imported.py)."""
+    if lines is None:
+        lines = [Line(m.id, m.role, m.content, m.sent_at, summary_speaker(m)) for m in fold.messages]
     with metering() as meter:
         result = await summarise_day(
             ctx.summary_model,
             ctx.settings,
             day=fold.segment.day,
             previous=fold.segment.summary,
-            lines=[Line(m.id, m.role, m.content, m.sent_at, m.speaker_name) for m in fold.messages],
+            lines=lines,
             notes=notes,
             final=final,
             group=fold.group,
+            instructions=IMPORT_SUMMARY_INSTRUCTIONS if imported else SUMMARY_INSTRUCTIONS,
+            usage="import" if imported else "day_summary",
         )
     return DayDraft(fold, result, meter)
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.account.groups import GROUP
@@ -30,16 +30,16 @@ from agent.memory.grounding import dropped
 from agent.memory.known import apply_decisions
 from agent.memory.profile import ProfileFact
 from agent.touchpoints.plans import plans_from
-from db.models import Conversation, ConversationThread, Thought, TranscriptMessage, User
+from db.models import IMPORTED_KINDS, Conversation, ConversationThread, Thought, TranscriptMessage, User
 from db.repositories.facts import FactRepository
 from db.repositories.thoughts import ThoughtRepository
 from db.repositories.threads import ThreadRepository
 from db.repositories.touchpoints import NewTouchpoint, TouchpointRepository
 from db.repositories.transcript import TranscriptRepository
-from db.repositories.users import user_present
 from jobs.briefing_refresh import refresh_briefing
 from jobs.context import JobContext
 from jobs.day_summary import DayFold, draft_fold, pending_fold, store_draft
+from jobs.imported import keep_extraction, run_imported
 from jobs.queue import mark_processed
 
 logger = logging.getLogger(__name__)
@@ -67,6 +67,7 @@ class Ingested:
     # The owner's held facts (profile order), for the extraction to decide against, and their language.
     known: Sequence[ProfileFact] = ()
     language: str | None = None
+    kind: str = "text"  # the conversation's: an imported one has stages of its own (jobs/imported.py)
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,7 @@ def ingested(loaded: Loaded) -> Ingested:
         group=loaded.group,
         known=loaded.known,
         language=loaded.language,
+        kind=conversation.kind,
     )
 
 
@@ -198,15 +200,7 @@ async def memory_stage(
     """
     at = item.ended_at
     async with ctx.sessions() as session, session.begin():
-        if not await user_present(session, item.user_id):
-            raise UserForgottenError(f"user {item.user_id} was forgotten")
-        if item.stored_extraction is None:
-            await session.execute(
-                update(Conversation)
-                .where(Conversation.id == item.conversation_id)
-                .values(extraction=output.model_dump(mode="json"))
-                .execution_options(synchronize_session=False)
-            )
+        await keep_extraction(session, item, output)
         threads = ThreadRepository(session)
         resolved = await threads.resolve(item.user_id, output.resolved_thread_ids, item.conversation_id, at)
         opened = await threads.open_threads(
@@ -362,6 +356,8 @@ async def _run_stages(ctx: JobContext, conversation_id: int, loaded: Loaded | No
     item = ingested(loaded) if loaded is not None else await ingest(ctx, conversation_id)
     if item is None:
         return {"missing": 1}
+    if item.kind in IMPORTED_KINDS:  # another assistant's history: its facts and days, nothing else
+        return await run_imported(ctx, item)
     if not any(line.role == "user" for line in item.lines):  # the user said nothing: nothing to learn
         await finalise(ctx, item, None)
         return {"empty": 1}

@@ -20,7 +20,9 @@ from sqlalchemy import select
 
 from agent.account.groups import GROUP
 from agent.core.usage import metering, store_usage
-from agent.digest.summaries import MAX_KEY_MOMENTS, DaySummary, Line, summarise_day
+from agent.digest.imported import IMPORT_SUMMARY_INSTRUCTIONS, summary_speaker
+from agent.digest.summaries import MAX_KEY_MOMENTS, SUMMARY_INSTRUCTIONS, DaySummary, Line, summarise_day
+from agent.history.imported import IMPORTED_LINE
 from db.models import User
 from db.repositories.day_summaries import DaySummaryRepository
 from db.repositories.users import user_present
@@ -55,6 +57,7 @@ async def regenerate_segment(ctx: JobContext, segment_id: int) -> Outcome:
         group = await session.scalar(select(User.kind).where(User.id == segment.user_id)) == GROUP
     if not messages:
         return "empty"
+    imported = any(m.kind == IMPORTED_LINE for m in messages)
     result: DaySummary | None = None
     with metering() as meter:  # a rewrite's model calls count towards the user's usage
         for start in range(0, len(messages), BATCH_MESSAGES):
@@ -64,9 +67,11 @@ async def regenerate_segment(ctx: JobContext, segment_id: int) -> Outcome:
                 ctx.settings,
                 day=segment.day,
                 previous=result.markdown() if result is not None else None,
-                lines=[Line(m.id, m.role, m.content, m.sent_at, m.speaker_name) for m in batch],
+                lines=[Line(m.id, m.role, m.content, m.sent_at, summary_speaker(m)) for m in batch],
                 final=segment.status == "final",
                 group=group,
+                # A day with a chat imported from another assistant is told as the person's talk with it.
+                instructions=IMPORT_SUMMARY_INSTRUCTIONS if imported else SUMMARY_INSTRUCTIONS,
             )
     assert result is not None
     key_moments: list[Any] = [{"text": text, "message_id": messages[-1].id} for text in result.key_moments]

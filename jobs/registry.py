@@ -15,6 +15,7 @@ logger = logging.getLogger(__name__)
 
 JOB_NAMES: tuple[str, ...] = (
     "sessions",
+    "imports",
     "postprocess",
     "consolidate",
     "day-summaries",
@@ -30,6 +31,12 @@ async def _conversations(ctx: JobContext, **options: Any) -> dict[str, Any]:
     from jobs.conversations import close_idle
 
     return await close_idle(ctx)
+
+
+async def _imports(ctx: JobContext, **options: Any) -> dict[str, Any]:
+    from jobs.imports import pace_imports
+
+    return await pace_imports(ctx)
 
 
 async def _postprocess(ctx: JobContext, **options: Any) -> dict[str, Any]:
@@ -84,6 +91,7 @@ async def _slim_histories(ctx: JobContext, **options: Any) -> dict[str, Any]:
 
 _JOBS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     "sessions": _conversations,
+    "imports": _imports,
     "postprocess": _postprocess,
     "consolidate": _consolidate,
     "day-summaries": _day_summaries,

@@ -23,6 +23,7 @@ from zoneinfo import ZoneInfo
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.clock import local_day
+from agent.history.imported import IMPORTED_LINE, Source, imported_sources, source_name
 from agent.history.reactions import reactions_on
 from db.models import DaySegment, HistoryCompaction, TranscriptMessage
 from db.repositories.day_segments import DaySegmentRepository
@@ -90,6 +91,8 @@ class Entry:
     at: datetime
     covered: bool = False
     reactions: tuple[str, ...] = ()  # the emoji the person put on this answer
+    # A line of a chat imported from another assistant: who said it, "you, to ChatGPT" or "ChatGPT".
+    speaker: str | None = None
 
 
 @dataclass(frozen=True)
@@ -182,6 +185,12 @@ def _message_entry(message: TranscriptMessage, segment: DaySegment | None) -> En
     )
 
 
+def _told(source: Source) -> str:
+    """Who said an imported line, as the page names them: "You, to ChatGPT" or "ChatGPT"."""
+    name = source_name(source.kind)
+    return f"You, to {name}" if source.role == "user" else name
+
+
 def _compaction_entry(row: HistoryCompaction) -> Entry:
     return Entry(
         id=row.id, type="compaction", role="system", kind="compaction", content=row.summary, at=row.created_at
@@ -245,9 +254,16 @@ class Timeline:
             shown = messages[: self.max_entries]
             answers = [m.id for m in shown if m.role == "assistant"]
             reactions = await reactions_on(session, user.id, answers)
+            imported = [m.id for m in shown if m.kind == IMPORTED_LINE]
+            sources = await imported_sources(session, user.id, imported) if imported else {}
         truncated = len(messages) > self.max_entries
         entries = [
-            replace(_message_entry(m, segment), reactions=tuple(reactions.get(m.id, ()))) for m in shown
+            replace(
+                _message_entry(m, segment),
+                reactions=tuple(reactions.get(m.id, ())),
+                speaker=_told(sources[m.id]) if m.id in sources else None,
+            )
+            for m in shown
         ]
         entries += [_compaction_entry(c) for c in compactions]
         # Stable sort: a compaction made at a message's time comes after that message.

@@ -117,7 +117,10 @@ async def conversation_search(
     (`previous_turn`, `next_turn`): usually enough to answer. For more of that day's words, call
     `conversation_get`. `covered_by_summary` means the day's summary already covers it. Dates in
     the query ("last May", "three weeks ago", "on 9 March") favour messages of those days.
-    A message with a `group` is something this person said in that group chat.
+    A message with a `group` is something this person said in that group chat. A message whose
+    text starts with a tag like "[ChatGPT, 12 Mar 2024] you:" is from the person's own chat with
+    that other assistant, which they imported: "you" is the person, the other speaker is that
+    assistant, never you; say "you told ChatGPT in March 2024 ...", never that you said it.
 
     Args:
         query: What to look for, in a few words (names, topics, places), in the language used.

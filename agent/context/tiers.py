@@ -22,7 +22,8 @@ from agent.account.groups import is_group
 from agent.context.fence import fence, neutralise
 from agent.context.threads import ThreadRow, priority_classes, rank_threads, thread_lines
 from agent.core.clock import ensure_utc, local_day
-from db.models import Conversation, ConversationThread, DaySegment, TranscriptMessage, User
+from agent.history.imported import IMPORTED_LINE
+from db.models import IMPORTED_KINDS, Conversation, ConversationThread, DaySegment, TranscriptMessage, User
 from db.repositories.day_segments import DaySegmentRepository
 
 TierName = Literal[
@@ -189,6 +190,8 @@ def _unsummarised_query(*, elsewhere: bool, covered: _Covered) -> Select[str, st
         TranscriptMessage.day_segment_id == bindparam("segment_id"),
         TranscriptMessage.role.in_(("user", "assistant")),
         TranscriptMessage.conversation_id.is_not(None),
+        # A chat imported from another assistant is never told as a talk with the companion.
+        TranscriptMessage.kind != IMPORTED_LINE,
     )
     if elsewhere:
         stmt = stmt.where(TranscriptMessage.conversation_id != bindparam("conversation_id"))
@@ -291,7 +294,8 @@ async def load_threads(session: AsyncSession, user: User, now: datetime, *, limi
 def _last_conversation_query(*, before: bool) -> Select[str | None, datetime | None, datetime]:
     stmt = (
         select(Conversation.summary, Conversation.ended_at, Conversation.last_message_at)
-        .where(Conversation.user_id == bindparam("user_id"))
+        # A chat imported from another assistant was never a talk with the companion.
+        .where(Conversation.user_id == bindparam("user_id"), Conversation.kind.not_in(IMPORTED_KINDS))
         .order_by(Conversation.id.desc())
         .limit(1)
     )

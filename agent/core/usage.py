@@ -37,6 +37,8 @@ UsageKind = Literal[
     "briefing",
     "embedding",
     "proactive",
+    # Post-processing of conversations imported from another assistant (jobs/imports.py): apart.
+    "import",
 ]
 
 

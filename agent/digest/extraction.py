@@ -17,7 +17,7 @@ from agent.chat.persona import with_name
 from agent.core.caching import static_cache_settings
 from agent.core.settings import Settings
 from agent.core.tokens import get_counter
-from agent.core.usage import record_run
+from agent.core.usage import UsageKind, record_run
 from agent.digest.groups import for_owner
 from agent.digest.summaries import Line, format_lines, summary_model_settings
 from agent.memory.grounding import Claim, Said, dropped, ground, names
@@ -261,14 +261,17 @@ async def extract(
     known: Sequence[ProfileFact] = (),
     language: str | None = None,
     owner: tuple[int, int] | None = None,
+    instructions: str = EXTRACTION_INSTRUCTIONS,
+    usage: UsageKind = "extraction",
 ) -> Extraction:
     """One SUMMARY_MODEL call with a timeout and an output cap; raises when the model fails.
 
     `group`: the conversation is a group chat's, its facts about the members by name
     (agent/digest/groups.py). `known`: the owner's held facts, in the profile's order; those the
     budget holds are shown. `owner`: (owner id, conversation id) for the log of dropped facts.
-    Only facts standing on the user's own lines are returned."""
-    static = with_name(for_owner(EXTRACTION_INSTRUCTIONS, group=group), settings.persona_name)
+    Only facts standing on the user's own lines are returned. `instructions` and `usage`: another
+    kind of conversation's (agent/digest/imported.py)."""
+    static = with_name(for_owner(instructions, group=group), settings.persona_name)
     prompt = extraction_prompt(lines, open_threads, ended_local=ended_local, thoughts=thoughts)
     known_shown = choose_known(
         known,
@@ -289,7 +292,7 @@ async def extract(
             model_settings=summary_model_settings(settings)
             | static_cache_settings(settings, settings.summary_model, static),
         )
-    record_run("extraction", result.usage)
+    record_run(usage, result.usage)
     output = result.output
     allowed = {t.id for t in open_threads}
     # The model may only resolve threads it was shown (this user's open ones).

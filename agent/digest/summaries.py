@@ -16,8 +16,9 @@ from agent.chat.persona import with_name
 from agent.core.caching import static_cache_settings
 from agent.core.model_lifecycle import sampling_allowed
 from agent.core.settings import Settings
-from agent.core.usage import record_run
+from agent.core.usage import UsageKind, record_run
 from agent.digest.groups import for_owner
+from db.models import OTHER
 
 MAX_KEY_MOMENTS = 5
 
@@ -85,9 +86,12 @@ def summary_model_settings(settings: Settings) -> ModelSettings:
 
 
 def format_lines(lines: Sequence[Line]) -> str:
-    """Messages as `[#id HH:MM role] text` lines; a group member's as `[#id HH:MM user] Ana: text`."""
+    """Messages as `[#id HH:MM role] text` lines; a group member's as `[#id HH:MM user] Ana: text`;
+    another assistant's in an imported conversation by its name, `[#id HH:MM ChatGPT] text`."""
     return "\n".join(
-        f"[#{line.id} {line.sent_at:%H:%M} {line.role}] {_named(line.speaker)}{line.content}"
+        f"[#{line.id} {line.sent_at:%H:%M} {line.speaker}] {line.content}"
+        if line.role == OTHER and line.speaker
+        else f"[#{line.id} {line.sent_at:%H:%M} {line.role}] {_named(line.speaker)}{line.content}"
         for line in lines
     )
 
@@ -115,11 +119,14 @@ async def summarise_day(
     notes: Sequence[str] = (),
     final: bool = False,
     group: bool = False,
+    instructions: str = SUMMARY_INSTRUCTIONS,
+    usage: UsageKind = "day_summary",
 ) -> DaySummary:
     """One SUMMARY_MODEL call: the updated summary of `day` (raises on model failure or timeout).
 
-    `group`: the day is a group chat's (agent/digest/groups.py)."""
-    instructions = for_owner(SUMMARY_INSTRUCTIONS, group=group)
+    `group`: the day is a group chat's (agent/digest/groups.py). `instructions` and `usage`: another
+    kind of day's (agent/digest/imported.py)."""
+    instructions = for_owner(instructions, group=group)
     async with asyncio.timeout(settings.summary_timeout_seconds):
         result = await day_summary_agent.run(
             _prompt(day, previous, lines, notes, final),
@@ -128,7 +135,7 @@ async def summarise_day(
             model_settings=summary_model_settings(settings)
             | static_cache_settings(settings, settings.summary_model, static),
         )
-    record_run("day_summary", result.usage)
+    record_run(usage, result.usage)
     output = result.output
     output.key_moments = [m for m in output.key_moments if m.strip()][:MAX_KEY_MOMENTS]
     return output

@@ -27,13 +27,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.account.groups import GROUP
 from agent.core.observability.instruments import facts_dropped
-from db.models import TranscriptMessage, User
+from db.models import OTHER, TranscriptMessage, User
 
 logger = logging.getLogger(__name__)
 
 # Why a fact is not the person's (the metric's and the log's `reason`).
 UNSOURCED = "unsourced"  # it names no line at all
 COMPANION = "companion"  # it stands only on the companion's lines
+OTHER_ASSISTANT = "other_assistant"  # it stands only on lines, another assistant's among them, not theirs
 OUTSIDE = "outside"  # it names lines that are not in this conversation
 OTHER_MEMBER = "other_member"  # in a group: it stands only on lines of members it does not name
 _NAME_WORD = re.compile(r"[^\W\d_]{2,}")
@@ -93,7 +94,7 @@ def ground(claim: Claim, lines: Mapping[int, Said], *, group: bool = False) -> G
         return Grounded((), OUTSIDE)
     theirs = [line for line in inside if line.role == "user"]
     if not theirs:
-        return Grounded((), COMPANION)
+        return Grounded((), OTHER_ASSISTANT if any(line.role == OTHER for line in inside) else COMPANION)
     if group:
         theirs = [line for line in theirs if names(claim.text, line)]
         if not theirs:

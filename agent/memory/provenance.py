@@ -1,5 +1,6 @@
 """Where a fact comes from, as the person may see it: their own lines (quoted briefly, dated in their
-time zone), "you asked me to remember this", "said in a call", or that no source is left.
+time zone; a line of a chat they imported as "you told ChatGPT on ..."), "you asked me to remember
+this", "said in a call", or that no source is left.
 
 `/memory`, the Mini App's "What I remember" and the `memory_sources` tool all read it here, through
 one repository read (`TranscriptRepository.said_lines`) that is walled in its query: only the owner's
@@ -19,6 +20,7 @@ from zoneinfo import ZoneInfo
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.groups import is_group
+from agent.history.imported import IMPORTED_LINE, Source, imported_sources, source_name
 from agent.memory.corrections import named_by
 from db.models import User, UserFact
 from db.repositories.facts import FactRepository
@@ -26,7 +28,7 @@ from db.repositories.transcript import SaidLine, TranscriptRepository
 
 Origin = Literal["said", "asked", "call"]
 # How a fact came to be known, by who wrote it (`UserFact.source`).
-ORIGINS: dict[str, Origin] = {"extraction": "said", "tool": "asked", "voice": "call"}
+ORIGINS: dict[str, Origin] = {"extraction": "said", "import": "said", "tool": "asked", "voice": "call"}
 # A source line is quoted this briefly (a line is read once, cut in the query).
 QUOTE_CHARS = 200
 # Lines shown per fact, earliest first; the rest are counted.
@@ -39,7 +41,10 @@ ASKED = ("you asked me to remember this", "I was asked here to remember this")
 IN_A_CALL = "said in a call"
 # What the chat tool reads for each origin (and for none left).
 MEANINGS = {
-    "said": "their own words (in a group, the member's named as `speaker`), quoted in `lines`",
+    "said": (
+        "their own words (in a group, the member's named as `speaker`), quoted in `lines`; a line with"
+        " `told` is what they told that other assistant (ChatGPT, Claude) in a chat they imported"
+    ),
     "asked": "you were asked to remember it",
     "call": "said in a voice call",
     "none": "no source left: the messages it came from were forgotten or deleted",
@@ -50,13 +55,15 @@ MAX_EXPLAINED = 3
 @dataclass(frozen=True)
 class SourceLine:
     """One line the fact stands on: when it was said (in the owner's time zone), its first words,
-    who said it in a group, and whether it was said in a call."""
+    who said it in a group, whether it was said in a call, and the other assistant it was told to
+    (a line of a chat imported from ChatGPT or Claude)."""
 
     message_id: int
     at: datetime
     text: str
     speaker: str | None
     in_call: bool
+    told: str | None = None
 
 
 @dataclass(frozen=True)
@@ -90,7 +97,7 @@ def day_text(day: date) -> str:
     return f"{day.day} {day:%b %Y}"
 
 
-def _line(said: SaidLine, zone: ZoneInfo) -> SourceLine:
+def _line(said: SaidLine, zone: ZoneInfo, imported: Source | None) -> SourceLine:
     speaker = clipped(said.speaker_name, NAME_CHARS) if said.speaker_name else None
     return SourceLine(
         message_id=said.id,
@@ -98,6 +105,7 @@ def _line(said: SaidLine, zone: ZoneInfo) -> SourceLine:
         text=clipped(" ".join(said.text.split()), QUOTE_CHARS),
         speaker=speaker,
         in_call=said.kind == "voice",
+        told=source_name(imported.kind) if imported is not None else None,
     )
 
 
@@ -109,6 +117,8 @@ async def read_sources(
     said = await TranscriptRepository(session).said_lines(
         owner_id, (int(m) for f in facts for m in f.message_ids or []), chars=QUOTE_CHARS + 1
     )
+    imported_ids = [i for i, line in said.items() if line.kind == IMPORTED_LINE]
+    imported = await imported_sources(session, owner_id, imported_ids) if imported_ids else {}
     found: dict[int, Sources] = {}
     for fact in facts:
         lines = sorted(
@@ -118,7 +128,7 @@ async def read_sources(
         found[fact.id] = Sources(
             origin=ORIGINS.get(fact.source, "said"),
             learned=fact.created_at.astimezone(zone),
-            lines=tuple(_line(line, zone) for line in lines[:MAX_LINES]),
+            lines=tuple(_line(line, zone, imported.get(line.id)) for line in lines[:MAX_LINES]),
             more=max(0, len(lines) - MAX_LINES),
         )
     return found
@@ -126,6 +136,8 @@ async def read_sources(
 
 def _said(line: SourceLine, *, group: bool, quote_chars: int) -> str:
     who = line.speaker or ("someone here" if group else "you")
+    if line.told is not None:
+        return f"{who} told {line.told} on {day_text(line.at.date())}: “{clipped(line.text, quote_chars)}”"
     where = " in a call" if line.in_call else ""
     return f"{who} said{where} on {day_text(line.at.date())}: “{clipped(line.text, quote_chars)}”"
 
@@ -161,6 +173,7 @@ def sources_dict(sources: Sources, *, group: bool = False) -> dict[str, Any]:
                 "day": line.at.date().isoformat(),
                 **({"speaker": line.speaker} if line.speaker else {}),
                 **({"in_call": True} if line.in_call else {}),
+                **({"told": line.told} if line.told else {}),
             }
             for line in sources.lines
         ],

@@ -4,9 +4,11 @@
 Per UTC day: people and groups who wrote, turns the model answered and their p95 time to an answer
 (the daily roll-up `turn_days` for the days it holds, the context snapshots' `answered_ms` after),
 the estimated cost as billed and had nothing been cached (the usage counters, priced like /stats:
-agent/core/prices.py), the share of input read from the prompt cache, refusals by limit (the daily
-counters: token caps, rate limits, access), and the p95 lag of post-processing, follow-ups and
-reminders; and what waits right now. Telegram-free: the web API serves it as JSON.
+agent/core/prices.py; the post-processing of imported conversations apart, with its calls and
+tokens, and the imported conversations waiting for it), the share of input read from the prompt
+cache, refusals by limit (the daily counters: token caps, rate limits, access), and the p95 lag
+of post-processing, follow-ups and reminders; and what waits right now. Telegram-free: the web API
+serves it as JSON.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from agent.account.ratelimit import RATE_COUNTER_PREFIX
 from agent.core.prices import estimate_cost, model_for
 from agent.core.settings import Settings
 from agent.turn.daily_tokens import COUNTERS
+from db.models.usage import IMPORT_USAGE
+from db.repositories.import_queue import ImportQueueRepository
 from db.repositories.operations import Backlog, OperationsRepository
 
 MAX_DAYS = 90
@@ -68,6 +72,7 @@ async def dashboard(
         counts = await repo.daily_counts(first)
         lags = await repo.lags(since)
         backlog = await repo.backlog(now)
+        waiting = await ImportQueueRepository(session).waiting_count()
 
     def series(values: dict[str, Any], empty: Any = 0) -> list[Any]:
         return [values.get(day, empty) for day in labels]
@@ -91,10 +96,16 @@ async def dashboard(
     tokens_in: dict[str, int] = defaultdict(int)
     read: dict[str, int] = defaultdict(int)
     unpriced: set[str] = set()
+    imports: dict[str, dict[str, Any]] = {"calls": defaultdict(int), "tokens": defaultdict(int)}
+    imported: dict[str, Decimal] = defaultdict(Decimal)
     for row in usage:
         day = str(row.day)
-        tokens_in[day] += row.input_tokens
-        read[day] += row.cache_read_tokens
+        if row.kind == IMPORT_USAGE:
+            imports["calls"][day] += row.calls
+            imports["tokens"][day] += row.input_tokens + row.output_tokens
+        else:
+            tokens_in[day] += row.input_tokens
+            read[day] += row.cache_read_tokens
         model = model_for(row.kind, settings)
         cost = estimate_cost(
             model,
@@ -106,6 +117,9 @@ async def dashboard(
         )
         if cost is None:
             unpriced.add(model)
+            continue
+        if row.kind == IMPORT_USAGE:
+            imported[day] += cost.billed
             continue
         billed[day] += cost.billed
         uncached[day] += cost.uncached
@@ -133,6 +147,12 @@ async def dashboard(
             "uncached": [_dollars(uncached.get(day)) for day in labels],
             "unpriced_models": sorted(unpriced),
         },
+        # The post-processing of imported conversations, apart from the cost above.
+        "imports": {
+            "calls": series(imports["calls"]),
+            "tokens": series(imports["tokens"]),
+            "billed": [_dollars(imported.get(day)) for day in labels],
+        },
         "cache_read_share": [
             round(read[day] / tokens_in[day], 4) if tokens_in.get(day) else None for day in labels
         ],
@@ -141,7 +161,7 @@ async def dashboard(
             job: [_rounded(percentile(values[day])) if day in values else None for day in labels]
             for job, values in lag_values.items()
         },
-        "now": _now(backlog, now),
+        "now": {**_now(backlog, now), "imports_waiting": waiting},
     }
 
 

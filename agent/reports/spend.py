@@ -6,7 +6,13 @@ from decimal import Decimal
 
 from agent.core.prices import Cost, estimate_cost, model_for
 from agent.core.settings import Settings
+from db.models.usage import IMPORT_USAGE
 from db.repositories.usage import UsageRow
+
+
+def apart(rows: list[UsageRow]) -> tuple[list[UsageRow], list[UsageRow]]:
+    """The rows of chat and its memory, and those of imports' post-processing (shown apart)."""
+    return [r for r in rows if r.kind != IMPORT_USAGE], [r for r in rows if r.kind == IMPORT_USAGE]
 
 
 def format_usage(rows: list[UsageRow]) -> str:

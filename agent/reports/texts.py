@@ -16,7 +16,7 @@ from agent.core.access_keys import is_id
 from agent.core.clock import local_day, zone_of
 from agent.core.settings import Settings
 from agent.reminders.store import reminder_stats
-from agent.reports.spend import format_spend, format_usage
+from agent.reports.spend import apart, format_spend, format_usage
 from agent.turn.daily_tokens import COUNTERS
 from db.inbox import InboxRepository
 from db.models import (
@@ -31,6 +31,7 @@ from db.models import (
 from db.repositories.access import AccessRepository
 from db.repositories.briefings import BriefingRepository
 from db.repositories.facts import FactRepository
+from db.repositories.import_queue import ImportQueueRepository
 from db.repositories.touchpoints import TouchpointRepository
 from db.repositories.usage import UsageRepository, UsageRow
 from db.repositories.users import UserRepository
@@ -137,8 +138,11 @@ async def stats_report(
             .where(TranscriptMessage.kind == "apology", TranscriptMessage.sent_at > now - timedelta(days=1))
         )
         today = _utc_day(now)
-        usage_today = await UsageRepository(session).totals_by_kind(since=today)
-        usage_week = await UsageRepository(session).totals_by_kind(since=today - timedelta(days=6))
+        usage_today, imports_today = apart(await UsageRepository(session).totals_by_kind(since=today))
+        usage_week, imports_week = apart(
+            await UsageRepository(session).totals_by_kind(since=today - timedelta(days=6))
+        )
+        waiting = await ImportQueueRepository(session).waiting_count()
         processed_week = await session.scalar(
             select(func.count())
             .select_from(Conversation)
@@ -161,6 +165,11 @@ async def stats_report(
             *format_spend(usage_today, settings),
             f"model use in the last 7 days: {format_usage(usage_week)}",
             *format_spend(usage_week, settings),
+            f"imports (apart from the above): {waiting} imported conversations waiting; today (UTC) "
+            f"{format_usage(imports_today)}",
+            *format_spend(imports_today, settings),
+            f"imports in the last 7 days: {format_usage(imports_week)}",
+            *format_spend(imports_week, settings),
             format_briefings(usage_week, processed_week or 0),
             f"refused today (UTC): {counts.get(REFUSED, 0)} updates from people not allowed; "
             f"{counts.get(STRANGERS, 0)} strangers told the bot is private",

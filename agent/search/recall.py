@@ -20,6 +20,7 @@ from agent.core.settings import Settings
 from agent.search import get as getters
 from agent.search.embeddings import Embedder
 from agent.search.get import MessagesOut, SummaryOut
+from agent.search.imported import labelled_hits, labelled_messages
 from agent.search.own_words import merged, own_group_words
 from agent.search.recall_index import RecallIndex
 from agent.search.search import SearchHit, SearchQuery, recency_start
@@ -101,6 +102,7 @@ class Recall(RecallIndex):
             if self.cache is not None and query_vector is not None:
                 vectors = await self.cache.get(session, user_id)
             hits = await self.ranking.run(session, user_id, spec, query_vector=query_vector, vectors=vectors)
+            hits = await labelled_hits(session, user_id, hits)  # lines imported from another assistant
             # A person's own lines in groups, only when the operator allows it (agent/search/own_words.py).
             if self.settings.group_recall_own_words and kind == PERSON and telegram_id is not None:
                 own = await own_group_words(
@@ -139,14 +141,16 @@ class Recall(RecallIndex):
                     raise RecallInputError(
                         "give message_id alone, or day_segment_id (with an optional range)"
                     )
-                return await getters.get_message(session, user_id, message_id)
+                return await labelled_messages(
+                    session, user_id, await getters.get_message(session, user_id, message_id)
+                )
             if day_segment_id is None:
                 raise RecallInputError("give message_id, or day_segment_id (with an optional range)")
             if not ranged:
                 return await getters.get_day_summary(session, user_id, day_segment_id)
             if from_message_id is None or to_message_id is None:
                 raise RecallInputError("a range needs both from_message_id and to_message_id")
-            return await getters.get_range(
+            found = await getters.get_range(
                 session,
                 user_id,
                 day_segment_id,
@@ -154,6 +158,7 @@ class Recall(RecallIndex):
                 to_message_id,
                 max_messages=self.settings.search_get_max_messages,
             )
+            return await labelled_messages(session, user_id, found)
 
     # --- UserDataStore (agent/account/forget.py) ----------------------------------------------------
 

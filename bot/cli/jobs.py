@@ -26,6 +26,7 @@ from jobs.registry import run_job
 # Consolidation runs without the summary model's key too: it then merges duplicates alone.
 MODELS_USED: dict[str, tuple[str, ...]] = {
     "sessions": (),
+    "imports": (),
     "forget": (),
     "consolidate": (),
     "postprocess": ("summary_model",),

@@ -32,6 +32,7 @@ from db.models.conversations import HistoryCompaction as HistoryCompaction
 from db.models.conversations import TranscriptMessage as TranscriptMessage
 from db.models.delivery import InboxUpdate as InboxUpdate
 from db.models.imports import ImportRun as ImportRun
+from db.models.memory import IMPORTED_DAY as IMPORTED_DAY
 from db.models.memory import ConversationThread as ConversationThread
 from db.models.memory import DaySegment as DaySegment
 from db.models.memory import FactConsolidation as FactConsolidation

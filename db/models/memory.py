@@ -22,6 +22,10 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from db.base import Base, BigIntPK, JSONType
 
+# The status of a past day an import brought (with no live talk that day): the nightly and in-day
+# summaries leave it alone; the import's post-processing (jobs/imported.py) summarises and finalises it.
+IMPORTED_DAY = "imported"
+
 
 class DaySegment(Base):
     """One calendar day of a user in their timezone; opens at the first message of that day."""
@@ -45,7 +49,7 @@ class DaySegment(Base):
     last_summarized_message_id: Mapped[int | None] = mapped_column(BigInteger)
     summary_updated_at: Mapped[datetime | None]
     summary_due: Mapped[bool] = mapped_column(Boolean, default=False)
-    status: Mapped[str] = mapped_column(String(16), default="open")  # open | final
+    status: Mapped[str] = mapped_column(String(16), default="open")  # open | final | imported (IMPORTED_DAY)
     finalized_at: Mapped[datetime | None]
     # Set by "Regenerate summary" in the timeline: the day-summaries job rewrites it.
     regenerate_requested_at: Mapped[datetime | None]
@@ -105,7 +109,8 @@ class UserFact(Base):
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
     conversation_id: Mapped[int | None] = mapped_column(ForeignKey("conversations.id", ondelete="SET NULL"))
     content: Mapped[str] = mapped_column(Text)
-    source: Mapped[str] = mapped_column(String(16), default="extraction")  # extraction | tool | voice
+    # extraction | tool | voice | import (an imported conversation's post-processing)
+    source: Mapped[str] = mapped_column(String(16), default="extraction")
     # What the fact is about: identity | people | health | preference | plan | other (None: other).
     # The profile is ordered by it (agent/memory/profile.py).
     category: Mapped[str | None] = mapped_column(String(32))

@@ -9,14 +9,19 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from db.base import Base
 
+# The usage kind of the post-processing of imported conversations (agent/core/usage.py): counted
+# apart, against IMPORT_DAILY_TOKENS and never against the person's daily cap for chat.
+IMPORT_USAGE = "import"
+
 
 class ModelUsage(Base):
     """Model calls and tokens of one user on one UTC day, per kind of use (cost in view).
 
     `kind` is chat, onboarding, compaction, extraction, consolidation, day_summary, graph, briefing,
-    embedding or proactive (a touchpoint composed). Input tokens include those read from and written
-    to the provider's prompt cache, which the cache columns count again (1-hour writes are part of
-    the writes). Counts only, never text; deleted with the user.
+    embedding, proactive (a touchpoint composed) or import (IMPORT_USAGE: an imported conversation
+    post-processed). Input tokens include those read from and written to the provider's prompt cache,
+    which the cache columns count again (1-hour writes are part of the writes). Counts only, never
+    text; deleted with the user.
     """
 
     __tablename__ = "model_usage"

@@ -10,8 +10,10 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from db.models import DaySegment, TranscriptMessage
+from db.models import IMPORTED_DAY, DaySegment, TranscriptMessage
 
+# The most lines one new summary version folds in (the rest wait for the next).
+FOLD_LINES = 2000
 DAY_SUMMARY_NOTE = "day summary updated"
 DAY_SUMMARY_FINAL_NOTE = "day summary finalised"
 DAY_SUMMARY_REGENERATED_NOTE = "day summary regenerated"
@@ -27,7 +29,9 @@ class DaySummaryRepository:
         """A day segment by id."""
         return await self.session.get(DaySegment, segment_id)
 
-    async def unsummarised(self, segment: DaySegment, *, limit: int = 2000) -> Sequence[TranscriptMessage]:
+    async def unsummarised(
+        self, segment: DaySegment, *, limit: int = FOLD_LINES
+    ) -> Sequence[TranscriptMessage]:
         """The day's user and assistant messages after its last summary, oldest first."""
         stmt = (
             select(TranscriptMessage)
@@ -77,7 +81,9 @@ class DaySummaryRepository:
         }
         if final and not regenerated:
             values.update(status="final", finalized_at=at)
-        status_ok = DaySegment.status.in_(("open", "final")) if regenerated else DaySegment.status == "open"
+        status_ok = DaySegment.status.in_(
+            ("open", "final", IMPORTED_DAY) if regenerated else ("open", IMPORTED_DAY)
+        )
         guard = (
             DaySegment.last_summarized_message_id.is_(None)
             if expected_last_id is None
@@ -112,7 +118,7 @@ class DaySummaryRepository:
         """Close a day whose summary already covers every message (no new version, no note)."""
         result = await self.session.execute(
             update(DaySegment)
-            .where(DaySegment.id == segment_id, DaySegment.status == "open")
+            .where(DaySegment.id == segment_id, DaySegment.status.in_(("open", IMPORTED_DAY)))
             .values(status="final", finalized_at=at, summary_due=False)
             .execution_options(synchronize_session=False)
         )

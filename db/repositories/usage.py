@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 from typing import Any, cast
@@ -13,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.ddl.usage import TOKENS
 from db.models import DailyCount, ModelUsage, User
+from db.models.usage import IMPORT_USAGE
 
 # The counters of a row, in UsageRow's order.
 _COUNTS = (
@@ -122,6 +124,17 @@ class UsageRepository:
         )
         return int(await self.session.scalar(stmt) or 0)
 
+    async def import_spent(self, day: date, user_ids: Sequence[int]) -> dict[int, int]:
+        """Tokens each of these people spent on post-processing their imports on `day`."""
+        if not user_ids:
+            return {}
+        stmt = (
+            select(ModelUsage.user_id, func.sum(ModelUsage.input_tokens + ModelUsage.output_tokens))
+            .where(ModelUsage.day == day, ModelUsage.kind == IMPORT_USAGE, ModelUsage.user_id.in_(user_ids))
+            .group_by(ModelUsage.user_id)
+        )
+        return {int(user): int(tokens or 0) for user, tokens in await self.session.execute(stmt)}
+
     async def spent_by_owner(self, day: date, user_id: int) -> tuple[int, int, bool]:
         """`spent` and whether the owner is a group chat (whose caps differ), in the same one statement."""
         row = (await self.session.execute(_spent_by_owner(), {"day": day, "user_id": user_id})).one()
@@ -129,7 +142,8 @@ class UsageRepository:
 
     async def spent(self, day: date, user_id: int | None = None) -> tuple[int, int]:
         """Tokens of `day` in one statement: everyone's (one row, the day's counter that triggers
-        keep, db/ddl/usage.py) and the user's (their rows of the day, one per kind); 0 for no user."""
+        keep, db/ddl/usage.py) and the user's (their rows of the day, one per kind, but an import's:
+        the person's cap for chat leaves it out); 0 for no user."""
         everyone, users = self._spent(day, user_id)
         row = (await self.session.execute(select(func.coalesce(everyone, 0), users))).one()
         return int(row[0] or 0), int(row[1] or 0)
@@ -143,7 +157,12 @@ class UsageRepository:
         )
         users = (
             select(func.coalesce(func.sum(ModelUsage.input_tokens + ModelUsage.output_tokens), 0))
-            .where(ModelUsage.day == day, ModelUsage.user_id == (user_id if user_id is not None else -1))
+            .where(
+                ModelUsage.day == day,
+                ModelUsage.user_id == (user_id if user_id is not None else -1),
+                # An import's post-processing has a cap of its own (IMPORT_DAILY_TOKENS).
+                ModelUsage.kind != IMPORT_USAGE,
+            )
             .scalar_subquery()
         )
         return everyone, users

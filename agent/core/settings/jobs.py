@@ -8,8 +8,8 @@ from agent.core.settings.base import SettingsGroup, aliased
 
 
 class JobSettings(SettingsGroup):
-    """POSTPROCESS_*, CONSOLIDATE_*, EXTRACTION_*, DAY_*, NIGHTLY_INTERVAL_MINUTES, TOUCHPOINT_* and
-    REMINDERS_*."""
+    """POSTPROCESS_*, CONSOLIDATE_*, EXTRACTION_*, DAY_*, NIGHTLY_INTERVAL_MINUTES, IMPORT_*,
+    TOUCHPOINT_* and REMINDERS_*."""
 
     # Post-processing and day summaries
     postprocess_max_attempts: int = 5
@@ -30,6 +30,13 @@ class JobSettings(SettingsGroup):
     day_summary_message_threshold: int = 10
     day_raw_token_budget: int = 4000
     nightly_interval_minutes: int = 15
+    # Conversations brought from another assistant's export (docs/import.md) are post-processed at
+    # the operator's pace: each run of the `imports` job keeps at most IMPORT_CONVERSATIONS_PER_RUN of
+    # them in the post-processing queue (0: imports wait), and queues none for a person whose import
+    # spend today (UTC, model tokens metered as "import") reached IMPORT_DAILY_TOKENS (0: no cap). That
+    # spend is counted apart: it never takes from the person's USER_DAILY_TOKENS for chat.
+    import_conversations_per_run: int = Field(default=10, ge=0)
+    import_daily_tokens: int = Field(default=300_000, ge=0)
 
     # Follow-ups (docs/touchpoints.md): post-processing plans them from open threads; the
     # `touchpoints` job sends the due ones. TOUCHPOINT_ENABLED is every user's default (/followups

@@ -105,6 +105,7 @@ def _entry(entry: Entry, timezone: str) -> dict[str, Any]:
         "at": entry.at.isoformat(timespec="seconds"),
         "covered": entry.covered,
         "reactions": list(entry.reactions),
+        **({"speaker": entry.speaker} if entry.speaker else {}),
     }
 
 

@@ -120,6 +120,7 @@
       tile("oldest waiting", formats.seconds(now.oldest_wait_seconds || 0)),
       tile("post-processing lag", formats.seconds(lag.postprocess || 0)),
       tile("follow-up lag", formats.seconds(lag.touchpoints || 0)),
+      tile("imported conversations waiting", now.imports_waiting || 0),
     );
   }
 
@@ -134,6 +135,8 @@
     lineChart("cost", days, [
       { name: "billed", values: data.cost.billed },
       { name: "uncached", values: data.cost.uncached },
+      // Imported conversations' post-processing, apart from chat.
+      { name: "imports", values: data.imports.billed },
     ], formats.dollars);
     lineChart("cache", days, [{ name: "read from cache", values: data.cache_read_share }], formats.percent);
     lineChart("latency", days, [{ name: "p95", values: data.p95_turn_ms }], formats.ms);

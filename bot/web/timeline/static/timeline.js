@@ -40,7 +40,9 @@
     });
   }
 
-  function speaker(role) {
+  // `said`: a line's own speaker (a group member, or "ChatGPT" for a chat the person imported).
+  function speaker(role, said) {
+    if (said) return said;
     if (role === "user") return state.userName || "You";
     if (role === "assistant") return persona;
     return "System";
@@ -172,12 +174,14 @@
     row.id = (entry.type === "compaction" ? "c-" : "m-") + entry.id;
     row.append(el("span", "time", entry.time));
     if (entry.type === "message") {
-      row.append(el("span", "who", speaker(entry.role) + ":"), el("span", "text", entry.content));
+      row.append(el("span", "who", speaker(entry.role, entry.speaker) + ":"), el("span", "text", entry.content));
       // A follow-up: the bot wrote first.
       if (entry.kind === "proactive") row.append(el("span", "tag", "follow-up (wrote first)"));
       if (entry.kind === "reminder") row.append(el("span", "tag", "reminder you asked for"));
       // An answer the person stopped while it was being written.
       if (entry.kind === "stopped") row.append(el("span", "tag", "stopped"));
+      // A line of a chat the person had with another assistant and imported: never the bot's.
+      if (entry.kind === "imported") row.append(el("span", "tag", "imported"));
       // What the person put on this answer.
       if (entry.reactions && entry.reactions.length) {
         row.append(el("span", "tag reactions", entry.reactions.join(" ")));
@@ -308,7 +312,7 @@
         for (const message of data.messages) {
           const row = el("div", "entry message role-" + message.role);
           row.append(el("span", "time", message.created_at.replace("T", " ").slice(0, 16)));
-          row.append(el("span", "who", speaker(message.role) + ":"), el("span", "text", message.content));
+          row.append(el("span", "who", speaker(message.role, message.speaker) + ":"), el("span", "text", message.content));
           box.append(row);
         }
       } else {
