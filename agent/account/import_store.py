@@ -1,0 +1,150 @@
+"""Storing an export's conversations: each whole in one transaction, resumable, never twice.
+
+A conversation is stored with all its new lines in one transaction, which also counts them into the
+run and renews the run's lease; when the run is no longer this worker's (cancelled, or taken over
+after its lease lapsed) the transaction stores nothing and the run stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from pathlib import Path
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from agent.account.import_formats import ExportReader, ImportedConversation, ImportedMessage
+from agent.core.clock import Clock, local_day
+from db.models import ImportRun
+from db.repositories.imports import ImportRepository, KnownConversation, NewLine, count_into
+
+# Conversations handed from the parsing thread at a time, and the lines that cap such a batch.
+BATCH_CONVERSATIONS = 16
+BATCH_LINES = 2000
+_HASH_CHUNK = 1 << 20
+
+
+def file_digest(path: Path) -> str:
+    """The sha256 of the file as sent (what makes the same file the same run)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        while chunk := file.read(_HASH_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def external_id(source: str, conversation: ImportedConversation) -> str:
+    """The conversation's id among the person's imports: its source and its id in the export."""
+    key = f"{source}:{conversation.external_id}"
+    return key if len(key) <= 200 else f"{source}:sha256:{hashlib.sha256(key.encode()).hexdigest()}"
+
+
+def new_lines(conversation: ImportedConversation, known: KnownConversation | None) -> list[ImportedMessage]:
+    """The lines not stored yet: all of a new conversation, those after a stored one's end."""
+    if known is None:
+        return list(conversation.messages)
+    return [message for message in conversation.messages if message.sent_at > known.last_message_at]
+
+
+def _batches(reader: ExportReader) -> Iterator[list[ImportedConversation]]:
+    batch: list[ImportedConversation] = []
+    lines = 0
+    for conversation in reader:
+        batch.append(conversation)
+        lines += len(conversation.messages)
+        if len(batch) >= BATCH_CONVERSATIONS or lines >= BATCH_LINES:
+            yield batch
+            batch, lines = [], 0
+    if batch:
+        yield batch
+
+
+async def conversation_batches(reader: ExportReader) -> AsyncIterator[list[ImportedConversation]]:
+    """The export's conversations in small batches, parsed in a thread so the event loop stays free."""
+    batches = _batches(reader)
+    while (batch := await asyncio.to_thread(next, batches, None)) is not None:
+        yield batch
+
+
+@dataclass
+class ImportStore:
+    """A run in progress: who stores it, for whom, and what it has done."""
+
+    sessions: async_sessionmaker[AsyncSession]
+    run: ImportRun
+    timezone: str
+    worker_id: str
+    clock: Clock
+    known: dict[str, KnownConversation]
+    segments: dict[date, int] = field(default_factory=dict)
+    conversations: int = 0
+    messages: int = 0
+    days: set[date] = field(default_factory=set)
+
+    async def store(self, source: str, conversation: ImportedConversation) -> bool:
+        """Store what is new of one conversation in one transaction; False when the run is no longer ours."""
+        key = external_id(source, conversation)
+        known = self.known.get(key)
+        fresh = new_lines(conversation, known)
+        lines = [NewLine(m.role, m.text, m.sent_at, local_day(m.sent_at, self.timezone)) for m in fresh]
+        for message in conversation.messages:
+            self.days.add(local_day(message.sent_at, self.timezone))
+        async with self.sessions() as session, session.begin():
+            repository = ImportRepository(session)
+            if not await repository.advance(
+                self.run.id,
+                self.worker_id,
+                now=self.clock.now(),
+                conversations=1 if lines else 0,
+                messages=len(lines),
+            ):
+                return False
+            if not lines:
+                return True
+            if known is None:
+                conversation_id = await repository.add_conversation(
+                    user_id=self.run.user_id,
+                    import_id=self.run.id,
+                    source=source,
+                    external_id=key,
+                    lines=lines,
+                )
+            else:
+                conversation_id = known.id
+                await repository.extend_conversation(known, lines)
+            spans: dict[date, tuple[datetime, datetime]] = {}
+            for line in lines:
+                first, last = spans.get(line.day, (line.sent_at, line.sent_at))
+                spans[line.day] = (min(first, line.sent_at), max(last, line.sent_at))
+            segments = await repository.open_days(self.run.user_id, spans, self.timezone)
+            ids = await repository.add_lines(
+                user_id=self.run.user_id,
+                conversation_id=conversation_id,
+                lines=lines,
+                segments={day: segment.id for day, segment in segments.items()},
+            )
+            for day, segment in segments.items():
+                picked = [(i, line.sent_at) for i, line in zip(ids, lines, strict=True) if line.day == day]
+                count_into(segment, [i for i, _ in picked], [at for _, at in picked])
+        self.known[key] = KnownConversation(
+            id=conversation_id,
+            last_message_at=lines[-1].sent_at,
+            message_count=(known.message_count if known else 0) + len(lines),
+        )
+        self.conversations += 1
+        self.messages += len(lines)
+        return True
+
+
+async def store_retrying(state: ImportStore, source: str, conversation: ImportedConversation) -> bool:
+    """Store a conversation; once more when a live turn opened one of its days at the same moment."""
+    try:
+        return await state.store(source, conversation)
+    except IntegrityError:
+        async with state.sessions() as session:
+            state.known = await ImportRepository(session).known(state.run.user_id)
+        return await state.store(source, conversation)

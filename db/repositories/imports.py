@@ -1,0 +1,212 @@
+"""Imports of another assistant's export: the runs, and their conversations stored whole; caller commits."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any, cast
+
+from sqlalchemy import Table, insert, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from db.models import Conversation, DaySegment, ImportRun, TranscriptMessage
+from db.models.conversations import IMPORT_WAITING, IMPORTED_KINDS
+
+# Statuses of a run: read and shown, being stored, done, stopped by an error, stopped by the person.
+PREVIEWED, RUNNING, STORED, FAILED, CANCELLED = "previewed", "running", "stored", "failed", "cancelled"
+
+
+@dataclass(frozen=True)
+class KnownConversation:
+    """An imported conversation already stored for the person: its row, and how far it reaches."""
+
+    id: int
+    last_message_at: datetime
+    message_count: int
+
+
+@dataclass(frozen=True)
+class NewLine:
+    """One line to store, with the local day it belongs to."""
+
+    role: str
+    text: str
+    sent_at: datetime
+    day: date
+
+
+class ImportRepository:
+    """Import runs and the rows they write."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def known(self, user_id: int) -> dict[str, KnownConversation]:
+        """The person's imported conversations by their id in an export."""
+        stmt = select(
+            Conversation.external_id,
+            Conversation.id,
+            Conversation.last_message_at,
+            Conversation.message_count,
+        ).where(
+            Conversation.user_id == user_id,
+            Conversation.external_id.is_not(None),
+            Conversation.kind.in_(IMPORTED_KINDS),
+        )
+        rows = (await self.session.execute(stmt)).all()
+        return {str(row[0]): KnownConversation(row[1], row[2], row[3]) for row in rows}
+
+    async def run_for(self, user_id: int, digest: str) -> ImportRun | None:
+        """The person's run of this file, if there is one."""
+        stmt = select(ImportRun).where(ImportRun.user_id == user_id, ImportRun.digest == digest)
+        return (await self.session.execute(stmt)).scalar_one_or_none()
+
+    async def claim(self, import_id: int, worker_id: str, *, now: datetime, lapsed_before: datetime) -> bool:
+        """Take the run for this worker: one not running, or running under a lapsed lease (or its own)."""
+        stmt = (
+            update(ImportRun)
+            .where(
+                ImportRun.id == import_id,
+                or_(
+                    ImportRun.status.in_((PREVIEWED, STORED, FAILED)),
+                    (ImportRun.status == RUNNING)
+                    & or_(
+                        ImportRun.claimed_by.is_(None),
+                        ImportRun.claimed_by == worker_id,
+                        ImportRun.claimed_at < lapsed_before,
+                    ),
+                ),
+            )
+            .values(status=RUNNING, claimed_by=worker_id, claimed_at=now, error=None, finished_at=None)
+        )
+        result = await self.session.execute(stmt)
+        return bool(getattr(result, "rowcount", 0))
+
+    async def advance(
+        self, import_id: int, worker_id: str, *, now: datetime, conversations: int, messages: int
+    ) -> bool:
+        """Count stored work into the run and renew its lease; False when the run is no longer this
+        worker's (cancelled, or taken over after the lease lapsed): the caller rolls back and stops."""
+        stmt = (
+            update(ImportRun)
+            .where(ImportRun.id == import_id, ImportRun.status == RUNNING, ImportRun.claimed_by == worker_id)
+            .values(
+                claimed_at=now,
+                conversations_stored=ImportRun.conversations_stored + conversations,
+                messages_stored=ImportRun.messages_stored + messages,
+            )
+        )
+        result = await self.session.execute(stmt)
+        return bool(getattr(result, "rowcount", 0))
+
+    async def finish(
+        self, import_id: int, worker_id: str, *, status: str, now: datetime, error: str | None = None
+    ) -> bool:
+        """End this worker's run with a status (and the error that stopped it)."""
+        stmt = (
+            update(ImportRun)
+            .where(ImportRun.id == import_id, ImportRun.status == RUNNING, ImportRun.claimed_by == worker_id)
+            .values(status=status, finished_at=now, claimed_by=None, claimed_at=None, error=error)
+        )
+        result = await self.session.execute(stmt)
+        return bool(getattr(result, "rowcount", 0))
+
+    async def add_conversation(
+        self, *, user_id: int, import_id: int, source: str, external_id: str, lines: Sequence[NewLine]
+    ) -> int:
+        """A new imported conversation's row, waiting for the import pacer; its id."""
+        conversation = Conversation(
+            user_id=user_id,
+            status=IMPORT_WAITING,
+            started_at=lines[0].sent_at,
+            last_message_at=lines[-1].sent_at,
+            ended_at=lines[-1].sent_at,
+            messages=[],
+            message_count=len(lines),
+            attempts=0,
+            kind=source,
+            import_id=import_id,
+            external_id=external_id,
+        )
+        self.session.add(conversation)
+        await self.session.flush()
+        return conversation.id
+
+    async def extend_conversation(self, known: KnownConversation, lines: Sequence[NewLine]) -> None:
+        """A stored conversation that grew in a newer export: its new end (the lines are added apart)."""
+        stmt = (
+            update(Conversation)
+            .where(Conversation.id == known.id)
+            .values(
+                last_message_at=lines[-1].sent_at,
+                ended_at=lines[-1].sent_at,
+                message_count=Conversation.message_count + len(lines),
+            )
+        )
+        await self.session.execute(stmt)
+
+    async def add_lines(
+        self, *, user_id: int, conversation_id: int, lines: Sequence[NewLine], segments: dict[date, int]
+    ) -> list[int]:
+        """Insert the lines in one statement (role, day segment, kind "imported"); their ids, in order."""
+        table = cast(Table, TranscriptMessage.__table__)
+        rows: list[dict[str, Any]] = [
+            {
+                "user_id": user_id,
+                "conversation_id": conversation_id,
+                "role": line.role,
+                "kind": "imported",
+                "content": line.text,
+                "telegram_message_id": None,
+                "reply_to_id": None,
+                "day_segment_id": segments[line.day],
+                "sent_at": line.sent_at,
+                "speaker_telegram_id": None,
+                "speaker_name": None,
+            }
+            for line in lines
+        ]
+        stmt = insert(table).returning(table.c.id, sort_by_parameter_order=True)
+        result = await self.session.execute(stmt, rows)
+        return [int(row[0]) for row in result.all()]
+
+    async def open_days(
+        self, user_id: int, spans: dict[date, tuple[datetime, datetime]], timezone: str
+    ) -> dict[date, DaySegment]:
+        """The person's day segments of these days (first and last time of each), opened where missing.
+
+        A past day gets a segment of its own, as a live day does, so its summary can be written.
+        """
+        stmt = select(DaySegment).where(DaySegment.user_id == user_id, DaySegment.day.in_(spans))
+        found = {segment.day: segment for segment in (await self.session.execute(stmt)).scalars()}
+        missing = [day for day in sorted(spans) if day not in found]
+        for day in missing:
+            first, last = spans[day]
+            found[day] = DaySegment(
+                user_id=user_id,
+                day=day,
+                timezone=timezone,
+                first_message_at=first,
+                last_message_at=last,
+                message_count=0,
+                key_moments=[],
+                messages_since_summary=0,
+                summary_due=False,
+                status="open",
+            )
+            self.session.add(found[day])
+        if missing:
+            await self.session.flush()
+        return found
+
+
+def count_into(segment: DaySegment, ids: Sequence[int], times: Sequence[datetime]) -> None:
+    """Count a day's stored lines into its segment, as a live message is counted."""
+    if segment.first_message_id is None:
+        segment.first_message_id = min(ids)
+    segment.last_message_id = max(max(ids), segment.last_message_id or 0)
+    segment.first_message_at = min(segment.first_message_at, min(times))
+    segment.last_message_at = max(segment.last_message_at, max(times))
+    segment.message_count += len(ids)
+    segment.messages_since_summary += len(ids)

@@ -1,0 +1,178 @@
+"""Importing an export: preview, store, resume, idempotency, the lease, and what search finds at once."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select, text
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from agent.account.imports import (
+    ImportBusyError,
+    ImportProgress,
+    begin_import,
+    cancel_import,
+    preview_import,
+    run_import,
+)
+from agent.account.users import get_or_create_user
+from agent.core.clock import Clock
+from agent.core.settings import Settings
+from bench.clock import FrozenClock
+from bench.import_data import ExportShape, write_export
+from db.models import Conversation, DaySegment, ImportRun, TranscriptMessage
+from db.models.conversations import IMPORT_WAITING, OTHER
+
+SETTINGS = Settings(_env_file=None, summary_model="anthropic:claude-haiku-4-5")  # type: ignore[call-arg]
+SHAPE = ExportShape(conversations=12, messages_per_conversation=6)
+
+
+async def _person(
+    sessions: async_sessionmaker[AsyncSession], clock: FrozenClock, key: str = "telegram:1"
+) -> int:
+    user, _ = await get_or_create_user(sessions, key=key, now=clock.now(), timezone="Europe/Berlin")
+    return user.id
+
+
+async def _import(
+    sessions: async_sessionmaker[AsyncSession], user_id: int, path: Path, clock: Clock, worker: str = "w1"
+) -> tuple[int, int]:
+    preview = await preview_import(sessions, user_id, path, timezone="Europe/Berlin", settings=SETTINGS)
+    run_id = await begin_import(
+        sessions, user_id, path, preview, file_name=path.name, file_ref=None, now=clock.now()
+    )
+    result = await run_import(sessions, run_id, path, clock=clock, worker_id=worker, settings=SETTINGS)
+    return run_id, result.messages
+
+
+async def _count(sessions: async_sessionmaker[AsyncSession], model: type, *where: object) -> int:
+    async with sessions() as session:
+        return int(await session.scalar(select(func.count()).select_from(model).where(*where)) or 0)
+
+
+@pytest.mark.both_databases
+@pytest.mark.parametrize("kind", ["chatgpt", "claude"])
+async def test_an_export_is_stored_once_whole_and_searchable_at_once(
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+    tmp_path: Path,
+    kind: str,
+    database_url: str,
+) -> None:
+    user_id = await _person(sessions, clock)
+    path = write_export(tmp_path / "export.zip", kind, SHAPE, zipped=True)  # type: ignore[arg-type]
+
+    preview = await preview_import(sessions, user_id, path, timezone="Europe/Berlin", settings=SETTINGS)
+    assert (preview.source, preview.conversations, preview.messages, preview.skipped) == (kind, 12, 72, 0)
+    assert preview.already == 0 and preview.model_calls == 12 + preview.days
+    assert preview.first_at == datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
+    assert preview.dollars is not None and preview.dollars > 0
+    assert await _count(sessions, TranscriptMessage) == 0  # a preview stores nothing
+
+    run_id = await begin_import(
+        sessions, user_id, path, preview, file_name="export.zip", file_ref=None, now=clock.now()
+    )
+    seen: list[ImportProgress] = []
+
+    async def progress(step: ImportProgress) -> None:
+        seen.append(step)
+
+    result = await run_import(
+        sessions,
+        run_id,
+        path,
+        clock=clock,
+        worker_id="w1",
+        progress=progress,
+        progress_every=5,
+        settings=SETTINGS,
+    )
+    assert (result.conversations, result.messages) == (12, 72)
+    assert [step.conversations_done for step in seen] == [5, 10, 12]
+    assert (
+        await _count(sessions, Conversation, Conversation.status == IMPORT_WAITING, Conversation.kind == kind)
+        == 12
+    )
+    assert await _count(sessions, TranscriptMessage, TranscriptMessage.role == OTHER) == 36
+    assert await _count(sessions, TranscriptMessage, TranscriptMessage.day_segment_id.is_(None)) == 0
+    assert await _count(sessions, TranscriptMessage, TranscriptMessage.content.like("%regenerated%")) == 0
+    async with sessions() as session:
+        run = await session.get(ImportRun, run_id)
+        assert run is not None and (run.status, run.messages_stored, run.conversations_stored) == (
+            "stored",
+            72,
+            12,
+        )
+        segments = (await session.execute(select(func.sum(DaySegment.message_count)))).scalar()
+        assert segments == 72
+        # The other assistant's line is found by full text at once, as the person's.
+        if database_url.startswith("sqlite"):
+            hits = await session.execute(
+                text("SELECT count(*) FROM transcript_fts WHERE transcript_fts MATCH 'c3m1'")
+            )
+        else:
+            hits = await session.execute(
+                text(
+                    "SELECT count(*) FROM transcript_messages "
+                    "WHERE search_tsv @@ plainto_tsquery('simple', 'c3m1')"
+                )
+            )
+        assert hits.scalar() == 1
+
+    # The same file again: the same run, nothing added.
+    again, added = await _import(sessions, user_id, path, clock)
+    assert (again, added) == (run_id, 0)
+    assert await _count(sessions, TranscriptMessage) == 72
+
+
+async def test_a_grown_conversation_gains_only_its_new_lines(
+    sessions: async_sessionmaker[AsyncSession], clock: FrozenClock, tmp_path: Path
+) -> None:
+    user_id = await _person(sessions, clock)
+    old = write_export(tmp_path / "old.json", "claude", ExportShape(3, 4))
+    await _import(sessions, user_id, old, clock)
+    document = json.loads(old.read_text())
+    extra = dict(
+        document[1]["chat_messages"][-1], uuid="late", created_at="2030-01-01T10:00:00Z", text="late news"
+    )
+    extra["content"] = [{"type": "text", "text": "late news"}]
+    document[1]["chat_messages"].append(extra)
+    new = tmp_path / "new.json"
+    new.write_text(json.dumps(document))
+
+    preview = await preview_import(sessions, user_id, new, timezone="UTC", settings=SETTINGS)
+    assert (preview.messages, preview.already, preview.model_calls) == (13, 12, 2)
+    _, added = await _import(sessions, user_id, new, clock)
+    assert added == 1
+    assert await _count(sessions, Conversation) == 3
+    async with sessions() as session:
+        grown = (
+            await session.execute(
+                select(Conversation).where(Conversation.external_id == "claude:claude-000001")
+            )
+        ).scalar_one()
+        assert grown.message_count == 5
+
+
+async def test_a_run_held_by_a_live_lease_is_refused_and_a_cancelled_one_stops(
+    sessions: async_sessionmaker[AsyncSession], clock: FrozenClock, tmp_path: Path
+) -> None:
+    user_id = await _person(sessions, clock)
+    path = write_export(tmp_path / "c.json", "chatgpt", SHAPE)
+    preview = await preview_import(sessions, user_id, path, timezone="UTC", settings=SETTINGS)
+    run_id = await begin_import(
+        sessions, user_id, path, preview, file_name=None, file_ref=None, now=clock.now()
+    )
+    async with sessions() as session, session.begin():
+        run = await session.get(ImportRun, run_id)
+        assert run is not None
+        run.status, run.claimed_by, run.claimed_at = "running", "other", clock.now()
+    with pytest.raises(ImportBusyError):
+        await run_import(sessions, run_id, path, clock=clock, worker_id="w1", settings=SETTINGS)
+    assert await cancel_import(sessions, user_id, run_id)
+    result = await run_import(sessions, run_id, path, clock=clock, worker_id="w1", settings=SETTINGS)
+    assert result.messages == 0 and await _count(sessions, TranscriptMessage) == 0
+    assert not await cancel_import(sessions, user_id + 1, run_id)
