@@ -46,6 +46,7 @@ EXPORT_SUFFIXES = (".zip", ".json")
 SNIFF_BYTES = 64 * 1024
 # Progress is shown at most this often (Telegram limits edits; a page polls on its own).
 PROGRESS_EVERY_SECONDS = 2.0
+NOTHING_NEW = "I have everything in that file already: nothing new to import."
 FAILED = "I couldn't finish importing that file: {reason}"
 BROKE = "Something went wrong while importing; what was stored stays, and I'll carry on at my next start."
 
@@ -124,6 +125,11 @@ def _count(n: int, one: str, many: str | None = None) -> str:
 
 def _day(at: datetime | None, timezone: str) -> str:
     return at.astimezone(zone_of(timezone)).strftime("%-d %B %Y") if at is not None else "an unknown day"
+
+
+def nothing_new(preview: ImportPreview) -> bool:
+    """Whether every message of a previewed file is stored already (the same file sent again)."""
+    return preview.messages > 0 and preview.already >= preview.messages
 
 
 def found_text(preview: ImportPreview, timezone: str) -> str:

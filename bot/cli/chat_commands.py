@@ -28,7 +28,7 @@ from bot.handlers.commands import (
     export_stem,
     skipped,
 )
-from bot.importing import existing_file, found_text, stored_text
+from bot.importing import NOTHING_NEW, existing_file, found_text, nothing_new, stored_text
 from bot.runtime import Runtime
 from db.models import User
 from db.repositories.prompts import PromptRepository
@@ -203,6 +203,9 @@ async def _import(terminal: Terminal, rest: str) -> None:
         preview = await preview_import(
             runtime.sessions, user.id, path, timezone=user.timezone, settings=runtime.settings
         )
+        if nothing_new(preview):
+            terminal.say(NOTHING_NEW)
+            return
         terminal.say(found_text(preview, user.timezone))
         import_id = await begin_import(
             runtime.sessions,

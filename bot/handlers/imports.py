@@ -34,12 +34,14 @@ from agent.core.clock import ensure_utc
 from bot.delivery.sending import drop_buttons, send_text
 from bot.handlers.context import HandlerContext, sender
 from bot.importing import (
+    NOTHING_NEW,
     existing_file,
     file_of,
     found_text,
     is_export_name,
     keep,
     looks_like_export,
+    nothing_new,
     progress_text,
     remove,
     staging_path,
@@ -68,7 +70,6 @@ CANCELLED = "Cancelled: nothing from that file was stored."
 NOT_YOURS = "This button belongs to someone else's import."
 GONE = "That import is no longer there."
 ALREADY = "That import is already running or done."
-NOTHING_NEW = "I have everything in that file already: nothing new to import."
 STARTED = "Importing…"
 LOST_FILE = "I no longer have that file. Could you send it again?"
 
@@ -158,7 +159,7 @@ async def _preview(update: Update, context: HandlerContext, runtime: Runtime, pa
     except ImportFileError as exc:
         await send_text(context.bot, c.message.chat_id, str(exc))
         return
-    if preview.already and preview.already >= preview.conversations:
+    if nothing_new(preview):
         await send_text(context.bot, c.message.chat_id, NOTHING_NEW)
         return
     import_id = await begin_import(
