@@ -63,6 +63,16 @@ def staging_path(data_dir: str) -> Path:
     return imports_folder(data_dir) / f"incoming-{uuid.uuid4().hex}.part"
 
 
+def drop_staged(data_dir: str, *, older_than: float = 600.0) -> int:
+    """Delete exports a stop left half received (never previewed, so no run names them), untouched for
+    `older_than` seconds (a file being received now is written to all the time); how many."""
+    cutoff = time.time() - older_than
+    staged = [p for p in imports_folder(data_dir).glob("incoming-*.part") if p.stat().st_mtime < cutoff]
+    for path in staged:
+        remove(path)
+    return len(staged)
+
+
 def run_path(data_dir: str, import_id: int, suffix: str) -> Path:
     """The file of run `import_id`, kept until the run is stored or cancelled."""
     return imports_folder(data_dir) / f"{import_id}{suffix}"
@@ -124,7 +134,10 @@ def _count(n: int, one: str, many: str | None = None) -> str:
 
 
 def _day(at: datetime | None, timezone: str) -> str:
-    return at.astimezone(zone_of(timezone)).strftime("%-d %B %Y") if at is not None else "an unknown day"
+    if at is None:
+        return "an unknown day"
+    local = at.astimezone(zone_of(timezone))
+    return f"{local.day} {local:%B %Y}"
 
 
 def nothing_new(preview: ImportPreview) -> bool:
@@ -273,6 +286,7 @@ class ImportRunner:
             return
         except ImportFileError as exc:
             error = FAILED.format(reason=str(exc))
+            remove(path)  # not the file previewed, or unreadable: nothing to resume from
         except Exception:
             # The task's top: nothing else would hear of it, and the next start resumes the run.
             logger.exception("import failed", extra={"import_id": import_id})

@@ -35,6 +35,7 @@ from bot.delivery.sending import drop_buttons, send_text
 from bot.handlers.context import HandlerContext, sender
 from bot.importing import (
     NOTHING_NEW,
+    drop_staged,
     existing_file,
     file_of,
     found_text,
@@ -280,6 +281,9 @@ async def _timezone(runtime: Runtime, user_id: int) -> str:
 async def resume_imports(runtime: Runtime, bot: Bot) -> None:
     """At start: the runs a stop or crash interrupted carry on once their lease has lapsed, from the
     kept file or downloaded again."""
+    dropped = await asyncio.to_thread(drop_staged, runtime.settings.data_dir)
+    if dropped:
+        logger.info("half-received exports deleted", extra={"files": dropped})
     async with runtime.sessions() as session:
         runs = await ImportRunRepository(session).interrupted()
     lease = timedelta(seconds=runtime.settings.import_lease_seconds)

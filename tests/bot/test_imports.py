@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import zipfile
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -247,6 +248,12 @@ async def test_an_interrupted_import_resumes_at_start_from_telegram(
         assert run is not None
         run.status, run.claimed_by, run.claimed_at = "running", "a-dead-process", now - timedelta(hours=1)
     path.unlink()  # only Telegram has it now
+    # Exports a stop left half received: an old one is deleted at start, one being received now stays.
+    folder = Path(runtime.settings.data_dir) / "imports"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "incoming-old.part").write_bytes(b"PK")
+    os.utime(folder / "incoming-old.part", (0, 0))
+    (folder / "incoming-new.part").write_bytes(b"PK")
     application = build_application(runtime, webhook=False)
     async with running(application, poll_timeout=1):
         messages = await tg.wait_for_messages(2, chat_id=ALICE, timeout=30)
@@ -254,6 +261,7 @@ async def test_an_interrupted_import_resumes_at_start_from_telegram(
     assert tg.calls_to("getFile")[0].params["file_id"] == "kept-export"
     [run] = await runs(runtime)
     assert run.status == "stored" and run.messages_stored == 6
+    assert sorted(p.name for p in folder.iterdir()) == ["incoming-new.part"]
     # The regenerated answer is off the conversation's path: never stored, never found.
     async with runtime.sessions() as session:
         said = [
