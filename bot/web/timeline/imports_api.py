@@ -44,10 +44,12 @@ EMPTY = "The upload was empty: choose the export's file and send it again."
 FORM = "Send the file itself as the request's body, not as a form."
 NOT_PREVIEWED = "That import is already running, done or cancelled."
 LOST_FILE = "The uploaded file is gone: upload it again."
+UNWRITABLE = "I can't keep that file right now; try again later."
 
 
 def _too_big(cap: int) -> ApiError:
-    return ApiError(413, f"That file is bigger than the {cap / 1024**3:.3g} GiB I take.")
+    size = f"{cap / 1e9:.3g} GB" if cap >= 1e9 else f"{cap / 1e6:.3g} MB"
+    return ApiError(413, f"That file is bigger than the {size} I take.")
 
 
 def _iso(value: Any) -> Any:
@@ -99,9 +101,10 @@ class ImportsApi:
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > cap:
             raise _too_big(cap)
-        path = staging_path(self.runtime.settings.data_dir)
+        path: Path | None = None
         size = 0
         try:
+            path = staging_path(self.runtime.settings.data_dir)
             with path.open("wb") as file:
                 async for chunk in request.stream():
                     size += len(chunk)
@@ -111,12 +114,17 @@ class ImportsApi:
         except ClientDisconnect as exc:
             remove(path)
             raise ApiError(400, "the upload stopped before the end; send it again") from exc
+        except OSError as exc:  # the data folder full or not writable: the person can try later
+            remove(path)
+            logger.error("upload not written", extra={"error": repr(exc)})
+            raise ApiError(503, UNWRITABLE) from exc
         except BaseException:
             remove(path)
             raise
         if size == 0:
             remove(path)
             raise ApiError(400, EMPTY)
+        assert path is not None
         return path
 
     async def upload(self, request: Request, who: SignedIn) -> dict[str, Any]:

@@ -11,15 +11,12 @@ from typing import Any
 
 import httpx
 import pytest
-from pydantic_ai.models.test import TestModel
 from selenium.webdriver.common.by import By
 from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agent.core.settings import Settings
-from bench.clock import FrozenClock
 from bench.fakes.telegram_webapp import launch_fragment, sign_init_data
-from bot.runtime import Runtime, build_runtime
+from bot.runtime import Runtime
 from db.models import ImportRun, TranscriptMessage
 from tests.assistant_exports import DOG, export_bytes
 from tests.bot.conftest import TOKEN
@@ -45,23 +42,8 @@ def data_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def timeline_runtime(
-    engine: AsyncEngine,
-    settings_factory: Callable[..., Settings],
-    timeline_clock: FrozenClock,
-    data_dir: Path,
-) -> AsyncIterator[Runtime]:
-    settings = settings_factory(embedder="none", data_dir=str(data_dir), import_max_bytes=CAP)
-    runtime = await build_runtime(
-        settings,
-        clock=timeline_clock,
-        model=TestModel(),
-        summary_model=TestModel(),
-        migrate=False,
-        embedder=None,
-    )
-    yield runtime
-    await runtime.close()
+def timeline_settings(data_dir: Path) -> dict[str, Any]:
+    return {"data_dir": str(data_dir), "import_max_bytes": CAP}
 
 
 async def _lines(runtime: Runtime) -> int:
@@ -150,6 +132,11 @@ async def test_bad_uploads_get_a_clear_4xx_and_leave_nothing(
     # Someone who never wrote to the bot has nowhere to import to.
     stranger = await client.post(UPLOAD, content=export, headers=auth(303))
     assert stranger.status_code == 403 and _files(data_dir) == []
+    # A data folder it cannot write to: 503, try later (never a 500).
+    (data_dir / "imports").rmdir()
+    (data_dir / "imports").write_bytes(b"in the way")
+    blocked = await client.post(UPLOAD, content=export, headers=auth(ANA))
+    assert blocked.status_code == 503 and blocked.json()["error"]
 
 
 CHROMIUM_HERE = all(Path(p).exists() for p in (CHROMIUM, CHROMEDRIVER))
