@@ -42,6 +42,12 @@ def _parser() -> argparse.ArgumentParser:
         "reindex", help="rebuild the conversation search indexes and re-embed the knowledge graph"
     )
     reindex.add_argument("--user", default=None, help="only this user key (e.g. telegram:42 or cli:me)")
+    imports = commands.add_parser(
+        "import", help="import a person's ChatGPT or Claude export (docs/import.md)"
+    )
+    imports.add_argument("path", type=Path, help="the export's zip, or its conversations.json")
+    imports.add_argument("--user", type=int, required=True, help="the person's Telegram user id")
+    imports.add_argument("--dry-run", action="store_true", help="say what the file holds; store nothing")
     _add_jobs_parser(commands)
     return parser
 
@@ -71,7 +77,7 @@ def _add_jobs_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
 
 # Commands that keep data: refused on SQLite (and the second set on the embedded graph) where the
 # disk is ephemeral (bot/hosting.py). `bench`, `chat` and `reindex` are tools for a machine with a disk.
-_KEEPS_DATA = {"run", "web", "migrate", "jobs"}
+_KEEPS_DATA = {"run", "web", "migrate", "jobs", "import"}
 _OPENS_GRAPH = {"run", "jobs"}
 # Commands hosts run unattended (servers, release phase, schedulers): whatever stops them is told in
 # one line on stderr, not a traceback.
@@ -197,6 +203,14 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         from bot.cli.reindex import run_reindex
 
         return asyncio.run(run_reindex(settings, user_key=args.user))
+    if args.command == "import":
+        from bot.cli.imports import run_import_command
+
+        path = args.path.resolve()
+        if not path.is_file():
+            _say(f"no such file: {path}")
+            return 2
+        return asyncio.run(run_import_command(settings, path, telegram_id=args.user, dry_run=args.dry_run))
     if args.command == "run":
         settings.require("telegram_bot_token")
         _check_models(settings)

@@ -30,6 +30,7 @@ from db.models import (
     Conversation,
     ConversationThread,
     DaySegment,
+    ImportRun,
     MessageReaction,
     Reminder,
     Thought,
@@ -71,6 +72,27 @@ _SECTIONS: dict[str, tuple[Any, dict[str, Any]]] = {
             "last_message_at": Conversation.last_message_at,
             "summary": Conversation.summary,
             "tone": Conversation.tone,
+            # An imported conversation: the import that brought it and its id in that export.
+            "import_id": Conversation.import_id,
+            "external_id": Conversation.external_id,
+        },
+    ),
+    # Histories brought from another assistant's export (agent/account/imports.py).
+    "imports": (
+        ImportRun,
+        {
+            "id": ImportRun.id,
+            "source": ImportRun.source,
+            "file_name": ImportRun.file_name,
+            "status": ImportRun.status,
+            "conversations_total": ImportRun.conversations_total,
+            "messages_total": ImportRun.messages_total,
+            "conversations_stored": ImportRun.conversations_stored,
+            "messages_stored": ImportRun.messages_stored,
+            "first_at": ImportRun.first_at,
+            "last_at": ImportRun.last_at,
+            "created_at": ImportRun.created_at,
+            "finished_at": ImportRun.finished_at,
         },
     ),
     "messages": (

@@ -207,10 +207,9 @@ def json_items(stream: Any, max_depth: int) -> Iterator[Any]:
                 stack[-1].append(value)
             else:
                 stack[-1][keys[-1]] = value
-    except ijson.IncompleteJSONError as exc:
-        raise ImportFileError("The JSON ends too early: the file is cut short.") from exc
     except (ijson.JSONError, UnicodeDecodeError) as exc:
-        raise ImportFileError("The JSON is broken: the file is damaged.") from exc
+        # yajl says "premature EOF" or "parse error" through the same exception type.
+        raise ImportFileError("The JSON is broken or cut short: the file is damaged or incomplete.") from exc
 
 
 _LIST = object()

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date
 from pathlib import Path
 
 from sqlalchemy.exc import IntegrityError
@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.account.import_formats import ExportReader, ImportedConversation, ImportedMessage
 from agent.core.clock import Clock, local_day
 from db.models import ImportRun
-from db.repositories.imports import ImportRepository, KnownConversation, NewLine, count_into
+from db.repositories.imports import DaySpan, ImportRepository, KnownConversation, NewLine
 
 # Conversations handed from the parsing thread at a time, and the lines that cap such a batch.
 BATCH_CONVERSATIONS = 16
@@ -50,7 +50,7 @@ def new_lines(conversation: ImportedConversation, known: KnownConversation | Non
     return [message for message in conversation.messages if message.sent_at > known.last_message_at]
 
 
-def _batches(reader: ExportReader) -> Iterator[list[ImportedConversation]]:
+def _batches(reader: ExportReader) -> Generator[list[ImportedConversation]]:
     batch: list[ImportedConversation] = []
     lines = 0
     for conversation in reader:
@@ -64,10 +64,19 @@ def _batches(reader: ExportReader) -> Iterator[list[ImportedConversation]]:
 
 
 async def conversation_batches(reader: ExportReader) -> AsyncIterator[list[ImportedConversation]]:
-    """The export's conversations in small batches, parsed in a thread so the event loop stays free."""
+    """The export's conversations in small batches, parsed in a thread so the event loop stays free;
+    the next batch is parsed while the caller stores this one."""
     batches = _batches(reader)
-    while (batch := await asyncio.to_thread(next, batches, None)) is not None:
-        yield batch
+    pending = asyncio.ensure_future(asyncio.to_thread(next, batches, None))
+    try:
+        while (batch := await pending) is not None:
+            pending = asyncio.ensure_future(asyncio.to_thread(next, batches, None))
+            yield batch
+    finally:
+        # A caller that stops early: the batch being parsed finishes before the file is let go.
+        await asyncio.wait({pending})
+        if not pending.cancelled() and pending.exception() is None:
+            batches.close()
 
 
 @dataclass
@@ -116,20 +125,21 @@ class ImportStore:
             else:
                 conversation_id = known.id
                 await repository.extend_conversation(known, lines)
-            spans: dict[date, tuple[datetime, datetime]] = {}
+            spans: dict[date, DaySpan] = {}
             for line in lines:
-                first, last = spans.get(line.day, (line.sent_at, line.sent_at))
-                spans[line.day] = (min(first, line.sent_at), max(last, line.sent_at))
-            segments = await repository.open_days(self.run.user_id, spans, self.timezone)
+                spans.setdefault(line.day, DaySpan(line.sent_at, line.sent_at)).add(line.sent_at)
+            missing = {day: span for day, span in spans.items() if day not in self.segments}
+            if missing:
+                opened = await repository.open_days(self.run.user_id, missing, self.timezone)
+                self.segments.update(opened)
             ids = await repository.add_lines(
-                user_id=self.run.user_id,
-                conversation_id=conversation_id,
-                lines=lines,
-                segments={day: segment.id for day, segment in segments.items()},
+                user_id=self.run.user_id, conversation_id=conversation_id, lines=lines, segments=self.segments
             )
-            for day, segment in segments.items():
-                picked = [(i, line.sent_at) for i, line in zip(ids, lines, strict=True) if line.day == day]
-                count_into(segment, [i for i, _ in picked], [at for _, at in picked])
+            for message_id, line in zip(ids, lines, strict=True):
+                span = spans[line.day]
+                span.first_id = span.first_id or message_id
+                span.last_id = message_id
+            await repository.count_into_days({self.segments[day]: span for day, span in spans.items()})
         self.known[key] = KnownConversation(
             id=conversation_id,
             last_message_at=lines[-1].sent_at,
@@ -145,6 +155,7 @@ async def store_retrying(state: ImportStore, source: str, conversation: Imported
     try:
         return await state.store(source, conversation)
     except IntegrityError:
+        state.segments.clear()  # some may have been opened in the transaction that was rolled back
         async with state.sessions() as session:
             state.known = await ImportRepository(session).known(state.run.user_id)
         return await state.store(source, conversation)

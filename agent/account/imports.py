@@ -202,7 +202,9 @@ async def preview_import(
     Raises `ImportFileError` (its text the person-facing reason) for a file that cannot be imported.
     """
     async with sessions() as session:
-        await _person(session, user_id)
+        # Someone not met yet (an operator's dry run) has nothing stored: everything is new.
+        if await session.get(User, user_id) is not None:
+            await _person(session, user_id)
         known = await ImportRepository(session).known(user_id)
     survey = _Survey(timezone=timezone, known=known)
     digest = await asyncio.to_thread(file_digest, path)

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, insert, or_, select, update
+from sqlalchemy import BindParameter, Table, bindparam, case, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from db.base import UTCDateTime
 from db.models import Conversation, DaySegment, ImportRun, TranscriptMessage
 from db.models.conversations import IMPORT_WAITING, IMPORTED_KINDS
 
@@ -167,46 +168,99 @@ class ImportRepository:
             }
             for line in lines
         ]
-        stmt = insert(table).returning(table.c.id, sort_by_parameter_order=True)
-        result = await self.session.execute(stmt, rows)
-        return [int(row[0]) for row in result.all()]
+        # One executemany (RETURNING would make SQLite's driver insert row by row); the conversation is
+        # this run's alone, so its newest ids are these lines', in order.
+        await self.session.execute(insert(table), rows)
+        ids = (
+            select(TranscriptMessage.id)
+            .where(TranscriptMessage.conversation_id == conversation_id)
+            .order_by(TranscriptMessage.id.desc())
+            .limit(len(rows))
+        )
+        return sorted(int(i) for i in (await self.session.execute(ids)).scalars())
 
-    async def open_days(
-        self, user_id: int, spans: dict[date, tuple[datetime, datetime]], timezone: str
-    ) -> dict[date, DaySegment]:
-        """The person's day segments of these days (first and last time of each), opened where missing.
+    async def open_days(self, user_id: int, spans: dict[date, DaySpan], timezone: str) -> dict[date, int]:
+        """The ids of the person's day segments of these days, opened where missing.
 
         A past day gets a segment of its own, as a live day does, so its summary can be written.
         """
-        stmt = select(DaySegment).where(DaySegment.user_id == user_id, DaySegment.day.in_(spans))
-        found = {segment.day: segment for segment in (await self.session.execute(stmt)).scalars()}
-        missing = [day for day in sorted(spans) if day not in found]
-        for day in missing:
-            first, last = spans[day]
-            found[day] = DaySegment(
+        stmt = select(DaySegment.day, DaySegment.id).where(
+            DaySegment.user_id == user_id, DaySegment.day.in_(spans)
+        )
+        found: dict[date, int] = {row[0]: row[1] for row in (await self.session.execute(stmt)).all()}
+        opened = [
+            DaySegment(
                 user_id=user_id,
                 day=day,
                 timezone=timezone,
-                first_message_at=first,
-                last_message_at=last,
+                first_message_at=spans[day].first_at,
+                last_message_at=spans[day].last_at,
                 message_count=0,
                 key_moments=[],
                 messages_since_summary=0,
                 summary_due=False,
                 status="open",
             )
-            self.session.add(found[day])
-        if missing:
+            for day in sorted(spans)
+            if day not in found
+        ]
+        if opened:
+            self.session.add_all(opened)
             await self.session.flush()
+            found.update((segment.day, segment.id) for segment in opened)
         return found
 
+    async def count_into_days(self, spans: dict[int, DaySpan]) -> None:
+        """Count stored lines into their day segments (by segment id), as a live message is counted."""
+        segments = cast(Table, DaySegment.__table__).c
+        first_at = bindparam("b_first_at", type_=UTCDateTime())
+        last_at = bindparam("b_last_at", type_=UTCDateTime())
+        last_id: BindParameter[int] = bindparam("b_last_id")
+        # A Core statement run once per day (executemany): the ORM's bulk form wants whole rows.
+        stmt = (
+            update(cast(Table, DaySegment.__table__))
+            .where(segments.id == bindparam("b_id"))
+            .values(
+                message_count=segments.message_count + bindparam("b_count"),
+                messages_since_summary=segments.messages_since_summary + bindparam("b_count"),
+                first_message_id=func.coalesce(segments.first_message_id, bindparam("b_first_id")),
+                last_message_id=case(
+                    (segments.last_message_id > last_id, segments.last_message_id), else_=last_id
+                ),
+                first_message_at=case(
+                    (segments.first_message_at < first_at, segments.first_message_at), else_=first_at
+                ),
+                last_message_at=case(
+                    (segments.last_message_at > last_at, segments.last_message_at), else_=last_at
+                ),
+            )
+        )
+        rows = [
+            {
+                "b_id": segment_id,
+                "b_count": span.count,
+                "b_first_id": span.first_id,
+                "b_last_id": span.last_id,
+                "b_first_at": span.first_at,
+                "b_last_at": span.last_at,
+            }
+            for segment_id, span in spans.items()
+        ]
+        await self.session.execute(stmt, rows)
 
-def count_into(segment: DaySegment, ids: Sequence[int], times: Sequence[datetime]) -> None:
-    """Count a day's stored lines into its segment, as a live message is counted."""
-    if segment.first_message_id is None:
-        segment.first_message_id = min(ids)
-    segment.last_message_id = max(max(ids), segment.last_message_id or 0)
-    segment.first_message_at = min(segment.first_message_at, min(times))
-    segment.last_message_at = max(segment.last_message_at, max(times))
-    segment.message_count += len(ids)
-    segment.messages_since_summary += len(ids)
+
+@dataclass
+class DaySpan:
+    """A day's lines of one conversation: how many, their first and last time and (once stored) ids."""
+
+    first_at: datetime
+    last_at: datetime
+    count: int = 0
+    first_id: int = 0
+    last_id: int = 0
+
+    def add(self, at: datetime) -> None:
+        """Count one more line of the day."""
+        self.first_at = min(self.first_at, at)
+        self.last_at = max(self.last_at, at)
+        self.count += 1

@@ -48,6 +48,17 @@ async def _import(
     return run_id, result.messages
 
 
+async def full_text_hits(session: AsyncSession, word: str) -> int:
+    """Messages of anyone whose full-text index holds the word (FTS5 on SQLite, tsvector on PostgreSQL)."""
+    if session.bind.dialect.name == "sqlite":
+        stmt = text("SELECT count(*) FROM transcript_fts WHERE transcript_fts MATCH :word")
+    else:
+        stmt = text(
+            "SELECT count(*) FROM transcript_messages WHERE search_tsv @@ plainto_tsquery('simple', :word)"
+        )
+    return int((await session.execute(stmt, {"word": word})).scalar() or 0)
+
+
 async def _count(sessions: async_sessionmaker[AsyncSession], model: type, *where: object) -> int:
     async with sessions() as session:
         return int(await session.scalar(select(func.count()).select_from(model).where(*where)) or 0)
@@ -109,18 +120,7 @@ async def test_an_export_is_stored_once_whole_and_searchable_at_once(
         segments = (await session.execute(select(func.sum(DaySegment.message_count)))).scalar()
         assert segments == 72
         # The other assistant's line is found by full text at once, as the person's.
-        if database_url.startswith("sqlite"):
-            hits = await session.execute(
-                text("SELECT count(*) FROM transcript_fts WHERE transcript_fts MATCH 'c3m1'")
-            )
-        else:
-            hits = await session.execute(
-                text(
-                    "SELECT count(*) FROM transcript_messages "
-                    "WHERE search_tsv @@ plainto_tsquery('simple', 'c3m1')"
-                )
-            )
-        assert hits.scalar() == 1
+        assert await full_text_hits(session, "c3m1") == 1
 
     # The same file again: the same run, nothing added.
     again, added = await _import(sessions, user_id, path, clock)
