@@ -206,11 +206,12 @@ async def on_import_button(update: Update, context: HandlerContext) -> None:
         else:
             await query.answer(ALREADY, show_alert=True)
         return
-    path = file_of(data_dir, import_id)
     if run.status != "previewed" or imports.running(import_id):
         await query.answer(ALREADY, show_alert=True)
         await drop_buttons(query)
         return
+    # Kept here, or (another instance read it, or the data folder was emptied) Telegram's copy.
+    path = await _file_again(runtime, context.bot, run)
     if path is None:
         await query.answer(LOST_FILE, show_alert=True)
         return

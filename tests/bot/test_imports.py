@@ -270,3 +270,17 @@ async def test_an_interrupted_import_resumes_at_start_from_telegram(
         ]
     assert ("user", DOG) in said and not any(REGENERATED in c for _, c in said)
     assert all(role == "other" for role, c in said if ASSISTANT_CLAIM in c)
+
+
+async def test_import_pressed_where_the_file_is_gone_downloads_it_again(
+    app: AnyApplication, runtime: Runtime, tg: FakeTelegram, tmp_path: Path
+) -> None:
+    tg.document(ALICE, file_name="claude.zip", content=export_bytes("claude", datetime.now(UTC), tmp_path))
+    [preview] = await tg.wait_for_messages(1, chat_id=ALICE)
+    [run] = await runs(runtime)
+    # Another instance read it, or the data folder was emptied: only Telegram has the file now.
+    (tmp_path / "data" / "imports" / f"{run.id}.zip").unlink()
+    press(tg, f"import:go:{run.id}", preview.message_id)
+    replies = await tg.wait_for_messages(3, chat_id=ALICE, timeout=30)
+    assert replies[-1].text.startswith("Done: I stored 2 conversations and 4 messages from Claude")
+    assert len(tg.calls_to("getFile")) == 2
