@@ -8,21 +8,25 @@ from __future__ import annotations
 import io
 import json
 import os
+import time
 import zipfile
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from sqlalchemy import func, select
 
 from agent.account.imports import begin_import, preview_import
 from agent.core.settings import Settings
 from bench.fakes.telegram_api import FakeTelegram
+from bench.fakes.telegram_webapp import sign_init_data
 from bot.app import AnyApplication, build_application, running
 from bot.handlers.imports import ALREADY, CANCELLED, GONE, NOT_YOURS, TOO_BIG, UPLOAD_BUTTON
 from bot.runtime import Runtime
+from bot.web.serve import build_pages_app
 from db.models import Conversation, ImportRun, TranscriptMessage, User
 from tests.assistant_exports import (
     ASSISTANT_CLAIM,
@@ -33,7 +37,7 @@ from tests.assistant_exports import (
     padded,
     write_chatgpt_export,
 )
-from tests.bot.conftest import Brain
+from tests.bot.conftest import TOKEN, Brain
 
 ALICE = 42
 BOB = 43
@@ -284,3 +288,21 @@ async def test_import_pressed_where_the_file_is_gone_downloads_it_again(
     replies = await tg.wait_for_messages(3, chat_id=ALICE, timeout=30)
     assert replies[-1].text.startswith("Done: I stored 2 conversations and 4 messages from Claude")
     assert len(tg.calls_to("getFile")) == 2
+
+
+async def test_an_upload_on_the_page_is_told_in_the_chat_when_the_bot_serves_it(
+    app: AnyApplication, runtime: Runtime, tg: FakeTelegram, tmp_path: Path
+) -> None:
+    tg.user_message(ALICE, "hi")  # she has an account
+    await tg.wait_for_messages(1, chat_id=ALICE)
+    signed = sign_init_data(TOKEN, user={"id": ALICE, "first_name": "Alice"}, auth_date=int(time.time()))
+    transport = httpx.ASGITransport(app=build_pages_app(runtime))
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+        headers = {"Authorization": f"tma {signed}"}
+        body = export_bytes("chatgpt", datetime.now(UTC), tmp_path)
+        preview = (await http.post("/timeline/api/imports", content=body, headers=headers)).json()
+        started = await http.post(f"/timeline/api/imports/{preview['import_id']}/start", headers=headers)
+        assert started.status_code == 200
+    replies = await tg.wait_for_messages(3, chat_id=ALICE, timeout=30)
+    assert replies[1].text.startswith("Importing your ChatGPT history…")
+    assert replies[2].text.startswith("Done: I stored 2 conversations and 6 messages from ChatGPT")
