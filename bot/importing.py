@@ -207,6 +207,8 @@ class ImportRunner:
 
     notes: ImportNotes | None = None
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    # Runs that broke here on something unexpected: left alone until the next start (BROKE says so).
+    broken: set[int] = field(default_factory=set)
     _tasks: dict[int, asyncio.Task[None]] = field(default_factory=dict)
     _others: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -290,6 +292,7 @@ class ImportRunner:
         except Exception:
             # The task's top: nothing else would hear of it, and the next start resumes the run.
             logger.exception("import failed", extra={"import_id": import_id})
+            self.broken.add(import_id)
             error = BROKE
         else:
             remove(path)

@@ -73,6 +73,8 @@ GONE = "That import is no longer there."
 ALREADY = "That import is already running or done."
 STARTED = "Importing…"
 LOST_FILE = "I no longer have that file. Could you send it again?"
+# How often, at least, interrupted runs are looked for (their lease decides when one is resumed).
+RESUME_EVERY_SECONDS = 5.0
 
 
 def import_buttons(import_id: int) -> InlineKeyboardMarkup:
@@ -280,24 +282,29 @@ async def _timezone(runtime: Runtime, user_id: int) -> str:
 
 
 async def resume_imports(runtime: Runtime, bot: Bot) -> None:
-    """At start: the runs a stop or crash interrupted carry on once their lease has lapsed, from the
-    kept file or downloaded again."""
+    """From the start on, every half lease: the runs a stop or crash interrupted (anywhere: the web
+    process too) carry on here once their lease has lapsed, from the kept file or downloaded again."""
     dropped = await asyncio.to_thread(drop_staged, runtime.settings.data_dir)
     if dropped:
         logger.info("half-received exports deleted", extra={"files": dropped})
-    async with runtime.sessions() as session:
-        runs = await ImportRunRepository(session).interrupted()
     lease = timedelta(seconds=runtime.settings.import_lease_seconds)
-    for run in runs:
-        path = await _file_again(runtime, bot, run)
-        if path is None:
-            logger.warning("interrupted import has no file left", extra={"import_id": run.id})
-            continue
-        if run.claimed_at is not None:
-            lapses = ensure_utc(run.claimed_at) + lease - runtime.clock.now()
-            await asyncio.sleep(max(0.0, lapses.total_seconds()))
-        runtime.imports.start(runtime.sessions, runtime.clock, runtime.settings, run.id, path)
-        logger.info("interrupted import resumed", extra={"import_id": run.id})
+    fileless: set[int] = set()
+    while True:
+        async with runtime.sessions() as session:
+            runs = await ImportRunRepository(session).interrupted()
+        for run in runs:
+            lapsed = run.claimed_at is None or ensure_utc(run.claimed_at) + lease <= runtime.clock.now()
+            imports = runtime.imports
+            if not lapsed or imports.running(run.id) or run.id in fileless | imports.broken:
+                continue  # stored now by some process, or nothing to store it from
+            path = await _file_again(runtime, bot, run)
+            if path is None:
+                fileless.add(run.id)
+                logger.warning("interrupted import has no file left", extra={"import_id": run.id})
+                continue
+            runtime.imports.start(runtime.sessions, runtime.clock, runtime.settings, run.id, path)
+            logger.info("interrupted import resumed", extra={"import_id": run.id})
+        await asyncio.sleep(max(RESUME_EVERY_SECONDS, lease.total_seconds() / 2))
 
 
 async def _file_again(runtime: Runtime, bot: Bot, run: ImportRun) -> Path | None:

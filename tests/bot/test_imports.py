@@ -51,6 +51,7 @@ def settings(settings_factory: Callable[..., Settings], tmp_path: Path) -> Setti
         webapp_url="https://example.org/timeline",
         groups_enabled=True,
         onboarding_enabled=False,
+        import_lease_seconds=2,
     )
 
 
@@ -306,3 +307,34 @@ async def test_an_upload_on_the_page_is_told_in_the_chat_when_the_bot_serves_it(
     replies = await tg.wait_for_messages(3, chat_id=ALICE, timeout=30)
     assert replies[1].text.startswith("Importing your ChatGPT history…")
     assert replies[2].text.startswith("Done: I stored 2 conversations and 6 messages from ChatGPT")
+
+
+async def test_a_run_another_process_left_is_resumed_while_the_bot_runs(
+    app: AnyApplication, runtime: Runtime, tg: FakeTelegram, tmp_path: Path
+) -> None:
+    now = datetime.now(UTC)
+    tg.user_message(ALICE, "hi")
+    await tg.wait_for_messages(1, chat_id=ALICE)
+    path = write_chatgpt_export(tmp_path / "uploaded.zip", now)  # a web process's upload, by path
+    async with runtime.sessions() as session:
+        user = await session.scalar(select(User).where(User.telegram_id == ALICE))
+    assert user is not None
+    preview = await preview_import(runtime.sessions, user.id, path, timezone="UTC", settings=runtime.settings)
+    import_id = await begin_import(
+        runtime.sessions,
+        user.id,
+        path,
+        preview,
+        file_name="uploaded.zip",
+        file_ref=str(path),
+        chat_id=ALICE,
+        now=now,
+    )
+    async with runtime.sessions() as session, session.begin():
+        run = await session.get(ImportRun, import_id)
+        assert run is not None
+        run.status, run.claimed_by, run.claimed_at = "running", "the-web-process", now
+    # Its lease (two seconds here) lapses; the bot's next look takes the run over from the same file.
+    messages = await tg.wait_for_messages(3, chat_id=ALICE, timeout=30)
+    assert messages[-1].text.startswith("Done: I stored 2 conversations and 6 messages from ChatGPT")
+    assert tg.calls_to("getFile") == []
