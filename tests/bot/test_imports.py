@@ -106,6 +106,28 @@ async def runs(runtime: Runtime) -> list[ImportRun]:
         return list(await session.scalars(select(ImportRun).order_by(ImportRun.id)))
 
 
+async def interrupted_run(
+    runtime: Runtime, user_id: int, path: Path, *, file_ref: str, claimed_at: datetime
+) -> int:
+    """A run of `path` left `running` by a process that is gone (its lease taken at `claimed_at`)."""
+    preview = await preview_import(runtime.sessions, user_id, path, timezone="UTC", settings=runtime.settings)
+    import_id = await begin_import(
+        runtime.sessions,
+        user_id,
+        path,
+        preview,
+        file_name=path.name,
+        file_ref=file_ref,
+        chat_id=ALICE,
+        now=claimed_at,
+    )
+    async with runtime.sessions() as session, session.begin():
+        run = await session.get(ImportRun, import_id)
+        assert run is not None
+        run.status, run.claimed_by, run.claimed_at = "running", "a-process-gone", claimed_at
+    return import_id
+
+
 async def test_an_export_is_previewed_then_imported_while_the_chat_goes_on(
     app: AnyApplication, runtime: Runtime, tg: FakeTelegram, brain: Brain, tmp_path: Path
 ) -> None:
@@ -237,21 +259,9 @@ async def test_an_interrupted_import_resumes_at_start_from_telegram(
             onboarding_status="complete",
         )
         session.add(user)
-    preview = await preview_import(runtime.sessions, user.id, path, timezone="UTC", settings=runtime.settings)
-    import_id = await begin_import(
-        runtime.sessions,
-        user.id,
-        path,
-        preview,
-        file_name="chatgpt.zip",
-        file_ref="telegram:kept-export",
-        chat_id=ALICE,
-        now=now,
+    await interrupted_run(
+        runtime, user.id, path, file_ref="telegram:kept-export", claimed_at=now - timedelta(hours=1)
     )
-    async with runtime.sessions() as session, session.begin():
-        run = await session.get(ImportRun, import_id)
-        assert run is not None
-        run.status, run.claimed_by, run.claimed_at = "running", "a-dead-process", now - timedelta(hours=1)
     path.unlink()  # only Telegram has it now
     # Exports a stop left half received: an old one is deleted at start, one being received now stays.
     folder = Path(runtime.settings.data_dir) / "imports"
@@ -319,21 +329,7 @@ async def test_a_run_another_process_left_is_resumed_while_the_bot_runs(
     async with runtime.sessions() as session:
         user = await session.scalar(select(User).where(User.telegram_id == ALICE))
     assert user is not None
-    preview = await preview_import(runtime.sessions, user.id, path, timezone="UTC", settings=runtime.settings)
-    import_id = await begin_import(
-        runtime.sessions,
-        user.id,
-        path,
-        preview,
-        file_name="uploaded.zip",
-        file_ref=str(path),
-        chat_id=ALICE,
-        now=now,
-    )
-    async with runtime.sessions() as session, session.begin():
-        run = await session.get(ImportRun, import_id)
-        assert run is not None
-        run.status, run.claimed_by, run.claimed_at = "running", "the-web-process", now
+    await interrupted_run(runtime, user.id, path, file_ref=str(path), claimed_at=now)
     # Its lease (two seconds here) lapses; the bot's next look takes the run over from the same file.
     messages = await tg.wait_for_messages(3, chat_id=ALICE, timeout=30)
     assert messages[-1].text.startswith("Done: I stored 2 conversations and 6 messages from ChatGPT")
