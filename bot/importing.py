@@ -5,7 +5,8 @@ Reading, previewing and storing are agent/account/imports.py's; this module is w
 chat (bot/handlers/imports.py), the timeline's "Bring your history" page
 (bot/web/timeline/imports_api.py) and the terminal chat share: a file goes to DATA_DIR/imports
 (never held in memory), is sniffed, previewed, and stored by `ImportRunner` in a task of its own,
-so the chat stays usable while it runs. A run interrupted by a stop is resumed at the next start.
+so the chat stays usable while it runs. A run a stop interrupted is taken over once its lease
+lapses (bot/handlers/imports.py's `resume_imports`).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ def routes(runtime: Runtime) -> list[BaseRoute]:
     assert runtime.settings.telegram_bot_token is not None
     api = TimelineApi(runtime, bot_token=runtime.settings.telegram_bot_token.get_secret_value())
     facts = FactsApi(runtime)
-    imports = ImportsApi(runtime)
+    imports = ImportsApi(runtime, api)
     html = render_page(persona_name=runtime.settings.persona_name, version=asset_version(STATIC_DIR))
     return [
         *page_routes(PAGE_PATH, html=html, policy=CONTENT_SECURITY_POLICY, static_dir=STATIC_DIR),

@@ -8,7 +8,7 @@ empty one or a file that is no export with 400 and the reason, and nothing is st
 preview and the run's id; `POST .../{id}/start` stores it (bot/importing.py's `ImportRunner`, the
 same task the chat's Import button starts), `POST .../{id}/cancel` drops it, `GET .../{id}` is its
 progress. Every call signs in like the rest of the timeline's API; another person's run answers 404,
-like a missing one.
+like a missing one. An upload counts against the person's message limits (429 past them).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from agent.account.imports import (
 from bot.errors import ApiError
 from bot.importing import file_of, found_text, keep, looks_like_export, remove, staging_path
 from bot.runtime import Runtime
-from bot.web.timeline.api import SignedIn, path_id
+from bot.web.timeline.api import SignedIn, TimelineApi, path_id
 from db.models import ImportRun
 from db.repositories.import_runs import ImportRunRepository
 
@@ -90,8 +90,10 @@ def run_payload(run: ImportRun) -> dict[str, Any]:
 class ImportsApi:
     """The handlers of /timeline/api/imports; built once per web app, beside `TimelineApi`."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, timeline: TimelineApi) -> None:
         self.runtime = runtime
+        # Its rate limits: an upload counts as a message (reading a file is work, like a turn).
+        self.timeline = timeline
 
     async def _receive(self, request: Request) -> Path:
         """The body, streamed into a staging file; 413 past the cap (the part written is removed)."""
@@ -132,6 +134,7 @@ class ImportsApi:
         user = who.user
         if user is None:
             raise ApiError(403, NO_USER)
+        await self.timeline.limited(who, "message")
         path = await self._receive(request)
         try:
             if not await asyncio.to_thread(looks_like_export, path):

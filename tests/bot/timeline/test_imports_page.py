@@ -179,3 +179,15 @@ def test_bring_your_history_in_the_browser(
         driver.find_element(By.ID, "search-go").click()
         _wait(driver, lambda d: "Marta" in _text(d, "results"), "the imported line found")
         assert DOG not in _text(driver, "results")
+
+
+async def test_uploads_count_against_the_message_limits(
+    client: httpx.AsyncClient, auth: Auth, seeded: Seeded, timeline_runtime: Runtime, data_dir: Path
+) -> None:
+    per_minute = timeline_runtime.settings.rate_limit_per_minute
+    for _ in range(per_minute):
+        assert (await client.post(UPLOAD, content=b"", headers=auth(ANA))).status_code == 400
+    over = await client.post(UPLOAD, content=b"[]", headers=auth(ANA))
+    assert over.status_code == 429 and over.json()["error"]
+    assert (await client.post(UPLOAD, content=b"", headers=auth(BEN))).status_code == 400  # his own count
+    assert _files(data_dir) == []
