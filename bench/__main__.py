@@ -39,6 +39,7 @@ NAMES = (
     "profile",
     "extraction",
     "storage",
+    "import",
 )
 
 
@@ -47,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("name", choices=NAMES, help="which benchmark")
     parser.add_argument("paths", nargs="*", help="recall: LoCoMo-format JSON files")
     parser.add_argument(
-        "--backend", choices=["sqlite", "postgres"], default="sqlite", help="recall: database"
+        "--backend", choices=["sqlite", "postgres"], default="sqlite", help="recall, import: database"
     )
     parser.add_argument(
         "--beam",
@@ -59,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     parser.add_argument("--full", action="store_true", help="storage: 100 people x 90 days (long)")
+    parser.add_argument("--big", action="store_true", help="import: a ChatGPT file of about 1 GB (long)")
     parser.add_argument(
         "--calls", action="store_true", help="turn: count Python calls per turn (cProfile) instead of timing"
     )
@@ -178,6 +180,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         people, days, kept = (100, 90, 30.0) if args.full else (2, 12, 3.0) if quick else (3, 40, 10.0)
         asyncio.run(run_storage_bench(people=people, days=days, retention_days=kept))
+    elif args.name == "import":
+        from bench.imports import run_import_bench
+
+        asyncio.run(run_import_bench(settings, quick=quick, big=args.big, backend=args.backend))
     elif args.name == "context":
         from bench.context import run_context_bench
 
