@@ -38,6 +38,7 @@ from bot.handlers import (
     commands,
     group_commands,
     groups,
+    imports,
     media,
     memory_facts,
     messages,
@@ -155,6 +156,7 @@ def _register(application: AnyApplication, settings: Settings) -> None:
     application.add_handler(CallbackQueryHandler(touchpoints.on_followups_button, pattern=r"^followups:"))
     application.add_handler(CallbackQueryHandler(reminders.on_reminder_button, pattern=r"^reminder:"))
     application.add_handler(CallbackQueryHandler(memory_facts.on_fact_button, pattern=r"^memfact:"))
+    application.add_handler(CallbackQueryHandler(imports.on_import_button, pattern=r"^import:"))
     application.add_handler(MessageReactionHandler(reactions.on_reaction))
     application.add_handler(MessageHandler(filters.COMMAND & private, messages.on_unknown_command))
     application.add_handler(MessageHandler(filters.TEXT & private, messages.on_text))
@@ -216,6 +218,9 @@ async def _post_init(application: AnyApplication) -> None:
         logger.info("webhook registered", extra={"url": settings.webhook_url})
     # The touchpoints job sends follow-ups through this bot (jobs never import the bot).
     s.runtime.jobs.messenger = TelegramMessenger(application.bot)
+    # Imports tell their chat how they go; the ones a stop interrupted carry on in the background.
+    s.runtime.imports.notes = imports.TelegramImportNotes(application.bot, s.runtime)
+    s.runtime.imports.spawn(imports.resume_imports(s.runtime, application.bot), "resume imports")
     # The inbox and job gauges of the metrics, when they are on (agent/core/observability).
     start_sampler(s.runtime.sessions, s.runtime.clock)
     if application.job_queue is not None:

@@ -40,6 +40,7 @@ from agent.search.embeddings import Embedder
 from agent.search.recall import Recall, build_recall
 from agent.search.recall_index import Pause
 from agent.turn.service import TurnService
+from bot.importing import ImportRunner
 from db.engine import create_engine, session_factory
 from db.migrate import upgrade_to_head_async
 from jobs.context import JobContext, build_job_context
@@ -75,6 +76,8 @@ class Runtime:
     graph: KnowledgeGraph = field(default_factory=NullGraph)
     # Writers /forget waits for; every graph write and indexing pass registers here.
     guard: WriteGuard | None = None
+    # Imports of another assistant's export storing in the background of this process (bot/importing.py).
+    imports: ImportRunner = field(default_factory=ImportRunner)
     _closed: bool = field(default=False, init=False, repr=False)
     _startup: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
 
@@ -154,6 +157,7 @@ class Runtime:
             steps.push_async_callback(self.documents.close)
             if self.recall is not None:
                 self.recall.stop()  # a long catch-up (an imported history) resumes at the next start
+            steps.push_async_callback(self.imports.close)  # first: a run's writes end before the engine
             await self.settle()
 
 

@@ -1,5 +1,5 @@
 """The terminal chat's commands: the Telegram bot's user commands that make sense offline, and the
-chat's own (`/wait`, `/context`, `/quit`). None of them reaches the model or the transcript."""
+chat's own (`/import`, `/wait`, `/context`, `/quit`). None of them reaches the model or the transcript."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TextIO
 
 from agent.account.export import PartWriter, export_events
+from agent.account.imports import ImportFileError, begin_import, preview_import, run_import
 from agent.account.timezones import Ambiguous, lookup_timezone
 from agent.account.users import get_or_create_user
 from agent.context import format_snapshot
@@ -27,6 +28,7 @@ from bot.handlers.commands import (
     export_stem,
     skipped,
 )
+from bot.importing import NOTHING_NEW, existing_file, found_text, nothing_new, stored_text
 from bot.runtime import Runtime
 from db.models import User
 from db.repositories.prompts import PromptRepository
@@ -42,6 +44,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("export", "all your data as JSON files in this folder (or /export FOLDER)"),
     ("forget", "delete everything I know about you"),
     ("skip", "skip the getting-to-know-you questions and just talk"),
+    ("import", "import a ChatGPT or Claude export, e.g. /import ~/Downloads/chatgpt-export.zip"),
     ("wait", "let MINUTES pass (default 16): the conversation closes and its memory is written"),
     ("context", "what the model read with your last message (/context counts: the tiers' sizes)"),
     ("quit", "leave (or /exit; your memory stays)"),
@@ -185,6 +188,48 @@ async def _forget(terminal: Terminal, rest: str) -> None:
     terminal.say(FORGOTTEN_PENDING if pending else FORGOTTEN)
 
 
+async def _import(terminal: Terminal, rest: str) -> None:
+    if not rest:
+        terminal.say(
+            "/import takes the path of a ChatGPT or Claude export: the .zip, or its conversations.json"
+        )
+        return
+    path = await asyncio.to_thread(existing_file, rest)
+    if path is None:
+        terminal.say(f"There is no file {rest}.")
+        return
+    runtime, user = terminal.runtime, await terminal.user()
+    try:
+        preview = await preview_import(
+            runtime.sessions, user.id, path, timezone=user.timezone, settings=runtime.settings
+        )
+        if nothing_new(preview):
+            terminal.say(NOTHING_NEW)
+            return
+        terminal.say(found_text(preview, user.timezone))
+        import_id = await begin_import(
+            runtime.sessions,
+            user.id,
+            path,
+            preview,
+            file_name=path.name,
+            file_ref=str(path.resolve()),
+            now=terminal.clock.now(),
+        )
+        result = await run_import(
+            runtime.sessions,
+            import_id,
+            path,
+            clock=terminal.clock,
+            worker_id="chat",
+            settings=runtime.settings,
+        )
+    except ImportFileError as exc:
+        terminal.say(str(exc))
+        return
+    terminal.say(f"{stored_text(result, preview.source, user.timezone)} (/wait lets that happen now.)")
+
+
 async def _wait(terminal: Terminal, rest: str) -> None:
     try:
         minutes = float(rest) if rest else 16.0
@@ -230,6 +275,7 @@ _COMMANDS: dict[str, Callable[[Terminal, str], Awaitable[None]]] = {
     "export": _export,
     "forget": _forget,
     "skip": _skip,
+    "import": _import,
     "wait": _wait,
     "context": _context,
 }

@@ -19,6 +19,7 @@ from agent.chat.attachments import Attachment
 from agent.core.errors import DocumentTooHeavyError, UnreadablePdfError
 from bot.errors import FileTooLargeError, TranscriptionError
 from bot.handlers.context import HandlerContext
+from bot.handlers.imports import on_export
 from bot.handlers.messages import Fetched, answer, describe, on_other
 from bot.handlers.transcribe import transcribe
 
@@ -81,11 +82,13 @@ async def on_photo(update: Update, context: HandlerContext) -> None:
 
 
 async def on_document(update: Update, context: HandlerContext) -> None:
-    """A text file (txt, md, csv, json) or a PDF's text is read like a photo is seen; other files get
-    the short answer."""
+    """An assistant's export is offered for import; a text file (txt, md, csv, json) or a PDF's text is
+    read like a photo is seen; other files get the short answer."""
     message = update.effective_message
     document = message.document if message is not None else None
     if message is None or document is None:
+        return
+    if await on_export(update, context):  # a ChatGPT or Claude export (bot/handlers/imports.py)
         return
     suffix = PurePosixPath(document.file_name or "").suffix.lower()
     if suffix not in TEXT_TYPES and suffix != PDF:

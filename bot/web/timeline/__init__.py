@@ -13,6 +13,7 @@ from bot.runtime import Runtime
 from bot.web.miniapp import asset_version, page_routes
 from bot.web.timeline.api import TimelineApi
 from bot.web.timeline.facts_api import FactsApi
+from bot.web.timeline.imports_api import ImportsApi
 from bot.web.timeline.page import CONTENT_SECURITY_POLICY, STATIC_DIR, render_page
 
 PAGE_PATH = "/timeline"
@@ -28,6 +29,7 @@ def routes(runtime: Runtime) -> list[BaseRoute]:
     assert runtime.settings.telegram_bot_token is not None
     api = TimelineApi(runtime, bot_token=runtime.settings.telegram_bot_token.get_secret_value())
     facts = FactsApi(runtime)
+    imports = ImportsApi(runtime, api)
     html = render_page(persona_name=runtime.settings.persona_name, version=asset_version(STATIC_DIR))
     return [
         *page_routes(PAGE_PATH, html=html, policy=CONTENT_SECURITY_POLICY, static_dir=STATIC_DIR),
@@ -44,6 +46,10 @@ def routes(runtime: Runtime) -> list[BaseRoute]:
             Route(f"/timeline/api/facts/{{fact_id}}/{flag}", api.endpoint(facts.flag(flag)), methods=["POST"])
             for flag in FLAGS
         ),
+        Route("/timeline/api/imports", api.endpoint(imports.upload), methods=["POST"]),
+        Route("/timeline/api/imports/{import_id}", api.endpoint(imports.status), methods=["GET"]),
+        Route("/timeline/api/imports/{import_id}/start", api.endpoint(imports.start), methods=["POST"]),
+        Route("/timeline/api/imports/{import_id}/cancel", api.endpoint(imports.cancel), methods=["POST"]),
         Route("/timeline/api/group-lines", api.endpoint(api.group_lines), methods=["GET"]),
         Route("/timeline/api/group-lines/forget", api.endpoint(api.forget_group_lines), methods=["POST"]),
     ]

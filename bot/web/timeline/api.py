@@ -160,7 +160,7 @@ class TimelineApi:
             raise ApiError(403, DENIED)
         return SignedIn(signed.user.id, await self.timeline.user_for_telegram(signed.user.id))
 
-    async def _limited(self, who: SignedIn, *scopes: Scope) -> None:
+    async def limited(self, who: SignedIn, *scopes: Scope) -> None:
         """Count the request against the person's limits; 429 past any of them."""
         now = self.runtime.clock.now()
         for scope in scopes:
@@ -225,7 +225,7 @@ class TimelineApi:
         user = who.user
         if user is None:
             raise ApiError(404, "no messages that day")
-        await self._limited(who, "message", "regenerate")
+        await self.limited(who, "message", "regenerate")
         now = self.runtime.clock.now()
         outcome = await self.timeline.request_regeneration(user, day, now)
         if outcome == "no_messages":
@@ -245,7 +245,7 @@ class TimelineApi:
         user = who.user
         if user is None:
             return {"query": query, "scope": scope, "results": []}
-        await self._limited(who, "message")  # each search embeds the query and catches the index up
+        await self.limited(who, "message")  # each search embeds the query and catches the index up
         hits = await self._recall().search(
             user.id, query, now=self.runtime.clock.now(), day=day, limit=SEARCH_RESULTS
         )

@@ -1,4 +1,4 @@
-"""The timeline's page: its two scripts and stylesheet in the Mini Apps' shell (bot/web/miniapp.py).
+"""The timeline's page: its scripts and stylesheet in the Mini Apps' shell (bot/web/miniapp.py).
 
 No data is in the HTML: Telegram gives the signed initData to the page in the URL fragment, which
 never reaches the server, so the script fetches the API with it. Nothing comes from a CDN; the
@@ -27,6 +27,7 @@ def render_page(*, persona_name: str, version: str) -> str:
   <h1>{name}</h1>
   <span class="mode">Continuous</span>
   <button type="button" id="memory-open" class="chip">What I remember</button>
+  <button type="button" id="import-open" class="chip">Bring your history</button>
 </header>
 <nav class="days" aria-label="Day selector">
   <button type="button" id="day-today" class="chip">Today</button>
@@ -45,6 +46,18 @@ def render_page(*, persona_name: str, version: str) -> str:
   <button type="submit" id="search-go">Go</button>
 </form>
 <section id="memory" class="memory" hidden aria-label="What I remember"></section>
+<section id="import" class="import" hidden aria-label="Bring your history">
+  <h2>Bring your history</h2>
+  <p>Your ChatGPT or Claude export (the .zip they send you, or its conversations.json): I read it
+    first and tell you what it holds; nothing is stored until you press Import.</p>
+  <input id="import-file" type="file" accept=".zip,.json,application/zip,application/json"
+    aria-label="Export file">
+  <button type="button" id="import-upload">Upload</button>
+  <p id="import-found" class="found"></p>
+  <button type="button" id="import-go" hidden>Import</button>
+  <button type="button" id="import-cancel" hidden>Cancel</button>
+  <p id="import-progress" class="progress" role="status"></p>
+</section>
 <section id="results" class="results" hidden aria-label="Search results"></section>
 <section id="opened" class="opened" hidden aria-label="Opened result"></section>
 <section id="card" class="card" aria-label="Day summary"></section>
@@ -55,7 +68,7 @@ def render_page(*, persona_name: str, version: str) -> str:
         path="/timeline",
         title=f"{persona_name} · Timeline",
         persona_name=persona_name,
-        files=("timeline.css", "timeline.js", "memory.js"),
+        files=("timeline.css", "timeline.js", "memory.js", "imports.js"),
         version=version,
         body=body,
     )

@@ -27,10 +27,19 @@ def timeline_clock() -> FrozenClock:
 
 
 @pytest.fixture
+def timeline_settings() -> dict[str, Any]:
+    """Settings a test module adds to the timeline runtime's (it overrides this fixture)."""
+    return {}
+
+
+@pytest.fixture
 async def timeline_runtime(
-    engine: AsyncEngine, settings_factory: Callable[..., Settings], timeline_clock: FrozenClock
+    engine: AsyncEngine,
+    settings_factory: Callable[..., Settings],
+    timeline_clock: FrozenClock,
+    timeline_settings: dict[str, Any],
 ) -> AsyncIterator[Runtime]:
-    settings = settings_factory(embedder="none", timeline_regenerate_per_minute=2)
+    settings = settings_factory(embedder="none", timeline_regenerate_per_minute=2, **timeline_settings)
     runtime = await build_runtime(
         settings,
         clock=timeline_clock,

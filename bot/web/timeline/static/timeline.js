@@ -366,6 +366,9 @@
   }
 
   // memory.js ("What I remember") works with the same sign-in, page and day view.
-  window.timeline = { $: $, api: api, el: el, status: status, dayTitle: dayTitle, showDay: showDay };
+  window.timeline = {
+    $: $, api: api, el: el, status: status, dayTitle: dayTitle, showDay: showDay,
+    initData: () => state.initData, launch: launch,
+  };
   main();
 })();
