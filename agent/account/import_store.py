@@ -130,7 +130,8 @@ class ImportStore:
                 spans.setdefault(line.day, DaySpan(line.sent_at, line.sent_at)).add(line.sent_at)
             missing = {day: span for day, span in spans.items() if day not in self.segments}
             if missing:
-                opened = await repository.open_days(self.run.user_id, missing, self.timezone)
+                today = local_day(self.clock.now(), self.timezone)
+                opened = await repository.open_days(self.run.user_id, missing, self.timezone, today=today)
                 self.segments.update(opened)
             ids = await repository.add_lines(
                 user_id=self.run.user_id, conversation_id=conversation_id, lines=lines, segments=self.segments

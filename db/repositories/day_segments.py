@@ -8,7 +8,7 @@ from datetime import date, datetime
 from sqlalchemy import Select, bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from db.models import IMPORTED_DAY, DaySegment
+from db.models import DaySegment
 
 
 @functools.cache
@@ -48,22 +48,6 @@ class DaySegmentRepository:
             )
             self.session.add(segment)
             await self.session.flush()
-        return segment
-
-    async def open_imported(
-        self, user_id: int, day: date, timezone: str, at: datetime, *, today: date
-    ) -> DaySegment:
-        """The segment an import adds a line of `day` to (`today`: the person's local day now).
-
-        A past day waits as IMPORTED_DAY: the nightly and in-day summaries leave it, the import's
-        post-processing summarises and finalises it (jobs/imported.py). A past day already final
-        waits again for the lines it gains; today (and a past day still open with live talk) stays
-        open, summarised with the live talk.
-        """
-        segment = await self.open(user_id, day, timezone, at)
-        new = segment.status == "open" and segment.message_count == 0
-        if day < today and (new or segment.status == "final"):
-            segment.status = IMPORTED_DAY
         return segment
 
     @staticmethod

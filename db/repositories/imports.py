@@ -11,7 +11,7 @@ from sqlalchemy import BindParameter, Table, bindparam, case, func, insert, or_,
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.base import UTCDateTime
-from db.models import Conversation, DaySegment, ImportRun, TranscriptMessage
+from db.models import IMPORTED_DAY, Conversation, DaySegment, ImportRun, TranscriptMessage
 from db.models.conversations import IMPORT_WAITING, IMPORTED_KINDS
 
 # Statuses of a run: read and shown, being stored, done, stopped by an error, stopped by the person.
@@ -179,15 +179,29 @@ class ImportRepository:
         )
         return sorted(int(i) for i in (await self.session.execute(ids)).scalars())
 
-    async def open_days(self, user_id: int, spans: dict[date, DaySpan], timezone: str) -> dict[date, int]:
-        """The ids of the person's day segments of these days, opened where missing.
+    async def open_days(
+        self, user_id: int, spans: dict[date, DaySpan], timezone: str, *, today: date
+    ) -> dict[date, int]:
+        """The ids of the person's day segments of these days, opened where missing (`today`: the
+        person's local day now).
 
-        A past day gets a segment of its own, as a live day does, so its summary can be written.
+        A past day gets a segment of its own in IMPORTED_DAY, so its summary can be written by the
+        import's post-processing (jobs/imported.py) and not by the nightly, unpaced; a past day
+        already final waits again for the lines it gains; today, and a past day still open with live
+        talk, stay open and are summarised with the live talk.
         """
         stmt = select(DaySegment.day, DaySegment.id).where(
             DaySegment.user_id == user_id, DaySegment.day.in_(spans)
         )
         found: dict[date, int] = {row[0]: row[1] for row in (await self.session.execute(stmt)).all()}
+        if found:
+            await self.session.execute(
+                update(DaySegment)
+                .where(
+                    DaySegment.id.in_(found.values()), DaySegment.day < today, DaySegment.status == "final"
+                )
+                .values(status=IMPORTED_DAY)
+            )
         opened = [
             DaySegment(
                 user_id=user_id,
@@ -199,7 +213,7 @@ class ImportRepository:
                 key_moments=[],
                 messages_since_summary=0,
                 summary_due=False,
-                status="open",
+                status=IMPORTED_DAY if day < today else "open",
             )
             for day in sorted(spans)
             if day not in found

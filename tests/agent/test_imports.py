@@ -19,14 +19,14 @@ from agent.account.imports import (
     run_import,
 )
 from agent.account.users import get_or_create_user
-from agent.core.clock import Clock
+from agent.core.clock import Clock, local_day
 from agent.core.settings import Settings
 from agent.search.recall import build_recall
 from agent.search.recall_index import CATCH_UP_SLICE
 from bench.clock import FrozenClock
 from bench.import_data import ExportShape, write_export
 from bench.start_data import RandomVectors
-from db.models import Conversation, DaySegment, ImportRun, SearchChunk, TranscriptMessage
+from db.models import IMPORTED_DAY, Conversation, DaySegment, ImportRun, SearchChunk, TranscriptMessage
 from db.models.conversations import IMPORT_WAITING, OTHER
 
 SETTINGS = Settings(_env_file=None, summary_model="anthropic:claude-haiku-4-5")  # type: ignore[call-arg]
@@ -209,3 +209,39 @@ async def test_vectors_catch_up_on_an_imported_history_in_passes_and_stop_betwee
     stats = await recall.index_quietly(user_id, now=clock.now())
     # One pass (its slice, and the unfinished chunk it rebuilt), not the 600 new lines.
     assert stats is not None and stats.more and CATCH_UP_SLICE <= stats.messages < 2 * CATCH_UP_SLICE
+
+
+@pytest.mark.both_databases
+async def test_the_past_days_an_import_brings_wait_for_its_own_summaries(
+    sessions: async_sessionmaker[AsyncSession], clock: FrozenClock, tmp_path: Path
+) -> None:
+    user_id = await _person(sessions, clock)
+    path = write_export(tmp_path / "export.json", "chatgpt", SHAPE, zipped=False)
+    preview = await preview_import(sessions, user_id, path, timezone="Europe/Berlin", settings=SETTINGS)
+    assert preview.first_at is not None
+    first_day = local_day(preview.first_at, "Europe/Berlin")
+    today = local_day(clock.now(), "Europe/Berlin")
+    assert first_day < today
+    async with sessions() as session, session.begin():
+        # A day the companion already talked and summarised: the lines it gains make it wait again.
+        session.add(
+            DaySegment(
+                user_id=user_id,
+                day=first_day,
+                timezone="Europe/Berlin",
+                first_message_at=preview.first_at,
+                last_message_at=preview.first_at,
+                summary="We talked about the weather.",
+                status="final",
+            )
+        )
+    await _import(sessions, user_id, path, clock)
+    async with sessions() as session:
+        days = (
+            await session.execute(
+                select(DaySegment.day, DaySegment.status).where(DaySegment.user_id == user_id)
+            )
+        ).all()
+    assert len(days) > 1
+    # Left to the import's own post-processing, never to the nightly summaries, unpaced.
+    assert {status for day, status in days if day < today} == {IMPORTED_DAY}

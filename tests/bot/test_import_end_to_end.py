@@ -12,7 +12,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
 from sqlalchemy import select
 
 from agent.core.clock import ShiftedClock
@@ -111,11 +110,6 @@ async def test_both_exports_in_the_terminal_chat_are_found_dated_by_their_own_da
         await runtime.close()
 
 
-@pytest.mark.xfail(
-    reason="facts of imported conversations are learned by the import pacer's post-processing "
-    "(the jobs' side of imports), not on this branch",
-    strict=False,
-)
 async def test_facts_come_from_the_person_lines_only(tmp_path: Path) -> None:
     database = tmp_path / "chat.db"
     settings = _chat_settings(database, tmp_path)

@@ -1,18 +1,18 @@
-"""Writing an imported conversation the way the schema says an import stores one (for the tests of
-what happens after: the pacer, post-processing, the reading side)."""
+"""Writing an imported conversation with the importer's own statements, from lines given in the test
+(for the tests of what happens after: the pacer, post-processing, the reading side)."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import date, datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
 from agent.core.clock import local_day
-from db.models import IMPORT_WAITING, OTHER, Conversation, ImportRun, TranscriptMessage
-from db.repositories.day_segments import DaySegmentRepository
+from db.models import OTHER, ImportRun
+from db.repositories.imports import DaySpan, ImportRepository, NewLine
 
 # (role, text, sent_at): role "user" is the person, OTHER the other assistant.
 Said = tuple[str, str, datetime]
@@ -55,43 +55,31 @@ async def imported_conversation(
 ) -> tuple[int, list[int]]:
     """One imported conversation and its lines (kind "imported", the person's or OTHER), each counted
     into its local day's segment as the importer opens it; (conversation id, line ids)."""
-    first, last = lines[0][2], lines[-1][2]
+    assert all(role in ("user", OTHER) for role, _, _ in lines)
+    new_lines = [NewLine(role, text, at, local_day(at, timezone)) for role, text, at in lines]
+    spans: dict[date, DaySpan] = {}
+    for line in new_lines:
+        spans.setdefault(line.day, DaySpan(line.sent_at, line.sent_at)).add(line.sent_at)
     async with sessions() as session, session.begin():
-        conversation = Conversation(
+        # The importer's own statements (agent/account/import_store.py), without its run's lease.
+        repository = ImportRepository(session)
+        conversation_id = await repository.add_conversation(
             user_id=user_id,
-            status=IMPORT_WAITING,
-            started_at=first,
-            last_message_at=last,
-            ended_at=last,
-            messages=[],
-            message_count=len(lines),
-            kind=source,
             import_id=import_id,
-            external_id=external_id or f"{source}-{first.isoformat()}",
+            source=source,
+            external_id=external_id or f"{source}-{lines[0][2].isoformat()}",
+            lines=new_lines,
         )
-        session.add(conversation)
-        await session.flush()
-        ids = []
-        segments = DaySegmentRepository(session)
-        for role, text, at in lines:
-            assert role in ("user", OTHER)
-            segment = await segments.open_imported(
-                user_id, local_day(at, timezone), timezone, at, today=local_day(today, timezone)
-            )
-            message = TranscriptMessage(
-                user_id=user_id,
-                conversation_id=conversation.id,
-                role=role,
-                kind="imported",
-                content=text,
-                sent_at=at,
-                day_segment_id=segment.id,
-            )
-            session.add(message)
-            await session.flush()
-            DaySegmentRepository.record_message(segment, message.id, at)
-            ids.append(message.id)
-        return conversation.id, ids
+        segments = await repository.open_days(user_id, spans, timezone, today=local_day(today, timezone))
+        ids = await repository.add_lines(
+            user_id=user_id, conversation_id=conversation_id, lines=new_lines, segments=segments
+        )
+        for message_id, line in zip(ids, new_lines, strict=True):
+            span = spans[line.day]
+            span.first_id = span.first_id or message_id
+            span.last_id = message_id
+        await repository.count_into_days({segments[day]: span for day, span in spans.items()})
+        return conversation_id, ids
 
 
 async def person(
