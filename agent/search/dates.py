@@ -1,4 +1,5 @@
-"""Dates named in a search query ("on 9 November, 2022", "last May", "three weeks ago") as day ranges.
+"""Dates named in a search query ("on 9 November, 2022", "last May", "three weeks ago", "in the past
+two weeks", "before 9 May", "since March") as day ranges.
 
 conversation_search boosts messages of the days a query names instead of filtering on them: a
 question that names a date still finds the turn when the date is a little off (a message sent
@@ -70,8 +71,15 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("yesterday", r"\b(?:yesterday|the day before yesterday)\b"),
         ("today", r"\b(?:today|tonight|this morning)\b"),
         ("year", rf"\b(?:in\s+){_YEAR}\b"),
+        (
+            "within",
+            rf"\b(?:in|within|over|during)\s+the\s+(?:last|past)\s+{_COUNT}\s+(?P<unit>day|week|month|year)s?\b",
+        ),
     )
 )
+# A phrase right after one of these words names the time before it, or after it.
+_BEFORE = re.compile(r"\b(?:before|until|till|by|prior\s+to)\s+(?:the\s+)?$", re.IGNORECASE)
+_AFTER = re.compile(r"\b(?:after|since)\s+(?:the\s+)?$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -173,7 +181,23 @@ def _read(kind: str, match: re.Match[str], today: date) -> DayRange | None:
         return DayRange(today, today)
     if kind == "year" and year is not None:
         return DayRange(date(year, 1, 1), date(year, 12, 31))
+    if kind == "within":
+        days = {"day": 1, "week": 7, "month": 30, "year": 365}[groups["unit"].lower()] * _count(
+            groups["count"]
+        )
+        return DayRange(today - timedelta(days=days), today)
     return None
+
+
+def _side(query: str, match: re.Match[str], days: DayRange, today: date) -> DayRange:
+    """The range a phrase names, or the time before or after it ("before 9 May", "since March")."""
+    head = query[: match.start()]
+    prep = (match.groupdict().get("prep") or "").lower()
+    if _BEFORE.search(head):
+        return DayRange(date.min, days.last)
+    if prep == "since" or _AFTER.search(head):
+        return DayRange(days.first, max(today, days.first))
+    return days
 
 
 def named_days(query: str, today: date) -> list[DayRange]:
@@ -188,7 +212,7 @@ def named_days(query: str, today: date) -> list[DayRange]:
             days = _read(kind, match, today)
             if days is not None:
                 taken.append((start, end))
-                found.append((start, days))
+                found.append((start, _side(query, match, days, today) if kind != "within" else days))
     return [days for _, days in sorted(found, key=lambda pair: pair[0])]
 
 
