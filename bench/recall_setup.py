@@ -26,7 +26,7 @@ from sqlalchemy import update
 from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
 from agent.memory.units import FactUnits
-from agent.search import chunks, indexer, passages
+from agent.search import chunks, indexer
 from bench.recall_beam import load_chat
 from db.migrate import alembic_config
 from db.models import DaySegment, TranscriptMessage, User
@@ -190,15 +190,7 @@ def index_key(settings: Settings, paths: Sequence[str], *, embedder: str, facts:
     head = ScriptDirectory.from_config(alembic_config("sqlite+aiosqlite://")).get_current_head() or ""
     # The code that decides what is stored and embedded: a change to it builds a new index (a change
     # to the ranking does not).
-    code_parts = (
-        chunks,
-        indexer,
-        passages.passage_spans,
-        FactUnits.index,
-        load_conversation,
-        load_observations,
-        turn_text,
-    )
+    code_parts = (chunks, indexer, FactUnits.index, load_conversation, load_observations, turn_text)
     for code in (*code_parts, load_chat):
         digest.update(inspect.getsource(code).encode())
     parts = [embedder, backend, str(facts), head, *(f"{n}={getattr(settings, n)}" for n in INDEX_SETTINGS)]

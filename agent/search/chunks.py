@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
-
-from agent.search.passages import passage_spans
 
 
 @dataclass(frozen=True)
@@ -59,55 +57,13 @@ def labelled(message: ChunkMessage) -> str:
     return f"{message.speaker}: {message.content}" if message.speaker else message.content
 
 
-def _passages(
-    messages: Sequence[ChunkMessage],
-    sections: list[tuple[int, int]],
-    budget: int,
-    count: Callable[[str], int] | None,
-) -> tuple[list[tuple[int, int]], list[str]]:
-    """The sections and their texts, a message over the budget standing as one section per passage
-    (the same index range each time: every passage names its message)."""
-    ranges: list[tuple[int, int]] = []
-    texts: list[str] = []
-    for a, b in sections:
-        message = messages[a]
-        if count is not None and b == a + 1 and message.tokens > budget:
-            for start, end in passage_spans(message.content, budget, count):
-                ranges.append((a, b))
-                texts.append(labelled(replace(message, content=message.content[start:end].strip())))
-            continue
-        ranges.append((a, b))
-        texts.append("\n".join(labelled(m) for m in messages[a:b]))
-    return ranges, texts
-
-
-def section_keys(
-    message_ids: Sequence[int], sections: Sequence[Sequence[int]]
-) -> list[tuple[tuple[int, ...], int]]:
-    """A key per section that names it among the chunk's: its message ids and, for a long message's
-    passages, which of them it is (so a rebuilt chunk reuses each passage's vector)."""
-    seen: dict[tuple[int, ...], int] = {}
-    keys: list[tuple[tuple[int, ...], int]] = []
-    for start, end, *_ in sections:
-        ids = tuple(message_ids[start:end])
-        seen[ids] = seen.get(ids, -1) + 1
-        keys.append((ids, seen[ids]))
-    return keys
-
-
-def _make(
-    messages: Sequence[ChunkMessage],
-    section_tokens: int,
-    complete: bool,
-    overlap: int,
-    count: Callable[[str], int] | None,
-) -> Chunk:
-    sections, texts = _passages(messages, _sections(messages, section_tokens, overlap), section_tokens, count)
+def _make(messages: Sequence[ChunkMessage], section_tokens: int, complete: bool, overlap: int) -> Chunk:
+    sections = _sections(messages, section_tokens, overlap)
     return Chunk(
         day_segment_id=messages[0].day_segment_id,
         message_ids=[m.id for m in messages],
         sections=sections,
-        section_texts=texts,
+        section_texts=["\n".join(labelled(m) for m in messages[a:b]) for a, b in sections],
         token_count=sum(m.tokens for m in messages),
         last_sent_at=max(m.sent_at for m in messages),
         complete=complete,
@@ -122,13 +78,11 @@ def build_chunks(
     overlap: int,
     section_tokens: int,
     section_overlap: int = 0,
-    count: Callable[[str], int] | None = None,
 ) -> list[Chunk]:
     """Group messages (oldest first) into chunks that never cross a day and overlap by `overlap` messages.
 
     A chunk closes once it reaches `target_tokens`, or before a message would push it past
-    `max_tokens`. The final chunk is marked incomplete: the next indexing pass rebuilds it. With
-    `count`, a message over `section_tokens` is embedded as its passages (agent/search/passages.py).
+    `max_tokens`. The final chunk is marked incomplete: the next indexing pass rebuilds it.
     """
     chunks: list[Chunk] = []
     start = 0
@@ -145,7 +99,7 @@ def build_chunks(
         run = messages[start:end]
         day_over = end < len(messages) and messages[end].day_segment_id != day
         full = tokens >= target_tokens or (end < len(messages) and not day_over)
-        chunks.append(_make(run, section_tokens, full or day_over, section_overlap, count))
+        chunks.append(_make(run, section_tokens, full or day_over, section_overlap))
         if end >= len(messages):
             break
         # The next chunk repeats the tail of this one, unless the day changed (no overlap across days).

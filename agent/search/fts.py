@@ -18,7 +18,6 @@ from sqlalchemy import TextClause, bindparam, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.search.language import Term, lexical_terms
-from agent.search.passages import PASSAGE_WORDS, TermMatcher, by_passages, word_count
 from db.ddl.search import SQLITE_REFILL
 from db.models import UTCDateTime
 from db.search_text import postgres_config
@@ -38,8 +37,6 @@ MAX_TERMS = 24
 # the IDFs of the terms it holds (BM25's k1 and b; see `length_factor`).
 BM25_K1 = 1.2
 BM25_B = 1.0
-# PostgreSQL measures a message in bytes: a passage's words at about this many bytes each.
-BYTES_PER_WORD = 6
 
 
 def query_terms(query: str) -> list[str]:
@@ -208,22 +205,8 @@ class SqliteFullText:
         for k, message_id, size in await session.execute(sql, params):
             idfs[int(message_id)] = idfs.get(int(message_id), 0.0) + idf[int(k)]
             sizes[int(message_id)] = docsize_tokens(size)
-        # A long message counts as passages of at most PASSAGE_WORDS in the average.
-        average = sum(min(v, PASSAGE_WORDS) for v in sizes.values()) / len(sizes) if sizes else 1.0
+        average = sum(sizes.values()) / len(sizes) if sizes else 1.0
         scores = {i: value * length_factor(sizes[i], average) for i, value in idfs.items()}
-        long = sorted((i for i in idfs if sizes[i] > PASSAGE_WORDS), key=lambda i: (-idfs[i], -i))[:limit]
-        matcher = TermMatcher(terms, language)
-        await by_passages(
-            session,
-            user_id,
-            scores,
-            idfs,
-            long,
-            matcher=matcher,
-            idf=idf,
-            factor=lambda size: length_factor(size, average),
-            size=word_count,
-        )
         best = sorted(scores.items(), key=lambda item: (-item[1], -item[0]))[:limit]
         return [LexicalHit(i, score) for i, score in best if score > 0]
 
@@ -298,7 +281,6 @@ class PostgresFullText:
         greatest = ", ".join(f"d{i}" for i in range(len(keys)))
         idfs = ", ".join(f"ln(1.0 + (n - d{i} + 0.5) / (d{i} + 0.5)) AS w{i}" for i in range(len(keys)))
         idf_sum = " + ".join(f"(CASE WHEN c.{h} THEN w.w{i} ELSE 0.0 END)" for i, h in enumerate(has))
-        weights = ", ".join(f"w.w{i}" for i in range(len(keys)))
         relative = "sqrt(c.size / greatest(w.average, 1.0))"
         score = f"({idf_sum}) * {BM25_K1 + 1} / (1 + {BM25_K1} * ({1 - BM25_B} + {BM25_B} * {relative}))"
         sql = _typed(
@@ -308,42 +290,21 @@ class PostgresFullText:
             # The cast lets the planner use the bigint side of the (user_id, search_tsv) GIN index.
             "WHERE m.user_id = CAST(:user_id AS bigint) AND m.role != 'system' "
             f"AND m.search_tsv @@ to_tsquery({config}, :query)), "
-            f"df AS (SELECT {counts}, avg(least(size, :long)) AS average FROM hits), "
+            f"df AS (SELECT {counts}, avg(size) AS average FROM hits), "
             "total AS (SELECT coalesce(sum(message_count), 0) AS messages FROM day_segments "
             "WHERE user_id = CAST(:user_id AS bigint)), "
             f"w AS (SELECT {idfs}, average FROM (SELECT df.*, CAST(greatest(total.messages, {greatest}, 1) "
-            "AS float8) AS n FROM df, total) s), "
-            f"scored AS (SELECT c.id, {score} AS score, ({idf_sum}) AS idf, c.size, w.average, {weights} "
-            "FROM ("
+            "AS float8) AS n FROM df, total) s) "
+            f"SELECT c.id, {score} AS score FROM ("
             "SELECT m.id, m.search_tsv, m.size FROM hits m WHERE true"
             + _filters(day_segment_id, since)
-            + " ORDER BY m.id DESC LIMIT :scan) c, w) "
-            # The best, and the long messages holding the most, which their passages may lift.
-            "(SELECT * FROM scored ORDER BY score DESC, id DESC LIMIT :limit) UNION "
-            "(SELECT * FROM scored WHERE size > :long ORDER BY idf DESC, id DESC LIMIT :limit)",
+            + " ORDER BY m.id DESC LIMIT :scan) c, w ORDER BY score DESC, c.id DESC LIMIT :limit",
             since,
         )
-        long = PASSAGE_WORDS * BYTES_PER_WORD
         params = {"query": self.tsquery(terms), "user_id": user_id, "limit": limit, "scan": self.scan}
-        params |= dict(zip(keys, terms, strict=True)) | {"long": float(long)}
-        rows = (await session.execute(sql, {**params, **_params(day_segment_id, since)})).all()
-        scores = {int(r[0]): float(r[1]) for r in rows}
-        found = {int(r[0]): float(r[2]) for r in rows if float(r[3]) > long}
-        if found:
-            words = lexical_terms(query_terms(query), language, stem=False)
-            await by_passages(
-                session,
-                user_id,
-                scores,
-                found,
-                list(found),
-                matcher=TermMatcher(words, language),
-                idf=[float(v) for v in rows[0][5:]],
-                factor=lambda size: length_factor(size, float(rows[0][4])),
-                size=lambda passage: float(len(passage.encode())),
-            )
-        best = sorted(scores.items(), key=lambda item: (-item[1], -item[0]))[:limit]
-        return [LexicalHit(i, score) for i, score in best if score > 0]
+        params |= dict(zip(keys, terms, strict=True))
+        rows = await session.execute(sql, {**params, **_params(day_segment_id, since)})
+        return [LexicalHit(int(r[0]), float(r[1])) for r in rows if r[1] > 0]
 
     async def summaries(
         self, session: AsyncSession, user_id: int, query: str, *, limit: int, language: str | None = None

@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.core.settings import Settings
 from agent.core.tokens import TokenCounter
-from agent.search.chunks import Chunk, ChunkMessage, build_chunks, section_keys, split_text
+from agent.search.chunks import Chunk, ChunkMessage, build_chunks, split_text
 from agent.search.embeddings import Embedder
 from agent.search.units import MessageUnits
 from agent.search.vectors import VectorCache
@@ -130,7 +130,7 @@ class Indexer:
         return stats
 
     async def _resume_point(
-        self, session: AsyncSession, user_id: int, reuse: dict[tuple[tuple[int, ...], int], Vector]
+        self, session: AsyncSession, user_id: int, reuse: dict[tuple[int, ...], Vector]
     ) -> tuple[int, list[int], SearchChunk | None]:
         """(last message id already final, overlap ids to repeat, an incomplete last chunk to drop).
 
@@ -164,8 +164,8 @@ class Indexer:
         if last.token_count < self.settings.search_chunk_tokens:
             # The day's last chunk was still filling up: rebuild it with the new messages.
             old = np.frombuffer(last.vectors, dtype=np.float32).reshape(-1, last.dimensions)
-            for row, key in enumerate(section_keys(ids, last.sections)):
-                reuse[key] = old[row]
+            for row, (start, end) in enumerate(last.sections):
+                reuse[tuple(ids[start:end])] = old[row]
             return ids[0] - 1, [], last
         overlap = self.settings.search_chunk_overlap_messages
         return ids[-1], ids[-overlap:] if overlap > 0 else [], None
@@ -174,7 +174,7 @@ class Indexer:
         self, session: AsyncSession, user_id: int, stats: IndexStats, limit: int | None
     ) -> _NewChunks | None:
         """The chunks of the messages not indexed yet, embedded (nothing is written here)."""
-        reuse: dict[tuple[tuple[int, ...], int], Vector] = {}
+        reuse: dict[tuple[int, ...], Vector] = {}
         after, overlap_ids, drop = await self._resume_point(session, user_id, reuse)
         again = len(drop.message_ids) if drop is not None else 0
         columns = (
@@ -231,9 +231,8 @@ class Indexer:
             overlap=self.settings.search_chunk_overlap_messages,
             section_tokens=self.settings.search_section_tokens,
             section_overlap=self.settings.search_section_overlap_messages,
-            count=self.counter.count,
         )
-        keys = [key for c in chunks for key in section_keys(c.message_ids, c.sections)]
+        keys = [tuple(c.message_ids[a:b]) for c in chunks for a, b in c.sections]
         texts = [t for c in chunks for t in c.section_texts]
         missing = [i for i, key in enumerate(keys) if key not in reuse]
         fresh = await self.embedder.embed([texts[i] for i in missing]) if missing else None
