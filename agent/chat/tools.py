@@ -122,7 +122,8 @@ async def conversation_search(
     A message with a `group` is something this person said in that group chat.
 
     Args:
-        query: What to look for, in a few words (names, topics, places), in the language used.
+        query: What to look for, in a few words (names, topics, places), in the language used;
+            "I" / "my" for what the person said, "you" for what you said.
         day: Only this calendar day, as YYYY-MM-DD (the person's local day).
         recency_days: Only the last N days.
         limit: How many results (default 6, at most 20).

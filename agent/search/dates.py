@@ -77,9 +77,15 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ),
     )
 )
-# A phrase right after one of these words names the time before it, or after it.
-_BEFORE = re.compile(r"\b(?:before|until|till|by|prior\s+to)\s+(?:the\s+)?$", re.IGNORECASE)
-_AFTER = re.compile(r"\b(?:after|since)\s+(?:the\s+)?$", re.IGNORECASE)
+# A phrase right after one of these words names the time before it, or after it; with an offset
+# ("two weeks before", "the week after") only that much of it, the named day included (a question
+# dated from a session often means the day it was said).
+_SIDE = re.compile(
+    rf"(?:\b{_COUNT}\s+(?P<unit>day|week|month|year)s?\s+|\b(?P<near>week|weekend|day|"
+    + "|".join(_WEEKDAYS)
+    + r")\s+)?\b(?P<side>before|until|till|by|prior\s+to|after|since)\s+(?:the\s+)?$",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -190,14 +196,22 @@ def _read(kind: str, match: re.Match[str], today: date) -> DayRange | None:
 
 
 def _side(query: str, match: re.Match[str], days: DayRange, today: date) -> DayRange:
-    """The range a phrase names, or the time before or after it ("before 9 May", "since March")."""
-    head = query[: match.start()]
+    """The range a phrase names, or the time before or after it ("before 9 May", "since March",
+    "two weeks before 11 August")."""
+    edge = _SIDE.search(query[: match.start()])
     prep = (match.groupdict().get("prep") or "").lower()
-    if _BEFORE.search(head):
-        return DayRange(date.min, days.last)
-    if prep == "since" or _AFTER.search(head):
-        return DayRange(days.first, max(today, days.first))
-    return days
+    if edge is None:
+        return DayRange(days.first, max(today, days.first)) if prep == "since" else days
+    after = edge["side"].lower() in ("after", "since")
+    if edge["unit"]:
+        unit = edge["unit"].lower()
+        span = timedelta(days={"day": 1, "week": 7, "month": 30, "year": 365}[unit] * _count(edge["count"]))
+        span += timedelta(days={"day": 1, "week": 4, "month": 15, "year": 100}[unit])
+    elif edge["near"]:
+        span = timedelta(days=1 if edge["near"].lower() == "day" else 7)
+    else:
+        return DayRange(days.first, max(today, days.first)) if after else DayRange(date.min, days.last)
+    return DayRange(days.first, days.last + span) if after else DayRange(days.first - span, days.last)
 
 
 def named_days(query: str, today: date) -> list[DayRange]:

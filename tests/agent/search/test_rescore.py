@@ -64,6 +64,11 @@ def test_named_role() -> None:
     assert named_role("Anna and Nikita's trip", user_name="Anna", persona_name="Nikita") is None
     assert named_role("the trip", user_name="Anna", persona_name="Nikita") is None
     assert named_role("Lee's dog", user_name="Anna Lee", persona_name="Nikita") == "user"
+    # No name: the person's own words ("my", "I") are theirs, "you" is the bot.
+    assert named_role("When does my first sprint end?", user_name="Anna", persona_name="Nikita") == "user"
+    assert named_role("what did you suggest for it", user_name="Anna", persona_name="Nikita") == "assistant"
+    assert named_role("what did you tell me about my app", user_name="Anna", persona_name="Nikita") is None
+    assert named_role("what did Nikita tell me", user_name="Anna", persona_name="Nikita") == "assistant"
 
 
 @pytest.mark.parametrize("vectors", [True, False], ids=["hybrid", "fts-only"])
