@@ -89,13 +89,13 @@ def hit_dict(hit: SearchHit) -> dict[str, Any]:
     return {name: values[name] for name in fields if not (name in _OPTIONAL_FIELDS and values[name] is None)}
 
 
-def _parse_day(day: str | None) -> date | None:
+def _parse_day(day: str | None, name: str) -> date | None:
     if day is None or not day.strip():
         return None
     try:
         return date.fromisoformat(day.strip())
     except ValueError as exc:
-        raise ModelRetry(f"day must be a date as YYYY-MM-DD, got {day!r}") from exc
+        raise ModelRetry(f"{name} must be a date as YYYY-MM-DD, got {day!r}") from exc
 
 
 @recall_tools.tool
@@ -106,6 +106,8 @@ async def conversation_search(
     recency_days: int | None = None,
     limit: int = 6,
     min_score: float | None = None,
+    from_day: str | None = None,
+    to_day: str | None = None,
 ) -> dict[str, Any]:
     """Search your past conversations with this person (day summaries first, then exact messages).
 
@@ -123,11 +125,15 @@ async def conversation_search(
     assistant, never you; say "you told ChatGPT in March 2024 ...", never that you said it.
 
     Args:
-        query: What to look for, in a few words (names, topics, places), in the language used.
+        query: What to look for, in a few words (names, topics, places), in the language used;
+            "I" / "my" for what the person said, "you" for what you said.
         day: Only this calendar day, as YYYY-MM-DD (the person's local day).
         recency_days: Only the last N days.
         limit: How many results (default 6, at most 20).
         min_score: Drop results scoring below this (scores are roughly 0 to 1).
+        from_day: Favour messages from this day on, as YYYY-MM-DD (the person's local day), when
+            the question is about a time ("in March", "before I changed jobs": a day you know).
+        to_day: Favour messages up to this day, as YYYY-MM-DD.
     """
     recall = _recall(ctx)
     if recall is None:
@@ -141,11 +147,13 @@ async def conversation_search(
             ctx.deps.user_id,
             query,
             now=ctx.deps.now,
-            day=_parse_day(day),
+            day=_parse_day(day, "day"),
             recency_days=recency_days,
             limit=limit,
             min_score=min_score,
             before=ctx.deps.now,
+            from_day=_parse_day(from_day, "from_day"),
+            to_day=_parse_day(to_day, "to_day"),
         )
     except RecallInputError as exc:
         raise ModelRetry(str(exc)) from exc

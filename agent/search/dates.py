@@ -1,4 +1,5 @@
-"""Dates named in a search query ("on 9 November, 2022", "last May", "three weeks ago") as day ranges.
+"""Dates named in a search query ("on 9 November, 2022", "last May", "three weeks ago", "in the past
+two weeks", "before 9 May", "since March") as day ranges.
 
 conversation_search boosts messages of the days a query names instead of filtering on them: a
 question that names a date still finds the turn when the date is a little off (a message sent
@@ -70,7 +71,20 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("yesterday", r"\b(?:yesterday|the day before yesterday)\b"),
         ("today", r"\b(?:today|tonight|this morning)\b"),
         ("year", rf"\b(?:in\s+){_YEAR}\b"),
+        (
+            "within",
+            rf"\b(?:in|within|over|during)\s+the\s+(?:last|past)\s+{_COUNT}\s+(?P<unit>day|week|month|year)s?\b",
+        ),
     )
+)
+# A phrase right after one of these words names the time before it, or after it; with an offset
+# ("two weeks before", "the week after") only that much of it, the named day included (a question
+# dated from a session often means the day it was said).
+_SIDE = re.compile(
+    rf"(?:\b{_COUNT}\s+(?P<unit>day|week|month|year)s?\s+|\b(?P<near>week|weekend|day|"
+    + "|".join(_WEEKDAYS)
+    + r")\s+)?\b(?P<side>before|until|till|by|prior\s+to|after|since)\s+(?:the\s+)?$",
+    re.IGNORECASE,
 )
 
 
@@ -173,7 +187,31 @@ def _read(kind: str, match: re.Match[str], today: date) -> DayRange | None:
         return DayRange(today, today)
     if kind == "year" and year is not None:
         return DayRange(date(year, 1, 1), date(year, 12, 31))
+    if kind == "within":
+        days = {"day": 1, "week": 7, "month": 30, "year": 365}[groups["unit"].lower()] * _count(
+            groups["count"]
+        )
+        return DayRange(today - timedelta(days=days), today)
     return None
+
+
+def _side(query: str, match: re.Match[str], days: DayRange, today: date) -> DayRange:
+    """The range a phrase names, or the time before or after it ("before 9 May", "since March",
+    "two weeks before 11 August")."""
+    edge = _SIDE.search(query[: match.start()])
+    prep = (match.groupdict().get("prep") or "").lower()
+    if edge is None:
+        return DayRange(days.first, max(today, days.first)) if prep == "since" else days
+    after = edge["side"].lower() in ("after", "since")
+    if edge["unit"]:
+        unit = edge["unit"].lower()
+        span = timedelta(days={"day": 1, "week": 7, "month": 30, "year": 365}[unit] * _count(edge["count"]))
+        span += timedelta(days={"day": 1, "week": 4, "month": 15, "year": 100}[unit])
+    elif edge["near"]:
+        span = timedelta(days=1 if edge["near"].lower() == "day" else 7)
+    else:
+        return DayRange(days.first, max(today, days.first)) if after else DayRange(date.min, days.last)
+    return DayRange(days.first, days.last + span) if after else DayRange(days.first - span, days.last)
 
 
 def named_days(query: str, today: date) -> list[DayRange]:
@@ -188,7 +226,7 @@ def named_days(query: str, today: date) -> list[DayRange]:
             days = _read(kind, match, today)
             if days is not None:
                 taken.append((start, end))
-                found.append((start, days))
+                found.append((start, _side(query, match, days, today) if kind != "within" else days))
     return [days for _, days in sorted(found, key=lambda pair: pair[0])]
 
 

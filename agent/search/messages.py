@@ -135,7 +135,7 @@ class MessageRanking:
             language=query.language,
         )
         lexical = {h.id: h.score for h in lexical_hits}
-        days = named_days(query.text, query.today) if query.today is not None else []
+        days = [*query.days, *(named_days(query.text, query.today) if query.today is not None else [])]
         facts = await self._fact_candidates(session, user_id, query)
         cosine: dict[int, float] = {}
         if sims is not None and vectors is not None:

@@ -9,6 +9,7 @@ from typing import Literal
 
 import numpy as np
 
+from agent.search.dates import DayRange
 from agent.search.fts import STOPWORDS
 from agent.search.turns import Neighbour
 from agent.search.vectors import UserVectors
@@ -56,6 +57,9 @@ class SearchQuery:
     today: date | None = None
     # The user's language (`users.language`): how full text matches the query's words.
     language: str | None = None
+    # Days the caller names (the search tool's from_day / to_day), favoured like the days the
+    # query's own words name.
+    days: tuple[DayRange, ...] = ()
 
 
 def without_speakers(text: str, speakers: tuple[str, ...]) -> str:

@@ -18,6 +18,7 @@ from agent.core.clock import local_day
 from agent.core.errors import EmbedderUnavailableError, RecallInputError
 from agent.core.settings import Settings
 from agent.search import get as getters
+from agent.search.dates import DayRange
 from agent.search.embeddings import Embedder
 from agent.search.get import MessagesOut, SummaryOut
 from agent.search.imported import labelled_hits, labelled_messages
@@ -49,10 +50,15 @@ class Recall(RecallIndex):
         limit: int | None = None,
         min_score: float | None = None,
         before: datetime | None = None,
+        from_day: date | None = None,
+        to_day: date | None = None,
     ) -> list[SearchHit]:
-        """conversation_search for this user; `before` leaves out the current turn."""
+        """conversation_search for this user; `before` leaves out the current turn; messages of the
+        days from `from_day` to `to_day` (either may be open; the person's local days) rank higher."""
         if not query.strip():
             raise RecallInputError("query is empty; say what to look for")
+        if from_day is not None and to_day is not None and from_day > to_day:
+            raise RecallInputError("from_day must not be after to_day")
         if recency_days is not None and recency_days < 1:
             raise RecallInputError("recency_days must be at least 1")
         wanted = self.settings.search_default_limit if limit is None else limit
@@ -98,6 +104,8 @@ class Recall(RecallIndex):
                 today=local_day(now, timezone),
                 language=language,
             )
+            if from_day is not None or to_day is not None:
+                spec = replace(spec, days=(DayRange(from_day or date.min, to_day or spec.today or date.max),))
             vectors = None
             if self.cache is not None and query_vector is not None:
                 vectors = await self.cache.get(session, user_id)

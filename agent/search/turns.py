@@ -21,6 +21,8 @@ from db.models import DaySegment, TranscriptMessage
 
 _WORD = re.compile(r"[^\W_]+")
 Role = Literal["user", "assistant"]
+_FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself"})
+_SECOND_PERSON = frozenset({"you", "your", "yours", "yourself"})
 
 
 def by_ids(column: InstrumentedAttribute[int], ids: Collection[int]) -> ColumnElement[bool]:
@@ -115,7 +117,9 @@ async def turn_info(
 
 
 def named_role(query: str, *, user_name: str, persona_name: str) -> Role | None:
-    """The one speaker a query names ("what did Anna adopt?" -> user), None for neither or both."""
+    """The one speaker a query names ("what did Anna adopt?" -> user), or else speaks of in the
+    first or second person ("when does my sprint end?" -> user, "what did you suggest?" ->
+    assistant); None for neither or both."""
     words = {w.lower() for w in _WORD.findall(query)}
 
     def named(name: str) -> bool:
@@ -123,6 +127,9 @@ def named_role(query: str, *, user_name: str, persona_name: str) -> Role | None:
         return bool(parts) and any(part in words for part in parts)
 
     user, persona = named(user_name), named(persona_name)
+    if not user and not persona:
+        # The person's own question, relayed as they asked it: "my"/"I" are theirs, "you" the bot's.
+        user, persona = bool(words & _FIRST_PERSON), bool(words & _SECOND_PERSON)
     if user == persona:
         return None
     return "user" if user else "assistant"

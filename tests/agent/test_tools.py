@@ -221,6 +221,16 @@ async def test_get_and_retry_on_bad_input(
     assert any("no message with id" in r for r in script.retries)
     assert script.returns == []
 
+    # The time arguments: a date each, the first not after the second.
+    for arguments, said in (
+        ({"from_day": "2026-02-10", "to_day": "2026-02-01"}, "from_day must not be after to_day"),
+        ({"to_day": "March"}, "to_day must be a date as YYYY-MM-DD"),
+    ):
+        ranged = ToolScript([("conversation_search", {"query": "bike", **arguments})])
+        service.model = FunctionModel(ranged)
+        await service.reply(other.id, "the bike?", clock.now() + timedelta(hours=1))
+        assert any(said in r for r in ranged.retries) and ranged.returns == []
+
     mine = ToolScript([("conversation_get", {"message_id": stored.message_id})])
     service.model = FunctionModel(mine)
     await service.reply(user.id, "what did I say?", clock.now() + timedelta(hours=2))

@@ -52,7 +52,7 @@ class SearchSettings(SettingsGroup):
     # A message also gets this share of its previous turn's lexical score (the question it answers).
     search_previous_turn_weight: float = 0.5
     # Messages by the speaker a query does not name (when it names exactly one of the two) x this.
-    search_other_speaker_factor: float = 0.8
+    search_other_speaker_factor: float = 0.6
     # Messages on a day the query names ("on 9 May", "last March", "three weeks ago") x (1 + this),
     # and that many of those days' best sections join the candidates.
     search_date_boost: float = 0.5

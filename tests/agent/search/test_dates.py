@@ -38,6 +38,17 @@ def one(query: str) -> DayRange:
         ("on Friday", date(2023, 12, 15), date(2023, 12, 15)),
         ("three weeks ago", date(2023, 11, 25), date(2023, 12, 3)),
         ("2 days ago", date(2023, 12, 17), date(2023, 12, 19)),
+        ("what did I plan in the past two weeks", date(2023, 12, 6), date(2023, 12, 20)),
+        ("within the last 3 months", date(2023, 9, 21), date(2023, 12, 20)),
+        ("what did I say before 9 May", date.min, date(2023, 5, 10)),
+        ("the plan I had until last week", date.min, date(2023, 12, 17)),
+        ("what changed since March", date(2023, 3, 1), TODAY),
+        ("how did it go after the 5th of December", date(2023, 12, 4), TODAY),
+        # An offset names only that much of the time, the named day included.
+        ("the puppy she got two weeks before August 11, 2023", date(2023, 7, 23), date(2023, 8, 12)),
+        ("where was Tim in the week before 16 November 2023", date(2023, 11, 8), date(2023, 11, 17)),
+        ("the Sunday before October 25, 2022", date(2022, 10, 17), date(2022, 10, 26)),
+        ("the day after 3 March", date(2023, 3, 2), date(2023, 3, 5)),
     ],
 )
 def test_reads_named_days(query: str, first: date, last: date) -> None:

@@ -8,6 +8,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
+from agent.core.errors import RecallInputError
 from agent.search.dates import DayRange
 from agent.search.rescore import Signals, final_scores, with_previous_turn
 from agent.search.turns import TurnInfo, named_role
@@ -63,6 +64,11 @@ def test_named_role() -> None:
     assert named_role("Anna and Nikita's trip", user_name="Anna", persona_name="Nikita") is None
     assert named_role("the trip", user_name="Anna", persona_name="Nikita") is None
     assert named_role("Lee's dog", user_name="Anna Lee", persona_name="Nikita") == "user"
+    # No name: the person's own words ("my", "I") are theirs, "you" is the bot.
+    assert named_role("When does my first sprint end?", user_name="Anna", persona_name="Nikita") == "user"
+    assert named_role("what did you suggest for it", user_name="Anna", persona_name="Nikita") == "assistant"
+    assert named_role("what did you tell me about my app", user_name="Anna", persona_name="Nikita") is None
+    assert named_role("what did Nikita tell me", user_name="Anna", persona_name="Nikita") == "assistant"
 
 
 @pytest.mark.parametrize("vectors", [True, False], ids=["hybrid", "fts-only"])
@@ -105,3 +111,28 @@ async def test_named_day_ranks_that_days_message_first(sessions: async_sessionma
     dated = await recall.search(user, "baked bread on 12 January", now=NOW)
     assert dated[0].message_id == early[0]
     assert dated[0].when == "Monday, 7 weeks ago"
+
+
+async def test_the_days_the_caller_names_rank_first(sessions: async_sessionmaker[AsyncSession]) -> None:
+    recall = make_recall(recall_settings(), sessions)
+    user = await add_user(sessions, "cli:ranged")
+    _, early = await add_day(sessions, user, date(2026, 1, 12), ["we baked bread", "yum"])
+    _, late = await add_day(sessions, user, date(2026, 2, 20), ["we baked bread", "yum"])
+    # The search tool's from_day / to_day: the person's local days, either end open.
+    ranged = await recall.search(
+        user, "baked bread", now=NOW, from_day=date(2026, 1, 1), to_day=date(2026, 1, 31)
+    )
+    assert ranged[0].message_id == early[0]
+    assert (await recall.search(user, "baked bread", now=NOW, to_day=date(2026, 1, 20)))[
+        0
+    ].message_id == early[0]
+    assert (await recall.search(user, "baked bread", now=NOW, from_day=date(2026, 2, 1)))[
+        0
+    ].message_id == late[0]
+    # A boost, never a filter: the other day's message is still found.
+    assert late[0] in [h.message_id for h in ranged]
+    # The query's own words: the time before a day, or a span up to today.
+    before = await recall.search(user, "baked bread before February 1", now=NOW)
+    assert before[0].message_id == early[0]
+    with pytest.raises(RecallInputError):
+        await recall.search(user, "bread", now=NOW, from_day=date(2026, 2, 1), to_day=date(2026, 1, 1))
