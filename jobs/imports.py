@@ -6,21 +6,65 @@ minute) tops the post-processing queue up to IMPORT_CONVERSATIONS_PER_RUN import
 flight, oldest first, taking them in turns across people (those who spent least on imports today
 first), and none for a person whose import spend today reached IMPORT_DAILY_TOKENS, nor for anyone
 once the bot-wide DAILY_TOKENS is reached. The worker then post-processes them (jobs/imported.py)
-and meters them as "import", apart from chat. A day's spend is a UTC day, as the other caps'.
+and meters them as "import", apart from chat. A day's spend is a UTC day, as the other caps'. Once
+every conversation of an import is post-processed, the chat it came from is told what it taught.
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC
 from typing import Any
 
+from agent.account.imports import SOURCES, learned_text
+from agent.core.errors import RecipientBlockedError, SendFailedError
 from db.repositories.import_queue import ImportQueueRepository
 from db.repositories.usage import UsageRepository
 from jobs.context import JobContext
 
+logger = logging.getLogger(__name__)
+
 
 async def pace_imports(ctx: JobContext) -> dict[str, Any]:
-    """Queue the next imported conversations for post-processing; the counts of this run."""
+    """Queue the next imported conversations for post-processing, and tell each person whose import
+    is all learned what it taught the bot; the counts of this run."""
+    counts = await _queue_next(ctx)
+    counts["told"] = await _tell_learned(ctx)
+    return counts
+
+
+async def _tell_learned(ctx: JobContext) -> int:
+    """Send the last message of each import whose conversations are all post-processed: the facts it
+    taught and the days it covers. Once per run (the first pacer to take it), and only to the chat
+    the import came from (an operator's import from the command line tells no one)."""
+    told = 0
+    async with ctx.sessions() as session:
+        runs = await ImportQueueRepository(session).learned_runs()
+    for run in runs:
+        async with ctx.sessions() as session, session.begin():
+            queue = ImportQueueRepository(session)
+            if not await queue.mark_learned(run.id, now=ctx.clock.now()):
+                continue
+            learned = await queue.progress(run.user_id, run.id)
+        if run.chat_id is None or ctx.messenger is None:
+            continue
+        text = learned_text(SOURCES.get(run.source, run.source), learned.facts, learned.days)
+        try:
+            await ctx.messenger.send(run.chat_id, text, start=0, on_sent=_sent)
+        except (RecipientBlockedError, SendFailedError) as exc:
+            # Told at most once: a lost notice is better than the same one twice.
+            logger.warning("import notice not sent", extra={"import_id": run.id, "error": type(exc).__name__})
+            continue
+        told += 1
+    return told
+
+
+async def _sent(sent: int, total: int) -> None:
+    """Nothing to count per chunk: the run was taken before sending."""
+
+
+async def _queue_next(ctx: JobContext) -> dict[str, Any]:
+    """Queue the next imported conversations for post-processing; the counts of this step."""
     per_run, cap = ctx.settings.import_conversations_per_run, ctx.settings.import_daily_tokens
     day = ctx.clock.now().astimezone(UTC).date()
     async with ctx.sessions() as session:

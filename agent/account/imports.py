@@ -368,3 +368,18 @@ def _result(state: ImportStore) -> ImportResult:
         first_at=state.run.first_at,
         last_at=state.run.last_at,
     )
+
+
+def learned_text(assistant: str, facts: int, days: int) -> str:
+    """The last message of an import, once all of it is read: what it taught, over how many days."""
+    span = f"{days:,} day" + ("" if days == 1 else "s")
+    if facts == 0:
+        return (
+            f"I've finished reading your {assistant} history ({span}). I didn't find anything about you "
+            "to keep, but I can still look things up in it when you ask."
+        )
+    things = f"{facts:,} thing" + ("" if facts == 1 else "s")
+    return (
+        f"I've finished reading your {assistant} history: I learned {things} about you over {span} of "
+        "talks. /memory shows what I keep, and you can ask me about anything in it."
+    )

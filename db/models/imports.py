@@ -46,3 +46,5 @@ class ImportRun(Base):
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime]
     finished_at: Mapped[datetime | None]
+    # When the person was told what their import taught the bot (its conversations all post-processed).
+    learned_at: Mapped[datetime | None]

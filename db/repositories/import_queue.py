@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import ColumnElement, distinct, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -21,14 +22,13 @@ from db.models import (
     TranscriptMessage,
     UserFact,
 )
-
-# An import run still storing its file: its conversations wait until it stops, so a day's summary
-# is written from every line the file brings to that day.
-_STORING = "running"
+from db.repositories.imports import RUNNING, STORED
 
 
 def _waiting() -> tuple[ColumnElement[bool], ...]:
-    storing = select(ImportRun.id).where(ImportRun.id == Conversation.import_id, ImportRun.status == _STORING)
+    # A run still storing its file (RUNNING): its conversations wait until it stops, so a day's
+    # summary is written from every line the file brings to that day.
+    storing = select(ImportRun.id).where(ImportRun.id == Conversation.import_id, ImportRun.status == RUNNING)
     return (
         Conversation.status == IMPORT_WAITING,
         Conversation.kind.in_(IMPORTED_KINDS),
@@ -115,6 +115,30 @@ class ImportQueueRepository:
             int(await self.session.scalar(facts.where(*mine, UserFact.user_id == user_id)) or 0),
             int(await self.session.scalar(days.where(*mine)) or 0),
         )
+
+    async def learned_runs(self, limit: int = 20) -> list[ImportRun]:
+        """Stored runs whose conversations are all post-processed (or failed for good) and whose
+        person has not been told yet what they taught the bot."""
+        busy = select(Conversation.id).where(
+            Conversation.import_id == ImportRun.id, Conversation.status.not_in(("processed", "failed"))
+        )
+        stmt = (
+            select(ImportRun)
+            .where(ImportRun.status == STORED, ImportRun.learned_at.is_(None), ~busy.exists())
+            .order_by(ImportRun.id)
+            .limit(limit)
+        )
+        return list((await self.session.scalars(stmt)).all())
+
+    async def mark_learned(self, import_id: int, *, now: datetime) -> bool:
+        """Take the telling of this run (once: a second pacer racing this one gets False)."""
+        result = await self.session.execute(
+            update(ImportRun)
+            .where(ImportRun.id == import_id, ImportRun.learned_at.is_(None))
+            .values(learned_at=now)
+            .execution_options(synchronize_session=False)
+        )
+        return bool(getattr(result, "rowcount", 0))
 
     async def waiting_count(self, user_id: int | None = None) -> int:
         """Imported conversations still waiting (one person's, or everyone's)."""

@@ -90,7 +90,7 @@ async def test_a_person_past_their_import_cap_waits_and_a_run_still_storing_wait
         )
 
     counts = await run_job("imports", ctx)
-    assert counts == {"queued": 0, "waiting_people": 1, "capped_people": 1}
+    assert counts == {"queued": 0, "waiting_people": 1, "capped_people": 1, "told": 0}
     assert {(await _statuses(sessions))[i] for i in ana + ben} == {IMPORT_WAITING}
 
     # The import's spend never counts against her daily cap for chat.

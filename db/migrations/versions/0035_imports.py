@@ -45,6 +45,7 @@ def upgrade() -> None:
         sa.Column("error", sa.Text(), nullable=True),
         sa.Column("created_at", UTCDateTime(), nullable=False),
         sa.Column("finished_at", UTCDateTime(), nullable=True),
+        sa.Column("learned_at", UTCDateTime(), nullable=True),
         sa.ForeignKeyConstraint(
             ["user_id"], ["users.id"], name=op.f("fk_imports_user_id_users"), ondelete="CASCADE"
         ),
