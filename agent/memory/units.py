@@ -14,6 +14,8 @@ against the owner's own messages before they are stored in the index.
 from __future__ import annotations
 
 import hashlib
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -24,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.core.bounded import BoundedCache
 from agent.core.settings import SearchSettings
-from agent.memory.words import Postings
+from agent.memory.words import Postings, fact_words
 from agent.search.embeddings import Embedder
 from agent.search.turns import by_ids
 from db.models import SearchChunk, TranscriptMessage, UserFact
@@ -33,6 +35,11 @@ from db.repositories.facts import FactRepository
 KIND_FACT_CHUNK = "fact"
 # The facts read per person at most (newest first): far more than anyone tells a companion.
 MAX_FACTS_SCANNED = 5000
+# The share of a fact's link words' weight (their IDFs over the person's facts) another fact must
+# hold to be linked to it (`FactUnits.linked_scores`).
+LINK_MIN_SHARE = 0.25
+# A word held by more of the person's facts than this (or than 1 in 20 of them) links nothing.
+LINK_MAX_HOLDERS = 3
 
 
 def fact_digest(fact_id: int, content: str, message_ids: list[int]) -> str:
@@ -152,6 +159,52 @@ class FactUnits:
             for message_id in fact.message_ids:
                 out[message_id] = max(out.get(message_id, 0.0), score / best)
         return out
+
+    async def linked_scores(
+        self,
+        session: AsyncSession,
+        user_id: int,
+        seeds: Mapping[int, float],
+        *,
+        language: str | None,
+        limit: int,
+    ) -> dict[int, tuple[float, int]]:
+        """The source messages of the person's held facts linked to the facts standing on the `seeds`
+        (message id -> score). A fact's link words are its words that 2 to `LINK_MAX_HOLDERS` (or 1 in
+        20) of the person's facts hold: shared names and rare words, not "the user wants to". Another
+        fact is linked when it holds at least `LINK_MIN_SHARE` of the link words' weight (their IDFs
+        over the person's facts); each of its messages gets its best seed's score x that share, with
+        the seed message it was reached from (a seed too can be reached from another)."""
+        if not seeds:
+            return {}
+        known = await self.known(session, user_id, language)
+        postings = known.postings
+        cap = max(LINK_MAX_HOLDERS, postings.size // 20)
+        out: dict[int, tuple[float, int]] = {}
+        for position, fact in enumerate(known.facts):
+            sources = [m for m in fact.message_ids if m in seeds]
+            if not sources:
+                continue
+            seed = max(sources, key=lambda m: seeds[m])
+            shared: dict[int, float] = {}
+            whole = 0.0
+            for word in fact_words(fact.content, language):
+                holding = postings.words.get(word, [])
+                if not 2 <= len(holding) <= cap:
+                    continue
+                idf = math.log(1 + (postings.size - len(holding) + 0.5) / (len(holding) + 0.5))
+                whole += idf
+                for other in holding:
+                    shared[other] = shared.get(other, 0.0) + idf
+            for other, weight in shared.items():
+                share = weight / whole
+                if other == position or share < LINK_MIN_SHARE:
+                    continue
+                for message_id in known.facts[other].message_ids:
+                    score = seeds[seed] * share
+                    if score > out.get(message_id, (0.0, 0))[0]:
+                        out[message_id] = (score, seed)
+        return dict(sorted(out.items(), key=lambda item: (-item[1][0], -item[0]))[:limit])
 
     async def vectors(self, session: AsyncSession, user_id: int, embedder: Embedder) -> FactVectors:
         """The person's fact vectors in the embedder's space, read again when rows were written."""

@@ -22,6 +22,9 @@ from agent.search.units import MessageUnits
 from agent.search.vectors import KIND_FACT, KIND_MESSAGES, UserVectors
 from db.models import DaySegment, TranscriptMessage
 
+# The best hits whose facts' links pull the related turns of other days in (SEARCH_LINK_WEIGHT).
+LINK_SEEDS = 5
+
 
 class MessageRanking:
     """Ranks one user's transcript messages for a query."""
@@ -96,6 +99,33 @@ class MessageRanking:
         )
         return {message_id: score * weight for message_id, score in scores.items()}
 
+    async def _linked(
+        self,
+        session: AsyncSession,
+        user_id: int,
+        query: SearchQuery,
+        base: Mapping[int, float],
+        info: dict[int, TurnInfo],
+    ) -> dict[int, float]:
+        """The turns of other days that the facts standing on the best `LINK_SEEDS` hits link to
+        (shared rare words, `FactUnits.linked_scores`), each with SEARCH_LINK_WEIGHT x its seed's score
+        x the link's share; their turn information joins `info`."""
+        weight = self.settings.search_link_weight
+        if weight <= 0 or self.units is None or not base:
+            return {}
+        seeds = {i: base[i] for i in sorted(base, key=lambda i: (-base[i], -i))[:LINK_SEEDS]}
+        found = await self.units.linked_scores(
+            session, user_id, seeds, language=query.language, limit=self.settings.search_candidates
+        )
+        info.update(await turn_info(session, user_id, found.keys() - info.keys()))
+        out: dict[int, float] = {}
+        for message_id, (score, seed) in found.items():
+            turn, origin = info.get(message_id), info.get(seed)
+            # Another user's id has no turn information (`turn_info`), so it never ranks.
+            if turn is not None and origin is not None and turn.day != origin.day:
+                out[message_id] = weight * score
+        return out
+
     def _signals(
         self, query: SearchQuery, vectors_on: bool, days: list[DayRange], summary_days: Mapping[date, float]
     ) -> Signals:
@@ -167,8 +197,10 @@ class MessageRanking:
             unembedded=unembedded,
             facts=facts,
         )
+        for message_id, score in (await self._linked(session, user_id, query, base, info)).items():
+            base[message_id] = base.get(message_id, 0.0) + score
         # Only the best few are read back; ranking needs no more than the limit's worth.
-        keep = sorted(ids, key=lambda i: (-base[i], -i))[: max(query.limit * 3, 30)]
+        keep = sorted(base, key=lambda i: (-base[i], -i))[: max(query.limit * 3, 30)]
         return await self._message_hits(session, user_id, query, segment_filter, keep, base, info)
 
     async def _message_hits(

@@ -9,6 +9,7 @@ the units to embed what changed in each pass, and forgets them with the user.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Protocol
 
@@ -29,6 +30,19 @@ class MessageUnits(Protocol):
         self, session: AsyncSession, user_id: int, text: str, *, language: str | None, limit: int
     ) -> dict[int, float]:
         """Each source message's best lexical unit score for the query, relative to the best (0-1]."""
+        ...
+
+    async def linked_scores(
+        self,
+        session: AsyncSession,
+        user_id: int,
+        seeds: Mapping[int, float],
+        *,
+        language: str | None,
+        limit: int,
+    ) -> dict[int, tuple[float, int]]:
+        """The messages of the user's units linked to the units standing on the `seeds` (message id ->
+        score): each with a score up to its seed's and the seed message it was reached from."""
         ...
 
     def forget(self, user_id: int) -> None:

@@ -60,6 +60,10 @@ class SearchSettings(SettingsGroup):
     # Facts with their source messages rank with the transcript: a fact's score, x this, reaches the
     # messages it comes from (0 = facts take no part in conversation_search).
     search_fact_weight: float = 1.0
+    # Facts' links across days: the facts standing behind the best hits pull in the source turns of
+    # the person's facts on other days that share their rare words, at the hit's score x this x the
+    # share of the fact's word weight they hold (0 = off).
+    search_link_weight: float = 0.0
     # Day summaries as keys of their day's messages: a message of a day whose summary matches the
     # query scores x (1 + this x the summary's score relative to the best summary's). 0 = off, the
     # default: on BEAM, with the demo model's summaries, it cost recall (docs/benchmarks.md).
