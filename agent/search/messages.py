@@ -111,7 +111,8 @@ class MessageRanking:
         (shared rare words, `FactUnits.linked_scores`), each with SEARCH_LINK_WEIGHT x its seed's score
         x the link's share; their turn information joins `info`."""
         weight = self.settings.search_link_weight
-        if weight <= 0 or self.units is None or not base:
+        # With SEARCH_FACT_WEIGHT 0 the facts take no part, their links neither.
+        if weight <= 0 or self.settings.search_fact_weight <= 0 or self.units is None or not base:
             return {}
         seeds = {i: base[i] for i in sorted(base, key=lambda i: (-base[i], -i))[:LINK_SEEDS]}
         found = await self.units.linked_scores(

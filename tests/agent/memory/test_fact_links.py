@@ -76,6 +76,11 @@ async def test_a_fact_link_pulls_the_turn_of_another_day(
         assert linked[three[0]] > without[three[0]]
     else:
         assert three[0] not in without
+        # With SEARCH_FACT_WEIGHT 0 the facts take no part, their links neither.
+        gated = make_recall(
+            recall_settings(search_link_weight=0.5, search_fact_weight=0.0), sessions, vectors=False
+        )
+        assert three[0] not in await _ids(gated, ann)
 
     # A fact taken back links nothing any more.
     assert isinstance(on.units, FactUnits)
