@@ -2,10 +2,10 @@
 
 It prints the modules per top-level folder, the largest product modules, those over the size limit,
 and the import cycles among product modules: once with the imports that run when a module is
-loaded, once with the imports inside functions added (a lazy import still ties two modules
-together; it only moves the failure from start to first use). Imports under `if TYPE_CHECKING:`
-never run and take no part in the cycles; each module keeps them apart (`typing`), for the layer
-order of `agent/`'s folders, where they count like any other import.
+loaded, once with every import (a lazy import still ties two modules together, it only moves the
+failure from start to first use; an import under `if TYPE_CHECKING:` never runs, yet the two
+modules still name each other, so neither can be read, moved or typed without the other). Each
+module keeps its three kinds apart (`eager`, `lazy`, `typing`).
 """
 
 from __future__ import annotations
@@ -211,7 +211,7 @@ def scan(root: Path) -> Structure:
         )
     structure = Structure(folders=folders, modules=modules)
     structure.eager_cycles = _cycles({m.name: set(m.eager) for m in modules.values()})
-    structure.all_cycles = _cycles({m.name: set(m.eager | m.lazy) for m in modules.values()})
+    structure.all_cycles = _cycles({m.name: set(m.imports) for m in modules.values()})
     return structure
 
 
@@ -226,7 +226,7 @@ def report(structure: Structure, *, largest: int = 15) -> str:
     lines += [f"  {m.lines:>5}  {m.path}" for m in over]
     for title, cycles in (
         ("import cycles at module level", structure.eager_cycles),
-        ("import cycles with lazy (function-level) imports", structure.all_cycles),
+        ("import cycles with lazy and TYPE_CHECKING imports", structure.all_cycles),
     ):
         lines.append(f"{title}: {len(cycles)}")
         lines += ["  " + " -> ".join([*cycle, cycle[0]]) for cycle in cycles]

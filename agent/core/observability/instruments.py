@@ -1,98 +1,14 @@
-"""The bot's metrics: what they are, and the functions that record them (no-ops while metrics are off).
-
-| metric | kind | attributes |
-| --- | --- | --- |
-| `nikita.turns` | counter | `surface` (chat, group, heard...), `outcome` (answered, failed, refused, ...) |
-| `nikita.turn.duration` | histogram, s | the same |
-| `nikita.model.calls` | counter | `kind` (chat, compaction, extraction...: agent/core/usage.py) |
-| `nikita.model.tokens` | counter | `kind`, `type`: input (uncached), cache_read, cache_write, output |
-| `nikita.model.cost` | counter, USD | `kind`, `pricing`: billed, uncached (had nothing been cached) |
-| `nikita.refusals` | counter | `limit`: user_daily_tokens, group_daily_tokens, daily_tokens, rate_* |
-| `nikita.jobs.runs` / `nikita.job.duration` | counter / histogram, s | `job`, `result` (ok, failed) |
-| `nikita.reminders.sent`, `nikita.follow_ups.sent` | counter | |
-| `nikita.errors` | counter | `event` (the log line's message), `level`, `error.type` |
-| `nikita.facts.dropped` | counter | `writer` (extraction, tool), `reason` (why not the person's) |
-| `nikita.inbox.depth` | gauge | `status`: pending, replying |
-| `nikita.inbox.oldest_wait` | gauge, s | the oldest update still waiting for its answer |
-| `nikita.job.lag` | gauge, s | `job`: postprocess, touchpoints, day-summaries (the oldest due work's wait) |
-"""
+"""The functions that record the bot's metrics (`catalog.py` lists them); no-ops while metrics are off."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from agent.core.observability.state import current
 
-if TYPE_CHECKING:
-    from opentelemetry.metrics import Counter, Histogram, Meter
-
-# Seconds: a turn or a job between a few milliseconds and a couple of minutes.
-DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0)
 # Usage limits' names as the settings spell them, by the turn frame's name of the cap.
 CAP_LIMITS = {"user": "user_daily_tokens", "group": "group_daily_tokens", "bot": "daily_tokens"}
-
-
-@dataclass(frozen=True)
-class Instruments:
-    """Every synchronous instrument (the gauges are observed by the sampler)."""
-
-    turns: Counter
-    turn_duration: Histogram
-    model_calls: Counter
-    tokens: Counter
-    cost: Counter
-    refusals: Counter
-    job_runs: Counter
-    job_duration: Histogram
-    reminders_sent: Counter
-    follow_ups_sent: Counter
-    errors: Counter
-    facts_dropped: Counter
-
-    @classmethod
-    def create(cls, meter: Meter) -> Instruments:
-        """The instruments on `meter`."""
-        return cls(
-            turns=meter.create_counter("nikita.turns", unit="{turn}", description="Turns run"),
-            turn_duration=meter.create_histogram(
-                "nikita.turn.duration",
-                unit="s",
-                description="A turn from its start to its answer stored",
-                explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-            ),
-            model_calls=meter.create_counter("nikita.model.calls", unit="{call}", description="Model calls"),
-            tokens=meter.create_counter("nikita.model.tokens", unit="{token}", description="Model tokens"),
-            cost=meter.create_counter(
-                "nikita.model.cost", unit="USD", description="Estimated model cost (genai-prices)"
-            ),
-            refusals=meter.create_counter(
-                "nikita.refusals", unit="{refusal}", description="Requests refused"
-            ),
-            job_runs=meter.create_counter("nikita.jobs.runs", unit="{run}", description="Job runs"),
-            job_duration=meter.create_histogram(
-                "nikita.job.duration",
-                unit="s",
-                description="One run of a job",
-                explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-            ),
-            reminders_sent=meter.create_counter(
-                "nikita.reminders.sent", unit="{message}", description="Reminders sent"
-            ),
-            follow_ups_sent=meter.create_counter(
-                "nikita.follow_ups.sent", unit="{message}", description="Follow-ups and check-ins sent"
-            ),
-            errors=meter.create_counter(
-                "nikita.errors", unit="{event}", description="Warnings and errors logged, by event"
-            ),
-            facts_dropped=meter.create_counter(
-                "nikita.facts.dropped",
-                unit="{fact}",
-                description="Facts not stored: they did not stand on the person's own words",
-            ),
-        )
 
 
 def turn_done(surface: str, outcome: str, seconds: float) -> None:

@@ -26,7 +26,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.clock import Clock
 from agent.core.observability import state
-from agent.core.observability.instruments import ErrorCounter, Instruments
+from agent.core.observability.catalog import Instruments
+from agent.core.observability.instruments import ErrorCounter
 from agent.core.observability.sampler import Sampler
 from agent.core.settings import Settings
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
 
-    from agent.core.observability.instruments import Instruments
+    from agent.core.observability.catalog import Instruments
     from agent.core.observability.sampler import Sampler
 
 
