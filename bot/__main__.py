@@ -53,12 +53,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _add_jobs_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from jobs.registry import JOB_NAMES
+    from jobs.registry import JOB_ALIASES, JOB_NAMES
 
     jobs = commands.add_parser("jobs", help="run a background job once (post-processing, summaries)")
     jobs_commands = jobs.add_subparsers(dest="jobs_command", required=True)
     run = jobs_commands.add_parser("run", help="run one job now and print its counts")
-    run.add_argument("name", choices=JOB_NAMES, help="which job")
+    run.add_argument("name", choices=(*JOB_NAMES, *JOB_ALIASES), help="which job")
     run.add_argument(
         "--conversation", type=int, default=None, help="postprocess: requeue and process this one"
     )

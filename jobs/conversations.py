@@ -6,15 +6,15 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from agent.turn.conversations import close_idle_conversations
+from agent.turn import conversations
 from jobs.context import JobContext
 
 
-async def close_idle(ctx: JobContext) -> dict[str, Any]:
-    """Close and queue every idle session; returns how many were closed."""
+async def close_idle_conversations(ctx: JobContext) -> dict[str, Any]:
+    """Close and queue every idle conversation; returns how many were closed."""
     idle_for = timedelta(minutes=ctx.settings.conversation_timeout_minutes)
     async with ctx.sessions() as session, session.begin():
-        closed = await close_idle_conversations(
+        closed = await conversations.close_idle_conversations(
             session,
             ctx.clock.now(),
             idle_for,

@@ -14,7 +14,7 @@ from jobs.errors import UnknownJobError
 logger = logging.getLogger(__name__)
 
 JOB_NAMES: tuple[str, ...] = (
-    "sessions",
+    "close-idle-conversations",
     "imports",
     "postprocess",
     "consolidate",
@@ -25,12 +25,15 @@ JOB_NAMES: tuple[str, ...] = (
     "retention",
     "slim-histories",
 )
+# Names an operator may still type (`jobs run`, `POST /tasks/<name>`, a scheduler's configuration):
+# the job they name runs, under its own name in logs and metrics.
+JOB_ALIASES: dict[str, str] = {"sessions": "close-idle-conversations"}
 
 
-async def _conversations(ctx: JobContext, **options: Any) -> dict[str, Any]:
-    from jobs.conversations import close_idle
+async def _close_idle_conversations(ctx: JobContext, **options: Any) -> dict[str, Any]:
+    from jobs.conversations import close_idle_conversations
 
-    return await close_idle(ctx)
+    return await close_idle_conversations(ctx)
 
 
 async def _imports(ctx: JobContext, **options: Any) -> dict[str, Any]:
@@ -90,7 +93,7 @@ async def _slim_histories(ctx: JobContext, **options: Any) -> dict[str, Any]:
 
 
 _JOBS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
-    "sessions": _conversations,
+    "close-idle-conversations": _close_idle_conversations,
     "imports": _imports,
     "postprocess": _postprocess,
     "consolidate": _consolidate,
@@ -105,7 +108,8 @@ _JOBS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
 
 async def run_job(name: str, ctx: JobContext, **options: Any) -> dict[str, Any]:
     """Run one job once and return its counts (postprocess takes `conversation_id=` and `limit=`,
-    consolidate and touchpoints `limit=`, retention `sweep=`)."""
+    consolidate and touchpoints `limit=`, retention `sweep=`); an alias runs the job it names."""
+    name = JOB_ALIASES.get(name, name)
     job = _JOBS.get(name)
     if job is None:
         raise UnknownJobError(f"unknown job {name!r}; known: {', '.join(JOB_NAMES)}")

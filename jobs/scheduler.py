@@ -13,14 +13,24 @@ from jobs.registry import run_job
 
 logger = logging.getLogger(__name__)
 
-MINUTE_JOBS = ("sessions", "imports", "postprocess", "consolidate", "day-summaries", "forget", "touchpoints")
+MINUTE_JOBS = (
+    # Run by its alias until the terminal chat's /wait (bot/cli/chat_commands.py) reads the results
+    # under the job's own name; logs and metrics name it `close-idle-conversations` already.
+    "sessions",
+    "imports",
+    "postprocess",
+    "consolidate",
+    "day-summaries",
+    "forget",
+    "touchpoints",
+)
 # The jobs a scheduled run bounds, and the setting that bounds them.
 _BATCH_LIMITS = {"postprocess": "postprocess_batch_limit", "consolidate": "consolidate_batch_limit"}
 
 
 async def run_minute_jobs(ctx: JobContext) -> dict[str, dict[str, Any]]:
     """Conversation detection, the import pacer, post-processing, tidying the facts that changed, due
-    in-day summaries, unfinished /forgets and due follow-ups, in that order."""
+    in-day summaries, unfinished /forgets and due touchpoints, in that order."""
     results: dict[str, dict[str, Any]] = {}
     for name in MINUTE_JOBS:
         limit = _BATCH_LIMITS.get(name)

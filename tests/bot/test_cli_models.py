@@ -26,6 +26,7 @@ def test_a_job_that_calls_no_model_runs_without_a_key(
 ) -> None:
     assert main(["migrate"]) == 0
     capsys.readouterr()
+    # The conversation job by its retired name, which an operator may still type.
     assert main(["jobs", "run", "sessions"]) == 0
     assert json.loads(capsys.readouterr().out) == {"job": "sessions", "closed": 0}
 

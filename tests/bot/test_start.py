@@ -197,7 +197,9 @@ async def test_port_without_webhook_polls_and_serves_http(
             assert (await http.post("/telegram/webhook", json={})).status_code == 404  # no webhook route
             assert (await http.post("/tasks/inbox")).status_code == 403  # the task routes are there
             # On the database the start found empty and migrated.
-            sessions = await http.post("/tasks/sessions", headers={"Authorization": "Bearer t0ken"})
+            sessions = await http.post(
+                "/tasks/close-idle-conversations", headers={"Authorization": "Bearer t0ken"}
+            )
             assert sessions.status_code == 200, sessions.text
         await telegram.wait_for_calls("getUpdates")
         telegram.user_message(4242, "hello over polling")

@@ -165,7 +165,7 @@ async def test_conversation_job_closes_idle_conversations(
     )
     clock.advance(timedelta(minutes=6))
 
-    assert await run_job("sessions", ctx) == {"closed": 1}
+    assert await run_job("close-idle-conversations", ctx) == {"closed": 1}
 
     assert (await _conversation(sessions, idle_id)).status == "closed"
     assert (await _conversation(sessions, fresh_id)).status == "active"
@@ -173,7 +173,7 @@ async def test_conversation_job_closes_idle_conversations(
 
 
 async def test_unknown_job_is_refused(ctx: JobContext) -> None:
-    with pytest.raises(UnknownJobError, match="known: sessions"):
+    with pytest.raises(UnknownJobError, match="known: close-idle-conversations"):
         await run_job("reindex", ctx)
 
 

@@ -207,9 +207,9 @@ async def test_the_thursday_plan_is_sent_once_on_friday_at_three_local(
     # The conversation it opened waits TOUCHPOINT_REPLY_WINDOW_HOURS for the answer, not 15 minutes;
     # unanswered, it closes, and post-processing finds nothing the user said (no model call).
     clock.current = FRIDAY_3PM_PARIS + timedelta(hours=3)
-    assert await run_job("sessions", delivery) == {"closed": 0}
+    assert await run_job("close-idle-conversations", delivery) == {"closed": 0}
     clock.current = FRIDAY_3PM_PARIS + timedelta(hours=24, minutes=1)
-    assert await run_job("sessions", delivery) == {"closed": 1}
+    assert await run_job("close-idle-conversations", delivery) == {"closed": 1}
     assert await run_job("postprocess", delivery) == {"claimed": 1, "processed": 1, "failed": 0}
     assert behaviour.calls == 1
 

@@ -84,7 +84,7 @@ class World:
     async def idle_and_process(self) -> None:
         """The pause closes the conversation and post-processing runs (the briefing last)."""
         self.clock.advance(timedelta(minutes=20))
-        await run_job("sessions", self.jobs)
+        await run_job("close-idle-conversations", self.jobs)
         await run_job("postprocess", self.jobs)
 
     async def snapshot(self) -> dict[str, object]:

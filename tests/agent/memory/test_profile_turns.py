@@ -105,7 +105,7 @@ async def test_a_job_told_three_days_ago_is_in_the_first_request_of_a_new_conver
     )
     await bot.turns.reply(user.id, "I work as a nurse at the city hospital.", clock.now())
     clock.advance(timedelta(minutes=20))
-    assert (await run_job("sessions", bot.jobs))["closed"] == 1
+    assert (await run_job("close-idle-conversations", bot.jobs))["closed"] == 1
     assert (await run_job("postprocess", bot.jobs))["processed"] == 1
     async with bot.sessions() as session:
         (fact,) = await FactRepository(session).held(user.id)

@@ -28,7 +28,7 @@ async def morning_chat(app: VoiceApp) -> int:
     await app.text(ALICE, "My sister Marta is a doctor")
     await app.text(ALICE, "Does my sister Marta visit in June?")
     app.later(minutes=20)
-    await run_job("sessions", app.runtime.jobs)
+    await run_job("close-idle-conversations", app.runtime.jobs)
     counts = await run_job("postprocess", app.runtime.jobs)
     assert (counts["processed"], counts["failed"]) == (1, 0)
     async with app.runtime.sessions() as session:

@@ -123,7 +123,7 @@ async def test_one_users_token_never_reaches_another_users_data(open_app: OpenAp
     await app.text(ALICE, "Does Marta visit in June?", first_name="Alice")
     await app.text(BOB, "My dog Rex is getting old", first_name="Bob")
     app.later(minutes=20)
-    await run_job("sessions", app.runtime.jobs)
+    await run_job("close-idle-conversations", app.runtime.jobs)
     assert (await run_job("postprocess", app.runtime.jobs))["processed"] == 2
     alice_call = await app.agent.start(telegram_id=ALICE)
     alice_id = alice_call.initiation["user_id"]
