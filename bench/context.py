@@ -12,7 +12,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.context import BuiltContext, ContextBuilder, FunctionRecall, RecallLimits
+from agent.context import BuiltContext, ContextBuilder, FactLimits, FunctionFacts
 from agent.context.briefing.writer import briefing_instructions, fingerprint, package_prompt
 from agent.core.settings import Settings
 from agent.core.tokens import get_counter
@@ -26,7 +26,7 @@ START = NOW - timedelta(days=365)
 TYPES = ("promise", "question", "follow_up", "topic", "curiosity", "callback")
 
 
-async def _facts(user_id: int, query: str, limits: RecallLimits, now: datetime) -> list[str]:
+async def _facts(user_id: int, query: str, limits: FactLimits, now: datetime) -> list[str]:
     return [f"fact {i} about {query[:20]}" for i in range(limits.user)]
 
 
@@ -217,7 +217,7 @@ async def bench_build(url: str, runs: int) -> tuple[dict[str, EngineRun], tuple[
     builders = {
         mode: ContextBuilder(
             Settings(database_url=url, model="test", context_engine=mode, _env_file=None),
-            recall=FunctionRecall(_facts),
+            facts=FunctionFacts(_facts),
         )
         for mode in MODES
     }

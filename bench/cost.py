@@ -28,7 +28,7 @@ from typing import Any
 from sqlalchemy import insert, select
 
 from agent.account.users import get_or_create_user
-from agent.context import ContextBuilder, FunctionRecall, RecallLimits
+from agent.context import ContextBuilder, FactLimits, FunctionFacts
 from agent.core.models import build_model
 from agent.core.prices import estimate_cost
 from agent.core.settings import Settings
@@ -65,7 +65,7 @@ def _answer(body: dict[str, Any]) -> Reply:
     return Reply.text(f"{ANSWER} ({last_user_text(body)[:24]})")
 
 
-async def _facts(user_id: int, query: str, limits: RecallLimits, now: datetime) -> list[str]:
+async def _facts(user_id: int, query: str, limits: FactLimits, now: datetime) -> list[str]:
     words = query.split()[:3]
     return [f"They mentioned {' '.join(words)} before; it matters to them ({i})." for i in range(4)]
 
@@ -209,7 +209,7 @@ async def _conversation(
     engine = create_engine(url)
     sessions = session_factory(engine)
     model = build_model(settings.model, settings)
-    builder = ContextBuilder(settings, recall=FunctionRecall(_facts))
+    builder = ContextBuilder(settings, facts=FunctionFacts(_facts))
     service = TurnService(
         settings=settings, engine=engine, sessions=sessions, clock=clock, model=model, context_builder=builder
     )
@@ -257,7 +257,7 @@ async def _day(
         sessions=sessions,
         clock=clock,
         model=build_model(settings.model, settings),
-        context_builder=ContextBuilder(settings, recall=FunctionRecall(_facts)),
+        context_builder=ContextBuilder(settings, facts=FunctionFacts(_facts)),
     )
     rng = random.Random(7)
     plan: list[tuple[datetime, int, int]] = []

@@ -32,7 +32,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import select
 
 from agent.account.groups import group_owner
-from agent.context import ContextBuilder, FunctionRecall, RecallLimits
+from agent.context import ContextBuilder, FactLimits, FunctionFacts
 from agent.core.models import build_model
 from agent.core.settings import Settings
 from agent.core.tokens import get_counter
@@ -100,7 +100,7 @@ def plan_day(messages: int, members: int, *, seed: int = 38) -> list[Said]:
     return said
 
 
-async def _facts(user_id: int, query: str, limits: RecallLimits, now: datetime) -> list[str]:
+async def _facts(user_id: int, query: str, limits: FactLimits, now: datetime) -> list[str]:
     words = " ".join(query.split()[-3:])
     return [f"The group talked about {words} before ({i})." for i in range(4)]
 
@@ -175,7 +175,7 @@ async def run_day(
         sessions=sessions,
         clock=clock,
         model=model,
-        context_builder=ContextBuilder(settings, recall=FunctionRecall(_facts)),
+        context_builder=ContextBuilder(settings, facts=FunctionFacts(_facts)),
     )
     owner, _ = await group_owner(
         sessions, chat_id=CHAT_ID, title="Allotment friends", now=START, timezone="UTC"

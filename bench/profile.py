@@ -20,8 +20,8 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
+from agent.context.facts import STANDARD
 from agent.context.profile import ProfileTier, load_profile_tier
-from agent.context.recall import STANDARD
 from agent.core.settings import Settings
 from agent.core.tokens import get_counter
 from agent.memory.profile import ProfileCache
@@ -130,7 +130,7 @@ async def measure_profile(backend: str, *, facts: int, builds: int) -> dict[str,
             for index in range(builds + 1):
                 query = QUERIES[index % len(QUERIES)]
                 started = time.perf_counter()
-                await served.recall(user.id, query, limits=STANDARD, now=NOW)
+                await served.for_message(user.id, query, limits=STANDARD, now=NOW)
                 if index:
                     recalls.append((time.perf_counter() - started) * 1000)
         finally:
@@ -159,7 +159,7 @@ async def run_profile_bench(settings: Settings, *, quick: bool = False) -> None:
         verdict = "met" if percentile(profile, 95) <= TARGET_MS else "MISSED"
         print(
             f"{backend:8} {facts} facts, PROFILE_TOKENS {settings.profile_tokens}: "
-            f"{figures['chosen']} in the profile, {figures['left_out']} left out for recall"
+            f"{figures['chosen']} in the profile, {figures['left_out']} left out for the facts tier"
         )
         print(
             f"{backend:8} profile, a new conversation's first turn  {describe(profile)}"

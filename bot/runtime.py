@@ -70,7 +70,7 @@ class Runtime:
     # Conversation search and get: the recall tools and `reindex` use it.
     recall: Recall | None = None
     # The person's facts (the one list, the graph's relation facts joined): the memory tools, the
-    # facts recalled per message, /memory and the Mini App use it.
+    # facts found for each message, /memory and the Mini App use it.
     facts: Facts | None = None
     # The knowledge graph: NullGraph when GRAPH_BACKEND=none or it could not open.
     graph: KnowledgeGraph = field(default_factory=NullGraph)
@@ -214,7 +214,7 @@ async def build_runtime(
             model=model,
             recall=recall,
             facts=facts,
-            context_builder=ContextBuilder(settings, recall=facts),
+            context_builder=ContextBuilder(settings, facts=facts),
         )
         jobs = build_job_context(
             settings,

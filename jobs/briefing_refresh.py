@@ -55,7 +55,7 @@ async def refresh_briefing(
     now = ctx.clock.now()
     collector = PackageCollector(
         settings,
-        recall=None,
+        facts=None,
         counter=counter,
         today_budget=budgets.tiers["today"],
         profile_budget=budgets.tiers["profile"],

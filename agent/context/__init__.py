@@ -12,8 +12,8 @@ from __future__ import annotations
 from agent.context.budget import Budgets, Cut, Fitted, fit
 from agent.context.builder import BuiltContext, ContextBuilder
 from agent.context.compaction import Compacted, Compactor
+from agent.context.facts import FactLimits, FunctionFacts, MessageFacts, limits_for_budget
 from agent.context.package import ContextPackage, PackageCollector
-from agent.context.recall import FunctionRecall, RecallLimits, RecallSource, limits_for_budget
 from agent.context.snapshot import format_snapshot
 from agent.context.tiers import TierBlock, describe_gap, part_of_day
 
@@ -25,11 +25,11 @@ __all__ = [
     "ContextBuilder",
     "ContextPackage",
     "Cut",
+    "FactLimits",
     "Fitted",
-    "FunctionRecall",
+    "FunctionFacts",
+    "MessageFacts",
     "PackageCollector",
-    "RecallLimits",
-    "RecallSource",
     "TierBlock",
     "describe_gap",
     "fit",

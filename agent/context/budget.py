@@ -81,7 +81,7 @@ class Budgets:
                 "yesterday": settings.context_yesterday_budget,
                 "threads": settings.context_threads_budget,
                 "last_conversation": settings.context_last_conversation_budget,
-                "memory": settings.context_recall_budget,
+                "memory": settings.context_facts_budget,
                 "profile": settings.profile_tokens,
                 "thoughts": settings.context_thoughts_budget,
             },

@@ -32,11 +32,11 @@ from agent.context.briefing.writer import fingerprint
 from agent.context.budget import Budgets, Fitted
 from agent.context.compaction import Compacted, Compactor
 from agent.context.engine import Variant, assemble_v2, route_for, serve
+from agent.context.facts import MessageFacts, limits_for_budget
 from agent.context.layers import fit_layers
 from agent.context.package import COLLECTOR_ERRORS, Collected, ContextPackage, PackageCollector
 from agent.context.profile import profile_entry
 from agent.context.reads import SharedReads
-from agent.context.recall import RecallSource, limits_for_budget
 from agent.context.tiers import TierBlock, time_block
 from agent.core import observability
 from agent.core.clock import ensure_utc
@@ -97,17 +97,19 @@ class ContextBuilder:
         self,
         settings: Settings,
         *,
-        recall: RecallSource | None = None,
+        facts: MessageFacts | None = None,
+        recall: MessageFacts | None = None,
         summary_model: Model | str | None = None,
         counter: TokenCounter | None = None,
     ) -> None:
         self.settings = settings
-        self.recall = recall
+        # `recall` is the retired name of `facts`, still passed by callers not yet renamed.
+        self.facts = facts if facts is not None else recall
         self.counter = counter or get_counter()
         self.budgets = Budgets.from_settings(settings)
         self.collector = PackageCollector(
             settings,
-            recall=recall,
+            facts=self.facts,
             counter=self.counter,
             today_budget=self.budgets.tiers["today"],
             profile_budget=self.budgets.tiers["profile"],
@@ -139,7 +141,7 @@ class ContextBuilder:
         """
         started = time.perf_counter()
         route = route_for(self.settings, user.id)
-        # What history will take at most, counted from the newest message: the rest picks recall limits.
+        # What history will take at most, counted from the newest message: the rest picks the facts' limits.
         estimate = 0
         for message in reversed(history):
             estimate += self.counter.count_message(message)
@@ -327,7 +329,7 @@ class ContextBuilder:
             if part.error:
                 entry["error"] = part.error
             tiers[name] = entry
-        if self.recall is not None:
+        if self.facts is not None:
             tiers["memory"]["limits"] = limits_for_budget(remaining).name
         failures = [
             {"tier": name, "status": part.status, "error": part.error}

@@ -7,7 +7,7 @@ every turn (a hash of the user id), and v1 to the others. v2 falls back to v1, w
 the snapshot, whenever the briefing is missing or stale.
 
 v2's instructions: the static persona and rules, then the briefing (fenced, neutralised: quoted
-notes) as the conversation's package; the live parts (the time, and the facts recalled for this message,
+notes) as the conversation's package; the live parts (the time, and the facts found for this message,
 quoted like every tier) go in the turn's note after the history, as v1's do
 (agent/context/layers.py). Everything is fitted to the same budgets as v1.
 """
@@ -73,7 +73,7 @@ def assemble_v2(
     counter: TokenCounter,
 ) -> Layered:
     """The briefing as the conversation's package, the live parts in the turn's note, fitted like v1."""
-    live = [time, *([package.recall.value] if package.recall.value is not None else [])]
+    live = [time, *([package.facts.value] if package.facts.value is not None else [])]
     return fit_layers(
         [briefing_block(briefing, variant)], {}, live, history, budgets=budgets, counter=counter
     )

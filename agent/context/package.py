@@ -1,9 +1,9 @@
 """The context package: everything known about a user at one moment, collected concurrently.
 
 `PackageCollector.collect` starts one collector per part (today, yesterday, threads, last
-conversation, recall, the persona's active thoughts, the week's day summaries), each under its own
+conversation, the facts for the message, the thoughts, the week's day summaries), each under its own
 timeout, and waits for all of them together; those that read the database take turns on one DB
-session (agent/context/reads.py), the recall reads in its own. A collector that fails or
+session (agent/context/reads.py), the facts tier reads in its own. A collector that fails or
 times out leaves its own part empty and says why (`Collected.status`/`error`); the others and the
 turn go on. Text turns render the package as tiers (agent/context/builder.py); the voice agent's
 `get_context` reads the same package (agent/voice/context.py).
@@ -25,18 +25,18 @@ from sqlalchemy import Integer, Select, bindparam, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agent.context.facts import MessageFacts, limits_for_budget
 from agent.context.profile import ProfileTier, load_profile_tier
 from agent.context.reads import SharedReads
-from agent.context.recall import RecallSource, limits_for_budget
 from agent.context.tiers import (
     TierBlock,
+    facts_block,
     load_last_conversation,
     load_threads,
     load_today,
     load_yesterday,
     part_of_day,
     profile_block,
-    recall_block,
     summary_section,
 )
 from agent.core import observability
@@ -120,7 +120,7 @@ class ContextPackage:
     yesterday: Collected[TierBlock]
     threads: Collected[TierBlock]
     last_conversation: Collected[TierBlock]
-    recall: Collected[TierBlock]
+    facts: Collected[TierBlock]
     thoughts: Collected[tuple[ActiveThought, ...]]
     week: Collected[tuple[DaySummary, ...]]
     follow_ups: Collected[tuple[FollowUp, ...]]
@@ -132,7 +132,7 @@ class ContextPackage:
             "yesterday": self.yesterday,
             "threads": self.threads,
             "last_conversation": self.last_conversation,
-            "memory": self.recall,
+            "memory": self.facts,
             "thoughts": self.thoughts,
             "week": self.week,
             "follow_ups": self.follow_ups,
@@ -250,13 +250,13 @@ class PackageCollector:
         self,
         settings: Settings,
         *,
-        recall: RecallSource | None,
+        facts: MessageFacts | None,
         counter: TokenCounter,
         today_budget: int,
         profile_budget: int,
     ) -> None:
         self.settings = settings
-        self.recall = recall
+        self.facts = facts
         self.counter = counter
         self.today_budget = today_budget
         self.profile_budget = profile_budget
@@ -278,7 +278,7 @@ class PackageCollector:
     ) -> ContextPackage:
         """Every part for this user at `now`; never raises for a part's failure.
 
-        `remaining` is the hard cap less what history will take: it picks the recall limits. The
+        `remaining` is the hard cap less what history will take: it picks the facts tier's limits. The
         conversation's parts (the profile, today, yesterday, threads, last conversation, the week) are
         read as of `anchor`, the conversation's start, so their wording does not change from turn to
         turn; the time and the facts found for this message are read at `now`, leaving out those
@@ -301,7 +301,7 @@ class PackageCollector:
 
         profile = start(
             "profile",
-            s.context_recall_timeout_seconds,
+            s.context_facts_timeout_seconds,
             lambda db: load_profile_tier(
                 db, user, anchor=at, budget=self.profile_budget, counter=self.counter, profiles=self.profiles
             ),
@@ -338,10 +338,10 @@ class PackageCollector:
                 min_gap=timedelta(hours=s.context_last_conversation_after_hours),
             ),
         )
-        recall = task(
+        facts = task(
             "memory",
-            s.context_recall_timeout_seconds,
-            lambda: self._recall(user.id, text, now, remaining, profile),
+            s.context_facts_timeout_seconds,
+            lambda: self._facts(user.id, text, now, remaining, profile),
         )
         thoughts = start(
             "thoughts",
@@ -356,15 +356,15 @@ class PackageCollector:
         )
         try:
             await asyncio.gather(
-                profile, today, yesterday, threads, last_conversation, recall, thoughts, week, follow_ups
+                profile, today, yesterday, threads, last_conversation, facts, thoughts, week, follow_ups
             )
         finally:
             if reads is None:
                 await shared.close()
-        recall_part = recall.result()
+        facts_part = facts.result()
         chosen = profile.result()
-        if self.recall is None:
-            recall_part = Collected(None, "not configured", recall_part.ms)
+        if self.facts is None:
+            facts_part = Collected(None, "not configured", facts_part.ms)
         return ContextPackage(
             user_id=user.id,
             time=time_awareness(user, now, previous_message_at),
@@ -374,13 +374,13 @@ class PackageCollector:
             yesterday=yesterday.result(),
             threads=threads.result(),
             last_conversation=last_conversation.result(),
-            recall=recall_part,
+            facts=facts_part,
             thoughts=thoughts.result(),
             week=week.result(),
             follow_ups=follow_ups.result(),
         )
 
-    async def _recall(
+    async def _facts(
         self,
         user_id: int,
         text: str,
@@ -388,13 +388,13 @@ class PackageCollector:
         remaining: int,
         profile: asyncio.Task[Collected[ProfileTier]],
     ) -> TierBlock | None:
-        if self.recall is None:
+        if self.facts is None:
             return None
         # The facts the profile holds are not repeated (shielded: a timeout here must not cancel
         # the profile's own collection).
         chosen = (await asyncio.shield(profile)).value
         exclude = chosen.profile.ids if chosen is not None else frozenset()
-        lines = await self.recall.recall(
+        lines = await self.facts.for_message(
             user_id, text, limits=limits_for_budget(remaining), now=now, exclude=exclude
         )
-        return recall_block(lines)
+        return facts_block(lines)

@@ -31,7 +31,9 @@ def _tier_line(name: str, tier: dict[str, Any]) -> str:
     if tier.get("limits"):
         extras.append(f"limits {tier['limits']}")
     if isinstance(tier.get("facts"), list):
-        extras.append(f"{len(tier['facts'])} facts, {tier.get('left_out_count', 0)} left out for recall")
+        extras.append(
+            f"{len(tier['facts'])} facts, {tier.get('left_out_count', 0)} left out for the facts tier"
+        )
     if tier.get("error"):
         extras.append(str(tier["error"]))
     return line + ("  (" + ", ".join(extras) + ")" if extras else "")

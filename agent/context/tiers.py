@@ -323,7 +323,7 @@ async def load_last_conversation(
     return TierBlock("last_conversation", f"Last time we talked ({when}):", (row.summary.strip(),))
 
 
-def recall_block(lines: Sequence[str]) -> TierBlock | None:
-    """The facts recalled for this message (from the list, then the graph's) as a block."""
+def facts_block(lines: Sequence[str]) -> TierBlock | None:
+    """The facts found for this message (from the list, then the graph's) as a block."""
     items = tuple(f"- {line.strip()}" for line in lines if line and line.strip())
     return TierBlock("memory", "What you remember:", items) if items else None

@@ -1,8 +1,8 @@
 """`Facts`: what the bot knows about a person or a group, behind one interface.
 
 The facts are one list (`user_facts`, read and changed through `FactRepository`). This service
-serves it to every reader the same way: the facts recalled for a message (the turn's note),
-`memory_search`, `memory_add`, taking facts back and correcting them. Recall and search rank the
+serves it to every reader the same way: the facts found for a message (the turn's note),
+`memory_search`, `memory_add`, taking facts back and correcting them. Both rank the
 list the transcript's way (agent/memory/ranking.py: full text in the person's language, vectors when
 an embedder is on). With a graph on, its relation facts join, deduplicated against the list
 (agent/memory/graph.py); a forget or a correction changes the list, its search rows, the graph's
@@ -45,13 +45,13 @@ from db.repositories.users import user_present
 
 logger = logging.getLogger(__name__)
 
-# How long a message's recall waits for the search index to catch up with new facts; past it, the
+# How long finding a message's facts waits for the search index to catch up with new facts; past it, the
 # facts not embedded yet rank by full text and the catch-up goes on in the background.
 CATCH_UP_SECONDS = 0.5
 
 
 class Limits(Protocol):
-    """How many facts to recall: from the list (`user`), and the graph's other two groups."""
+    """How many facts to find: from the list (`user`), and the graph's other two groups."""
 
     @property
     def user(self) -> int: ...
@@ -61,14 +61,14 @@ class Limits(Protocol):
     def persona(self) -> int: ...
 
 
-def recalled_line(scored: Scored) -> str:
+def found_line(scored: Scored) -> str:
     """One fact of the list as the turn's note shows it (a plan with its date)."""
     until = scored.fact.valid_until
     return scored.fact.content + (f" (planned for {until.date().isoformat()})" if until is not None else "")
 
 
 class Facts:
-    """The one list of facts, recalled, searched, added to and corrected the same way everywhere."""
+    """The one list of facts, found, searched, added to and corrected the same way everywhere."""
 
     def __init__(
         self, settings: Settings, recall: Recall, *, units: FactUnits, graph: GraphFacts | None = None
@@ -179,7 +179,7 @@ class Facts:
             return []
         return found.all()
 
-    async def recall(
+    async def for_message(
         self,
         user_id: int,
         query: str,
@@ -201,7 +201,7 @@ class Facts:
             ),
             now=now,
         )
-        return [recalled_line(s) for s in ranked] + [fact_line(f) for f in extra]
+        return [found_line(s) for s in ranked] + [fact_line(f) for f in extra]
 
     async def search(self, user_id: int, query: str, *, limit: int, now: datetime) -> list[FactHit]:
         """memory_search: the facts matching the query, hidden ones too (the person asked), then the

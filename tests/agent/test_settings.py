@@ -130,13 +130,10 @@ def test_every_setting_is_in_exactly_one_group_and_a_group_reads_it_alone(
 RENAMED = [
     ("CONVERSATION_TIMEOUT_MINUTES", "SESSION_TIMEOUT_MINUTES", "conversation_timeout_minutes", "40"),
     ("HISTORY_CACHE_CONVERSATIONS", "HISTORY_CACHE_SESSIONS", "history_cache_conversations", "12"),
-    ("CONTEXT_RECALL_BUDGET", "CONTEXT_MEMORY_BUDGET", "context_recall_budget", "444"),
-    (
-        "CONTEXT_RECALL_TIMEOUT_SECONDS",
-        "CONTEXT_MEMORY_TIMEOUT_SECONDS",
-        "context_recall_timeout_seconds",
-        "7",
-    ),
+    ("CONTEXT_FACTS_BUDGET", "CONTEXT_RECALL_BUDGET", "context_facts_budget", "444"),
+    ("CONTEXT_FACTS_BUDGET", "CONTEXT_MEMORY_BUDGET", "context_facts_budget", "444"),
+    ("CONTEXT_FACTS_TIMEOUT_SECONDS", "CONTEXT_RECALL_TIMEOUT_SECONDS", "context_facts_timeout_seconds", "7"),
+    ("CONTEXT_FACTS_TIMEOUT_SECONDS", "CONTEXT_MEMORY_TIMEOUT_SECONDS", "context_facts_timeout_seconds", "7"),
     ("PROFILE_TOKENS", "CONTEXT_PROFILE_BUDGET", "profile_tokens", "333"),
     ("VOICE_NOTE_MAX_BYTES", "VOICE_MAX_BYTES", "voice_note_max_bytes", "1234"),
     ("TOUCHPOINT_ENABLED", "PROACTIVE_ENABLED", "touchpoint_enabled", "false"),

@@ -20,16 +20,19 @@ class ContextSettings(SettingsGroup):
     context_hard_cap: int = 6150
 
     # Working memory: per-tier token budgets (over the total, tiers are cut in the order
-    # thoughts -> last conversation -> threads -> recall -> yesterday -> today -> history), per-tier load
+    # thoughts -> last conversation -> threads -> facts -> yesterday -> today -> history), per-tier load
     # timeouts (a tier that times out is left out), and history compaction.
     context_today_budget: int = 500
     context_yesterday_budget: int = 300
     context_threads_budget: int = 400
     context_last_conversation_budget: int = 300
-    # The recall tier: the facts found for this message (CONTEXT_MEMORY_BUDGET is read as an alias).
-    context_recall_budget: int = aliased("context_recall_budget", "context_memory_budget", default=600)
+    # The facts tier: the facts found for this message (CONTEXT_RECALL_BUDGET and CONTEXT_MEMORY_BUDGET
+    # are read as aliases).
+    context_facts_budget: int = aliased(
+        "context_facts_budget", "context_recall_budget", "context_memory_budget", default=600
+    )
     # The profile (`<about_them>`): onboarding's answers, then the person's facts, most important
-    # first, as of the conversation's start (agent/memory/profile.py); what does not fit is recalled per
+    # first, as of the conversation's start (agent/memory/profile.py); what does not fit may be found per
     # message and listed in the context snapshot.
     # CONTEXT_PROFILE_BUDGET is read as an alias.
     profile_tokens: int = aliased("profile_tokens", "context_profile_budget", default=700, ge=50)
@@ -41,9 +44,12 @@ class ContextSettings(SettingsGroup):
     context_yesterday_timeout_seconds: float = 2.0
     context_threads_timeout_seconds: float = 2.0
     context_last_conversation_timeout_seconds: float = 2.0
-    # CONTEXT_MEMORY_TIMEOUT_SECONDS is read as an alias.
-    context_recall_timeout_seconds: float = aliased(
-        "context_recall_timeout_seconds", "context_memory_timeout_seconds", default=3.0
+    # CONTEXT_RECALL_TIMEOUT_SECONDS and CONTEXT_MEMORY_TIMEOUT_SECONDS are read as aliases.
+    context_facts_timeout_seconds: float = aliased(
+        "context_facts_timeout_seconds",
+        "context_recall_timeout_seconds",
+        "context_memory_timeout_seconds",
+        default=3.0,
     )
     context_thoughts_timeout_seconds: float = 2.0
     context_week_timeout_seconds: float = 2.0

@@ -11,7 +11,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
-from agent.context import ContextBuilder, FunctionRecall, RecallLimits, format_snapshot
+from agent.context import ContextBuilder, FactLimits, FunctionFacts, format_snapshot
 from agent.core.errors import NikitaError
 from agent.core.settings import Settings
 from bench.clock import FrozenClock
@@ -49,38 +49,38 @@ async def test_memory_failure_and_timeout_degrade(
     database_url: str, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
 ) -> None:
     user, conversation = await setup(sessions, clock)
-    seen: list[RecallLimits] = []
+    seen: list[FactLimits] = []
 
-    async def good(user_id: int, query: str, limits: RecallLimits, now: datetime) -> Sequence[str]:
+    async def good(user_id: int, query: str, limits: FactLimits, now: datetime) -> Sequence[str]:
         seen.append(limits)
         return [f"{query} reminds them of their garden"]
 
-    async def broken(user_id: int, query: str, limits: RecallLimits, now: datetime) -> Sequence[str]:
+    async def broken(user_id: int, query: str, limits: FactLimits, now: datetime) -> Sequence[str]:
         raise NikitaError("graph is down")
 
-    async def slow(user_id: int, query: str, limits: RecallLimits, now: datetime) -> Sequence[str]:
+    async def slow(user_id: int, query: str, limits: FactLimits, now: datetime) -> Sequence[str]:
         await asyncio.sleep(5)
         return ["never"]
 
     # The tier's own timeout, long enough for a loaded machine; the slow source gets a short one below.
-    settings = settings_for(database_url, context_recall_timeout_seconds=2.0)
+    settings = settings_for(database_url, context_facts_timeout_seconds=2.0)
     kwargs = dict(
         user=user, conversation=conversation, text="tomatoes", now=clock.now(), previous_message_at=None
     )
-    built = await ContextBuilder(settings, recall=FunctionRecall(good)).build(sessions, **kwargs)  # type: ignore[arg-type]
+    built = await ContextBuilder(settings, facts=FunctionFacts(good)).build(sessions, **kwargs)  # type: ignore[arg-type]
     assert "What you remember:\n- tomatoes reminds them of their garden" in built.text
     assert seen[0].name == "standard"  # an empty history leaves more than 4,000 tokens of the hard cap
     assert built.snapshot["tiers"]["memory"]["limits"] == "standard"
     assert "It's Tuesday morning" in built.text and "this is their first message" in built.text
     assert built.history is None
 
-    built = await ContextBuilder(settings, recall=FunctionRecall(broken)).build(sessions, **kwargs)  # type: ignore[arg-type]
+    built = await ContextBuilder(settings, facts=FunctionFacts(broken)).build(sessions, **kwargs)  # type: ignore[arg-type]
     assert "What you remember" not in built.text
     assert built.snapshot["tiers"]["memory"]["status"] == "failed"
     assert built.snapshot["failures"][0]["error"] == "NikitaError: graph is down"
 
-    hurried = settings_for(database_url, context_recall_timeout_seconds=0.05)
-    built = await ContextBuilder(hurried, recall=FunctionRecall(slow)).build(sessions, **kwargs)  # type: ignore[arg-type]
+    hurried = settings_for(database_url, context_facts_timeout_seconds=0.05)
+    built = await ContextBuilder(hurried, facts=FunctionFacts(slow)).build(sessions, **kwargs)  # type: ignore[arg-type]
     assert built.snapshot["tiers"]["memory"]["status"] == "timeout"
     assert "<now>\nNow:" in built.text
     shown = format_snapshot(built.snapshot)

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
 from agent.chat.persona import persona_for
-from agent.context import ContextBuilder, FunctionRecall, RecallLimits
+from agent.context import ContextBuilder, FactLimits, FunctionFacts
 from agent.context.fence import TAGS, neutralise
 from agent.core.clock import local_day
 from agent.core.settings import Settings
@@ -83,7 +83,7 @@ async def test_hostile_memory_stays_quoted_data(
             )
         )
 
-    async def facts(user_id: int, query: str, limits: RecallLimits, now: datetime) -> Sequence[str]:
+    async def facts(user_id: int, query: str, limits: FactLimits, now: datetime) -> Sequence[str]:
         return [hostile("graph fact")]
 
     seen: list[str] = []
@@ -112,7 +112,7 @@ async def test_hostile_memory_stays_quoted_data(
         sessions=sessions,
         clock=clock,
         model=FunctionModel(model),
-        context_builder=ContextBuilder(settings, recall=FunctionRecall(facts)),
+        context_builder=ContextBuilder(settings, facts=FunctionFacts(facts)),
     )
     try:
         await service.reply(user.id, "hello", now)

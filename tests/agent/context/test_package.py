@@ -14,7 +14,7 @@ from sqlalchemy import event, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
-from agent.context import ContextBuilder, FunctionRecall, RecallLimits, format_snapshot
+from agent.context import ContextBuilder, FactLimits, FunctionFacts, format_snapshot
 from agent.context.layers import TIME_RESERVE
 from agent.core.clock import local_day
 from agent.core.settings import Settings
@@ -81,14 +81,14 @@ async def test_the_collectors_run_concurrently(
         if "FROM thoughts" in statement:
             thoughts_queried.set()
 
-    async def waits_for_thoughts(user_id: int, query: str, limits: RecallLimits, at: datetime) -> list[str]:
+    async def waits_for_thoughts(user_id: int, query: str, limits: FactLimits, at: datetime) -> list[str]:
         await thoughts_queried.wait()
         return ["they have an interview on Friday"]
 
     event.listen(engine.sync_engine, "before_cursor_execute", on_execute)
     try:
-        settings = settings_for(database_url, context_recall_timeout_seconds=2)
-        builder = ContextBuilder(settings, recall=FunctionRecall(waits_for_thoughts))
+        settings = settings_for(database_url, context_facts_timeout_seconds=2)
+        builder = ContextBuilder(settings, facts=FunctionFacts(waits_for_thoughts))
         built = await builder.build(sessions, **build_kwargs(user, now))
     finally:
         event.remove(engine.sync_engine, "before_cursor_execute", on_execute)
@@ -158,7 +158,7 @@ async def test_the_thoughts_tier_is_the_first_cut_over_the_total_budget(
     assert roomy.snapshot["cuts"] == [] and roomy.snapshot["tiers"]["thoughts"]["count"] == 3
 
     # The total budget bounds the conversation's package and the turn's note, whose share is reserved.
-    reserve = roomy.snapshot["layers"]["memory_tokens"] + settings_for(database_url).context_recall_budget
+    reserve = roomy.snapshot["layers"]["memory_tokens"] + settings_for(database_url).context_facts_budget
     tight = settings_for(database_url, context_total_budget=reserve + TIME_RESERVE - 1)
     built = await ContextBuilder(tight).build(sessions, **build_kwargs(user, now))
     assert [cut["tier"] for cut in built.snapshot["cuts"]] == ["thoughts"]

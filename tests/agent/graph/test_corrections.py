@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
-from agent.context.recall import STANDARD
+from agent.context.facts import STANDARD
 from agent.graph import STANDARD_LIMITS
 from bench.clock import FrozenClock
 from db.models import Conversation, UserFact
@@ -39,14 +39,14 @@ async def test_a_forgotten_graph_fact_leaves_the_tier_and_the_tools_and_stays_go
     edges = await runtime.graph.search(ana, "cat Miso", limits=STANDARD_LIMITS, now=clock.now())
     assert any("Miso" in f.text for f in edges.user)
     assert any(
-        "Miso" in line for line in await facts.recall(ana, "cat Miso", limits=STANDARD, now=clock.now())
+        "Miso" in line for line in await facts.for_message(ana, "cat Miso", limits=STANDARD, now=clock.now())
     )
 
     chat.tool_calls = [("memory_forget", {"fact": "has a cat named Miso", "reason": "there is no cat"})]
     await runtime.turns.reply(ana, "I don't have a cat, forget Miso", clock.now())
     assert chat.tool_returns[-1]["forgotten"] == ["Ana has a cat named Miso"]  # saved, and in the graph
 
-    after = await facts.recall(ana, "cat Miso cello", limits=STANDARD, now=clock.now())
+    after = await facts.for_message(ana, "cat Miso cello", limits=STANDARD, now=clock.now())
     assert not any("Miso" in line for line in after) and any("cello" in line for line in after)
     edges = await runtime.graph.search(ana, "cat Miso", limits=STANDARD_LIMITS, now=clock.now())
     assert not any("Miso" in f.text for f in edges.user)  # the edge ended too
@@ -67,7 +67,7 @@ async def test_a_forgotten_graph_fact_leaves_the_tier_and_the_tools_and_stays_go
         )
     scripted.extraction = extraction_reply(user_facts=["Ana has a cat named Miso", "Ana plays the cello"])
     assert (await run_job("postprocess", runtime.jobs))["processed"] == 1
-    again = await facts.recall(ana, "cat Miso", limits=STANDARD, now=clock.now() + timedelta(hours=1))
+    again = await facts.for_message(ana, "cat Miso", limits=STANDARD, now=clock.now() + timedelta(hours=1))
     assert not any("Miso" in line for line in again)
     async with runtime.sessions() as session:
         held = await session.scalar(

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from agent.context.recall import STANDARD
+from agent.context.facts import STANDARD
 from agent.graph import GROUPS, STANDARD_LIMITS, GraphError, GroupLimits, group_id
 from agent.graph.graphiti_backend import GraphitiGraph
 from agent.memory.graph import GraphFacts, fact_line

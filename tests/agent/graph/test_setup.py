@@ -14,7 +14,7 @@ from pydantic import SecretStr
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
-from agent.context.recall import STANDARD
+from agent.context.facts import STANDARD
 from agent.core.errors import ConfigurationError
 from agent.core.settings import Settings
 from agent.graph import GraphError, NullGraph, open_graph
@@ -230,7 +230,7 @@ async def test_recall_embeds_a_message_once_for_the_list_and_the_graph(
         await facts.add(user.id, "Ana takes the tram to work", conversation_id=None, at=T0)
         embedder.queries.clear()
 
-        lines = await facts.recall(user.id, "the tram again", limits=STANDARD, now=T0)
+        lines = await facts.for_message(user.id, "the tram again", limits=STANDARD, now=T0)
 
         assert lines[0] == "Ana takes the tram to work" and "together: We laughed about the tram" in lines[-1]
         assert embedder.queries == ["the tram again"]

@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.forget import export_user, forget_user
 from agent.account.users import get_or_create_user
-from agent.context.recall import STANDARD
+from agent.context.facts import STANDARD
 from agent.core.settings import Settings
 from agent.graph import GROUPS, STANDARD_LIMITS, NullGraph, group_id, open_graph
 from agent.graph.graphiti_backend import GraphitiGraph
@@ -207,8 +207,8 @@ async def test_users_never_see_each_others_graph_through_the_tier_or_the_tools(
 
     facts = runtime.facts
     assert facts is not None
-    ana_lines = await facts.recall(ana, "Miso Lisbon Oslo", limits=STANDARD, now=clock.now())
-    bo_lines = await facts.recall(bo, "Miso Lisbon Oslo", limits=STANDARD, now=clock.now())
+    ana_lines = await facts.for_message(ana, "Miso Lisbon Oslo", limits=STANDARD, now=clock.now())
+    bo_lines = await facts.for_message(bo, "Miso Lisbon Oslo", limits=STANDARD, now=clock.now())
     assert any("Miso" in line for line in ana_lines) and any("Lisbon" in line for line in ana_lines)
     assert not any("Oslo" in line for line in ana_lines)
     assert not any("Miso" in line or "Lisbon" in line for line in bo_lines)
@@ -251,7 +251,7 @@ async def test_forget_through_the_runtime_leaves_no_node_or_edge_of_that_user(
     assert len(await graph.search(bo, "Oslo", limits=STANDARD_LIMITS, now=clock.now())) >= 1
 
 
-async def test_graph_off_leaves_the_list_as_the_facts_recalled(
+async def test_graph_off_leaves_the_list_as_the_facts_found(
     database_url: str, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
 ) -> None:
     settings = Settings(
@@ -274,7 +274,7 @@ async def test_graph_off_leaves_the_list_as_the_facts_recalled(
         assert isinstance(runtime.graph, NullGraph) and runtime.jobs.graph is None
         assert [s.name for s in runtime.data_stores] == ["search_index"]
         assert runtime.facts is not None and runtime.facts.graph is None
-        assert runtime.turns.context_builder.recall is runtime.facts
+        assert runtime.turns.context_builder.facts is runtime.facts
         assert chat.tool_returns[-1]["saved"] is True
         assert "Has a cat named Miso" in await memory_report(runtime.sessions, user.id, clock.now())
     finally:

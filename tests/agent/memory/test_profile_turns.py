@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.groups import group_owner
 from agent.account.users import get_or_create_user
-from agent.context.recall import STANDARD
+from agent.context.facts import STANDARD
 from agent.core.demo import demo_model
 from agent.core.settings import Settings
 from agent.history.turn_notes import turn_note, words
@@ -211,7 +211,7 @@ async def test_a_forget_and_a_correction_leave_every_place_at_once(
     assert "Miso" not in changed and "Lisbon" not in changed and "Ana plays the cello" in changed
     # Recall, memory_search, /memory and its list: the same one list, changed everywhere.
     now = clock.now()
-    recalled = await facts.recall(user.id, "cat Miso Lisbon Porto", limits=STANDARD, now=now)
+    recalled = await facts.for_message(user.id, "cat Miso Lisbon Porto", limits=STANDARD, now=now)
     assert not any("Miso" in line or "Lisbon" in line for line in recalled)
     assert any("Porto" in line for line in recalled)  # learned after the session began: recalled
     assert [h.content for h in await facts.search(user.id, "cat Miso", limit=5, now=now)] == []
@@ -279,7 +279,7 @@ async def test_nobody_elses_facts_reach_a_profile_or_recall(
         seen = chat.sent[-1].instructions + chat.sent[-1].note
         assert text in chat.about()
         assert [t for t in own.values() if t != text and t in seen] == []
-        recalled = await facts.recall(owner, everything, limits=STANDARD, now=clock.now())
+        recalled = await facts.for_message(owner, everything, limits=STANDARD, now=clock.now())
         assert [t for t in own.values() if t != text and any(t in line for line in recalled)] == []
 
 

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
-from agent.context.recall import STANDARD
+from agent.context.facts import STANDARD
 from agent.core.settings import Settings
 from agent.graph.base import EdgeFact
 from agent.memory.graph import joined
@@ -56,13 +56,14 @@ async def test_the_facts_about_a_message_are_recalled_and_the_profiles_are_not_r
     await facts.add(ana, "Ana's sister Ines is getting married in June", conversation_id=None, at=NOW)
     await facts.add(ana, "Ana is allergic to cats", conversation_id=None, at=NOW)
 
-    found = await facts.recall(ana, "my sister's wedding is coming up", limits=STANDARD, now=NOW)
+    found = await facts.for_message(ana, "my sister's wedding is coming up", limits=STANDARD, now=NOW)
     assert found[0] == "Ana's sister Ines is getting married in June"
     assert "Ana is allergic to cats" not in found
     assert (
-        await facts.recall(ana, "Lisbon", limits=STANDARD, now=NOW, exclude=frozenset({lisbon.fact_id})) == []
+        await facts.for_message(ana, "Lisbon", limits=STANDARD, now=NOW, exclude=frozenset({lisbon.fact_id}))
+        == []
     )
-    assert await facts.recall(ana, "hi", limits=STANDARD, now=NOW) == []
+    assert await facts.for_message(ana, "hi", limits=STANDARD, now=NOW) == []
 
 
 async def test_a_persons_facts_are_matched_in_their_language(
@@ -74,7 +75,7 @@ async def test_a_persons_facts_are_matched_in_their_language(
     await facts.add(lea, "Léa joue du violon", conversation_id=None, at=NOW)
 
     # Another form of the word, typed without accents: stemmed and folded as the transcript reads it.
-    assert await facts.recall(lea, "demenager", limits=STANDARD, now=NOW) == ["Léa a déménagé à Lyon"]
+    assert await facts.for_message(lea, "demenager", limits=STANDARD, now=NOW) == ["Léa a déménagé à Lyon"]
     assert [h.content for h in await facts.search(lea, "violons", limit=5, now=NOW)] == ["Léa joue du violon"]
 
 
@@ -109,7 +110,7 @@ async def test_a_recall_embeds_the_new_facts_not_the_transcripts_backlog(
     )
     await facts.add(ana, "Ana grows tomatoes on her balcony", conversation_id=None, at=NOW)
 
-    found = await facts.recall(ana, "how are my tomatoes", limits=STANDARD, now=NOW)
+    found = await facts.for_message(ana, "how are my tomatoes", limits=STANDARD, now=NOW)
     await facts.index.settle()
     assert found == ["Ana grows tomatoes on her balcony"]
     async with sessions() as session:

@@ -13,7 +13,7 @@ import pytest
 
 from agent.account.users import get_or_create_user
 from agent.context.builder import ContextBuilder
-from agent.context.recall import FunctionRecall, RecallLimits
+from agent.context.facts import FactLimits, FunctionFacts
 from agent.core import observability
 from agent.core.observability.setup import configure, shutdown
 from agent.core.settings import Settings
@@ -31,7 +31,7 @@ def collector() -> Iterator[FakeCollector]:
             shutdown()
 
 
-async def _slow_recall(user_id: int, query: str, limits: RecallLimits, now: datetime) -> Sequence[str]:
+async def _slow_recall(user_id: int, query: str, limits: FactLimits, now: datetime) -> Sequence[str]:
     """The recall tier's source, slow on purpose: the facts come once every other tier collected is in."""
     with observability.span("recall lookup"):
         others = [
@@ -49,11 +49,11 @@ async def test_a_slow_tier_is_a_long_span_within_the_context_span(
 ) -> None:
     # The slow tier waits for the others however long they take: no timeout cuts it short.
     settings = settings_factory(
-        otel_exporter_otlp_endpoint=collector.endpoint, embedder="none", context_recall_timeout_seconds=60
+        otel_exporter_otlp_endpoint=collector.endpoint, embedder="none", context_facts_timeout_seconds=60
     )
     assert configure(settings)
     user, _ = await get_or_create_user(sessions, key="cli:cy", now=clock.now(), timezone="UTC", name="Cy")
-    builder = ContextBuilder(settings, recall=FunctionRecall(_slow_recall))
+    builder = ContextBuilder(settings, facts=FunctionFacts(_slow_recall))
     built = await builder.build(
         sessions,
         user=user,

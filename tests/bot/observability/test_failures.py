@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agent.account.users import get_or_create_user
 from agent.context.builder import ContextBuilder
-from agent.context.recall import FunctionRecall, RecallLimits
+from agent.context.facts import FactLimits, FunctionFacts
 from agent.core.observability.setup import configure, shutdown
 from agent.core.settings import Settings
 from bench.fakes.otlp_receiver import FakeCollector
@@ -106,7 +106,7 @@ async def test_a_turn_failing_in_the_database_exports_no_message_text(
     ]
 
 
-async def _failing_recall(user_id: int, query: str, limits: RecallLimits, now: datetime) -> Sequence[str]:
+async def _failing_recall(user_id: int, query: str, limits: FactLimits, now: datetime) -> Sequence[str]:
     """The recall tier's source failing in the database, the person's words in the bound values."""
     statement = "SELECT content FROM user_facts WHERE content LIKE ?"
     raise OperationalError(statement, (query,), Exception("locked"))
@@ -118,7 +118,7 @@ async def test_a_failed_tier_says_why_without_the_bound_values(
     settings = settings_factory(otel_exporter_otlp_endpoint=collector.endpoint, embedder="none")
     assert configure(settings)
     user, _ = await get_or_create_user(sessions, key="cli:cy", now=clock.now(), timezone="UTC", name="Cy")
-    builder = ContextBuilder(settings, recall=FunctionRecall(_failing_recall))
+    builder = ContextBuilder(settings, facts=FunctionFacts(_failing_recall))
     text = f"Remember the {MARKER}"
     built = await builder.build(
         sessions, user=user, conversation=None, text=text, now=clock.now(), previous_message_at=None
