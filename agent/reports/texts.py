@@ -150,7 +150,7 @@ async def stats_report(
         )
         counts = await AccessRepository(session).counts(today)
         dead, newest_dead = await InboxRepository(session).dead(last=DEAD_SHOWN)
-        follow_ups = await TouchpointRepository(session).stats(since=now - timedelta(days=7))
+        touchpoints = await TouchpointRepository(session).stats(since=now - timedelta(days=7))
         reminders = await reminder_stats(session, since=now - timedelta(days=7))
     return "\n".join(
         [
@@ -176,9 +176,9 @@ async def stats_report(
             f"budget refusals today (UTC): {counts.get(COUNTERS['user'], 0)} over USER_DAILY_TOKENS, "
             f"{counts.get(COUNTERS['group'], 0)} over GROUP_DAILY_TOKENS, "
             f"{counts.get(COUNTERS['bot'], 0)} over DAILY_TOKENS",
-            f"follow-ups: {follow_ups.planned} planned; in the last 7 days {follow_ups.sent} sent "
-            f"({follow_ups.answered_within_day} answered within 24 h), {follow_ups.declined} declined by "
-            f"the model, {follow_ups.cancelled} cancelled",
+            f"touchpoints: {touchpoints.planned} planned; in the last 7 days {touchpoints.sent} sent "
+            f"({touchpoints.answered_within_day} answered within 24 h), {touchpoints.declined} declined by "
+            f"the model, {touchpoints.cancelled} cancelled",
             f"reminders in the last 7 days: {reminders.set} set, {reminders.sent} sent, "
             f"{reminders.snoozed} snoozed, {reminders.cancelled} cancelled",
             f"dead updates (kept INBOX_RETENTION_HOURS): {dead}",

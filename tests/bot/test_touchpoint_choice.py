@@ -169,7 +169,7 @@ async def test_memory_stats_export_and_forget_show_and_remove_them(bot: Runtime,
 
     tg.command(ADMIN, "/stats")
     stats = (await tg.wait_for_messages(1, chat_id=ADMIN))[-1].text
-    assert "follow-ups: 1 planned; in the last 7 days 0 sent (0 answered within 24 h), 0 declined" in stats
+    assert "touchpoints: 1 planned; in the last 7 days 0 sent (0 answered within 24 h), 0 declined" in stats
 
     tg.command(ANA, "/export")
     document = json.loads((await tg.wait_for_documents(1))[-1].content)

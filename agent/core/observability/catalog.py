@@ -9,7 +9,7 @@
 | `nikita.model.cost` | counter, USD | `kind`, `pricing`: billed, uncached (had nothing been cached) |
 | `nikita.refusals` | counter | `limit`: user_daily_tokens, group_daily_tokens, daily_tokens, rate_* |
 | `nikita.jobs.runs` / `nikita.job.duration` | counter / histogram, s | `job`, `result` (ok, failed) |
-| `nikita.reminders.sent`, `nikita.follow_ups.sent` | counter | |
+| `nikita.reminders.sent`, `nikita.touchpoints.sent` | counter | (touchpoints: follow-ups and check-ins) |
 | `nikita.errors` | counter | `event` (the log line's message), `level`, `error.type` |
 | `nikita.facts.dropped` | counter | `writer` (extraction, tool), `reason` (why not the person's) |
 | `nikita.inbox.depth` | gauge | `status`: pending, replying |
@@ -42,7 +42,7 @@ class Instruments:
     job_runs: Counter
     job_duration: Histogram
     reminders_sent: Counter
-    follow_ups_sent: Counter
+    touchpoints_sent: Counter
     errors: Counter
     facts_dropped: Counter
 
@@ -71,8 +71,10 @@ class Instruments:
             reminders_sent=meter.create_counter(
                 "nikita.reminders.sent", unit="{message}", description="Reminders sent"
             ),
-            follow_ups_sent=meter.create_counter(
-                "nikita.follow_ups.sent", unit="{message}", description="Follow-ups and check-ins sent"
+            touchpoints_sent=meter.create_counter(
+                "nikita.touchpoints.sent",
+                unit="{message}",
+                description="Touchpoints sent (follow-ups and check-ins)",
             ),
             errors=meter.create_counter(
                 "nikita.errors", unit="{event}", description="Warnings and errors logged, by event"

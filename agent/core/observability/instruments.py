@@ -75,9 +75,9 @@ def job_done(job: str, seconds: float, *, failed: bool) -> None:
 
 
 def touchpoint_sent(*, reminder: bool) -> None:
-    """Count a reminder or a follow-up Telegram accepted whole."""
+    """Count a reminder or a touchpoint (a follow-up or a check-in) Telegram accepted whole."""
     if (instruments := current.instruments) is not None:
-        (instruments.reminders_sent if reminder else instruments.follow_ups_sent).add(1)
+        (instruments.reminders_sent if reminder else instruments.touchpoints_sent).add(1)
 
 
 def facts_dropped(writer: str, reason: str, count: int = 1) -> None:

@@ -15,6 +15,7 @@ from sqlalchemy import func, select
 from starlette.applications import Starlette
 
 from agent.account.users import get_or_create_user
+from agent.core import observability
 from agent.core.observability.setup import configure, shutdown, start_sampler
 from agent.core.settings import Settings
 from agent.memory.grounding import dropped
@@ -77,6 +78,9 @@ async def test_metrics_are_prometheus_text_behind_the_secret(
                     )
                 )
             ).one()
+        # What the messenger counts once Telegram accepted a message the bot wrote first.
+        for reminder in (False, False, True):
+            observability.touchpoint_sent(reminder=reminder)
         start_sampler(sessions, clock)
         app = Starlette(routes=metrics.routes(settings))
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bot") as client:
@@ -107,3 +111,5 @@ async def test_metrics_are_prometheus_text_behind_the_secret(
     assert value("nikita_job_lag_seconds", job="touchpoints") == 0
     assert value("nikita_facts_dropped_total", writer="extraction", reason="companion") == 2
     assert value("nikita_facts_dropped_total", writer="extraction", reason="outside") == 1
+    assert value("nikita_touchpoints_sent_total") == 2
+    assert value("nikita_reminders_sent_total") == 1
