@@ -7,7 +7,7 @@ message is covered when its day has a summary and the message is at or before th
 that summary was written from (`DaySegment.last_summarized_message_id`). That is the rule
 `conversation_search` uses for `covered_by_summary`, so a folded message and a search hit agree.
 Each run of covered messages is folded in front of the "day summary updated" note that followed
-it. Session compactions (`history_compactions`) are shown as their own system entries with their
+it. Conversation compactions (`history_compactions`) are shown as their own system entries with their
 summary, but fold nothing: they shape what the model reads in one conversation, they are not the
 user's record of the day, and they count model messages, not transcript rows.
 """

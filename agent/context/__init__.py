@@ -1,4 +1,4 @@
-"""Working memory: what the model sees on every turn (docs/context.md).
+"""The context: what the model sees on every turn (docs/context.md).
 
 `ContextBuilder.build` collects the context package (its parts concurrently), compacts a long
 history, fits everything to the token budgets and returns a `BuiltContext`: the instructions text,

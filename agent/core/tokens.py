@@ -37,7 +37,7 @@ _CACHE_MAX_TEXT = 50_000
 _CACHE_MAX_ENTRIES = 8192
 # ...and all of them together: entries alone would allow 8192 x 50,000 characters.
 _CACHE_MAX_CHARS = 4_000_000
-# Messages whose counts are kept (a few long sessions' worth).
+# Messages whose counts are kept (a few long conversations' worth).
 _CACHE_MAX_MESSAGES = 4096
 
 _ENDOFTEXT = "<|endoftext|>"

@@ -1,4 +1,4 @@
-"""Session history: load/store PydanticAI messages, make them API-valid, fit them to a token budget."""
+"""A conversation's history: load and store PydanticAI messages, make them API-valid, fit a budget."""
 
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ The profile is the compact list every prompt carries (`<about_them>`), chosen fr
 facts: what the person pinned first, then who they are (name, where they live, work), the people in
 their life, health and boundaries, preferences, plans in progress, then everything else by how often
 it was said and how recently. Hidden facts ("don't bring this up") and plans whose date has passed
-never enter it. What does not fit is not lost: it is recalled per message, and `left_out` says
-which facts they are (the context snapshot and /memory report it).
+never enter it. What does not fit is not lost: the facts tier may find it for a message, and
+`left_out` says which facts they are (the context snapshot and /memory report it).
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def _appended_sqlite(count: int) -> Update:
 
 
 class ConversationRepository:
-    """Sessions of a user and their stored PydanticAI history."""
+    """Conversations of a user and their stored PydanticAI history."""
 
     def __init__(self, session: AsyncSession) -> None:
         self.session = session

@@ -19,7 +19,7 @@ class ContextSettings(SettingsGroup):
     context_total_budget: int = 4100
     context_hard_cap: int = 6150
 
-    # Working memory: per-tier token budgets (over the total, tiers are cut in the order
+    # The context: per-tier token budgets (over the total, tiers are cut in the order
     # thoughts -> last conversation -> threads -> facts -> yesterday -> today -> history), per-tier load
     # timeouts (a tier that times out is left out), and history compaction.
     context_today_budget: int = 500
