@@ -50,38 +50,31 @@ class Instruments:
     def create(cls, meter: Meter) -> Instruments:
         """The instruments on `meter`."""
 
+        def count(name: str, unit: str, description: str) -> Counter:
+            return meter.create_counter(name, unit=unit, description=description)
+
         def seconds(name: str, description: str) -> Histogram:
             return meter.create_histogram(
                 name, unit="s", description=description, explicit_bucket_boundaries_advisory=DURATION_BUCKETS
             )
 
         return cls(
-            turns=meter.create_counter("nikita.turns", unit="{turn}", description="Turns run"),
+            turns=count("nikita.turns", "{turn}", "Turns run"),
             turn_duration=seconds("nikita.turn.duration", "A turn from its start to its answer stored"),
-            model_calls=meter.create_counter("nikita.model.calls", unit="{call}", description="Model calls"),
-            tokens=meter.create_counter("nikita.model.tokens", unit="{token}", description="Model tokens"),
-            cost=meter.create_counter(
-                "nikita.model.cost", unit="USD", description="Estimated model cost (genai-prices)"
-            ),
-            refusals=meter.create_counter(
-                "nikita.refusals", unit="{refusal}", description="Requests refused"
-            ),
-            job_runs=meter.create_counter("nikita.jobs.runs", unit="{run}", description="Job runs"),
+            model_calls=count("nikita.model.calls", "{call}", "Model calls"),
+            tokens=count("nikita.model.tokens", "{token}", "Model tokens"),
+            cost=count("nikita.model.cost", "USD", "Estimated model cost (genai-prices)"),
+            refusals=count("nikita.refusals", "{refusal}", "Requests refused"),
+            job_runs=count("nikita.jobs.runs", "{run}", "Job runs"),
             job_duration=seconds("nikita.job.duration", "One run of a job"),
-            reminders_sent=meter.create_counter(
-                "nikita.reminders.sent", unit="{message}", description="Reminders sent"
+            reminders_sent=count("nikita.reminders.sent", "{message}", "Reminders sent"),
+            touchpoints_sent=count(
+                "nikita.touchpoints.sent", "{message}", "Touchpoints (follow-ups, check-ins) sent"
             ),
-            touchpoints_sent=meter.create_counter(
-                "nikita.touchpoints.sent",
-                unit="{message}",
-                description="Touchpoints sent (follow-ups and check-ins)",
-            ),
-            errors=meter.create_counter(
-                "nikita.errors", unit="{event}", description="Warnings and errors logged, by event"
-            ),
-            facts_dropped=meter.create_counter(
+            errors=count("nikita.errors", "{event}", "Warnings and errors logged, by event"),
+            facts_dropped=count(
                 "nikita.facts.dropped",
-                unit="{fact}",
-                description="Facts not stored: they did not stand on the person's own words",
+                "{fact}",
+                "Facts not stored: they did not stand on the person's own words",
             ),
         )
