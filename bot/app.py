@@ -216,7 +216,7 @@ async def _post_init(application: AnyApplication) -> None:
                 "(a public https:// address ending in /telegram/webhook) and WEBHOOK_SECRET"
             ) from exc
         logger.info("webhook registered", extra={"url": settings.webhook_url})
-    # The touchpoints job sends follow-ups through this bot (jobs never import the bot).
+    # The touchpoints job sends touchpoints and reminders through this bot (jobs never import the bot).
     s.runtime.jobs.messenger = TelegramMessenger(application.bot)
     # Imports tell their chat how they go; the ones a stop interrupted carry on in the background.
     s.runtime.imports.notes = imports.TelegramImportNotes(application.bot, s.runtime)

@@ -122,7 +122,7 @@ async def run_job(name: str, ctx: JobContext, **options: Any) -> dict[str, Any]:
     observability.job_done(name, time.perf_counter() - started, failed=False)
     elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
     # The scheduler runs every job each minute: a run that found nothing to do is not news
-    # (`no_sender` says where follow-ups cannot go, not that there were any).
+    # (`no_sender` says where touchpoints cannot go, not that there were any).
     level = logging.INFO if any(v for k, v in counts.items() if k != "no_sender") else logging.DEBUG
     logger.log(level, "job done", extra={"job": name, "elapsed_ms": elapsed_ms, **counts})
     return counts

@@ -1,6 +1,6 @@
 """Per-key state that stays bounded however many users the process has seen.
 
-`BoundedCache` is a least-recently-used map limited by entries and by bytes (as its owner measures
+`BoundedCache` is a least-recently-used map limited by entries and by bytes (as its user measures
 them); `KeyedLocks` keeps a key's lock only while someone holds or waits for it, so an idle user
 costs nothing and a lock that is held or awaited is never dropped.
 """

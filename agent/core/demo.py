@@ -7,7 +7,7 @@ their questions and plans; the chat answer mentions what the context holds and s
 conversations when asked to remember. Everything it writes is labelled as offline.
 
 It answers every agent by the shape of its request: an output tool (extraction, day summary,
-briefing, follow-up composition, consolidation: agent/core/demo_tidy.py) gets a tool call built
+briefing, touchpoint composition, consolidation: agent/core/demo_tidy.py) gets a tool call built
 from that tool's fields, a request with the recall tools gets a chat answer, any other request
 (history compaction) a plain summary.
 """
@@ -102,7 +102,7 @@ def _structured(fields: set[str], prompt: str, messages: list[ModelMessage]) -> 
         return day_summary(prompt)
     if "who" in fields:
         return briefing(prompt)
-    if "send" in fields:  # a follow-up: the offline model never writes first
+    if "send" in fields:  # a touchpoint: the offline model never writes first
         return {"send": False, "text": ""}
     if "replaced" in fields:
         return tidy(prompt)

@@ -2,7 +2,7 @@
 
 A `UsageMeter` is opened around one piece of work (a turn, a conversation's post-processing); every
 model call inside it, however deep (PydanticAI runs, graphiti's LLM client), adds to it through a
-context variable, and the owner of the work stores the totals with `db.usage.UsageRepository`.
+context variable, and the code that opened it stores the totals with `db.usage.UsageRepository`.
 Calls outside a meter are not counted anywhere (benchmarks and tests open their own).
 
 Input tokens include the prompt-cache reads and writes, as PydanticAI counts them; the cache counts

@@ -7,7 +7,7 @@ the estimated cost as billed and had nothing been cached (the usage counters, pr
 agent/core/prices.py; the post-processing of imported conversations apart, with its calls and
 tokens, and the imported conversations waiting for it), the share of input read from the prompt
 cache, refusals by limit (the daily counters: token caps, rate limits, access), and the p95 lag
-of post-processing, follow-ups and reminders; and what waits right now. Telegram-free: the web API
+of post-processing, touchpoints and reminders; and what waits right now. Telegram-free: the web API
 serves it as JSON.
 """
 

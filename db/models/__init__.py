@@ -4,7 +4,7 @@ One module per concern: `accounts` (users, access rules, rate limits, pending fo
 `conversations` (conversations, transcript, context snapshots, compactions), `memory` (day
 summaries, threads, thoughts, facts, search chunks), `delivery` (the Telegram update inbox), `usage`
 (metering, daily counters and the turn roll-up), `signals` (stops and reactions on answers),
-`prepared` (briefings, follow-ups, reminders), `imports` (histories brought from other
+`prepared` (briefings, touchpoints, reminders), `imports` (histories brought from other
 assistants). This package re-exports every model, and that re-export is the one allowed:
 `from db.models import User` is how the rest of the code imports a model, and loading the package
 registers every table on `Base.metadata` together with the DDL outside the tables.

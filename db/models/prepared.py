@@ -1,5 +1,5 @@
 """What the bot prepares while the user is away: the briefing written from their context package,
-the follow-ups it plans to send first, and the reminders the user set. Imported through `db.models`."""
+the touchpoints it plans to send first, and the reminders the user set. Imported through `db.models`."""
 
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ class Briefing(Base):
 
 
 class Touchpoint(Base):
-    """A follow-up the bot plans to send first: who, about which thread, when, and how it ended.
+    """A message the bot plans to send first (a touchpoint: a follow-up or a check-in; or a reminder):
+    who, about which thread, when, and how it ended.
 
     planned -> (leased by a worker) -> sending (text recorded with the transcript row) -> sent, or
     declined (the model chose not to), cancelled (a rule: thread resolved, the user wrote, opted out,
@@ -88,7 +89,7 @@ class Reminder(Base):
     """A reminder the user set in chat: what, and when in their local time, once or repeating.
 
     Each occurrence is a `touchpoints` row of kind "reminder" (the same leased, exactly-once send as
-    follow-ups); `next_local` is the local wall-clock time of the next one, resolved in the user's
+    touchpoints); `next_local` is the local wall-clock time of the next one, resolved in the user's
     zone when it is planned, so daylight saving and a new zone keep "09:00". active -> done (a
     one-off that went out, or "done" pressed) or cancelled. `dedupe_key` is the idempotency key of
     the message that set it.

@@ -27,7 +27,7 @@ from agent.core.usage import record_run
 from agent.digest.groups import for_owner
 from agent.digest.summaries import summary_model_settings
 
-# The parts of the package a briefing is written from. Memory depends on the message and time on
+# The parts of the package a briefing is written from. The facts tier depends on the message and time on
 # the clock: they stay live parts of every turn. The last conversation's summary is made of the
 # same conversations as today, yesterday and the week.
 FINGERPRINT_PARTS = ("today", "yesterday", "threads", "thoughts", "week", "follow_ups")

@@ -16,7 +16,7 @@ A setting's attribute is its environment variable in lower case (`CONTEXT_TOTAL_
 | voice | VoiceSettings | voice calls |
 | access | AccessSettings | access list, rate limits, daily token caps |
 | delivery | DeliverySettings | the durable inbox, polling, shutdown, retries |
-| jobs | JobSettings | post-processing, day summaries, follow-ups, reminders |
+| jobs | JobSettings | post-processing, day summaries, touchpoints, reminders |
 | search | SearchSettings | embedder, recall search, chunking |
 | graph | GraphSettings | knowledge graph |
 | groups | GroupSettings | group chats: joining, pace, limits, recall of one's own words |

@@ -1,4 +1,4 @@
-"""Settings of background work: post-processing, day summaries, follow-ups, reminders."""
+"""Settings of background work: post-processing, day summaries, touchpoints, reminders."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ class JobSettings(SettingsGroup):
     import_conversations_per_run: int = Field(default=10, ge=0)
     import_daily_tokens: int = Field(default=300_000, ge=0)
 
-    # Follow-ups (docs/touchpoints.md): post-processing plans them from open threads; the
+    # Touchpoints (docs/touchpoints.md): post-processing plans follow-ups from open threads; the
     # `touchpoints` job sends the due ones. TOUCHPOINT_ENABLED is every user's default (/followups
     # changes theirs). Quiet hours are local hours [start, end); at most one a day and
     # TOUCHPOINT_MAX_PER_WEEK in any 7 days. TOUCHPOINT_CHECK_IN_DAYS > 0 plans one check-in on the best
@@ -64,7 +64,7 @@ class JobSettings(SettingsGroup):
         "touchpoint_reply_window_hours", "proactive_reply_window_hours", default=24.0
     )
     # Reminders the user sets (docs/reminders.md) go out through the same job at their local time,
-    # without quiet hours or the follow-up caps: at most REMINDERS_PER_DAY reminder messages to one
+    # without quiet hours or the touchpoint caps: at most REMINDERS_PER_DAY reminder messages to one
     # user in one local day, and REMINDERS_MAX_ACTIVE active reminders per user.
     reminders_per_day: int = Field(default=24, ge=1)
     reminders_max_active: int = Field(default=50, ge=1)
