@@ -125,7 +125,7 @@ async def talk(url: str, people: int, days: int, *, clock: FrozenClock, first_da
                 clock.advance(timedelta(minutes=4))
             await runtime.turns.settle()
             clock.advance(timedelta(hours=1))
-            for job in ("sessions", "postprocess", "day-summaries"):
+            for job in ("close-idle-conversations", "postprocess", "day-summaries"):
                 await run_job(job, runtime.jobs)
             clock.advance(timedelta(hours=22, minutes=48))
             await run_job("nightly", runtime.jobs)
