@@ -19,7 +19,7 @@ RETIRED: dict[str, tuple[str, str]] = {
     "session for a conversation": (
         r"(?i:\bsession[ _-](?:history|closed by|compactions?|detection|timeout|boundar(?:y|ies)|aware)\b"
         r"|\bidle sessions?\b|\bsessions' worth\b|\bsessions of a user\b|\bhistory_cache_sessions\b"
-        r"|\bsession_timeout_minutes\b)",
+        r"|\bsession_timeout_minutes\b|\ba user's sessions\b|\bowner's session\b)",
         "conversation",
     ),
     # The job that closes idle conversations has one name.

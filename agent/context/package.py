@@ -260,7 +260,7 @@ class PackageCollector:
         self.counter = counter
         self.today_budget = today_budget
         self.profile_budget = profile_budget
-        # The profile chosen for each owner's session, kept while their facts stay the same.
+        # The profile chosen for each owner's conversation, kept while their facts stay the same.
         self.profiles = ProfileCache(max_owners=settings.history_cache_conversations)
 
     async def collect(

@@ -1,4 +1,4 @@
-"""Conversations: a user's sessions, their stored PydanticAI history, and ending them; the caller commits."""
+"""A user's conversations: their stored PydanticAI history, and ending them; the caller commits."""
 
 from __future__ import annotations
 
