@@ -1,4 +1,4 @@
-"""The post-processing queue: claiming conversations, retries with backoff, requeue and stats.
+"""The post-processing queue: claiming conversations (db/work.py), retries with backoff, requeue and stats.
 
 A conversation enters the queue when it ends: `ConversationRepository.end_and_queue` and
 `end_idle_and_queue` (db/repositories/conversations.py) set its status to `QUEUED`. That way in
@@ -11,12 +11,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import ColumnElement, String, Update, and_, bindparam, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import aliased
 
+from db import work
 from db.models import QUEUED, Conversation, DaySegment, User, UTCDateTime
+from db.work import Retry
 
 _ERROR_CHARS = 2000
 
@@ -43,11 +46,6 @@ class QueueStats:
             f"  active sessions: {self.active}\n"
             f"day summaries due: {self.day_summaries_due}"
         )
-
-
-def backoff(attempts: int, base_seconds: float, max_seconds: float) -> timedelta:
-    """Exponential backoff after the n-th failed attempt: base, 2*base, 4*base ... capped."""
-    return timedelta(seconds=min(max_seconds, base_seconds * 2 ** max(0, attempts - 1)))
 
 
 def _claimable(
@@ -86,7 +84,7 @@ def _held_back(
 
 
 def _claim_statement(dialect: str) -> Update:
-    """The one-statement claim for a dialect, built once (bound: now, stale_before, worker_id)."""
+    """The one-statement claim for a dialect, built once (bound: now, stale_before, holder)."""
     now = bindparam("now", type_=UTCDateTime())
     stale_before = bindparam("stale_before", type_=UTCDateTime())
     candidate = aliased(Conversation, name="candidate")
@@ -96,27 +94,28 @@ def _claim_statement(dialect: str) -> Update:
         .order_by(candidate.ended_at, candidate.id)
         .limit(1)
     )
+    lock: list[Any] | None = None
     if dialect == "postgresql":
         # Its snapshot predates claims that other workers have not committed yet, so the
         # candidate's user row is locked too (FOR NO KEY UPDATE, which turns' reads and
         # foreign-key checks do not wait for): a user another worker is claiming right now is
         # skipped, never claimed twice. Rows are locked in order, so only the chosen one is.
-        picked = picked.join(User, User.id == candidate.user_id).with_for_update(
-            skip_locked=True, key_share=True, of=[candidate, User]
-        )
-    # SQLite: an UPDATE takes the database's one write lock before it reads, so the choice and
-    # the claim are one atomic step and two workers never both win one user.
-    return (
-        update(Conversation)
-        .where(Conversation.id == picked.scalar_subquery())
-        .values(
-            status="processing",
-            claimed_at=now,
-            claimed_by=bindparam("worker_id", type_=String()),
-            attempts=Conversation.attempts + 1,
-        )
-        .returning(Conversation.id)
-        .execution_options(synchronize_session=False)
+        picked = picked.join(User, User.id == candidate.user_id)
+        lock = [candidate, User]
+    values = {
+        Conversation.status: "processing",
+        Conversation.claimed_at: now,
+        Conversation.claimed_by: bindparam("holder", type_=String()),
+        Conversation.attempts: Conversation.attempts + 1,
+    }
+    return work.claim(
+        Conversation,
+        Conversation.id,
+        picked,
+        values=values,
+        returning=[Conversation.id],
+        lock=lock,
+        key_share=True,
     )
 
 
@@ -157,7 +156,7 @@ async def _claim(
     if stmt is None:
         stmt = _CLAIMS[dialect] = _claim_statement(dialect)
     claimed_id: int | None = await session.scalar(
-        stmt, {"now": now, "stale_before": now - claim_timeout, "worker_id": worker_id}
+        stmt, {"now": now, "stale_before": now - claim_timeout, "holder": worker_id}
     )
     return claimed_id
 
@@ -169,9 +168,7 @@ async def record_failure(
     error: str,
     now: datetime,
     *,
-    max_attempts: int,
-    base_seconds: float,
-    max_seconds: float,
+    retry: Retry,
 ) -> str | None:
     """Put a failed conversation back with backoff, or mark it `failed` after the last attempt."""
     async with sessions() as session, session.begin():
@@ -184,12 +181,12 @@ async def record_failure(
             return None  # deleted, or taken over by another worker meanwhile
         conversation.last_error = error[:_ERROR_CHARS]
         conversation.claimed_by = None
-        if conversation.attempts >= max_attempts:
+        if retry.last(conversation.attempts):
             conversation.status = "failed"
             conversation.next_attempt_at = None
         else:
             conversation.status = QUEUED
-            conversation.next_attempt_at = now + backoff(conversation.attempts, base_seconds, max_seconds)
+            conversation.next_attempt_at = now + retry.after(conversation.attempts)
         return conversation.status
 
 

@@ -12,9 +12,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bench.clock import FrozenClock
 from db.models import Conversation, ConversationThread, DaySegment
+from db.work import backoff
 from jobs.context import JobContext
 from jobs.errors import UnknownJobError
-from jobs.queue import backoff, claim_and_read, queue_stats, requeue
+from jobs.queue import claim_and_read, queue_stats, requeue
 from jobs.registry import run_job
 from tests.jobs.conftest import ScriptedSummaries, seed_conversation
 
