@@ -45,6 +45,7 @@ from db.inbox import InboxRepository, LeasedUpdate
 from db.stops import prune_stops
 from db.transient import Backoff
 from db.uninterrupted import collect_abandoned_connections, uninterrupted
+from db.work import Retry
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +86,8 @@ class Dispatcher:
         self.concurrency = max(1, concurrency)
         self.lease = timedelta(seconds=lease_seconds)
         self.poll_seconds = poll_seconds
-        self.max_attempts = max_attempts
+        # A row whose work crashed waits 2 s, 4 s, 8 s ... up to 5 minutes, INBOX_MAX_ATTEMPTS times.
+        self.retry = Retry(max_attempts, base_seconds=2.0, max_seconds=300.0)
         self.retry_seconds = retry_seconds
         self.retention = retention
         self.single_process = single_process
@@ -209,7 +211,7 @@ class Dispatcher:
             async with self.sessions() as session, session.begin():
                 repo = InboxRepository(session)
                 await repo.relax_durability()  # a lease lost with the server is simply taken again
-                rows = await repo.claim(owner=self.owner, now=self.clock.now(), lease=self.lease, limit=free)
+                rows = await repo.claim(holder=self.owner, now=self.clock.now(), lease=self.lease, limit=free)
         except ROW_ERRORS as exc:
             logger.warning("inbox claim failed", extra={"error": repr(exc)})
             return 0
@@ -251,7 +253,7 @@ class Dispatcher:
         async with self.sessions() as session, session.begin():
             repo = InboxRepository(session)
             await repo.relax_durability()
-            return await repo.renew(working, owner=self.owner, now=self.clock.now(), lease=self.lease)
+            return await repo.renew(working, holder=self.owner, now=self.clock.now(), lease=self.lease)
 
     async def _maybe_prune(self) -> None:
         loop_time = asyncio.get_running_loop().time()
@@ -286,7 +288,7 @@ class Dispatcher:
             # A bug in the row's work: logged with its traceback, the row tried again later (and
             # given up after max_attempts), so it never blocks its chat's queue for good.
             logger.exception("inbox row crashed", extra={"update_id": row.update_id})
-            delay = min(300.0, 2.0**row.attempts)
+            delay = self.retry.after(row.attempts).total_seconds()
             await self._release(delivery, repr(exc)[:500], delay=delay)
         finally:
             self.worked += 1
@@ -332,7 +334,7 @@ class Dispatcher:
 
     async def _attempt(self, delivery: WorkedRow) -> None:
         if delivery.status == "pending":
-            if delivery.row.attempts > self.max_attempts:
+            if delivery.row.attempts > self.retry.max_attempts:  # the last attempt failed
                 logger.error("inbox row given up", extra={"update_id": delivery.row.update_id})
                 await self._tell(delivery, ERROR_REPLY)
                 await delivery.close("dead", f"given up after {delivery.row.attempts - 1} attempts")
@@ -379,7 +381,7 @@ class Dispatcher:
 
     async def _release_row(self, row_id: int, at: datetime, why: str) -> None:
         async with self.sessions() as session, session.begin():
-            await InboxRepository(session).release(row_id, owner=self.owner, available_at=at, error=why)
+            await InboxRepository(session).release(row_id, holder=self.owner, available_at=at, error=why)
 
     async def _release_all(self, *, everyone: bool = False) -> None:
         with suppress(*ROW_ERRORS):
@@ -392,4 +394,4 @@ class Dispatcher:
         async with self.sessions() as session, session.begin():
             repo = InboxRepository(session)
             await repo.relax_durability()
-            return await repo.release_all(owner=None if everyone else self.owner)
+            return await repo.release_all(holder=None if everyone else self.owner)

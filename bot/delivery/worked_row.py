@@ -85,7 +85,7 @@ class WorkedRow:
     async def receipt(self, session: AsyncSession, answer: str) -> None:
         """The turn's receipt: record the answer on the row, in the turn's transaction."""
         await self.wait_stored()
-        if not await InboxRepository(session).record_reply(self.row.id, owner=self.owner, text=answer):
+        if not await InboxRepository(session).record_reply(self.row.id, holder=self.owner, text=answer):
             raise LeaseLostError(f"inbox row {self.row.id} is no longer held by {self.owner}")
         # Taken as recorded once the handler returns; after a failure `reload` reads what committed.
         self.status, self.reply, self.sent = "replying", answer, 0
