@@ -58,7 +58,7 @@ Stored = asyncio.Future[bool] | None  # resolves once the intake's commit of the
 Claim = tuple[int, int] | None  # when a row's claim started and ended (time.time_ns), for its trace
 
 
-def new_owner() -> str:
+def new_holder() -> str:
     """This process's name on the leases it holds."""
     return f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
@@ -80,7 +80,7 @@ class Dispatcher:
         retry_seconds: float,
         retention: timedelta,
         single_process: bool,
-        owner: str | None = None,
+        holder: str | None = None,
     ) -> None:
         self.sessions, self.clock, self.bot, self.process = sessions, clock, bot, process
         self.concurrency = max(1, concurrency)
@@ -91,7 +91,7 @@ class Dispatcher:
         self.retry_seconds = retry_seconds
         self.retention = retention
         self.single_process = single_process
-        self.owner = owner or new_owner()
+        self.holder = holder or new_holder()
         self.worked = 0
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._reserved = 0  # slots promised to an intake that leases its own rows
@@ -211,7 +211,9 @@ class Dispatcher:
             async with self.sessions() as session, session.begin():
                 repo = InboxRepository(session)
                 await repo.relax_durability()  # a lease lost with the server is simply taken again
-                rows = await repo.claim(holder=self.owner, now=self.clock.now(), lease=self.lease, limit=free)
+                rows = await repo.claim(
+                    holder=self.holder, now=self.clock.now(), lease=self.lease, limit=free
+                )
         except ROW_ERRORS as exc:
             logger.warning("inbox claim failed", extra={"error": repr(exc)})
             return 0
@@ -253,7 +255,7 @@ class Dispatcher:
         async with self.sessions() as session, session.begin():
             repo = InboxRepository(session)
             await repo.relax_durability()
-            return await repo.renew(working, holder=self.owner, now=self.clock.now(), lease=self.lease)
+            return await repo.renew(working, holder=self.holder, now=self.clock.now(), lease=self.lease)
 
     async def _maybe_prune(self) -> None:
         loop_time = asyncio.get_running_loop().time()
@@ -273,7 +275,7 @@ class Dispatcher:
 
     # -- one row ---------------------------------------------------------------------------------------
     async def _work(self, row: LeasedUpdate, stored: Stored, claimed: Claim) -> None:
-        delivery = WorkedRow(row, self.owner, self.sessions, self.clock, stored=stored)
+        delivery = WorkedRow(row, self.holder, self.sessions, self.clock, stored=stored)
         self._deliveries[row.update_id] = delivery
         try:
             # The root of the turn's trace: the claim, the handlers (the turn frame's spans), the send.
@@ -381,7 +383,7 @@ class Dispatcher:
 
     async def _release_row(self, row_id: int, at: datetime, why: str) -> None:
         async with self.sessions() as session, session.begin():
-            await InboxRepository(session).release(row_id, holder=self.owner, available_at=at, error=why)
+            await InboxRepository(session).release(row_id, holder=self.holder, available_at=at, error=why)
 
     async def _release_all(self, *, everyone: bool = False) -> None:
         with suppress(*ROW_ERRORS):
@@ -394,4 +396,4 @@ class Dispatcher:
         async with self.sessions() as session, session.begin():
             repo = InboxRepository(session)
             await repo.relax_durability()
-            return await repo.release_all(holder=None if everyone else self.owner)
+            return await repo.release_all(holder=None if everyone else self.holder)

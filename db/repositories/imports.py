@@ -7,20 +7,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, cast
 
-from sqlalchemy import (
-    BigInteger,
-    BindParameter,
-    String,
-    Table,
-    Update,
-    bindparam,
-    case,
-    func,
-    insert,
-    or_,
-    select,
-    update,
-)
+from sqlalchemy import BindParameter, Table, bindparam, case, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from db import work
@@ -30,35 +17,6 @@ from db.models.conversations import IMPORT_WAITING, IMPORTED_KINDS
 
 # Statuses of a run: read and shown, being stored, done, stopped by an error, stopped by the person.
 PREVIEWED, RUNNING, STORED, FAILED, CANCELLED = "previewed", "running", "stored", "failed", "cancelled"
-
-
-def _claim_statement() -> Update:
-    """Take one run (bound: import_id, holder, now, lapsed_before): the work queue's claim, built once."""
-    holder = bindparam("holder", type_=String())
-    now = bindparam("now", type_=UTCDateTime())
-    free = select(ImportRun.id).where(
-        ImportRun.id == bindparam("import_id", type_=BigInteger()),
-        or_(
-            ImportRun.status.in_((PREVIEWED, STORED, FAILED)),
-            (ImportRun.status == RUNNING)
-            & or_(
-                ImportRun.claimed_by.is_(None),
-                ImportRun.claimed_by == holder,
-                ImportRun.claimed_at < bindparam("lapsed_before", type_=UTCDateTime()),
-            ),
-        ),
-    )
-    values = {
-        ImportRun.status: RUNNING,
-        ImportRun.claimed_by: holder,
-        ImportRun.claimed_at: now,
-        ImportRun.error: None,
-        ImportRun.finished_at: None,
-    }
-    return work.claim(ImportRun, ImportRun.id, free, values=values, returning=[ImportRun.id])
-
-
-_CLAIM = _claim_statement()
 
 
 @dataclass(frozen=True)
@@ -109,14 +67,27 @@ class ImportRepository:
     async def claim(self, import_id: int, holder: str, *, now: datetime, lapsed_before: datetime) -> bool:
         """Take the run for this holder: one not running, or running under a lapsed lease (or its own).
         A run another process is taking at this instant is skipped: busy."""
-        return bool(
-            (
-                await self.session.execute(
-                    _CLAIM,
-                    {"import_id": import_id, "holder": holder, "now": now, "lapsed_before": lapsed_before},
-                )
-            ).all()
+        free = select(ImportRun.id).where(
+            ImportRun.id == import_id,
+            or_(
+                ImportRun.status.in_((PREVIEWED, STORED, FAILED)),
+                (ImportRun.status == RUNNING)
+                & or_(
+                    ImportRun.claimed_by.is_(None),
+                    ImportRun.claimed_by == holder,
+                    ImportRun.claimed_at < lapsed_before,
+                ),
+            ),
         )
+        values = {
+            "status": RUNNING,
+            "claimed_by": holder,
+            "claimed_at": now,
+            "error": None,
+            "finished_at": None,
+        }
+        stmt = work.claim(ImportRun, ImportRun.id, free, values=values, returning=[ImportRun.id])
+        return bool((await self.session.execute(stmt)).all())
 
     async def advance(
         self, import_id: int, holder: str, *, now: datetime, conversations: int, messages: int

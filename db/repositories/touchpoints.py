@@ -1,10 +1,10 @@
 """The touchpoints table's statements: plan, lease the due ones, record, send and finish them.
 
 Finding who is due is one statement on the `(status, due_at)` index: open rows whose time has come
-and whose lease is free are leased to one worker, by the work queue's claim (db/work.py: two
-instances never take the same row and neither waits). A row's
-text is recorded with its transcript row before anything is sent (`sending`), so a crash after the
-model call resumes the send and never composes or sends it twice. The caller owns the transaction.
+and whose lease is free are leased to one worker by the work queue's claim (db/work.py: two
+instances never take the same row and neither waits). A row's text is recorded with its transcript
+row before anything is sent (`sending`), so a crash after the model call resumes the send and never
+composes or sends it twice. The caller owns the transaction.
 """
 
 from __future__ import annotations
@@ -15,20 +15,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Integer, Select, String, Update, bindparam, delete, func, or_, select, update
+from sqlalchemy import Integer, Select, bindparam, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from db import work
-from db.models import (
-    TOUCHPOINT_KIND,
-    Conversation,
-    ConversationThread,
-    Touchpoint,
-    TranscriptMessage,
-    User,
-    UTCDateTime,
-)
+from db.models import TOUCHPOINT_KIND, Conversation, ConversationThread, Touchpoint, TranscriptMessage, User
 from db.work import Retry
 
 OPEN = ("planned", "sending")
@@ -75,32 +67,6 @@ def _planned_for() -> Select[Touchpoint]:
     )
 
 
-def _due(now: Any, limit: Any) -> Select[int]:
-    return (
-        select(Touchpoint.id)
-        .where(
-            Touchpoint.status.in_(OPEN),
-            Touchpoint.due_at <= now,
-            or_(Touchpoint.lease_expires_at.is_(None), Touchpoint.lease_expires_at < now),
-        )
-        .order_by(Touchpoint.due_at)
-        .limit(limit)
-    )
-
-
-def _claim_statement() -> Update:
-    """Lease the due rows whose lease is free (bound: now, holder, until, limit), built once."""
-    due = _due(bindparam("now", type_=UTCDateTime()), bindparam("limit", type_=Integer))
-    values = {
-        Touchpoint.lease_owner: bindparam("holder", type_=String()),
-        Touchpoint.lease_expires_at: bindparam("until", type_=UTCDateTime()),
-        Touchpoint.attempts: Touchpoint.attempts + 1,
-    }
-    returning = [Touchpoint.id, Touchpoint.due_at]
-    return work.claim(Touchpoint, Touchpoint.id, due, values=values, returning=returning, many=True)
-
-
-_CLAIM = _claim_statement()
 _RENEW = work.renewal(Touchpoint, Touchpoint.id, Touchpoint.lease_owner, Touchpoint.lease_expires_at)
 
 
@@ -168,7 +134,16 @@ class TouchpointRepository:
     @staticmethod
     def due_query(now: datetime, limit: int) -> Select[int]:
         """Ids of due rows whose lease is free, oldest due first (a range of the status/due index)."""
-        return _due(now, limit)
+        return (
+            select(Touchpoint.id)
+            .where(
+                Touchpoint.status.in_(OPEN),
+                Touchpoint.due_at <= now,
+                or_(Touchpoint.lease_expires_at.is_(None), Touchpoint.lease_expires_at < now),
+            )
+            .order_by(Touchpoint.due_at)
+            .limit(limit)
+        )
 
     async def due_ids(self, now: datetime, *, limit: int) -> list[int]:
         """The due rows' ids without leasing them (what the finder reads)."""
@@ -176,8 +151,14 @@ class TouchpointRepository:
 
     async def lease_due(self, *, holder: str, now: datetime, lease: timedelta, limit: int) -> list[int]:
         """Lease up to `limit` due rows (oldest due first) whose lease is free; their ids."""
-        params = {"now": now, "holder": holder, "until": now + lease, "limit": limit}
-        rows = (await self.session.execute(_CLAIM, params)).all()
+        values = {
+            Touchpoint.lease_owner: holder,
+            Touchpoint.lease_expires_at: now + lease,
+            Touchpoint.attempts: Touchpoint.attempts + 1,
+        }
+        due, returning = self.due_query(now, limit), [Touchpoint.id, Touchpoint.due_at]
+        stmt = work.claim(Touchpoint, Touchpoint.id, due, values=values, returning=returning, many=True)
+        rows = (await self.session.execute(stmt)).all()
         return [row_id for row_id, _ in sorted(rows, key=lambda row: (row[1], row[0]))]
 
     async def held(self, touchpoint_id: int, holder: str) -> Touchpoint | None:
