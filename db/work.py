@@ -1,10 +1,8 @@
 """The work queue: how every kind of background work that must survive a crash claims its rows.
 
-Each kind of work keeps its items in its own table (the inbox's updates, the conversations waiting
-for post-processing, the people whose facts are due for tidying, touchpoints and reminders, import
-runs); this module is the one place that claims their rows, and holds the one retry policy and the
-one count of dead items they share. A kind of work names its table, its columns and what makes a
-row due; the mechanics are here:
+Each kind of work keeps its items in its own table (inbox updates, conversations to post-process,
+people due for tidying, touchpoints and reminders, import runs) and names its columns and what
+makes a row due; claiming, the retry policy and the count of dead items are here, once:
 
 - **Claim**: one `UPDATE … WHERE key IN (SELECT … LIMIT n) RETURNING …`. On PostgreSQL the
   subquery is `FOR UPDATE SKIP LOCKED`, so two instances never take one row and neither waits for
@@ -24,17 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import (
-    BigInteger,
-    ColumnElement,
-    Select,
-    Update,
-    and_,
-    bindparam,
-    func,
-    select,
-    update,
-)
+from sqlalchemy import BigInteger, ColumnElement, Select, Update, and_, bindparam, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import Conversation, FactConsolidation, InboxUpdate, Touchpoint, UTCDateTime

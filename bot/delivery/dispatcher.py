@@ -86,8 +86,7 @@ class Dispatcher:
         self.concurrency = max(1, concurrency)
         self.lease = timedelta(seconds=lease_seconds)
         self.poll_seconds = poll_seconds
-        # A row whose work crashed waits 2 s, 4 s, 8 s ... up to 5 minutes, INBOX_MAX_ATTEMPTS times.
-        self.retry = Retry(max_attempts, base_seconds=2.0, max_seconds=300.0)
+        self.retry = Retry(max_attempts, base_seconds=2.0, max_seconds=300.0)  # after a crash: 2 s ... 5 min
         self.retry_seconds = retry_seconds
         self.retention = retention
         self.single_process = single_process
