@@ -80,64 +80,52 @@ class ConsolidationRepository:
         user_id, seen, lease_until, attempts = found
         return Claim(int(user_id), seen, lease_until, int(attempts))
 
+    def _leased(self, claim: Claim) -> Update:
+        # Every write after the claim: only while the lease is still this claim's.
+        row = FactConsolidation
+        return (
+            update(row)
+            .where(row.user_id == claim.user_id, row.lease_until == claim.lease_until)
+            .execution_options(synchronize_session=False)
+        )
+
     async def hold(self, claim: Claim) -> datetime | None:
         """Lock the person's row while the claim is still this worker's; its `changed_at`, or None
         when the lease was taken over (or the person forgotten)."""
         row = FactConsolidation
-        changed_at: datetime | None = await self.session.scalar(
-            update(row)
-            .where(row.user_id == claim.user_id, row.lease_until == claim.lease_until)
-            .values(lease_until=row.lease_until)
-            .returning(row.changed_at)
-            .execution_options(synchronize_session=False)
-        )
+        stmt = self._leased(claim).values(lease_until=row.lease_until).returning(row.changed_at)
+        changed_at: datetime | None = await self.session.scalar(stmt)
         return changed_at
 
     async def finish(self, claim: Claim, now: datetime, *, up_to: datetime | None) -> bool:
         """Record the person as tidied up to `up_to` (None: their facts as they now stand) and release
-        it; False when the lease is no longer this claim's."""
-        row = FactConsolidation
-        result = await self.session.execute(
-            update(row)
-            .where(row.user_id == claim.user_id, row.lease_until == claim.lease_until)
-            .values(
-                consolidated_for=row.changed_at if up_to is None else up_to,
-                consolidated_at=now,
-                attempts=0,
-                lease_until=None,
-                last_error=None,
-            )
-            .execution_options(synchronize_session=False)
+        them; False when the lease is no longer this claim's."""
+        stmt = self._leased(claim).values(
+            consolidated_for=FactConsolidation.changed_at if up_to is None else up_to,
+            consolidated_at=now,
+            attempts=0,
+            lease_until=None,
+            last_error=None,
         )
-        return bool(result.rowcount)  # type: ignore[attr-defined]
+        return bool((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
 
     async def release(self, claim: Claim) -> None:
         """Give the person back, still due and not counted as an attempt (the facts moved under the plan)."""
-        row = FactConsolidation
         await self.session.execute(
-            update(row)
-            .where(row.user_id == claim.user_id, row.lease_until == claim.lease_until)
-            .values(lease_until=None, attempts=row.attempts - 1)
-            .execution_options(synchronize_session=False)
+            self._leased(claim).values(lease_until=None, attempts=FactConsolidation.attempts - 1)
         )
 
     async def fail(self, claim: Claim, error: str, now: datetime, *, retry: Retry) -> str | None:
         """Record a failed attempt: retried after its backoff, or given up after the last attempt
         (until the person's facts change again). "retry", "given_up", or None when the lease was
         taken over."""
-        row = FactConsolidation
         given_up = retry.last(claim.attempts)
         values: dict[str, object] = {"last_error": error[:_ERROR_CHARS]}
         if given_up:
             values.update(consolidated_for=claim.seen, lease_until=None)
         else:
             values.update(lease_until=now + retry.after(claim.attempts))
-        result = await self.session.execute(
-            update(row)
-            .where(row.user_id == claim.user_id, row.lease_until == claim.lease_until)
-            .values(**values)
-            .execution_options(synchronize_session=False)
-        )
+        result = await self.session.execute(self._leased(claim).values(**values))
         if not result.rowcount:  # type: ignore[attr-defined]
             return None
         return "given_up" if given_up else "retry"
