@@ -126,12 +126,12 @@ _CLAIMS: dict[str, Update] = {}
 
 async def claim_and_read[T](
     sessions: async_sessionmaker[AsyncSession],
-    worker_id: str,
+    holder: str,
     now: datetime,
     claim_timeout: timedelta,
     read: Callable[[AsyncSession, int], Awaitable[T]],
 ) -> tuple[int, T] | None:
-    """Claim one due conversation for this worker (status processing, attempts + 1), then
+    """Claim one due conversation for `holder` (status processing, attempts + 1), then
     `read(session, conversation_id)` before the claim commits; None when idle.
 
     Only the oldest unfinished conversation of a user is claimable, and only while none of that
@@ -142,21 +142,19 @@ async def claim_and_read[T](
     lock), so `read` should be a few quick reads and raise nothing but database errors.
     """
     async with sessions() as session, session.begin():
-        claimed_id = await _claim(session, worker_id, now, claim_timeout)
+        claimed_id = await _claim(session, holder, now, claim_timeout)
         if claimed_id is None:
             return None
         return claimed_id, await read(session, claimed_id)
 
 
-async def _claim(
-    session: AsyncSession, worker_id: str, now: datetime, claim_timeout: timedelta
-) -> int | None:
+async def _claim(session: AsyncSession, holder: str, now: datetime, claim_timeout: timedelta) -> int | None:
     dialect = session.get_bind().dialect.name
     stmt = _CLAIMS.get(dialect)
     if stmt is None:
         stmt = _CLAIMS[dialect] = _claim_statement(dialect)
     claimed_id: int | None = await session.scalar(
-        stmt, {"now": now, "stale_before": now - claim_timeout, "holder": worker_id}
+        stmt, {"now": now, "stale_before": now - claim_timeout, "holder": holder}
     )
     return claimed_id
 
@@ -164,7 +162,7 @@ async def _claim(
 async def record_failure(
     sessions: async_sessionmaker[AsyncSession],
     conversation_id: int,
-    worker_id: str,
+    holder: str,
     error: str,
     now: datetime,
     *,
@@ -173,11 +171,7 @@ async def record_failure(
     """Put a failed conversation back with backoff, or mark it `failed` after the last attempt."""
     async with sessions() as session, session.begin():
         conversation = await session.get(Conversation, conversation_id)
-        if (
-            conversation is None
-            or conversation.claimed_by != worker_id
-            or conversation.status != "processing"
-        ):
+        if conversation is None or conversation.claimed_by != holder or conversation.status != "processing":
             return None  # deleted, or taken over by another worker meanwhile
         conversation.last_error = error[:_ERROR_CHARS]
         conversation.claimed_by = None
@@ -233,13 +227,13 @@ async def queue_stats(sessions: async_sessionmaker[AsyncSession]) -> QueueStats:
 async def mark_processed(
     session: AsyncSession,
     conversation_id: int,
-    worker_id: str,
+    holder: str,
     now: datetime,
     *,
     summary: str | None,
     tone: str | None,
 ) -> bool:
-    """Finalise a conversation this worker still holds (a slow worker may have been taken over)."""
+    """Finalise a conversation `holder` still holds (a slow worker may have been taken over)."""
     values: dict[str, object] = {
         "status": "processed",
         "processed_at": now,
@@ -254,7 +248,7 @@ async def mark_processed(
         .where(
             Conversation.id == conversation_id,
             Conversation.status == "processing",
-            Conversation.claimed_by == worker_id,
+            Conversation.claimed_by == holder,
         )
         .values(**values)
         .execution_options(synchronize_session=False)
