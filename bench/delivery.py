@@ -207,7 +207,7 @@ def _instant(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 class _Collect:
     """Stands in for the dispatcher: keeps the rows the intake leased, and when it handed them over."""
 
-    owner: str = "bench"
+    holder: str = "bench"
     lease: timedelta = timedelta(seconds=20)
     rows: list[tuple[LeasedUpdate, asyncio.Future[bool] | None]] = field(default_factory=list)
     handed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -264,7 +264,7 @@ async def inbox_overhead(url: str, turns: int) -> Overhead:
         received = asyncio.create_task(inbox.receive([update]))
         await collect.handed.wait()
         row, stored = collect.rows.pop()
-        delivery = WorkedRow(row, collect.owner, sessions, clock, stored=stored)
+        delivery = WorkedRow(row, collect.holder, sessions, clock, stored=stored)
         receipt_ms = 0.0
 
         async def receipt(session: AsyncSession, answer: str, delivery: WorkedRow = delivery) -> None:

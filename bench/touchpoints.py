@@ -117,7 +117,7 @@ async def _lease_ms(ctx: JobContext, due: int, runs: int) -> list[float]:
             transaction = await session.begin()
             started = time.perf_counter()
             leased = await TouchpointRepository(session).lease_due(
-                owner="bench", now=NOW, lease=timedelta(minutes=2), limit=due
+                holder="bench", now=NOW, lease=timedelta(minutes=2), limit=due
             )
             timings.append((time.perf_counter() - started) * 1000)
             await transaction.rollback()

@@ -1,8 +1,7 @@
 """The inbox table's statements: store updates, lease the head of each conversation's queue, finish rows.
 
-The caller owns the transaction. Leasing is one statement on both databases: PostgreSQL locks the
-chosen rows with `FOR UPDATE SKIP LOCKED` (two instances never take the same row, and neither
-waits for the other); SQLite runs one writer at a time, so the same statement is atomic there.
+The caller owns the transaction. Leasing is the work queue's claim (db/work.py), one statement on
+both databases: two instances never take the same row, and neither waits for the other.
 
 A queue is a conversation (`queue_key`: the update's chat, else its sender): its rows are leased one
 at a time, oldest first, so the lease of its head row is what serialises the conversation's turns
@@ -40,6 +39,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from db import work
 from db.inbox_rows import LeasedUpdate as LeasedUpdate
 from db.inbox_rows import NewUpdate as NewUpdate
 from db.models import InboxUpdate, User, UTCDateTime
@@ -49,7 +49,7 @@ OPEN = ("pending", "replying")
 
 _T = cast(Table, InboxUpdate.__table__)
 _NOW = bindparam("now", type_=UTCDateTime())
-_OWNER = bindparam("owner", type_=String())
+_HOLDER = bindparam("holder", type_=String())
 _ROW = bindparam("row_id", type_=Integer())
 _SENDER_USER = select(User.id).where(User.telegram_id == _T.c.telegram_user_id).scalar_subquery()
 
@@ -74,31 +74,27 @@ def _claim_statement() -> Any:
         )
         .order_by(_T.c.update_id)
         .limit(bindparam("limit", type_=Integer()))
-        .with_for_update(skip_locked=True)
     )
-    return (
-        update(_T)
-        .where(_T.c.id.in_(claimable.scalar_subquery()))
-        .values(
-            lease_owner=_OWNER,
-            lease_expires_at=bindparam("expires", type_=UTCDateTime()),
-            attempts=_T.c.attempts + 1,
-            # A reply recorded by a worker that stopped before it finished: it may have reached
-            # Telegram already (the window between Telegram's answer and our record of it).
-            resumed_sends=_T.c.resumed_sends + case((_T.c.status == "replying", 1), else_=0),
-        )
-        .returning(
-            _T.c.id,
-            _T.c.update_id,
-            _T.c.telegram_user_id,
-            _T.c.chat_id,
-            _T.c.payload,
-            _T.c.status,
-            _T.c.reply_text,
-            _T.c.reply_chunks_sent,
-            _T.c.attempts,
-        )
-    )
+    values = {
+        _T.c.lease_owner: _HOLDER,
+        _T.c.lease_expires_at: bindparam("expires", type_=UTCDateTime()),
+        _T.c.attempts: _T.c.attempts + 1,
+        # A reply recorded by a worker that stopped before it finished: it may have reached
+        # Telegram already (the window between Telegram's answer and our record of it).
+        _T.c.resumed_sends: _T.c.resumed_sends + case((_T.c.status == "replying", 1), else_=0),
+    }
+    returning = [
+        _T.c.id,
+        _T.c.update_id,
+        _T.c.telegram_user_id,
+        _T.c.chat_id,
+        _T.c.payload,
+        _T.c.status,
+        _T.c.reply_text,
+        _T.c.reply_chunks_sent,
+        _T.c.attempts,
+    ]
+    return work.claim(_T, _T.c.id, claimable, values=values, returning=returning, many=True)
 
 
 def _insert_leased_statement(insert: Any) -> Any:
@@ -123,7 +119,7 @@ def _insert_leased_statement(insert: Any) -> Any:
         _T.c.attempts: case((free, 1), else_=0),
         _T.c.reply_chunks_sent: literal(0),
         _T.c.resumed_sends: literal(0),
-        _T.c.lease_owner: case((free, _OWNER)),
+        _T.c.lease_owner: case((free, _HOLDER)),
         _T.c.lease_expires_at: case((free, bindparam("expires", type_=UTCDateTime()))),
     }
     # The WHERE keeps SQLite from reading ON CONFLICT as a join's ON.
@@ -141,19 +137,10 @@ _INSERT_LEASED = {
     "postgresql": _insert_leased_statement(postgresql.insert),
     "sqlite": _insert_leased_statement(sqlite.insert),
 }
-_RENEW = (
-    update(_T)
-    .where(
-        _T.c.lease_owner == _OWNER,
-        _T.c.status.in_(OPEN),
-        _T.c.id.in_(bindparam("row_ids", type_=BigInteger(), expanding=True)),
-    )
-    .values(lease_expires_at=bindparam("expires", type_=UTCDateTime()))
-    .returning(_T.c.id)
-)
+_RENEW = work.renewal(_T, _T.c.id, _T.c.lease_owner, _T.c.lease_expires_at, _T.c.status.in_(OPEN))
 _RECORD = (
     update(_T)
-    .where(_T.c.id == _ROW, _T.c.lease_owner == _OWNER, _T.c.status == "pending")
+    .where(_T.c.id == _ROW, _T.c.lease_owner == _HOLDER, _T.c.status == "pending")
     .values(
         status="replying",
         reply_text=bindparam("reply", type_=Text()),
@@ -184,7 +171,7 @@ _FINISH = (
 )
 _RELEASE = (
     update(_T)
-    .where(_T.c.id == _ROW, _T.c.lease_owner == _OWNER, _T.c.status != "done")
+    .where(_T.c.id == _ROW, _T.c.lease_owner == _HOLDER, _T.c.status != "done")
     .values(
         lease_owner=None,
         lease_expires_at=None,
@@ -261,9 +248,9 @@ class InboxRepository:
         }
 
     async def add_leased(
-        self, update: NewUpdate, *, owner: str, now: datetime, lease: timedelta
+        self, update: NewUpdate, *, holder: str, now: datetime, lease: timedelta
     ) -> tuple[bool, LeasedUpdate | None]:
-        """Insert one update with a sender and lease it to `owner` when it heads its conversation's queue.
+        """Insert one update with a sender and lease it to `holder` when it heads its conversation's queue.
 
         Returns whether it was new, and the leased row (None when it waits behind an earlier one).
         """
@@ -277,7 +264,7 @@ class InboxRepository:
             "queue_key": update.queue_key,
             "payload": update.payload,
             "now": now,
-            "owner": owner,
+            "holder": holder,
             "expires": now + lease,
         }
         stmt = _INSERT_LEASED["postgresql" if self.postgres else "sqlite"]
@@ -290,28 +277,30 @@ class InboxRepository:
         sender, chat = update.telegram_user_id, update.chat_id
         return True, LeasedUpdate(row_id, update_id, sender, chat, payload, "pending", None, 0, 1)
 
-    async def claim(self, *, owner: str, now: datetime, lease: timedelta, limit: int) -> list[LeasedUpdate]:
+    async def claim(self, *, holder: str, now: datetime, lease: timedelta, limit: int) -> list[LeasedUpdate]:
         """Lease up to `limit` claimable rows, oldest first, at most one per conversation."""
         if limit <= 0:
             return []
-        params = {"now": now, "owner": owner, "expires": now + lease, "limit": limit}
+        params = {"now": now, "holder": holder, "expires": now + lease, "limit": limit}
         rows = (await self.session.execute(_CLAIM, params)).all()
         return sorted((LeasedUpdate(*row) for row in rows), key=lambda row: row.update_id)
 
-    async def renew(self, row_ids: Sequence[int], *, owner: str, now: datetime, lease: timedelta) -> set[int]:
-        """Extend the owner's leases of these rows (the ones it works); return the ids still held.
+    async def renew(
+        self, row_ids: Sequence[int], *, holder: str, now: datetime, lease: timedelta
+    ) -> set[int]:
+        """Extend the holder's leases of these rows (the ones it works); return the ids still held.
 
         Only the rows named: a row its worker gave up on (say, one whose commit was reported failed
         but happened) runs out of lease and is taken again, instead of staying held for good.
         """
         if not row_ids:
             return set()
-        params = {"owner": owner, "expires": now + lease, "row_ids": list(row_ids)}
+        params = {"holder": holder, "until": now + lease, "keys": list(row_ids)}
         return set((await self.session.execute(_RENEW, params)).scalars())
 
-    async def record_reply(self, row_id: int, *, owner: str, text: str) -> bool:
+    async def record_reply(self, row_id: int, *, holder: str, text: str) -> bool:
         """Inside the turn's transaction: the reply to send; False when the row is no longer ours."""
-        result = await self.session.execute(_RECORD, {"row_id": row_id, "owner": owner, "reply": text})
+        result = await self.session.execute(_RECORD, {"row_id": row_id, "holder": holder, "reply": text})
         return bool(_rowcount(result))
 
     async def chunk_sent(self, row_id: int, *, sent: int) -> None:
@@ -325,16 +314,16 @@ class InboxRepository:
         params = {"row_id": row_id, "now": now, "outcome": outcome, "sent": sent, "error": error}
         return bool(_rowcount(await self.session.execute(_FINISH, params)))
 
-    async def release(self, row_id: int, *, owner: str, available_at: datetime, error: str | None) -> None:
+    async def release(self, row_id: int, *, holder: str, available_at: datetime, error: str | None) -> None:
         """Give a row back, to be tried again from `available_at`."""
-        params = {"row_id": row_id, "owner": owner, "available_at": available_at, "error": error}
+        params = {"row_id": row_id, "holder": holder, "available_at": available_at, "error": error}
         await self.session.execute(_RELEASE, params)
 
-    async def release_all(self, *, owner: str | None = None) -> int:
-        """Drop the leases of one owner (a graceful stop), or every lease (a single process starting)."""
+    async def release_all(self, *, holder: str | None = None) -> int:
+        """Drop the leases of one holder (a graceful stop), or every lease (a single process starting)."""
         stmt = update(_T).where(_T.c.status.in_(OPEN), _T.c.lease_owner.is_not(None))
-        if owner is not None:
-            stmt = stmt.where(_T.c.lease_owner == owner)
+        if holder is not None:
+            stmt = stmt.where(_T.c.lease_owner == holder)
         return _rowcount(await self.session.execute(stmt.values(lease_owner=None, lease_expires_at=None)))
 
     async def prune(self, *, done_before: datetime, limit: int = 5000) -> int:
@@ -354,14 +343,6 @@ class InboxRepository:
         deleted = _rowcount(await self.session.execute(stmt))
         await forget_stops(self.session, telegram_user_id)
         return deleted
-
-    async def dead(self, *, last: int = 5) -> tuple[int, list[tuple[datetime, str]]]:
-        """How many dead rows are kept, and the newest `last` of them: (when, why)."""
-        dead = _T.c.outcome == "dead"
-        count = await self.session.scalar(select(func.count()).select_from(_T).where(dead))
-        newest = select(_T.c.done_at, _T.c.last_error).where(dead).order_by(_T.c.done_at.desc(), _T.c.id)
-        rows = (await self.session.execute(newest.limit(last))).all()
-        return int(count or 0), [(at, why or "no reason recorded") for at, why in rows]
 
     async def counts(self) -> dict[str, int]:
         """Rows by status (for /tasks/inbox and the admin's view)."""

@@ -20,6 +20,7 @@ from agent.core.models import build_model, unavailable_model
 from agent.core.settings import Settings
 from agent.graph.guarded import GuardedGraph
 from agent.touchpoints.messenger import TouchpointMessenger
+from db.work import Retry
 
 
 @dataclass
@@ -45,6 +46,14 @@ class JobContext:
     # How a job waits between steps of its own (the touchpoints' lease renewals), beside `clock`
     # for "now": tests step it instead of waiting in real time.
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep
+
+    @property
+    def retry(self) -> Retry:
+        """The retry policy of post-processing and tidying (POSTPROCESS_MAX_ATTEMPTS, _RETRY_*)."""
+        s = self.settings
+        return Retry(
+            s.postprocess_max_attempts, s.postprocess_retry_base_seconds, s.postprocess_retry_max_seconds
+        )
 
 
 def default_worker_id() -> str:

@@ -1,4 +1,4 @@
-"""The post-processing queue: claiming conversations, retries with backoff, requeue and stats.
+"""The post-processing queue: claiming conversations (db/work.py), retries with backoff, requeue and stats.
 
 A conversation enters the queue when it ends: `ConversationRepository.end_and_queue` and
 `end_idle_and_queue` (db/repositories/conversations.py) set its status to `QUEUED`. That way in
@@ -11,12 +11,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import ColumnElement, String, Update, and_, bindparam, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import aliased
 
+from db import work
 from db.models import QUEUED, Conversation, DaySegment, User, UTCDateTime
+from db.work import Retry
 
 _ERROR_CHARS = 2000
 
@@ -43,11 +46,6 @@ class QueueStats:
             f"  active sessions: {self.active}\n"
             f"day summaries due: {self.day_summaries_due}"
         )
-
-
-def backoff(attempts: int, base_seconds: float, max_seconds: float) -> timedelta:
-    """Exponential backoff after the n-th failed attempt: base, 2*base, 4*base ... capped."""
-    return timedelta(seconds=min(max_seconds, base_seconds * 2 ** max(0, attempts - 1)))
 
 
 def _claimable(
@@ -86,7 +84,7 @@ def _held_back(
 
 
 def _claim_statement(dialect: str) -> Update:
-    """The one-statement claim for a dialect, built once (bound: now, stale_before, worker_id)."""
+    """The one-statement claim for a dialect, built once (bound: now, stale_before, holder)."""
     now = bindparam("now", type_=UTCDateTime())
     stale_before = bindparam("stale_before", type_=UTCDateTime())
     candidate = aliased(Conversation, name="candidate")
@@ -96,27 +94,28 @@ def _claim_statement(dialect: str) -> Update:
         .order_by(candidate.ended_at, candidate.id)
         .limit(1)
     )
+    lock: list[Any] | None = None
     if dialect == "postgresql":
         # Its snapshot predates claims that other workers have not committed yet, so the
         # candidate's user row is locked too (FOR NO KEY UPDATE, which turns' reads and
         # foreign-key checks do not wait for): a user another worker is claiming right now is
         # skipped, never claimed twice. Rows are locked in order, so only the chosen one is.
-        picked = picked.join(User, User.id == candidate.user_id).with_for_update(
-            skip_locked=True, key_share=True, of=[candidate, User]
-        )
-    # SQLite: an UPDATE takes the database's one write lock before it reads, so the choice and
-    # the claim are one atomic step and two workers never both win one user.
-    return (
-        update(Conversation)
-        .where(Conversation.id == picked.scalar_subquery())
-        .values(
-            status="processing",
-            claimed_at=now,
-            claimed_by=bindparam("worker_id", type_=String()),
-            attempts=Conversation.attempts + 1,
-        )
-        .returning(Conversation.id)
-        .execution_options(synchronize_session=False)
+        picked = picked.join(User, User.id == candidate.user_id)
+        lock = [candidate, User]
+    values = {
+        Conversation.status: "processing",
+        Conversation.claimed_at: now,
+        Conversation.claimed_by: bindparam("holder", type_=String()),
+        Conversation.attempts: Conversation.attempts + 1,
+    }
+    return work.claim(
+        Conversation,
+        Conversation.id,
+        picked,
+        values=values,
+        returning=[Conversation.id],
+        lock=lock,
+        key_share=True,
     )
 
 
@@ -127,12 +126,12 @@ _CLAIMS: dict[str, Update] = {}
 
 async def claim_and_read[T](
     sessions: async_sessionmaker[AsyncSession],
-    worker_id: str,
+    holder: str,
     now: datetime,
     claim_timeout: timedelta,
     read: Callable[[AsyncSession, int], Awaitable[T]],
 ) -> tuple[int, T] | None:
-    """Claim one due conversation for this worker (status processing, attempts + 1), then
+    """Claim one due conversation for `holder` (status processing, attempts + 1), then
     `read(session, conversation_id)` before the claim commits; None when idle.
 
     Only the oldest unfinished conversation of a user is claimable, and only while none of that
@@ -143,21 +142,19 @@ async def claim_and_read[T](
     lock), so `read` should be a few quick reads and raise nothing but database errors.
     """
     async with sessions() as session, session.begin():
-        claimed_id = await _claim(session, worker_id, now, claim_timeout)
+        claimed_id = await _claim(session, holder, now, claim_timeout)
         if claimed_id is None:
             return None
         return claimed_id, await read(session, claimed_id)
 
 
-async def _claim(
-    session: AsyncSession, worker_id: str, now: datetime, claim_timeout: timedelta
-) -> int | None:
+async def _claim(session: AsyncSession, holder: str, now: datetime, claim_timeout: timedelta) -> int | None:
     dialect = session.get_bind().dialect.name
     stmt = _CLAIMS.get(dialect)
     if stmt is None:
         stmt = _CLAIMS[dialect] = _claim_statement(dialect)
     claimed_id: int | None = await session.scalar(
-        stmt, {"now": now, "stale_before": now - claim_timeout, "worker_id": worker_id}
+        stmt, {"now": now, "stale_before": now - claim_timeout, "holder": holder}
     )
     return claimed_id
 
@@ -165,31 +162,25 @@ async def _claim(
 async def record_failure(
     sessions: async_sessionmaker[AsyncSession],
     conversation_id: int,
-    worker_id: str,
+    holder: str,
     error: str,
     now: datetime,
     *,
-    max_attempts: int,
-    base_seconds: float,
-    max_seconds: float,
+    retry: Retry,
 ) -> str | None:
     """Put a failed conversation back with backoff, or mark it `failed` after the last attempt."""
     async with sessions() as session, session.begin():
         conversation = await session.get(Conversation, conversation_id)
-        if (
-            conversation is None
-            or conversation.claimed_by != worker_id
-            or conversation.status != "processing"
-        ):
+        if conversation is None or conversation.claimed_by != holder or conversation.status != "processing":
             return None  # deleted, or taken over by another worker meanwhile
         conversation.last_error = error[:_ERROR_CHARS]
         conversation.claimed_by = None
-        if conversation.attempts >= max_attempts:
+        if retry.last(conversation.attempts):
             conversation.status = "failed"
             conversation.next_attempt_at = None
         else:
             conversation.status = QUEUED
-            conversation.next_attempt_at = now + backoff(conversation.attempts, base_seconds, max_seconds)
+            conversation.next_attempt_at = now + retry.after(conversation.attempts)
         return conversation.status
 
 
@@ -236,13 +227,13 @@ async def queue_stats(sessions: async_sessionmaker[AsyncSession]) -> QueueStats:
 async def mark_processed(
     session: AsyncSession,
     conversation_id: int,
-    worker_id: str,
+    holder: str,
     now: datetime,
     *,
     summary: str | None,
     tone: str | None,
 ) -> bool:
-    """Finalise a conversation this worker still holds (a slow worker may have been taken over)."""
+    """Finalise a conversation `holder` still holds (a slow worker may have been taken over)."""
     values: dict[str, object] = {
         "status": "processed",
         "processed_at": now,
@@ -257,7 +248,7 @@ async def mark_processed(
         .where(
             Conversation.id == conversation_id,
             Conversation.status == "processing",
-            Conversation.claimed_by == worker_id,
+            Conversation.claimed_by == holder,
         )
         .values(**values)
         .execution_options(synchronize_session=False)

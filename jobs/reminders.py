@@ -81,23 +81,28 @@ async def record_occurrence(
     if await _sent_today(session, user, now) >= settings.reminders_per_day:
         return Closed("daily_limit")
     text = reminder_message(reminder.text)
+    reason = f"the reminder they asked for: {reminder.text}"
+    message_id = await write_first(
+        session, user, reason, text, REMINDER, now=now, persona=settings.persona_name
+    )
+    reminder.sent_count += 1
+    return Recorded(text, message_id)
+
+
+async def write_first(
+    session: AsyncSession, user: User, reason: str, text: str, kind: str, *, now: datetime, persona: str
+) -> int:
+    """Store a message the bot writes first as the assistant's turn (`kind`: proactive or reminder),
+    in a conversation of its own that it opens (the person's open one ends); its transcript row's id.
+    The caller holds the lease and the person's row lock."""
     conversations = ConversationRepository(session)
     active = await conversations.active_for(user.id)
     if active is not None:
         await conversations.end_and_queue(active, active.last_message_at)
     conversation = await conversations.start(user.id, now)
     conversation.kind = TOUCHPOINT_KIND
-    conversation.messages = touchpoint_history(
-        f"the reminder they asked for: {reminder.text}", text, now, settings.persona_name
-    )
+    conversation.messages = touchpoint_history(reason, text, now, persona)
     message = await write_message(
-        session,
-        user,
-        role="assistant",
-        kind=REMINDER,
-        content=text,
-        sent_at=now,
-        conversation_id=conversation.id,
+        session, user, role="assistant", kind=kind, content=text, sent_at=now, conversation_id=conversation.id
     )
-    reminder.sent_count += 1
-    return Recorded(text, message.id)
+    return message.id

@@ -33,23 +33,21 @@ from agent.core import observability
 from agent.core.clock import local_label
 from agent.core.errors import LeaseLostError, RecipientBlockedError, SendFailedError
 from agent.core.usage import metering, store_usage_apart
-from agent.history.messages import touchpoint_history
 from agent.touchpoints.check_ins import plan_check_ins
 from agent.touchpoints.compose import Occasion, compose
 from agent.touchpoints.messenger import chat_of
 from agent.touchpoints.rules import WEEK, Cancel, Postpone, Subject, decide
 from agent.turn.daily_tokens import DailyCaps
-from agent.turn.transcript import write_message
-from db.models import TOUCHPOINT_KIND, Touchpoint, User
-from db.repositories.conversations import ConversationRepository
+from db.models import Touchpoint, User
 from db.repositories.touchpoints import REMINDER, TouchpointRepository
+from db.work import Retry
 from jobs.context import JobContext
-from jobs.reminders import Closed, record_occurrence
+from jobs.reminders import Closed, record_occurrence, write_first
 
 logger = logging.getLogger(__name__)
 
-MAX_ATTEMPTS = 8
-RETRY_AFTER = timedelta(minutes=5)
+# Eight attempts, five minutes apart (the work queue's backoff with its base at its cap).
+RETRY = Retry(max_attempts=8, base_seconds=300.0, max_seconds=300.0)
 # Touchpoints composed at once (model calls in flight); sends are paced separately.
 CONCURRENCY = 8
 
@@ -81,7 +79,7 @@ async def deliver_due(ctx: JobContext, *, limit: int | None = None) -> dict[str,
     check_ins = await plan_check_ins(ctx.sessions, ctx.settings, now)
     async with ctx.sessions() as session, session.begin():
         ids = await TouchpointRepository(session).lease_due(
-            owner=ctx.worker_id, now=now, lease=lease, limit=limit or ctx.settings.touchpoint_batch_limit
+            holder=ctx.worker_id, now=now, lease=lease, limit=limit or ctx.settings.touchpoint_batch_limit
         )
     counts: Counter[str] = Counter(due=len(ids))
     if check_ins:
@@ -109,7 +107,7 @@ class _Worker:
     def __init__(self, ctx: JobContext, pace: Pace) -> None:
         self.ctx = ctx
         self.pace = pace
-        self.owner = ctx.worker_id
+        self.holder = ctx.worker_id
         self.lease = timedelta(seconds=ctx.settings.touchpoint_lease_seconds)
         self.builder = ContextBuilder(ctx.settings, summary_model=ctx.summary_model)
         self.caps = DailyCaps.from_settings(ctx.settings)
@@ -138,7 +136,7 @@ class _Worker:
     async def _work(self, touchpoint_id: int) -> str:
         now = self.ctx.clock.now()
         async with self.ctx.sessions() as session:
-            row = await TouchpointRepository(session).held(touchpoint_id, self.owner)
+            row = await TouchpointRepository(session).held(touchpoint_id, self.holder)
             if row is None:
                 return "lease_lost"
             name = "job reminder" if row.kind == REMINDER else "job touchpoint"
@@ -175,7 +173,7 @@ class _Worker:
         if chat_id is None:
             await self._close(touchpoint_id, "cancelled", "no_chat")
             return "cancelled_no_chat"
-        if attempts > MAX_ATTEMPTS:
+        if RETRY.spent(attempts):
             await self._close(touchpoint_id, "cancelled", "failed")
             return "cancelled_failed"
         if await self.caps.over(self.ctx.sessions, user.id, now) is not None:
@@ -222,21 +220,16 @@ class _Worker:
         now = self.ctx.clock.now()
         async with self.ctx.sessions() as session, session.begin():
             repo = TouchpointRepository(session)
-            row = await repo.held(touchpoint_id, self.owner)
-            if row is None:
-                raise LeaseLostError
-            user = await session.get(User, row.user_id, with_for_update=True, populate_existing=True)
-            if user is None:
-                raise LeaseLostError
+            row, user = await _hold(repo, touchpoint_id, self.holder)
             outcome = await record_occurrence(session, row, user, now=now, settings=self.ctx.settings)
             if isinstance(outcome, Closed):
                 await repo.close(
-                    touchpoint_id, self.owner, status="cancelled", outcome=outcome.outcome, now=now
+                    touchpoint_id, self.holder, status="cancelled", outcome=outcome.outcome, now=now
                 )
                 return f"cancelled_{outcome.outcome}"
             if not await repo.record(
                 touchpoint_id,
-                self.owner,
+                self.holder,
                 text=outcome.text,
                 transcript_message_id=outcome.transcript_message_id,
                 now=now,
@@ -251,39 +244,22 @@ class _Worker:
         now = self.ctx.clock.now()
         async with self.ctx.sessions() as session, session.begin():
             repo = TouchpointRepository(session)
-            row = await repo.held(touchpoint_id, self.owner)
-            if row is None:
-                raise LeaseLostError
-            user = await session.get(User, row.user_id, with_for_update=True, populate_existing=True)
-            if user is None:
-                raise LeaseLostError
+            row, user = await _hold(repo, touchpoint_id, self.holder)
             decision = decide(await _subject(session, row, user, now), now, self.ctx.settings)
             if isinstance(decision, Cancel | Postpone):
                 if isinstance(decision, Cancel):
                     await repo.close(
-                        touchpoint_id, self.owner, status="cancelled", outcome=decision.outcome, now=now
+                        touchpoint_id, self.holder, status="cancelled", outcome=decision.outcome, now=now
                     )
                 else:
-                    await repo.postpone(touchpoint_id, self.owner, decision.until)
+                    await repo.postpone(touchpoint_id, self.holder, decision.until)
                 return decision
-            conversations = ConversationRepository(session)
-            active = await conversations.active_for(user.id)
-            if active is not None:
-                await conversations.end_and_queue(active, active.last_message_at)
-            conversation = await conversations.start(user.id, now)
-            conversation.kind = TOUCHPOINT_KIND
-            conversation.messages = touchpoint_history(row.reason, text, now, self.ctx.settings.persona_name)
-            message = await write_message(
-                session,
-                user,
-                role="assistant",
-                kind="proactive",
-                content=text,
-                sent_at=now,
-                conversation_id=conversation.id,
+            persona = self.ctx.settings.persona_name
+            message_id = await write_first(
+                session, user, row.reason, text, "proactive", now=now, persona=persona
             )
             if not await repo.record(
-                touchpoint_id, self.owner, text=text, transcript_message_id=message.id, now=now
+                touchpoint_id, self.holder, text=text, transcript_message_id=message_id, now=now
             ):
                 raise LeaseLostError
         return None
@@ -293,8 +269,8 @@ class _Worker:
     ) -> str:
         assert self.ctx.messenger is not None
         async with self.ctx.sessions() as session:
-            owner = await session.get(User, user_id)
-            chat_id = chat_of(owner) if owner is not None else None
+            person = await session.get(User, user_id)
+            chat_id = chat_of(person) if person is not None else None
         if chat_id is None:
             await self._close(touchpoint_id, "undeliverable", "no_chat")
             return "undeliverable"
@@ -304,9 +280,9 @@ class _Worker:
             async with self.ctx.sessions() as session, session.begin():
                 repo = TouchpointRepository(session)
                 done = (
-                    await repo.mark_sent(touchpoint_id, self.owner, sent=sent, now=now)
+                    await repo.mark_sent(touchpoint_id, self.holder, sent=sent, now=now)
                     if sent >= total
-                    else await repo.chunk_sent(touchpoint_id, self.owner, sent=sent)
+                    else await repo.chunk_sent(touchpoint_id, self.holder, sent=sent)
                 )
             if not done:
                 raise LeaseLostError
@@ -346,7 +322,7 @@ class _Worker:
     async def _renew(self, touchpoint_id: int) -> None:
         until = self.ctx.clock.now() + self.lease
         async with self.ctx.sessions() as session, session.begin():
-            renewed = await TouchpointRepository(session).renew(touchpoint_id, self.owner, until)
+            renewed = await TouchpointRepository(session).renew(touchpoint_id, self.holder, until)
         if not renewed:
             raise LeaseLostError
 
@@ -354,25 +330,34 @@ class _Worker:
         async with self.ctx.sessions() as session, session.begin():
             repo = TouchpointRepository(session)
             await repo.close(
-                touchpoint_id, self.owner, status=status, outcome=outcome, now=self.ctx.clock.now()
+                touchpoint_id, self.holder, status=status, outcome=outcome, now=self.ctx.clock.now()
             )
 
     async def _postpone(self, touchpoint_id: int, until: datetime) -> None:
         async with self.ctx.sessions() as session, session.begin():
-            await TouchpointRepository(session).postpone(touchpoint_id, self.owner, until)
+            await TouchpointRepository(session).postpone(touchpoint_id, self.holder, until)
 
     async def _retry_later(self, touchpoint_id: int, error: str) -> None:
-        """Give the row back, to be leased again after RETRY_AFTER (a sending row resumes its send)."""
-        at = self.ctx.clock.now() + RETRY_AFTER
+        """Give the row back, to be leased again after its backoff (a sending row resumes its send)."""
+        now = self.ctx.clock.now()
         async with self.ctx.sessions() as session, session.begin():
-            await TouchpointRepository(session).retry_later(touchpoint_id, self.owner, at=at, error=error)
+            repo = TouchpointRepository(session)
+            await repo.retry_later(touchpoint_id, self.holder, now=now, error=error, retry=RETRY)
 
     async def _unreachable(self, touchpoint_id: int, user_id: int) -> None:
         """Telegram refused the chat: the user is skipped until they write again; an unsent message
         leaves no trace in their transcript."""
         now = self.ctx.clock.now()
         async with self.ctx.sessions() as session, session.begin():
-            await TouchpointRepository(session).undeliverable(touchpoint_id, self.owner, user_id, now=now)
+            await TouchpointRepository(session).undeliverable(touchpoint_id, self.holder, user_id, now=now)
+
+
+async def _hold(repo: TouchpointRepository, touchpoint_id: int, holder: str) -> tuple[Touchpoint, User]:
+    """The row under this worker's lease and its person's row locked; LeaseLostError otherwise."""
+    held = await repo.hold(touchpoint_id, holder)
+    if held is None:
+        raise LeaseLostError
+    return held
 
 
 async def _subject(session: AsyncSession, row: Touchpoint, user: User, now: datetime) -> Subject:

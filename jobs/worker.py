@@ -31,16 +31,13 @@ async def _process(ctx: JobContext, conversation_id: int, loaded: Loaded | None)
     except Exception as exc:
         # The job boundary: any fault (model, database, graph) is recorded and retried with backoff,
         # never allowed to kill the worker or lose the conversation.
-        settings = ctx.settings
         status = await record_failure(
             ctx.sessions,
             conversation_id,
             ctx.worker_id,
             f"{type(exc).__name__}: {exc}",
             ctx.clock.now(),
-            max_attempts=settings.postprocess_max_attempts,
-            base_seconds=settings.postprocess_retry_base_seconds,
-            max_seconds=settings.postprocess_retry_max_seconds,
+            retry=ctx.retry,
         )
         logger.warning(
             "post-processing failed",

@@ -18,7 +18,6 @@ from agent.core.settings import Settings
 from agent.reminders.store import reminder_stats
 from agent.reports.spend import apart, format_spend, format_usage
 from agent.turn.daily_tokens import COUNTERS
-from db.inbox import InboxRepository
 from db.models import (
     Conversation,
     ConversationThread,
@@ -35,6 +34,7 @@ from db.repositories.import_queue import ImportQueueRepository
 from db.repositories.touchpoints import TouchpointRepository
 from db.repositories.usage import UsageRepository, UsageRow
 from db.repositories.users import UserRepository
+from db.work import dead_items
 
 MEMORY_THREADS = 5
 MEMORY_FACTS = 5
@@ -149,7 +149,7 @@ async def stats_report(
             .where(Conversation.status == "processed", Conversation.ended_at >= now - timedelta(days=7))
         )
         counts = await AccessRepository(session).counts(today)
-        dead, newest_dead = await InboxRepository(session).dead(last=DEAD_SHOWN)
+        dead = await dead_items(session, last=DEAD_SHOWN)
         touchpoints = await TouchpointRepository(session).stats(since=now - timedelta(days=7))
         reminders = await reminder_stats(session, since=now - timedelta(days=7))
     return "\n".join(
@@ -181,8 +181,10 @@ async def stats_report(
             f"the model, {touchpoints.cancelled} cancelled",
             f"reminders in the last 7 days: {reminders.set} set, {reminders.sent} sent, "
             f"{reminders.snoozed} snoozed, {reminders.cancelled} cancelled",
-            f"dead updates (kept INBOX_RETENTION_HOURS): {dead}",
-            *(f"  {at.isoformat(timespec='seconds')}: {why[:200]}" for at, why in newest_dead),
+            f"given up after their last attempt: {dead.counts['tidying']} people's tidying, "
+            f"{dead.counts['touchpoints']} touchpoints",
+            f"dead updates (kept INBOX_RETENTION_HOURS): {dead.counts['updates']}",
+            *(f"  {at.isoformat(timespec='seconds')}: {why[:200]}" for at, why in dead.newest_updates),
         ]
     )
 

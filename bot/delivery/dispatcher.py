@@ -45,6 +45,7 @@ from db.inbox import InboxRepository, LeasedUpdate
 from db.stops import prune_stops
 from db.transient import Backoff
 from db.uninterrupted import collect_abandoned_connections, uninterrupted
+from db.work import Retry
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ Stored = asyncio.Future[bool] | None  # resolves once the intake's commit of the
 Claim = tuple[int, int] | None  # when a row's claim started and ended (time.time_ns), for its trace
 
 
-def new_owner() -> str:
+def new_holder() -> str:
     """This process's name on the leases it holds."""
     return f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
@@ -79,17 +80,17 @@ class Dispatcher:
         retry_seconds: float,
         retention: timedelta,
         single_process: bool,
-        owner: str | None = None,
+        holder: str | None = None,
     ) -> None:
         self.sessions, self.clock, self.bot, self.process = sessions, clock, bot, process
         self.concurrency = max(1, concurrency)
         self.lease = timedelta(seconds=lease_seconds)
         self.poll_seconds = poll_seconds
-        self.max_attempts = max_attempts
+        self.retry = Retry(max_attempts, base_seconds=2.0, max_seconds=300.0)  # after a crash: 2 s ... 5 min
         self.retry_seconds = retry_seconds
         self.retention = retention
         self.single_process = single_process
-        self.owner = owner or new_owner()
+        self.holder = holder or new_holder()
         self.worked = 0
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._reserved = 0  # slots promised to an intake that leases its own rows
@@ -209,7 +210,9 @@ class Dispatcher:
             async with self.sessions() as session, session.begin():
                 repo = InboxRepository(session)
                 await repo.relax_durability()  # a lease lost with the server is simply taken again
-                rows = await repo.claim(owner=self.owner, now=self.clock.now(), lease=self.lease, limit=free)
+                rows = await repo.claim(
+                    holder=self.holder, now=self.clock.now(), lease=self.lease, limit=free
+                )
         except ROW_ERRORS as exc:
             logger.warning("inbox claim failed", extra={"error": repr(exc)})
             return 0
@@ -251,7 +254,7 @@ class Dispatcher:
         async with self.sessions() as session, session.begin():
             repo = InboxRepository(session)
             await repo.relax_durability()
-            return await repo.renew(working, owner=self.owner, now=self.clock.now(), lease=self.lease)
+            return await repo.renew(working, holder=self.holder, now=self.clock.now(), lease=self.lease)
 
     async def _maybe_prune(self) -> None:
         loop_time = asyncio.get_running_loop().time()
@@ -271,7 +274,7 @@ class Dispatcher:
 
     # -- one row ---------------------------------------------------------------------------------------
     async def _work(self, row: LeasedUpdate, stored: Stored, claimed: Claim) -> None:
-        delivery = WorkedRow(row, self.owner, self.sessions, self.clock, stored=stored)
+        delivery = WorkedRow(row, self.holder, self.sessions, self.clock, stored=stored)
         self._deliveries[row.update_id] = delivery
         try:
             # The root of the turn's trace: the claim, the handlers (the turn frame's spans), the send.
@@ -286,7 +289,7 @@ class Dispatcher:
             # A bug in the row's work: logged with its traceback, the row tried again later (and
             # given up after max_attempts), so it never blocks its chat's queue for good.
             logger.exception("inbox row crashed", extra={"update_id": row.update_id})
-            delay = min(300.0, 2.0**row.attempts)
+            delay = self.retry.after(row.attempts).total_seconds()
             await self._release(delivery, repr(exc)[:500], delay=delay)
         finally:
             self.worked += 1
@@ -332,7 +335,7 @@ class Dispatcher:
 
     async def _attempt(self, delivery: WorkedRow) -> None:
         if delivery.status == "pending":
-            if delivery.row.attempts > self.max_attempts:
+            if delivery.row.attempts > self.retry.max_attempts:  # the last attempt failed
                 logger.error("inbox row given up", extra={"update_id": delivery.row.update_id})
                 await self._tell(delivery, ERROR_REPLY)
                 await delivery.close("dead", f"given up after {delivery.row.attempts - 1} attempts")
@@ -379,7 +382,7 @@ class Dispatcher:
 
     async def _release_row(self, row_id: int, at: datetime, why: str) -> None:
         async with self.sessions() as session, session.begin():
-            await InboxRepository(session).release(row_id, owner=self.owner, available_at=at, error=why)
+            await InboxRepository(session).release(row_id, holder=self.holder, available_at=at, error=why)
 
     async def _release_all(self, *, everyone: bool = False) -> None:
         with suppress(*ROW_ERRORS):
@@ -392,4 +395,4 @@ class Dispatcher:
         async with self.sessions() as session, session.begin():
             repo = InboxRepository(session)
             await repo.relax_durability()
-            return await repo.release_all(owner=None if everyone else self.owner)
+            return await repo.release_all(holder=None if everyone else self.holder)

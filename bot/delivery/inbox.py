@@ -82,7 +82,7 @@ def dead_update(payload: dict[str, Any], reason: str) -> NewUpdate:
 class Claimer(Protocol):
     """What the intake needs of the dispatcher (bot/delivery/dispatcher.py) to hand rows over."""
 
-    owner: str
+    holder: str
     lease: timedelta
 
     def reserve(self, wanted: int) -> int:
@@ -152,12 +152,12 @@ class UpdateInbox:
                 now = self.clock.now()
                 leased: list[LeasedUpdate] = []
                 if d is not None and reserved and len(updates) == 1:
-                    new, row = await repo.add_leased(updates[0], owner=d.owner, now=now, lease=d.lease)
+                    new, row = await repo.add_leased(updates[0], holder=d.holder, now=now, lease=d.lease)
                     added, leased = int(new), [row] if row is not None else []
                 else:
                     added = await repo.add(updates, now=now)
                     if d is not None and added and reserved:
-                        leased = await repo.claim(owner=d.owner, now=now, lease=d.lease, limit=reserved)
+                        leased = await repo.claim(holder=d.holder, now=now, lease=d.lease, limit=reserved)
                 if d is not None:
                     d.adopt(leased, reserved, stored, (started, time.time_ns()))
                     handed_over = True

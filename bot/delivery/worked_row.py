@@ -42,7 +42,7 @@ class WorkedRow:
     """A row being worked: what its handler recorded, what was sent, how it ended."""
 
     row: LeasedUpdate
-    owner: str
+    holder: str
     sessions: async_sessionmaker[AsyncSession]
     clock: Clock
     status: str = "pending"
@@ -73,20 +73,20 @@ class WorkedRow:
             # Failed, or unknown (the connection broke during COMMIT, which may have succeeded):
             # the database says. A committed row is worked as usual; it is ours to finish.
             async with self.sessions() as session:
-                owner = await session.scalar(
+                holder = await session.scalar(
                     select(InboxUpdate.lease_owner).where(
                         InboxUpdate.id == self.row.id, InboxUpdate.update_id == self.row.update_id
                     )
                 )
-            if owner != self.owner:
+            if holder != self.holder:
                 raise NotStoredError(f"inbox row {self.row.id} was not committed")
         self.stored = None
 
     async def receipt(self, session: AsyncSession, answer: str) -> None:
         """The turn's receipt: record the answer on the row, in the turn's transaction."""
         await self.wait_stored()
-        if not await InboxRepository(session).record_reply(self.row.id, owner=self.owner, text=answer):
-            raise LeaseLostError(f"inbox row {self.row.id} is no longer held by {self.owner}")
+        if not await InboxRepository(session).record_reply(self.row.id, holder=self.holder, text=answer):
+            raise LeaseLostError(f"inbox row {self.row.id} is no longer held by {self.holder}")
         # Taken as recorded once the handler returns; after a failure `reload` reads what committed.
         self.status, self.reply, self.sent = "replying", answer, 0
 
@@ -107,9 +107,9 @@ class WorkedRow:
         if row is None:
             self.status = "done"  # deleted (/forget) while it was worked
             return
-        status, reply, sent, owner = row
-        if status != "done" and owner != self.owner:
-            raise LeaseLostError(f"inbox row {self.row.id} was taken over by {owner}")
+        status, reply, sent, holder = row
+        if status != "done" and holder != self.holder:
+            raise LeaseLostError(f"inbox row {self.row.id} was taken over by {holder}")
         # Chunks Telegram accepted are never sent again by this process, recorded or not.
         same_reply = status == "replying" and reply == self.reply
         self.status, self.reply, self.sent = status, reply, max(sent, self.sent) if same_reply else sent

@@ -1,12 +1,12 @@
-"""Which owners' facts changed since they were last tidied, and the lease of the job tidying one
-(`fact_consolidations`); the caller commits.
+"""Whose facts changed since they were last tidied, and the lease of the job tidying one person (or
+group) (`fact_consolidations`); the caller commits.
 
-An owner is due when its facts changed after the last consolidation (`changed_at` later than
+A person is due when their facts changed after the last consolidation (`changed_at` later than
 `consolidated_for`, which `FactRepository.mark_changed` keeps strictly true after any change), no
-lease holds it (`lease_until` unset or past: a claim's lease, or the wait before a retry) and none
-of its conversations is open or waiting for post-processing (it is tidied while the person is
-away, once their conversations are written). The claim is one statement on both databases; the
-lease's end is the claim's token, so a worker whose lease was taken over changes nothing.
+lease holds them (`lease_until` unset or past: a claim's lease, or the wait before a retry) and none
+of their conversations is open or waiting for post-processing (they are tidied while away, once
+their conversations are written). The claim is the work queue's (db/work.py); the lease's end is
+the claim's token, so a worker whose lease was taken over changes nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from sqlalchemy import Update, bindparam, case, exists, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
+from db import work
 from db.models import QUEUED, Conversation, FactConsolidation, UTCDateTime
+from db.work import Retry
 
 _ERROR_CHARS = 2000
 # A conversation in one of these is still being had or written: its facts are not all in yet.
@@ -27,16 +29,16 @@ _BUSY = ("active", QUEUED, "processing")
 
 @dataclass(frozen=True)
 class Claim:
-    """One owner claimed for tidying: the facts' state it saw, and its lease (the claim's token)."""
+    """One person claimed for tidying: the facts' state it saw, and its lease (the claim's token)."""
 
-    owner_id: int
+    user_id: int
     seen: datetime
     lease_until: datetime
     attempts: int
 
 
-def _claim_statement(dialect: str) -> Update:
-    """The one-statement claim (bound: now, lease_until, max_attempts), built once per dialect."""
+def _claim_statement() -> Update:
+    """The one-statement claim (bound: now, lease_until, max_attempts), built once."""
     now = bindparam("now", type_=UTCDateTime())
     candidate = aliased(FactConsolidation, name="candidate")
     busy = exists().where(Conversation.user_id == candidate.user_id, Conversation.status.in_(_BUSY))
@@ -50,109 +52,80 @@ def _claim_statement(dialect: str) -> Update:
         .order_by(candidate.changed_at, candidate.user_id)
         .limit(1)
     )
-    if dialect == "postgresql":
-        # Another worker's claim in flight holds its row: skipped, never claimed twice. SQLite's
-        # UPDATE takes the one write lock before it reads, so choosing and claiming are one step.
-        picked = picked.with_for_update(skip_locked=True, of=candidate)
     row = FactConsolidation
-    return (
-        update(row)
-        .where(row.user_id == picked.scalar_subquery())
-        .values(
-            lease_until=bindparam("lease_until", type_=UTCDateTime()),
-            # An owner given up on starts over with the change that made it due again.
-            attempts=case((row.attempts >= bindparam("max_attempts"), 1), else_=row.attempts + 1),
-        )
-        .returning(row.user_id, row.changed_at, row.lease_until, row.attempts)
-        .execution_options(synchronize_session=False)
-    )
+    values = {
+        row.lease_until: bindparam("lease_until", type_=UTCDateTime()),
+        # A person given up on starts over with the change that made them due again.
+        row.attempts: case((row.attempts >= bindparam("max_attempts"), 1), else_=row.attempts + 1),
+    }
+    returning = [row.user_id, row.changed_at, row.lease_until, row.attempts]
+    return work.claim(row, row.user_id, picked, values=values, returning=returning, lock=candidate)
 
 
-_CLAIMS: dict[str, Update] = {}
+_CLAIM = _claim_statement()
 
 
 class ConsolidationRepository:
-    """Claims, holds and releases owners for the consolidation job."""
+    """Claims, holds and releases people for the consolidation job."""
 
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
     async def claim(self, now: datetime, lease: timedelta, *, max_attempts: int) -> Claim | None:
-        """Lease the due owner whose facts changed first; None when none is due."""
-        dialect = self.session.get_bind().dialect.name
-        stmt = _CLAIMS.get(dialect)
-        if stmt is None:
-            stmt = _CLAIMS[dialect] = _claim_statement(dialect)
-        found = (
-            await self.session.execute(
-                stmt, {"now": now, "lease_until": now + lease, "max_attempts": max_attempts}
-            )
-        ).one_or_none()
+        """Lease the due person whose facts changed first; None when none is due."""
+        params = {"now": now, "lease_until": now + lease, "max_attempts": max_attempts}
+        found = (await self.session.execute(_CLAIM, params)).one_or_none()
         if found is None:
             return None
-        owner_id, seen, lease_until, attempts = found
-        return Claim(int(owner_id), seen, lease_until, int(attempts))
+        user_id, seen, lease_until, attempts = found
+        return Claim(int(user_id), seen, lease_until, int(attempts))
 
-    async def hold(self, claim: Claim) -> datetime | None:
-        """Lock the owner's row while the claim is still this worker's; its `changed_at`, or None
-        when the lease was taken over (or the owner forgotten)."""
+    def _leased(self, claim: Claim) -> Update:
+        # Every write after the claim: only while the lease is still this claim's.
         row = FactConsolidation
-        changed_at: datetime | None = await self.session.scalar(
+        return (
             update(row)
-            .where(row.user_id == claim.owner_id, row.lease_until == claim.lease_until)
-            .values(lease_until=row.lease_until)
-            .returning(row.changed_at)
+            .where(row.user_id == claim.user_id, row.lease_until == claim.lease_until)
             .execution_options(synchronize_session=False)
         )
+
+    async def hold(self, claim: Claim) -> datetime | None:
+        """Lock the person's row while the claim is still this worker's; its `changed_at`, or None
+        when the lease was taken over (or the person forgotten)."""
+        row = FactConsolidation
+        stmt = self._leased(claim).values(lease_until=row.lease_until).returning(row.changed_at)
+        changed_at: datetime | None = await self.session.scalar(stmt)
         return changed_at
 
     async def finish(self, claim: Claim, now: datetime, *, up_to: datetime | None) -> bool:
-        """Record the owner as tidied up to `up_to` (None: its facts as they now stand) and release
-        it; False when the lease is no longer this claim's."""
-        row = FactConsolidation
-        result = await self.session.execute(
-            update(row)
-            .where(row.user_id == claim.owner_id, row.lease_until == claim.lease_until)
-            .values(
-                consolidated_for=row.changed_at if up_to is None else up_to,
-                consolidated_at=now,
-                attempts=0,
-                lease_until=None,
-                last_error=None,
-            )
-            .execution_options(synchronize_session=False)
+        """Record the person as tidied up to `up_to` (None: their facts as they now stand) and release
+        them; False when the lease is no longer this claim's."""
+        stmt = self._leased(claim).values(
+            consolidated_for=FactConsolidation.changed_at if up_to is None else up_to,
+            consolidated_at=now,
+            attempts=0,
+            lease_until=None,
+            last_error=None,
         )
-        return bool(result.rowcount)  # type: ignore[attr-defined]
+        return bool((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
 
     async def release(self, claim: Claim) -> None:
-        """Give the owner back, still due and not counted as an attempt (the facts moved under it)."""
-        row = FactConsolidation
+        """Give the person back, still due and not counted as an attempt (the facts moved under the plan)."""
         await self.session.execute(
-            update(row)
-            .where(row.user_id == claim.owner_id, row.lease_until == claim.lease_until)
-            .values(lease_until=None, attempts=row.attempts - 1)
-            .execution_options(synchronize_session=False)
+            self._leased(claim).values(lease_until=None, attempts=FactConsolidation.attempts - 1)
         )
 
-    async def fail(
-        self, claim: Claim, error: str, now: datetime, *, max_attempts: int, retry_after: timedelta
-    ) -> str | None:
-        """Record a failed attempt: retried after `retry_after`, or given up after the last attempt
-        (until the owner's facts change again). "retry", "given_up", or None when the lease was
+    async def fail(self, claim: Claim, error: str, now: datetime, *, retry: Retry) -> str | None:
+        """Record a failed attempt: retried after its backoff, or given up after the last attempt
+        (until the person's facts change again). "retry", "given_up", or None when the lease was
         taken over."""
-        row = FactConsolidation
-        given_up = claim.attempts >= max_attempts
+        given_up = retry.last(claim.attempts)
         values: dict[str, object] = {"last_error": error[:_ERROR_CHARS]}
         if given_up:
             values.update(consolidated_for=claim.seen, lease_until=None)
         else:
-            values.update(lease_until=now + retry_after)
-        result = await self.session.execute(
-            update(row)
-            .where(row.user_id == claim.owner_id, row.lease_until == claim.lease_until)
-            .values(**values)
-            .execution_options(synchronize_session=False)
-        )
+            values.update(lease_until=now + retry.after(claim.attempts))
+        result = await self.session.execute(self._leased(claim).values(**values))
         if not result.rowcount:  # type: ignore[attr-defined]
             return None
         return "given_up" if given_up else "retry"

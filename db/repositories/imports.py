@@ -10,6 +10,7 @@ from typing import Any, cast
 from sqlalchemy import BindParameter, Table, bindparam, case, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from db import work
 from db.base import UTCDateTime
 from db.models import IMPORTED_DAY, Conversation, DaySegment, ImportRun, TranscriptMessage
 from db.models.conversations import IMPORT_WAITING, IMPORTED_KINDS
@@ -63,35 +64,39 @@ class ImportRepository:
         stmt = select(ImportRun).where(ImportRun.user_id == user_id, ImportRun.digest == digest)
         return (await self.session.execute(stmt)).scalar_one_or_none()
 
-    async def claim(self, import_id: int, worker_id: str, *, now: datetime, lapsed_before: datetime) -> bool:
-        """Take the run for this worker: one not running, or running under a lapsed lease (or its own)."""
-        stmt = (
-            update(ImportRun)
-            .where(
-                ImportRun.id == import_id,
-                or_(
-                    ImportRun.status.in_((PREVIEWED, STORED, FAILED)),
-                    (ImportRun.status == RUNNING)
-                    & or_(
-                        ImportRun.claimed_by.is_(None),
-                        ImportRun.claimed_by == worker_id,
-                        ImportRun.claimed_at < lapsed_before,
-                    ),
+    async def claim(self, import_id: int, holder: str, *, now: datetime, lapsed_before: datetime) -> bool:
+        """Take the run for this holder: one not running, or running under a lapsed lease (or its own).
+        A run another process is taking at this instant is skipped: busy."""
+        free = select(ImportRun.id).where(
+            ImportRun.id == import_id,
+            or_(
+                ImportRun.status.in_((PREVIEWED, STORED, FAILED)),
+                (ImportRun.status == RUNNING)
+                & or_(
+                    ImportRun.claimed_by.is_(None),
+                    ImportRun.claimed_by == holder,
+                    ImportRun.claimed_at < lapsed_before,
                 ),
-            )
-            .values(status=RUNNING, claimed_by=worker_id, claimed_at=now, error=None, finished_at=None)
+            ),
         )
-        result = await self.session.execute(stmt)
-        return bool(getattr(result, "rowcount", 0))
+        values = {
+            "status": RUNNING,
+            "claimed_by": holder,
+            "claimed_at": now,
+            "error": None,
+            "finished_at": None,
+        }
+        stmt = work.claim(ImportRun, ImportRun.id, free, values=values, returning=[ImportRun.id])
+        return bool((await self.session.execute(stmt)).all())
 
     async def advance(
-        self, import_id: int, worker_id: str, *, now: datetime, conversations: int, messages: int
+        self, import_id: int, holder: str, *, now: datetime, conversations: int, messages: int
     ) -> bool:
         """Count stored work into the run and renew its lease; False when the run is no longer this
-        worker's (cancelled, or taken over after the lease lapsed): the caller rolls back and stops."""
+        holder's (cancelled, or taken over after the lease lapsed): the caller rolls back and stops."""
         stmt = (
             update(ImportRun)
-            .where(ImportRun.id == import_id, ImportRun.status == RUNNING, ImportRun.claimed_by == worker_id)
+            .where(ImportRun.id == import_id, ImportRun.status == RUNNING, ImportRun.claimed_by == holder)
             .values(
                 claimed_at=now,
                 conversations_stored=ImportRun.conversations_stored + conversations,
@@ -102,12 +107,12 @@ class ImportRepository:
         return bool(getattr(result, "rowcount", 0))
 
     async def finish(
-        self, import_id: int, worker_id: str, *, status: str, now: datetime, error: str | None = None
+        self, import_id: int, holder: str, *, status: str, now: datetime, error: str | None = None
     ) -> bool:
-        """End this worker's run with a status (and the error that stopped it)."""
+        """End this holder's run with a status (and the error that stopped it)."""
         stmt = (
             update(ImportRun)
-            .where(ImportRun.id == import_id, ImportRun.status == RUNNING, ImportRun.claimed_by == worker_id)
+            .where(ImportRun.id == import_id, ImportRun.status == RUNNING, ImportRun.claimed_by == holder)
             .values(status=status, finished_at=now, claimed_by=None, claimed_at=None, error=error)
         )
         result = await self.session.execute(stmt)

@@ -1,10 +1,10 @@
 """The touchpoints table's statements: plan, lease the due ones, record, send and finish them.
 
 Finding who is due is one statement on the `(status, due_at)` index: open rows whose time has come
-and whose lease is free are leased to one worker (PostgreSQL: `FOR UPDATE SKIP LOCKED`, so two
-instances never take the same row and neither waits; SQLite runs one writer at a time). A row's
-text is recorded with its transcript row before anything is sent (`sending`), so a crash after the
-model call resumes the send and never composes or sends it twice. The caller owns the transaction.
+and whose lease is free are leased to one worker by the work queue's claim (db/work.py: two
+instances never take the same row and neither waits). A row's text is recorded with its transcript
+row before anything is sent (`sending`), so a crash after the model call resumes the send and never
+composes or sends it twice. The caller owns the transaction.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from sqlalchemy import Integer, Select, bindparam, delete, func, or_, select, up
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from db import work
 from db.models import TOUCHPOINT_KIND, Conversation, ConversationThread, Touchpoint, TranscriptMessage, User
+from db.work import Retry
 
 OPEN = ("planned", "sending")
 # The kind of a reminder's occurrence (agent/reminders/): the rules that keep touchpoints welcome and the
@@ -63,6 +65,9 @@ def _planned_for() -> Select[Touchpoint]:
         .order_by(Touchpoint.due_at, Touchpoint.id)
         .limit(bindparam("limit", type_=Integer))
     )
+
+
+_RENEW = work.renewal(Touchpoint, Touchpoint.id, Touchpoint.lease_owner, Touchpoint.lease_expires_at)
 
 
 def _rowcount(result: Any) -> int:
@@ -144,30 +149,29 @@ class TouchpointRepository:
         """The due rows' ids without leasing them (what the finder reads)."""
         return list((await self.session.execute(self.due_query(now, limit))).scalars())
 
-    async def lease_due(self, *, owner: str, now: datetime, lease: timedelta, limit: int) -> list[int]:
+    async def lease_due(self, *, holder: str, now: datetime, lease: timedelta, limit: int) -> list[int]:
         """Lease up to `limit` due rows (oldest due first) whose lease is free; their ids."""
-        due = self.due_query(now, limit).with_for_update(skip_locked=True)
-        stmt = (
-            update(Touchpoint)
-            .where(Touchpoint.id.in_(due.scalar_subquery()))
-            .values(lease_owner=owner, lease_expires_at=now + lease, attempts=Touchpoint.attempts + 1)
-            .returning(Touchpoint.id, Touchpoint.due_at)
-            .execution_options(synchronize_session=False)
-        )
+        values = {
+            Touchpoint.lease_owner: holder,
+            Touchpoint.lease_expires_at: now + lease,
+            Touchpoint.attempts: Touchpoint.attempts + 1,
+        }
+        due, returning = self.due_query(now, limit), [Touchpoint.id, Touchpoint.due_at]
+        stmt = work.claim(Touchpoint, Touchpoint.id, due, values=values, returning=returning, many=True)
         rows = (await self.session.execute(stmt)).all()
         return [row_id for row_id, _ in sorted(rows, key=lambda row: (row[1], row[0]))]
 
-    async def held(self, touchpoint_id: int, owner: str) -> Touchpoint | None:
-        """The row while `owner` holds its lease, else None."""
+    async def held(self, touchpoint_id: int, holder: str) -> Touchpoint | None:
+        """The row while `holder` holds its lease, else None."""
         row = await self.session.get(Touchpoint, touchpoint_id, populate_existing=True)
-        return row if row is not None and row.lease_owner == owner and row.status in OPEN else None
+        return row if row is not None and row.lease_owner == holder and row.status in OPEN else None
 
-    async def _leased_update(self, touchpoint_id: int, owner: str, **values: Any) -> bool:
+    async def _leased_update(self, touchpoint_id: int, holder: str, **values: Any) -> bool:
         stmt = (
             update(Touchpoint)
             .where(
                 Touchpoint.id == touchpoint_id,
-                Touchpoint.lease_owner == owner,
+                Touchpoint.lease_owner == holder,
                 Touchpoint.status.in_(OPEN),
             )
             .values(**values)
@@ -175,30 +179,35 @@ class TouchpointRepository:
         )
         return bool(_rowcount(await self.session.execute(stmt)))
 
-    async def renew(self, touchpoint_id: int, owner: str, until: datetime) -> bool:
-        """Extend `owner`'s lease on the row to `until`; False when the lease was lost."""
-        stmt = (
-            update(Touchpoint)
-            .where(Touchpoint.id == touchpoint_id, Touchpoint.lease_owner == owner)
-            .values(lease_expires_at=until)
-            .execution_options(synchronize_session=False)
-        )
-        return bool(_rowcount(await self.session.execute(stmt)))
+    async def renew(self, touchpoint_id: int, holder: str, until: datetime) -> bool:
+        """Extend `holder`'s lease on the row to `until`; False when the lease was lost."""
+        params = {"holder": holder, "keys": [touchpoint_id], "until": until}
+        return bool((await self.session.execute(_RENEW, params)).all())
 
-    async def retry_later(self, touchpoint_id: int, owner: str, *, at: datetime, error: str) -> None:
-        """Give the row back, to be leased again from `at` (a sending row resumes its send)."""
-        await self.session.execute(
-            update(Touchpoint)
-            .where(Touchpoint.id == touchpoint_id, Touchpoint.lease_owner == owner)
-            .values(lease_owner=None, lease_expires_at=at, last_error=error[:2000])
-            .execution_options(synchronize_session=False)
-        )
+    async def retry_later(
+        self, touchpoint_id: int, holder: str, *, now: datetime, error: str, retry: Retry
+    ) -> None:
+        """Give the row back, to be leased again after its backoff (a sending row resumes its send)."""
+        row = await self.held(touchpoint_id, holder)
+        if row is None:
+            return
+        row.lease_owner, row.lease_expires_at = None, now + retry.after(row.attempts)
+        row.last_error = error[:2000]
 
-    async def undeliverable(self, touchpoint_id: int, owner: str, user_id: int, *, now: datetime) -> None:
+    async def hold(self, touchpoint_id: int, holder: str) -> tuple[Touchpoint, User] | None:
+        """The row while `holder` holds its lease, and its person's row locked until the commit (what
+        two instances writing first to one person wait on); None when the lease is lost."""
+        row = await self.held(touchpoint_id, holder)
+        if row is None:
+            return None
+        user = await self.session.get(User, row.user_id, with_for_update=True, populate_existing=True)
+        return None if user is None else (row, user)
+
+    async def undeliverable(self, touchpoint_id: int, holder: str, user_id: int, *, now: datetime) -> None:
         """Telegram refused the chat: the user is marked unreachable (skipped until they write again),
         the row closes as blocked, and an unsent message leaves no trace in their transcript."""
         row = await self.session.get(Touchpoint, touchpoint_id)
-        if row is None or row.lease_owner != owner:
+        if row is None or row.lease_owner != holder:
             return
         await self.session.execute(update(User).where(User.id == user_id).values(unreachable_at=now))
         if row.chunks_sent == 0 and row.transcript_message_id is not None:
@@ -225,20 +234,20 @@ class TouchpointRepository:
         )
         return status in (None, "open")
 
-    async def postpone(self, touchpoint_id: int, owner: str, due_at: datetime) -> bool:
+    async def postpone(self, touchpoint_id: int, holder: str, due_at: datetime) -> bool:
         """Give the row back, due again at `due_at` (quiet hours, the daily or weekly cap)."""
         return await self._leased_update(
-            touchpoint_id, owner, due_at=due_at, lease_owner=None, lease_expires_at=None
+            touchpoint_id, holder, due_at=due_at, lease_owner=None, lease_expires_at=None
         )
 
     async def close(
-        self, touchpoint_id: int, owner: str, *, status: str, outcome: str | None, now: datetime
+        self, touchpoint_id: int, holder: str, *, status: str, outcome: str | None, now: datetime
     ) -> bool:
         """Finish a planned row without sending: declined, cancelled (outcome says why) or undeliverable."""
         assert status in FINAL
         return await self._leased_update(
             touchpoint_id,
-            owner,
+            holder,
             status=status,
             outcome=outcome,
             finished_at=now,
@@ -247,12 +256,12 @@ class TouchpointRepository:
         )
 
     async def record(
-        self, touchpoint_id: int, owner: str, *, text: str, transcript_message_id: int, now: datetime
+        self, touchpoint_id: int, holder: str, *, text: str, transcript_message_id: int, now: datetime
     ) -> bool:
         """The composed text, in the transaction that stores its transcript row: it must be sent now."""
         return await self._leased_update(
             touchpoint_id,
-            owner,
+            holder,
             status="sending",
             text=text,
             transcript_message_id=transcript_message_id,
@@ -260,15 +269,15 @@ class TouchpointRepository:
             sent_at=now,
         )
 
-    async def chunk_sent(self, touchpoint_id: int, owner: str, *, sent: int) -> bool:
+    async def chunk_sent(self, touchpoint_id: int, holder: str, *, sent: int) -> bool:
         """Telegram accepted the first `sent` chunks."""
-        return await self._leased_update(touchpoint_id, owner, chunks_sent=sent)
+        return await self._leased_update(touchpoint_id, holder, chunks_sent=sent)
 
-    async def mark_sent(self, touchpoint_id: int, owner: str, *, sent: int, now: datetime) -> bool:
+    async def mark_sent(self, touchpoint_id: int, holder: str, *, sent: int, now: datetime) -> bool:
         """Every chunk is with Telegram: done."""
         return await self._leased_update(
             touchpoint_id,
-            owner,
+            holder,
             status="sent",
             outcome="sent",
             chunks_sent=sent,

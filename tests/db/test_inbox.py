@@ -29,10 +29,10 @@ async def add(sessions: async_sessionmaker[AsyncSession], *updates: NewUpdate) -
 
 
 async def claim(
-    sessions: async_sessionmaker[AsyncSession], owner: str = "a", *, at: datetime = NOW, limit: int = 10
+    sessions: async_sessionmaker[AsyncSession], holder: str = "a", *, at: datetime = NOW, limit: int = 10
 ) -> list[int]:
     async with sessions() as session, session.begin():
-        rows = await InboxRepository(session).claim(owner=owner, now=at, lease=LEASE, limit=limit)
+        rows = await InboxRepository(session).claim(holder=holder, now=at, lease=LEASE, limit=limit)
     return [row.update_id for row in rows]
 
 
@@ -54,15 +54,15 @@ async def test_a_repeated_update_id_is_stored_once(sessions: async_sessionmaker[
 async def test_a_lone_update_is_stored_and_leased_in_one_statement_when_it_heads_its_queue(
     sessions: async_sessionmaker[AsyncSession],
 ) -> None:
-    async def add_leased(u: NewUpdate, owner: str = "a") -> tuple[bool, int | None]:
+    async def add_leased(u: NewUpdate, holder: str = "a") -> tuple[bool, int | None]:
         async with sessions() as session, session.begin():
-            new, row = await InboxRepository(session).add_leased(u, owner=owner, now=NOW, lease=LEASE)
+            new, row = await InboxRepository(session).add_leased(u, holder=holder, now=NOW, lease=LEASE)
         return new, row.update_id if row is not None else None
 
     assert await add_leased(update(1, 7, "nul\x00inside")) == (True, 1)
     assert await add_leased(update(2, 7)) == (True, None)  # its chat has a row in flight: it waits
     assert await add_leased(update(1, 7)) == (False, None)  # a repeat changes nothing
-    assert await add_leased(update(3, 8), owner="b") == (True, 3)
+    assert await add_leased(update(3, 8), holder="b") == (True, 3)
     async with sessions() as session:
         rows = (await session.execute(select(InboxUpdate).order_by(InboxUpdate.update_id))).scalars().all()
     leases = [(r.update_id, r.status, r.lease_owner, r.attempts, r.lease_expires_at) for r in rows]
@@ -133,8 +133,8 @@ async def test_two_chats_of_one_user_are_worked_side_by_side_and_each_chat_in_or
         # A lone update stored while the private chat's row is in flight: the group's queue is free.
         repo = InboxRepository(session)
         await repo.finish(await _row_id(session, 4), now=NOW, outcome="answered")
-        _, leased = await repo.add_leased(in_chat(5, 7, group), owner="c", now=NOW, lease=LEASE)
-        _, waiting = await repo.add_leased(in_chat(6, 7, 7), owner="c", now=NOW, lease=LEASE)
+        _, leased = await repo.add_leased(in_chat(5, 7, group), holder="c", now=NOW, lease=LEASE)
+        _, waiting = await repo.add_leased(in_chat(6, 7, 7), holder="c", now=NOW, lease=LEASE)
     assert leased is not None and leased.update_id == 5
     assert waiting is None
     async with sessions() as session:
@@ -163,15 +163,15 @@ async def test_an_expired_lease_is_taken_over_and_counted_when_a_reply_was_recor
 ) -> None:
     await add(sessions, update(1, 7))
     async with sessions() as session, session.begin():
-        (row,) = await InboxRepository(session).claim(owner="dead", now=NOW, lease=LEASE, limit=5)
-        assert await InboxRepository(session).record_reply(row.id, owner="dead", text="hello")
+        (row,) = await InboxRepository(session).claim(holder="dead", now=NOW, lease=LEASE, limit=5)
+        assert await InboxRepository(session).record_reply(row.id, holder="dead", text="hello")
     assert await claim(sessions, "live", at=NOW + LEASE / 2) == []
     async with sessions() as session, session.begin():
         (taken,) = await InboxRepository(session).claim(
-            owner="live", now=NOW + LEASE * 2, lease=LEASE, limit=5
+            holder="live", now=NOW + LEASE * 2, lease=LEASE, limit=5
         )
         # The dead worker's lease is gone: it can no longer record anything on the row.
-        assert not await InboxRepository(session).record_reply(row.id, owner="dead", text="again")
+        assert not await InboxRepository(session).record_reply(row.id, holder="dead", text="again")
     assert (taken.status, taken.reply_text, taken.attempts) == ("replying", "hello", 2)
     async with sessions() as session:
         stored = await session.get(InboxUpdate, row.id)
@@ -186,11 +186,11 @@ async def test_renew_keeps_the_rows_and_release_gives_them_back_for_later(
     async with sessions() as session, session.begin():
         repo = InboxRepository(session)
         ids = list((await session.execute(select(InboxUpdate.id).order_by(InboxUpdate.id))).scalars())
-        held = await repo.renew(ids, owner="a", now=NOW + LEASE, lease=LEASE)
+        held = await repo.renew(ids, holder="a", now=NOW + LEASE, lease=LEASE)
         assert held == set(ids)
-        assert await repo.renew(ids, owner="b", now=NOW + LEASE, lease=LEASE) == set()
+        assert await repo.renew(ids, holder="b", now=NOW + LEASE, lease=LEASE) == set()
         first = min(held)
-        await repo.release(first, owner="a", available_at=NOW + LEASE * 3, error="database restarting")
+        await repo.release(first, holder="a", available_at=NOW + LEASE * 3, error="database restarting")
     assert await claim(sessions, "b", at=NOW + LEASE * 3 / 2) == []  # row 2 still leased, row 1 backs off
     # Later the backoff is over, and row 2's renewed lease has run out (its worker stopped renewing).
     assert await claim(sessions, "b", at=NOW + LEASE * 3) == [1, 2]
@@ -238,9 +238,9 @@ async def test_two_workers_claiming_at_once_never_take_the_same_row(
     await add(sessions, *(update(i, 100 + i % 40) for i in range(1, 201)))
     taken: list[int] = []
 
-    async def worker(owner: str) -> None:
+    async def worker(holder: str) -> None:
         while True:
-            ids = await claim(sessions, owner, limit=3)
+            ids = await claim(sessions, holder, limit=3)
             if not ids:
                 return
             taken.extend(ids)

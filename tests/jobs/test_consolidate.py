@@ -26,6 +26,7 @@ from db.engine import create_engine, session_factory
 from db.models import Conversation, ConversationThread, FactConsolidation, ModelUsage
 from db.repositories.fact_tidying import FactTidying
 from db.repositories.facts import FactRepository
+from db.work import dead_items
 from jobs.registry import run_job
 from jobs.scheduler import run_minute_jobs
 from tests.jobs.conftest import seed_conversation
@@ -255,7 +256,7 @@ async def test_a_failing_model_call_is_retried_later_and_loses_no_fact(
     assert len(tidier.prompts) == 2
 
 
-async def test_after_the_last_attempt_an_owner_waits_for_its_next_change(
+async def test_after_the_last_attempt_a_person_waits_for_their_next_change(
     database_url: str, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
 ) -> None:
     settings = Settings(_env_file=None, database_url=database_url, postprocess_max_attempts=2)  # type: ignore[call-arg]
@@ -270,6 +271,8 @@ async def test_after_the_last_attempt_an_owner_waits_for_its_next_change(
     assert (await run_job("consolidate", ctx))["claimed"] == 0  # given up
     given_up = await state(sessions, ana)
     assert (given_up.attempts, given_up.lease_until) == (2, None)
+    async with sessions() as session:
+        assert (await dead_items(session)).counts["tidying"] == 1
 
     await say(sessions, ana, ["Ana has a cat"], clock.now())
     assert (await run_job("consolidate", ctx))["failed"] == 1  # tried again, from its first attempt
@@ -277,6 +280,8 @@ async def test_after_the_last_attempt_an_owner_waits_for_its_next_change(
     clock.advance(timedelta(hours=1))
     assert (await run_job("consolidate", ctx))["consolidated"] == 1
     assert await held(sessions, ana) == ["Ana plays the cello", "Ana lives in Lisbon", "Ana has a cat"]
+    async with sessions() as session:
+        assert (await dead_items(session)).counts["tidying"] == 0
 
 
 async def test_a_pinned_fact_is_never_dropped_and_a_contradiction_is_asked(

@@ -17,6 +17,7 @@ from agent.account.users import get_or_create_user
 from bench.clock import FrozenClock
 from db.engine import create_engine, session_factory
 from db.models import Conversation
+from db.work import Retry
 from jobs.context import JobContext
 from jobs.queue import claim_and_read, mark_processed, record_failure
 from jobs.registry import run_job
@@ -213,9 +214,7 @@ async def test_two_instances_with_two_workers_each_keep_every_users_order(
                     name,
                     "scripted",
                     now,
-                    max_attempts=2 if conversation_id in give_up else 5,
-                    base_seconds=0,
-                    max_seconds=0,
+                    retry=Retry(2 if conversation_id in give_up else 5, 0, 0),
                 )
                 if status == "failed":
                     finished.add(conversation_id)

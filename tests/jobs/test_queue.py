@@ -12,9 +12,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bench.clock import FrozenClock
 from db.models import Conversation, ConversationThread, DaySegment
+from db.work import dead_items
 from jobs.context import JobContext
 from jobs.errors import UnknownJobError
-from jobs.queue import backoff, claim_and_read, queue_stats, requeue
+from jobs.queue import claim_and_read, queue_stats, requeue
 from jobs.registry import run_job
 from tests.jobs.conftest import ScriptedSummaries, seed_conversation
 
@@ -26,10 +27,6 @@ async def _conversation(sessions: async_sessionmaker[AsyncSession], conversation
         conversation = await session.get(Conversation, conversation_id)
     assert conversation is not None
     return conversation
-
-
-def test_backoff_doubles_and_is_capped() -> None:
-    assert [backoff(n, 60, 300).total_seconds() for n in (1, 2, 3, 4)] == [60, 120, 240, 300]
 
 
 async def test_model_failing_twice_then_succeeding_is_processed_once(
@@ -85,11 +82,15 @@ async def test_gives_up_as_failed_after_max_attempts(
     assert failed.last_error is not None and "529" in failed.last_error
     stats = await queue_stats(sessions)
     assert stats.failed == 1 and "failed: 1" in stats.format()
+    async with sessions() as session:
+        assert (await dead_items(session)).counts["post-processing"] == 1
     # /reprocess: back in the queue, due now, with a fresh attempt count.
     assert await requeue(sessions, conversation_id, clock.now())
     scripted.fail_extractions = 0
     assert (await run_job("postprocess", ctx))["processed"] == 1
     assert (await _conversation(sessions, conversation_id)).attempts == 1
+    async with sessions() as session:
+        assert (await dead_items(session)).counts["post-processing"] == 0
 
 
 async def test_stale_claim_of_a_dead_worker_is_taken_over(
