@@ -27,6 +27,7 @@ from sqlalchemy import insert
 from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
 from agent.turn.service import TurnService
+from agent.turn.transcript import Incoming
 from bench.clock import FrozenClock
 from bench.common import describe, percentile, scratch_database
 from db.engine import create_engine, session_factory
@@ -128,7 +129,10 @@ async def bench_one(url: str, stored: int, turns: int, *, warm_up: int = 3, prof
         sent = clock.now() + timedelta(seconds=30 * i)
         text = f"turn {i}: how was your day?"
         counted = i >= warm_up
-        timed_turn = await _timed(service.reply(user.id, text, sent), timed.turn_profile if counted else None)
+        timed_turn = await _timed(
+            service.reply(Incoming(owner=user.id, text=text, sent_at=sent)),
+            timed.turn_profile if counted else None,
+        )
         timed_bare = await _timed(bare.run(text), timed.bare_profile if counted else None)
         if counted:
             timed.turns.append(timed_turn)
