@@ -33,6 +33,7 @@ from agent.core.models import build_model
 from agent.core.prices import estimate_cost
 from agent.core.settings import Settings
 from agent.turn.service import TurnService
+from agent.turn.transcript import Incoming
 from bench.clock import FrozenClock
 from bench.common import scratch_database
 from bench.fakes.anthropic_api import FakeAnthropic, Reply, last_user_text
@@ -224,7 +225,9 @@ async def _conversation(
         if turn == TOOL_TURN:
             fake.script(Reply.tool_call("memory_search", {"query": "Maya interview"}), _answer)
         before = len(fake.cache.uses)
-        result = await service.reply(user.id, f"turn {turn}: so today at work was long, and then", at)
+        result = await service.reply(
+            Incoming(owner=user.id, text=f"turn {turn}: so today at work was long, and then", sent_at=at)
+        )
         chat, other = _split(fake.cache.uses[before:], settings.model)
         costs.append(turn_cost(chat, len(result.text) // 4 * len(chat)))
         others.append(turn_cost(other, settings.compaction_summary_max_tokens * len(other)))
@@ -291,7 +294,9 @@ async def _day(
     for at, user_id, t in sorted(plan):
         clock.current = at
         before = len(fake.cache.uses)
-        result = await service.reply(user_id, f"turn {t}: how was your day, and what about the film?", at)
+        result = await service.reply(
+            Incoming(owner=user_id, text=f"turn {t}: how was your day, and what about the film?", sent_at=at)
+        )
         chat, _ = _split(fake.cache.uses[before:], settings.model)
         costs.append(turn_cost(chat, len(result.text) // 4))
     await service.close()

@@ -34,6 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
 from agent.turn.service import TurnService
+from agent.turn.transcript import Incoming
 from bench.clock import FrozenClock
 from bench.common import describe, percentile, scratch_database
 from bench.delivery_harness import BotProcess, Crowd, Tally, bot_env, echo, run_crowd
@@ -255,7 +256,7 @@ async def inbox_overhead(url: str, turns: int) -> Overhead:
         counted = i >= 6  # warm-up turns are not counted
         started = time.perf_counter()
         if i % 2:
-            await service.reply(user.id, f"turn {i}", at, telegram_message_id=i)
+            await service.reply(Incoming(owner=user.id, text=f"turn {i}", sent_at=at, telegram_message_id=i))
             if counted:
                 found.bypassed.append((time.perf_counter() - started) * 1000)
             continue
@@ -273,7 +274,9 @@ async def inbox_overhead(url: str, turns: int) -> Overhead:
             await delivery.receipt(session, answer)
             receipt_ms = (time.perf_counter() - begun) * 1000
 
-        await service.reply(user.id, f"turn {i}", at, telegram_message_id=i, receipt=receipt)
+        await service.reply(
+            Incoming(owner=user.id, text=f"turn {i}", sent_at=at, telegram_message_id=i, receipt=receipt)
+        )
         elapsed = (time.perf_counter() - started) * 1000
         await received
         marked = time.perf_counter()

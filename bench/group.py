@@ -38,7 +38,7 @@ from agent.core.settings import Settings
 from agent.core.tokens import get_counter
 from agent.turn.group_turn import group_prompt
 from agent.turn.service import TurnService
-from agent.turn.transcript import Speaker
+from agent.turn.transcript import Incoming, Speaker
 from bench.clock import FrozenClock
 from bench.common import describe, scratch_database
 from bench.cost import turn_cost
@@ -191,11 +191,24 @@ async def run_day(
             started = time.perf_counter()
             if message.to_bot:
                 result = await service.group_reply(
-                    owner.id, message.text, message.at, speaker=speaker, telegram_message_id=n + 1
+                    Incoming(
+                        owner=owner.id,
+                        text=message.text,
+                        sent_at=message.at,
+                        telegram_message_id=n + 1,
+                        speaker=speaker,
+                        may_change_memory=False,
+                    )
                 )
             else:
                 await service.hear(
-                    owner.id, message.text, message.at, speaker=speaker, telegram_message_id=n + 1
+                    Incoming(
+                        owner=owner.id,
+                        text=message.text,
+                        sent_at=message.at,
+                        telegram_message_id=n + 1,
+                        speaker=speaker,
+                    )
                 )
             elapsed = (time.perf_counter() - started) * 1000
             if not message.to_bot:

@@ -32,6 +32,7 @@ from sqlalchemy import text
 from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
 from agent.graph import NullGraph
+from agent.turn.transcript import Incoming
 from bench.clock import FrozenClock
 from bench.common import database_copy, scratch_database
 from bench.storage_gen import Template, Words, read_template, replay
@@ -121,7 +122,9 @@ async def talk(url: str, people: int, days: int, *, clock: FrozenClock, first_da
             for turn in range(3):
                 for n, user_id in enumerate(users):
                     said = SAID[(day * 3 + turn + n) % len(SAID)]
-                    await runtime.turns.reply(user_id, f"{said} (day {day})", clock.now())
+                    await runtime.turns.reply(
+                        Incoming(owner=user_id, text=f"{said} (day {day})", sent_at=clock.now())
+                    )
                 clock.advance(timedelta(minutes=4))
             await runtime.turns.settle()
             clock.advance(timedelta(hours=1))

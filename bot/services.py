@@ -16,7 +16,7 @@ from telegram.ext import Application
 
 from agent.account.access import AccessPolicy
 from agent.account.ratelimit import RateLimiter, Scope
-from agent.account.users import get_or_create_user
+from agent.account.users import admitted
 from bot.delivery.runner import DeliveryRunner
 from bot.delivery.sending import send_text
 from bot.handlers.admins import GroupAdmins
@@ -45,20 +45,28 @@ class BotServices:
     # group's memory through the model.
     admins: GroupAdmins
 
-    async def account(self, person: TelegramUser, now: datetime) -> tuple[User, bool]:
-        """The stored user behind a Telegram user, created on first contact."""
+    async def admit(
+        self, bot: Bot, person: TelegramUser, chat_id: int, now: datetime, scope: Scope | None = "message"
+    ) -> User | None:
+        """The person's account (created on first contact) when the request is within the scope's
+        limit, else None (the first refusal in a window gets a friendly answer): one transaction."""
         settings = self.runtime.settings
         onboard = settings.onboarding_enabled
-        return await get_or_create_user(
+        verdict, user = await admitted(
             self.runtime.sessions,
+            self.limiter,
+            scope,
+            identity=telegram_identity(person),
             key=telegram_identity(person),
             now=now,
             timezone=settings.default_timezone,
-            # Without onboarding the Telegram first name is the name to use.
             name=None if onboard else person.first_name,
             telegram_id=person.id,
             onboarding_status="pending" if onboard else "complete",
         )
+        if not verdict.allowed and verdict.tell:
+            await send_text(bot, chat_id, verdict.message)
+        return user
 
     async def over_limit(
         self, bot: Bot, person: TelegramUser, chat_id: int, now: datetime, scope: Scope = "message"

@@ -184,9 +184,11 @@ def test_the_turns_are_handed_a_kit_never_the_service() -> None:
         if name.startswith("agent.turn.") and service in module.imports
     )
     assert importers == []
-    # The scan sees the turn modules and what the service imports from them.
+    # The scan sees the turn modules and what the service imports from them; every turn is a
+    # `Turn` of the frame, which holds the kit.
     assert {"agent.turn.chat_turn", "agent.turn.kit"} <= structure.modules[service].eager
-    assert "agent.turn.kit" in structure.modules["agent.turn.chat_turn"].eager
+    assert "agent.turn.kit" in structure.modules["agent.turn.frame"].eager
+    assert "agent.turn.frame" in structure.modules["agent.turn.chat_turn"].eager
 
 
 @pytest.mark.process

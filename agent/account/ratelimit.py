@@ -177,43 +177,60 @@ class RateLimiter:
 
     async def check(self, identity: str, now: datetime, scope: Scope = "message") -> Verdict:
         """Count this request if it is allowed; refuse it (without counting) when over a limit."""
+        if not self.limits_scope(scope):
+            return Verdict(True)
+        async with self.sessions() as session, session.begin():
+            verdict = await self.check_in(session, identity, now, scope)
+        await self.settle(verdict, scope, now)
+        return verdict
+
+    def limits_scope(self, scope: Scope) -> bool:
+        """Whether requests of this scope are limited at all."""
+        limit = self.limits.get(scope)
+        return limit is not None and (limit.per_minute > 0 or limit.per_day > 0)
+
+    async def check_in(self, session: AsyncSession, identity: str, now: datetime, scope: Scope) -> Verdict:
+        """`check` in the caller's transaction (which must commit for the request to count); the
+        caller then calls `settle`."""
         limit = self.limits.get(scope)
         if limit is None or (limit.per_minute <= 0 and limit.per_day <= 0):
             return Verdict(True)
         subject = self.subject(identity)
-        async with self.sessions() as session, session.begin():
-            await _lock(session, subject)
-            event = RateLimitEvent(subject=subject, scope=scope, at=now)
-            session.add(event)
-            await session.flush()  # SQLite: the write lock is ours until commit
-            recent = case((RateLimitEvent.at > now - MINUTE, 1), else_=0)
-            row = (
-                await session.execute(
-                    select(func.coalesce(func.sum(recent), 0), func.count()).where(
-                        RateLimitEvent.subject == subject,
-                        RateLimitEvent.scope == scope,
-                        RateLimitEvent.at > now - DAY,
-                    )
+        await _lock(session, subject)
+        event = RateLimitEvent(subject=subject, scope=scope, at=now)
+        session.add(event)
+        await session.flush()  # SQLite: the write lock is ours until commit
+        recent = case((RateLimitEvent.at > now - MINUTE, 1), else_=0)
+        row = (
+            await session.execute(
+                select(func.coalesce(func.sum(recent), 0), func.count()).where(
+                    RateLimitEvent.subject == subject,
+                    RateLimitEvent.scope == scope,
+                    RateLimitEvent.at > now - DAY,
                 )
-            ).one()
-            # Both counts include this request.
-            in_minute, in_day = int(row[0]), int(row[1])
-            verdict = Verdict(True)
-            if 0 < limit.per_minute < in_minute:
-                verdict = Verdict(False, scope, "minute")
-            elif 0 < limit.per_day < in_day:
-                verdict = Verdict(False, scope, "day")
-            if not verdict.allowed:
-                await session.delete(event)
-                # Every refusal, told or not, counts in the day's bot-wide counters (the dashboard).
-                counter = refusal_counter(scope, verdict.window or "day")
-                await AccessRepository(session).bump(now.astimezone(UTC).date(), counter)
-                verdict = await self._told_once(session, subject, verdict, now)
+            )
+        ).one()
+        # Both counts include this request.
+        in_minute, in_day = int(row[0]), int(row[1])
+        verdict = Verdict(True)
+        if 0 < limit.per_minute < in_minute:
+            verdict = Verdict(False, scope, "minute")
+        elif 0 < limit.per_day < in_day:
+            verdict = Verdict(False, scope, "day")
+        if not verdict.allowed:
+            await session.delete(event)
+            # Every refusal, told or not, counts in the day's bot-wide counters (the dashboard).
+            counter = refusal_counter(scope, verdict.window or "day")
+            await AccessRepository(session).bump(now.astimezone(UTC).date(), counter)
+            verdict = await self._told_once(session, subject, verdict, now)
+        return verdict
+
+    async def settle(self, verdict: Verdict, scope: Scope, now: datetime) -> None:
+        """After the check's commit: a refusal logged and counted, old counts pruned now and then."""
         if not verdict.allowed:
             logger.info("rate limited", extra={"scope": scope, "window": verdict.window})
             observability.refused(refusal_counter(scope, verdict.window or "day"))
         await self._prune(now)
-        return verdict
 
     async def first_refusal(self, identity: str, now: datetime, scope: Scope) -> Verdict:
         """A refusal decided elsewhere (access): answered only if it is the first in a day."""

@@ -1,4 +1,5 @@
-"""Finding or creating the user behind a surface key (Telegram id, terminal name)."""
+"""Finding or creating the user behind a surface key (Telegram id, terminal name), with the rate
+limit's verdict on the request in the same transaction (`admitted`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from datetime import datetime
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agent.account.ratelimit import RateLimiter, Scope, Verdict
 from db.models import User
 from db.repositories.users import UserRepository
 
@@ -22,25 +24,73 @@ async def get_or_create_user(
     onboarding_status: str = "complete",
 ) -> tuple[User, bool]:
     """Return the user with this key, creating it if needed; the flag says whether it is new."""
-    async with sessions() as session:
-        try:
-            async with session.begin():
-                existing = await UserRepository(session).by_key(key)
-                if existing is not None:
-                    return existing, False
-                user = await UserRepository(session).create(
-                    key=key,
-                    created_at=now,
-                    timezone=timezone,
-                    name=name,
-                    telegram_id=telegram_id,
-                    onboarding_status=onboarding_status,
-                )
-            return user, True
-        except IntegrityError:
-            # Two first messages raced; the other one created the user.
-            pass
-    async with sessions() as session:
-        user_or_none = await UserRepository(session).by_key(key)
-        assert user_or_none is not None
-        return user_or_none, False
+    _, user, created = await _arrive(
+        sessions, None, None, "", key, now, timezone, name, telegram_id, onboarding_status
+    )
+    assert user is not None  # nothing refuses a request that is not limited
+    return user, created
+
+
+async def admitted(
+    sessions: async_sessionmaker[AsyncSession],
+    limiter: RateLimiter,
+    scope: Scope | None,
+    *,
+    identity: str,
+    key: str,
+    now: datetime,
+    timezone: str,
+    name: str | None = None,
+    telegram_id: int | None = None,
+    onboarding_status: str = "complete",
+) -> tuple[Verdict, User | None]:
+    """The rate limit's verdict on a request (`scope` None: not limited) and, when it is allowed, the
+    person behind it, created on first contact: one transaction, the person read once. A refused
+    request writes no user row."""
+    verdict, user, _ = await _arrive(
+        sessions, limiter, scope, identity, key, now, timezone, name, telegram_id, onboarding_status
+    )
+    return verdict, user
+
+
+async def _arrive(
+    sessions: async_sessionmaker[AsyncSession],
+    limiter: RateLimiter | None,
+    scope: Scope | None,
+    identity: str,
+    key: str,
+    now: datetime,
+    timezone: str,
+    name: str | None,
+    telegram_id: int | None,
+    onboarding_status: str,
+) -> tuple[Verdict, User | None, bool]:
+    for attempt in (1, 2):
+        async with sessions() as session:
+            try:
+                async with session.begin():
+                    verdict = (
+                        await limiter.check_in(session, identity, now, scope)
+                        if limiter is not None and scope is not None
+                        else Verdict(True)
+                    )
+                    users = UserRepository(session)
+                    user = await users.by_key(key) if verdict.allowed else None
+                    created = verdict.allowed and user is None
+                    if created:
+                        user = await users.create(
+                            key=key,
+                            created_at=now,
+                            timezone=timezone,
+                            name=name,
+                            telegram_id=telegram_id,
+                            onboarding_status=onboarding_status,
+                        )
+            except IntegrityError:
+                if attempt == 2:
+                    raise
+                continue  # two first messages raced; the other one created the user
+        if limiter is not None and scope is not None:
+            await limiter.settle(verdict, scope, now)
+        return verdict, user, created
+    raise AssertionError("unreachable")

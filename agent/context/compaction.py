@@ -172,6 +172,10 @@ class Compactor:
 
         if not self.settings.compaction_enabled or self.model is None:
             return done(history, "disabled")
+        # A conversation's history only grows, and a summary is written only once it is over the
+        # trigger: a history under it has no summary to look for.
+        if self.counter.count_messages(history) <= self.trigger:
+            return done(history, "not needed")
         async with sessions() as session:
             cached = await self._cached(session, conversation_id, history)
         previous = ""
@@ -181,8 +185,6 @@ class Compactor:
             candidate = with_summary(previous, history[covered:])
             if self.counter.count_messages(candidate) <= self.trigger:
                 return done(candidate, "cached", covered, previous)
-        elif self.counter.count_messages(history) <= self.trigger:
-            return done(history, "not needed")
         boundary = self._boundary(history, covered)
         if boundary is None:
             if cached is not None:  # nothing new to fold in; the cached summary still helps

@@ -29,6 +29,7 @@ from agent.context.facts import MessageFacts, limits_for_budget
 from agent.context.profile import ProfileTier, load_profile_tier
 from agent.context.reads import SharedReads
 from agent.context.tiers import (
+    Days,
     TierBlock,
     facts_block,
     load_last_conversation,
@@ -46,7 +47,7 @@ from agent.core.redaction import describe_error
 from agent.core.settings import Settings
 from agent.core.tokens import TokenCounter
 from agent.memory.profile import ProfileCache
-from db.models import DaySegment, Thought, User
+from db.models import Thought, User
 from db.repositories.touchpoints import TouchpointRepository
 
 logger = logging.getLogger(__name__)
@@ -176,19 +177,6 @@ def _thoughts_query() -> Select[str, datetime]:
     )
 
 
-@functools.cache
-def _week_query() -> Select[date, str | None]:
-    return (
-        select(DaySegment.day, DaySegment.summary)
-        .where(
-            DaySegment.user_id == bindparam("user_id"),
-            DaySegment.day >= bindparam("first"),
-            DaySegment.day < bindparam("today"),
-        )
-        .order_by(DaySegment.day.desc())
-    )
-
-
 async def load_thoughts(session: AsyncSession, user: User, *, limit: int) -> tuple[ActiveThought, ...]:
     """The newest thoughts not used yet, newest first."""
     rows = (await session.execute(_thoughts_query(), {"user_id": user.id, "limit": limit})).all()
@@ -201,13 +189,14 @@ async def load_follow_ups(session: AsyncSession, user: User, *, limit: int) -> t
     return tuple(FollowUp(ensure_utc(r.due_at), r.reason) for r in rows if r.reason.strip())
 
 
-async def load_week(session: AsyncSession, user: User, now: datetime) -> tuple[DaySummary, ...]:
+async def load_week(session: AsyncSession, user: User, now: datetime, days: Days) -> tuple[DaySummary, ...]:
     """The summaries of the seven days before today (the user's calendar), newest first."""
     today = local_day(now, user.timezone)
-    params = {"user_id": user.id, "first": today - timedelta(days=WEEK_DAYS), "today": today}
-    rows = (await session.execute(_week_query(), params)).all()
+    rows = sorted((d for d in (await days.read(session)).values() if d.day < today), key=lambda d: d.day)
     return tuple(
-        DaySummary(r.day, summary_section(r.summary)) for r in rows if r.summary and r.summary.strip()
+        DaySummary(r.day, summary_section(r.summary))
+        for r in reversed(rows)
+        if r.summary and r.summary.strip()
     )
 
 
@@ -286,6 +275,9 @@ class PackageCollector:
         """
         s = self.settings
         at = anchor or now
+        today_date = local_day(at, user.timezone)
+        # Today, yesterday and the week: one read of the week's days.
+        days = Days(user.id, today_date - timedelta(days=WEEK_DAYS), today_date)
         # The caller's shared session when it reads beside the collectors, else one of their own.
         shared = reads if reads is not None else SharedReads(sessions)
 
@@ -317,10 +309,13 @@ class PackageCollector:
                 conversation_id=conversation_id,
                 raw_budget=self.today_budget,
                 count=self.counter.count,
+                segment_of=days.segment_of,
             ),
         )
         yesterday = start(
-            "yesterday", s.context_yesterday_timeout_seconds, lambda db: load_yesterday(db, user, at)
+            "yesterday",
+            s.context_yesterday_timeout_seconds,
+            lambda db: load_yesterday(db, user, at, segment_of=days.segment_of),
         )
         threads = start(
             "threads",
@@ -348,7 +343,7 @@ class PackageCollector:
             s.context_thoughts_timeout_seconds,
             lambda db: load_thoughts(db, user, limit=THOUGHTS_MAX),
         )
-        week = start("week", s.context_week_timeout_seconds, lambda db: load_week(db, user, at))
+        week = start("week", s.context_week_timeout_seconds, lambda db: load_week(db, user, at, days))
         follow_ups = start(
             "follow_ups",
             s.context_follow_ups_timeout_seconds,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from typing import Any, Literal
@@ -133,6 +133,42 @@ async def _segment(session: AsyncSession, user_id: int, day: date) -> DaySegment
     return await DaySegmentRepository(session).for_day(user_id, day)
 
 
+# How a tier finds a day's segment: read alone, or from the days the collection read together.
+SegmentOf = Callable[[AsyncSession, int, date], Awaitable[DaySegment | None]]
+
+
+@functools.cache
+def _days_query() -> Select[DaySegment]:
+    return select(DaySegment).where(
+        DaySegment.user_id == bindparam("user_id"),
+        DaySegment.day >= bindparam("first"),
+        DaySegment.day <= bindparam("last"),
+    )
+
+
+class Days:
+    """A person's day segments from `first` to `last`, read in one statement by whichever tier asks
+    first (today, yesterday and the week of one collection share it); a failed read is tried again."""
+
+    def __init__(self, user_id: int, first: date, last: date) -> None:
+        self.user_id, self.first, self.last = user_id, first, last
+        self._read: dict[date, DaySegment] | None = None
+
+    async def read(self, session: AsyncSession) -> dict[date, DaySegment]:
+        """The segments by day."""
+        if self._read is None:
+            params = {"user_id": self.user_id, "first": self.first, "last": self.last}
+            rows = (await session.execute(_days_query(), params)).scalars().all()
+            self._read = {row.day: row for row in rows}
+        return self._read
+
+    async def segment_of(self, session: AsyncSession, user_id: int, day: date) -> DaySegment | None:
+        """One day's segment (a `SegmentOf`), from the read when the day is in it."""
+        if user_id != self.user_id or not self.first <= day <= self.last:
+            return await _segment(session, user_id, day)
+        return (await self.read(session)).get(day)
+
+
 async def load_today(
     session: AsyncSession,
     user: User,
@@ -142,6 +178,7 @@ async def load_today(
     conversation_id: int | None = None,
     raw_budget: int = 0,
     count: Callable[[str], int] = len,
+    segment_of: SegmentOf = _segment,
 ) -> TierBlock | None:
     """Today's day summary, its most recent key moments, and the turns no summary covers yet.
 
@@ -151,7 +188,7 @@ async def load_today(
     user back from a pause that closed the conversation finds them here until post-processing has
     summarised them.
     """
-    segment = await _segment(session, user.id, local_day(now, user.timezone))
+    segment = await segment_of(session, user.id, local_day(now, user.timezone))
     if segment is None:
         return None
     items: list[str] = []
@@ -161,8 +198,12 @@ async def load_today(
     # The most recent moments, newest first, so a budget cut drops the oldest.
     items += [f"- {text}" for text in reversed(moments[-key_moments:])] if key_moments > 0 else []
     left = raw_budget - sum(count(item) for item in items)
+    # `now` is the conversation's start: a day that began with it has no other conversation's turns.
+    began_here = conversation_id is not None and ensure_utc(segment.first_message_at) >= ensure_utc(now)
     turns = (
-        await _unsummarised(session, segment, conversation_id, user.timezone, left, count) if left > 0 else []
+        await _unsummarised(session, segment, conversation_id, user.timezone, left, count)
+        if left > 0 and not began_here
+        else []
     )
     if turns:
         items += ["Not in the summary yet, from today's earlier conversation:", *turns]
@@ -242,10 +283,12 @@ async def _unsummarised(
     return lines[::-1]
 
 
-async def load_yesterday(session: AsyncSession, user: User, now: datetime) -> TierBlock | None:
+async def load_yesterday(
+    session: AsyncSession, user: User, now: datetime, *, segment_of: SegmentOf = _segment
+) -> TierBlock | None:
     """Yesterday's day summary, its Summary section only: "Yesterday: ..."."""
     day = local_day(now, user.timezone) - timedelta(days=1)
-    segment = await _segment(session, user.id, day)
+    segment = await segment_of(session, user.id, day)
     if segment is None or not segment.summary or not segment.summary.strip():
         return None
     return TierBlock("yesterday", "Yesterday:", (summary_section(segment.summary),))

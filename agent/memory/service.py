@@ -20,7 +20,6 @@ from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import select
 
 from agent.core.errors import (
     EmbedderUnavailableError,
@@ -38,7 +37,6 @@ from agent.memory.ranking import Scored, cosines, rank_facts
 from agent.memory.units import FactUnits, Known
 from agent.memory.words import SAME_SHARE, Postings, similarity
 from agent.search.recall import Recall
-from db.models import User
 from db.repositories.dedupe import normalise_fact
 from db.repositories.facts import FactRepository
 from db.repositories.users import user_present
@@ -101,10 +99,9 @@ class Facts:
     ) -> tuple[list[Scored], list[EdgeFact]]:
         """The owner's facts for the query (hidden ones too when `hidden`), best first, and the graph's
         that add to them: the query embedded once, the list and the graph searched side by side."""
-        await self.index.catch_up_facts(user_id, now=now, wait_seconds=CATCH_UP_SECONDS)
         vector = await self._query_vector(user_id, query)
         (known, ranked), found = await asyncio.gather(
-            self._ranked(user_id, query, vector, limit=limit, hidden=hidden, exclude=exclude),
+            self._ranked(user_id, query, vector, limit=limit, hidden=hidden, exclude=exclude, now=now),
             self._graph_search(user_id, query, vector, limits=graph_limits, now=now),
         )
         if not found:
@@ -122,14 +119,27 @@ class Facts:
         limit: int,
         hidden: bool,
         exclude: frozenset[int],
+        now: datetime,
     ) -> tuple[Known, list[Scored]]:
-        """The list ranked for the query: its words in the person's language, and its vectors."""
-        async with self.sessions() as session:
-            language = await session.scalar(select(User.language).where(User.id == user_id))
-            known = await self.units.known(session, user_id, language)
-            cosine = None
-            if vector is not None and self.index.embedder is not None:
-                cosine = cosines(await self.units.vectors(session, user_id, self.index.embedder), vector)
+        """The list ranked for the query: its words in the person's language, and its vectors.
+
+        One statement says whether the list or its vectors moved (the person's language with them);
+        facts new since the last recall are embedded first (waiting a moment at most), so a fact
+        just learned is ranked by its meaning too.
+        """
+        embedder, units = self.index.embedder, self.units
+        for attempt in (1, 2):
+            async with self.sessions() as session:
+                state = await units.state(session, user_id, embedder)
+                if attempt == 2 or units.caught_up(user_id, state.version):
+                    known = await units.known(session, user_id, state.language, version=state.version)
+                    cosine = None
+                    if vector is not None and embedder is not None:
+                        found = await units.vectors(session, user_id, embedder, version=state.vectors)
+                        cosine = cosines(found, vector)
+                    break
+            await self.index.catch_up_facts(user_id, now=now, wait_seconds=CATCH_UP_SECONDS)
+            units.mark_caught_up(user_id, state.version)
         ranked = rank_facts(
             known,
             query,

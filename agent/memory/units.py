@@ -13,15 +13,17 @@ against the owner's own messages before they are stored in the index.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import delete, func, select
+from sqlalchemy import ColumnElement, Integer, Select, String, bindparam, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.core.bounded import BoundedCache
@@ -29,8 +31,8 @@ from agent.core.settings import SearchSettings
 from agent.memory.words import Postings, fact_words
 from agent.search.embeddings import Embedder
 from agent.search.turns import by_ids
-from db.models import SearchChunk, TranscriptMessage, UserFact
-from db.repositories.facts import FactRepository
+from db.models import SearchChunk, TranscriptMessage, User, UserFact
+from db.repositories.facts import FactRepository, version_statement
 
 KIND_FACT_CHUNK = "fact"
 # The facts read per person at most (newest first): far more than anyone tells a companion.
@@ -40,6 +42,40 @@ MAX_FACTS_SCANNED = 5000
 LINK_MIN_SHARE = 0.25
 # A word held by more of the person's facts than this (or than 1 in 20 of them) links nothing.
 LINK_MAX_HOLDERS = 3
+
+
+FactsVersion = tuple[int, int, str, int, int]
+
+
+@dataclass(frozen=True)
+class FactsState:
+    """The person's language and the versions of their list of facts and of its vectors."""
+
+    language: str | None
+    version: FactsVersion
+    vectors: tuple[int, int]
+
+
+def _space(user_id: Any, embedder: Any, dimensions: Any) -> tuple[ColumnElement[bool], ...]:
+    """The person's fact vectors in one embedder's space."""
+    return (
+        SearchChunk.user_id == user_id,
+        SearchChunk.kind == KIND_FACT_CHUNK,
+        SearchChunk.embedder == embedder,
+        SearchChunk.dimensions == dimensions,
+    )
+
+
+@functools.cache
+def _state() -> Select[Any]:
+    # Built once, as the list's version it extends: every recall reads it.
+    owner = bindparam("owner_id", type_=Integer())
+    space = _space(owner, bindparam("embedder", type_=String()), bindparam("dimensions", type_=Integer()))
+    return version_statement().add_columns(
+        select(User.language).where(User.id == owner).scalar_subquery(),
+        select(func.count(SearchChunk.id)).where(*space).scalar_subquery(),
+        select(func.max(SearchChunk.id)).where(*space).scalar_subquery(),
+    )
 
 
 def fact_digest(fact_id: int, content: str, message_ids: list[int]) -> str:
@@ -104,6 +140,7 @@ class FactUnits:
 
     def __init__(self, *, max_users: int, max_bytes: int | None = None) -> None:
         self._known: BoundedCache[int, Known] = BoundedCache(max_entries=max_users)
+        self._caught_up: BoundedCache[int, FactsVersion] = BoundedCache(max_entries=max_users)
         self._vectors: BoundedCache[int, FactVectors] = BoundedCache(
             max_entries=max_users, max_bytes=max_bytes, size_of=lambda v: v.nbytes
         )
@@ -126,20 +163,48 @@ class FactUnits:
         """Drop what is held of the person's facts (they changed, or the person was deleted)."""
         self._known.pop(user_id)
         self._vectors.pop(user_id)
+        self._caught_up.pop(user_id)
 
-    async def known(self, session: AsyncSession, user_id: int, language: str | None = None) -> Known:
-        """The person's held facts and their words in their language, read again when either changed."""
-        version = (*await FactRepository(session).version(user_id), language or "")
+    async def state(self, session: AsyncSession, user_id: int, embedder: Embedder | None) -> FactsState:
+        """The person's language, their list's version and their fact vectors' version: one statement."""
+        name, dimensions = (embedder.name, embedder.dimensions) if embedder is not None else ("", 0)
+        row = (
+            await session.execute(_state(), {"owner_id": user_id, "embedder": name, "dimensions": dimensions})
+        ).one()
+        count, newest, changed, sources, said, language, vectors, last_vector = row
+        version = (int(count or 0), int(newest or 0), str(changed or ""), int(sources or 0), int(said or 0))
+        return FactsState(language, version, (int(vectors or 0), int(last_vector or 0)))
+
+    def caught_up(self, user_id: int, version: FactsVersion) -> bool:
+        """Whether the facts of this version were embedded before a recall already (in this process)."""
+        return self._caught_up.get(user_id) == version
+
+    def mark_caught_up(self, user_id: int, version: FactsVersion) -> None:
+        """The facts of this version were given to the embedder before a recall."""
+        self._caught_up.put(user_id, version)
+
+    async def known(
+        self,
+        session: AsyncSession,
+        user_id: int,
+        language: str | None = None,
+        *,
+        version: FactsVersion | None = None,
+    ) -> Known:
+        """The person's held facts and their words in their language, read again when either changed
+        (`version`: as `state` read it, else read here)."""
+        read = version or await FactRepository(session).version(user_id)
+        stamp = (*read, language or "")
         cached = self._known.get(user_id)
-        if cached is not None and cached.version == version:
+        if cached is not None and cached.version == stamp:
             return cached
         rows = (
             await FactRepository(session).held(user_id, newest_first=True, limit=MAX_FACTS_SCANNED)
-            if version[0]
+            if stamp[0]
             else ()
         )
         facts = tuple(KnownFact.of(row) for row in rows)
-        entry = Known(version, facts, Postings([f.content for f in facts], language))
+        entry = Known(stamp, facts, Postings([f.content for f in facts], language))
         self._known.put(user_id, entry)
         return entry
 
@@ -206,18 +271,24 @@ class FactUnits:
                         out[message_id] = (score, seed)
         return dict(sorted(out.items(), key=lambda item: (-item[1][0], -item[0]))[:limit])
 
-    async def vectors(self, session: AsyncSession, user_id: int, embedder: Embedder) -> FactVectors:
-        """The person's fact vectors in the embedder's space, read again when rows were written."""
-        space = (
-            SearchChunk.user_id == user_id,
-            SearchChunk.kind == KIND_FACT_CHUNK,
-            SearchChunk.embedder == embedder.name,
-            SearchChunk.dimensions == embedder.dimensions,
-        )
-        row = (
-            await session.execute(select(func.count(SearchChunk.id), func.max(SearchChunk.id)).where(*space))
-        ).one()
-        version = (int(row[0] or 0), int(row[1] or 0))
+    async def vectors(
+        self,
+        session: AsyncSession,
+        user_id: int,
+        embedder: Embedder,
+        *,
+        version: tuple[int, int] | None = None,
+    ) -> FactVectors:
+        """The person's fact vectors in the embedder's space, read again when rows were written
+        (`version`: as `state` read it, else read here)."""
+        space = _space(user_id, embedder.name, embedder.dimensions)
+        if version is None:
+            row = (
+                await session.execute(
+                    select(func.count(SearchChunk.id), func.max(SearchChunk.id)).where(*space)
+                )
+            ).one()
+            version = (int(row[0] or 0), int(row[1] or 0))
         cached = self._vectors.get(user_id)
         if cached is not None and cached.version == version:
             return cached

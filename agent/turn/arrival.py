@@ -17,12 +17,13 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.chat import attachments as files
+from agent.core.clock import local_day
 from agent.core.errors import UserNotFoundError
 from agent.history.cache import ConversationHistories
 from agent.search.language import detect_language, set_language
 from agent.turn.conversations import conversation_expired, conversation_timeout_for
-from agent.turn.transcript import Speaker, write_message
-from db.models import TOUCHPOINT_KIND, Conversation, TranscriptMessage, User
+from agent.turn.transcript import Incoming, person_in, store_said
+from db.models import TOUCHPOINT_KIND, Conversation, DaySegment, TranscriptMessage, User
 from db.repositories.conversations import ConversationRepository
 from db.repositories.users import UserRepository
 
@@ -41,6 +42,7 @@ class Prepared:
     closed_id: int | None
     previous_message_at: datetime | None
     attachments: tuple[files.Attachment, ...] = ()
+    day_segment_id: int | None = None  # the day the message went into, the answer's too
 
 
 @dataclass(frozen=True)
@@ -70,27 +72,28 @@ class MessageArrival:
             "resuming an unanswered turn",
             extra={"user_id": user.id, "conversation_id": conversation.id, "message_id": message.id},
         )
-        return Prepared(user, conversation, message.content, message.id, False, None, previous)
+        return Prepared(
+            user, conversation, message.content, message.id, False, None, previous, (), message.day_segment_id
+        )
 
-    async def store(
-        self,
-        session: AsyncSession,
-        user_id: int,
-        text: str,
-        sent_at: datetime,
-        telegram_message_id: int | None,
-        kind: str,
-        *,
-        speaker: Speaker | None = None,
-        answered: bool = True,
-    ) -> Prepared:
+    async def store(self, session: AsyncSession, message: Incoming, *, answered: bool = True) -> Prepared:
         """Store a new message in its conversation (closing one a long enough pause ended).
 
-        `answered=False`: a group message the bot only hears; the conversation's message count is the
-        version of its stored history, which only answered turns grow, so it stays as it is.
+        The person is the caller's copy when it read one (not read again), else read here with the
+        conversation in one statement. `answered=False`: a group message the bot only hears; the
+        conversation's message count is the version of its stored history, which only answered
+        turns grow, so it stays as it is.
         """
+        user_id, sent_at, kind = message.owner, message.sent_at, message.kind
         conversations = ConversationRepository(session)
-        user, conversation = await conversations.user_and_active(user_id)
+        today: DaySegment | None = None
+        if message.person is not None and message.person.id == user_id:
+            user: User | None = await person_in(session, message)
+            assert user is not None
+            day = local_day(sent_at, user.timezone)
+            conversation, today = await conversations.active_and_day(user_id, day)
+        else:
+            user, conversation = await conversations.user_and_active(user_id)
         if user is None:
             raise UserNotFoundError(f"no user with id {user_id}")
         closed_id: int | None = None
@@ -113,22 +116,10 @@ class MessageArrival:
         conversation.last_message_at = max(conversation.last_message_at, sent_at)
         if answered:
             conversation.message_count += 1
-        if user.last_message_at is None or sent_at > user.last_message_at:
-            user.last_message_at = sent_at
-        message = await write_message(
-            session,
-            user,
-            role="user",
-            kind=kind,
-            content=text,
-            sent_at=sent_at,
-            conversation_id=conversation.id,
-            telegram_message_id=telegram_message_id,
-            speaker=speaker,
-        )
+        said = await store_said(session, user, message, conversation_id=conversation.id, day=today)
         if user.language is None and kind == "text":
             # Until the user's language is known, each message may tell it (full text stems by it).
-            language = detect_language(text)
+            language = detect_language(message.text)
             if language is not None:
                 await set_language(session, user.id, language)
         if closed_id is not None:
@@ -136,5 +127,12 @@ class MessageArrival:
                 "session closed by new message", extra={"user_id": user_id, "conversation_id": closed_id}
             )
         return Prepared(
-            user, conversation, text, message.id, new_conversation, closed_id, previous_message_at
+            user,
+            conversation,
+            message.text,
+            said.id,
+            new_conversation,
+            closed_id,
+            previous_message_at,
+            day_segment_id=said.day_segment_id,
         )

@@ -18,14 +18,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import ClassVar, Literal
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.turn.daily_tokens import Over
 from agent.turn.frame import Done, Stored, Turn
-from agent.turn.kit import TurnKit
 from agent.turn.transcript import write_message
 from db.models import QUEUED, Conversation, DaySegment, User
 from db.repositories.conversations import ConversationRepository
@@ -70,13 +69,9 @@ class StoredCall:
 class CallTurn(Turn[StoredCall, None, StoredCall | None]):
     """A finished call, stored as a turn that calls no model: found by its call id when known."""
 
-    kit: TurnKit
-    key: int
-    user_id: int
-    at: datetime
     call: FinishedCall
     may_write: MayWrite
-    calls_model: bool = False
+    calls_model: ClassVar[bool] = False
 
     async def earlier(self, session: AsyncSession) -> Done[StoredCall | None] | None:
         """The call stored before (a webhook delivered twice), by its call id."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from datetime import datetime
+from typing import ClassVar
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.settings import ModelSettings
@@ -28,11 +28,11 @@ from agent.history.cache import StoredHistory
 from agent.turn.arrival import Prepared
 from agent.turn.daily_tokens import CAP_REPLY, Over
 from agent.turn.frame import Done, Stored, Turn
-from agent.turn.kit import TurnKit
 from agent.turn.run import Outcome, run_chat
-from agent.turn.transcript import Repeat, write_message
+from agent.turn.transcript import Repeat, store_answer
 from db.models import DaySegment, TranscriptMessage
 from db.repositories.conversations import ConversationRepository
+from db.repositories.day_segments import DaySegmentRepository
 from db.repositories.day_summaries import flag_summary_due
 from db.repositories.prompts import PromptRepository
 
@@ -67,18 +67,10 @@ class Answered:
 class ChatTurn(Turn[Prepared, Answered, TurnResult]):
     """A private chat's message answered by the chat agent, in the turn frame."""
 
-    kit: TurnKit
-    key: int
-    user_id: int
-    at: datetime
-    telegram_message_id: int | None
-    text: str
-    kind: str
-    attachments: tuple[files.Attachment, ...]
-    progress: TurnProgress | None
+    looks_first: ClassVar[bool] = False
+    attachments: tuple[files.Attachment, ...] = ()
+    progress: TurnProgress | None = None
     updated: StoredHistory | None = None  # the history as stored, for the cache after the commit
-    # Whether the tools may change or remove the memory (a private chat's owner always may).
-    may_change_memory: bool = True
 
     def instructions(self) -> str:
         """The persona prompt the agent runs with."""
@@ -96,9 +88,7 @@ class ChatTurn(Turn[Prepared, Answered, TurnResult]):
 
     async def take(self, session: AsyncSession) -> Prepared:
         """Store the message in its session."""
-        return await self.kit.arrival.store(
-            session, self.user_id, self.text, self.at, self.telegram_message_id, self.kind
-        )
+        return await self.kit.arrival.store(session, self.message)
 
     async def answer(self, taken: Prepared, over: Over | None) -> Answered:
         """Build the context and run the chat agent (a failure becomes an apology)."""
@@ -138,7 +128,7 @@ class ChatTurn(Turn[Prepared, Answered, TurnResult]):
             recall=kit.recall,
             facts=kit.facts,
             message_id=prepared.message_id,
-            may_change_memory=self.may_change_memory,
+            may_change_memory=self.message.may_change_memory,
         )
         outcome = await run_chat(
             deps,
@@ -178,27 +168,36 @@ class ChatTurn(Turn[Prepared, Answered, TurnResult]):
             message = await session.get(TranscriptMessage, taken.message_id)
             if message is not None:
                 message.content = outcome.text
-        reply = await write_message(
+        reply, day = await store_answer(
             session,
             taken.user,
-            role="assistant",
-            content=outcome.answer,
-            sent_at=self.at,
+            self.message,
+            said_id=taken.message_id,
+            text=outcome.answer,
             kind=answer.kind,
             conversation_id=taken.conversation.id,
-            reply_to_id=taken.message_id,
+            day_segment_id=taken.day_segment_id,
         )
-        # The reply's day segment, still in the session's identity map: no query.
-        segment = await session.get(DaySegment, reply.day_segment_id)
-        assert segment is not None
+        settings = kit.settings
         # Only a flag: the day-summaries job summarises, never the user's turn.
-        await flag_summary_due(
-            session,
-            segment,
-            threshold=kit.settings.day_summary_message_threshold,
-            token_budget=kit.settings.day_raw_token_budget,
-            count_tokens=kit.counter.count,
-        )
+        if day is None and reply.day_segment_id is not None:  # the message's day was not known
+            segment = await session.get(DaySegment, reply.day_segment_id)  # in the identity map
+            assert segment is not None
+            await flag_summary_due(
+                session,
+                segment,
+                threshold=settings.day_summary_message_threshold,
+                token_budget=settings.day_raw_token_budget,
+                count_tokens=kit.counter.count,
+            )
+        elif day is not None and not day.summary_due and day.status == "open":
+            said = outcome.text if outcome.text != taken.text else self.message.text
+            due = day.messages_since_summary >= settings.day_summary_message_threshold
+            if not due:
+                tokens = await kit.day_text.tokens(session, day, (said, outcome.answer))
+                due = tokens > settings.day_raw_token_budget
+            if due:
+                await DaySegmentRepository(session).mark_summary_due(day.id)
         if context is not None:
             await PromptRepository(session).add(
                 user_id=taken.user.id,

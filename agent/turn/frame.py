@@ -7,8 +7,9 @@ A turn, in order:
 2. **take it in**, in one transaction: a message stored before is found (`Turn.earlier`: by its
    Telegram id, or by the surface's own key such as a call id) and is either what it got the
    first time or, stored but never answered because the process stopped mid-turn, resumed;
-   otherwise what arrived is stored (`Turn.take`). A turn that calls the model reads the daily
-   token caps in that same transaction;
+   otherwise what arrived is stored (`Turn.take`). A turn whose repeats the unique index of the
+   Telegram id refuses stores first and looks only when refused (`Turn.looks_first` False). A turn
+   that calls the model reads the daily token caps in that same transaction;
 3. **answer** (`Turn.answer`), with every model call metered; over a daily cap the surface answers
    without a model call and the refusal is counted;
 4. **persist** (`Turn.store`) in one transaction with the caller's receipt and, last, the usage.
@@ -30,8 +31,9 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import ClassVar
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -40,8 +42,9 @@ from agent.core import observability
 from agent.core.activity import Activity
 from agent.core.usage import UsageMeter, metering, store_usage
 from agent.turn.daily_tokens import DailyCaps, Over, counting
+from agent.turn.kit import TurnKit
 from agent.turn.serial import TurnQueue
-from agent.turn.transcript import Repeat, TurnReceipt, find_repeat
+from agent.turn.transcript import Incoming, Repeat, TurnReceipt, find_repeat
 
 logger = logging.getLogger(__name__)
 
@@ -65,21 +68,44 @@ class Stored[R]:
     answer: str | None
 
 
+@dataclass(kw_only=True)
 class Turn[T, A, R]:
     """One turn of a surface, as the frame runs it; a surface overrides the steps that are its own.
 
     `T` is what the surface took in (the stored message it answers), `A` its answer before it is
-    stored, `R` what the turn returns to its caller.
+    stored, `R` what the turn returns to its caller. Every turn is built from the kit and the
+    `Incoming` message; its owner is whose turns are serialised and whose daily caps and usage count.
     """
 
-    key: int  # whose turns are serialised
-    user_id: int  # whose daily caps and usage
-    at: datetime  # the message's own time (the caps' day, the usage's day)
-    telegram_message_id: int | None = None
+    kit: TurnKit
+    message: Incoming
     # False: no model call, so no caps to read and steps 2 and 4 share one transaction.
-    calls_model: bool = True
+    calls_model: ClassVar[bool] = True
+    # False: the message is stored at once, and a repeat is what the unique index of its Telegram id
+    # refuses (then looked up): no look-up on the way of every first delivery.
+    looks_first: ClassVar[bool] = True
     # Set by the frame once the answer is ready: ms since the turn started (its snapshot keeps it).
-    answered_ms: float | None = None
+    answered_ms: float | None = field(default=None, init=False)
+
+    @property
+    def key(self) -> int:
+        """Whose turns are serialised: the owner's."""
+        return self.message.owner
+
+    @property
+    def user_id(self) -> int:
+        """Whose daily caps and usage: the owner's."""
+        return self.message.owner
+
+    @property
+    def at(self) -> datetime:
+        """The message's own time (the caps' day, the usage's day)."""
+        return self.message.sent_at
+
+    @property
+    def telegram_message_id(self) -> int | None:
+        """The message's Telegram id, by which a repeated delivery is found."""
+        return self.message.telegram_message_id
 
     async def earlier(self, session: AsyncSession) -> T | Done[R] | None:
         """A message stored before: its turn to resume, what it got the first time, or None."""
@@ -138,18 +164,14 @@ class TurnFrame:
         self.activity = activity or Activity()
 
     @asynccontextmanager
-    async def serialised(self, key: int, *, held: bool = False) -> AsyncIterator[None]:
-        """Run the body as the key's only turn; `held`: the caller's inbox lease already makes it so."""
-        async with self.queue.serial(key, held=held):
+    async def serialised(self, key: int) -> AsyncIterator[None]:
+        """Run the body as the key's only turn in this process (agent/turn/serial.py)."""
+        async with self.queue.serial(key):
             yield
 
-    async def run[T, A, R](
-        self, turn: Turn[T, A, R], *, receipt: TurnReceipt | None = None, held: bool = False
-    ) -> R:
+    async def run[T, A, R](self, turn: Turn[T, A, R]) -> R:
         """Run one turn through every step of the frame; returns what the surface stored.
 
-        `held`: the caller works the conversation's inbox row, whose lease already serialises its
-        turns across instances (agent/turn/serial.py); other surfaces queue per key in the process.
         Each step is a span of the turn's trace, and the turn is counted in the metrics
         (agent/core/observability).
         """
@@ -163,7 +185,7 @@ class TurnFrame:
             ) as traced,
         ):
             try:
-                result, outcome = await self._run(turn, receipt, held, started)
+                result, outcome = await self._run(turn, turn.message.receipt, started)
             finally:
                 observability.turn_done(surface, outcome, time.perf_counter() - started)
                 traced.set_attribute("nikita.turn.outcome", outcome)
@@ -172,11 +194,11 @@ class TurnFrame:
         return result
 
     async def _run[T, A, R](
-        self, turn: Turn[T, A, R], receipt: TurnReceipt | None, held: bool, started: float
+        self, turn: Turn[T, A, R], receipt: TurnReceipt | None, started: float
     ) -> tuple[R, str]:
         async with AsyncExitStack() as serial:
             with observability.span("turn serialise"):
-                await serial.enter_async_context(self.serialised(turn.key, held=held))
+                await serial.enter_async_context(self.serialised(turn.key))
             with observability.span("turn take"):
                 try:
                     taken = await self._take(turn, receipt)
@@ -206,7 +228,7 @@ class TurnFrame:
         self, turn: Turn[T, A, R], receipt: TurnReceipt | None, *, refused: IntegrityError | None = None
     ) -> _Taken[T] | Done[R]:
         async with self.sessions() as session, session.begin():
-            found = await turn.earlier(session)
+            found = await turn.earlier(session) if turn.looks_first or refused is not None else None
             if found is None and refused is not None:
                 raise refused  # not a repeat: some other write was refused
             taken = found if found is not None else await turn.take(session)
@@ -237,8 +259,3 @@ class TurnFrame:
             # Last: it locks the day's token counter until the commit (db/ddl/usage.py).
             await store_usage(session, turn.user_id, turn.at.astimezone(UTC).date(), meter)
         return stored
-
-
-def clean(text: str) -> str:
-    """What the model reads is what is stored: PostgreSQL refuses NUL characters in text."""
-    return text.replace("\x00", "")

@@ -12,7 +12,7 @@ alternation of requests and responses however many people spoke in between.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import datetime
+from typing import ClassVar
 
 from pydantic_ai.settings import ModelSettings
 from sqlalchemy import func, select
@@ -23,8 +23,7 @@ from agent.turn.arrival import Prepared
 from agent.turn.chat_turn import ChatTurn, TurnResult
 from agent.turn.daily_tokens import Over
 from agent.turn.frame import Done, Stored, Turn
-from agent.turn.kit import TurnKit
-from agent.turn.transcript import Repeat, Speaker
+from agent.turn.transcript import Repeat
 from db.models import TranscriptMessage
 
 # At most this many heard lines go with an addressed message (the newest); older ones stay searchable.
@@ -75,11 +74,8 @@ async def group_prompt(session: AsyncSession, message: TranscriptMessage) -> str
 
 @dataclass(kw_only=True)
 class GroupTurn(ChatTurn):
-    """A group message addressed to the bot, answered by the chat agent with the group's memory."""
-
-    speaker: Speaker
-    # A member who is not the group's admin changes nothing of its memory (the tools answer so).
-    may_change_memory: bool = False
+    """A group message addressed to the bot, answered by the chat agent with the group's memory (a
+    member who is not the group's admin changes nothing of it: `Incoming.may_change_memory`)."""
 
     def instructions(self) -> str:
         """The persona with the group rule after it."""
@@ -100,15 +96,7 @@ class GroupTurn(ChatTurn):
 
     async def take(self, session: AsyncSession) -> Prepared:
         """Store the message with its speaker; the prompt is what was heard, then the message."""
-        prepared = await self.kit.arrival.store(
-            session,
-            self.user_id,
-            self.text,
-            self.at,
-            self.telegram_message_id,
-            self.kind,
-            speaker=self.speaker,
-        )
+        prepared = await self.kit.arrival.store(session, self.message)
         message = await session.get(TranscriptMessage, prepared.message_id)
         assert message is not None
         return replace(prepared, text=await group_prompt(session, message))
@@ -118,15 +106,8 @@ class GroupTurn(ChatTurn):
 class HeardTurn(Turn[int, None, bool]):
     """A group message not addressed to the bot: stored with its speaker, no model call, no answer."""
 
-    kit: TurnKit
-    key: int
-    user_id: int
-    at: datetime
-    telegram_message_id: int | None
-    text: str
-    kind: str
-    speaker: Speaker
-    calls_model: bool = False
+    calls_model: ClassVar[bool] = False
+    looks_first: ClassVar[bool] = False
 
     async def resume(self, session: AsyncSession, found: Repeat) -> Done[bool]:
         """Heard before: nothing to do."""
@@ -134,16 +115,7 @@ class HeardTurn(Turn[int, None, bool]):
 
     async def take(self, session: AsyncSession) -> int:
         """Store the message in the group's session."""
-        prepared = await self.kit.arrival.store(
-            session,
-            self.user_id,
-            self.text,
-            self.at,
-            self.telegram_message_id,
-            self.kind,
-            speaker=self.speaker,
-            answered=False,
-        )
+        prepared = await self.kit.arrival.store(session, self.message, answered=False)
         return prepared.message_id
 
     async def answer(self, taken: int, over: Over | None) -> None:

@@ -13,7 +13,6 @@ clean; a user whose onboarding is complete gets no onboarding turn.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -25,8 +24,7 @@ from agent.onboarding.context import KIND, load_context
 from agent.reminders.store import move_to_zone
 from agent.turn.daily_tokens import CAP_REPLY, Over
 from agent.turn.frame import Done, Stored, Turn
-from agent.turn.kit import TurnKit
-from agent.turn.transcript import Repeat, write_message
+from agent.turn.transcript import Repeat, person_in, store_answer, store_said
 from db.models import TranscriptMessage, User
 
 # A model that never calls finish_onboarding must not trap the user in onboarding.
@@ -57,17 +55,11 @@ class Taken:
 class OnboardingTurn(Turn[Taken, OnboardingRun, OnboardingReply | None]):
     """One onboarding message, answered by the onboarding agent in the turn frame."""
 
-    kit: TurnKit
-    key: int
-    user_id: int
-    at: datetime
-    telegram_message_id: int | None
-    text: str
-    fallback_name: str | None
+    fallback_name: str | None = None
 
     async def earlier(self, session: AsyncSession) -> Taken | Done[OnboardingReply | None] | None:
         """Nothing for a user whose onboarding is complete; otherwise a message stored before."""
-        user = await session.get(User, self.user_id)
+        user = await person_in(session, self.message)
         if user is None:
             raise UserNotFoundError(f"no user with id {self.user_id}")
         if user.onboarding_status == "complete":
@@ -88,19 +80,8 @@ class OnboardingTurn(Turn[Taken, OnboardingRun, OnboardingReply | None]):
         user = await session.get(User, self.user_id)
         assert user is not None  # read by `earlier` in this session
         user.onboarding_status = "in_progress"
-        if user.last_message_at is None or self.at > user.last_message_at:
-            user.last_message_at = self.at
-        row = await write_message(
-            session,
-            user,
-            role="user",
-            content=self.text,
-            sent_at=self.at,
-            kind=KIND,
-            telegram_message_id=self.telegram_message_id,
-            in_day=False,
-        )
-        return Taken(user, row.id, self.text, await _user_messages(session, self.user_id))
+        row = await store_said(session, user, self.message, kind=KIND, in_day=False)
+        return Taken(user, row.id, self.message.text, await _user_messages(session, self.user_id))
 
     async def answer(self, taken: Taken, over: Over | None) -> OnboardingRun:
         """Run the onboarding agent on the messages before this one (over a daily cap: no model call)."""
@@ -125,15 +106,8 @@ class OnboardingTurn(Turn[Taken, OnboardingRun, OnboardingReply | None]):
         user = await session.get(User, self.user_id)
         if user is None:  # forgotten while the model was thinking
             return Stored(reply, None)
-        await write_message(
-            session,
-            user,
-            role="assistant",
-            content=answer.text,
-            sent_at=self.at,
-            kind=KIND,
-            reply_to_id=taken.message_id,
-            in_day=False,
+        _ = await store_answer(
+            session, user, self.message, said_id=taken.message_id, text=answer.text, kind=KIND, in_day=False
         )
         profile = dict(user.profile or {})
         profile.update(interests=list(deps.interests), boundaries=list(deps.boundaries))

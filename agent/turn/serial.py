@@ -1,12 +1,12 @@
 """One conversation's turns run one at a time, in arrival order; different conversations side by side.
 
-A turn's frame asks for this in one place: `async with turns.serial(key, held=...)`. On Telegram the
-inbox already serialises: it leases one row per conversation at a time, across every instance, so
-a turn run for a leased row says so (`held`, from the handler's context) and takes nothing more.
-Surfaces without an inbox row (the terminal chat, a voice call's transcript, onboarding driven
-directly) queue here, per key, in this process. Across processes those writes rely on storage that
-stays consistent without a lock: a turn appends its messages in one statement and never overwrites
-another writer's.
+A turn's frame asks for this in one place: `async with turns.serial(key)`, a queue per key in this
+process. On Telegram the inbox serialises across instances: it leases one row per conversation at a
+time, so a Telegram turn finds its key's queue empty and passes straight through (an uncontended
+asyncio lock). Surfaces without an inbox row (the terminal chat, a voice call's transcript,
+onboarding driven directly) wait here behind the key's other turns. Across processes those writes
+rely on storage that stays consistent without a lock: a turn appends its messages in one statement
+and never overwrites another writer's.
 """
 
 from __future__ import annotations
@@ -29,10 +29,7 @@ class TurnQueue:
         return len(self._locks)
 
     @asynccontextmanager
-    async def serial(self, key: int, *, held: bool = False) -> AsyncIterator[None]:
-        """Run the body as the conversation's only turn; `held`: the caller's inbox lease already is."""
-        if held:
-            yield
-            return
+    async def serial(self, key: int) -> AsyncIterator[None]:
+        """Run the body as the conversation's only turn in this process."""
         async with self._locks.hold(key):
             yield

@@ -10,16 +10,14 @@ a message whose answer will be sent.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from typing import ClassVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.turn.conversations import conversation_expired
 from agent.turn.daily_tokens import Over
 from agent.turn.frame import Done, Stored, Turn
-from agent.turn.kit import TurnKit
-from agent.turn.transcript import Repeat, write_message
-from db.models import User
+from agent.turn.transcript import Repeat, person_in, write_message
 from db.repositories.conversations import ConversationRepository
 
 
@@ -27,15 +25,9 @@ from db.repositories.conversations import ConversationRepository
 class ShortAnswerTurn(Turn[int, str, bool]):
     """A message answered with a fixed short reply: no model call, one transaction."""
 
-    kit: TurnKit
-    key: int
-    user_id: int
-    at: datetime
-    telegram_message_id: int | None
-    kind: str
-    content: str
     reply: str
-    calls_model: bool = False
+    calls_model: ClassVar[bool] = False
+    looks_first: ClassVar[bool] = False
 
     async def resume(self, session: AsyncSession, found: Repeat) -> Done[bool]:
         """Stored before, with its answer's receipt: nothing to do."""
@@ -43,7 +35,7 @@ class ShortAnswerTurn(Turn[int, str, bool]):
 
     async def take(self, session: AsyncSession) -> int | Done[bool]:
         """Store the message in the open conversation, if any; its id."""
-        user = await session.get(User, self.user_id)
+        user = await person_in(session, self.message)
         if user is None:
             return Done(False)
         conversation = await ConversationRepository(session).active_for(self.user_id)
@@ -54,8 +46,8 @@ class ShortAnswerTurn(Turn[int, str, bool]):
             session,
             user,
             role="user",
-            kind=self.kind,
-            content=self.content,
+            kind=self.message.kind,
+            content=self.message.text,
             sent_at=self.at,
             conversation_id=conversation.id if conversation is not None and open_conversation else None,
             telegram_message_id=self.telegram_message_id,

@@ -21,6 +21,7 @@ from typing import TextIO
 from agent.account.users import get_or_create_user
 from agent.core.clock import ShiftedClock
 from agent.core.settings import Settings
+from agent.turn.transcript import Incoming
 from bot.cli.chat_commands import HELP, Terminal, run_command
 from bot.runtime import build_runtime
 
@@ -77,7 +78,9 @@ async def run_chat(
                 continue
             if clock.now() - terminal.jobs_ran_at >= JOBS_EVERY:
                 await terminal.run_jobs()
-            result = await runtime.turns.reply(terminal.user_id, text, clock.now())
+            result = await runtime.turns.reply(
+                Incoming(owner=terminal.user_id, text=text, sent_at=clock.now())
+            )
             marker = " (new session)" if result.new_conversation else ""
             terminal.say(f"{settings.persona_name.lower()}{marker}> {result.text}")
     finally:
@@ -93,7 +96,8 @@ async def onboarding_turn(terminal: Terminal, text: str) -> bool:
     """Answer `text` in onboarding, as the Telegram handler does; False when onboarding was complete."""
     runtime = terminal.runtime
     answered = await runtime.turns.onboard(
-        terminal.user_id, text, terminal.clock.now(), fallback_name=terminal.user_name
+        Incoming(owner=terminal.user_id, text=text, sent_at=terminal.clock.now()),
+        fallback_name=terminal.user_name,
     )
     terminal.onboarding = answered is not None and not answered.complete
     if answered is None:

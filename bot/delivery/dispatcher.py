@@ -154,7 +154,10 @@ class Dispatcher:
         self._reserved -= reserved
         for row in rows:
             self._start(row, stored, claimed)
-        self.wake()
+        if len(rows) < reserved:
+            # Slots promised and not used are free again: rows waiting for one may be claimable. A
+            # row handed over takes its slot, and its end wakes the loop for its conversation's next.
+            self.wake()
 
     # -- what the web app asks ---------------------------------------------------------------------
     async def wait_until_answered(self, update_id: int, *, within: float) -> bool:

@@ -18,6 +18,7 @@ from telegram import User as TelegramUser
 from telegram.ext import Application, CallbackContext, ExtBot
 
 from agent.account.ratelimit import Scope
+from agent.turn.transcript import Incoming, Speaker, TurnReceipt
 from bot.delivery.worked_row import WorkedRow
 from bot.delivery.worked_update import WorkedUpdate
 from bot.services import BotData, BotServices
@@ -60,12 +61,6 @@ class HandlerContext(CallbackContext[ExtBot[None], dict[Any, Any], dict[Any, Any
             raise RuntimeError("no inbox row is worked here: updates reach the handlers through the inbox")
         return self.row_if_any
 
-    @property
-    def held(self) -> bool:
-        """True when the update came through the inbox: the lease on its row already keeps the
-        conversation's turns apart, so a turn run for it takes no lock of its own (`held`)."""
-        return self.row_if_any is not None
-
 
 @dataclass(frozen=True)
 class Sender:
@@ -74,6 +69,35 @@ class Sender:
     message: Message
     person: TelegramUser
     user: User
+
+    def incoming(self, text: str, *, kind: str = "text", receipt: TurnReceipt | None = None) -> Incoming:
+        """The sender's message as a turn takes it: their account as read here (not read again)."""
+        return incoming(self.message, self.user, text, kind, receipt=receipt)
+
+
+def incoming(
+    message: Message,
+    owner: User,
+    text: str,
+    kind: str,
+    *,
+    speaker: Speaker | None = None,
+    may_change_memory: bool = True,
+    receipt: TurnReceipt | None = None,
+) -> Incoming:
+    """A Telegram message as a turn of `owner` (a person, or a group's memory) takes it, with the
+    owner's row as the handler read it."""
+    return Incoming(
+        owner=owner.id,
+        text=text,
+        sent_at=message.date,
+        kind=kind,
+        telegram_message_id=message.message_id,
+        person=owner,
+        speaker=speaker,
+        may_change_memory=may_change_memory,
+        receipt=receipt,
+    )
 
 
 async def sender(
@@ -85,8 +109,5 @@ async def sender(
     message, person = update.effective_message, update.effective_user
     if message is None or person is None:
         return None
-    s = context.services
-    if limit is not None and await s.over_limit(context.bot, person, message.chat_id, message.date, limit):
-        return None
-    user, _ = await s.account(person, message.date)
-    return Sender(message, person, user)
+    user = await context.services.admit(context.bot, person, message.chat_id, message.date, limit)
+    return Sender(message, person, user) if user is not None else None

@@ -30,7 +30,7 @@ from agent.account.ratelimit import Verdict, group_identity
 from agent.turn.transcript import Speaker
 from bot.delivery.sending import typing
 from bot.delivery.streaming import preview
-from bot.handlers.context import HandlerContext
+from bot.handlers.context import HandlerContext, incoming
 from bot.handlers.group_answers import ephemeral_id
 from bot.handlers.messages import describe
 from db.models import User
@@ -126,15 +126,7 @@ async def on_group_message(update: Update, context: HandlerContext) -> None:
         verdict = await s.limiter.check(group_identity(message.chat_id), message.date, "group")
     if verdict is None or not verdict.allowed:
         # Heard: a message over the group's limit stays in its memory, like one not addressed.
-        await turns.hear(
-            owner.id,
-            text,
-            message.date,
-            speaker=speaker,
-            telegram_message_id=message.message_id,
-            kind=kind,
-            held=context.held,
-        )
+        await turns.hear(incoming(message, owner, text, kind, speaker=speaker, may_change_memory=False))
         if verdict is not None and verdict.tell:
             # Once a window; recorded on the inbox row, which sends it as a reply in the message's topic.
             async with s.runtime.sessions() as session, session.begin():
@@ -146,16 +138,10 @@ async def on_group_message(update: Update, context: HandlerContext) -> None:
     async with typing(me, message.chat_id), preview(me, message, settings, row) as progress:
         # The inbox sends the recorded answer, as a reply to this message in its topic.
         await turns.group_reply(
-            owner.id,
-            text,
-            message.date,
-            speaker=speaker,
-            telegram_message_id=message.message_id,
-            receipt=row.receipt,
+            incoming(
+                message, owner, text, kind, speaker=speaker, may_change_memory=admin, receipt=row.receipt
+            ),
             progress=progress,
-            kind=kind,
-            held=context.held,
-            may_change_memory=admin,
         )
 
 

@@ -98,7 +98,6 @@ async def answer(
     if (c := await sender(update, context)) is None:
         return
     s, row, message, person, user = context.services, context.row, c.message, c.person, c.user
-    receipt = row.receipt
     onboarding = user.onboarding_status != "complete"
     if onboarding and kind != "text":
         await store_short_answer(context, c, kind, text, _REPLIES.get(kind, OTHER_REPLY))
@@ -116,30 +115,13 @@ async def answer(
         typing(context.bot, message.chat_id),
         preview(context.bot, message, s.runtime.settings, row, s.delivery.stops) as progress,
     ):
+        said = c.incoming(text, kind=kind, receipt=row.receipt)
         if onboarding:
-            answered = await s.runtime.turns.onboard(
-                user.id,
-                text,
-                message.date,
-                telegram_message_id=message.message_id,
-                fallback_name=person.first_name,
-                receipt=receipt,
-                held=context.held,
-            )
+            answered = await s.runtime.turns.onboard(said, fallback_name=person.first_name)
             if answered is not None:
                 return
         # A repeat records nothing, so nothing is sent twice; drafts are only a preview.
-        await s.runtime.turns.reply(
-            user.id,
-            text,
-            message.date,
-            telegram_message_id=message.message_id,
-            receipt=receipt,
-            progress=progress,
-            kind=kind,
-            attachments=attachments,
-            held=context.held,
-        )
+        await s.runtime.turns.reply(said, progress=progress, attachments=attachments)
 
 
 async def on_start(update: Update, context: HandlerContext) -> None:
@@ -160,15 +142,8 @@ async def on_start(update: Update, context: HandlerContext) -> None:
     if await s.over_limit(context.bot, person, message.chat_id, message.date, "onboarding"):
         return
     async with typing(context.bot, message.chat_id):
-        await s.runtime.turns.onboard(
-            user.id,
-            message.text or "/start",
-            message.date,
-            telegram_message_id=message.message_id,
-            fallback_name=person.first_name,
-            receipt=context.row.receipt,
-            held=context.held,
-        )
+        said = c.incoming(message.text or "/start", receipt=context.row.receipt)
+        await s.runtime.turns.onboard(said, fallback_name=person.first_name)
 
 
 async def on_skip(update: Update, context: HandlerContext) -> None:
@@ -179,7 +154,7 @@ async def on_skip(update: Update, context: HandlerContext) -> None:
     if user.onboarding_status == "complete":
         await send_text(context.bot, message.chat_id, NOTHING_TO_SKIP)
         return
-    await s.runtime.turns.skip_onboarding(user.id, person.first_name, held=context.held)
+    await s.runtime.turns.skip_onboarding(user.id, person.first_name)
     await send_text(context.bot, message.chat_id, skipped(user.name or person.first_name))
 
 
@@ -201,18 +176,9 @@ async def store_short_answer(
     context: HandlerContext, who: Sender, kind: str, content: str, reply: str
 ) -> None:
     """The storing half of `short_answer`, for callers past the preamble."""
-    message, s = who.message, context.services
     # Stored with its short answer in one transaction; the inbox sends the answer.
-    await s.runtime.turns.short_answer(
-        who.user.id,
-        kind=kind,
-        content=content,
-        sent_at=message.date,
-        telegram_message_id=message.message_id,
-        answer=reply,
-        receipt=context.row.receipt,
-        held=context.held,
-    )
+    said = who.incoming(content, kind=kind, receipt=context.row.receipt)
+    await context.services.runtime.turns.short_answer(said, answer=reply)
 
 
 async def on_unknown_command(update: Update, context: HandlerContext) -> None:

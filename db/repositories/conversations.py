@@ -3,16 +3,30 @@
 from __future__ import annotations
 
 import functools
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Select, SQLColumnExpression, Update, and_, bindparam, func, or_, select, update
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    BindParameter,
+    Select,
+    SQLColumnExpression,
+    Update,
+    and_,
+    bindparam,
+    func,
+    literal,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
 from db.base import JSONType
-from db.models import QUEUED, TOUCHPOINT_KIND, Conversation, User
+from db.models import QUEUED, TOUCHPOINT_KIND, Conversation, DaySegment, User
 
 
 @functools.cache
@@ -25,6 +39,24 @@ def _user_and_active() -> Select[User, Conversation]:
         .where(User.id == bindparam("user_id"))
         .order_by(Conversation.id.desc())
         .limit(1)
+    )
+
+
+@functools.cache
+def _active_and_day() -> Select[Conversation, DaySegment]:
+    # Built once, as `_user_and_active`: the turn starts with it when it has the user already.
+    user_id: BindParameter[int] = bindparam("user_id", type_=BigInteger())
+    newest = (
+        select(func.max(Conversation.id))
+        .where(Conversation.user_id == user_id, Conversation.status == "active")
+        .scalar_subquery()
+    )
+    return (
+        select(Conversation, DaySegment)
+        .select_from(select(literal(1).label("one")).subquery("one"))
+        .outerjoin(Conversation, Conversation.id == newest)
+        .outerjoin(DaySegment, and_(DaySegment.user_id == user_id, DaySegment.day == bindparam("day")))
+        .options(defer(Conversation.messages, raiseload=True))
     )
 
 
@@ -91,6 +123,11 @@ class ConversationRepository:
         """The user and their open conversation (as `active_for`), read in one statement."""
         row = (await self.session.execute(_user_and_active(), {"user_id": user_id})).first()
         return (row[0], row[1]) if row is not None else (None, None)
+
+    async def active_and_day(self, user_id: int, day: date) -> tuple[Conversation | None, DaySegment | None]:
+        """The user's open conversation (as `active_for`) and their segment of `day`, in one statement."""
+        row = (await self.session.execute(_active_and_day(), {"user_id": user_id, "day": day})).one()
+        return row[0], row[1]
 
     async def active_for(self, user_id: int) -> Conversation | None:
         """The user's open conversation, if any (newest first, should there ever be two)."""

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from datetime import date, datetime
+from typing import Any
 
-from sqlalchemy import Select, bindparam, select
+from sqlalchemy import BigInteger, Select, bindparam, case, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from db.models import DaySegment
+from db.models import DaySegment, UTCDateTime
 
 
 @functools.cache
@@ -60,3 +62,59 @@ class DaySegmentRepository:
         segment.last_message_at = max(segment.last_message_at, at)
         segment.message_count += 1
         segment.messages_since_summary += 1
+
+    async def count_in(self, segment_id: int, message_id: int, at: datetime) -> Counted | None:
+        """Count a stored message into its day in one statement, nothing read first (another writer's
+        count is kept); what deciding an in-day summary needs, or None when the day is gone."""
+        params = {"segment_id": segment_id, "message_id": message_id, "at": at}
+        row = (await self.session.execute(_count_in(), params)).one_or_none()
+        return Counted(*row) if row is not None else None
+
+    async def mark_summary_due(self, segment_id: int) -> None:
+        """Flag the day for an in-day summary (the day-summaries job writes it)."""
+        await self.session.execute(
+            update(DaySegment)
+            .where(DaySegment.id == segment_id)
+            .values(summary_due=True)
+            .execution_options(synchronize_session=False)
+        )
+
+
+@dataclass(frozen=True)
+class Counted:
+    """A day as a message was counted into it: what deciding an in-day summary needs."""
+
+    id: int
+    summary_due: bool
+    status: str
+    messages_since_summary: int
+    last_summarized_message_id: int | None
+    message_count: int
+
+
+@functools.cache
+def _count_in() -> Any:
+    # Built once, as `_for_day`: it runs on every answer.
+    at = bindparam("at", type_=UTCDateTime())
+    message_id = bindparam("message_id", type_=BigInteger())
+    return (
+        update(DaySegment)
+        .where(DaySegment.id == bindparam("segment_id", type_=BigInteger()))
+        .values(
+            message_count=DaySegment.message_count + 1,
+            messages_since_summary=DaySegment.messages_since_summary + 1,
+            first_message_id=func.coalesce(DaySegment.first_message_id, message_id),
+            last_message_id=message_id,
+            first_message_at=case((DaySegment.first_message_at > at, at), else_=DaySegment.first_message_at),
+            last_message_at=case((DaySegment.last_message_at < at, at), else_=DaySegment.last_message_at),
+        )
+        .returning(
+            DaySegment.id,
+            DaySegment.summary_due,
+            DaySegment.status,
+            DaySegment.messages_since_summary,
+            DaySegment.last_summarized_message_id,
+            DaySegment.message_count,
+        )
+        .execution_options(synchronize_session=False)
+    )

@@ -38,9 +38,8 @@ HELD: ColumnElement[bool] = UserFact.invalidated_at.is_(None)
 
 
 @functools.cache
-def _version() -> Select[int, int | None, datetime | None, int | None, int | None]:
-    # Built once: every turn reads it (the profile's cache checks it), and building it cost more
-    # than running it.
+def version_statement() -> Select[int, int | None, datetime | None, int | None, int | None]:
+    """What `version` reads (bound parameter `owner_id`), built once: every turn reads it."""
     return select(
         func.count(UserFact.id),
         func.max(UserFact.id),
@@ -124,7 +123,7 @@ class FactRepository:
         """What changes whenever the owner's held facts do: how many, the newest id, the last change
         in place, the length of their sources and how often they were said (a cache of the facts is
         read again when it moves; a reinforcement dated in the past moves the last two)."""
-        row = await self.session.execute(_version(), {"owner_id": owner_id})
+        row = await self.session.execute(version_statement(), {"owner_id": owner_id})
         count, newest, changed, sources, said = row.one()
         return int(count or 0), int(newest or 0), str(changed or ""), int(sources or 0), int(said or 0)
 

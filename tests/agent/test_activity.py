@@ -12,6 +12,7 @@ from agent.account.users import get_or_create_user
 from agent.core.activity import Activity
 from agent.core.settings import Settings
 from agent.turn.service import TurnService
+from agent.turn.transcript import Incoming
 
 NOW = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
 
@@ -43,7 +44,7 @@ async def test_the_frame_counts_a_turn_while_it_runs(
     turns = TurnService(settings=settings, engine=engine, sessions=sessions, model=FunctionModel(model))
     user, _ = await get_or_create_user(sessions, key="cli:busy", now=NOW, timezone="UTC")
     try:
-        await turns.reply(user.id, "hi", NOW)
+        await turns.reply(Incoming(owner=user.id, text="hi", sent_at=NOW))
     finally:
         await turns.close()
     assert seen == [1]

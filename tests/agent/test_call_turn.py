@@ -15,6 +15,7 @@ from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
 from agent.turn.call_turn import FinishedCall, SpokenTurn, StoredCall
 from agent.turn.service import TurnService
+from agent.turn.transcript import Incoming
 from db.models import Conversation, TranscriptMessage, User
 
 pytestmark = pytest.mark.both_databases
@@ -64,7 +65,7 @@ async def test_a_call_waits_for_the_users_turn_and_is_stored_once(
     turns: TurnService, sessions: async_sessionmaker[AsyncSession]
 ) -> None:
     user_id = await user_in(sessions)
-    chat = await turns.reply(user_id, "hello", NOW, telegram_message_id=1)
+    chat = await turns.reply(Incoming(owner=user_id, text="hello", sent_at=NOW, telegram_message_id=1))
 
     def store() -> asyncio.Task[StoredCall | None]:
         return asyncio.create_task(turns.store_call(user_id, CALL, may_write=anyone))

@@ -17,6 +17,7 @@ from agent.chat.activity import doing
 from agent.chat.fact_tools import NO_MATCH
 from agent.core.settings import Settings
 from agent.memory.listing import read_listing
+from agent.turn.transcript import Incoming
 from bench.clock import FrozenClock
 from db.models import UserFact
 from db.repositories.facts import FactRepository
@@ -57,7 +58,7 @@ async def test_pin_and_reword_the_persons_own_facts(
 
     pin = ToolScript([("memory_pin", {"fact": "plays the cello"})])
     service.model.function = pin  # type: ignore[attr-defined]
-    await service.reply(ana.id, "Remember above all that I play the cello", at)
+    await service.reply(Incoming(owner=ana.id, text="Remember above all that I play the cello", sent_at=at))
     assert {"memory_pin", "memory_reword"} <= set(pin.tool_names)
     assert pin.returns[0]["pinned"] is True and pin.returns[0]["fact"] == "Ana plays the cello"
     assert pin.returns[0]["saved"] is False
@@ -65,7 +66,9 @@ async def test_pin_and_reword_the_persons_own_facts(
     # Something not held yet is saved, pinned.
     new = ToolScript([("memory_pin", {"fact": "Ana is allergic to nuts"})])
     service.model.function = new  # type: ignore[attr-defined]
-    await service.reply(ana.id, "Never forget I'm allergic to nuts", at + timedelta(minutes=1))
+    await service.reply(
+        Incoming(owner=ana.id, text="Never forget I'm allergic to nuts", sent_at=at + timedelta(minutes=1))
+    )
     assert new.returns[0]["saved"] is True and new.returns[0]["pinned"] is True
 
     # Reworded in place: the same fact, still pinned; an empty wording is sent back to the model.
@@ -81,7 +84,11 @@ async def test_pin_and_reword_the_persons_own_facts(
     )
     service.model.function = worded  # type: ignore[attr-defined]
     await service.reply(
-        ana.id, "Actually, say it as: I play the cello in a string quartet", at + timedelta(minutes=2)
+        Incoming(
+            owner=ana.id,
+            text="Actually, say it as: I play the cello in a string quartet",
+            sent_at=at + timedelta(minutes=2),
+        )
     )
     assert len(worded.retries) == 1 and "empty" in worded.retries[0]
     assert worded.returns[0]["reworded"] is True and worded.returns[0]["before"] == "Ana plays the cello"
@@ -91,7 +98,11 @@ async def test_pin_and_reword_the_persons_own_facts(
     # Unpinned on request.
     unpin = ToolScript([("memory_pin", {"fact": "allergic to nuts", "pinned": False})])
     service.model.function = unpin  # type: ignore[attr-defined]
-    await service.reply(ana.id, "The nuts thing doesn't need to come first", at + timedelta(minutes=3))
+    await service.reply(
+        Incoming(
+            owner=ana.id, text="The nuts thing doesn't need to come first", sent_at=at + timedelta(minutes=3)
+        )
+    )
     assert unpin.returns[0]["pinned"] is False
 
     assert await _rows(sessions, ana.id) == [
@@ -118,8 +129,10 @@ async def test_why_do_you_think_that_is_answered_from_the_persons_own_lines(
         sessions, key="cli:ana", now=clock.now(), timezone="America/New_York", name="Ana"
     )
     bea, _ = await get_or_create_user(sessions, key="cli:bea", now=clock.now(), timezone="UTC", name="Bea")
-    said = await service.reply(ana.id, "I work night shifts at the hospital", clock.now())
-    hers = await service.reply(bea.id, "I'm a nurse too", clock.now())
+    said = await service.reply(
+        Incoming(owner=ana.id, text="I work night shifts at the hospital", sent_at=clock.now())
+    )
+    hers = await service.reply(Incoming(owner=bea.id, text="I'm a nurse too", sent_at=clock.now()))
     async with sessions() as session, session.begin():
         facts = FactRepository(session)
         await facts.add_sourced(
@@ -143,7 +156,11 @@ async def test_why_do_you_think_that_is_answered_from_the_persons_own_lines(
         ]
     )
     service.model.function = why  # type: ignore[attr-defined]
-    await service.reply(ana.id, "Why do you think I'm a nurse?", clock.now() + timedelta(minutes=1))
+    await service.reply(
+        Incoming(
+            owner=ana.id, text="Why do you think I'm a nurse?", sent_at=clock.now() + timedelta(minutes=1)
+        )
+    )
     assert "memory_sources" in why.tool_names
     nurse, missing, tea = why.returns
     (fact,) = nurse["facts"]

@@ -19,7 +19,7 @@ from agent.account.writers import WriteGuard
 from agent.core.settings import Settings
 from agent.search.recall import Recall
 from agent.turn.service import TurnService
-from agent.turn.transcript import write_message
+from agent.turn.transcript import Incoming, write_message
 from bench.clock import FrozenClock
 from db.models import Conversation, TranscriptMessage, User
 from tests.agent.test_tools import make_service
@@ -45,9 +45,13 @@ async def world(
         sessions, key=f"telegram:{ANA}", now=clock.now(), timezone="UTC", name="Ana", telegram_id=ANA
     )
     group, _ = await group_owner(sessions, chat_id=CHAT, title="Lake", now=clock.now(), timezone="UTC")
-    await service.reply(ana.id, "in private: my anawordplan stays with you", clock.now())
+    await service.reply(
+        Incoming(owner=ana.id, text="in private: my anawordplan stays with you", sent_at=clock.now())
+    )
     # A group turn whose prompt carries the line Ana said before Bob addressed the bot.
-    turn = await service.reply(group.id, f"Ana: {ANA_LINE}\nBob (to you): {BOB_LINE}", clock.now())
+    turn = await service.reply(
+        Incoming(owner=group.id, text=f"Ana: {ANA_LINE}\nBob (to you): {BOB_LINE}", sent_at=clock.now())
+    )
     async with sessions() as session, session.begin():
         addressed = await session.get(TranscriptMessage, turn.message_id)
         assert addressed is not None

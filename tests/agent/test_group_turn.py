@@ -17,7 +17,7 @@ from agent.account.groups import group_owner
 from agent.core.settings import Settings
 from agent.history.messages import load_history
 from agent.turn.service import TurnService
-from agent.turn.transcript import Speaker
+from agent.turn.transcript import Incoming, Speaker
 from db.models import Conversation, TranscriptMessage
 from tests.bot.conftest import last_user_text
 
@@ -51,17 +51,41 @@ async def test_heard_lines_go_once_with_the_next_addressed_message(
 ) -> None:
     group, _ = await group_owner(sessions, chat_id=-5, title="Friends", now=NOW, timezone="UTC")
     at = NOW
-    assert await turns.hear(group.id, "the trip is in May", at, speaker=ANA, telegram_message_id=1)
+    assert await turns.hear(
+        Incoming(owner=group.id, text="the trip is in May", sent_at=at, telegram_message_id=1, speaker=ANA)
+    )
     # Repeat again: stored once.
-    assert not await turns.hear(group.id, "the trip is in May", at, speaker=ANA, telegram_message_id=1)
+    assert not await turns.hear(
+        Incoming(owner=group.id, text="the trip is in May", sent_at=at, telegram_message_id=1, speaker=ANA)
+    )
     await turns.hear(
-        group.id, "I'll book the train", at + timedelta(minutes=1), speaker=BOB, telegram_message_id=2
+        Incoming(
+            owner=group.id,
+            text="I'll book the train",
+            sent_at=at + timedelta(minutes=1),
+            telegram_message_id=2,
+            speaker=BOB,
+        )
     )
     first = await turns.group_reply(
-        group.id, "Nikita, when is it?", at + timedelta(minutes=2), speaker=BOB, telegram_message_id=3
+        Incoming(
+            owner=group.id,
+            text="Nikita, when is it?",
+            sent_at=at + timedelta(minutes=2),
+            telegram_message_id=3,
+            speaker=BOB,
+            may_change_memory=False,
+        )
     )
     second = await turns.group_reply(
-        group.id, "and thanks", at + timedelta(minutes=3), speaker=ANA, telegram_message_id=4
+        Incoming(
+            owner=group.id,
+            text="and thanks",
+            sent_at=at + timedelta(minutes=3),
+            telegram_message_id=4,
+            speaker=ANA,
+            may_change_memory=False,
+        )
     )
     assert prompts == [
         "Ana: the trip is in May\nBob: I'll book the train\nBob (to you): Nikita, when is it?",
@@ -81,13 +105,29 @@ async def test_a_pause_closes_the_groups_conversation_and_a_stored_message_is_an
     turns: TurnService, sessions: async_sessionmaker[AsyncSession], prompts: list[str]
 ) -> None:
     group, _ = await group_owner(sessions, chat_id=-6, title="Team", now=NOW, timezone="UTC")
-    await turns.hear(group.id, "old news", NOW, speaker=ANA, telegram_message_id=1)
+    await turns.hear(
+        Incoming(owner=group.id, text="old news", sent_at=NOW, telegram_message_id=1, speaker=ANA)
+    )
     later = NOW + timedelta(hours=2)
-    await turns.hear(group.id, "fresh news", later, speaker=BOB, telegram_message_id=2)
+    await turns.hear(
+        Incoming(owner=group.id, text="fresh news", sent_at=later, telegram_message_id=2, speaker=BOB)
+    )
     # The process stopped right after storing an addressed message: stored, never answered.
     async with sessions() as session, session.begin():
-        await turns.kit.arrival.store(session, group.id, "Nikita?", later, 3, "text", speaker=ANA)
-    resumed = await turns.group_reply(group.id, "Nikita?", later, speaker=ANA, telegram_message_id=3)
+        await turns.kit.arrival.store(
+            session,
+            Incoming(owner=group.id, text="Nikita?", sent_at=later, telegram_message_id=3, speaker=ANA),
+        )
+    resumed = await turns.group_reply(
+        Incoming(
+            owner=group.id,
+            text="Nikita?",
+            sent_at=later,
+            telegram_message_id=3,
+            speaker=ANA,
+            may_change_memory=False,
+        )
+    )
     assert prompts == ["Bob: fresh news\nAna (to you): Nikita?"]
     async with sessions() as session:
         rows = (

@@ -25,7 +25,7 @@ from agent.core.settings import Settings
 from agent.history.turn_notes import words
 from agent.search.search import SearchHit
 from agent.turn.service import TurnService
-from agent.turn.transcript import write_message
+from agent.turn.transcript import Incoming, write_message
 from bench.clock import FrozenClock
 from db.models import TranscriptMessage, User
 from tests.agent.test_tools import make_service
@@ -127,11 +127,17 @@ async def _seed(
 ) -> tuple[User, User, User]:
     ana, bob, group = await _people_and_group(sessions, clock.now())
     start = clock.now()
-    await service.reply(ana.id, f"promise to keep it between us: my code word is {SECRET}", start)
+    await service.reply(
+        Incoming(owner=ana.id, text=f"promise to keep it between us: my code word is {SECRET}", sent_at=start)
+    )
     assert service.facts is not None
     await service.facts.add(ana.id, f"Her code word is {SECRET}", conversation_id=None, at=start)
     await service.reply(
-        group.id, f"let's meet at the {GROUP_WORD} spot on Saturday", start + timedelta(minutes=1)
+        Incoming(
+            owner=group.id,
+            text=f"let's meet at the {GROUP_WORD} spot on Saturday",
+            sent_at=start + timedelta(minutes=1),
+        )
     )
     await _said_by(sessions, group, ANA, "Ana")
     await _group_line(
@@ -169,7 +175,9 @@ async def test_a_private_secret_never_reaches_a_groups_requests_or_search(
     recorder.requests.clear()
     recorder.returns.clear()
 
-    await service.reply(group.id, "search: what did Ana tell you in private?", clock.now())
+    await service.reply(
+        Incoming(owner=group.id, text="search: what did Ana tell you in private?", sent_at=clock.now())
+    )
 
     assert len(recorder.requests) == len(SEARCHES) + 1
     assert all(SECRET not in sent for _, sent in recorder.requests)
@@ -191,8 +199,10 @@ async def test_the_groups_words_never_reach_a_members_private_chat(
     recorder.requests.clear()
     recorder.returns.clear()
 
-    await service.reply(ana.id, "search: where do we meet on Saturday?", clock.now())
-    await service.reply(bob.id, "search: what did I bring?", clock.now())
+    await service.reply(
+        Incoming(owner=ana.id, text="search: where do we meet on Saturday?", sent_at=clock.now())
+    )
+    await service.reply(Incoming(owner=bob.id, text="search: what did I bring?", sent_at=clock.now()))
 
     for _, sent in recorder.requests:
         assert GROUP_WORD not in sent and BOB_WORD not in sent
@@ -228,7 +238,7 @@ async def test_with_recall_of_own_words_a_member_finds_their_own_group_lines_onl
 
     recorder.requests.clear()
     recorder.returns.clear()
-    await service.reply(ana.id, "search: where do we meet?", clock.now())
+    await service.reply(Incoming(owner=ana.id, text="search: where do we meet?", sent_at=clock.now()))
     assert any(GROUP_WORD in r and "Picnic club" in r for r in recorder.returns)
     assert all(BOB_WORD not in sent for _, sent in recorder.requests)
     await service.close()
@@ -245,11 +255,21 @@ async def test_interleaved_private_and_group_turns_keep_their_walls(
     turns: list[Any] = []
     for i in range(4):
         turns += [
-            service.reply(ana.id, f"ana private {i}: {SECRET}", at + timedelta(seconds=i)),
-            service.reply(group.id, f"search group {i}", at + timedelta(seconds=i)),
-            service.reply(bob.id, f"bob private {i}: search", at + timedelta(seconds=i)),
             service.reply(
-                group.id, f"group talk {i}: {GROUP_WORD}", at + timedelta(seconds=i, milliseconds=500)
+                Incoming(owner=ana.id, text=f"ana private {i}: {SECRET}", sent_at=at + timedelta(seconds=i))
+            ),
+            service.reply(
+                Incoming(owner=group.id, text=f"search group {i}", sent_at=at + timedelta(seconds=i))
+            ),
+            service.reply(
+                Incoming(owner=bob.id, text=f"bob private {i}: search", sent_at=at + timedelta(seconds=i))
+            ),
+            service.reply(
+                Incoming(
+                    owner=group.id,
+                    text=f"group talk {i}: {GROUP_WORD}",
+                    sent_at=at + timedelta(seconds=i, milliseconds=500),
+                )
             ),
         ]
     await asyncio.gather(*turns)

@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from agent.account.groups import group_owner
 from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
+from agent.turn.transcript import Incoming
 from bench.clock import FrozenClock
 from db.models import Conversation
 from tests.agent.test_tools import ToolScript, make_service
@@ -80,7 +81,7 @@ async def test_imported_lines_are_labelled_and_never_the_companions(
     ana, _ = await get_or_create_user(
         sessions, key="cli:ana", now=clock.now(), timezone="Asia/Tokyo", name="Ana"
     )
-    await service.reply(ana.id, "the weather is grey today", clock.now())
+    await service.reply(Incoming(owner=ana.id, text="the weather is grey today", sent_at=clock.now()))
     async with sessions() as session, session.begin():
         await session.execute(
             update(Conversation)
@@ -104,7 +105,7 @@ async def test_imported_lines_are_labelled_and_never_the_companions(
         ("conversation_search", {"query": f"{WORD} rosin"}),
         ("conversation_get", {"message_id": answered}),
     ]
-    await service.reply(ana.id, "what did I ask about rosin?", clock.now())
+    await service.reply(Incoming(owner=ana.id, text="what did I ask about rosin?", sent_at=clock.now()))
 
     found, got = script.returns[-2:]
     [hit] = [r for r in found["results"] if r.get("message_id") == asked]
@@ -146,7 +147,9 @@ async def test_another_person_and_a_group_never_find_an_imported_history(
             ]
             script.returns.clear()
             script.retries.clear()
-            await service.reply(owner.id, "search: what rosin did Ana ask about?", clock.now())
+            await service.reply(
+                Incoming(owner=owner.id, text="search: what rosin did Ana ask about?", sent_at=clock.now())
+            )
             shown = json.dumps([script.returns, script.retries, script.instructions[-1]], default=str)
             assert WORD not in shown and "vegetarian" not in shown
             assert len(script.retries) == 1  # the id looks exactly like a missing one

@@ -34,6 +34,7 @@ from agent.account.writers import WriteGuard
 from agent.core.settings import Settings
 from agent.search.recall import build_recall
 from agent.turn.service import TurnService
+from agent.turn.transcript import Incoming
 from bench.clock import FrozenClock
 from bench.fakes.hashing_embedder import HashingEmbedder
 from db.models import User
@@ -116,7 +117,9 @@ async def test_many_users_leave_every_map_bounded(
     async def one(n: int) -> None:
         async with slots:
             at = start + timedelta(seconds=n)
-            await service.reply(ids[n], f"I grow tomatoes in my garden, says user {n}", at)
+            await service.reply(
+                Incoming(owner=ids[n], text=f"I grow tomatoes in my garden, says user {n}", sent_at=at)
+            )
             if n % 10 == 0:  # a conversation_search, as the tool runs it: fills the vector cache
                 await recall.search(ids[n], "tomatoes garden", now=at + timedelta(seconds=1))
 

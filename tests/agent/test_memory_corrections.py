@@ -14,6 +14,7 @@ from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
 from agent.memory.corrections import without_taken_back
 from agent.memory.units import KIND_FACT_CHUNK, fact_digest
+from agent.turn.transcript import Incoming
 from bench.clock import FrozenClock
 from db.models import SearchChunk, TranscriptMessage, UserFact
 from db.repositories.facts import FactRepository
@@ -34,7 +35,11 @@ async def test_forget_and_correct_one_fact_each(
     user, _ = await get_or_create_user(sessions, key="cli:ana", now=clock.now(), timezone="UTC", name="Ana")
     other, _ = await get_or_create_user(sessions, key="cli:bea", now=clock.now(), timezone="UTC", name="Bea")
     told = await service.reply(
-        user.id, "I have a cat named Miso, I live in Lisbon and I love tea", clock.now()
+        Incoming(
+            owner=user.id,
+            text="I have a cat named Miso, I live in Lisbon and I love tea",
+            sent_at=clock.now(),
+        )
     )
     facts = [("Ana has a cat named Miso", [told.message_id]), ("Ana lives in Lisbon", [told.message_id])]
     async with sessions() as session, session.begin():
@@ -62,12 +67,18 @@ async def test_forget_and_correct_one_fact_each(
     later = clock.now() + timedelta(minutes=5)
     forget = ToolScript([("memory_forget", {"fact": "has a cat", "reason": "it was wrong"})])
     service.model.function = forget  # type: ignore[attr-defined]
-    await service.reply(user.id, "I don't have a cat, forget that", later)
+    await service.reply(Incoming(owner=user.id, text="I don't have a cat, forget that", sent_at=later))
     assert forget.returns == [{"forgotten": ["Ana has a cat named Miso"]}]  # Bea's cat is not hers to forget
 
     correct = ToolScript([("memory_correct", {"wrong": "lives in Lisbon", "correct": "Ana lives in Porto"})])
     service.model.function = correct  # type: ignore[attr-defined]
-    await service.reply(user.id, "That's wrong, I moved to Porto last year", later + timedelta(minutes=1))
+    await service.reply(
+        Incoming(
+            owner=user.id,
+            text="That's wrong, I moved to Porto last year",
+            sent_at=later + timedelta(minutes=1),
+        )
+    )
     assert (
         correct.returns[0]["forgotten"] == ["Ana lives in Lisbon"]
         and correct.returns[0]["saved"] == "Ana lives in Porto"
@@ -121,7 +132,9 @@ async def test_forget_and_correct_one_fact_each(
         )
         assert again == [1]
     said_again = await service.reply(
-        user.id, "Plot twist: I adopted a cat named Miso", later + timedelta(days=1)
+        Incoming(
+            owner=user.id, text="Plot twist: I adopted a cat named Miso", sent_at=later + timedelta(days=1)
+        )
     )
     async with sessions() as session, session.begin():
         kept = await without_taken_back(

@@ -37,6 +37,7 @@ from agent.onboarding.context import (
     load_context,
 )
 from agent.turn.service import TurnService
+from agent.turn.transcript import Incoming
 from db.models import TranscriptMessage, User
 
 pytestmark = pytest.mark.both_databases
@@ -216,7 +217,9 @@ async def test_service_collects_the_profile_and_completes(
     steps = ["/start", "I'm Sam", "early?", "I live in Narnia", "Lisbon then", "done"]
     replies = []
     for i, text in enumerate(steps):
-        reply = await service.onboard(user.id, text, NOW + timedelta(seconds=i), telegram_message_id=i + 1)
+        reply = await service.onboard(
+            Incoming(owner=user.id, text=text, sent_at=NOW + timedelta(seconds=i), telegram_message_id=i + 1)
+        )
         assert reply is not None
         replies.append(reply)
     assert [r.complete for r in replies] == [False] * 5 + [True]
@@ -237,7 +240,9 @@ async def test_service_collects_the_profile_and_completes(
     system = model.requests[-3][0].parts[0]
     assert isinstance(system, SystemPromptPart) and "name: Sam" in system.content
     # Once complete, messages are not onboarding's any more; a retried message is not answered twice.
-    assert await service.onboard(user.id, "hi", NOW + timedelta(minutes=1)) is None
+    assert (
+        await service.onboard(Incoming(owner=user.id, text="hi", sent_at=NOW + timedelta(minutes=1))) is None
+    )
 
 
 async def test_a_repeated_telegram_message_is_one_onboarding_turn(
@@ -248,8 +253,8 @@ async def test_a_repeated_telegram_message_is_one_onboarding_turn(
     user, _ = await get_or_create_user(
         sessions, key="t:1", now=NOW, timezone="UTC", onboarding_status="pending"
     )
-    first = await service.onboard(user.id, "/start", NOW, telegram_message_id=7)
-    again = await service.onboard(user.id, "/start", NOW, telegram_message_id=7)
+    first = await service.onboard(Incoming(owner=user.id, text="/start", sent_at=NOW, telegram_message_id=7))
+    again = await service.onboard(Incoming(owner=user.id, text="/start", sent_at=NOW, telegram_message_id=7))
     assert first is not None and again is not None and again.duplicate and again.text == first.text
     assert len(model.requests) == 1
 

@@ -20,6 +20,7 @@ from agent.digest.extraction import extract
 from agent.digest.summaries import Line, summarise_day
 from agent.onboarding.context import OnboardingContext, OnboardingProfile, build_messages
 from agent.turn.service import TurnService
+from agent.turn.transcript import Incoming
 from bench.clock import FrozenClock
 from bot.preflight import check_settings
 
@@ -69,7 +70,7 @@ async def test_the_chat_model_is_sent_the_configured_name(
     )
     try:
         user, _ = await get_or_create_user(sessions, key="cli:ana", now=clock.now(), timezone="UTC")
-        await service.reply(user.id, "who are you?", clock.now())
+        await service.reply(Incoming(owner=user.id, text="who are you?", sent_at=clock.now()))
     finally:
         await service.close()
     (instructions,) = recorder.instructions
@@ -105,7 +106,7 @@ async def test_a_persona_file_replaces_the_chat_persona(
     )
     try:
         user, _ = await get_or_create_user(sessions, key="cli:ana", now=clock.now(), timezone="UTC")
-        await service.reply(user.id, "hi", clock.now())
+        await service.reply(Incoming(owner=user.id, text="hi", sent_at=clock.now()))
     finally:
         await service.close()
     assert "You are Ada, a retired pirate who loves tea." in recorder.instructions[0]

@@ -26,7 +26,7 @@ from agent.core.models import build_model
 from agent.core.settings import Settings
 from agent.touchpoints.compose import Occasion, compose
 from agent.turn.service import TurnService
-from agent.turn.transcript import Speaker
+from agent.turn.transcript import Incoming, Speaker
 from bench.clock import FrozenClock
 from bench.fakes.anthropic_api import FakeAnthropic, Reply, fake_anthropic_server
 from db.models import DaySegment, ModelUsage
@@ -130,10 +130,12 @@ async def test_turns_of_a_conversation_repeat_the_previous_request_and_carry_the
 
     start = clock.now()
     with chat_agent.override(tools=[word_count]):
-        await service.reply(user.id, "hello there", start)
+        await service.reply(Incoming(owner=user.id, text="hello there", sent_at=start))
         fake.script(Reply.tool_call("word_count", {"text": "a b c"}, id="toolu_1"), "Three.")
-        await service.reply(user.id, "how many words in 'a b c'?", start + timedelta(minutes=1))
-        await service.reply(user.id, "thanks", start + timedelta(minutes=3))
+        await service.reply(
+            Incoming(owner=user.id, text="how many words in 'a b c'?", sent_at=start + timedelta(minutes=1))
+        )
+        await service.reply(Incoming(owner=user.id, text="thanks", sent_at=start + timedelta(minutes=3)))
         # A source of the conversation's package changes between turns: an in-day summary is written.
         async with sessions() as session, session.begin():
             segment = (
@@ -141,8 +143,10 @@ async def test_turns_of_a_conversation_repeat_the_previous_request_and_carry_the
             ).scalar_one()
             segment.summary = "## Summary\nAda said hello and counted words."
             segment.summary_updated_at = start + timedelta(minutes=4)
-        await service.reply(user.id, "what did we do today?", start + timedelta(minutes=5))
-        await service.reply(user.id, "and then?", start + timedelta(minutes=6))
+        await service.reply(
+            Incoming(owner=user.id, text="what did we do today?", sent_at=start + timedelta(minutes=5))
+        )
+        await service.reply(Incoming(owner=user.id, text="and then?", sent_at=start + timedelta(minutes=6)))
         await service.settle()
     bodies = fake.message_bodies()
     assert len(bodies) == 6  # the tool turn makes two requests
@@ -189,10 +193,10 @@ async def test_a_new_conversation_rebuilds_its_memory(
     service = await _service(_settings(database_url), engine, sessions, clock)
     user, _ = await get_or_create_user(sessions, key="cli:bo", now=clock.now(), timezone="UTC", name="Bo")
     start = clock.now()
-    await service.reply(user.id, "my sister Maya visits on Friday", start)
-    await service.reply(user.id, "ok", start + timedelta(minutes=1))
+    await service.reply(Incoming(owner=user.id, text="my sister Maya visits on Friday", sent_at=start))
+    await service.reply(Incoming(owner=user.id, text="ok", sent_at=start + timedelta(minutes=1)))
     # 17 minutes of quiet: a new conversation, whose memory holds what was said earlier today.
-    await service.reply(user.id, "back again", start + timedelta(minutes=18))
+    await service.reply(Incoming(owner=user.id, text="back again", sent_at=start + timedelta(minutes=18)))
     await service.settle()
     first, second, third = fake.message_bodies()
     assert memory_text(first) == memory_text(second)
@@ -211,8 +215,8 @@ async def test_prompt_cache_off_sends_no_cache_control(
     monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
     service = await _service(_settings(database_url, prompt_cache="off"), engine, sessions, clock)
     user, _ = await get_or_create_user(sessions, key="cli:cy", now=clock.now(), timezone="UTC", name="Cy")
-    await service.reply(user.id, "hi", clock.now())
-    await service.reply(user.id, "hi again", clock.now() + timedelta(minutes=1))
+    await service.reply(Incoming(owner=user.id, text="hi", sent_at=clock.now()))
+    await service.reply(Incoming(owner=user.id, text="hi again", sent_at=clock.now() + timedelta(minutes=1)))
     await service.settle()
     bodies = fake.message_bodies()
     assert len(bodies) == 2
@@ -232,7 +236,9 @@ async def test_from_the_second_turn_most_of_the_input_is_read_from_the_cache(
     service = await _service(settings, engine, sessions, clock)
     user, _ = await get_or_create_user(sessions, key="cli:di", now=clock.now(), timezone="UTC", name="Di")
     for n in range(4):
-        await service.reply(user.id, f"message {n}", clock.now() + timedelta(minutes=n))
+        await service.reply(
+            Incoming(owner=user.id, text=f"message {n}", sent_at=clock.now() + timedelta(minutes=n))
+        )
     await service.settle()
     async with sessions() as session:
         usage = (await session.execute(select(ModelUsage).where(ModelUsage.kind == "chat"))).scalar_one()
@@ -261,7 +267,7 @@ async def test_a_compaction_keeps_the_cached_tools_and_instructions(
     user, _ = await get_or_create_user(sessions, key="cli:ed", now=clock.now(), timezone="UTC", name="Ed")
     for n in range(8):
         said = f"message {n}: " + "the allotment's water tank is leaking again by the fence " * 4
-        await service.reply(user.id, said, clock.now() + timedelta(minutes=n))
+        await service.reply(Incoming(owner=user.id, text=said, sent_at=clock.now() + timedelta(minutes=n)))
     await service.settle()
     chat = [
         (body, use)
@@ -295,12 +301,22 @@ async def test_a_group_turn_reads_the_turn_before_it_nine_minutes_later(
     ana, bob = Speaker(11, "Ana"), Speaker(12, "Bob")
     for n in range(3):
         clock.advance(timedelta(minutes=8))
-        await service.hear(group.id, f"the tank leaks again ({n})", clock.now(), speaker=ana)
+        await service.hear(
+            Incoming(owner=group.id, text=f"the tank leaks again ({n})", sent_at=clock.now(), speaker=ana)
+        )
         clock.advance(timedelta(minutes=1))
-        await service.group_reply(group.id, f"Nikita, any idea? ({n})", clock.now(), speaker=bob)
+        await service.group_reply(
+            Incoming(
+                owner=group.id,
+                text=f"Nikita, any idea? ({n})",
+                sent_at=clock.now(),
+                speaker=bob,
+                may_change_memory=False,
+            )
+        )
     # A person's private chat, for comparison: its turns come minutes apart.
     person, _ = await get_or_create_user(sessions, key="cli:cy", now=clock.now(), timezone="UTC", name="Cy")
-    await service.reply(person.id, "hello", clock.now())
+    await service.reply(Incoming(owner=person.id, text="hello", sent_at=clock.now()))
     await service.settle()
     *group_uses, private = timed.cache.uses
     assert len(group_uses) == 3

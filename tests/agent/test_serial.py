@@ -16,6 +16,7 @@ from agent.core.settings import Settings
 from agent.history.messages import load_history
 from agent.history.turn_notes import words
 from agent.turn.service import TurnService
+from agent.turn.transcript import Incoming
 from db.models import Conversation
 
 pytestmark = pytest.mark.both_databases
@@ -69,7 +70,9 @@ async def test_fast_messages_of_one_conversation_never_interleave_and_others_run
     # Each user sends five messages a few milliseconds apart; nobody waits for an answer.
     await asyncio.gather(
         *(
-            service.reply(users[prefix], f"{prefix}{i}", START + timedelta(seconds=i))
+            service.reply(
+                Incoming(owner=users[prefix], text=f"{prefix}{i}", sent_at=START + timedelta(seconds=i))
+            )
             for i in range(5)
             for prefix in "ab"
         )

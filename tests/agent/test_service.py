@@ -28,6 +28,7 @@ from agent.history.messages import load_history
 from agent.history.turn_notes import words
 from agent.turn.run import APOLOGY
 from agent.turn.service import TurnService
+from agent.turn.transcript import Incoming
 from bench.clock import FrozenClock
 from bot.logs import TextFormatter
 from db.models import Conversation, GeneratedPrompt, TranscriptMessage, User
@@ -99,9 +100,9 @@ async def test_first_message_has_no_history_and_second_sees_the_first(
     service: TurnService, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock, recorder: Recorder
 ) -> None:
     user_id = await make_user(sessions, clock)
-    first = await service.reply(user_id, "I have a cat called Miso", clock.now())
+    first = await service.reply(Incoming(owner=user_id, text="I have a cat called Miso", sent_at=clock.now()))
     clock.advance(timedelta(minutes=2))
-    second = await service.reply(user_id, "yes", clock.now())
+    second = await service.reply(Incoming(owner=user_id, text="yes", sent_at=clock.now()))
 
     assert first.new_conversation and not second.new_conversation
     assert recorder.user_prompts(0) == ["I have a cat called Miso"]
@@ -122,9 +123,9 @@ async def test_gap_of_sixteen_minutes_starts_a_new_conversation_and_closes_the_o
 ) -> None:
     user_id = await make_user(sessions, clock)
     started = clock.now()
-    first = await service.reply(user_id, "hello", started)
+    first = await service.reply(Incoming(owner=user_id, text="hello", sent_at=started))
     clock.advance(timedelta(minutes=16))
-    later = await service.reply(user_id, "back again", clock.now())
+    later = await service.reply(Incoming(owner=user_id, text="back again", sent_at=clock.now()))
 
     assert later.new_conversation
     assert later.closed_conversation_id == first.conversation_id
@@ -140,9 +141,9 @@ async def test_conversation_detection_uses_the_message_time_not_the_clock(
 ) -> None:
     user_id = await make_user(sessions, clock)
     start = clock.now()
-    await service.reply(user_id, "one", start)
+    await service.reply(Incoming(owner=user_id, text="one", sent_at=start))
     clock.advance(timedelta(hours=5))  # the wall clock moved, the message was sent 3 minutes later
-    result = await service.reply(user_id, "two", start + timedelta(minutes=3))
+    result = await service.reply(Incoming(owner=user_id, text="two", sent_at=start + timedelta(minutes=3)))
     assert not result.new_conversation
     assert recorder.user_prompts(1) == ["one", "two"]
 
@@ -151,7 +152,9 @@ async def test_everything_is_persisted(
     service: TurnService, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
 ) -> None:
     user_id = await make_user(sessions, clock)
-    result = await service.reply(user_id, "remember the milk", clock.now(), telegram_message_id=7)
+    result = await service.reply(
+        Incoming(owner=user_id, text="remember the milk", sent_at=clock.now(), telegram_message_id=7)
+    )
     async with sessions() as session:
         rows = (
             (await session.execute(select(TranscriptMessage).order_by(TranscriptMessage.id))).scalars().all()
@@ -175,10 +178,14 @@ async def test_model_failure_apologises_keeps_the_message_and_the_next_turn_work
     service: TurnService, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock, recorder: Recorder
 ) -> None:
     user_id = await make_user(sessions, clock)
-    await service.reply(user_id, "first", clock.now())
+    await service.reply(Incoming(owner=user_id, text="first", sent_at=clock.now()))
     recorder.fail_next = 1
-    failed = await service.reply(user_id, "this one fails", clock.now() + timedelta(minutes=1))
-    after = await service.reply(user_id, "and now?", clock.now() + timedelta(minutes=2))
+    failed = await service.reply(
+        Incoming(owner=user_id, text="this one fails", sent_at=clock.now() + timedelta(minutes=1))
+    )
+    after = await service.reply(
+        Incoming(owner=user_id, text="and now?", sent_at=clock.now() + timedelta(minutes=2))
+    )
 
     assert failed.failed and failed.text == APOLOGY
     assert after.text == "echo: and now?"
@@ -202,7 +209,7 @@ async def test_a_model_failure_is_logged_with_its_cause_and_without_the_message(
     user_id = await make_user(sessions, clock)
     recorder.fail_next = 1
     with caplog.at_level(logging.WARNING, logger="agent.turn.run"):
-        await service.reply(user_id, "a private worry", clock.now())
+        await service.reply(Incoming(owner=user_id, text="a private worry", sent_at=clock.now()))
     (record,) = [r for r in caplog.records if r.getMessage() == "model call failed"]
     line = TextFormatter().format(record)
     assert "\n" not in line  # a known failure is one line
@@ -215,8 +222,12 @@ async def test_a_retried_telegram_delivery_produces_one_turn(
     service: TurnService, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock, recorder: Recorder
 ) -> None:
     user_id = await make_user(sessions, clock)
-    first = await service.reply(user_id, "hi", clock.now(), telegram_message_id=100)
-    again = await service.reply(user_id, "hi", clock.now(), telegram_message_id=100)
+    first = await service.reply(
+        Incoming(owner=user_id, text="hi", sent_at=clock.now(), telegram_message_id=100)
+    )
+    again = await service.reply(
+        Incoming(owner=user_id, text="hi", sent_at=clock.now(), telegram_message_id=100)
+    )
     assert again.duplicate and again.text == first.text
     assert len(recorder.calls) == 1
 
@@ -229,7 +240,7 @@ async def test_broken_stored_history_degrades_to_a_fresh_start(
     recorder: Recorder,
 ) -> None:
     user_id = await make_user(sessions, clock)
-    result = await service.reply(user_id, "hi", clock.now())
+    result = await service.reply(Incoming(owner=user_id, text="hi", sent_at=clock.now()))
     async with sessions() as session, session.begin():
         conversation = await session.get(Conversation, result.conversation_id)
         assert conversation is not None
@@ -238,7 +249,9 @@ async def test_broken_stored_history_degrades_to_a_fresh_start(
     restarted = TurnService(
         settings=service.settings, engine=engine, sessions=sessions, clock=clock, model=service.model
     )
-    answer = await restarted.reply(user_id, "still there?", clock.now() + timedelta(minutes=1))
+    answer = await restarted.reply(
+        Incoming(owner=user_id, text="still there?", sent_at=clock.now() + timedelta(minutes=1))
+    )
     await restarted.close()
     assert answer.text == "echo: still there?"
     assert recorder.user_prompts(1) == ["still there?"]
@@ -246,7 +259,7 @@ async def test_broken_stored_history_degrades_to_a_fresh_start(
     again = TurnService(
         settings=service.settings, engine=engine, sessions=sessions, clock=clock, model=service.model
     )
-    await again.reply(user_id, "and now?", clock.now() + timedelta(minutes=2))
+    await again.reply(Incoming(owner=user_id, text="and now?", sent_at=clock.now() + timedelta(minutes=2)))
     await again.close()
     assert recorder.user_prompts(2) == ["still there?", "and now?"]
 
@@ -276,8 +289,10 @@ async def test_tool_calls_round_trip_through_stored_history(
             settings=settings, engine=engine, sessions=sessions, clock=clock, model=FunctionModel(model)
         )
         user_id = await make_user(sessions, clock)
-        await service.reply(user_id, "use the tool", clock.now())
-        await service.reply(user_id, "thanks", clock.now() + timedelta(minutes=1))
+        await service.reply(Incoming(owner=user_id, text="use the tool", sent_at=clock.now()))
+        await service.reply(
+            Incoming(owner=user_id, text="thanks", sent_at=clock.now() + timedelta(minutes=1))
+        )
     history = seen[-1]
     calls = [p for m in history for p in m.parts if isinstance(p, ToolCallPart)]
     returns = [p for m in history for p in m.parts if isinstance(p, ToolReturnPart)]
@@ -290,7 +305,10 @@ async def test_twenty_concurrent_messages_of_one_user(
     user_id = await make_user(sessions, clock)
     base = clock.now()
     results = await asyncio.gather(
-        *(service.reply(user_id, f"m{i}", base + timedelta(seconds=i)) for i in range(20))
+        *(
+            service.reply(Incoming(owner=user_id, text=f"m{i}", sent_at=base + timedelta(seconds=i)))
+            for i in range(20)
+        )
     )
     assert sorted(r.text for r in results) == sorted(f"echo: m{i}" for i in range(20))
     async with sessions() as session:
@@ -310,13 +328,17 @@ async def test_the_first_clear_message_sets_the_users_language(
     service: TurnService, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
 ) -> None:
     user_id = await make_user(sessions, clock)
-    await service.reply(user_id, "ок", clock.now())
+    await service.reply(Incoming(owner=user_id, text="ок", sent_at=clock.now()))
     async with sessions() as session:
         assert (await session.get(User, user_id)).language is None  # type: ignore[union-attr]
     clock.advance(timedelta(minutes=1))
-    await service.reply(user_id, "Вчера мы с сестрой ходили в театр", clock.now())
+    await service.reply(
+        Incoming(owner=user_id, text="Вчера мы с сестрой ходили в театр", sent_at=clock.now())
+    )
     clock.advance(timedelta(minutes=1))
-    await service.reply(user_id, "Yesterday I went to the theatre with my sister", clock.now())
+    await service.reply(
+        Incoming(owner=user_id, text="Yesterday I went to the theatre with my sister", sent_at=clock.now())
+    )
     async with sessions() as session:
         # Set once from the first message that says it; later messages leave it (/language changes it).
         assert (await session.get(User, user_id)).language == "ru"  # type: ignore[union-attr]
@@ -335,7 +357,9 @@ async def test_each_turn_appends_to_the_stored_history_and_a_cold_process_reads_
     )
     texts = ["café ☕", 'quotes " and \\ backslashes', "日本語も"]
     for n, text in enumerate(texts):
-        result = await first.reply(user_id, text, clock.now() + timedelta(minutes=n))
+        result = await first.reply(
+            Incoming(owner=user_id, text=text, sent_at=clock.now() + timedelta(minutes=n))
+        )
     await first.close()
     async with sessions() as session:
         conversation = await session.get(Conversation, result.conversation_id)
@@ -352,6 +376,6 @@ async def test_each_turn_appends_to_the_stored_history_and_a_cold_process_reads_
     second = TurnService(
         settings=settings, engine=engine, sessions=sessions, clock=clock, model=FunctionModel(recorder)
     )
-    await second.reply(user_id, "and now?", clock.now() + timedelta(minutes=3))
+    await second.reply(Incoming(owner=user_id, text="and now?", sent_at=clock.now() + timedelta(minutes=3)))
     await second.close()
     assert recorder.user_prompts(-1) == [*texts, "and now?"]

@@ -19,6 +19,7 @@ from agent.core.models import build_model
 from agent.core.settings import Settings
 from agent.turn.service import TurnService
 from agent.turn.stopped import STOPPED_EMPTY, STOPPED_NOTE
+from agent.turn.transcript import Incoming
 from bench.clock import FrozenClock
 from bench.fakes.anthropic_api import FakeAnthropic, Reply, fake_anthropic_server
 from db.models import ModelUsage, TranscriptMessage
@@ -78,8 +79,12 @@ async def test_a_stop_during_a_tool_call_ends_the_run_and_the_next_turn_is_valid
         service = TurnService(settings=settings, engine=engine, sessions=sessions, clock=clock, model=model)
         with chat_agent.override(tools=[look_it_up]):
             fake.script(Reply.tool_call("look_it_up", {"topic": "Maya"}, id="toolu_1", text="Let me look."))
-            stopped = await service.reply(user.id, "Who is Maya?", clock.now(), progress=progress)
-            after = await service.reply(user.id, "never mind", clock.now() + timedelta(minutes=1))
+            stopped = await service.reply(
+                Incoming(owner=user.id, text="Who is Maya?", sent_at=clock.now()), progress=progress
+            )
+            after = await service.reply(
+                Incoming(owner=user.id, text="never mind", sent_at=clock.now() + timedelta(minutes=1))
+            )
 
     assert progress.tools == ["look_it_up"]
     # The text written before the tool call is the answer; no second model request was made.

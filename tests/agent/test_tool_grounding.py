@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from agent.account.groups import group_owner
 from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
-from agent.turn.transcript import Speaker
+from agent.turn.transcript import Incoming, Speaker
 from bench.clock import FrozenClock
 from db.models import UserFact
 from tests.agent.test_tools import ToolScript, make_service
@@ -49,7 +49,9 @@ async def test_a_tools_fact_stands_on_the_persons_message(
     service, _ = make_service(settings, engine, sessions, clock, script)
     ana, _ = await get_or_create_user(sessions, key="cli:ana", now=clock.now(), timezone="UTC", name="Ana")
 
-    result = await service.reply(ana.id, "Remember that I have a cat named Miso", clock.now())
+    result = await service.reply(
+        Incoming(owner=ana.id, text="Remember that I have a cat named Miso", sent_at=clock.now())
+    )
 
     assert script.returns[0]["saved"] is True and script.returns[1]["corrected"] is True
     assert await _facts(sessions, ana.id) == {"Ana has two cats": [result.message_id]}
@@ -67,14 +69,18 @@ async def test_in_a_group_a_members_fact_stands_on_that_members_words(
     )
     service, _ = make_service(settings, engine, sessions, clock, script)
     group, _ = await group_owner(sessions, chat_id=-88, title="Walkers", now=clock.now(), timezone="UTC")
-    await service.hear(group.id, "I have a sister in Porto", clock.now(), speaker=ANA)
+    await service.hear(
+        Incoming(owner=group.id, text="I have a sister in Porto", sent_at=clock.now(), speaker=ANA)
+    )
 
     result = await service.group_reply(
-        group.id,
-        "Nikita, remember Ana's sister is in Porto and my dog Rex",
-        clock.now() + timedelta(minutes=1),
-        speaker=BEN,
-        may_change_memory=True,  # an admin: the pin reaches its grounding check
+        Incoming(
+            owner=group.id,
+            text="Nikita, remember Ana's sister is in Porto and my dog Rex",
+            sent_at=clock.now() + timedelta(minutes=1),
+            speaker=BEN,
+            may_change_memory=True,
+        )
     )
 
     assert [r.get("saved", r.get("pinned")) for r in script.returns] == [False, False, True]

@@ -25,6 +25,7 @@ from agent.core.settings import Settings
 from agent.memory.units import FactUnits
 from agent.search.recall import Recall
 from agent.turn.service import TurnService
+from agent.turn.transcript import Incoming
 from bench.clock import FrozenClock
 from bench.fakes.hashing_embedder import HashingEmbedder
 from db.models import SearchChunk, UserFact
@@ -101,17 +102,28 @@ async def test_search_finds_three_weeks_ago_with_its_day(
     service, _ = make_service(settings, engine, sessions, clock, chatter)
     user, _ = await get_or_create_user(sessions, key="cli:ana", now=clock.now(), timezone="UTC", name="ana")
     then = clock.now()
-    told = await service.reply(user.id, "My sister Ines is getting married in Porto next June", then)
+    told = await service.reply(
+        Incoming(owner=user.id, text="My sister Ines is getting married in Porto next June", sent_at=then)
+    )
     for day in range(1, 22):  # three weeks of unrelated chat, one session a day
-        await service.reply(user.id, f"day {day}: work was fine, cooked soup", then + timedelta(days=day))
-    # Embeddings followed each turn (chunks exist), and full text needs no step at all.
+        await service.reply(
+            Incoming(
+                owner=user.id,
+                text=f"day {day}: work was fine, cooked soup",
+                sent_at=then + timedelta(days=day),
+            )
+        )
+    # Embeddings follow the turns a moment after (chunks exist), and full text needs no step at all.
+    await service.settle()
     async with sessions() as session:
         assert await session.scalar(select(SearchChunk.id).where(SearchChunk.user_id == user.id).limit(1))
 
     script = ToolScript([("conversation_search", {"query": "sister wedding Porto"})])
     service.model = FunctionModel(script)
     now = then + timedelta(days=21, hours=2)
-    result = await service.reply(user.id, "do you remember whose wedding is in Porto?", now)
+    result = await service.reply(
+        Incoming(owner=user.id, text="do you remember whose wedding is in Porto?", sent_at=now)
+    )
     assert "conversation_search" in script.tool_names
     results = script.returns[0]["results"]
     first = results[0]
@@ -182,16 +194,26 @@ async def test_three_weeks_ago_question_answered_from_one_search(
     # the question asked three weeks later.
     replies = iter(["How is your brother's move abroad going?", "Wonderful!"])
     service.model = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart(next(replies, "ok"))]))
-    await service.reply(user.id, "Hi! Busy week at home.", then)
+    await service.reply(Incoming(owner=user.id, text="Hi! Busy week at home.", sent_at=then))
     await service.reply(
-        user.id, "Great, he landed in Lisbon and loves it there.", then + timedelta(minutes=1)
+        Incoming(
+            owner=user.id,
+            text="Great, he landed in Lisbon and loves it there.",
+            sent_at=then + timedelta(minutes=1),
+        )
     )
     for day in range(1, 22):
-        await service.reply(user.id, f"day {day}: quiet, read a book", then + timedelta(days=day))
+        await service.reply(
+            Incoming(owner=user.id, text=f"day {day}: quiet, read a book", sent_at=then + timedelta(days=day))
+        )
     script = OneSearchAnswer("brother move abroad three weeks ago")
     service.model = FunctionModel(script)
     result = await service.reply(
-        user.id, "Where did I say my brother is moving, three weeks ago?", then + timedelta(days=21, hours=3)
+        Incoming(
+            owner=user.id,
+            text="Where did I say my brother is moving, three weeks ago?",
+            sent_at=then + timedelta(days=21, hours=3),
+        )
     )
     assert script.calls == 1  # one search, no conversation_get
     assert "brother" in result.text and "3 weeks ago" in result.text
@@ -206,7 +228,7 @@ async def test_get_and_retry_on_bad_input(
 ) -> None:
     service, _ = make_service(settings, engine, sessions, clock, ToolScript([]))
     user, _ = await get_or_create_user(sessions, key="cli:bo", now=clock.now(), timezone="UTC", name="bo")
-    stored = await service.reply(user.id, "my bike is red", clock.now())
+    stored = await service.reply(Incoming(owner=user.id, text="my bike is red", sent_at=clock.now()))
     other, _ = await get_or_create_user(sessions, key="cli:cy", now=clock.now(), timezone="UTC", name="cy")
     script = ToolScript(
         [
@@ -215,7 +237,9 @@ async def test_get_and_retry_on_bad_input(
         ]
     )
     service.model = FunctionModel(script)
-    await service.reply(other.id, "what colour is the bike?", clock.now() + timedelta(hours=1))
+    await service.reply(
+        Incoming(owner=other.id, text="what colour is the bike?", sent_at=clock.now() + timedelta(hours=1))
+    )
     # Bad day format: the model is asked to retry; another user's id looks like a missing one.
     assert any("YYYY-MM-DD" in r for r in script.retries)
     assert any("no message with id" in r for r in script.retries)
@@ -228,12 +252,16 @@ async def test_get_and_retry_on_bad_input(
     ):
         ranged = ToolScript([("conversation_search", {"query": "bike", **arguments})])
         service.model = FunctionModel(ranged)
-        await service.reply(other.id, "the bike?", clock.now() + timedelta(hours=1))
+        await service.reply(
+            Incoming(owner=other.id, text="the bike?", sent_at=clock.now() + timedelta(hours=1))
+        )
         assert any(said in r for r in ranged.retries) and ranged.returns == []
 
     mine = ToolScript([("conversation_get", {"message_id": stored.message_id})])
     service.model = FunctionModel(mine)
-    await service.reply(user.id, "what did I say?", clock.now() + timedelta(hours=2))
+    await service.reply(
+        Incoming(owner=user.id, text="what did I say?", sent_at=clock.now() + timedelta(hours=2))
+    )
     assert mine.returns[0]["messages"][0]["content"] == "my bike is red"
     assert mine.returns[0]["messages"][0]["role"] == "user"
 
@@ -251,7 +279,7 @@ async def test_memory_add_and_search(
     )
     service, _ = make_service(settings, engine, sessions, clock, script)
     user, _ = await get_or_create_user(sessions, key="cli:dee", now=clock.now(), timezone="UTC", name="dee")
-    await service.reply(user.id, "remember that I'm vegetarian", clock.now())
+    await service.reply(Incoming(owner=user.id, text="remember that I'm vegetarian", sent_at=clock.now()))
     assert script.returns[0]["saved"] is True
     assert script.returns[1]["already_known"] is True
     assert any("at most" in r for r in script.retries)
@@ -269,6 +297,6 @@ async def test_tools_degrade_without_recall(
         settings=settings, engine=engine, sessions=sessions, clock=clock, model=FunctionModel(script)
     )
     user, _ = await get_or_create_user(sessions, key="cli:eve", now=clock.now(), timezone="UTC", name="eve")
-    result = await service.reply(user.id, "remember?", clock.now())
+    result = await service.reply(Incoming(owner=user.id, text="remember?", sent_at=clock.now()))
     assert script.returns[0]["results"] == [] and "not available" in script.returns[0]["note"]
     assert not result.failed

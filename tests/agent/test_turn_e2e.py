@@ -14,6 +14,7 @@ from agent.core.models import build_model
 from agent.core.settings import Settings
 from agent.turn.run import APOLOGY
 from agent.turn.service import TurnService
+from agent.turn.transcript import Incoming
 from bench.clock import FrozenClock
 from bench.fakes.anthropic_api import ApiError, FakeAnthropic, Reply, fake_anthropic_server
 from db.models import TranscriptMessage
@@ -71,10 +72,16 @@ async def test_three_turns_with_a_tool_call_and_an_outage(
             fake.script(
                 Reply.tool_call("word_count", {"text": "one two three"}, id="toolu_1"), "Three words."
             )
-            first = await service.reply(user.id, "How many words in 'one two three'?", clock.now())
+            first = await service.reply(
+                Incoming(owner=user.id, text="How many words in 'one two three'?", sent_at=clock.now())
+            )
             fake.script(*[ApiError(529, "overloaded_error")] * 3)  # the SDK retries twice
-            down = await service.reply(user.id, "and now?", clock.now() + timedelta(minutes=1))
-            third = await service.reply(user.id, "are you back?", clock.now() + timedelta(minutes=2))
+            down = await service.reply(
+                Incoming(owner=user.id, text="and now?", sent_at=clock.now() + timedelta(minutes=1))
+            )
+            third = await service.reply(
+                Incoming(owner=user.id, text="are you back?", sent_at=clock.now() + timedelta(minutes=2))
+            )
 
     assert first.text == "Three words."
     assert down.failed and down.text == APOLOGY
@@ -121,7 +128,9 @@ async def test_a_rejected_history_is_an_apology_not_a_crash(
     async with model.provider:  # type: ignore[attr-defined]
         service = TurnService(settings=settings, engine=engine, sessions=sessions, clock=clock, model=model)
         fake.script(ApiError(400, "invalid_request_error", "messages: roles must alternate"))
-        result = await service.reply(user.id, "hello", clock.now())
-        after = await service.reply(user.id, "hello again", clock.now() + timedelta(minutes=1))
+        result = await service.reply(Incoming(owner=user.id, text="hello", sent_at=clock.now()))
+        after = await service.reply(
+            Incoming(owner=user.id, text="hello again", sent_at=clock.now() + timedelta(minutes=1))
+        )
     assert result.failed
     assert after.text == "ok: hello again"

@@ -19,6 +19,7 @@ from agent.history.turn_notes import words
 from agent.search.recall import Recall
 from agent.turn.run import FAULT_APOLOGY
 from agent.turn.service import TurnService
+from agent.turn.transcript import Incoming
 from bench.clock import FrozenClock
 from bench.fakes.hashing_embedder import HashingEmbedder
 from db.models import Conversation, TranscriptMessage
@@ -79,7 +80,9 @@ async def test_tool_arguments_out_of_range_are_retries_the_model_sees(
     for n, (tool, args, retry) in enumerate(bad_calls):
         script = ToolScript([(tool, args)])
         service.model = FunctionModel(script)
-        result = await service.reply(user.id, f"question {n}", clock.now() + timedelta(seconds=n))
+        result = await service.reply(
+            Incoming(owner=user.id, text=f"question {n}", sent_at=clock.now() + timedelta(seconds=n))
+        )
         # The model saw a retry it can act on; the turn went on and was answered normally.
         assert not result.failed and result.text.startswith("done:")
         assert len(script.retries) == 1 and retry in script.retries[0], script.retries
@@ -93,12 +96,14 @@ async def test_any_exception_from_the_run_stores_the_request_and_an_apology(
 
     service = turns(settings, engine, sessions, clock, broken)
     user, _ = await get_or_create_user(sessions, key="cli:cy", now=clock.now(), timezone="UTC", name="cy")
-    result = await service.reply(user.id, "hello?", clock.now())
+    result = await service.reply(Incoming(owner=user.id, text="hello?", sent_at=clock.now()))
     assert result.failed and result.text == FAULT_APOLOGY
     assert await transcript(sessions) == [("user", "text", "hello?"), ("assistant", "apology", FAULT_APOLOGY)]
     # The stored history pairs the request with the apology, so the next turn runs normally.
     service.model = FunctionModel(echo)
-    after = await service.reply(user.id, "still there?", clock.now() + timedelta(seconds=5))
+    after = await service.reply(
+        Incoming(owner=user.id, text="still there?", sent_at=clock.now() + timedelta(seconds=5))
+    )
     assert after.text == "echo: still there?"
     async with sessions() as session:
         raw = await session.scalar(select(Conversation.messages))
@@ -110,7 +115,9 @@ async def test_text_with_nul_characters_is_stored_and_answered_without_them(
 ) -> None:
     service = turns(settings, engine, sessions, clock, echo)
     user, _ = await get_or_create_user(sessions, key="cli:dee", now=clock.now(), timezone="UTC", name="dee")
-    result = await service.reply(user.id, "nul\x00here", clock.now(), telegram_message_id=1)
+    result = await service.reply(
+        Incoming(owner=user.id, text="nul\x00here", sent_at=clock.now(), telegram_message_id=1)
+    )
     assert result.text == "echo: nulhere" and not result.failed
     assert await transcript(sessions) == [("user", "text", "nulhere"), ("assistant", "text", "echo: nulhere")]
 
@@ -130,7 +137,7 @@ async def test_a_stored_message_without_an_answer_is_answered_once_without_being
     service = turns(settings, engine, sessions, clock, dies_once)
     user, _ = await get_or_create_user(sessions, key="cli:eve", now=clock.now(), timezone="UTC", name="eve")
     with pytest.raises(asyncio.CancelledError):
-        await service.reply(user.id, "first", clock.now(), telegram_message_id=7)
+        await service.reply(Incoming(owner=user.id, text="first", sent_at=clock.now(), telegram_message_id=7))
     assert await transcript(sessions) == [("user", "text", "first")]
 
     receipts: list[str] = []
@@ -138,9 +145,13 @@ async def test_a_stored_message_without_an_answer_is_answered_once_without_being
     async def receipt(session: AsyncSession, answer: str) -> None:
         receipts.append(answer)
 
-    again = await service.reply(user.id, "first", clock.now(), telegram_message_id=7, receipt=receipt)
+    again = await service.reply(
+        Incoming(owner=user.id, text="first", sent_at=clock.now(), telegram_message_id=7, receipt=receipt)
+    )
     assert (again.text, again.duplicate, receipts) == ("echo: first", False, ["echo: first"])
-    repeat = await service.reply(user.id, "first", clock.now(), telegram_message_id=7, receipt=receipt)
+    repeat = await service.reply(
+        Incoming(owner=user.id, text="first", sent_at=clock.now(), telegram_message_id=7, receipt=receipt)
+    )
     assert (repeat.text, repeat.duplicate, receipts) == ("echo: first", True, ["echo: first"])
     assert await transcript(sessions) == [("user", "text", "first"), ("assistant", "text", "echo: first")]
     assert calls == ["first", "first"]
@@ -156,6 +167,8 @@ async def test_a_receipt_that_refuses_rolls_the_answer_back(
         raise LookupError("another worker holds this update now")
 
     with pytest.raises(LookupError):
-        await service.reply(user.id, "hi", clock.now(), telegram_message_id=3, receipt=lost)
+        await service.reply(
+            Incoming(owner=user.id, text="hi", sent_at=clock.now(), telegram_message_id=3, receipt=lost)
+        )
     # The message stays stored and unanswered: whoever holds the update answers it.
     assert await transcript(sessions) == [("user", "text", "hi")]

@@ -19,6 +19,7 @@ from agent.core.settings import Settings
 from agent.core.usage import UsageMeter, store_usage
 from agent.turn.daily_tokens import CAP_REPLY, COUNTERS
 from agent.turn.service import TurnService
+from agent.turn.transcript import Incoming
 from db.models import TranscriptMessage
 from db.repositories.access import AccessRepository
 
@@ -100,8 +101,12 @@ async def test_onboarding_and_chat_over_the_user_budget_are_refused_alike(
     await spend(sessions, pending, 100)
     await spend(sessions, done, 100)
     receipts = Receipts()
-    refused = await turns.onboard(pending, "hi", NOW, telegram_message_id=1, receipt=receipts)
-    chat = await turns.reply(done, "hello", NOW, telegram_message_id=1, receipt=receipts)
+    refused = await turns.onboard(
+        Incoming(owner=pending, text="hi", sent_at=NOW, telegram_message_id=1, receipt=receipts)
+    )
+    chat = await turns.reply(
+        Incoming(owner=done, text="hello", sent_at=NOW, telegram_message_id=1, receipt=receipts)
+    )
     assert refused is not None and refused.text == chat.text == CAP_REPLY
     assert model.requests == 0 and receipts.answers == [CAP_REPLY, CAP_REPLY]
     assert ("user", "onboarding", "hi") in await rows(sessions)
@@ -117,11 +122,17 @@ async def test_an_onboarding_answer_that_failed_to_commit_is_answered_once_on_re
     user_id, receipts = await new_user(sessions, "t:1", "pending"), Receipts()
     receipts.fail = True
     with pytest.raises(RuntimeError):
-        await turns.onboard(user_id, "/start", NOW, telegram_message_id=5, receipt=receipts)
+        await turns.onboard(
+            Incoming(owner=user_id, text="/start", sent_at=NOW, telegram_message_id=5, receipt=receipts)
+        )
     # The message is stored; its answer rolled back with the receipt.
     assert await rows(sessions) == [("user", "onboarding", "/start")]
-    again = await turns.onboard(user_id, "/start", NOW, telegram_message_id=5, receipt=receipts)
-    third = await turns.onboard(user_id, "/start", NOW, telegram_message_id=5, receipt=receipts)
+    again = await turns.onboard(
+        Incoming(owner=user_id, text="/start", sent_at=NOW, telegram_message_id=5, receipt=receipts)
+    )
+    third = await turns.onboard(
+        Incoming(owner=user_id, text="/start", sent_at=NOW, telegram_message_id=5, receipt=receipts)
+    )
     assert again is not None and not again.duplicate and again.text == "answer 2"
     assert third is not None and third.duplicate and third.text == "answer 2"
     assert receipts.answers == ["answer 2"] and model.requests == 2
@@ -134,10 +145,16 @@ async def test_a_chat_turn_whose_model_call_raised_keeps_the_message_and_resumes
     user_id, receipts = await new_user(sessions, "t:3"), Receipts()
     model.fail = ConnectionError("the database went away mid-turn")  # transient: retried, not apologised
     with pytest.raises(ConnectionError):
-        await turns.reply(user_id, "still there?", NOW, telegram_message_id=9, receipt=receipts)
+        await turns.reply(
+            Incoming(owner=user_id, text="still there?", sent_at=NOW, telegram_message_id=9, receipt=receipts)
+        )
     assert await rows(sessions) == [("user", "text", "still there?")]
-    resumed = await turns.reply(user_id, "still there?", NOW, telegram_message_id=9, receipt=receipts)
-    repeated = await turns.reply(user_id, "still there?", NOW, telegram_message_id=9, receipt=receipts)
+    resumed = await turns.reply(
+        Incoming(owner=user_id, text="still there?", sent_at=NOW, telegram_message_id=9, receipt=receipts)
+    )
+    repeated = await turns.reply(
+        Incoming(owner=user_id, text="still there?", sent_at=NOW, telegram_message_id=9, receipt=receipts)
+    )
     assert not resumed.duplicate and repeated.duplicate and repeated.text == resumed.text == "answer 2"
     assert receipts.answers == ["answer 2"]
     assert [r[0] for r in await rows(sessions)] == ["user", "assistant"]
@@ -151,13 +168,15 @@ async def test_a_short_answer_waits_for_the_users_turn_and_is_stored_once(
     def short() -> asyncio.Task[bool]:
         return asyncio.create_task(
             turns.short_answer(
-                user_id,
-                kind="sticker",
-                content="[sticker]",
-                sent_at=NOW,
-                telegram_message_id=3,
+                Incoming(
+                    owner=user_id,
+                    text="[sticker]",
+                    sent_at=NOW,
+                    kind="sticker",
+                    telegram_message_id=3,
+                    receipt=receipts,
+                ),
                 answer="nice sticker",
-                receipt=receipts,
             )
         )
 

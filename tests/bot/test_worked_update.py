@@ -46,14 +46,14 @@ async def test_the_update_is_read_from_its_row_and_carries_it(engine: AsyncEngin
     assert update.to_dict() == Update.de_json(PAYLOAD, application.bot).to_dict()
 
     context = HandlerContext.from_update(update, application)
-    assert context.row is row and context.held
+    assert context.row is row
     assert context.services is application.bot_data.services
 
 
 async def test_an_update_from_elsewhere_has_no_row(runtime: Runtime) -> None:
     application = build_application(runtime, webhook=False)
     context = HandlerContext.from_update(Update.de_json(PAYLOAD, application.bot), application)
-    assert context.row_if_any is None and not context.held
+    assert context.row_if_any is None
     with pytest.raises(RuntimeError, match="no inbox row"):
         _ = context.row
 

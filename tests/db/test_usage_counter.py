@@ -11,6 +11,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.core.usage import UsageMeter, metering, record_run, store_usage
+from agent.turn.transcript import Incoming
 from db.ddl.usage import TOKENS
 from db.engine import create_engine, session_factory
 from db.models import DailyCount, ModelUsage, User
@@ -192,7 +193,9 @@ async def test_two_instances_answering_turns_at_once_keep_the_counter_exact(
     try:
         await asyncio.gather(
             *(
-                services[n % 2].reply(user_id, f"message {n}", AT + timedelta(seconds=n))
+                services[n % 2].reply(
+                    Incoming(owner=user_id, text=f"message {n}", sent_at=AT + timedelta(seconds=n))
+                )
                 for n in range(10)
                 for user_id in users
             )

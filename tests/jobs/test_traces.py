@@ -18,6 +18,7 @@ from agent.account.users import get_or_create_user
 from agent.core.observability.setup import configure, shutdown
 from agent.core.settings import Settings
 from agent.turn.service import TurnService
+from agent.turn.transcript import Incoming
 from bench.clock import FrozenClock
 from bench.fakes.otlp_receiver import FakeCollector, ReceivedSpan
 from bench.fakes.telegram_api import FakeTelegram
@@ -84,7 +85,9 @@ async def test_each_job_links_back_to_the_turns_it_works_on(
     service = TurnService(
         settings=ctx.settings, engine=ctx.engine, sessions=sessions, clock=clock, model=FunctionModel(_brain)
     )
-    answer = await service.reply(user.id, "Remind me at ten to call mom", clock.now())
+    answer = await service.reply(
+        Incoming(owner=user.id, text="Remind me at ten to call mom", sent_at=clock.now())
+    )
     assert "ten" in answer.text
     async with sessions() as session:
         segment_id = await session.scalar(select(DaySegment.id).where(DaySegment.user_id == user.id))

@@ -19,6 +19,7 @@ from agent.core.settings import Settings
 from agent.history.turn_notes import turn_note, words
 from agent.reports.texts import prompt_report
 from agent.turn.service import TurnService
+from agent.turn.transcript import Incoming
 from bench.clock import FrozenClock
 from db.models import GeneratedPrompt, User
 from jobs.context import JobContext
@@ -78,7 +79,7 @@ class World:
     async def talk(self, user_id: int, texts: list[str]) -> None:
         """Messages a minute apart from the clock's time on; the clock follows."""
         for text in texts:
-            await self.service.reply(user_id, text, self.clock.now())
+            await self.service.reply(Incoming(owner=user_id, text=text, sent_at=self.clock.now()))
             self.clock.advance(timedelta(minutes=1))
 
     async def idle_and_process(self) -> None:

@@ -21,6 +21,7 @@ from agent.core.settings import Settings
 from agent.history.turn_notes import turn_note
 from agent.onboarding.context import OnboardingProfile, system_prompt
 from agent.turn.service import TurnService
+from agent.turn.transcript import Incoming
 from bench.clock import FrozenClock
 from db.models import Conversation, ConversationThread, DaySegment
 
@@ -115,7 +116,7 @@ async def test_hostile_memory_stays_quoted_data(
         context_builder=ContextBuilder(settings, facts=FunctionFacts(facts)),
     )
     try:
-        await service.reply(user.id, "hello", now)
+        await service.reply(Incoming(owner=user.id, text="hello", sent_at=now))
     finally:
         await service.close()
     instructions = seen[0]

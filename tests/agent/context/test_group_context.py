@@ -20,7 +20,7 @@ from agent.context.compaction import SUMMARY_INSTRUCTIONS
 from agent.core.settings import Settings
 from agent.digest.groups import GROUP_PREFACE
 from agent.turn.service import TurnService
-from agent.turn.transcript import Speaker
+from agent.turn.transcript import Incoming, Speaker
 from db.models import Conversation, User
 
 pytestmark = pytest.mark.both_databases
@@ -65,8 +65,20 @@ async def test_a_groups_profile_and_earlier_lines_name_the_group_and_its_members
     turns: TurnService, sessions: async_sessionmaker[AsyncSession], instructions: list[str], notes: list[str]
 ) -> None:
     group, _ = await group_owner(sessions, chat_id=-9, title="Picnic club", now=NOW, timezone="UTC")
-    await turns.hear(group.id, "the picnic is on Saturday", NOW, speaker=ANA, telegram_message_id=1)
-    await turns.group_reply(group.id, "Nikita, coming?", NOW + timedelta(minutes=1), speaker=BEN)
+    await turns.hear(
+        Incoming(
+            owner=group.id, text="the picnic is on Saturday", sent_at=NOW, telegram_message_id=1, speaker=ANA
+        )
+    )
+    await turns.group_reply(
+        Incoming(
+            owner=group.id,
+            text="Nikita, coming?",
+            sent_at=NOW + timedelta(minutes=1),
+            speaker=BEN,
+            may_change_memory=False,
+        )
+    )
     first = instructions[-1]
     assert "About this group:\nGroup: Picnic club" in first
     assert "Name to use" not in first and "About them:" not in first
@@ -74,7 +86,15 @@ async def test_a_groups_profile_and_earlier_lines_name_the_group_and_its_members
 
     # A pause closed that session; post-processing has not run: its lines are today's raw lines.
     later = NOW + timedelta(minutes=30)
-    reply = await turns.group_reply(group.id, "Nikita, what did I say?", later, speaker=ANA)
+    reply = await turns.group_reply(
+        Incoming(
+            owner=group.id,
+            text="Nikita, what did I say?",
+            sent_at=later,
+            speaker=ANA,
+            may_change_memory=False,
+        )
+    )
     assert reply.new_conversation
     today = instructions[-1].split("<earlier_today>", 1)[1].split("</earlier_today>", 1)[0]
     assert "18:00 Ana: the picnic is on Saturday" in today

@@ -19,6 +19,7 @@ from agent.context.layers import TIME_RESERVE
 from agent.core.clock import local_day
 from agent.core.settings import Settings
 from agent.turn.service import TurnService
+from agent.turn.transcript import Incoming
 from bench.clock import FrozenClock
 from db.models import DaySegment, GeneratedPrompt, Thought, User
 
@@ -192,7 +193,7 @@ async def test_a_failing_collector_leaves_the_other_tiers_and_the_reply(
         context_builder=ContextBuilder(settings),
     )
     try:
-        reply = await service.reply(user.id, "morning", now)
+        reply = await service.reply(Incoming(owner=user.id, text="morning", sent_at=now))
     finally:
         await service.close()
         async with engine.begin() as conn:

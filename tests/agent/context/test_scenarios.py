@@ -27,6 +27,7 @@ from agent.core.tokens import get_counter
 from agent.history.messages import dump_history
 from agent.history.turn_notes import turn_note, words
 from agent.turn.service import TurnService
+from agent.turn.transcript import Incoming
 from bench.clock import FrozenClock
 from db.models import (
     Conversation,
@@ -167,15 +168,17 @@ async def test_yes_after_a_question_and_why_after_a_statement_carry_the_turn(
     )
     service = make_service(settings, engine, sessions, clock, recorder)
     user_id = await new_user(sessions, clock, interests="climbing, films", boundaries="no politics")
-    await service.reply(user_id, "I'm bored", clock.now())
+    await service.reply(Incoming(owner=user_id, text="I'm bored", sent_at=clock.now()))
     assert words(recorder.calls[0][0][0].parts[0]) == "I'm bored"  # type: ignore[arg-type]
-    await service.reply(user_id, "yes", clock.now() + timedelta(minutes=1))
+    await service.reply(Incoming(owner=user_id, text="yes", sent_at=clock.now() + timedelta(minutes=1)))
     texts = recorder.history_texts()
     assert texts[-1] == "Want to try the new climbing gym on Saturday?"
     assert "Interests: climbing, films" in recorder.instructions
     assert "Boundaries: no politics" in recorder.instructions
-    await service.reply(user_id, "maybe later", clock.now() + timedelta(minutes=2))
-    await service.reply(user_id, "why?", clock.now() + timedelta(minutes=3))
+    await service.reply(
+        Incoming(owner=user_id, text="maybe later", sent_at=clock.now() + timedelta(minutes=2))
+    )
+    await service.reply(Incoming(owner=user_id, text="why?", sent_at=clock.now() + timedelta(minutes=3)))
     assert recorder.history_texts()[-1] == "Honestly, I think Berlin is overrated."
     snapshot = await latest_snapshot(sessions)
     assert snapshot["message_history_count"] == 6
@@ -189,10 +192,10 @@ async def test_same_day_return_after_three_hours_sees_today(
     service = make_service(settings, engine, sessions, clock, recorder)
     user_id = await new_user(sessions, clock)
     start = clock.now()
-    await service.reply(user_id, "exam at noon, wish me luck", start)
-    await service.reply(user_id, "ok bye", start + timedelta(minutes=2))
+    await service.reply(Incoming(owner=user_id, text="exam at noon, wish me luck", sent_at=start))
+    await service.reply(Incoming(owner=user_id, text="ok bye", sent_at=start + timedelta(minutes=2)))
     await post_process(sessions, user_id, local_day(start, "UTC"), "Ana has a maths exam at noon.")
-    result = await service.reply(user_id, "I'm back", start + timedelta(hours=3))
+    result = await service.reply(Incoming(owner=user_id, text="I'm back", sent_at=start + timedelta(hours=3)))
     assert result.new_conversation
     text = recorder.instructions
     # The stored summary's Markdown headings arrive neutralised inside the tier's fence.
@@ -214,9 +217,9 @@ async def test_return_after_thirty_hours_sees_the_last_conversation_not_today(
     service = make_service(settings, engine, sessions, clock, recorder)
     user_id = await new_user(sessions, clock)
     start = clock.now()
-    await service.reply(user_id, "my sister visits this weekend", start)
+    await service.reply(Incoming(owner=user_id, text="my sister visits this weekend", sent_at=start))
     await post_process(sessions, user_id, local_day(start, "UTC"), "Ana's sister visits this weekend.")
-    await service.reply(user_id, "hey again", start + timedelta(hours=30))
+    await service.reply(Incoming(owner=user_id, text="hey again", sent_at=start + timedelta(hours=30)))
     text = recorder.instructions
     assert "Last time we talked (30 hours ago):\nThey told Nikita: Ana's sister visits this weekend." in text
     assert "Earlier today" not in text
@@ -265,7 +268,7 @@ async def test_six_open_threads_surface_as_the_right_five_in_order(
                 created_at=now,
             )
         )
-    await service.reply(user_id, "hi", now)
+    await service.reply(Incoming(owner=user_id, text="hi", sent_at=now))
     section = recorder.instructions.split("Unfinished topics:\n", 1)[1].split("\n</unfinished_topics>", 1)[0]
     assert section.splitlines() == [
         "- (promise, today) Nikita promised a playlist",
@@ -311,7 +314,9 @@ async def test_five_hundred_long_messages_stay_within_budgets(
         )
         await session.execute(update(User).where(User.id == user_id).values(last_message_at=last))
     for i in range(440, 500):
-        await service.reply(user_id, f"{i}: {long}", start + timedelta(seconds=40 * i))
+        await service.reply(
+            Incoming(owner=user_id, text=f"{i}: {long}", sent_at=start + timedelta(seconds=40 * i))
+        )
     async with sessions() as session:
         snapshots = [
             r.context_snapshot
@@ -362,11 +367,15 @@ async def test_a_return_before_post_processing_finds_the_earlier_turns_in_the_in
     service = make_service(settings, engine, sessions, clock, recorder)
     user_id = await new_user(sessions, clock)
     start = clock.now()
-    await service.reply(user_id, "I have a job interview on Thursday", start)
-    await service.reply(user_id, "and my cat Miso is sick", start + timedelta(minutes=1))
+    await service.reply(Incoming(owner=user_id, text="I have a job interview on Thursday", sent_at=start))
+    await service.reply(
+        Incoming(owner=user_id, text="and my cat Miso is sick", sent_at=start + timedelta(minutes=1))
+    )
     # 17 minutes after the last message: the pause closed that conversation, and post-processing
     # has not run, so there is no summary of it yet.
-    back = await service.reply(user_id, "I'm back", start + timedelta(minutes=18))
+    back = await service.reply(
+        Incoming(owner=user_id, text="I'm back", sent_at=start + timedelta(minutes=18))
+    )
     assert back.new_conversation
     assert recorder.history_texts() == []  # nothing of it in message_history...
     today = today_tier(recorder.instructions)
@@ -396,7 +405,7 @@ async def test_a_return_before_post_processing_finds_the_earlier_turns_in_the_in
             select(func.max(TranscriptMessage.id)).where(TranscriptMessage.conversation_id == first.id)
         )
         segment.summary_updated_at = start + timedelta(minutes=20)
-    await service.reply(user_id, "still here", start + timedelta(minutes=40))
+    await service.reply(Incoming(owner=user_id, text="still here", sent_at=start + timedelta(minutes=40)))
     today = today_tier(recorder.instructions)
     assert "her cat Miso is sick" in today
     assert "job interview on Thursday\n" not in today and "User: and my cat" not in today
@@ -415,8 +424,10 @@ async def test_the_raw_window_keeps_the_newest_turns_within_the_today_budget(
     start = clock.now()
     for n in range(40):
         words = " ".join(f"word{n}x{k}" for k in range(30))
-        await service.reply(user_id, f"message {n}: {words}", start + timedelta(seconds=20 * n))
-    await service.reply(user_id, "back again", start + timedelta(hours=1))
+        await service.reply(
+            Incoming(owner=user_id, text=f"message {n}: {words}", sent_at=start + timedelta(seconds=20 * n))
+        )
+    await service.reply(Incoming(owner=user_id, text="back again", sent_at=start + timedelta(hours=1)))
     today = today_tier(recorder.instructions)
     assert "message 39:" in today and "message 0:" not in today
     assert counter.count(today) <= settings.context_today_budget + 20  # the tag and heading aside

@@ -13,6 +13,7 @@ from sqlalchemy import select, update
 
 from agent.context.facts import STANDARD
 from agent.graph import STANDARD_LIMITS
+from agent.turn.transcript import Incoming
 from bench.clock import FrozenClock
 from db.models import Conversation, UserFact
 from jobs.registry import run_job
@@ -43,7 +44,9 @@ async def test_a_forgotten_graph_fact_leaves_the_tier_and_the_tools_and_stays_go
     )
 
     chat.tool_calls = [("memory_forget", {"fact": "has a cat named Miso", "reason": "there is no cat"})]
-    await runtime.turns.reply(ana, "I don't have a cat, forget Miso", clock.now())
+    await runtime.turns.reply(
+        Incoming(owner=ana, text="I don't have a cat, forget Miso", sent_at=clock.now())
+    )
     assert chat.tool_returns[-1]["forgotten"] == ["Ana has a cat named Miso"]  # saved, and in the graph
 
     after = await facts.for_message(ana, "cat Miso cello", limits=STANDARD, now=clock.now())
@@ -51,7 +54,9 @@ async def test_a_forgotten_graph_fact_leaves_the_tier_and_the_tools_and_stays_go
     edges = await runtime.graph.search(ana, "cat Miso", limits=STANDARD_LIMITS, now=clock.now())
     assert not any("Miso" in f.text for f in edges.user)  # the edge ended too
     chat.tool_calls = [("memory_search", {"query": "cat Miso"})]
-    await runtime.turns.reply(ana, "what do you know about my cat?", clock.now() + timedelta(minutes=1))
+    await runtime.turns.reply(
+        Incoming(owner=ana, text="what do you know about my cat?", sent_at=clock.now() + timedelta(minutes=1))
+    )
     assert "Miso" not in json.dumps(chat.tool_returns[-1])
     bo_facts = await runtime.graph.search(bo, "cat Rex", limits=STANDARD_LIMITS, now=clock.now())
     assert [f.text for f in bo_facts.user] == ["Bo has a cat named Rex"]

@@ -24,6 +24,7 @@ from agent.core.settings import Settings
 from agent.graph import GROUPS, group_id, open_graph
 from agent.graph.graphiti_backend import GraphitiGraph
 from agent.search.embeddings import InputType, Vectors
+from agent.turn.transcript import Incoming
 from bench.clock import FrozenClock
 from bench.fakes.graph_llm import ScriptedLLMClient
 from bench.fakes.hashing_embedder import HashingEmbedder
@@ -176,7 +177,9 @@ async def test_forget_during_the_graph_stage_and_an_embedding_pass_leaves_nothin
     await asyncio.wait_for(graph_gate.entered.wait(), 30)
     # A new turn of Ana: its reply is sent, its embedding pass is held at the embedder.
     clock.advance(timedelta(hours=1))
-    result = await runtime.turns.reply(ana, f"I saw a {ANIMAL} {SECRET}", clock.now())
+    result = await runtime.turns.reply(
+        Incoming(owner=ana, text=f"I saw a {ANIMAL} {SECRET}", sent_at=clock.now())
+    )
     assert not result.failed
     await asyncio.wait_for(embed_gate.entered.wait(), 30)
 
@@ -221,7 +224,9 @@ async def test_forget_during_a_memory_add_graph_write_leaves_nothing(
     # (a group's first fact is written without any model call), which the gate holds.
     await graph.add_fact(ana.id, "Sails to Crete every summer", clock.now())
     gated.chat.tool_calls = [("memory_add", {"fact": f"Sails to {SECRET} every summer"})]
-    result = await runtime.turns.reply(ana.id, f"Remember that I sail to {SECRET}", clock.now())
+    result = await runtime.turns.reply(
+        Incoming(owner=ana.id, text=f"Remember that I sail to {SECRET}", sent_at=clock.now())
+    )
     assert not result.failed
     # The reply is sent; the fact's graph write is held inside graphiti.
     await asyncio.wait_for(gated.graph_gate.entered.wait(), 30)

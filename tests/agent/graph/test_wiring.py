@@ -33,6 +33,7 @@ from agent.graph.graphiti_backend import GraphitiGraph
 from agent.graph.guarded import GuardedGraph
 from agent.history.turn_notes import turn_note
 from agent.reports.texts import memory_report
+from agent.turn.transcript import Incoming
 from bench.clock import FrozenClock
 from bench.fakes.graph_llm import ScriptedLLMClient
 from bench.fakes.hashing_embedder import HashingEmbedder
@@ -136,7 +137,9 @@ async def test_post_processed_episodes_reach_the_model_through_the_memory_tier(
     user_id = await postprocessed_user(runtime, scripted, clock, "cli:ana", ["Ana lives in Lisbon"])
 
     clock.advance(timedelta(days=2))
-    await runtime.turns.reply(user_id, "Remember my concert? And that I live in Lisbon?", clock.now())
+    await runtime.turns.reply(
+        Incoming(owner=user_id, text="Remember my concert? And that I live in Lisbon?", sent_at=clock.now())
+    )
 
     # The fact is in the profile, read from the one list; the graph's copy of it is not repeated.
     about, note = chat.instructions[0].split("What you remember:", 1)
@@ -167,7 +170,9 @@ async def test_a_later_fact_replaces_an_earlier_one_in_the_memory_tier(
     found = await runtime.graph.search(
         user_id, "where do I live, Paris or Berlin?", limits=STANDARD_LIMITS, now=clock.now()
     )
-    await runtime.turns.reply(user_id, "where do I live, Paris or Berlin?", clock.now())
+    await runtime.turns.reply(
+        Incoming(owner=user_id, text="where do I live, Paris or Berlin?", sent_at=clock.now())
+    )
 
     # The graph ended the earlier edge: what it adds to recall never brings Paris back.
     assert any("I moved to Berlin" in f.text for f in found.user)
@@ -191,7 +196,9 @@ async def test_users_never_see_each_others_graph_through_the_tier_or_the_tools(
 
     # memory_add goes to the graph at the message's time, for the user of the turn only.
     chat.tool_calls = [("memory_add", {"fact": "Has a cat named Miso"})]
-    await runtime.turns.reply(ana, "Please remember that I have a cat named Miso", clock.now())
+    await runtime.turns.reply(
+        Incoming(owner=ana, text="Please remember that I have a cat named Miso", sent_at=clock.now())
+    )
     assert chat.tool_returns[-1]["saved"] is True
     await runtime.settle()  # the graph write runs after the reply, in the background
     found = await runtime.graph.search(ana, "cat Miso", limits=STANDARD_LIMITS, now=clock.now())
@@ -200,7 +207,9 @@ async def test_users_never_see_each_others_graph_through_the_tier_or_the_tools(
 
     clock.advance(timedelta(minutes=1))
     chat.tool_calls = [("memory_search", {"query": "Miso Lisbon Oslo cat"})]
-    await runtime.turns.reply(bo, "What do you know about Miso, Lisbon or Oslo?", clock.now())
+    await runtime.turns.reply(
+        Incoming(owner=bo, text="What do you know about Miso, Lisbon or Oslo?", sent_at=clock.now())
+    )
     bo_facts = json.dumps(chat.tool_returns[-1])
     assert "Bo lives in Oslo" in bo_facts
     assert "Miso" not in bo_facts and "Lisbon" not in bo_facts
@@ -225,7 +234,7 @@ async def test_forget_through_the_runtime_leaves_no_node_or_edge_of_that_user(
     bo = await postprocessed_user(runtime, scripted, clock, "cli:bo", ["Bo lives in Oslo"])
     clock.advance(timedelta(days=1))
     chat.tool_calls = [("memory_add", {"fact": "Has a cat named Miso"})]
-    await runtime.turns.reply(ana, "Remember my cat Miso", clock.now())
+    await runtime.turns.reply(Incoming(owner=ana, text="Remember my cat Miso", sent_at=clock.now()))
     await runtime.settle()
     exported = await export_user(runtime.sessions, ana, runtime.data_stores)
     assert exported["knowledge_graph"]["groups"]["user"]["facts"]
@@ -270,7 +279,7 @@ async def test_graph_off_leaves_the_list_as_the_facts_found(
         user, _ = await get_or_create_user(
             sessions, key="cli:ana", now=clock.now(), timezone="UTC", name="Ana"
         )
-        await runtime.turns.reply(user.id, "Remember my cat Miso", clock.now())
+        await runtime.turns.reply(Incoming(owner=user.id, text="Remember my cat Miso", sent_at=clock.now()))
         assert isinstance(runtime.graph, NullGraph) and runtime.jobs.graph is None
         assert [s.name for s in runtime.data_stores] == ["search_index"]
         assert runtime.facts is not None and runtime.facts.graph is None

@@ -29,6 +29,7 @@ from agent.history.turn_notes import turn_note, words
 from agent.memory.profile import section_of
 from agent.memory.service import Facts
 from agent.reports.texts import memory_report
+from agent.turn.transcript import Incoming
 from bench.clock import FrozenClock
 from bot.runtime import Runtime, build_runtime
 from db.models import GeneratedPrompt, UserFact
@@ -103,7 +104,9 @@ async def test_a_job_told_three_days_ago_is_in_the_first_request_of_a_new_conver
     user, _ = await get_or_create_user(
         bot.sessions, key="cli:ana", now=clock.now(), timezone="UTC", name="Ana"
     )
-    await bot.turns.reply(user.id, "I work as a nurse at the city hospital.", clock.now())
+    await bot.turns.reply(
+        Incoming(owner=user.id, text="I work as a nurse at the city hospital.", sent_at=clock.now())
+    )
     clock.advance(timedelta(minutes=20))
     assert (await run_job("close-idle-conversations", bot.jobs))["closed"] == 1
     assert (await run_job("postprocess", bot.jobs))["processed"] == 1
@@ -114,7 +117,7 @@ async def test_a_job_told_three_days_ago_is_in_the_first_request_of_a_new_conver
 
     clock.advance(timedelta(days=3))
     chat.sent.clear()
-    await bot.turns.reply(user.id, "Good morning!", clock.now())
+    await bot.turns.reply(Incoming(owner=user.id, text="Good morning!", sent_at=clock.now()))
 
     # One request, no tool call: the job is in the profile of the very first request.
     assert len(chat.sent) == 1
@@ -157,7 +160,9 @@ async def test_what_does_not_fit_the_profile_is_listed_and_recalled_when_relevan
         for text in said:
             await facts.add(user.id, text, conversation_id=None, at=clock.now())
         clock.advance(timedelta(days=1))
-        await bot.turns.reply(user.id, "I practised the cello for an hour today", clock.now())
+        await bot.turns.reply(
+            Incoming(owner=user.id, text="I practised the cello for an hour today", sent_at=clock.now())
+        )
 
         async with bot.sessions() as session:
             snapshot = await session.scalar(select(GeneratedPrompt.context_snapshot))
@@ -186,7 +191,7 @@ async def test_a_forget_and_a_correction_leave_every_place_at_once(
     for text in ("Ana lives in Lisbon", "Ana has a cat named Miso", "Ana plays the cello"):
         await facts.add(user.id, text, conversation_id=None, at=clock.now())
     clock.advance(timedelta(days=1))
-    await bot.turns.reply(user.id, "hello", clock.now())
+    await bot.turns.reply(Incoming(owner=user.id, text="hello", sent_at=clock.now()))
     assert "Miso" in chat.about() and "Lisbon" in chat.about()
 
     # Mid-session: /memory's button forgets the cat, the tool corrects the city.
@@ -200,7 +205,9 @@ async def test_a_forget_and_a_correction_leave_every_place_at_once(
     )
     assert gone == ["Ana lives in Lisbon"]
     clock.advance(timedelta(minutes=1))
-    await bot.turns.reply(user.id, "what do you know about my cat and my city?", clock.now())
+    await bot.turns.reply(
+        Incoming(owner=user.id, text="what do you know about my cat and my city?", sent_at=clock.now())
+    )
 
     # The profile: delivered once as a change (a `<system>` entry), ahead of the person's words.
     texts = [words(p) for p in chat.sent[-1].parts if isinstance(p, UserPromptPart)]
@@ -229,7 +236,7 @@ async def test_a_forget_and_a_correction_leave_every_place_at_once(
     assert superseded is not None
     # A new conversation's profile is the list as it is now.
     clock.advance(timedelta(days=1))
-    await bot.turns.reply(user.id, "morning", clock.now())
+    await bot.turns.reply(Incoming(owner=user.id, text="morning", sent_at=clock.now()))
     assert "Ana lives in Porto" in chat.about() and "Miso" not in chat.about()
 
 
@@ -243,7 +250,7 @@ async def test_a_hidden_fact_is_found_when_asked_and_never_brought_up(
     async with bot.sessions() as session, session.begin():
         await FactRepository(session).set_flags(user.id, added.fact_id, clock.now(), hidden=True)
     clock.advance(timedelta(days=1))
-    await bot.turns.reply(user.id, "my father used to love spring", clock.now())
+    await bot.turns.reply(Incoming(owner=user.id, text="my father used to love spring", sent_at=clock.now()))
 
     assert "father" not in chat.about() and "father died" not in chat.sent[-1].note
     found = await facts.search(user.id, "father", limit=5, now=clock.now())
@@ -275,7 +282,7 @@ async def test_nobody_elses_facts_reach_a_profile_or_recall(
     everything = "aquamarine code word, the zoo, the vermilion spot"
     for owner, text in own.items():
         chat.sent.clear()
-        await bot.turns.reply(owner, everything, clock.now())
+        await bot.turns.reply(Incoming(owner=owner, text=everything, sent_at=clock.now()))
         seen = chat.sent[-1].instructions + chat.sent[-1].note
         assert text in chat.about()
         assert [t for t in own.values() if t != text and t in seen] == []
@@ -290,7 +297,7 @@ async def test_forget_drops_the_profile_this_process_kept(
     user, _ = await get_or_create_user(bot.sessions, key="cli:ana", now=clock.now(), timezone="UTC")
     await _facts(bot).add(user.id, "Ana lives in Lisbon", conversation_id=None, at=clock.now())
     clock.advance(timedelta(days=1))
-    await bot.turns.reply(user.id, "hello", clock.now())
+    await bot.turns.reply(Incoming(owner=user.id, text="hello", sent_at=clock.now()))
     assert "Ana lives in Lisbon" in chat.about(), chat.sent
     assert len(bot.turns.context_builder.profiles) == 1
 

@@ -21,6 +21,7 @@ from agent.graph.embedder import GraphitiEmbedder
 from agent.search.embedders import build_embedder, open_embedder, shared_embedder
 from agent.search.embeddings import MiniLMEmbedder
 from agent.search.model_embedder import ModelEmbedder
+from agent.turn.transcript import Incoming
 from bench.fakes.embeddings_api import FakeEmbeddings
 from bench.fakes.hashing_embedder import HashingEmbedder
 from bot.preflight import check_settings
@@ -176,7 +177,9 @@ async def test_the_runtime_embeds_turns_and_searches_with_it(
         user, _ = await get_or_create_user(
             runtime.sessions, key="cli:ann", now=at, timezone="UTC", name="Ann"
         )
-        await runtime.turns.reply(user.id, "We planted plum trees in the orchard", at)
+        await runtime.turns.reply(
+            Incoming(owner=user.id, text="We planted plum trees in the orchard", sent_at=at)
+        )
         await runtime.settle()
         embedded = [text for body in server.bodies for text in body["input"]]
         assert "Ann: We planted plum trees in the orchard\nNikita: How lovely!" in embedded

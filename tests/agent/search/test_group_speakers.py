@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from agent.account.groups import group_owner
 from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
-from agent.turn.transcript import Speaker
+from agent.turn.transcript import Incoming, Speaker
 from bench.clock import FrozenClock
 from db.models import TranscriptMessage
 from tests.agent.test_tools import ToolScript, make_service
@@ -52,15 +52,47 @@ async def test_a_groups_results_name_the_member_and_the_bot(
     service, _ = make_service(settings, engine, sessions, clock, ToolScript([]))
     group, _ = await group_owner(sessions, chat_id=-77, title="Bakers", now=clock.now(), timezone="UTC")
     start = clock.now()
-    await service.hear(group.id, "the recipe is my grandmother's", start, speaker=ANA, telegram_message_id=1)
-    await service.hear(group.id, "I'll bake the lemon cake", start + timedelta(minutes=1), speaker=BEN)
-    await service.hear(group.id, "with her recipe please", start + timedelta(minutes=2), speaker=ANA)
-    await service.group_reply(group.id, "Nikita, sounds good?", start + timedelta(minutes=3), speaker=BEN)
+    await service.hear(
+        Incoming(
+            owner=group.id,
+            text="the recipe is my grandmother's",
+            sent_at=start,
+            telegram_message_id=1,
+            speaker=ANA,
+        )
+    )
+    await service.hear(
+        Incoming(
+            owner=group.id, text="I'll bake the lemon cake", sent_at=start + timedelta(minutes=1), speaker=BEN
+        )
+    )
+    await service.hear(
+        Incoming(
+            owner=group.id, text="with her recipe please", sent_at=start + timedelta(minutes=2), speaker=ANA
+        )
+    )
+    await service.group_reply(
+        Incoming(
+            owner=group.id,
+            text="Nikita, sounds good?",
+            sent_at=start + timedelta(minutes=3),
+            speaker=BEN,
+            may_change_memory=False,
+        )
+    )
     day, ids = await _day(sessions, group.id)
 
     script = _search_then_read(day, ids)
     service.model = FunctionModel(script)
-    await service.group_reply(group.id, "Nikita, who bakes?", start + timedelta(days=1), speaker=ANA)
+    await service.group_reply(
+        Incoming(
+            owner=group.id,
+            text="Nikita, who bakes?",
+            sent_at=start + timedelta(days=1),
+            speaker=ANA,
+            may_change_memory=False,
+        )
+    )
 
     found, got = script.returns
     (hit,) = [h for h in found["results"] if h["kind"] == "message" and "lemon" in h["snippet"]]
@@ -82,13 +114,15 @@ async def test_a_persons_results_keep_their_shape(
     service, _ = make_service(settings, engine, sessions, clock, ToolScript([]))
     user, _ = await get_or_create_user(sessions, key="cli:ana", now=clock.now(), timezone="UTC", name="ana")
     start = clock.now()
-    await service.reply(user.id, "I'll bake the lemon cake", start)
-    await service.reply(user.id, "with my grandmother's recipe", start + timedelta(minutes=1))
+    await service.reply(Incoming(owner=user.id, text="I'll bake the lemon cake", sent_at=start))
+    await service.reply(
+        Incoming(owner=user.id, text="with my grandmother's recipe", sent_at=start + timedelta(minutes=1))
+    )
     day, ids = await _day(sessions, user.id)
 
     script = _search_then_read(day, ids)
     service.model = FunctionModel(script)
-    await service.reply(user.id, "what do I bake?", start + timedelta(days=1))
+    await service.reply(Incoming(owner=user.id, text="what do I bake?", sent_at=start + timedelta(days=1)))
 
     found, got = script.returns
     (hit,) = [h for h in found["results"] if h["kind"] == "message" and "lemon" in h["snippet"]]

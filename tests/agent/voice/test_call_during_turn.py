@@ -22,6 +22,7 @@ from agent.memory.service import Facts
 from agent.search.recall import Recall
 from agent.turn.call_turn import SpokenTurn
 from agent.turn.service import TurnService
+from agent.turn.transcript import Incoming
 from agent.voice.calls import EndedCall
 from agent.voice.store import VoiceStore
 from db.engine import create_engine, session_factory
@@ -70,7 +71,9 @@ async def test_a_call_stored_elsewhere_mid_turn_keeps_the_turn_and_the_call(
         token_id="session",
     )
     try:
-        turn = asyncio.create_task(turns.reply(user.id, "typed", SENT, telegram_message_id=1, held=True))
+        turn = asyncio.create_task(
+            turns.reply(Incoming(owner=user.id, text="typed", sent_at=SENT, telegram_message_id=1))
+        )
         await asyncio.wait_for(thinking.wait(), 30)
         stored_call = await voice.store_call(user.id, call)
         answer.set()

@@ -67,6 +67,7 @@ from agent.account.users import get_or_create_user
 from agent.core.observability.setup import configure
 from agent.core.settings import Settings
 from agent.turn.service import TurnService
+from agent.turn.transcript import Incoming
 from db.base import Base
 from db.engine import create_engine, session_factory
 
@@ -81,7 +82,7 @@ async def main():
     user, _ = await get_or_create_user(sessions, key="cli:off", now=now, timezone="UTC", name="Off")
     model = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("hi")]))
     service = TurnService(settings=settings, engine=engine, sessions=sessions, model=model)
-    assert (await service.reply(user.id, "hello", now)).text == "hi"
+    assert (await service.reply(Incoming(owner=user.id, text="hello", sent_at=now))).text == "hi"
     await engine.dispose()
     sdk = ("opentelemetry.sdk", "opentelemetry.exporter", "prometheus_client")
     print(sorted(name for name in sys.modules if name.startswith(sdk)))

@@ -20,6 +20,7 @@ from agent.core.observability.setup import configure, shutdown, start_sampler
 from agent.core.settings import Settings
 from agent.memory.grounding import dropped
 from agent.turn.service import TurnService
+from agent.turn.transcript import Incoming
 from bench.clock import FrozenClock
 from bot.web import metrics
 from db.inbox import InboxRepository, NewUpdate
@@ -54,7 +55,7 @@ async def test_metrics_are_prometheus_text_behind_the_secret(
             clock=clock,
             model=FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("hi!")])),
         )
-        result = await service.reply(user.id, "hello there", clock.now())
+        result = await service.reply(Incoming(owner=user.id, text="hello there", sent_at=clock.now()))
         # Facts an extraction wrote that did not stand on the person's words (agent/memory/grounding.py).
         dropped(
             ["companion", "outside", "companion"], writer="extraction", owner_id=user.id, conversation_id=None

@@ -14,6 +14,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agent.core.observability.setup import configure, shutdown
 from agent.core.settings import Settings
+from agent.turn.transcript import Incoming
 from bench.fakes.otlp_receiver import FakeCollector, ReceivedSpan
 from bench.fakes.telegram_api import FakeTelegram
 from db.repositories.conversations import ConversationRepository
@@ -155,7 +156,7 @@ async def test_content_is_in_the_model_spans_only_when_asked(
     user, _ = await get_or_create_user(sessions, key="cli:cy", now=clock.now(), timezone="UTC", name="Cy")
     answer = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("Noted.")]))
     service = TurnService(settings=settings, engine=engine, sessions=sessions, clock=clock, model=answer)
-    await service.reply(user.id, f"Remember: {SECRET}", clock.now())
+    await service.reply(Incoming(owner=user.id, text=f"Remember: {SECRET}", sent_at=clock.now()))
     shutdown()
     turn = collector.wait_for_span("turn")
     spans = collector.trace(turn.trace_id)
