@@ -76,7 +76,7 @@ def _claim_statement() -> Any:
         .limit(bindparam("limit", type_=Integer()))
     )
     values = {
-        _T.c.lease_owner: _HOLDER,
+        _T.c.lease_holder: _HOLDER,
         _T.c.lease_expires_at: bindparam("expires", type_=UTCDateTime()),
         _T.c.attempts: _T.c.attempts + 1,
         # A reply recorded by a worker that stopped before it finished: it may have reached
@@ -119,7 +119,7 @@ def _insert_leased_statement(insert: Any) -> Any:
         _T.c.attempts: case((free, 1), else_=0),
         _T.c.reply_chunks_sent: literal(0),
         _T.c.resumed_sends: literal(0),
-        _T.c.lease_owner: case((free, _HOLDER)),
+        _T.c.lease_holder: case((free, _HOLDER)),
         _T.c.lease_expires_at: case((free, bindparam("expires", type_=UTCDateTime()))),
     }
     # The WHERE keeps SQLite from reading ON CONFLICT as a join's ON.
@@ -128,7 +128,7 @@ def _insert_leased_statement(insert: Any) -> Any:
         insert(_T)
         .from_select(list(values), source)
         .on_conflict_do_nothing(index_elements=["update_id"])
-        .returning(_T.c.id, _T.c.lease_owner, _T.c.payload)  # the payload as stored (NULs removed)
+        .returning(_T.c.id, _T.c.lease_holder, _T.c.payload)  # the payload as stored (NULs removed)
     )
 
 
@@ -137,10 +137,10 @@ _INSERT_LEASED = {
     "postgresql": _insert_leased_statement(postgresql.insert),
     "sqlite": _insert_leased_statement(sqlite.insert),
 }
-_RENEW = work.renewal(_T, _T.c.id, _T.c.lease_owner, _T.c.lease_expires_at, _T.c.status.in_(OPEN))
+_RENEW = work.renewal(_T, _T.c.id, _T.c.lease_holder, _T.c.lease_expires_at, _T.c.status.in_(OPEN))
 _RECORD = (
     update(_T)
-    .where(_T.c.id == _ROW, _T.c.lease_owner == _HOLDER, _T.c.status == "pending")
+    .where(_T.c.id == _ROW, _T.c.lease_holder == _HOLDER, _T.c.status == "pending")
     .values(
         status="replying",
         reply_text=bindparam("reply", type_=Text()),
@@ -163,7 +163,7 @@ _FINISH = (
         payload=None,
         reply_text=None,
         reply_chunks_sent=bindparam("sent", type_=Integer()),
-        lease_owner=None,
+        lease_holder=None,
         lease_expires_at=None,
         last_error=bindparam("error", type_=Text()),
         user_id=func.coalesce(_T.c.user_id, _SENDER_USER),
@@ -171,9 +171,9 @@ _FINISH = (
 )
 _RELEASE = (
     update(_T)
-    .where(_T.c.id == _ROW, _T.c.lease_owner == _HOLDER, _T.c.status != "done")
+    .where(_T.c.id == _ROW, _T.c.lease_holder == _HOLDER, _T.c.status != "done")
     .values(
-        lease_owner=None,
+        lease_holder=None,
         lease_expires_at=None,
         available_at=bindparam("available_at", type_=UTCDateTime()),
         last_error=bindparam("error", type_=Text()),
@@ -271,8 +271,8 @@ class InboxRepository:
         row = (await self.session.execute(stmt, params)).one_or_none()
         if row is None:
             return False, None
-        row_id, lease_owner, payload = row
-        if lease_owner is None:
+        row_id, lease_holder, payload = row
+        if lease_holder is None:
             return True, None
         sender, chat = update.telegram_user_id, update.chat_id
         return True, LeasedUpdate(row_id, update_id, sender, chat, payload, "pending", None, 0, 1)
@@ -321,10 +321,10 @@ class InboxRepository:
 
     async def release_all(self, *, holder: str | None = None) -> int:
         """Drop the leases of one holder (a graceful stop), or every lease (a single process starting)."""
-        stmt = update(_T).where(_T.c.status.in_(OPEN), _T.c.lease_owner.is_not(None))
+        stmt = update(_T).where(_T.c.status.in_(OPEN), _T.c.lease_holder.is_not(None))
         if holder is not None:
-            stmt = stmt.where(_T.c.lease_owner == holder)
-        return _rowcount(await self.session.execute(stmt.values(lease_owner=None, lease_expires_at=None)))
+            stmt = stmt.where(_T.c.lease_holder == holder)
+        return _rowcount(await self.session.execute(stmt.values(lease_holder=None, lease_expires_at=None)))
 
     async def prune(self, *, done_before: datetime, limit: int = 5000) -> int:
         """Delete done rows finished before the cut-off (a batch at a time)."""

@@ -92,7 +92,7 @@ async def record_occurrence(
 async def write_first(
     session: AsyncSession, user: User, reason: str, text: str, kind: str, *, now: datetime, persona: str
 ) -> int:
-    """Store a message the bot writes first as the assistant's turn (`kind`: proactive or reminder),
+    """Store a message the bot writes first as the assistant's turn (`kind`: a touchpoint's or a reminder's),
     in a conversation of its own that it opens (the person's open one ends); its transcript row's id.
     The caller holds the lease and the person's row lock."""
     conversations = ConversationRepository(session)

@@ -14,9 +14,7 @@ from jobs.registry import run_job
 logger = logging.getLogger(__name__)
 
 MINUTE_JOBS = (
-    # Run by its alias until the terminal chat's /wait (bot/cli/chat_commands.py) reads the results
-    # under the job's own name; logs and metrics name it `close-idle-conversations` already.
-    "sessions",
+    "close-idle-conversations",
     "imports",
     "postprocess",
     "consolidate",

@@ -7,7 +7,7 @@ same record-then-send path.
 2. Rules (agent/touchpoints/rules.py): cancel or postpone before any model call.
 3. Compose: one model call with the user's context tiers (agent/touchpoints/compose.py); a decline
    sends nothing.
-4. Record: the text, its transcript row (an assistant turn, kind `proactive`) and the conversation it
+4. Record: the text, its transcript row (an assistant turn, kind `TOUCHPOINT_KIND`) and the conversation it
    opens are committed together, under the user's row lock, with the rules read again; from then on
    the row is `sending` and a worker that dies is resumed by the next one (send, no new model call).
 5. Send through the bot's messenger, chunk by chunk, each chunk counted on the row, the lease renewed
@@ -38,7 +38,7 @@ from agent.touchpoints.compose import Occasion, compose
 from agent.touchpoints.messenger import chat_of
 from agent.touchpoints.rules import WEEK, Cancel, Postpone, Subject, decide
 from agent.turn.daily_tokens import DailyCaps
-from db.models import Touchpoint, User
+from db.models import TOUCHPOINT_KIND, Touchpoint, User
 from db.repositories.touchpoints import REMINDER, TouchpointRepository
 from db.work import Retry
 from jobs.context import JobContext
@@ -239,7 +239,7 @@ class _Worker:
         return await self._send(touchpoint_id, user_id, outcome.text, 0, reminder_id)
 
     async def _record(self, touchpoint_id: int, text: str) -> Cancel | Postpone | None:
-        """Store the message as the assistant's turn of kind `proactive`, in a conversation it opens; the
+        """Store the message as the assistant's turn of a touchpoint's kind, in a conversation it opens; the
         rules are read again under the user's row lock, so two instances never both send to one user."""
         now = self.ctx.clock.now()
         async with self.ctx.sessions() as session, session.begin():
@@ -256,7 +256,7 @@ class _Worker:
                 return decision
             persona = self.ctx.settings.persona_name
             message_id = await write_first(
-                session, user, row.reason, text, "proactive", now=now, persona=persona
+                session, user, row.reason, text, TOUCHPOINT_KIND, now=now, persona=persona
             )
             if not await repo.record(
                 touchpoint_id, self.holder, text=text, transcript_message_id=message_id, now=now

@@ -62,10 +62,9 @@ ALIASES: dict[tuple[str, str], int] = {
     ("db/repositories/conversations.py", "proactive"): 1,
     ("agent/core/usage.py", "proactive"): 1,
     ("agent/touchpoints/compose.py", "proactive"): 2,
-    # Stored columns: the instance holding a row's lease.
-    ("db/models/delivery.py", "owner for a lease holder"): 2,
+    # Stored columns: the instance holding a row's lease (the attribute is `lease_holder`).
+    ("db/models/delivery.py", "owner for a lease holder"): 1,
     ("db/models/prepared.py", "owner for a lease holder"): 1,
-    ("agent/reminders/store.py", "owner for a lease holder"): 1,
 }
 
 # Not yet renamed: modules other work is changing now. Each is renamed with that work, then its line
@@ -76,27 +75,9 @@ NOT_YET_RENAMED: dict[tuple[str, str], int] = {
     # FunctionFacts and `facts=`.
     ("agent/context/recall.py", "recall for the facts tier"): 6,
     ("agent/context/builder.py", "recall for the facts tier"): 1,
-    ("agent/turn/service.py", "recall for the facts tier"): 2,  # ContextBuilder(recall=), a comment
-    ("agent/turn/kit.py", "recall for the facts tier"): 1,  # "the facts found for each message"
     ("agent/graph/fast_search.py", "recall for the facts tier"): 1,  # "the facts tier's read path"
     ("agent/graph/opening.py", "recall for the facts tier"): 1,  # "the facts tier has no lines"
     ("agent/memory/graph.py", "recall for the facts tier"): 1,  # "the facts found for a message"
-    # The log event "session closed by new message": "conversation closed by new message".
-    ("agent/turn/arrival.py", "session for a conversation"): 1,
-    # The job's old name: MODELS_USED and /wait's read of the minute jobs' results say
-    # "close-idle-conversations" (the scheduler then runs it by that name too).
-    ("bot/cli/jobs.py", "job sessions"): 1,
-    ("bot/cli/chat_commands.py", "job sessions"): 1,
-    ("jobs/scheduler.py", "job sessions"): 1,
-    # The instance holding a lease: `holder` (new_owner -> new_holder, self.owner -> self.holder,
-    # `owner=` -> `holder=`; the column keeps its stored name `lease_owner`).
-    ("bot/delivery/dispatcher.py", "owner for a lease holder"): 8,
-    ("bot/delivery/worked_row.py", "owner for a lease holder"): 6,
-    ("db/inbox.py", "owner for a lease holder"): 19,
-    ("db/repositories/touchpoints.py", "owner for a lease holder"): 11,
-    ("jobs/touchpoints.py", "owner for a lease holder"): 16,
-    # The stored kind of a touchpoint's turn: the constant TOUCHPOINT_KIND, and "touchpoint" in prose.
-    ("jobs/touchpoints.py", "proactive"): 3,
 }
 
 

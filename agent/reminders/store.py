@@ -298,7 +298,7 @@ async def move_to_zone(session: AsyncSession, user_id: int, timezone: str) -> in
             .where(
                 Touchpoint.reminder_id == reminder.id,
                 Touchpoint.status == "planned",
-                Touchpoint.lease_owner.is_(None),
+                Touchpoint.lease_holder.is_(None),
                 Touchpoint.dedupe_key == occurrence_key(reminder.id, local),
             )
             .values(due_at=to_utc(local, zone), timezone=timezone)

@@ -124,7 +124,7 @@ class MessageArrival:
                 await set_language(session, user.id, language)
         if closed_id is not None:
             logger.info(
-                "session closed by new message", extra={"user_id": user_id, "conversation_id": closed_id}
+                "conversation closed by new message", extra={"user_id": user_id, "conversation_id": closed_id}
             )
         return Prepared(
             user,

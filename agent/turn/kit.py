@@ -97,7 +97,7 @@ class TurnKit:
     counter: TokenCounter
     # Conversation search and memory tools; None leaves the tools answering "unavailable".
     recall: Recall | None
-    # The person's facts: the memory tools and the facts recalled for each message read them.
+    # The person's facts: the memory tools and the facts found for each message read them.
     facts: Facts | None
     background: Background
     # The open days' unsummarised tokens, counted on by each answer (agent/turn/transcript.py).

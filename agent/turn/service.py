@@ -64,9 +64,9 @@ class TurnService:
         self.clock = clock or Clock()
         # The conversation's turns one at a time, for the surfaces without an inbox row.
         self.queue = TurnQueue()
-        # The person's facts: the memory tools and the facts recalled for each message read them.
+        # The person's facts: the memory tools and the facts found for each message read them.
         self.facts = facts if facts is not None or recall is None else Facts.over(settings, recall)
-        self.context_builder = context_builder or ContextBuilder(settings, recall=self.facts)
+        self.context_builder = context_builder or ContextBuilder(settings, facts=self.facts)
         self.recall = recall
         self.counter = get_counter()
         # Daily token caps, checked before each turn's model call (agent/turn/daily_tokens.py).

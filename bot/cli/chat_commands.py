@@ -241,7 +241,7 @@ async def _wait(terminal: Terminal, rest: str) -> None:
         return
     terminal.clock.advance(timedelta(minutes=minutes))
     results = await terminal.run_jobs()
-    closed = results.get("sessions", {}).get("closed", 0)
+    closed = results.get("close-idle-conversations", {}).get("closed", 0)
     processed = results.get("postprocess", {}).get("processed", 0)
     terminal.say(
         f"(time moves on by {minutes:g} minutes: {closed} conversation(s) closed, {processed} remembered)"

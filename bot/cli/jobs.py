@@ -22,10 +22,10 @@ from jobs.context import build_job_context
 from jobs.registry import run_job
 
 # The model settings each job calls (a job left out here is checked for both): the others run without
-# a model key. Follow-ups are written by the chat model, with the summary model's compaction.
+# a model key. Touchpoints are written by the chat model, with the summary model's compaction.
 # Consolidation runs without the summary model's key too: it then merges duplicates alone.
 MODELS_USED: dict[str, tuple[str, ...]] = {
-    "sessions": (),
+    "close-idle-conversations": (),
     "imports": (),
     "forget": (),
     "consolidate": (),

@@ -155,8 +155,7 @@ class Dispatcher:
         for row in rows:
             self._start(row, stored, claimed)
         if len(rows) < reserved:
-            # Slots promised and not used are free again: rows waiting for one may be claimable. A
-            # row handed over takes its slot, and its end wakes the loop for its conversation's next.
+            # Unused promised slots are free again; a row handed over wakes the loop when it ends.
             self.wake()
 
     # -- what the web app asks ---------------------------------------------------------------------

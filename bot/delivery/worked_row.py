@@ -74,7 +74,7 @@ class WorkedRow:
             # the database says. A committed row is worked as usual; it is ours to finish.
             async with self.sessions() as session:
                 holder = await session.scalar(
-                    select(InboxUpdate.lease_owner).where(
+                    select(InboxUpdate.lease_holder).where(
                         InboxUpdate.id == self.row.id, InboxUpdate.update_id == self.row.update_id
                     )
                 )
@@ -100,7 +100,7 @@ class WorkedRow:
                         InboxUpdate.status,
                         InboxUpdate.reply_text,
                         InboxUpdate.reply_chunks_sent,
-                        InboxUpdate.lease_owner,
+                        InboxUpdate.lease_holder,
                     ).where(InboxUpdate.id == self.row.id)
                 )
             ).one_or_none()

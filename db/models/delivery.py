@@ -15,10 +15,10 @@ class InboxUpdate(Base):
     """One Telegram update, committed before Telegram is told we have it (durable delivery).
 
     `pending` rows wait for their turn (per conversation, `queue_key`, oldest update first); a worker
-    leases the head row (`lease_owner` until `lease_expires_at`). The turn's own transaction records the reply
-    (`replying`, `reply_text`); the row is `done` once every chunk was sent. Done rows keep no text
-    (payload and reply cleared), only ids, times and, for dead rows, the reason; they are pruned after
-    the retention period.
+    leases the head row (its holder, `lease_holder`, until `lease_expires_at`). The turn's own
+    transaction records the reply (`replying`, `reply_text`); the row is `done` once every chunk was
+    sent. Done rows keep no text (payload and reply cleared), only ids, times and, for dead rows, the
+    reason; they are pruned after the retention period.
     """
 
     __tablename__ = "inbox_updates"
@@ -47,7 +47,7 @@ class InboxUpdate(Base):
     outcome: Mapped[str | None] = mapped_column(String(16))
     received_at: Mapped[datetime]
     available_at: Mapped[datetime]
-    lease_owner: Mapped[str | None] = mapped_column(String(64))
+    lease_holder: Mapped[str | None] = mapped_column("lease_owner", String(64), key="lease_holder")
     lease_expires_at: Mapped[datetime | None]
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     reply_text: Mapped[str | None] = mapped_column(Text)

@@ -74,7 +74,7 @@ class Touchpoint(Base):
     outcome: Mapped[str | None] = mapped_column(String(32))
     dedupe_key: Mapped[str] = mapped_column(String(64))
     planned_at: Mapped[datetime]
-    lease_owner: Mapped[str | None] = mapped_column(String(128))
+    lease_holder: Mapped[str | None] = mapped_column("lease_owner", String(128), key="lease_holder")
     lease_expires_at: Mapped[datetime | None]
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     text: Mapped[str | None] = mapped_column(Text)

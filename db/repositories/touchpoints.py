@@ -67,7 +67,7 @@ def _planned_for() -> Select[Touchpoint]:
     )
 
 
-_RENEW = work.renewal(Touchpoint, Touchpoint.id, Touchpoint.lease_owner, Touchpoint.lease_expires_at)
+_RENEW = work.renewal(Touchpoint, Touchpoint.id, Touchpoint.lease_holder, Touchpoint.lease_expires_at)
 
 
 def _rowcount(result: Any) -> int:
@@ -152,7 +152,7 @@ class TouchpointRepository:
     async def lease_due(self, *, holder: str, now: datetime, lease: timedelta, limit: int) -> list[int]:
         """Lease up to `limit` due rows (oldest due first) whose lease is free; their ids."""
         values = {
-            Touchpoint.lease_owner: holder,
+            Touchpoint.lease_holder: holder,
             Touchpoint.lease_expires_at: now + lease,
             Touchpoint.attempts: Touchpoint.attempts + 1,
         }
@@ -164,14 +164,14 @@ class TouchpointRepository:
     async def held(self, touchpoint_id: int, holder: str) -> Touchpoint | None:
         """The row while `holder` holds its lease, else None."""
         row = await self.session.get(Touchpoint, touchpoint_id, populate_existing=True)
-        return row if row is not None and row.lease_owner == holder and row.status in OPEN else None
+        return row if row is not None and row.lease_holder == holder and row.status in OPEN else None
 
     async def _leased_update(self, touchpoint_id: int, holder: str, **values: Any) -> bool:
         stmt = (
             update(Touchpoint)
             .where(
                 Touchpoint.id == touchpoint_id,
-                Touchpoint.lease_owner == holder,
+                Touchpoint.lease_holder == holder,
                 Touchpoint.status.in_(OPEN),
             )
             .values(**values)
@@ -191,7 +191,7 @@ class TouchpointRepository:
         row = await self.held(touchpoint_id, holder)
         if row is None:
             return
-        row.lease_owner, row.lease_expires_at = None, now + retry.after(row.attempts)
+        row.lease_holder, row.lease_expires_at = None, now + retry.after(row.attempts)
         row.last_error = error[:2000]
 
     async def hold(self, touchpoint_id: int, holder: str) -> tuple[Touchpoint, User] | None:
@@ -207,7 +207,7 @@ class TouchpointRepository:
         """Telegram refused the chat: the user is marked unreachable (skipped until they write again),
         the row closes as blocked, and an unsent message leaves no trace in their transcript."""
         row = await self.session.get(Touchpoint, touchpoint_id)
-        if row is None or row.lease_owner != holder:
+        if row is None or row.lease_holder != holder:
             return
         await self.session.execute(update(User).where(User.id == user_id).values(unreachable_at=now))
         if row.chunks_sent == 0 and row.transcript_message_id is not None:
@@ -223,7 +223,7 @@ class TouchpointRepository:
                     )
                 )
         row.status, row.outcome, row.finished_at = "undeliverable", "blocked", now
-        row.lease_owner, row.lease_expires_at = None, None
+        row.lease_holder, row.lease_expires_at = None, None
 
     async def thread_open(self, thread_id: int | None) -> bool:
         """Whether the thread a follow-up is about is still open (True without a thread)."""
@@ -237,7 +237,7 @@ class TouchpointRepository:
     async def postpone(self, touchpoint_id: int, holder: str, due_at: datetime) -> bool:
         """Give the row back, due again at `due_at` (quiet hours, the daily or weekly cap)."""
         return await self._leased_update(
-            touchpoint_id, holder, due_at=due_at, lease_owner=None, lease_expires_at=None
+            touchpoint_id, holder, due_at=due_at, lease_holder=None, lease_expires_at=None
         )
 
     async def close(
@@ -251,7 +251,7 @@ class TouchpointRepository:
             status=status,
             outcome=outcome,
             finished_at=now,
-            lease_owner=None,
+            lease_holder=None,
             lease_expires_at=None,
         )
 
@@ -282,7 +282,7 @@ class TouchpointRepository:
             outcome="sent",
             chunks_sent=sent,
             finished_at=now,
-            lease_owner=None,
+            lease_holder=None,
             lease_expires_at=None,
         )
 

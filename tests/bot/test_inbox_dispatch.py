@@ -56,7 +56,7 @@ async def test_a_reply_recorded_but_not_sent_is_sent_once_without_a_new_turn(
     update = tg.user_message(5, "asked before the crash")
     # The update is still in Telegram's queue too: polling brings it again, a repeat the inbox ignores.
     await store(
-        sessions, update, status="replying", reply_text="answered before the crash", lease_owner="dead"
+        sessions, update, status="replying", reply_text="answered before the crash", lease_holder="dead"
     )
     async with running_bot(settings_factory(onboarding_enabled=False), brain) as (runtime, _, _):
         assert [m.text for m in await tg.wait_for_messages(1, chat_id=5)] == ["answered before the crash"]
@@ -86,7 +86,7 @@ async def test_a_turn_cut_off_by_a_stop_is_resumed_and_answered_once(
         await runner.stop(grace_seconds=0.2)  # the grace runs out: the turn is cancelled
         # Stored, not answered, and left for the next start with its lease released.
         assert await transcript(runtime.sessions) == [("user", "a slow question")]
-        assert [(r.status, r.lease_owner) for r in await inbox_rows(runtime.sessions)] == [("pending", None)]
+        assert [(r.status, r.lease_holder) for r in await inbox_rows(runtime.sessions)] == [("pending", None)]
     brain.delay = 0
     async with running_bot(settings, brain) as (runtime, _, _):
         assert [m.text for m in await tg.wait_for_messages(1, chat_id=5)] == ["echo: a slow question"]

@@ -65,7 +65,7 @@ async def test_a_lone_update_is_stored_and_leased_in_one_statement_when_it_heads
     assert await add_leased(update(3, 8), holder="b") == (True, 3)
     async with sessions() as session:
         rows = (await session.execute(select(InboxUpdate).order_by(InboxUpdate.update_id))).scalars().all()
-    leases = [(r.update_id, r.status, r.lease_owner, r.attempts, r.lease_expires_at) for r in rows]
+    leases = [(r.update_id, r.status, r.lease_holder, r.attempts, r.lease_expires_at) for r in rows]
     assert leases == [
         (1, "pending", "a", 1, NOW + LEASE),
         (2, "pending", None, 0, None),

@@ -47,7 +47,7 @@ async def test_minute_jobs_close_process_and_summarise(
 
     results = await run_minute_jobs(ctx)
 
-    assert results["sessions"] == {"closed": 1}  # keyed by the name it runs under (jobs/scheduler.py)
+    assert results["close-idle-conversations"] == {"closed": 1}
     assert results["postprocess"]["processed"] == 1
     assert results["consolidate"]["consolidated"] == 1  # its new facts are tidied in the same run
     assert results["day-summaries"]["due"] == 0
