@@ -131,7 +131,7 @@ async def test_post_processed_episodes_reach_the_model_through_the_memory_tier(
     chat, scripted = Chat(), ScriptedSummaries()
     runtime = await open_runtime(chat, scripted)
     # The graph stage writes through the /forget guard.
-    assert isinstance(runtime.jobs.graph, GuardedGraph) and runtime.jobs.graph.graph is runtime.graph
+    assert isinstance(runtime.jobs.graph, GuardedGraph) and runtime.jobs.graph.wrapped is runtime.graph
     assert [s.name for s in runtime.data_stores][-1] == "knowledge_graph"
     user_id = await postprocessed_user(runtime, scripted, clock, "cli:ana", ["Ana lives in Lisbon"])
 
