@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
 
-from agent.graph.base import GraphResults, Group, GroupLimits, KnowledgeGraph
+from agent.graph.base import GraphResults, GroupLimits, KnowledgeGraph, ListedFact, Vector
 
 
 class GraphWrapper:
@@ -36,42 +36,21 @@ class GraphWrapper:
         """The graph a search reads."""
         return self.wrapped
 
-    async def add_episode(
-        self,
-        user_id: int,
-        group: Group,
-        name: str,
-        body: str,
-        reference_time: datetime,
-        source_id: str,
-        *,
-        facts: Sequence[str] | None = None,
-    ) -> None:
+    async def add_facts(self, user_id: int, facts: Sequence[ListedFact]) -> None:
         """Forwarded through `_writer`."""
         async with self._writer(user_id) as graph:
-            await graph.add_episode(user_id, group, name, body, reference_time, source_id, facts=facts)
+            await graph.add_facts(user_id, facts)
 
-    async def add_fact(self, user_id: int, text: str, reference_time: datetime) -> None:
+    async def end_facts(self, user_id: int, fact_ids: Sequence[int], at: datetime) -> int:
         """Forwarded through `_writer`."""
         async with self._writer(user_id) as graph:
-            await graph.add_fact(user_id, text, reference_time)
-
-    async def invalidate_facts(self, user_id: int, uuids: Sequence[str], at: datetime) -> int:
-        """Forwarded through `_writer`."""
-        async with self._writer(user_id) as graph:
-            return await graph.invalidate_facts(user_id, uuids, at)
+            return await graph.end_facts(user_id, fact_ids, at)
 
     async def search(
-        self,
-        user_id: int,
-        query: str,
-        *,
-        limits: GroupLimits,
-        now: datetime,
-        query_vector: Sequence[float] | None = None,
+        self, user_id: int, query: str, *, limits: GroupLimits, now: datetime, vector: Vector | None = None
     ) -> GraphResults:
         """Forwarded to `_reader`."""
-        return await self._reader().search(user_id, query, limits=limits, now=now, query_vector=query_vector)
+        return await self._reader().search(user_id, query, limits=limits, now=now, vector=vector)
 
     async def forget_user(self, user_id: int) -> None:
         """Forwarded to `_keeper`."""
