@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -109,21 +110,19 @@ class GraphFacts:
             persona=[f for f in results.persona if f.is_current(now)],
         )
 
-    async def end(self, user_id: int, fact_ids: Sequence[int], at: datetime) -> int:
-        """The list took these facts back at `at`: end the edges standing on them alone; how many.
-        A graph that fails keeps them until a later change or a rebuild, and shows none of them
-        meanwhile (reads count the list's held facts only)."""
-        if not fact_ids:
-            return 0
-        try:
-            return await self.graph.end_facts(user_id, fact_ids, at)
-        except (GraphError, UserForgottenError) as exc:
-            logger.warning("graph edges not ended", extra={"user_id": user_id, "error": str(exc)[:200]})
-            return 0
+    def end(self, user_id: int, fact_ids: Sequence[int], at: datetime) -> None:
+        """The list took these facts back at `at`: end the edges standing on them alone, in the
+        background (the reply never waits for a graph still opening or slow; reads already count
+        through the list, so the edges show nothing meanwhile)."""
+        if fact_ids:
+            self._later(self._end(user_id, list(fact_ids), at))
 
     def add(self, user_id: int, fact: ListedFact) -> None:
         """Add a newly saved fact to the graph in the background (the list already holds it)."""
-        task = asyncio.create_task(self._add(user_id, fact))
+        self._later(self._add(user_id, fact))
+
+    def _later(self, write: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(write)
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
@@ -138,6 +137,13 @@ class GraphFacts:
         await self.graph.add_facts(user_id, facts)
         logger.info("graph rebuilt from the list", extra={"user_id": user_id, "facts": len(facts)})
         return len(facts)
+
+    async def _end(self, user_id: int, fact_ids: list[int], at: datetime) -> None:
+        try:
+            await self.graph.end_facts(user_id, fact_ids, at)
+        except (GraphError, UserForgottenError) as exc:
+            # The list holds the change; a rebuild brings the edges in line.
+            logger.warning("graph edges not ended", extra={"user_id": user_id, "error": str(exc)[:200]})
 
     async def _add(self, user_id: int, fact: ListedFact) -> None:
         meter = UsageMeter()

@@ -302,7 +302,7 @@ class Facts:
                 session, self.units, user_id, ids, reason=reason, at=at, superseded_by=superseded_by
             )
         if self.graph is not None:
-            await self.graph.end(user_id, ids, at)
+            self.graph.end(user_id, ids, at)
         self.changed(user_id)
         logger.info("facts taken back", extra={"user_id": user_id, "facts": ended})
         return ended
