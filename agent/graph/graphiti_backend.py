@@ -298,7 +298,9 @@ class GraphitiGraph:
             if scope is None:  # never written, or forgotten: nothing to find, and nothing to create
                 return []
             found = await self._found(scope, gid, query, limit, now, vector)
-            ids = await fact_ids_of(scope.driver, (e for f in found for e in f.episodes))
+            # Only the user group's edges stand on facts of the list (agent/graph/view.py).
+            episodes = (e for f in found for e in f.episodes) if group == "user" else ()
+            ids = await fact_ids_of(scope.driver, episodes)
         except BACKEND_ERRORS as exc:
             raise GraphError(f"graph search in {gid} failed: {exc}") from exc
         return [
