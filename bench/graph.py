@@ -3,9 +3,10 @@
 It runs on a throw-away embedded FalkorDB (falkordblite) in a temporary directory, never on
 GRAPH_PATH, and with graphiti's LLM replaced by the instant scripted model (which counts tokens of
 the real prompts with tiktoken), so it measures our code, graphiti and the database, not a
-provider. Part 1 writes closed conversations' three episodes (LLM calls, tokens, ms per
-conversation, plus a rerun of an already-written source), once through graphiti's own
-extraction and once as the extraction's facts written as triplets (what post-processing does).
+provider. Part 1 writes closed conversations (LLM calls, tokens, ms per conversation, plus a rerun
+of an already-written source), once as three episodes through graphiti's own extraction (user
+facts, shared history, thoughts) and once as what post-processing writes: the list's facts, each an
+episode of the user group pointing back to the fact.
 Part 2 writes a generated graph of 1,000 and of 10,000 episodes for one user (planted facts with
 known questions included) and times the recall tier (three groups in parallel, standard limits
 50/30/20) with graphiti's edge search and with our indexed query, with the query embedded by the
@@ -19,14 +20,14 @@ import random
 import statistics
 import tempfile
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
 from agent.core.settings import Settings
 from agent.core.usage import metering
 from agent.graph import STANDARD_LIMITS, open_graph
-from agent.graph.base import Group
+from agent.graph.base import Group, ListedFact
 from agent.graph.graphiti_backend import GraphitiGraph, SearchRecipe
 from agent.search.embedders import open_embedder
 from agent.search.embeddings import Embedder
@@ -38,8 +39,8 @@ from bench.graph_corpus import PLANTED, START, SUPERSEDED, WORDS, load_corpus
 RECIPES: tuple[SearchRecipe, ...] = ("graphiti", "indexed")
 
 
-WriteMode = Literal["graphiti extraction", "extracted facts"]
-WRITE_MODES: tuple[WriteMode, ...] = ("graphiti extraction", "extracted facts")
+WriteMode = Literal["graphiti extraction", "list facts"]
+WRITE_MODES: tuple[WriteMode, ...] = ("graphiti extraction", "list facts")
 
 
 def conversation_episodes(rng: random.Random) -> list[tuple[Group, str, list[str]]]:
@@ -56,6 +57,13 @@ def conversation_episodes(rng: random.Random) -> list[tuple[Group, str, list[str
     ]
 
 
+def listed(conversation: int, lines: list[str], at: datetime) -> list[ListedFact]:
+    """A conversation's facts of the list as post-processing hands them to the graph (made-up ids
+    stand in for the rows and their messages)."""
+    first = conversation * 10 + 1
+    return [ListedFact(first + n, line, at, (first + n,)) for n, line in enumerate(lines)]
+
+
 def percentile(values: list[float], share: float) -> float:
     """The value at `share` (0..1) of the sorted values."""
     ordered = sorted(values)
@@ -67,8 +75,9 @@ async def measure_writes(
 ) -> dict[str, Any]:
     """Write `conversations` closed conversations' episodes; LLM calls, tokens and ms per conversation.
 
-    `graphiti extraction` hands graphiti the episode text (graphiti's own extraction);
-    `extracted facts` writes the extraction's lines as triplets (what it does now).
+    `graphiti extraction` hands graphiti the three episodes' text (graphiti's own extraction);
+    `list facts` writes the conversation's facts of the list as triplets, an episode each (what
+    post-processing does).
     """
     rng = random.Random(11)
     first_call = len(llm.calls)
@@ -81,16 +90,20 @@ async def measure_writes(
         started = time.perf_counter()
         with metering() as meter:
             for group, name, lines in conversation_episodes(rng):
-                facts = lines if mode == "extracted facts" else None
-                body = "\n".join(lines)
-                await graph.add_episode(user_id, group, name, body, at, f"c{index}:{group}", facts=facts)
+                if mode == "graphiti extraction":
+                    await graph.add_episode(user_id, group, name, "\n".join(lines), at, f"c{index}:{group}")
+                elif group == "user":
+                    await graph.add_facts(user_id, listed(index, lines, at))
         times.append((time.perf_counter() - started) * 1000)
         spend = meter.total()
         calls.append(spend.calls)
         tokens_in.append(spend.input_tokens)
         tokens_out.append(spend.output_tokens)
     started = time.perf_counter()
-    await graph.add_episode(user_id, "user", "again", "rerun", START, "c0:user")
+    if mode == "graphiti extraction":
+        await graph.add_episode(user_id, "user", "again", "rerun", START, "c0:user")
+    else:
+        await graph.add_facts(user_id, listed(0, ["rerun"], START))
     return {
         "mode": mode,
         "conversations": conversations,
@@ -124,7 +137,7 @@ async def measure_reads(
         # In recall the query is embedded once, for the list and the graph: the graph's own share.
         vector = await graph.embedder.create_query(query)
         started = time.perf_counter()
-        await graph.search(user_id, query, limits=STANDARD_LIMITS, now=now, query_vector=vector)
+        await graph.search(user_id, query, limits=STANDARD_LIMITS, now=now, vector=vector)
         shared.append((time.perf_counter() - started) * 1000)
     ranks: list[int | None] = []
     superseded = 0
@@ -207,7 +220,7 @@ def _lines(figures: dict[str, Any]) -> list[str]:
     for writes in figures["writes"]:
         prompts = ", ".join(f"{name} {count}" for name, count in sorted(writes["calls_by_prompt"].items()))
         lines += [
-            f"per closed conversation (3 episodes), {writes['mode']}, x{writes['conversations']}: LLM calls "
+            f"per closed conversation, {writes['mode']}, x{writes['conversations']}: LLM calls "
             f"mean {writes['llm_calls_mean']:.1f} (max {writes['llm_calls_max']}), tokens in "
             f"{writes['input_tokens_mean']} / out {writes['output_tokens_mean']}; "
             f"ms mean {writes['ms_mean']} / p95 {writes['ms_p95']}; "

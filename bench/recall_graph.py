@@ -6,13 +6,14 @@ tier as the context read it before the one list reached the prompt."""
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from agent.context.recall import FunctionRecall, RecallLimits
-from agent.graph import GroupLimits, KnowledgeGraph, open_graph
+from agent.graph import GroupLimits, KnowledgeGraph, ListedFact, open_graph
 from agent.memory.graph import GraphFacts, fact_line
 from agent.search.embeddings import Embedder
 from bench.clock import FrozenClock
@@ -35,6 +36,7 @@ async def graph_of_observations(
         embedder=embedder,
         clock=FrozenClock(current=first),
     )
+    ids = itertools.count(1)
     for sample, item in zip(samples, loaded, strict=True):
         conversation = sample["conversation"]
         observations = sample.get("observation") or {}
@@ -42,10 +44,9 @@ async def graph_of_observations(
             n = int(re.findall(r"\d+", key)[0])
             at = parse_time(conversation.get(f"session_{n}_date_time", "12:00 am on 1 January, 2020"))
             facts = [str(entry[0]) for entries in observations[key].values() for entry in entries]
-            if facts:
-                await graph.add_episode(
-                    item.user_id, "user", f"session {n}", "\n".join(facts), at, f"locomo:{n}", facts=facts
-                )
+            # Each observation a fact of the list, as post-processing writes them (ids stand in for rows).
+            listed = [ListedFact(next(ids), text, at) for text in facts]
+            await graph.add_facts(item.user_id, listed)
     return graph
 
 

@@ -42,6 +42,11 @@ def _parser() -> argparse.ArgumentParser:
         "reindex", help="rebuild the conversation search indexes and re-embed the knowledge graph"
     )
     reindex.add_argument("--user", default=None, help="only this user key (e.g. telegram:42 or cli:me)")
+    reindex.add_argument(
+        "--graph-from-facts",
+        action="store_true",
+        help="write the knowledge graph again from each person's list of facts (nothing else)",
+    )
     imports = commands.add_parser(
         "import", help="import a person's ChatGPT or Claude export (docs/import.md)"
     )
@@ -200,8 +205,10 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
             )
         )
     if args.command == "reindex":
-        from bot.cli.reindex import run_reindex
+        from bot.cli.reindex import run_graph_rebuild, run_reindex
 
+        if args.graph_from_facts:
+            return asyncio.run(run_graph_rebuild(settings, user_key=args.user))
         return asyncio.run(run_reindex(settings, user_key=args.user))
     if args.command == "import":
         from bot.cli.imports import run_import_command

@@ -26,6 +26,7 @@ from agent.digest.extraction import Extraction, OpenThread, ShownThought, extrac
 from agent.digest.summaries import Line
 from agent.history.reactions import reactions_on, with_reactions
 from agent.memory.corrections import without_taken_back
+from agent.memory.graph import listed
 from agent.memory.grounding import dropped
 from agent.memory.known import apply_decisions
 from agent.memory.profile import ProfileFact
@@ -241,41 +242,25 @@ async def memory_stage(
     return counts, start
 
 
-async def graph_stage(ctx: JobContext, item: Ingested, output: Extraction) -> int:
-    """Stage 6: knowledge-graph episodes (user facts, shared history, the persona's thoughts).
+async def graph_stage(ctx: JobContext, item: Ingested) -> int:
+    """Stage 6: the knowledge graph follows the list: the facts held from this conversation added
+    (each an episode pointing back to the fact and its messages), those it superseded ended.
 
-    The graph is idempotent per `source_id`, so a rerun adds nothing twice. Off when ctx.graph is None.
-    Each write checks that the user still exists (ctx.graph is guarded, agent/graph/guarded.py).
+    A fact already in the graph adds nothing, so a rerun writes nothing twice. Off when ctx.graph is
+    None. Each write checks that the user still exists (ctx.graph is guarded, agent/graph/guarded.py).
     """
     if ctx.graph is None:
         return 0
-    source = f"conversation:{item.conversation_id}"
-    async with ctx.sessions() as session, session.begin():
-        said = [(f.text, f.message_ids) for f in output.user_facts]
-        held = [said[i][0] for i in await without_taken_back(session, item.user_id, said, at=item.ended_at)]
-    episodes = [
-        ("user", "user facts", held),
-        ("relationship", "conversation", [output.summary, *output.key_moments]),
-        ("persona", "thoughts", output.thoughts[:2]),
-    ]
-    added = 0
-    for group, name, lines in episodes:
-        lines = [line for line in lines if line.strip()]
-        if not lines:
-            continue
-        # The extraction's facts are written as they are (one graph call per fact at most), not
-        # extracted by graphiti a second time.
-        await ctx.graph.add_episode(
-            user_id=item.user_id,
-            group=group,
-            name=f"{name} ({source})",
-            body="\n".join(lines),
-            reference_time=item.ended_at,
-            source_id=f"{source}:{group}",
-            facts=lines,
-        )
-        added += 1
-    return added
+    async with ctx.sessions() as session:
+        facts = FactRepository(session)
+        learned = [f for f in await facts.held(item.user_id) if f.conversation_id == item.conversation_id]
+        ids = {f.id for f in learned}
+        replaced = [f.id for f in await facts.taken_back(item.user_id) if f.superseded_by in ids]
+    if replaced:
+        await ctx.graph.end_facts(item.user_id, replaced, item.ended_at)
+    if learned:
+        await ctx.graph.add_facts(item.user_id, [listed(f) for f in learned])
+    return len(learned)
 
 
 async def rollup_stage(
@@ -370,7 +355,7 @@ async def _run_stages(ctx: JobContext, conversation_id: int, loaded: Loaded | No
             # Without a graph stage the rollup can start in the memory stage's transaction.
             counts, start = await memory_stage(ctx, item, output, meter, look_ahead=ctx.graph is None)
             meter.kinds.clear()  # stored with the memory stage's rows
-            counts["graph_episodes"] = await graph_stage(ctx, item, output)
+            counts["graph_facts"] = await graph_stage(ctx, item)
         finally:
             await store_usage_apart(ctx.sessions, item.user_id, ctx.clock.now().astimezone(UTC).date(), meter)
     counts["day_summaries"], processed = await rollup_stage(ctx, item, output, start)

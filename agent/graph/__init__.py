@@ -22,6 +22,7 @@ from agent.graph.base import (
     Group,
     GroupLimits,
     KnowledgeGraph,
+    ListedFact,
     group_id,
     limits_for_budget,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "Group",
     "GroupLimits",
     "KnowledgeGraph",
+    "ListedFact",
     "NullGraph",
     "group_id",
     "limits_for_budget",

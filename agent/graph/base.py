@@ -8,6 +8,8 @@ from datetime import datetime
 from typing import Any, Literal, Protocol, get_args
 
 Group = Literal["user", "relationship", "persona"]
+# A query embedded by the graph's own embedder.
+Vector = Sequence[float]
 GROUPS: tuple[Group, ...] = get_args(Group)
 
 
@@ -49,14 +51,26 @@ def limits_for_budget(remaining_tokens: int) -> GroupLimits:
 
 
 @dataclass(frozen=True)
+class ListedFact:
+    """A fact of the list (`user_facts`) as the graph takes it: its id, words, time and the person's
+    messages it stands on."""
+
+    id: int
+    text: str
+    at: datetime
+    message_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class EdgeFact:
-    """One fact (a graphiti edge) with its time of validity."""
+    """One fact (a graphiti edge) with its time of validity and the list's facts it comes from."""
 
     group: Group
     text: str
     valid_at: datetime | None
     invalid_at: datetime | None
     uuid: str = ""
+    fact_ids: tuple[int, ...] = ()
 
     def is_current(self, now: datetime) -> bool:
         """True unless a later fact ended it before `now`."""
@@ -85,47 +99,25 @@ class GraphResults:
 
 
 class KnowledgeGraph(Protocol):
-    """Long-term temporal memory of one bot: per user, the three groups of `GROUPS`."""
+    """Long-term temporal memory of one bot: per user, the three groups of `GROUPS`, a view of the list
+    of facts that points back to it."""
 
-    async def add_episode(
-        self,
-        user_id: int,
-        group: Group,
-        name: str,
-        body: str,
-        reference_time: datetime,
-        source_id: str,
-        *,
-        facts: Sequence[str] | None = None,
-    ) -> None:
-        """Add an episode at its own time; the same `source_id` twice adds it once.
-
-        `facts`: the episode's facts, one per line, already extracted (written as they are);
-        without them the graph extracts facts from `body` itself.
-        """
+    async def add_facts(self, user_id: int, facts: Sequence[ListedFact]) -> None:
+        """Add facts of the list to the user group, each an episode of its own pointing back to the
+        fact and its messages; a fact added twice is added once."""
         ...
 
-    async def add_fact(self, user_id: int, text: str, reference_time: datetime) -> None:
-        """Add one durable fact about the user (the `memory_add` tool)."""
-        ...
-
-    async def invalidate_facts(self, user_id: int, uuids: Sequence[str], at: datetime) -> int:
-        """End the user's facts (edges) of these uuids at `at`, as the graph does when a fact changes;
-        how many were ended. Ids of another user's facts end nothing."""
+    async def end_facts(self, user_id: int, fact_ids: Sequence[int], at: datetime) -> int:
+        """The list took these facts back at `at`: edges that stand on no other held fact end then;
+        how many ended. Another user's ids end nothing."""
         ...
 
     async def search(
-        self,
-        user_id: int,
-        query: str,
-        *,
-        limits: GroupLimits,
-        now: datetime,
-        query_vector: Sequence[float] | None = None,
+        self, user_id: int, query: str, *, limits: GroupLimits, now: datetime, vector: Vector | None = None
     ) -> GraphResults:
         """Facts relevant to `query` from the three groups in parallel; superseded facts left out.
 
-        `query_vector`: the query already embedded by the graph's own embedder (the caller embedded
+        `vector`: the query already embedded by the graph's own embedder (the caller embedded
         it for its own search), so it is not embedded twice.
         """
         ...

@@ -42,20 +42,23 @@ CHAT_STOPWORDS = frozenset(
     "please tell know".split()
 )
 
+# The episodes name the list's facts an edge comes from (agent/graph/view.py).
+_FIELDS = (
+    "r.uuid AS uuid, r.fact AS fact, r.valid_at AS valid_at, r.invalid_at AS invalid_at, "
+    "r.episodes AS episodes"
+)
 _CURRENT = "r.expired_at IS NULL AND (r.invalid_at IS NULL OR r.invalid_at > $now)"
 _VECTOR = f"""
 CALL db.idx.vector.queryRelationships('RELATES_TO', 'fact_embedding', $k, vecf32($vector))
 YIELD relationship AS r, score
 WHERE {_CURRENT} AND score <= $max_distance
-RETURN r.uuid AS uuid, r.fact AS fact, r.valid_at AS valid_at, r.invalid_at AS invalid_at,
-       score, 'vector' AS method
+RETURN {_FIELDS}, score, 'vector' AS method
 """
 _TEXT = f"""
 CALL db.idx.fulltext.queryRelationships('RELATES_TO', $text)
 YIELD relationship AS r, score
 WHERE {_CURRENT}
-RETURN r.uuid AS uuid, r.fact AS fact, r.valid_at AS valid_at, r.invalid_at AS invalid_at,
-       score, 'text' AS method
+RETURN {_FIELDS}, score, 'text' AS method
 ORDER BY score DESC
 LIMIT $k
 """
@@ -64,8 +67,7 @@ LIMIT $k
 _RECENT = f"""
 MATCH ()-[r:RELATES_TO]->()
 WHERE {_CURRENT}
-RETURN r.uuid AS uuid, r.fact AS fact, r.valid_at AS valid_at, r.invalid_at AS invalid_at,
-       0.0 AS score, 'recent' AS method
+RETURN {_FIELDS}, 0.0 AS score, 'recent' AS method
 ORDER BY r.valid_at DESC
 LIMIT $limit
 """
@@ -83,6 +85,19 @@ class FoundFact:
     fact: str
     valid_at: datetime | None
     invalid_at: datetime | None
+    episodes: tuple[str, ...] = ()
+
+
+def found_fact(row: dict[str, Any]) -> FoundFact:
+    """A fact from a query's row (`uuid`, `fact`, `valid_at`, `invalid_at`, `episodes`)."""
+    episodes = row.get("episodes")
+    return FoundFact(
+        str(row["uuid"]),
+        str(row["fact"]),
+        to_datetime(row["valid_at"]),
+        to_datetime(row["invalid_at"]),
+        tuple(str(e) for e in episodes) if isinstance(episodes, list | tuple) else (),
+    )
 
 
 async def ensure_vector_index(driver: GraphDriver, dimensions: int) -> None:
@@ -148,13 +163,11 @@ def fuse(found: list[dict[str, Any]], limit: int) -> list[FoundFact]:
             scores[key] = scores.get(key, 0.0) + 1.0 / (len(seen) + 1)
             seen.add(key)
             if key not in facts:
-                valid, invalid = to_datetime(row["valid_at"]), to_datetime(row["invalid_at"])
-                facts[key] = FoundFact(str(row["uuid"]), str(row["fact"]), valid, invalid)
+                facts[key] = found_fact(row)
     best = sorted(scores, key=lambda key: scores[key], reverse=True)
     for row in found:  # the newest facts, after every matched one
         key = " ".join(str(row["fact"]).lower().split())
         if row["method"] == "recent" and key not in facts:
-            valid, invalid = to_datetime(row["valid_at"]), to_datetime(row["invalid_at"])
-            facts[key] = FoundFact(str(row["uuid"]), str(row["fact"]), valid, invalid)
+            facts[key] = found_fact(row)
             best.append(key)
     return [facts[key] for key in best[:limit]]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import time
 from collections.abc import Sequence
@@ -33,12 +32,12 @@ from redis.exceptions import RedisError
 from agent.core.bounded import BoundedCache, KeyedLocks
 from agent.core.clock import Clock, ensure_utc
 from agent.core.errors import GraphError
-from agent.graph.base import GROUPS, EdgeFact, GraphResults, Group, GroupLimits, group_id
+from agent.graph.base import GROUPS, EdgeFact, GraphResults, Group, GroupLimits, ListedFact, Vector, group_id
 from agent.graph.connect import GraphConnection
 from agent.graph.embedder import GraphitiEmbedder
 from agent.graph.episodes import Episode, episode_uuid, write_episode
-from agent.graph.fast_search import ensure_vector_index, search_group
-from agent.graph.records import export_group, export_group_empty, recent_facts, to_datetime
+from agent.graph.fast_search import FoundFact, ensure_vector_index, found_fact, search_group
+from agent.graph.records import export_group, export_group_empty, recent_facts
 from agent.graph.triplets import PERSONA_KEY
 from agent.graph.vector_space import (
     REINDEX_HINT,
@@ -48,6 +47,7 @@ from agent.graph.vector_space import (
     settle_space,
     vectors_aside,
 )
+from agent.graph.view import end_standing_on, fact_ids_of, fact_name, fact_source, facts_behind
 from agent.search.embeddings import Embedder
 
 logger = logging.getLogger(__name__)
@@ -243,60 +243,47 @@ class GraphitiGraph:
             extra={"user_id": user_id, "group": group, "ms": round((time.perf_counter() - started) * 1000)},
         )
 
-    async def add_fact(self, user_id: int, text: str, reference_time: datetime) -> None:
-        """Add one durable fact about the user: an episode of the user group stating just that fact."""
-        digest = hashlib.sha256(f"{ensure_utc(reference_time).isoformat()}|{text}".encode()).hexdigest()
-        await self.add_episode(
-            user_id, "user", "fact", text, reference_time, f"fact:{digest[:24]}", facts=[text]
-        )
+    async def add_facts(self, user_id: int, facts: Sequence[ListedFact]) -> None:
+        """Each fact of the list an episode of the user group, its edge pointing back to it
+        (agent/graph/view.py); a fact already written adds nothing."""
+        for fact in facts:
+            name, source = fact_name(fact), fact_source(fact.id)
+            await self.add_episode(user_id, "user", name, fact.text, fact.at, source, facts=[fact.text])
 
-    async def invalidate_facts(self, user_id: int, uuids: Sequence[str], at: datetime) -> int:
-        """End the user's edges of these uuids: `invalid_at` and `expired_at` set to `at` and saved, as
-        graphiti's own contradiction handling does, so every current-facts search leaves them out."""
-        at, ended = ensure_utc(at), 0
-        for group in ("user", "relationship"):
-            gid = group_id(user_id, group)
-            try:
-                scope = await self._read_scope(gid)
-                if scope is None or not uuids:
-                    continue
-                async with self._write_locks.hold(gid):
-                    for edge in await EntityEdge.get_by_uuids(scope.driver, list(uuids)):
-                        if edge.group_id != gid or edge.expired_at is not None:
-                            continue  # another group's (or user's) edge, or ended already
-                        edge.invalid_at, edge.expired_at = at, at
-                        await edge.save(scope.driver)
-                        ended += 1
-            except BACKEND_ERRORS as exc:
-                raise GraphError(f"ending facts in {gid} failed: {exc}") from exc
-        return ended
+    async def end_facts(self, user_id: int, fact_ids: Sequence[int], at: datetime) -> int:
+        """The facts' episodes leave the user group's edges; an edge standing on none ends at `at`
+        (`invalid_at` and `expired_at`, as graphiti ends a contradicted fact)."""
+        gid = group_id(user_id, "user")
+        try:
+            scope = await self._read_scope(gid)
+            if scope is None or not fact_ids:
+                return 0
+            episodes = [episode_uuid(gid, fact_source(i)) for i in fact_ids]
+            async with self._write_locks.hold(gid):
+                return await end_standing_on(scope.driver, gid, episodes, ensure_utc(at))
+        except BACKEND_ERRORS as exc:
+            raise GraphError(f"ending facts in {gid} failed: {exc}") from exc
 
     async def search(
-        self,
-        user_id: int,
-        query: str,
-        *,
-        limits: GroupLimits,
-        now: datetime,
-        query_vector: Sequence[float] | None = None,
+        self, user_id: int, query: str, *, limits: GroupLimits, now: datetime, vector: Vector | None = None
     ) -> GraphResults:
         """Facts relevant to `query` from the three groups in parallel; a blank query gives the newest.
 
-        `query_vector`: the query embedded by this graph's embedder already (recall embeds it once).
+        `vector`: the query embedded by this graph's embedder already (recall embeds it once).
         """
         now = ensure_utc(now)
         # One embedding of the query serves the three groups (graphiti would embed it once per group).
         try:
             if not query.strip():
-                vector = None
-            elif query_vector is not None:
-                vector = [float(value) for value in query_vector]
+                embedded = None
+            elif vector is not None:
+                embedded = [float(value) for value in vector]
             else:
-                vector = await self.embedder.create_query(query)
+                embedded = await self.embedder.create_query(query)
         except BACKEND_ERRORS as exc:
             raise GraphError(f"embedding the graph query failed: {exc}") from exc
         found = await asyncio.gather(
-            *(self._search_group(user_id, group, query, limits.of(group), now, vector) for group in GROUPS)
+            *(self._search_group(user_id, group, query, limits.of(group), now, embedded) for group in GROUPS)
         )
         return GraphResults(**dict(zip(GROUPS, found, strict=True)))
 
@@ -310,32 +297,40 @@ class GraphitiGraph:
             scope = await self._read_scope(gid)
             if scope is None:  # never written, or forgotten: nothing to find, and nothing to create
                 return []
-            if not query.strip():
-                rows = await recent_facts(scope.driver, gid, limit, now)
-                return [
-                    EdgeFact(
-                        group, r["fact"], to_datetime(r["valid_at"]), to_datetime(r["invalid_at"]), r["uuid"]
-                    )
-                    for r in rows
-                ]
-            if leaves_vectors_aside(scope.driver):  # the group holds another model's vectors
-                vector = None
-            if self.search_recipe == "indexed" and scope.driver.provider == GraphProvider.FALKORDB:
-                found = await search_group(scope.driver, query, vector, limit=limit, now=now)
-                if found is not None:
-                    return [EdgeFact(group, f.fact, f.valid_at, f.invalid_at, f.uuid) for f in found]
-            results = await graph_search(
-                scope.clients,
-                query,
-                [gid],
-                _search_config(limit, vectors=vector is not None),
-                current_filter(now),
-                query_vector=vector,
-                driver=scope.driver,
-            )
+            found = await self._found(scope, gid, query, limit, now, vector)
+            # Only the user group's edges stand on facts of the list (agent/graph/view.py).
+            episodes = (e for f in found for e in f.episodes) if group == "user" else ()
+            ids = await fact_ids_of(scope.driver, episodes)
         except BACKEND_ERRORS as exc:
             raise GraphError(f"graph search in {gid} failed: {exc}") from exc
-        return [_fact(group, edge) for edge in results.edges if _is_current(edge, now)][:limit]
+        return [
+            EdgeFact(group, f.fact, f.valid_at, f.invalid_at, f.uuid, facts_behind(f.episodes, ids))
+            for f in found
+        ]
+
+    async def _found(
+        self, scope: Graphiti, gid: str, query: str, limit: int, now: datetime, vector: list[float] | None
+    ) -> list[FoundFact]:
+        """The group's current facts: the newest for a blank query, else our indexed query on FalkorDB
+        (graphiti's search while the index builds, and on Neo4j)."""
+        if not query.strip():
+            return [found_fact(r) for r in await recent_facts(scope.driver, gid, limit, now)]
+        if leaves_vectors_aside(scope.driver):  # the group holds another model's vectors
+            vector = None
+        if self.search_recipe == "indexed" and scope.driver.provider == GraphProvider.FALKORDB:
+            found = await search_group(scope.driver, query, vector, limit=limit, now=now)
+            if found is not None:
+                return found
+        results = await graph_search(
+            scope.clients,
+            query,
+            [gid],
+            _search_config(limit, vectors=vector is not None),
+            current_filter(now),
+            query_vector=vector,
+            driver=scope.driver,
+        )
+        return [_fact(edge) for edge in results.edges if _is_current(edge, now)][:limit]
 
     async def forget_user(self, user_id: int) -> None:
         """Delete every node and edge of the user's three groups (on FalkorDB: their graphs)."""
@@ -387,11 +382,11 @@ def _is_current(edge: EntityEdge, now: datetime) -> bool:
     return edge.invalid_at is None or ensure_utc(edge.invalid_at) > now
 
 
-def _fact(group: Group, edge: EntityEdge) -> EdgeFact:
-    return EdgeFact(
-        group=group,
-        text=edge.fact,
+def _fact(edge: EntityEdge) -> FoundFact:
+    return FoundFact(
+        uuid=edge.uuid,
+        fact=edge.fact,
         valid_at=ensure_utc(edge.valid_at) if edge.valid_at else None,
         invalid_at=ensure_utc(edge.invalid_at) if edge.invalid_at else None,
-        uuid=edge.uuid,
+        episodes=tuple(edge.episodes),
     )

@@ -7,66 +7,24 @@ before it deletes the user's groups. A write for a forgotten user raises `UserFo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime
-from typing import Any
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from agent.account.writers import WriteGuard
-from agent.graph.base import GraphResults, Group, GroupLimits, KnowledgeGraph
+from agent.graph.base import KnowledgeGraph
+from agent.graph.wrapper import GraphWrapper
 
 
-class GuardedGraph:
-    """A `KnowledgeGraph` whose writes register with the `WriteGuard` and check the user first."""
+class GuardedGraph(GraphWrapper):
+    """A `KnowledgeGraph` whose writes register with the `WriteGuard` and check the user first;
+    reads, /forget (which waits for the writers before it calls) and /export pass straight through."""
 
     def __init__(self, graph: KnowledgeGraph, guard: WriteGuard) -> None:
-        self.graph = graph
+        super().__init__(graph)
         self.guard = guard
 
-    async def add_episode(
-        self,
-        user_id: int,
-        group: Group,
-        name: str,
-        body: str,
-        reference_time: datetime,
-        source_id: str,
-        *,
-        facts: Sequence[str] | None = None,
-    ) -> None:
-        """Add the episode unless the user was forgotten (then `UserForgottenError`)."""
-        async with self.guard.writing(user_id):
-            await self.graph.add_episode(user_id, group, name, body, reference_time, source_id, facts=facts)
-
-    async def add_fact(self, user_id: int, text: str, reference_time: datetime) -> None:
-        """Add the fact unless the user was forgotten (then `UserForgottenError`)."""
-        async with self.guard.writing(user_id):
-            await self.graph.add_fact(user_id, text, reference_time)
-
-    async def invalidate_facts(self, user_id: int, uuids: Sequence[str], at: datetime) -> int:
-        """End the facts unless the user was forgotten (then `UserForgottenError`)."""
-        async with self.guard.writing(user_id):
-            return await self.graph.invalidate_facts(user_id, uuids, at)
-
-    async def search(
-        self,
-        user_id: int,
-        query: str,
-        *,
-        limits: GroupLimits,
-        now: datetime,
-        query_vector: Sequence[float] | None = None,
-    ) -> GraphResults:
-        """Reads need no guard."""
-        return await self.graph.search(user_id, query, limits=limits, now=now, query_vector=query_vector)
-
-    async def forget_user(self, user_id: int) -> None:
-        """Delete the user's groups (forget waits for the writers before it calls this)."""
-        await self.graph.forget_user(user_id)
-
-    async def export_user(self, user_id: int) -> dict[str, Any]:
-        """Everything stored about the user."""
-        return await self.graph.export_user(user_id)
-
-    async def close(self) -> None:
-        """Close the wrapped graph."""
-        await self.graph.close()
+    @asynccontextmanager
+    async def _writer(self, user_id: int) -> AsyncIterator[KnowledgeGraph]:
+        """The wrapped graph while the write is registered (`UserForgottenError` for a forgotten user)."""
+        async with self.guard.writing(user_id), super()._writer(user_id) as graph:
+            yield graph

@@ -6,40 +6,21 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from agent.graph.base import GROUPS, GraphResults, Group, GroupLimits
+from agent.graph.base import GROUPS, GraphResults, GroupLimits, ListedFact, Vector
 
 
 class NullGraph:
     """A `KnowledgeGraph` that stores nothing, so the rest of the bot runs unchanged without a graph."""
 
-    async def add_episode(
-        self,
-        user_id: int,
-        group: Group,
-        name: str,
-        body: str,
-        reference_time: datetime,
-        source_id: str,
-        *,
-        facts: Sequence[str] | None = None,
-    ) -> None:
+    async def add_facts(self, user_id: int, facts: Sequence[ListedFact]) -> None:
         """Do nothing."""
 
-    async def add_fact(self, user_id: int, text: str, reference_time: datetime) -> None:
-        """Do nothing."""
-
-    async def invalidate_facts(self, user_id: int, uuids: Sequence[str], at: datetime) -> int:
+    async def end_facts(self, user_id: int, fact_ids: Sequence[int], at: datetime) -> int:
         """Nothing to end."""
         return 0
 
     async def search(
-        self,
-        user_id: int,
-        query: str,
-        *,
-        limits: GroupLimits,
-        now: datetime,
-        query_vector: Sequence[float] | None = None,
+        self, user_id: int, query: str, *, limits: GroupLimits, now: datetime, vector: Vector | None = None
     ) -> GraphResults:
         """Return no facts."""
         return GraphResults()

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 from agent.core.errors import GraphError, GraphOpeningError
-from agent.graph.base import GraphResults, Group, GroupLimits, KnowledgeGraph
+from agent.graph.base import KnowledgeGraph
 from agent.graph.null import NullGraph
+from agent.graph.wrapper import GraphWrapper
 
 logger = logging.getLogger(__name__)
 
@@ -29,10 +28,11 @@ WRITE_WAIT_SECONDS = 60.0
 CLOSE_WAIT_SECONDS = 10.0
 
 
-class OpeningGraph:
+class OpeningGraph(GraphWrapper):
     """A `KnowledgeGraph` whose graph `opener` opens once, in the background, on `start()` or first need."""
 
     def __init__(self, opener: Callable[[], Awaitable[KnowledgeGraph]]) -> None:
+        super().__init__(NullGraph())  # until the opening gives the graph
         self._opener = opener
         self._opening: asyncio.Task[KnowledgeGraph] | None = None
         self._graph: KnowledgeGraph | None = None
@@ -49,6 +49,7 @@ class OpeningGraph:
             # The task's top: nobody may be awaiting it yet. The graph is off, as when it cannot open.
             logger.exception("knowledge graph off: opening it failed")
             self._graph = NullGraph()
+        self.wrapped = self._graph
         return self._graph
 
     async def opened(self, *, within: float | None = None) -> KnowledgeGraph:
@@ -64,7 +65,8 @@ class OpeningGraph:
         except TimeoutError:
             raise GraphOpeningError(f"the knowledge graph is still opening after {within:g} s") from None
 
-    async def _for_write(self) -> KnowledgeGraph:
+    async def _keeper(self) -> KnowledgeGraph:
+        """Writes, /forget and /export wait for the opening."""
         return await self.opened(within=WRITE_WAIT_SECONDS)
 
     @property
@@ -72,58 +74,13 @@ class OpeningGraph:
         """True once the graph is open and on."""
         return self._graph is not None and not isinstance(self._graph, NullGraph)
 
-    def _open_now(self) -> KnowledgeGraph:
+    def _reader(self) -> KnowledgeGraph:
         """The graph for a read, which never waits: still opening, or off, is a `GraphError`."""
         if self._graph is None:
             raise GraphOpeningError("the knowledge graph is still opening")
         if isinstance(self._graph, NullGraph):
             raise GraphError("the knowledge graph is off: it did not open")
         return self._graph
-
-    async def add_episode(
-        self,
-        user_id: int,
-        group: Group,
-        name: str,
-        body: str,
-        reference_time: datetime,
-        source_id: str,
-        *,
-        facts: Sequence[str] | None = None,
-    ) -> None:
-        """Add the episode once the graph is open."""
-        graph = await self._for_write()
-        await graph.add_episode(user_id, group, name, body, reference_time, source_id, facts=facts)
-
-    async def add_fact(self, user_id: int, text: str, reference_time: datetime) -> None:
-        """Add the fact once the graph is open."""
-        await (await self._for_write()).add_fact(user_id, text, reference_time)
-
-    async def invalidate_facts(self, user_id: int, uuids: Sequence[str], at: datetime) -> int:
-        """End the facts once the graph is open."""
-        return await (await self._for_write()).invalidate_facts(user_id, uuids, at)
-
-    async def search(
-        self,
-        user_id: int,
-        query: str,
-        *,
-        limits: GroupLimits,
-        now: datetime,
-        query_vector: Sequence[float] | None = None,
-    ) -> GraphResults:
-        """Search the open graph; `GraphError` while it opens (the reply goes on without it)."""
-        return await self._open_now().search(
-            user_id, query, limits=limits, now=now, query_vector=query_vector
-        )
-
-    async def forget_user(self, user_id: int) -> None:
-        """Delete the user's groups once the graph is open."""
-        await (await self._for_write()).forget_user(user_id)
-
-    async def export_user(self, user_id: int) -> dict[str, Any]:
-        """Everything stored about the user, once the graph is open."""
-        return await (await self._for_write()).export_user(user_id)
 
     async def close(self) -> None:
         """Close the graph; an opening in progress is waited for (a server it starts must be stopped)."""

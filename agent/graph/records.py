@@ -18,7 +18,8 @@ from agent.core.clock import ensure_utc
 _CURRENT_FACTS = """
 MATCH (a)-[r:RELATES_TO]->(b)
 WHERE r.group_id = $gid AND r.expired_at IS NULL AND (r.invalid_at IS NULL OR r.invalid_at > $now)
-RETURN r.uuid AS uuid, r.fact AS fact, r.valid_at AS valid_at, r.invalid_at AS invalid_at
+RETURN r.uuid AS uuid, r.fact AS fact, r.valid_at AS valid_at, r.invalid_at AS invalid_at,
+       r.episodes AS episodes
 ORDER BY r.valid_at DESC, r.created_at DESC
 LIMIT $limit
 """

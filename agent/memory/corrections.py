@@ -32,11 +32,10 @@ MAX_REMEMBERED = 500
 
 @dataclass(frozen=True)
 class Matched:
-    """A remembered fact a sentence names: a held fact (`fact_id`) or a graph edge (`uuid`)."""
+    """A held fact a sentence names."""
 
     text: str
     fact_id: int | None = None
-    uuid: str | None = None
 
 
 def named_by(sentence: str, facts: Sequence[UserFact]) -> list[Matched]:

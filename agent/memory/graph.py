@@ -1,29 +1,33 @@
-"""The knowledge graph as an enrichment of the one list of facts, never a second list.
+"""The knowledge graph as a view of the one list of facts, never a second list.
 
-With GRAPH_BACKEND set, the graph's relation facts (what it knows about the person, the history
-the two share, the persona's own life) join the facts recalled for a message and those
-`memory_search` finds, deduplicated against the list: a graph fact that says what a held fact says
-is left out, and so is one that says what the person took back. A fact saved by a tool goes to
-the list first and to the graph in the background; taking a fact back ends the edges that say it.
-A graph that is slow or failing is skipped: the list answers alone.
+With GRAPH_BACKEND set, the graph is searched beside the list, and what it finds in the user group
+counts through the list's facts its edges point back to (agent/graph/view.py): a held fact the
+list's own ranking missed joins the facts recalled for a message and those `memory_search` finds,
+with the list's words; an edge whose facts the person took back or hid shows nothing. A fact saved
+goes to the list first and to the graph in the background; taking a fact back ends the edges that
+stand on it alone; `rebuild` writes a person's graph again from the list. A graph that is slow or
+failing is skipped: the list answers alone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.core.clock import Clock
-from agent.core.errors import GraphError, GraphOpeningError, UserForgottenError
+from agent.core.clock import Clock, ensure_utc
+from agent.core.errors import GraphError, UserForgottenError
 from agent.core.usage import UsageMeter, metering, store_usage_apart
-from agent.graph.base import EdgeFact, GraphResults, GroupLimits, KnowledgeGraph
-from agent.memory.words import Postings
+from agent.graph.base import EdgeFact, GraphResults, GroupLimits, KnowledgeGraph, ListedFact, Vector
+from agent.memory.units import Known, KnownFact
 from agent.search.embeddings import Embedder
+from db.models import UserFact
+from db.repositories.facts import FactRepository
 
 logger = logging.getLogger(__name__)
 
@@ -38,16 +42,29 @@ def fact_line(fact: EdgeFact) -> str:
     return f"{_LABELS[fact.group]}{fact.text}{since}"
 
 
-def joined(found: Iterable[EdgeFact], held: Postings, taken_back: Postings) -> list[EdgeFact]:
-    """The graph's facts that add to the list: not said by a held fact, not taken back, each once."""
-    out: list[EdgeFact] = []
-    for fact in found:
-        if held.says(fact.text) or taken_back.says(fact.text):
+def listed(fact: UserFact) -> ListedFact:
+    """A row of the list as the graph takes it."""
+    messages = tuple(int(m) for m in fact.message_ids or ())
+    return ListedFact(fact.id, fact.content, ensure_utc(fact.created_at), messages)
+
+
+def through_list(
+    found: Iterable[EdgeFact], known: Known, keep: Callable[[KnownFact], bool]
+) -> tuple[list[KnownFact], list[EdgeFact]]:
+    """What the graph found, read through the list: the held facts its user-group edges point back
+    to (in the graph's order, each once, those `keep` takes), and the other groups' facts."""
+    by_id = {fact.id: fact for fact in known.facts}
+    listed_facts: dict[int, KnownFact] = {}
+    others: list[EdgeFact] = []
+    for edge in found:
+        if edge.group != "user":
+            others.append(edge)
             continue
-        if Postings([f.text for f in out], held.language).says(fact.text):
-            continue
-        out.append(fact)
-    return out
+        for fact_id in edge.fact_ids:
+            fact = by_id.get(fact_id)
+            if fact is not None and keep(fact):
+                listed_facts.setdefault(fact_id, fact)
+    return list(listed_facts.values()), others
 
 
 class GraphFacts:
@@ -76,21 +93,13 @@ class GraphFacts:
         self._pending: set[asyncio.Task[None]] = set()
 
     async def search(
-        self,
-        user_id: int,
-        query: str,
-        *,
-        limits: GroupLimits,
-        now: datetime,
-        query_vector: Sequence[float] | None = None,
+        self, user_id: int, query: str, *, limits: GroupLimits, now: datetime, vector: Vector | None = None
     ) -> GraphResults:
         """The groups' current facts for the query, in parallel; `GraphError` when the graph
-        fails or takes longer than the timeout. `query_vector`: the query embedded by `embedder`."""
+        fails or takes longer than the timeout. `vector`: the query embedded by `embedder`."""
         try:
             async with asyncio.timeout(self.timeout_seconds):
-                results = await self.graph.search(
-                    user_id, query, limits=limits, now=now, query_vector=query_vector
-                )
+                results = await self.graph.search(user_id, query, limits=limits, now=now, vector=vector)
         except TimeoutError as exc:
             raise GraphError(f"graph search timed out after {self.timeout_seconds:g} s") from exc
         # The graph filters superseded facts already; checking again keeps "current only" a property
@@ -101,38 +110,46 @@ class GraphFacts:
             persona=[f for f in results.persona if f.is_current(now)],
         )
 
-    async def edges_saying(self, user_id: int, sentence: str, *, now: datetime) -> list[EdgeFact]:
-        """The person's graph facts (with uuids) that a sentence names; none when the graph fails."""
-        try:
-            found = await self.search(
-                user_id, sentence, limits=GroupLimits(user=10, relationship=5, persona=0), now=now
-            )
-        except GraphOpeningError:
-            # Still opening after a start: the saved facts are taken back now; an edge saying the same
-            # stays in the graph until a later correction names it.
-            return []
-        except GraphError as exc:
-            logger.warning(
-                "graph search for facts to take back failed", extra={"user_id": user_id}, exc_info=exc
-            )
-            return []
-        return [f for f in found.all() if f.uuid]
+    def end(self, user_id: int, fact_ids: Sequence[int], at: datetime) -> None:
+        """The list took these facts back at `at`: end the edges standing on them alone, in the
+        background (the reply never waits for a graph still opening or slow; reads already count
+        through the list, so the edges show nothing meanwhile)."""
+        if fact_ids:
+            self._later(self._end(user_id, list(fact_ids), at))
 
-    async def end(self, user_id: int, uuids: Sequence[str], at: datetime) -> int:
-        """End these edges of the person at `at`; how many were ended."""
-        return await self.graph.invalidate_facts(user_id, uuids, at) if uuids else 0
-
-    def add(self, user_id: int, content: str, at: datetime) -> None:
+    def add(self, user_id: int, fact: ListedFact) -> None:
         """Add a newly saved fact to the graph in the background (the list already holds it)."""
-        task = asyncio.create_task(self._add(user_id, content, at))
+        self._later(self._add(user_id, fact))
+
+    def _later(self, write: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(write)
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
-    async def _add(self, user_id: int, content: str, at: datetime) -> None:
+    async def rebuild(self, user_id: int) -> int:
+        """The person's graph written again from the list: their groups cleared, every held fact
+        added (each pointing back to it and its messages); how many facts. Needs `sessions`."""
+        assert self.sessions is not None, "rebuilding reads the list"
+        async with self.sessions() as session:
+            facts = [listed(f) for f in await FactRepository(session).held(user_id)]
+        await self.drain()
+        await self.graph.forget_user(user_id)
+        await self.graph.add_facts(user_id, facts)
+        logger.info("graph rebuilt from the list", extra={"user_id": user_id, "facts": len(facts)})
+        return len(facts)
+
+    async def _end(self, user_id: int, fact_ids: list[int], at: datetime) -> None:
+        try:
+            await self.graph.end_facts(user_id, fact_ids, at)
+        except (GraphError, UserForgottenError) as exc:
+            # The list holds the change; a rebuild brings the edges in line.
+            logger.warning("graph edges not ended", extra={"user_id": user_id, "error": str(exc)[:200]})
+
+    async def _add(self, user_id: int, fact: ListedFact) -> None:
         meter = UsageMeter()
         try:
             with metering(meter):
-                await self.graph.add_fact(user_id, content, at)
+                await self.graph.add_facts(user_id, [fact])
         except UserForgottenError:
             logger.info("graph fact dropped: user forgotten", extra={"user_id": user_id})
         except GraphError as exc:
@@ -141,7 +158,7 @@ class GraphFacts:
         if self.sessions is None:
             return
         try:
-            await store_usage_apart(self.sessions, user_id, at.astimezone(UTC).date(), meter)
+            await store_usage_apart(self.sessions, user_id, fact.at.astimezone(UTC).date(), meter)
         except SQLAlchemyError as exc:
             # Only the count is lost; the fact is saved and in the graph.
             logger.warning("graph usage not stored", extra={"user_id": user_id, "error": repr(exc)[:200]})

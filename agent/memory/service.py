@@ -4,10 +4,10 @@ The facts are one list (`user_facts`, read and changed through `FactRepository`)
 serves it to every reader the same way: the facts found for a message (the turn's note),
 `memory_search`, `memory_add`, taking facts back and correcting them. Both rank the
 list the transcript's way (agent/memory/ranking.py: full text in the person's language, vectors when
-an embedder is on). With a graph on, its relation facts join, deduplicated against the list
-(agent/memory/graph.py); a forget or a correction changes the list, its search rows, the graph's
-edges and this process's caches at once. The profile is chosen from the same list
-(agent/memory/profile.py). Every call is scoped to one owner id.
+an embedder is on). With a graph on, it is searched beside the list and what it finds counts
+through the list's facts its edges point back to (agent/memory/graph.py); a forget or a correction
+changes the list, its search rows, the graph's edges and this process's caches at once. The
+profile is chosen from the same list (agent/memory/profile.py). Every call is scoped to one owner id.
 """
 
 from __future__ import annotations
@@ -28,14 +28,13 @@ from agent.core.errors import (
     UserForgottenError,
 )
 from agent.core.settings import Settings
-from agent.graph.base import EdgeFact, GroupLimits
+from agent.graph.base import EdgeFact, GroupLimits, ListedFact
 from agent.memory.corrections import Matched, end_facts, named_by
 from agent.memory.facts import FactAdded, FactHit
-from agent.memory.graph import GraphFacts, fact_line, joined
+from agent.memory.graph import GraphFacts, fact_line, through_list
 from agent.memory.grounding import dropped, ground_in_turn
 from agent.memory.ranking import Scored, cosines, rank_facts
 from agent.memory.units import FactUnits, Known
-from agent.memory.words import SAME_SHARE, Postings, similarity
 from agent.search.recall import Recall
 from db.repositories.dedupe import normalise_fact
 from db.repositories.facts import FactRepository
@@ -96,19 +95,20 @@ class Facts:
         exclude: frozenset[int],
         graph_limits: GroupLimits,
         now: datetime,
-    ) -> tuple[list[Scored], list[EdgeFact]]:
-        """The owner's facts for the query (hidden ones too when `hidden`), best first, and the graph's
-        that add to them: the query embedded once, the list and the graph searched side by side."""
+    ) -> tuple[list[Scored], list[Scored], list[EdgeFact]]:
+        """The owner's facts for the query (hidden ones too when `hidden`), best first; the held facts
+        the graph found beyond them; and the graph's other groups' facts: the query embedded once, the
+        list and the graph searched side by side."""
         vector = await self._query_vector(user_id, query)
         (known, ranked), found = await asyncio.gather(
             self._ranked(user_id, query, vector, limit=limit, hidden=hidden, exclude=exclude, now=now),
             self._graph_search(user_id, query, vector, limits=graph_limits, now=now),
         )
-        if not found:
-            return ranked, []
-        async with self.sessions() as session:
-            gone = [f.content for f in await FactRepository(session).taken_back(user_id)]
-        return ranked, joined(found, known.postings, Postings(gone, known.postings.language))
+        taken = {s.fact.id for s in ranked} | exclude
+        by_graph, others = through_list(
+            found, known, lambda f: (hidden or not f.hidden) and f.id not in taken
+        )
+        return ranked, [Scored(f, 0.0) for f in by_graph], others
 
     async def _ranked(
         self,
@@ -180,7 +180,7 @@ class Facts:
         same = self.graph.embedder is not None and self.graph.embedder is self.index.embedder
         shared = [float(value) for value in vector] if vector is not None and same else None
         try:
-            found = await self.graph.search(user_id, query, limits=limits, now=now, query_vector=shared)
+            found = await self.graph.search(user_id, query, limits=limits, now=now, vector=shared)
         except GraphOpeningError:
             return []  # the first seconds after a start: no graph facts yet, and nothing failed
         except GraphError as exc:
@@ -200,7 +200,7 @@ class Facts:
     ) -> list[str]:
         """The facts relevant to a message, as lines for the turn's note: from the list (never a
         hidden one, nor one in `exclude`, the profile's), then the graph's that add to it."""
-        ranked, extra = await self._found(
+        ranked, by_graph, others = await self._found(
             user_id,
             query,
             limit=limits.user,
@@ -211,7 +211,7 @@ class Facts:
             ),
             now=now,
         )
-        return [found_line(s) for s in ranked] + [fact_line(f) for f in extra]
+        return [found_line(s) for s in [*ranked, *by_graph]] + [fact_line(f) for f in others]
 
     async def search(self, user_id: int, query: str, *, limit: int, now: datetime) -> list[FactHit]:
         """memory_search: the facts matching the query, hidden ones too (the person asked), then the
@@ -223,7 +223,7 @@ class Facts:
                 FactHit(f.id, f.content, f.source, f.created_at.isoformat(timespec="minutes"), 0.0)
                 for f in newest
             ]
-        ranked, extra = await self._found(
+        ranked, by_graph, others = await self._found(
             user_id,
             query,
             limit=limit,
@@ -232,7 +232,9 @@ class Facts:
             graph_limits=GroupLimits(user=limit, relationship=max(1, limit // 2), persona=0),
             now=now,
         )
-        # The graph's facts keep a share of the places: the list would fill them all otherwise.
+        extra = [(f"graph:{f.group}", f.valid_at, 0, f.text) for f in others]
+        extra[:0] = [("graph:user", s.fact.created_at, s.fact.id, s.fact.content) for s in by_graph]
+        # The graph's finds keep a share of the places: the list would fill them all otherwise.
         room = max(limit - len(ranked), min(len(extra), max(1, limit // 4)))
         hits = [
             FactHit(
@@ -240,9 +242,9 @@ class Facts:
             )
             for s in ranked[: limit - min(room, len(extra))]
         ]
-        for rank, fact in enumerate(extra[:room], start=1):
-            since = fact.valid_at.isoformat(timespec="minutes") if fact.valid_at is not None else ""
-            hits.append(FactHit(0, fact.text, f"graph:{fact.group}", since, round(1.0 / rank, 3)))
+        for rank, (source, since, fact_id, text) in enumerate(extra[:room], start=1):
+            day = since.isoformat(timespec="minutes") if since is not None else ""
+            hits.append(FactHit(fact_id, text, source, day, round(1.0 / rank, 3)))
         return hits
 
     # --- changing ---------------------------------------------------------------------------------
@@ -286,19 +288,13 @@ class Facts:
                 await repository.revive(user_id, [fact.id], at)
             fact_id, text = fact.id, fact.content
         if created and self.graph is not None:
-            self.graph.add(user_id, text, at)
+            self.graph.add(user_id, ListedFact(fact_id, text, at, tuple(message_ids)))
         return FactAdded(fact_id, text, created > 0)
 
-    async def _named(self, user_id: int, sentence: str, *, now: datetime) -> list[Matched]:
-        """The held facts and graph edges a sentence names."""
+    async def _named(self, user_id: int, sentence: str) -> list[Matched]:
+        """The held facts a sentence names."""
         async with self.sessions() as session:
-            matched = named_by(sentence, await FactRepository(session).held(user_id))
-        if self.graph is not None:
-            edges = await self.graph.edges_saying(user_id, sentence, now=now)
-            matched += [
-                Matched(e.text, uuid=e.uuid) for e in edges if similarity(sentence, e.text) >= SAME_SHARE
-            ]
-        return matched
+            return named_by(sentence, await FactRepository(session).held(user_id))
 
     async def _end(
         self,
@@ -309,25 +305,24 @@ class Facts:
         at: datetime,
         superseded_by: int | None = None,
     ) -> int:
-        """End the matched facts and edges everywhere at once."""
+        """End the matched facts everywhere at once: the list, and the graph's edges standing on them."""
         ids = [m.fact_id for m in matched if m.fact_id is not None and m.fact_id != superseded_by]
         async with self.sessions() as session, session.begin():
             ended = await end_facts(
                 session, self.units, user_id, ids, reason=reason, at=at, superseded_by=superseded_by
             )
-        uuids = [m.uuid for m in matched if m.uuid]
-        if self.graph is not None and uuids:
-            ended += await self.graph.end(user_id, uuids, at)
+        if self.graph is not None:
+            self.graph.end(user_id, ids, at)
         self.changed(user_id)
         logger.info("facts taken back", extra={"user_id": user_id, "facts": ended})
         return ended
 
     async def take_back(self, user_id: int, sentence: str, *, reason: str, at: datetime) -> list[str]:
         """Forget the facts a sentence names ("has a cat"); what they said (each once)."""
-        matched = await self._named(user_id, sentence, now=at)
+        matched = await self._named(user_id, sentence)
         if matched:
             await self._end(user_id, matched, reason=reason, at=at)
-        return list(dict.fromkeys(m.text for m in matched))  # a saved fact and its graph edge say one thing
+        return list(dict.fromkeys(m.text for m in matched))
 
     async def correct(
         self,
@@ -342,9 +337,7 @@ class Facts:
         """Replace the facts `wrong` names by `right`: saved, and the old ones superseded by it (kept,
         with when and why) and their edges ended."""
         matched = [
-            m
-            for m in await self._named(user_id, wrong, now=at)
-            if normalise_fact(m.text) != normalise_fact(right)
+            m for m in await self._named(user_id, wrong) if normalise_fact(m.text) != normalise_fact(right)
         ]
         added = await self.add(
             user_id, right, conversation_id=conversation_id, at=at, message_ids=message_ids
@@ -356,15 +349,14 @@ class Facts:
         return list(dict.fromkeys(m.text for m in matched)), added
 
     async def forget_fact(self, user_id: int, fact_id: int, *, reason: str, at: datetime) -> str | None:
-        """Take back one held fact of the person (and the graph's edges that say it); its text, or
+        """Take back one held fact of the person (and the graph's edges standing on it); its text, or
         None when the person holds no such fact."""
         async with self.sessions() as session:
             fact = await FactRepository(session).held_one(user_id, fact_id)
             content = fact.content if fact is not None else None
         if content is None:
             return None
-        edges = [m for m in await self._named(user_id, content, now=at) if m.uuid]
-        await self._end(user_id, [Matched(content, fact_id=fact_id), *edges], reason=reason, at=at)
+        await self._end(user_id, [Matched(content, fact_id=fact_id)], reason=reason, at=at)
         return content
 
     def changed(self, user_id: int) -> None:

@@ -30,10 +30,8 @@ from agent.core.clock import ensure_utc
 from agent.core.errors import GraphOpeningError
 from agent.graph import STANDARD_LIMITS, EdgeFact, GraphError
 from agent.history.cache import ConversationHistories
-from agent.memory.graph import joined
 from agent.memory.listing import listing_of
 from agent.memory.service import Facts
-from agent.memory.words import Postings
 from agent.turn.conversations import conversation_expired
 from db.models import Conversation, User
 from db.repositories.conversations import ConversationRepository
@@ -173,7 +171,7 @@ class VoiceContext:
 
     async def graph_groups(self, user: User, now: datetime) -> tuple[dict[str, Any], str | None]:
         """What the bot knows about the person: the list's facts, the profile's first (hidden ones
-        and past plans left out), then, with a graph on, the graph's facts that add to the list."""
+        and past plans left out), and, with a graph on, its shared-history and persona facts."""
         limits = STANDARD_LIMITS
         listing = await listing_of(
             self.sessions, user.id, user.timezone, now=now, settings=self.facts.settings
@@ -199,12 +197,9 @@ class VoiceContext:
             # A memory failure degrades the context, never the call: the list answers alone.
             logger.warning("voice graph context failed", extra={"user_id": user.id, "error": repr(exc)})
             return groups, f"{type(exc).__name__}: {exc}"[:300]
-        held = Postings([f.content for f in listing.facts], user.language)
-        added = joined(found.all(), held, Postings([], user.language))
-        room = max(0, limits.user - len(current))
-        groups["user_facts"] += [_fact(f) for f in added if f.group == "user"][:room]
-        groups["relationship_episodes"] = [_fact(f) for f in added if f.group == "relationship"]
-        groups["persona_events"] = [_fact(f) for f in added if f.group == "persona"]
+        # The user group is a view of the list, which `user_facts` already shows.
+        groups["relationship_episodes"] = [_fact(f) for f in found.relationship]
+        groups["persona_events"] = [_fact(f) for f in found.persona]
         return groups, None
 
 

@@ -1,5 +1,6 @@
-"""`python -m bot reindex [--user KEY]`: rebuild the full-text and embedding indexes and re-embed the
-knowledge graph, with progress bars."""
+"""`python -m bot reindex [--user KEY] [--graph-from-facts]`: rebuild the full-text and embedding
+indexes and re-embed the knowledge graph, or write the graph again from the list of facts, with
+progress bars."""
 
 from __future__ import annotations
 
@@ -69,6 +70,48 @@ async def run_reindex(settings: Settings, *, user_key: str | None = None) -> int
             f"{graph.line}"
         )
         return graph.status
+    finally:
+        await engine.dispose()
+
+
+async def run_graph_rebuild(settings: Settings, *, user_key: str | None = None) -> int:
+    """Write each person's knowledge graph (every user, or one) again from their list of facts."""
+    from agent.core.errors import GraphError
+    from agent.graph import NullGraph
+    from agent.graph.setup import open_settings_graph
+    from agent.memory.graph import GraphFacts
+
+    await upgrade_to_head_async(settings.database_url)
+    engine = create_engine(settings.database_url)
+    sessions = session_factory(engine)
+    try:
+        async with sessions() as session:
+            users = UserRepository(session)
+            user = await users.by_key(user_key) if user_key is not None else None
+            if user_key is not None and user is None:
+                print(f"no user with key {user_key!r}", file=sys.stderr)
+                return 1
+            everyone = select(User.id).order_by(User.id)
+            ids = [user.id] if user is not None else list(await session.scalars(everyone))
+        clock = Clock()
+        graph = await open_settings_graph(settings, embedder=await open_embedder(settings), clock=clock)
+        if isinstance(graph, NullGraph):
+            print("the knowledge graph is off (or did not open): nothing rebuilt", file=sys.stderr)
+            return 1
+        timeout = settings.graph_search_timeout_seconds
+        facts = GraphFacts(graph, clock=clock, timeout_seconds=timeout, sessions=sessions)
+        written, failed = 0, 0
+        try:
+            for user_id in tqdm(ids, unit="user", desc="graph", file=sys.stderr):
+                try:
+                    written += await facts.rebuild(user_id)
+                except GraphError as exc:
+                    failed += 1
+                    print(f"user {user_id}: graph not rebuilt ({exc})", file=sys.stderr)
+        finally:
+            await graph.close()
+        print(f"knowledge graph rebuilt from the list of facts: {len(ids) - failed} user(s), {written} facts")
+        return 1 if failed else 0
     finally:
         await engine.dispose()
 

@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 
 from agent.core.settings import Settings
 from bench.fakes.embeddings_api import FakeEmbeddings
-from bot.cli.reindex import run_reindex
+from bot.cli.reindex import run_graph_rebuild, run_reindex
 from db.engine import create_engine, session_factory
 from db.migrate import schema_at_head, upgrade_to_head_async
 from db.models import SearchChunk
@@ -75,4 +75,19 @@ async def test_reindex_moves_every_vector_to_the_current_model(
         found = select(SearchChunk.embedder, SearchChunk.dimensions).distinct()
         spaces = (await session.execute(found)).all()
     assert spaces == [("openai:fake-embed", 12)]
+    await engine.dispose()
+
+
+async def test_graph_from_facts_refuses_a_graph_that_is_off_or_an_unknown_user(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'g.db'}"
+    await upgrade_to_head_async(url)
+    engine = create_engine(url)
+    await add_user(session_factory(engine), "cli:ann")
+    off = Settings(database_url=url, embedder="none", graph_backend="none", _env_file=None)
+    assert await run_graph_rebuild(off) == 1
+    assert "the knowledge graph is off" in capsys.readouterr().err
+    assert await run_graph_rebuild(off, user_key="cli:nobody") == 1
+    assert "no user with key 'cli:nobody'" in capsys.readouterr().err
     await engine.dispose()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import event, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from agent.core.clock import ensure_utc
+from agent.graph.base import ListedFact
 from bench.clock import FrozenClock
 from db.models import (
     Conversation,
@@ -19,6 +22,7 @@ from db.models import (
     UserFact,
 )
 from db.repositories.day_summaries import DAY_SUMMARY_NOTE
+from db.repositories.facts import FactRepository
 from jobs.context import JobContext
 from jobs.queue import requeue
 from jobs.registry import run_job
@@ -181,16 +185,22 @@ async def test_empty_conversation_is_processed_without_a_model_call(
 
 
 class RecordingGraph:
-    """Stands in for the knowledge graph at its boundary: records the episodes it is given."""
+    """Stands in for the knowledge graph at its boundary: records the list's facts it is given."""
 
     def __init__(self) -> None:
-        self.episodes: dict[str, dict[str, object]] = {}
+        self.facts: dict[int, tuple[int, ListedFact]] = {}
+        self.ended: list[int] = []
 
-    async def add_episode(self, **episode: object) -> None:
-        self.episodes[str(episode["source_id"])] = episode  # same source_id twice: stored once
+    async def add_facts(self, user_id: int, facts: Sequence[ListedFact]) -> None:
+        for fact in facts:
+            self.facts[fact.id] = (user_id, fact)  # the same fact twice: stored once, as the graph does
+
+    async def end_facts(self, user_id: int, fact_ids: Sequence[int], at: datetime) -> int:
+        self.ended += fact_ids
+        return len(fact_ids)
 
 
-async def test_graph_stage_sends_three_groups_with_stable_source_ids(
+async def test_graph_stage_sends_the_lists_facts_with_their_ids_and_messages_and_nothing_else(
     ctx: JobContext, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
 ) -> None:
     user_id, conversation_id = await seed_conversation(sessions, start=clock.now(), texts=TEXTS)
@@ -199,15 +209,15 @@ async def test_graph_stage_sends_three_groups_with_stable_source_ids(
     await run_job("postprocess", ctx)
     await run_job("postprocess", ctx, conversation_id=conversation_id)
 
-    source = f"conversation:{conversation_id}"
-    assert set(graph.episodes) == {f"{source}:user", f"{source}:relationship", f"{source}:persona"}
-    user = graph.episodes[f"{source}:user"]
-    assert (user["user_id"], user["group"], user["body"]) == (
-        user_id,
-        "user",
-        "Ana lives in Lisbon\nAna plays the cello",
-    )
-    assert user["reference_time"] == clock.now() + timedelta(minutes=3)
+    async with sessions() as session:
+        held = await FactRepository(session).held(user_id)
+    # The facts the list holds, by their ids and messages: no summary, key moment or thought.
+    assert {f.content for f in held} == {"Ana lives in Lisbon", "Ana plays the cello"}
+    assert {i: (owner, f.text, f.message_ids) for i, (owner, f) in graph.facts.items()} == {
+        f.id: (user_id, f.content, tuple(f.message_ids)) for f in held
+    }
+    assert {ensure_utc(f.at) for _, f in graph.facts.values()} == {clock.now() + timedelta(minutes=3)}
+    assert graph.ended == []
 
 
 async def test_facts_are_stored_with_the_messages_they_come_from(

@@ -15,6 +15,7 @@ from agent.graph import (
     STANDARD_LIMITS,
     EdgeFact,
     GraphResults,
+    ListedFact,
     NullGraph,
     group_id,
     limits_for_budget,
@@ -67,8 +68,8 @@ async def test_backend_none_remembers_nothing_and_never_fails(clock: FrozenClock
     graph = await open_graph("none", url=None, path="unused", llm_client=None, embedder=None, clock=clock)
     assert isinstance(graph, NullGraph)
 
-    await graph.add_episode(1, "user", "c1", "I live in Paris.", NOW, "c1")
-    await graph.add_fact(1, "I live in Paris.", NOW)
+    await graph.add_facts(1, [ListedFact(1, "I live in Paris.", NOW)])
+    assert await graph.end_facts(1, [1], NOW) == 0
     results = await graph.search(1, "Paris", limits=FULL_LIMITS, now=NOW)
     await graph.forget_user(1)
     exported = await graph.export_user(1)

@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from agent.account.users import get_or_create_user
 from agent.core.errors import UserForgottenError
 from agent.core.settings import Settings
-from agent.graph import GROUPS, group_id, open_graph
+from agent.graph import GROUPS, ListedFact, group_id, open_graph
 from agent.graph.graphiti_backend import GraphitiGraph
 from agent.search.embeddings import InputType, Vectors
 from agent.turn.transcript import Incoming
@@ -173,6 +173,9 @@ async def test_forget_during_the_graph_stage_and_an_embedding_pass_leaves_nothin
     ana, _ = await seed_conversation(
         runtime.sessions, start=clock.now(), texts=[f"I sail to {SECRET}", "Lovely"], user_key="cli:ana"
     )
+    # A similar fact already in her group: the new one is checked against it by graphiti's model
+    # (a group's first fact is written without any model call), which the gate holds.
+    await graph.add_facts(ana, [ListedFact(10_000, "Ana sails to Crete every summer", clock.now())])
     postprocess = asyncio.create_task(run_job("postprocess", runtime.jobs))
     await asyncio.wait_for(graph_gate.entered.wait(), 30)
     # A new turn of Ana: its reply is sent, its embedding pass is held at the embedder.
@@ -203,7 +206,7 @@ async def test_forget_during_the_graph_stage_and_an_embedding_pass_leaves_nothin
 
     # Nothing can write for Ana again: not a retry of the graph stage, not an embedding pass.
     with pytest.raises(UserForgottenError):
-        await runtime.jobs.graph.add_episode(ana, "user", "late", f"{SECRET}", clock.now(), "late:1")
+        await runtime.jobs.graph.add_facts(ana, [ListedFact(1, SECRET, clock.now())])
     with pytest.raises(UserForgottenError):
         await runtime.recall.index_user(ana, now=clock.now())
     assert await _graph_traces(graph, ana) == {"graphs": 0, "nodes": 0, "edges": 0, "mentions": 0}
@@ -222,7 +225,7 @@ async def test_forget_during_a_memory_add_graph_write_leaves_nothing(
     ana, _ = await get_or_create_user(runtime.sessions, key="cli:ana", now=clock.now(), timezone="UTC")
     # A similar fact already in the group: the new one is checked against it by graphiti's model
     # (a group's first fact is written without any model call), which the gate holds.
-    await graph.add_fact(ana.id, "Sails to Crete every summer", clock.now())
+    await graph.add_facts(ana.id, [ListedFact(10_000, "Sails to Crete every summer", clock.now())])
     gated.chat.tool_calls = [("memory_add", {"fact": f"Sails to {SECRET} every summer"})]
     result = await runtime.turns.reply(
         Incoming(owner=ana.id, text=f"Remember that I sail to {SECRET}", sent_at=clock.now())

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from graphiti_core.llm_client.errors import RateLimitError
 
-from agent.graph import GROUPS, STANDARD_LIMITS, GraphError, GroupLimits, group_id
+from agent.graph import GROUPS, STANDARD_LIMITS, GraphError, GroupLimits, ListedFact, group_id
 from agent.graph.graphiti_backend import GraphitiGraph
 from agent.graph.records import rows
 from bench.fakes.graph_llm import ScriptedCall, ScriptedLLMClient
@@ -150,7 +150,7 @@ async def test_forget_user_leaves_no_node_or_edge_of_that_user(graph: GraphitiGr
         await graph.add_episode(user, "user", "c1", "I work at Acme. I love Sushi.", T0, "c1")
         await graph.add_episode(user, "relationship", "c1", "We joked about the Mug.", T0, "c1")
         await graph.add_episode(user, "persona", "e1", "Nikita visited Lisbon.", T0, "e1")
-        await graph.add_fact(user, "My sister is called Anna.", T0)
+        await graph.add_facts(user, [ListedFact(1, "My sister is called Anna.", T0)])
 
     await graph.forget_user(7)
 
@@ -176,7 +176,7 @@ async def test_forget_user_leaves_no_node_or_edge_of_that_user(graph: GraphitiGr
 
 async def test_export_user_lists_episodes_facts_and_entities(graph: GraphitiGraph) -> None:
     await graph.add_episode(7, "user", "c1", "I work at Acme.", T0, "conv-1")
-    await graph.add_fact(7, "I love Sushi.", T0 + timedelta(days=1))
+    await graph.add_facts(7, [ListedFact(1, "I love Sushi.", T0 + timedelta(days=1))])
 
     exported = await graph.export_user(7)
 

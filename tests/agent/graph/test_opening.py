@@ -17,7 +17,7 @@ from agent.account.users import get_or_create_user
 from agent.core.errors import ConfigurationError, GraphOpeningError
 from agent.core.settings import Settings
 from agent.graph import STANDARD_LIMITS, EdgeFact, GraphError, GraphResults, NullGraph
-from agent.graph.base import Group, GroupLimits
+from agent.graph.base import GroupLimits, ListedFact, Vector
 from agent.graph.opening import OpeningGraph
 from agent.graph.setup import settings_graph_opener
 from agent.memory.graph import GraphFacts
@@ -37,10 +37,11 @@ class OpenedGraph:
         self.episodes: list[str] = []
         self.closed = False
 
-    async def add_fact(self, user_id: int, text: str, reference_time: datetime) -> None:
-        """Nothing to record."""
+    async def add_facts(self, user_id: int, facts: Sequence[ListedFact]) -> None:
+        """Record the facts."""
+        self.episodes += [f"fact:{fact.id}" for fact in facts]
 
-    async def invalidate_facts(self, user_id: int, uuids: Sequence[str], at: datetime) -> int:
+    async def end_facts(self, user_id: int, fact_ids: Sequence[int], at: datetime) -> int:
         """Nothing to end."""
         return 0
 
@@ -51,28 +52,8 @@ class OpenedGraph:
         """Nothing to export."""
         return {}
 
-    async def add_episode(
-        self,
-        user_id: int,
-        group: Group,
-        name: str,
-        body: str,
-        reference_time: datetime,
-        source_id: str,
-        *,
-        facts: Sequence[str] | None = None,
-    ) -> None:
-        """Record the episode."""
-        self.episodes.append(source_id)
-
     async def search(
-        self,
-        user_id: int,
-        query: str,
-        *,
-        limits: GroupLimits,
-        now: datetime,
-        query_vector: Sequence[float] | None = None,
+        self, user_id: int, query: str, *, limits: GroupLimits, now: datetime, vector: Vector | None = None
     ) -> GraphResults:
         """One fact about the person."""
         return GraphResults(
@@ -105,17 +86,18 @@ async def test_reads_go_on_without_the_graph_while_it_opens_and_writes_wait_for_
     enrichment = GraphFacts(graph, clock=FrozenClock(current=T0), timeout_seconds=1, sessions=sessions)
     facts = Facts(settings, recall, units=units, graph=enrichment)
     user, _ = await get_or_create_user(sessions, key="cli:cello", now=T0, timezone="UTC")
-    await facts.add(user.id, "Plays the cello", conversation_id=None, at=T0)
+    added = await facts.add(user.id, "Plays the cello", conversation_id=None, at=T0)
     assert [hit.content for hit in await facts.search(user.id, "cello", limit=5, now=T0)] == [
         "Plays the cello"
     ]
     assert "WARNING" not in [r.levelname for r in caplog.records]
-    writing = asyncio.create_task(graph.add_episode(1, "user", "c1", "I play the cello.", T0, "c1"))
+    writing = asyncio.create_task(graph.add_facts(1, [ListedFact(99, "I play the cello.", T0)]))
     await asyncio.sleep(0.05)
-    assert not writing.done() and inner.episodes == []  # waiting for the opening
+    assert not writing.done() and inner.episodes == []  # waiting for the opening, as the saved fact's
     may_open.set()
     await writing
-    assert inner.episodes == ["c1"] and graph.is_open
+    await enrichment.drain()
+    assert sorted(inner.episodes) == sorted(["fact:99", f"fact:{added.fact_id}"]) and graph.is_open
     found = await enrichment.search(1, "cello", limits=STANDARD_LIMITS, now=T0)
     assert [f.text for f in found.all()] == ["plays the cello"]
     await graph.close()
@@ -147,7 +129,7 @@ async def test_a_graph_that_fails_to_open_is_off(caplog: pytest.LogCaptureFixtur
     assert "knowledge graph off" in caplog.text
     with pytest.raises(GraphError, match="off"):
         await graph.search(1, "cello", limits=STANDARD_LIMITS, now=T0)
-    await graph.add_episode(1, "user", "c1", "I play the cello.", T0, "c1")  # nothing to write to
+    await graph.add_facts(1, [ListedFact(1, "I play the cello.", T0)])  # nothing to write to
     await graph.close()
 
 

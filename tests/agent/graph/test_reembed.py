@@ -18,7 +18,7 @@ from pydantic_ai.models import override_allow_model_requests
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.settings import Settings
-from agent.graph import STANDARD_LIMITS, group_id, open_graph
+from agent.graph import STANDARD_LIMITS, ListedFact, group_id, open_graph
 from agent.graph.connect import GraphConnection, open_connection
 from agent.graph.graphiti_backend import GraphitiGraph
 from agent.graph.records import rows
@@ -136,8 +136,8 @@ async def test_a_new_embedder_leaves_graph_vectors_aside_until_reindex_moves_the
     first = settings_for(tmp_path, graph_location, embedder="minilm")
     minilm = await embedder_of(first)
     graph = await open_with(first, minilm, clock)
-    await graph.add_fact(ann, "I keep bees in the orchard", T0)
-    await graph.add_fact(bob, "I keep bees on the roof of the garage", T0)
+    await graph.add_facts(ann, [ListedFact(1, "I keep bees in the orchard", T0)])
+    await graph.add_facts(bob, [ListedFact(2, "I keep bees on the roof of the garage", T0)])
     await graph.close()
 
     # A start with another model (another width): the log names the reindex, vectors are left aside,
@@ -161,7 +161,7 @@ async def test_a_new_embedder_leaves_graph_vectors_aside_until_reindex_moves_the
     found = await graph.search(ann, "bees orchard", limits=STANDARD_LIMITS, now=NOW)
     assert [fact.text for fact in found.user] == ["I keep bees in the orchard"]
     assert leaves_vectors_aside((await graph.graphiti_for(ann_gid)).driver)
-    await graph.add_fact(ann, "I sold my bees to a neighbour", T0.replace(day=6))
+    await graph.add_facts(ann, [ListedFact(3, "I sold my bees to a neighbour", T0.replace(day=6))])
     await graph.close()
 
     # Ann's reindex moves her groups to the new model; Bob's rows are not touched.
@@ -199,7 +199,7 @@ async def test_a_group_without_a_record_is_taken_as_the_current_models_and_recor
     open_graph: GraphFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     graph = await open_graph()
-    await graph.add_fact(7, "I keep bees in the orchard", T0)
+    await graph.add_facts(7, [ListedFact(1, "I keep bees in the orchard", T0)])
     gid = group_id(7, "user")
     scope = await graph.graphiti_for(gid)
     assert await read_space(scope.driver, gid) == ("hashing", 384)  # recorded at the group's creation

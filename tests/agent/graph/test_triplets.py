@@ -12,7 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
-from agent.graph import STANDARD_LIMITS, GraphError, group_id
+from agent.graph import STANDARD_LIMITS, GraphError, ListedFact, group_id
 from agent.graph.graphiti_backend import GraphitiGraph
 from agent.graph.records import rows
 from agent.memory.graph import GraphFacts
@@ -118,8 +118,8 @@ async def test_a_rerun_after_a_failure_completes_without_duplicates(open_graph: 
 
 
 async def test_memory_add_writes_one_fact_and_users_stay_apart(graph: GraphitiGraph) -> None:
-    await graph.add_fact(7, "My sister is called Anna.", T0)
-    await graph.add_fact(8, "My brother is called Ben.", T0)
+    await graph.add_facts(7, [ListedFact(1, "My sister is called Anna.", T0)])
+    await graph.add_facts(8, [ListedFact(2, "My brother is called Ben.", T0)])
 
     mine = await graph.search(7, "sister brother Anna Ben", limits=STANDARD_LIMITS, now=NOW)
     theirs = await graph.search(8, "sister brother Anna Ben", limits=STANDARD_LIMITS, now=NOW)
@@ -132,9 +132,9 @@ async def test_a_memory_add_graph_write_counts_towards_the_users_usage(
 ) -> None:
     user, _ = await get_or_create_user(sessions, key="cli:ana", now=clock.now(), timezone="UTC")
     store = GraphFacts(graph, clock=clock, timeout_seconds=5, sessions=sessions)
-    store.add(user.id, "I sail to Crete every summer", T0)
+    store.add(user.id, ListedFact(1, "I sail to Crete every summer", T0))
     await store.drain()
-    store.add(user.id, "I sail to Rhodes every summer", T0 + timedelta(days=1))
+    store.add(user.id, ListedFact(2, "I sail to Rhodes every summer", T0 + timedelta(days=1)))
     await store.drain()
 
     async with sessions() as session:

@@ -1,7 +1,7 @@
-"""The graph wired into the bot as an enrichment of the one list: post-processing writes it, its
-relation facts join what is recalled for a message and what the tools find, deduplicated against the
-list, /forget removes it. Real embedded FalkorDB, graphiti's LLM scripted, the chat model a
-FunctionModel."""
+"""The graph wired into the bot as a view of the one list: post-processing writes the list's facts
+into it, each edge pointing back to its fact and messages, what it finds counts through the list in
+what is recalled for a message and what the tools find, /forget removes it, and it is rebuilt from
+the list. Real embedded FalkorDB, graphiti's LLM scripted, the chat model a FunctionModel."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from agent.account.forget import export_user, forget_user
 from agent.account.users import get_or_create_user
 from agent.context.facts import STANDARD
 from agent.core.settings import Settings
-from agent.graph import GROUPS, STANDARD_LIMITS, NullGraph, group_id, open_graph
+from agent.graph import GROUPS, STANDARD_LIMITS, ListedFact, NullGraph, group_id, open_graph
 from agent.graph.graphiti_backend import GraphitiGraph
 from agent.graph.guarded import GuardedGraph
 from agent.history.turn_notes import turn_note
@@ -38,6 +38,7 @@ from bench.clock import FrozenClock
 from bench.fakes.graph_llm import ScriptedLLMClient
 from bench.fakes.hashing_embedder import HashingEmbedder
 from bot.runtime import Runtime, build_runtime
+from db.repositories.facts import FactRepository
 from jobs.registry import run_job
 from tests.jobs.conftest import ScriptedSummaries, extraction_reply, seed_conversation
 
@@ -115,13 +116,15 @@ async def open_runtime(
 async def postprocessed_user(
     runtime: Runtime, scripted: ScriptedSummaries, clock: FrozenClock, key: str, facts: list[str]
 ) -> int:
-    """A user with one closed conversation that post-processing turned into graph episodes."""
+    """A user with one closed conversation whose facts post-processing wrote into the graph: an
+    episode per fact of the list, and nothing in the other two groups."""
     scripted.extraction = extraction_reply(user_facts=facts)
     user_id, _ = await seed_conversation(runtime.sessions, start=clock.now(), texts=TEXTS, user_key=key)
     counts = await run_job("postprocess", runtime.jobs)
     assert (counts["processed"], counts["failed"]) == (1, 0)
     written = (await runtime.graph.export_user(user_id))["groups"]
-    assert len(written["user"]["episodes"]) == len(written["relationship"]["episodes"]) == 1
+    assert len(written["user"]["episodes"]) == len(facts)
+    assert written["relationship"]["episodes"] == written["persona"]["episodes"] == []
     return user_id
 
 
@@ -132,23 +135,59 @@ async def test_post_processed_episodes_reach_the_model_through_the_memory_tier(
     chat, scripted = Chat(), ScriptedSummaries()
     runtime = await open_runtime(chat, scripted)
     # The graph stage writes through the /forget guard.
-    assert isinstance(runtime.jobs.graph, GuardedGraph) and runtime.jobs.graph.graph is runtime.graph
+    assert isinstance(runtime.jobs.graph, GuardedGraph) and runtime.jobs.graph.wrapped is runtime.graph
     assert [s.name for s in runtime.data_stores][-1] == "knowledge_graph"
     user_id = await postprocessed_user(runtime, scripted, clock, "cli:ana", ["Ana lives in Lisbon"])
+
+    # The edge points back to the list's fact, whose episode names the messages it stands on.
+    async with runtime.sessions() as session:
+        (fact,) = await FactRepository(session).held(user_id)
+    found = await runtime.graph.search(user_id, "Lisbon", limits=STANDARD_LIMITS, now=clock.now())
+    assert [(f.text, f.fact_ids) for f in found.user] == [("Ana lives in Lisbon", (fact.id,))]
+    (episode,) = (await runtime.graph.export_user(user_id))["groups"]["user"]["episodes"]
+    messages = ",".join(str(m) for m in fact.message_ids)
+    assert (episode["name"], episode["content"]) == (f"fact:{fact.id} messages:{messages}", fact.content)
 
     clock.advance(timedelta(days=2))
     await runtime.turns.reply(
         Incoming(owner=user_id, text="Remember my concert? And that I live in Lisbon?", sent_at=clock.now())
     )
 
-    # The fact is in the profile, read from the one list; the graph's copy of it is not repeated.
-    about, note = chat.instructions[0].split("What you remember:", 1)
+    # The fact is in the profile, read from the one list; what the graph found is that same fact.
+    about, _, note = chat.instructions[0].partition("What you remember:")
     assert "- Ana lives in Lisbon" in about.split("<about_them>", 1)[1].split("</about_them>", 1)[0]
     assert "Lisbon" not in note
-    # The conversation's episode went to the relationship group, labelled as shared history.
-    assert "together: Ana talked about her concert on Friday" in note
+    assert "together:" not in note  # the summary stays in the day summaries, not in the graph
     report = await memory_report(runtime.sessions, user_id, clock.now())
     assert "- Ana lives in Lisbon" in report
+
+
+@pytest.mark.process
+async def test_the_graph_is_rebuilt_from_the_list(open_runtime: OpenRuntime, clock: FrozenClock) -> None:
+    chat, scripted = Chat(), ScriptedSummaries()
+    runtime = await open_runtime(chat, scripted)
+    user_id = await postprocessed_user(
+        runtime, scripted, clock, "cli:ana", ["Ana lives in Lisbon", "Ana plays the cello"]
+    )
+    facts = runtime.facts
+    assert facts is not None and facts.graph is not None
+    graph = runtime.graph
+    assert isinstance(graph, GraphitiGraph)
+    # What the list does not hold: a fact of no row, and a copy of a conversation's summary.
+    await graph.add_facts(user_id, [ListedFact(9999, "Ana has a dog", clock.now())])
+    await graph.add_episode(user_id, "relationship", "c", "-", clock.now(), "c:1", facts=["We joked"])
+
+    assert await facts.graph.rebuild(user_id) == 2
+    exported = (await graph.export_user(user_id))["groups"]
+    assert sorted(e["content"] for e in exported["user"]["episodes"]) == [
+        "Ana lives in Lisbon",
+        "Ana plays the cello",
+    ]
+    assert sorted(f["fact"] for f in exported["user"]["facts"]) == [
+        "Ana lives in Lisbon",
+        "Ana plays the cello",
+    ]
+    assert exported["relationship"]["facts"] == []
 
 
 @pytest.mark.process
@@ -177,7 +216,7 @@ async def test_a_later_fact_replaces_an_earlier_one_in_the_memory_tier(
     # The graph ended the earlier edge: what it adds to recall never brings Paris back.
     assert any("I moved to Berlin" in f.text for f in found.user)
     assert not any("Paris" in f.text for f in found.all())
-    note = chat.instructions[0].split("What you remember:", 1)[-1]
+    note = chat.instructions[0].partition("What you remember:")[2]
     assert "Paris" not in note
     # The list holds both until consolidation supersedes the earlier one (jobs/consolidate):
     # the profile reads the list, never the graph's version of it.

@@ -1,6 +1,6 @@
 """The facts recalled for a message and found by memory_search: the transcript's ranking over the one
-list, in the person's language, with vectors when an embedder is on, and the graph's facts joined
-only where they add to the list."""
+list, in the person's language, with vectors when an embedder is on, and what the graph finds counted
+through the list's facts its edges point back to."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from agent.account.users import get_or_create_user
 from agent.context.facts import STANDARD
 from agent.core.settings import Settings
 from agent.graph.base import EdgeFact
-from agent.memory.graph import joined
+from agent.memory.graph import through_list
 from agent.memory.service import Facts
-from agent.memory.units import KIND_FACT_CHUNK, FactUnits
+from agent.memory.units import KIND_FACT_CHUNK, FactUnits, Known, KnownFact
 from agent.memory.words import Postings
 from agent.search.language import set_language
 from agent.search.recall import Recall
@@ -79,23 +79,30 @@ async def test_a_persons_facts_are_matched_in_their_language(
     assert [h.content for h in await facts.search(lea, "violons", limit=5, now=NOW)] == ["Léa joue du violon"]
 
 
-def test_the_graph_adds_only_what_the_list_does_not_say() -> None:
-    def edge(text: str) -> EdgeFact:
-        return EdgeFact("user", text, None, None, uuid=text)
+def test_the_graph_counts_through_the_facts_its_edges_point_back_to() -> None:
+    def fact(fact_id: int, text: str, *, hidden: bool = False) -> KnownFact:
+        return KnownFact(fact_id, text, (), hidden, None, NOW, str(fact_id))
 
-    held = Postings(["Ana lives in Lisbon", "Ana plays the cello"], None)
-    taken_back = Postings(["Ana has a cat named Miso"], None)
+    known = Known(
+        (0, 0, "", 0, 0, ""),
+        (
+            fact(1, "Ana lives in Lisbon"),
+            fact(2, "Ana met Bo at the concert"),
+            fact(3, "Ana dislikes figs", hidden=True),
+        ),
+        Postings([], None),
+    )
     found = [
-        edge("Ana lives in Lisbon."),  # the list's own fact
-        edge("Ana has a cat named Miso"),  # taken back: never brought back by the graph
-        edge("Ana met Bo at the concert"),
-        edge("Ana met Bo at the concert."),  # the graph's own duplicate
+        EdgeFact("user", "Ana lives in Lisbon.", None, None, fact_ids=(1,)),  # ranked by the list already
+        EdgeFact("user", "Ana has a cat named Miso", None, None, fact_ids=(4,)),  # taken back: not held
+        EdgeFact("user", "Ana met Bo at the concert.", None, None, fact_ids=(2,)),
+        EdgeFact("user", "Ana met Bo", None, None, fact_ids=(2, 3)),  # the same fact once; 3 is hidden
+        EdgeFact("user", "an edge of no fact", None, None),
         EdgeFact("relationship", "We laughed about the broken tram", None, None),
     ]
-    assert [f.text for f in joined(found, held, taken_back)] == [
-        "Ana met Bo at the concert",
-        "We laughed about the broken tram",
-    ]
+    listed, others = through_list(found, known, lambda f: not f.hidden and f.id != 1)
+    assert [f.content for f in listed] == ["Ana met Bo at the concert"]  # the list's words
+    assert [f.text for f in others] == ["We laughed about the broken tram"]
 
 
 async def test_a_recall_embeds_the_new_facts_not_the_transcripts_backlog(

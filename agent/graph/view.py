@@ -1,0 +1,87 @@
+"""The user group as a view of the list of facts: an episode per fact, edges pointing back to it.
+
+Each fact of the list (`user_facts`) is written as an episode of its own, whose stable id derives
+from the fact's id (`fact:<id>`) and whose name also carries the person's messages the fact stands
+on (`fact:12 messages:40,41`). The fact's edge lists that episode in `episodes`, graphiti's own link
+from an edge to what it was learned from, which graphiti keeps when it folds a repeated fact into an
+existing edge (the episode is appended), so an edge reaches every fact that says it. An edge's
+attributes would not: graphiti drops the new edge's attributes when it finds a duplicate.
+
+Reads map an edge back to its facts through those episodes; taking a fact back removes its episode
+from the edges and ends the edges that stand on nothing else, so the graph follows the list and can
+be rebuilt from it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from graphiti_core.driver.driver import GraphDriver
+
+from agent.graph.base import ListedFact
+from agent.graph.records import rows
+
+_FACT = re.compile(r"^fact:(\d+)\b")
+_EPISODE_NAMES = """
+MATCH (e:Episodic) WHERE e.uuid IN $uuids
+RETURN e.uuid AS uuid, e.name AS name
+"""
+_STANDING_ON = """
+MATCH ()-[r:RELATES_TO]->()
+WHERE r.group_id = $gid AND r.expired_at IS NULL AND any(u IN r.episodes WHERE u IN $uuids)
+RETURN r.uuid AS uuid, r.episodes AS episodes
+"""
+_KEEP = "MATCH ()-[r:RELATES_TO]->() WHERE r.uuid = $uuid SET r.episodes = $episodes"
+_END = (
+    "MATCH ()-[r:RELATES_TO]->() WHERE r.uuid = $uuid "
+    "SET r.episodes = $episodes, r.invalid_at = $at, r.expired_at = $at"
+)
+
+
+def fact_source(fact_id: int) -> str:
+    """The source id of a fact's episode (its stable id derives from it)."""
+    return f"fact:{fact_id}"
+
+
+def fact_name(fact: ListedFact) -> str:
+    """The episode's name: the fact and the messages it stands on."""
+    return f"{fact_source(fact.id)} messages:{','.join(str(m) for m in fact.message_ids)}"
+
+
+async def fact_ids_of(driver: GraphDriver, episodes: Iterable[str]) -> dict[str, int]:
+    """The list's fact id behind each of these episodes (episodes of no fact are left out)."""
+    uuids = sorted(set(episodes))
+    if not uuids:
+        return {}
+    found: dict[str, int] = {}
+    for row in await rows(driver, _EPISODE_NAMES, uuids=uuids):
+        if (match := _FACT.match(str(row["name"] or ""))) is not None:
+            found[str(row["uuid"])] = int(match.group(1))
+    return found
+
+
+def facts_behind(episodes: Sequence[str], ids: dict[str, int]) -> tuple[int, ...]:
+    """An edge's facts, in the order its episodes came."""
+    return tuple(dict.fromkeys(ids[e] for e in episodes if e in ids))
+
+
+async def end_standing_on(driver: GraphDriver, gid: str, episodes: Sequence[str], at: datetime) -> int:
+    """Take these episodes out of the group's current edges; an edge left standing on none ends at `at`.
+    How many ended."""
+    gone = set(episodes)
+    ended = 0
+    for row in await rows(driver, _STANDING_ON, gid=gid, uuids=sorted(gone)):
+        kept = [e for e in _as_list(row["episodes"]) if e not in gone]
+        if kept:
+            await driver.execute_query(_KEEP, uuid=row["uuid"], episodes=kept)
+        else:
+            await driver.execute_query(_END, uuid=row["uuid"], episodes=kept, at=at)
+            ended += 1
+    return ended
+
+
+def _as_list(value: Any) -> list[str]:
+    return [str(item) for item in value] if isinstance(value, list | tuple) else []
