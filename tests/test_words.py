@@ -75,9 +75,6 @@ NOT_YET_RENAMED: dict[tuple[str, str], int] = {
     # FunctionFacts and `facts=`.
     ("agent/context/recall.py", "recall for the facts tier"): 6,
     ("agent/context/builder.py", "recall for the facts tier"): 1,
-    ("agent/graph/fast_search.py", "recall for the facts tier"): 1,  # "the facts tier's read path"
-    ("agent/graph/opening.py", "recall for the facts tier"): 1,  # "the facts tier has no lines"
-    ("agent/memory/graph.py", "recall for the facts tier"): 1,  # "the facts found for a message"
 }
 
 

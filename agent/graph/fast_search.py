@@ -1,4 +1,4 @@
-"""The recall tier's read path on FalkorDB: one query per group, ranked in process.
+"""The facts tier's read path on FalkorDB: one query per group, ranked in process.
 
 graphiti's edge search on FalkorDB computes the cosine of the query against every edge of the group
 (no vector index is used) and runs BM25 as a second query, then loads each hit with all its

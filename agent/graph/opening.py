@@ -3,7 +3,7 @@
 Opening the graph imports graphiti, may start the embedded database's server and builds indices:
 a second or more, and longer on a graph server that is slow to answer. The runtime opens it after
 the process takes updates (bot/runtime.py). Until it is open, a search raises `GraphOpeningError`
-(a `GraphError`): the recall tier has no lines and the fact search reads the saved facts,
+(a `GraphError`): the facts tier has no lines and the fact search reads the saved facts,
 without a warning. Writes, /forget and /export wait for the opening (a minute at most, then they
 fail as on a graph that does not answer). A graph that does not open is off from then on, as at
 any start.

@@ -2,7 +2,7 @@
 
 With GRAPH_BACKEND set, the graph is searched beside the list, and what it finds in the user group
 counts through the list's facts its edges point back to (agent/graph/view.py): a held fact the
-list's own ranking missed joins the facts recalled for a message and those `memory_search` finds,
+list's own ranking missed joins the facts found for a message and those `memory_search` finds,
 with the list's words; an edge whose facts the person took back or hid shows nothing. A fact saved
 goes to the list first and to the graph in the background; taking a fact back ends the edges that
 stand on it alone; `rebuild` writes a person's graph again from the list. A graph that is slow or
