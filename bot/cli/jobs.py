@@ -19,7 +19,7 @@ from bot.preflight import check_database
 from db.engine import create_engine, session_factory
 from db.migrate import upgrade_unless_at_head
 from jobs.context import build_job_context
-from jobs.registry import run_job
+from jobs.registry import JOB_ALIASES, run_job
 
 # The model settings each job calls (a job left out here is checked for both): the others run without
 # a model key. Touchpoints are written by the chat model, with the summary model's compaction.
@@ -48,14 +48,15 @@ async def run_jobs_command(
 ) -> int:
     """Run the job against DATABASE_URL (migrated first, as the bot's start does) and print its
     counts as JSON."""
+    name = JOB_ALIASES.get(name, name)
     for setting in MODELS_USED.get(name, ("summary_model", "model")):
         build_model(getattr(settings, setting), settings, setting=setting.upper())  # a missing key: one line
     if name == "touchpoints":
-        settings.require("telegram_bot_token")  # follow-ups are sent with the bot's token
+        settings.require("telegram_bot_token")  # touchpoints are sent with the bot's token
     await check_database(settings)  # an unreachable database named by its host, in one line
     await upgrade_unless_at_head(settings.database_url)
     engine = create_engine(settings.database_url)
-    # Post-processing writes graph episodes and `forget` finishes deleting them;
+    # Post-processing writes the graph's facts and `forget` finishes deleting them;
     # the other jobs never touch the graph.
     graph = (
         await open_settings_graph(
