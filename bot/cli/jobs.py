@@ -48,8 +48,7 @@ async def run_jobs_command(
 ) -> int:
     """Run the job against DATABASE_URL (migrated first, as the bot's start does) and print its
     counts as JSON."""
-    name = JOB_ALIASES.get(name, name)
-    for setting in MODELS_USED.get(name, ("summary_model", "model")):
+    for setting in MODELS_USED.get(JOB_ALIASES.get(name, name), ("summary_model", "model")):
         build_model(getattr(settings, setting), settings, setting=setting.upper())  # a missing key: one line
     if name == "touchpoints":
         settings.require("telegram_bot_token")  # touchpoints are sent with the bot's token
