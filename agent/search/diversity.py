@@ -36,7 +36,6 @@ _SUMMARY_WORDS = {
 # a progress over time), besides a summary.
 _ACROSS_WORDS = {
     "en": (
-        "across",
         "throughout",
         "over time",
         "over the past",
@@ -46,8 +45,8 @@ _ACROSS_WORDS = {
         "evolv",
         "timeline",
     ),
-    "fr": ("au fil", "tout au long", "à travers", "ordre", "progress", "évolu"),
-    "es": ("a lo largo", "a través", "orden", "progres", "evolu"),
+    "fr": ("au fil", "tout au long", "ordre", "progress", "évolu"),
+    "es": ("a lo largo", "orden", "progres", "evolu"),
     "de": ("im laufe", "reihenfolge", "fortschritt", "entwickelt"),
     "it": ("nel corso", "ordine", "progress", "evolu"),
     "pt": ("ao longo", "ordem", "progress", "evolu"),
@@ -59,14 +58,33 @@ _ACROSS_WORDS = {
 }
 
 
-def _pattern(language: str, words: tuple[str, ...]) -> re.Pattern[str]:
+# "Across" spans anything ("consistent across all comparisons"): it asks across the conversations
+# only when one of their words follows within a few words ("across my sessions").
+_ACROSS_THE_CONVERSATIONS = {
+    "en": (
+        "across",
+        ("conversation", "session", "chat", "discussion", "request", "question", "message", "talk"),
+    ),
+    "fr": (
+        "à travers",
+        ("conversation", "séance", "session", "discussion", "échange", "message", "question"),
+    ),
+    "es": ("a través", ("conversacion", "conversación", "sesion", "sesión", "charla", "mensaje", "pregunta")),
+}
+
+
+def _pattern(language: str, words: tuple[str, ...], *, spans: bool = False) -> re.Pattern[str]:
     # Chinese and Japanese have no spaces between words: their words match anywhere.
     bound = "" if language in ("zh", "ja") else r"(?<![^\W_])"
-    return re.compile("|".join(bound + re.escape(word) for word in words))
+    alternatives = [bound + re.escape(word) for word in words]
+    if spans and language in _ACROSS_THE_CONVERSATIONS:
+        across, nouns = _ACROSS_THE_CONVERSATIONS[language]
+        alternatives.append(rf"{bound}{re.escape(across)}\s(?:\S+\s){{0,3}}?(?:{'|'.join(nouns)})")
+    return re.compile("|".join(alternatives))
 
 
 _SUMMARY = {language: _pattern(language, words) for language, words in _SUMMARY_WORDS.items()}
-_ACROSS = {language: _pattern(language, words) for language, words in _ACROSS_WORDS.items()}
+_ACROSS = {language: _pattern(language, words, spans=True) for language, words in _ACROSS_WORDS.items()}
 
 
 def is_summary(query: str, language: str | None) -> bool:

@@ -20,6 +20,8 @@ DAY_1, DAY_2 = date(2026, 2, 1), date(2026, 2, 8)
     [
         ("en", "Can you list the order in which I brought up different aspects of my budget app?"),
         (None, "How did my thesis progress throughout our conversations?"),
+        ("en", "How many columns did I add across my requests?"),
+        ("fr", "Quels sujets ai-je abordés à travers nos conversations ?"),
         ("fr", "Comment mon projet a-t-il évolué au fil de nos conversations ?"),
         ("es", "¿Cómo avanzó mi proyecto a lo largo de las sesiones?"),
         ("de", "In welcher Reihenfolge habe ich die Themen angesprochen?"),
@@ -65,6 +67,8 @@ def test_a_summary_is_read_in_the_persons_language(language: str, query: str) ->
         ("en", "What did Anna adopt last May?"),
         ("en", "How many days passed between my first sprint and the deadline?"),
         ("en", "I went there in order to see the garden"),
+        # "Across" spans things here, not the conversations.
+        ("en", "How did I confirm the ratio was consistent across all comparisons?"),
         # A resume is a CV in English, whatever the French word for a summary.
         ("en", "How should I design my resume?"),
         ("ru", "Где я купила квартиру?"),
