@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent.core.settings import SearchSettings
 from agent.search.dates import DayRange, describe_day, named_days
+from agent.search.diversity import is_overview, is_summary, spread_over_days
 from agent.search.fts import FullText, query_terms
 from agent.search.query import SearchHit, SearchQuery, allowed_rows, make_snippet, sort_key, without_speakers
 from agent.search.rescore import Signals, final_scores
@@ -138,7 +139,15 @@ class MessageRanking:
             previous_turn_weight=self.settings.search_previous_turn_weight,
             other_speaker_factor=self.settings.search_other_speaker_factor,
             date_boost=self.settings.search_date_boost,
-            named_role=named_role(query.text, user_name=user_name, persona_name=persona_name),
+            named_role=named_role(
+                query.text,
+                user_name=user_name,
+                persona_name=persona_name,
+                # A summary tells both sides of the conversations, whoever "I" or "you" are.
+                pronouns=not (
+                    self.settings.search_summary_both_speakers and is_summary(query.text, query.language)
+                ),
+            ),
             days=days,
             summary_days=summary_days,
             summary_key_boost=self.settings.search_summary_key_boost,
@@ -202,6 +211,12 @@ class MessageRanking:
             base[message_id] = base.get(message_id, 0.0) + score
         # Only the best few are read back; ranking needs no more than the limit's worth.
         keep = sorted(base, key=lambda i: (-base[i], -i))[: max(query.limit * 3, 30)]
+        factor = self.settings.search_overview_day_factor
+        if factor < 1 and is_overview(query.text, query.language):
+            # An order or a progress across the conversations: each next hit of a day already
+            # represented gives way to another day's (agent/search/diversity.py).
+            days_of = {i: info[i].day for i in keep if i in info}
+            base.update(spread_over_days(keep, base, days_of, factor))
         return await self._message_hits(session, user_id, query, segment_filter, keep, base, info)
 
     async def _message_hits(

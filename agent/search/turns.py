@@ -23,6 +23,11 @@ _WORD = re.compile(r"[^\W_]+")
 Role = Literal["user", "assistant"]
 _FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself"})
 _SECOND_PERSON = frozenset({"you", "your", "yours", "yourself"})
+# How a person asks the bot for something ("can you list …", "walk me through …"): the request's
+# frame, not who said what it asks about.
+_REQUEST = re.compile(
+    r"\b(?:can|could|would|will)\s+you\b|\b(?:give|tell|walk|help|remind|show|let)\s+me\b", re.IGNORECASE
+)
 
 
 def by_ids(column: InstrumentedAttribute[int], ids: Collection[int]) -> ColumnElement[bool]:
@@ -116,18 +121,19 @@ async def turn_info(
     return out
 
 
-def named_role(query: str, *, user_name: str, persona_name: str) -> Role | None:
+def named_role(query: str, *, user_name: str, persona_name: str, pronouns: bool = True) -> Role | None:
     """The one speaker a query names ("what did Anna adopt?" -> user), or else speaks of in the
     first or second person ("when does my sprint end?" -> user, "what did you suggest?" ->
-    assistant); None for neither or both."""
-    words = {w.lower() for w in _WORD.findall(query)}
+    assistant; "can you list what I brought up?" -> user: a request's "can you" names no one); None
+    for neither or both. Without `pronouns`, only a name names a speaker."""
+    words = {w.lower() for w in _WORD.findall(_REQUEST.sub(" ", query))}
 
     def named(name: str) -> bool:
         parts = [w.lower() for w in _WORD.findall(name)]
         return bool(parts) and any(part in words for part in parts)
 
     user, persona = named(user_name), named(persona_name)
-    if not user and not persona:
+    if not user and not persona and pronouns:
         # The person's own question, relayed as they asked it: "my"/"I" are theirs, "you" the bot's.
         user, persona = bool(words & _FIRST_PERSON), bool(words & _SECOND_PERSON)
     if user == persona:

@@ -68,6 +68,13 @@ class SearchSettings(SettingsGroup):
     # query scores x (1 + this x the summary's score relative to the best summary's). 0 = off, the
     # default: on BEAM, with the demo model's summaries, it cost recall (docs/benchmarks.md).
     search_summary_key_boost: float = 0.0
+    # A question across the conversations, an order or a progress ("list the order in which I
+    # brought up …", "how did my project progress?", agent/search/diversity.py): a candidate scores
+    # x this once for each better hit of its day, so the hits spread over the days (1 = off).
+    search_overview_day_factor: float = 0.85
+    # A question for a summary ("summarise how my resume developed") reads both speakers' turns:
+    # its "I" or "you" lower neither side (SEARCH_OTHER_SPEAKER_FACTOR applies to a named speaker only).
+    search_summary_both_speakers: bool = True
     # Characters of the turn before and after each message hit (0 = no neighbours in results).
     search_neighbour_chars: int = 160
     # After the start, between turns: this many most recently active users are caught up and their

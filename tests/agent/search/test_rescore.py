@@ -69,6 +69,19 @@ def test_named_role() -> None:
     assert named_role("what did you suggest for it", user_name="Anna", persona_name="Nikita") == "assistant"
     assert named_role("what did you tell me about my app", user_name="Anna", persona_name="Nikita") is None
     assert named_role("what did Nikita tell me", user_name="Anna", persona_name="Nikita") == "assistant"
+    # A request's frame ("can you", "walk me through") names no one: what it asks about does.
+    assert named_role("Can you list what I brought up?", user_name="Anna", persona_name="Nikita") == "user"
+    assert named_role("Walk me through my plans", user_name="Anna", persona_name="Nikita") == "user"
+    assert (
+        named_role("Could you remind me what you said", user_name="Anna", persona_name="Nikita")
+        == "assistant"
+    )
+    # Without pronouns (a summary's question), only a name names a speaker.
+    assert named_role("summarise my plans", user_name="Anna", persona_name="Nikita", pronouns=False) is None
+    assert (
+        named_role("summarise Anna's plans", user_name="Anna", persona_name="Nikita", pronouns=False)
+        == "user"
+    )
 
 
 @pytest.mark.parametrize("vectors", [True, False], ids=["hybrid", "fts-only"])
