@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.context.builder import ContextBuilder
-from agent.context.recall import RecallSource
+from agent.context.facts import MessageFacts
 from agent.core.settings import Settings
 from agent.memory.service import Facts
 from agent.memory.units import FactUnits
@@ -66,10 +66,10 @@ async def _sources(sessions: async_sessionmaker[AsyncSession], user_id: int) -> 
 
 @dataclass(frozen=True)
 class System:
-    """One way of filling the first request: what recalls the facts, and whether the profile counts
+    """One way of filling the first request: what finds the facts, and whether the profile counts
     (the graph's tier alone is measured without it, as the prompt was before the list reached it)."""
 
-    recall: RecallSource
+    facts: MessageFacts
     profile: bool = True
 
 
@@ -81,7 +81,7 @@ async def measure_context(
 ) -> dict[str, Held]:
     """Build every question's first request under each system and score what it holds."""
     builders = {
-        name: ContextBuilder(settings, recall=system.recall, summary_model="test")
+        name: ContextBuilder(settings, facts=system.facts, summary_model="test")
         for name, system in systems.items()
     }
     results = {name: Held() for name in systems}

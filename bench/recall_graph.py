@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from agent.context.recall import FunctionRecall, RecallLimits
+from agent.context.facts import FactLimits, FunctionFacts
 from agent.graph import GroupLimits, KnowledgeGraph, ListedFact, open_graph
 from agent.memory.graph import GraphFacts, fact_line
 from agent.search.embeddings import Embedder
@@ -50,13 +50,13 @@ async def graph_of_observations(
     return graph
 
 
-def graph_tier(graph: KnowledgeGraph, *, timeout_seconds: float = 30.0) -> FunctionRecall:
+def graph_tier(graph: KnowledgeGraph, *, timeout_seconds: float = 30.0) -> FunctionFacts:
     """The graph's facts for a message as the recall tier's lines (its three groups, current only)."""
     facts = GraphFacts(graph, clock=FrozenClock(), timeout_seconds=timeout_seconds)
 
-    async def lines(user_id: int, query: str, limits: RecallLimits, now: datetime) -> list[str]:
+    async def lines(user_id: int, query: str, limits: FactLimits, now: datetime) -> list[str]:
         group = GroupLimits(user=limits.user, relationship=limits.relationship, persona=limits.persona)
         found = await facts.search(user_id, query, limits=group, now=now)
         return [fact_line(f) for f in found.all()]
 
-    return FunctionRecall(lines)
+    return FunctionFacts(lines)

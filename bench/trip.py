@@ -47,7 +47,7 @@ PRODUCT = ("bot", "agent", "db", "jobs")
 TOKEN = "123:ABC"
 SECRET = "s3cret"
 # Collectors of the context package: each reads one tier, all at once; the path does not run through them.
-COLLECTORS = ("agent/context/tiers.py", "agent/context/threads.py", "agent/context/recall.py")
+COLLECTORS = ("agent/context/tiers.py", "agent/context/threads.py", "agent/context/facts.py")
 
 
 def _instant(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

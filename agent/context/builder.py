@@ -98,13 +98,11 @@ class ContextBuilder:
         settings: Settings,
         *,
         facts: MessageFacts | None = None,
-        recall: MessageFacts | None = None,
         summary_model: Model | str | None = None,
         counter: TokenCounter | None = None,
     ) -> None:
         self.settings = settings
-        # `recall` is the retired name of `facts`, still passed by callers not yet renamed.
-        self.facts = facts if facts is not None else recall
+        self.facts = facts
         self.counter = counter or get_counter()
         self.budgets = Budgets.from_settings(settings)
         self.collector = PackageCollector(
