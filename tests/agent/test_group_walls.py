@@ -276,14 +276,15 @@ async def test_interleaved_private_and_group_turns_keep_their_walls(
 
     by_side = {"group": 0, "ana": 0, "bob": 0}
     for prompt, sent in recorder.requests:
+        # Each failure names the request's prompt: which turn saw what it should not.
         if prompt.startswith(("search group", "group talk")):
             by_side["group"] += 1
-            assert SECRET not in sent
+            assert SECRET not in sent, prompt
         elif prompt.startswith("ana private"):
             by_side["ana"] += 1
-            assert GROUP_WORD not in sent and BOB_WORD not in sent
+            assert GROUP_WORD not in sent and BOB_WORD not in sent, prompt
         else:
             by_side["bob"] += 1
-            assert SECRET not in sent and GROUP_WORD not in sent and BOB_WORD not in sent
+            assert SECRET not in sent and GROUP_WORD not in sent and BOB_WORD not in sent, prompt
     assert all(count >= 4 for count in by_side.values())
     await service.close()
