@@ -274,9 +274,8 @@ async def inbox_overhead(url: str, turns: int) -> Overhead:
             await delivery.receipt(session, answer)
             receipt_ms = (time.perf_counter() - begun) * 1000
 
-        await service.reply(
-            Incoming(owner=user.id, text=f"turn {i}", sent_at=at, telegram_message_id=i, receipt=receipt)
-        )
+        said = Incoming(owner=user.id, text=f"turn {i}", sent_at=at, telegram_message_id=i, receipt=receipt)
+        await service.reply(said)
         elapsed = (time.perf_counter() - started) * 1000
         await received
         marked = time.perf_counter()
