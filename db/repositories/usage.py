@@ -10,11 +10,11 @@ from typing import Any, cast
 
 from sqlalchemy import BindParameter, Insert, ScalarSelect, Select, Table, bindparam, func, select
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.ddl.usage import TOKENS
 from db.models import DailyCount, ModelUsage, User
 from db.models.usage import IMPORT_USAGE
+from db.repositories.base import Repository
 
 # The counters of a row, in UsageRow's order.
 _COUNTS = (
@@ -61,11 +61,8 @@ def _spent_by_owner() -> Select[int, int, str]:
     return select(func.coalesce(everyone, 0), owners, kind)
 
 
-class UsageRepository:
+class UsageRepository(Repository):
     """Adds to and reads the `model_usage` counters; never commits."""
-
-    def __init__(self, session: AsyncSession) -> None:
-        self.session = session
 
     async def add(
         self,
@@ -114,15 +111,6 @@ class UsageRepository:
             .order_by(ModelUsage.kind)
         )
         return [UsageRow(None, kind, *(int(n or 0) for n in counts)) for kind, *counts in rows]
-
-    async def day_tokens(self, day: date, *, user_id: int | None = None) -> int:
-        """Tokens (input + output, every kind) of `day`: the user's, or everyone's when None."""
-        if user_id is None:
-            return (await self.spent(day))[0]
-        stmt = select(func.coalesce(func.sum(ModelUsage.input_tokens + ModelUsage.output_tokens), 0)).where(
-            ModelUsage.day == day, ModelUsage.user_id == user_id
-        )
-        return int(await self.session.scalar(stmt) or 0)
 
     async def import_spent(self, day: date, user_ids: Sequence[int]) -> dict[int, int]:
         """Tokens each of these people spent on post-processing their imports on `day`."""
