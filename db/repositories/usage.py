@@ -17,7 +17,7 @@ from db.models.usage import IMPORT_USAGE
 from db.repositories.base import Repository
 
 # The counters of a row, in UsageRow's order.
-_COUNTS = (
+COUNTS = (
     "calls",
     "input_tokens",
     "output_tokens",
@@ -46,10 +46,10 @@ def _add(dialect: str) -> Insert:
     # Built once per dialect, as a Core statement: every turn stores its usage through it.
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     table = cast(Table, ModelUsage.__table__)
-    stmt = insert(table).values({name: bindparam(name) for name in ("user_id", "day", "kind", *_COUNTS)})
+    stmt = insert(table).values({name: bindparam(name) for name in ("user_id", "day", "kind", *COUNTS)})
     return stmt.on_conflict_do_update(
         index_elements=["user_id", "day", "kind"],
-        set_={name: table.c[name] + stmt.excluded[name] for name in _COUNTS},
+        set_={name: table.c[name] + stmt.excluded[name] for name in COUNTS},
     )
 
 
@@ -80,17 +80,15 @@ class UsageRepository(Repository):
         """Add calls and tokens to the user's counter of that day and kind (created when missing)."""
         if calls == 0 and input_tokens == 0 and output_tokens == 0:
             return
-        params = {
-            "user_id": user_id,
-            "day": day,
-            "kind": kind,
-            "calls": calls,
-            "input_tokens": input_tokens,
-            "output_tokens": output_tokens,
-            "cache_read_tokens": cache_read_tokens,
-            "cache_write_tokens": cache_write_tokens,
-            "cache_write_1h_tokens": cache_write_1h_tokens,
-        }
+        counts = (
+            calls,
+            input_tokens,
+            output_tokens,
+            cache_read_tokens,
+            cache_write_tokens,
+            cache_write_1h_tokens,
+        )
+        params = {"user_id": user_id, "day": day, "kind": kind, **dict(zip(COUNTS, counts, strict=True))}
         await self.session.execute(_add(self.session.get_bind().dialect.name), params)
 
     async def for_user(self, user_id: int, *, since: date) -> list[UsageRow]:
@@ -100,12 +98,12 @@ class UsageRepository(Repository):
             .where(ModelUsage.user_id == user_id, ModelUsage.day >= since)
             .order_by(ModelUsage.day.desc(), ModelUsage.kind)
         )
-        return [UsageRow(u.day, u.kind, *(getattr(u, name) for name in _COUNTS)) for u in rows.scalars()]
+        return [UsageRow(u.day, u.kind, *(getattr(u, name) for name in COUNTS)) for u in rows.scalars()]
 
     async def totals_by_kind(self, *, since: date) -> list[UsageRow]:
         """Every user's counters from `since` on, summed per kind."""
         rows = await self.session.execute(
-            select(ModelUsage.kind, *(func.sum(getattr(ModelUsage, name)) for name in _COUNTS))
+            select(ModelUsage.kind, *(func.sum(getattr(ModelUsage, name)) for name in COUNTS))
             .where(ModelUsage.day >= since)
             .group_by(ModelUsage.kind)
             .order_by(ModelUsage.kind)
