@@ -30,7 +30,7 @@ from agent.account.imports import ImportPreview, preview_import
 from agent.core.clock import Clock
 from agent.core.settings import Settings
 from agent.search.embedders import open_embedder
-from agent.search.recall import build_recall
+from agent.search.recall import Recall
 from bench.common import scratch_database
 from bench.import_data import ExportShape, Format, write_export
 from db.engine import create_engine, session_factory
@@ -164,7 +164,7 @@ async def vector_pace(url: str, settings: Settings, *, sample: int) -> tuple[int
     engine = create_engine(url)
     sessions = session_factory(engine)
     try:
-        recall = build_recall(settings, sessions, dialect=engine.dialect.name, embedder=embedder)
+        recall = Recall(settings=settings, sessions=sessions, dialect=engine.dialect.name, embedder=embedder)
         async with sessions() as session:
             user_id = (await session.execute(select(User.id))).scalar_one()
         done, started = 0, time.perf_counter()

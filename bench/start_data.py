@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agent.core.settings import Settings
 from agent.search.embeddings import MINILM_DIMENSIONS, InputType, MiniLMEmbedder, Vectors, normalise
-from agent.search.recall import build_recall
+from agent.search.recall import Recall
 from db.engine import create_engine, session_factory
 from db.models import Conversation, DaySegment, TranscriptMessage, User, UserFact
 
@@ -102,7 +102,9 @@ async def populate(url: str, population: Population, *, now: datetime, settings:
                 began = start - timedelta(minutes=n)
                 await _history(conn, user_id, rng, start=began, days=days, per_day=per_day)
         sessions = session_factory(engine)
-        recall = build_recall(settings, sessions, dialect=engine.dialect.name, embedder=RandomVectors())
+        recall = Recall(
+            settings=settings, sessions=sessions, dialect=engine.dialect.name, embedder=RandomVectors()
+        )
         await recall.reindex(now=now)
         async with engine.begin() as conn:
             for user_id in users[: population.lagging_people]:

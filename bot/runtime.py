@@ -37,7 +37,7 @@ from agent.memory.service import Facts
 from agent.memory.units import FactUnits
 from agent.search.embedders import open_embedder
 from agent.search.embeddings import Embedder
-from agent.search.recall import Recall, build_recall
+from agent.search.recall import Recall
 from agent.search.recall_index import Pause
 from agent.turn.service import TurnService
 from bot.importing import ImportRunner
@@ -186,8 +186,13 @@ async def build_runtime(
     guard = WriteGuard(sessions, engine=engine)
     # The person's facts rank in conversation_search too (each points at the messages it comes from).
     units = FactUnits.from_settings(settings)
-    recall = build_recall(
-        settings, sessions, dialect=engine.dialect.name, embedder=chosen, guard=guard, units=units
+    recall = Recall(
+        settings=settings,
+        sessions=sessions,
+        dialect=engine.dialect.name,
+        embedder=chosen,
+        guard=guard,
+        units=units,
     )
     # The graph shares the one embedder; off, the facts are the list alone.
     knowledge_graph = graph if graph != "settings" else _settings_graph(settings, chosen, clock)

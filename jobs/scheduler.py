@@ -54,36 +54,21 @@ async def run_retention(ctx: JobContext, *, sweep: bool = False) -> dict[str, An
 
 def schedule_jobs(scheduler: AsyncIOScheduler, ctx: JobContext) -> None:
     """Add the jobs to a running or not-yet-started scheduler (python-telegram-bot's JobQueue one)."""
-    scheduler.add_job(
-        run_minute_jobs,
-        "interval",
-        minutes=1,
-        args=[ctx],
-        id="nikita-minute-jobs",
-        replace_existing=True,
-        max_instances=1,
-        coalesce=True,
-    )
-    scheduler.add_job(
-        run_nightly,
-        "interval",
-        minutes=ctx.settings.nightly_interval_minutes,
-        args=[ctx],
-        id="nikita-nightly",
-        replace_existing=True,
-        max_instances=1,
-        coalesce=True,
-    )
-    scheduler.add_job(
-        run_retention,
-        "interval",
-        minutes=60,
-        args=[ctx],
-        id="nikita-retention",
-        replace_existing=True,
-        max_instances=1,
-        coalesce=True,
-    )
+    for job, minutes, name in (
+        (run_minute_jobs, 1, "nikita-minute-jobs"),
+        (run_nightly, ctx.settings.nightly_interval_minutes, "nikita-nightly"),
+        (run_retention, 60, "nikita-retention"),
+    ):
+        scheduler.add_job(
+            job,
+            "interval",
+            minutes=minutes,
+            args=[ctx],
+            id=name,
+            replace_existing=True,
+            max_instances=1,
+            coalesce=True,
+        )
     # Once, right after the start (however late the scheduler starts): the hourly runs look at the
     # last week's ended conversations only, this one at every one (after an upgrade, or a long stop).
     scheduler.add_job(

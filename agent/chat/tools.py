@@ -15,9 +15,7 @@ from pydantic_ai import FunctionToolset, ModelRetry, RunContext
 from agent.chat.deps import TurnDeps, refused_change
 from agent.core.errors import FactRejectedError, RecallInputError, RecallNotFoundError
 from agent.memory.facts import clean_fact
-from agent.memory.service import Facts
 from agent.search.get import MessagesOut
-from agent.search.recall import Recall
 from agent.search.search import SearchHit
 
 _SUMMARY_FIELDS = ("kind", "day_label", "day_segment_id", "summary_snippet", "score")
@@ -55,14 +53,6 @@ def _checked_id(name: str, value: int | None) -> int | None:
     if value is not None and not 1 <= value <= MAX_ID:
         raise ModelRetry(f"{name} must be an id from a search result (a positive number), got {value}")
     return value
-
-
-def _recall(ctx: RunContext[TurnDeps]) -> Recall | None:
-    return ctx.deps.recall
-
-
-def _facts(ctx: RunContext[TurnDeps]) -> Facts | None:
-    return ctx.deps.facts
 
 
 # A fact a tool writes stands on what the person said this turn (agent/memory/grounding.py).
@@ -135,7 +125,7 @@ async def conversation_search(
             the question is about a time ("in March", "before I changed jobs": a day you know).
         to_day: Favour messages up to this day, as YYYY-MM-DD.
     """
-    recall = _recall(ctx)
+    recall = ctx.deps.recall
     if recall is None:
         return {"results": [], "note": "conversation search is not available right now"}
     if recency_days is not None and recency_days > MAX_RECENCY_DAYS:
@@ -185,7 +175,7 @@ async def conversation_get(
         from_message_id: First message id of the range (inclusive).
         to_message_id: Last message id of the range (inclusive).
     """
-    recall = _recall(ctx)
+    recall = ctx.deps.recall
     if recall is None:
         return {"note": "conversation history is not available right now"}
     try:
@@ -217,7 +207,7 @@ async def memory_search(ctx: RunContext[TurnDeps], query: str, limit: int = 8) -
         query: The fact you are looking for, in a few words; empty for the most recent facts.
         limit: How many facts (default 8).
     """
-    facts = _facts(ctx)
+    facts = ctx.deps.facts
     if facts is None:
         return {"facts": [], "note": "memory is not available right now"}
     if limit < 1:
@@ -238,7 +228,7 @@ async def memory_add(ctx: RunContext[TurnDeps], fact: str) -> dict[str, Any]:
     Args:
         fact: The fact as one short sentence, e.g. "Has a cat named Miso".
     """
-    facts = _facts(ctx)
+    facts = ctx.deps.facts
     if facts is None:
         return {"saved": False, "note": "memory is not available right now"}
     try:
@@ -265,7 +255,7 @@ async def memory_forget(ctx: RunContext[TurnDeps], fact: str, reason: str) -> di
     """
     if (refused := refused_change(ctx.deps)) is not None:
         return refused
-    facts = _facts(ctx)
+    facts = ctx.deps.facts
     if facts is None:
         return {"forgotten": [], "note": "memory is not available right now"}
     gone = await facts.take_back(ctx.deps.user_id, fact, reason=reason, at=ctx.deps.now)
@@ -285,7 +275,7 @@ async def memory_correct(ctx: RunContext[TurnDeps], wrong: str, correct: str) ->
     """
     if (refused := refused_change(ctx.deps)) is not None:
         return refused
-    facts = _facts(ctx)
+    facts = ctx.deps.facts
     if facts is None:
         return {"corrected": False, "note": "memory is not available right now"}
     try:

@@ -20,6 +20,7 @@ from functools import cache
 from genai_prices import Usage, calc_price
 
 from agent.core.settings import Settings
+from db.repositories.usage import UsageRow
 
 _REFERENCE = 1000  # tokens: well below any long-context tier
 # Kinds of call (agent/core/usage.py UsageKind) made by the chat model; every other kind uses SUMMARY_MODEL.
@@ -102,3 +103,15 @@ def estimate_cost(
         + output
     )
     return Cost(billed=billed, uncached=prices.input * input_tokens + output)
+
+
+def row_cost(model: str, row: UsageRow) -> Cost | None:
+    """`estimate_cost` of one row of usage counters at `model`."""
+    return estimate_cost(
+        model,
+        row.input_tokens,
+        row.output_tokens,
+        cache_read_tokens=row.cache_read_tokens,
+        cache_write_tokens=row.cache_write_tokens,
+        cache_write_1h_tokens=row.cache_write_1h_tokens,
+    )

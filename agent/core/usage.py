@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import date
 from typing import Literal
 
@@ -53,22 +53,10 @@ class Spend:
     cache_write_tokens: int = 0
     cache_write_1h_tokens: int = 0
 
-    def add(
-        self,
-        calls: int,
-        input_tokens: int,
-        output_tokens: int,
-        cache_read_tokens: int = 0,
-        cache_write_tokens: int = 0,
-        cache_write_1h_tokens: int = 0,
-    ) -> None:
-        """Count more calls and tokens."""
-        self.calls += calls
-        self.input_tokens += input_tokens
-        self.output_tokens += output_tokens
-        self.cache_read_tokens += cache_read_tokens
-        self.cache_write_tokens += cache_write_tokens
-        self.cache_write_1h_tokens += cache_write_1h_tokens
+    def add(self, other: Spend) -> None:
+        """Count another spend's calls and tokens in."""
+        for name, value in asdict(other).items():
+            setattr(self, name, getattr(self, name) + value)
 
 
 @dataclass
@@ -77,34 +65,15 @@ class UsageMeter:
 
     kinds: dict[UsageKind, Spend] = field(default_factory=dict)
 
-    def add(
-        self,
-        kind: UsageKind,
-        *,
-        calls: int,
-        input_tokens: int,
-        output_tokens: int,
-        cache_read_tokens: int = 0,
-        cache_write_tokens: int = 0,
-        cache_write_1h_tokens: int = 0,
-    ) -> None:
+    def add(self, kind: UsageKind, spend: Spend) -> None:
         """Count calls and tokens of one kind."""
-        self.kinds.setdefault(kind, Spend()).add(
-            calls, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cache_write_1h_tokens
-        )
+        self.kinds.setdefault(kind, Spend()).add(spend)
 
     def total(self) -> Spend:
         """Every kind together."""
         spend = Spend()
         for item in self.kinds.values():
-            spend.add(
-                item.calls,
-                item.input_tokens,
-                item.output_tokens,
-                item.cache_read_tokens,
-                item.cache_write_tokens,
-                item.cache_write_1h_tokens,
-            )
+            spend.add(item)
         return spend
 
 
@@ -134,26 +103,12 @@ def record_call(
 ) -> None:
     """Count one model call (or several) on the current meter, if any (cache counts within input), and
     in the metrics (every call, metered or not)."""
-    observability.model_use(
-        kind,
-        calls=calls,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        cache_read_tokens=cache_read_tokens,
-        cache_write_tokens=cache_write_tokens,
-        cache_write_1h_tokens=cache_write_1h_tokens,
+    spend = Spend(
+        calls, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cache_write_1h_tokens
     )
-    meter = _current.get()
-    if meter is not None:
-        meter.add(
-            kind,
-            calls=calls,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cache_read_tokens=cache_read_tokens,
-            cache_write_tokens=cache_write_tokens,
-            cache_write_1h_tokens=cache_write_1h_tokens,
-        )
+    observability.model_use(kind, **asdict(spend))
+    if (meter := _current.get()) is not None:
+        meter.add(kind, spend)
 
 
 def record_run(kind: UsageKind, usage: RunUsage) -> None:
@@ -182,17 +137,7 @@ async def store_usage(session: AsyncSession, user_id: int, day: date, meter: Usa
     await session.flush()
     usage = UsageRepository(session)
     for kind, spend in meter.kinds.items():
-        await usage.add(
-            user_id,
-            day,
-            kind,
-            calls=spend.calls,
-            input_tokens=spend.input_tokens,
-            output_tokens=spend.output_tokens,
-            cache_read_tokens=spend.cache_read_tokens,
-            cache_write_tokens=spend.cache_write_tokens,
-            cache_write_1h_tokens=spend.cache_write_1h_tokens,
-        )
+        await usage.add(user_id, day, kind, **asdict(spend))
 
 
 async def store_usage_apart(

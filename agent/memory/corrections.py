@@ -26,8 +26,6 @@ from db.repositories.facts import FactRepository
 logger = logging.getLogger(__name__)
 
 MAX_MATCHES = 5
-# The Mini App's page lists at most this many facts (a person has hundreds at most).
-MAX_REMEMBERED = 500
 
 
 @dataclass(frozen=True)

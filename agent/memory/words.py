@@ -10,12 +10,10 @@ transcript's weighting.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Sequence
 
 from agent.search.fts import query_terms
 from agent.search.language import lexical_terms
-from db.repositories.dedupe import normalise_fact
 
 # The share of one text's words another must hold (either way round) to say the same thing.
 SAME_SHARE = 0.75
@@ -51,25 +49,11 @@ class Postings:
         self.size = len(texts)
         self.words: dict[str, list[int]] = {}
         self.sizes: list[int] = []
-        self.keys = {normalise_fact(text) for text in texts}
         for position, text in enumerate(texts):
             words = fact_words(text, language)
             self.sizes.append(len(words))
             for word in words:
                 self.words.setdefault(word, []).append(position)
-
-    def says(self, text: str) -> bool:
-        """Whether one of the facts says what `text` says: the same words, or nearly all of them
-        either way round (`SAME_SHARE`)."""
-        if normalise_fact(text) in self.keys:
-            return True
-        words = fact_words(text, self.language)
-        if not words:
-            return False
-        shared = Counter(p for word in words for p in self.words.get(word, ()))
-        return any(
-            n / len(words) >= SAME_SHARE or n / max(self.sizes[p], 1) >= SAME_SHARE for p, n in shared.items()
-        )
 
     def scores(self, query: str) -> dict[int, float]:
         """Each fact's lexical score for the query: the sum of the IDFs of the query words it holds."""

@@ -15,7 +15,6 @@ from typing import Literal
 from zoneinfo import ZoneInfo
 
 Repeat = Literal["once", "daily", "weekdays", "weekly", "monthly"]
-REPEATS: tuple[Repeat, ...] = ("once", "daily", "weekdays", "weekly", "monthly")
 DAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 # Local "YYYY-MM-DDTHH:MM", as stored and as the model gives it.
 LOCAL_FORMAT = "%Y-%m-%dT%H:%M"

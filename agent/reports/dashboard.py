@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.access import REFUSED, STRANGERS
 from agent.account.ratelimit import RATE_COUNTER_PREFIX
-from agent.core.prices import estimate_cost, model_for
+from agent.core.prices import model_for, row_cost
 from agent.core.settings import Settings
 from agent.turn.daily_tokens import COUNTERS
 from db.models.usage import IMPORT_USAGE
@@ -107,14 +107,7 @@ async def dashboard(
             tokens_in[day] += row.input_tokens
             read[day] += row.cache_read_tokens
         model = model_for(row.kind, settings)
-        cost = estimate_cost(
-            model,
-            row.input_tokens,
-            row.output_tokens,
-            cache_read_tokens=row.cache_read_tokens,
-            cache_write_tokens=row.cache_write_tokens,
-            cache_write_1h_tokens=row.cache_write_1h_tokens,
-        )
+        cost = row_cost(model, row)
         if cost is None:
             unpriced.add(model)
             continue

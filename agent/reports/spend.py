@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from agent.core.prices import Cost, estimate_cost, model_for
+from agent.core.prices import Cost, model_for, row_cost
 from agent.core.settings import Settings
 from db.models.usage import IMPORT_USAGE
 from db.repositories.usage import UsageRow
@@ -38,18 +38,7 @@ def format_spend(rows: list[UsageRow], settings: Settings | None) -> list[str]:
     for row in rows:
         tokens = _tokens(row.input_tokens, row.output_tokens, row.cache_read_tokens, row.cache_write_tokens)
         model = model_for(row.kind, settings) if settings is not None else None
-        cost = (
-            estimate_cost(
-                model,
-                row.input_tokens,
-                row.output_tokens,
-                cache_read_tokens=row.cache_read_tokens,
-                cache_write_tokens=row.cache_write_tokens,
-                cache_write_1h_tokens=row.cache_write_1h_tokens,
-            )
-            if model
-            else None
-        )
+        cost = row_cost(model, row) if model else None
         if cost is None:
             unknown = True
             lines.append(f"  {row.kind}: {tokens}, price unknown ({model or 'model not given'})")

@@ -47,6 +47,11 @@ class IndexStats:
     # The pass stopped at its message limit: more remains for the next one.
     more: bool = False
 
+    def add(self, other: IndexStats) -> None:
+        """Count another pass's messages, chunks, sections, summaries and facts in."""
+        for name in ("messages", "chunks", "sections", "summaries", "facts"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
 
 @dataclass
 class _NewChunks:

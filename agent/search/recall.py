@@ -10,23 +10,18 @@ from datetime import date, datetime
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.groups import PERSON
-from agent.account.writers import WriteGuard
 from agent.core.clock import local_day
 from agent.core.errors import EmbedderUnavailableError, RecallInputError
-from agent.core.settings import Settings
 from agent.search import get as getters
 from agent.search.dates import DayRange
-from agent.search.embeddings import Embedder
 from agent.search.get import MessagesOut, SummaryOut
 from agent.search.imported import labelled_hits, labelled_messages
 from agent.search.own_words import merged, own_group_words
 from agent.search.recall_index import RecallIndex
 from agent.search.search import SearchHit, SearchQuery, recency_start
 from agent.search.turns import speaker_name
-from agent.search.units import MessageUnits
 from db.models import SearchChunk, User
 
 logger = logging.getLogger(__name__)
@@ -205,19 +200,3 @@ class Recall(RecallIndex):
                 await self.indexer.clear_user(session, user_id)
         if self.cache is not None:
             self.cache.invalidate(user_id)
-
-
-def build_recall(
-    settings: Settings,
-    sessions: async_sessionmaker[AsyncSession],
-    *,
-    dialect: str,
-    embedder: Embedder | None,
-    guard: WriteGuard | None = None,
-    units: MessageUnits | None = None,
-) -> Recall:
-    """The runtime's one `Recall`, sharing the runtime's one embedder (and the person's facts as
-    units, when given)."""
-    return Recall(
-        settings=settings, sessions=sessions, dialect=dialect, embedder=embedder, guard=guard, units=units
-    )

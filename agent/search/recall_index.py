@@ -237,11 +237,7 @@ class RecallIndex:
             total = IndexStats()
             while True:
                 stats = await self.index_user(user_id, now=now, limit=limit or CATCH_UP_SLICE)
-                total.messages += stats.messages
-                total.chunks += stats.chunks
-                total.sections += stats.sections
-                total.summaries += stats.summaries
-                total.facts += stats.facts
+                total.add(stats)
                 total.more = stats.more
                 if limit is not None or not stats.more or self._stopping:
                     break
@@ -337,11 +333,7 @@ class RecallIndex:
                     self._indexed.pop(user_id)
                     await self.indexer.clear_user(session, user_id)
                     stats = await self.indexer.index_user(session, user_id, now=now)
-            total.messages += stats.messages
-            total.chunks += stats.chunks
-            total.sections += stats.sections
-            total.summaries += stats.summaries
-            total.facts += stats.facts
+            total.add(stats)
             if progress is not None:
                 progress(user_id, stats)
         return total

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy.exc import SQLAlchemyError
@@ -31,7 +31,6 @@ from db.models import User
 logger = logging.getLogger(__name__)
 
 FactCategory = Literal["personal", "preference", "work", "family", "relationship", "plans", "other"]
-FACT_CATEGORIES: tuple[str, ...] = get_args(FactCategory)
 # A source that fails is left out of get_memory's answer, never allowed to fail the call.
 SOURCE_ERRORS = (SQLAlchemyError, OSError, TimeoutError, NikitaError)
 

@@ -19,7 +19,7 @@ from agent.search.embedders import open_embedder
 from agent.search.embeddings import Embedder
 from agent.search.indexer import IndexStats
 from agent.search.model_embedder import ModelEmbedder
-from agent.search.recall import build_recall
+from agent.search.recall import Recall
 from db.engine import create_engine, session_factory
 from db.migrate import upgrade_to_head_async
 from db.models import SearchChunk, TranscriptMessage, User
@@ -33,7 +33,7 @@ async def run_reindex(settings: Settings, *, user_key: str | None = None) -> int
     sessions = session_factory(engine)
     try:
         embedder = await open_embedder(settings)
-        recall = build_recall(settings, sessions, dialect=engine.dialect.name, embedder=embedder)
+        recall = Recall(settings=settings, sessions=sessions, dialect=engine.dialect.name, embedder=embedder)
         async with sessions() as session:
             if user_key is not None:
                 user = await UserRepository(session).by_key(user_key)

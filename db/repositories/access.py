@@ -9,13 +9,14 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import AccessRule, DailyCount
+from db.repositories.base import Repository
 
 
-class AccessRepository:
+class AccessRepository(Repository):
     """Reads and writes admins' access rules and the bot-wide daily counters; never commits."""
 
     def __init__(self, session: AsyncSession) -> None:
-        self.session = session
+        super().__init__(session)
         self._insert = postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert
 
     async def rules(self) -> dict[str, str]:

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import Update, bindparam, case, exists, or_, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
 from db import work
 from db.models import QUEUED, Conversation, FactConsolidation, UTCDateTime
+from db.repositories.base import Repository
 from db.work import Retry
 
 _ERROR_CHARS = 2000
@@ -65,11 +65,8 @@ def _claim_statement() -> Update:
 _CLAIM = _claim_statement()
 
 
-class ConsolidationRepository:
+class ConsolidationRepository(Repository):
     """Claims, holds and releases people for the consolidation job."""
-
-    def __init__(self, session: AsyncSession) -> None:
-        self.session = session
 
     async def claim(self, now: datetime, lease: timedelta, *, max_attempts: int) -> Claim | None:
         """Lease the due person whose facts changed first; None when none is due."""

@@ -28,9 +28,9 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import FactConsolidation, UserFact
+from db.repositories.base import Repository
 from db.repositories.dedupe import fact_dedupe_key, insert_ignoring_duplicates, unique_by_key
 
 # A fact still held: not taken back, not superseded, not retired.
@@ -60,11 +60,8 @@ PROFILE_ORDER = (
 )
 
 
-class FactRepository:
+class FactRepository(Repository):
     """Reads and changes one owner's facts at a time; every query is scoped by the owner's id."""
-
-    def __init__(self, session: AsyncSession) -> None:
-        self.session = session
 
     # --- reads ------------------------------------------------------------------------------------
 
@@ -327,47 +324,37 @@ class FactRepository:
 
     async def invalidate(self, owner_id: int, fact_ids: Iterable[int], at: datetime, *, reason: str) -> int:
         """Take facts back (kept, with when and why, left out of every read); how many were held."""
-        ids = sorted({int(i) for i in fact_ids})
-        if not ids:
-            return 0
-        result = await self.session.execute(
-            update(UserFact)
-            .where(UserFact.user_id == owner_id, UserFact.id.in_(ids), HELD)
-            .values(invalidated_at=at, invalid_reason=reason[:2000], updated_at=at)
-            .execution_options(synchronize_session=False)
+        return await self._update_many(
+            owner_id, fact_ids, at, HELD, invalidated_at=at, invalid_reason=reason[:2000]
         )
-        count = int(result.rowcount or 0)  # type: ignore[attr-defined]
-        if count:
-            await self.mark_changed(owner_id, at)
-        return count
 
     async def revive(self, owner_id: int, fact_ids: Iterable[int], at: datetime) -> int:
         """Hold again facts the owner took back and has now said again; how many."""
-        ids = sorted({int(i) for i in fact_ids})
-        if not ids:
-            return 0
-        result = await self.session.execute(
-            update(UserFact)
-            .where(UserFact.user_id == owner_id, UserFact.id.in_(ids), UserFact.invalidated_at.is_not(None))
-            .values(invalidated_at=None, invalid_reason=None, superseded_by=None, updated_at=at)
-            .execution_options(synchronize_session=False)
+        taken_back = UserFact.invalidated_at.is_not(None)
+        return await self._update_many(
+            owner_id, fact_ids, at, taken_back, invalidated_at=None, invalid_reason=None, superseded_by=None
         )
-        count = int(result.rowcount or 0)  # type: ignore[attr-defined]
-        if count:
-            await self.mark_changed(owner_id, at)
-        return count
 
     async def supersede(
         self, owner_id: int, fact_ids: Iterable[int], *, by: int, at: datetime, reason: str
     ) -> int:
         """Replace facts by a newer one of the same owner: taken back, with "superseded by" it."""
-        ids = sorted({int(i) for i in fact_ids} - {by})
+        ids = {int(i) for i in fact_ids} - {by}
+        return await self._update_many(
+            owner_id, ids, at, HELD, invalidated_at=at, invalid_reason=reason[:2000], superseded_by=by
+        )
+
+    async def _update_many(
+        self, owner_id: int, fact_ids: Iterable[int], at: datetime, which: ColumnElement[bool], **values: Any
+    ) -> int:
+        """Set `values` on those of the owner's facts `fact_ids` that are `which`; how many changed."""
+        ids = sorted({int(i) for i in fact_ids})
         if not ids:
             return 0
         result = await self.session.execute(
             update(UserFact)
-            .where(UserFact.user_id == owner_id, UserFact.id.in_(ids), HELD)
-            .values(invalidated_at=at, invalid_reason=reason[:2000], superseded_by=by, updated_at=at)
+            .where(UserFact.user_id == owner_id, UserFact.id.in_(ids), which)
+            .values(**values, updated_at=at)
             .execution_options(synchronize_session=False)
         )
         count = int(result.rowcount or 0)  # type: ignore[attr-defined]

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import ColumnElement, distinct, func, or_, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import (
     IMPORT_WAITING,
@@ -22,6 +21,7 @@ from db.models import (
     TranscriptMessage,
     UserFact,
 )
+from db.repositories.base import Repository
 from db.repositories.imports import RUNNING, STORED
 
 
@@ -50,11 +50,8 @@ class ImportProgress:
         return all(status in ("processed", "failed") for status in self.statuses)
 
 
-class ImportQueueRepository:
+class ImportQueueRepository(Repository):
     """Imported conversations between their storing and their post-processing."""
-
-    def __init__(self, session: AsyncSession) -> None:
-        self.session = session
 
     async def waiting_owners(self, *, limit: int = 1000) -> list[int]:
         """The people with imported conversations waiting (their run is no longer storing)."""

@@ -28,8 +28,9 @@ from db.models import (
     TurnDay,
     User,
 )
+from db.repositories.base import Repository
 from db.repositories.touchpoints import OPEN
-from db.repositories.usage import UsageRow
+from db.repositories.usage import COUNTS, UsageRow
 
 # Inbox rows still to be answered: waiting for a worker, or their reply still being sent.
 UNANSWERED = ("pending", "replying")
@@ -60,11 +61,11 @@ def utc_day(column: Any, dialect: str) -> ColumnElement[str]:
     return func.substr(column, 1, 10)
 
 
-class OperationsRepository:
+class OperationsRepository(Repository):
     """Backlogs and per-day activity, read-only."""
 
     def __init__(self, session: AsyncSession) -> None:
-        self.session = session
+        super().__init__(session)
         self.dialect = session.get_bind().dialect.name
 
     async def backlog(self, now: datetime) -> Backlog:
@@ -130,16 +131,8 @@ class OperationsRepository:
 
     async def usage(self, since: date) -> list[UsageRow]:
         """Every user's usage counters from `since` on, summed per day and kind."""
-        counts = (
-            "calls",
-            "input_tokens",
-            "output_tokens",
-            "cache_read_tokens",
-            "cache_write_tokens",
-            "cache_write_1h_tokens",
-        )
         rows = await self.session.execute(
-            select(ModelUsage.day, ModelUsage.kind, *(func.sum(getattr(ModelUsage, c)) for c in counts))
+            select(ModelUsage.day, ModelUsage.kind, *(func.sum(getattr(ModelUsage, c)) for c in COUNTS))
             .where(ModelUsage.day >= since)
             .group_by(ModelUsage.day, ModelUsage.kind)
         )

@@ -10,14 +10,14 @@ from typing import Any, cast
 
 from sqlalchemy import BindParameter, Insert, ScalarSelect, Select, Table, bindparam, func, select
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.ddl.usage import TOKENS
 from db.models import DailyCount, ModelUsage, User
 from db.models.usage import IMPORT_USAGE
+from db.repositories.base import Repository
 
 # The counters of a row, in UsageRow's order.
-_COUNTS = (
+COUNTS = (
     "calls",
     "input_tokens",
     "output_tokens",
@@ -46,10 +46,10 @@ def _add(dialect: str) -> Insert:
     # Built once per dialect, as a Core statement: every turn stores its usage through it.
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     table = cast(Table, ModelUsage.__table__)
-    stmt = insert(table).values({name: bindparam(name) for name in ("user_id", "day", "kind", *_COUNTS)})
+    stmt = insert(table).values({name: bindparam(name) for name in ("user_id", "day", "kind", *COUNTS)})
     return stmt.on_conflict_do_update(
         index_elements=["user_id", "day", "kind"],
-        set_={name: table.c[name] + stmt.excluded[name] for name in _COUNTS},
+        set_={name: table.c[name] + stmt.excluded[name] for name in COUNTS},
     )
 
 
@@ -61,11 +61,8 @@ def _spent_by_owner() -> Select[int, int, str]:
     return select(func.coalesce(everyone, 0), owners, kind)
 
 
-class UsageRepository:
+class UsageRepository(Repository):
     """Adds to and reads the `model_usage` counters; never commits."""
-
-    def __init__(self, session: AsyncSession) -> None:
-        self.session = session
 
     async def add(
         self,
@@ -83,17 +80,15 @@ class UsageRepository:
         """Add calls and tokens to the user's counter of that day and kind (created when missing)."""
         if calls == 0 and input_tokens == 0 and output_tokens == 0:
             return
-        params = {
-            "user_id": user_id,
-            "day": day,
-            "kind": kind,
-            "calls": calls,
-            "input_tokens": input_tokens,
-            "output_tokens": output_tokens,
-            "cache_read_tokens": cache_read_tokens,
-            "cache_write_tokens": cache_write_tokens,
-            "cache_write_1h_tokens": cache_write_1h_tokens,
-        }
+        counts = (
+            calls,
+            input_tokens,
+            output_tokens,
+            cache_read_tokens,
+            cache_write_tokens,
+            cache_write_1h_tokens,
+        )
+        params = {"user_id": user_id, "day": day, "kind": kind, **dict(zip(COUNTS, counts, strict=True))}
         await self.session.execute(_add(self.session.get_bind().dialect.name), params)
 
     async def for_user(self, user_id: int, *, since: date) -> list[UsageRow]:
@@ -103,26 +98,17 @@ class UsageRepository:
             .where(ModelUsage.user_id == user_id, ModelUsage.day >= since)
             .order_by(ModelUsage.day.desc(), ModelUsage.kind)
         )
-        return [UsageRow(u.day, u.kind, *(getattr(u, name) for name in _COUNTS)) for u in rows.scalars()]
+        return [UsageRow(u.day, u.kind, *(getattr(u, name) for name in COUNTS)) for u in rows.scalars()]
 
     async def totals_by_kind(self, *, since: date) -> list[UsageRow]:
         """Every user's counters from `since` on, summed per kind."""
         rows = await self.session.execute(
-            select(ModelUsage.kind, *(func.sum(getattr(ModelUsage, name)) for name in _COUNTS))
+            select(ModelUsage.kind, *(func.sum(getattr(ModelUsage, name)) for name in COUNTS))
             .where(ModelUsage.day >= since)
             .group_by(ModelUsage.kind)
             .order_by(ModelUsage.kind)
         )
         return [UsageRow(None, kind, *(int(n or 0) for n in counts)) for kind, *counts in rows]
-
-    async def day_tokens(self, day: date, *, user_id: int | None = None) -> int:
-        """Tokens (input + output, every kind) of `day`: the user's, or everyone's when None."""
-        if user_id is None:
-            return (await self.spent(day))[0]
-        stmt = select(func.coalesce(func.sum(ModelUsage.input_tokens + ModelUsage.output_tokens), 0)).where(
-            ModelUsage.day == day, ModelUsage.user_id == user_id
-        )
-        return int(await self.session.scalar(stmt) or 0)
 
     async def import_spent(self, day: date, user_ids: Sequence[int]) -> dict[int, int]:
         """Tokens each of these people spent on post-processing their imports on `day`."""

@@ -8,6 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import User
+from db.repositories.base import Repository
 
 
 async def user_present(session: AsyncSession, user_id: int) -> bool:
@@ -21,11 +22,8 @@ async def user_present(session: AsyncSession, user_id: int) -> bool:
     return await session.scalar(stmt) is not None
 
 
-class UserRepository:
+class UserRepository(Repository):
     """Look up and create users."""
-
-    def __init__(self, session: AsyncSession) -> None:
-        self.session = session
 
     async def get(self, user_id: int) -> User | None:
         """A user by primary key."""

@@ -117,8 +117,8 @@ async def test_budgets_sum_every_kind_of_the_utc_day(
         )
     async with sessions() as session:
         usage = UsageRepository(session)
-        assert await usage.day_tokens(now.date(), user_id=alice) == 1000
-        assert await usage.day_tokens(now.date()) == 1300
+        assert await usage.spent(now.date(), alice) == (1300, 1000)
+        assert await usage.spent(now.date()) == (1300, 0)
     assert await DailyCaps(per_user=1000).over(sessions, alice, now) == "user"
     assert await DailyCaps(per_user=1001).over(sessions, alice, now) is None
     assert await DailyCaps(per_user=1000).over(sessions, bob, now) is None

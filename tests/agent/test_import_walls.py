@@ -14,7 +14,7 @@ from agent.account.forget import export_user, forget_user
 from agent.account.imports import ImportFileError, begin_import, preview_import, run_import
 from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
-from agent.search.recall import build_recall
+from agent.search.recall import Recall
 from bench.clock import FrozenClock
 from bench.import_data import ExportShape, write_export
 from db.models import Conversation, DaySegment, ImportRun, TranscriptMessage
@@ -79,7 +79,7 @@ async def test_one_persons_import_never_reaches_another_person_or_a_group(
         group = await UserRepository(session).create(
             key="group:-100", created_at=clock.now(), timezone="UTC", kind="group", chat_id=-100
         )
-    recall = build_recall(SETTINGS, sessions, dialect="sqlite", embedder=None)
+    recall = Recall(settings=SETTINGS, sessions=sessions, dialect="sqlite", embedder=None)
 
     assert [hit.message_id for hit in await recall.search(owner_id, "c1m2", now=clock.now())]
     assert await recall.search(stranger.id, "c1m2", now=clock.now()) == []

@@ -21,7 +21,7 @@ from agent.account.imports import (
 from agent.account.users import get_or_create_user
 from agent.core.clock import Clock, local_day
 from agent.core.settings import Settings
-from agent.search.recall import build_recall
+from agent.search.recall import Recall
 from agent.search.recall_index import CATCH_UP_SLICE
 from bench.clock import FrozenClock
 from bench.import_data import ExportShape, write_export
@@ -186,7 +186,7 @@ async def test_vectors_catch_up_on_an_imported_history_in_passes_and_stop_betwee
 ) -> None:
     user_id = await _person(sessions, clock)
     settings = Settings(_env_file=None)  # type: ignore[call-arg]
-    recall = build_recall(settings, sessions, dialect="sqlite", embedder=RandomVectors())
+    recall = Recall(settings=settings, sessions=sessions, dialect="sqlite", embedder=RandomVectors())
     assert (
         await recall.index_quietly(user_id, now=clock.now())
     ) is not None  # nothing yet: the marker is kept

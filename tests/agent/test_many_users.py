@@ -32,7 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.writers import WriteGuard
 from agent.core.settings import Settings
-from agent.search.recall import build_recall
+from agent.search.recall import Recall
 from agent.turn.service import TurnService
 from agent.turn.transcript import Incoming
 from bench.clock import FrozenClock
@@ -90,8 +90,12 @@ async def test_many_users_leave_every_map_bounded(
         **BOUNDS,  # type: ignore[arg-type]
     )
     guard = WriteGuard(sessions)
-    recall = build_recall(
-        settings, sessions, dialect=engine.dialect.name, embedder=HashingEmbedder(), guard=guard
+    recall = Recall(
+        settings=settings,
+        sessions=sessions,
+        dialect=engine.dialect.name,
+        embedder=HashingEmbedder(),
+        guard=guard,
     )
     service = TurnService(
         settings=settings,

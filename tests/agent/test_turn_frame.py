@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
-from agent.core.usage import UsageMeter, store_usage
+from agent.core.usage import Spend, UsageMeter, store_usage
 from agent.turn.daily_tokens import CAP_REPLY, COUNTERS
 from agent.turn.service import TurnService
 from agent.turn.transcript import Incoming
@@ -89,7 +89,7 @@ async def rows(sessions: async_sessionmaker[AsyncSession]) -> list[tuple[str, st
 
 async def spend(sessions: async_sessionmaker[AsyncSession], user_id: int, tokens: int) -> None:
     meter = UsageMeter()
-    meter.add("chat", calls=1, input_tokens=tokens, output_tokens=0)
+    meter.add("chat", Spend(calls=1, input_tokens=tokens))
     async with sessions() as session, session.begin():
         await store_usage(session, user_id, NOW.date(), meter)
 

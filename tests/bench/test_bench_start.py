@@ -9,7 +9,7 @@ from pathlib import Path
 from sqlalchemy import select
 
 from agent.core.settings import Settings
-from agent.search.recall import build_recall
+from agent.search.recall import Recall
 from bench.start_data import Population, RandomVectors, populate, telegram_ids
 from db.engine import create_engine, session_factory
 from db.migrate import upgrade_to_head_async
@@ -33,7 +33,7 @@ async def test_only_the_lagging_people_have_messages_to_embed(tmp_path: Path) ->
             )
         # The order the start warms people in is the order bench start writes to them.
         assert [telegram for _, telegram in recent] == telegram_ids(population)
-        recall = build_recall(settings, sessions, dialect="sqlite", embedder=RandomVectors())
+        recall = Recall(settings=settings, sessions=sessions, dialect="sqlite", embedder=RandomVectors())
         caught_up = [(await recall.index_user(user, now=NOW)).messages for user, _ in recent]
     finally:
         await engine.dispose()

@@ -10,7 +10,7 @@ from pydantic_ai.usage import RunUsage
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from agent.core.usage import UsageMeter, metering, record_run, store_usage
+from agent.core.usage import Spend, UsageMeter, metering, record_run, store_usage
 from agent.turn.transcript import Incoming
 from db.ddl.usage import TOKENS
 from db.engine import create_engine, session_factory
@@ -132,8 +132,8 @@ async def _turns(engine: AsyncEngine, user_ids: list[int], rounds: int) -> None:
 
     async def one(user_id: int, n: int) -> None:
         meter = UsageMeter()
-        meter.add("chat", calls=1, input_tokens=100 + n, output_tokens=10)
-        meter.add("compaction", calls=1, input_tokens=7, output_tokens=n)
+        meter.add("chat", Spend(calls=1, input_tokens=100 + n, output_tokens=10))
+        meter.add("compaction", Spend(calls=1, input_tokens=7, output_tokens=n))
         async with sessions() as session, session.begin():
             await store_usage(session, user_id, DAY, meter)
 

@@ -80,5 +80,4 @@ class SearchSettings(SettingsGroup):
     # After the start, between turns: this many most recently active users are caught up and their
     # vectors loaded into the cache.
     search_warm_users: int = 8
-    memory_search_limit: int = 8
     memory_fact_max_chars: int = 300
