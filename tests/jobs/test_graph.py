@@ -1,0 +1,184 @@
+"""The `graph` job: the knowledge graph follows the list durably, whoever changed it (the memory
+tools, post-processing, tidying, an import), across a crash, on both databases. Real embedded
+FalkorDB, graphiti's model scripted."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from agent.core.settings import Settings
+from agent.graph import STANDARD_LIMITS
+from agent.graph.graphiti_backend import GraphitiGraph
+from bench.clock import FrozenClock
+from bench.fakes.graph_llm import ScriptedLLMClient
+from db.models import ModelUsage, UserFact
+from db.repositories.consolidations import GRAPH, ConsolidationRepository
+from db.repositories.facts import FactRepository
+from jobs.context import JobContext
+from jobs.registry import run_job
+from tests.agent.graph.conftest import GraphFactory, graph_path, open_graph
+from tests.agent.graph.test_forget_race import Gate, GatedLLM
+
+from .tidy_helpers import Tidier, held, job_context, owner, say
+
+pytestmark = [pytest.mark.both_databases, pytest.mark.process]
+__all__ = ["graph_path", "open_graph"]
+
+
+def graph_context(
+    settings: Settings,
+    engine: AsyncEngine,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+    graph: GraphitiGraph,
+    model: object = "test",
+) -> JobContext:
+    ctx = job_context(settings, engine, sessions, clock, model)
+    ctx.graph = graph
+    return ctx
+
+
+async def shown(graph: GraphitiGraph, user_id: int, query: str, clock: FrozenClock) -> list[str]:
+    """The user group's current facts for the query."""
+    found = await graph.search(user_id, query, limits=STANDARD_LIMITS, now=clock.now())
+    return sorted(f.text for f in found.user)
+
+
+async def test_a_graph_write_a_crash_interrupted_is_done_after_the_restart(
+    settings: Settings,
+    engine: AsyncEngine,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+    open_graph: GraphFactory,
+) -> None:
+    gate = Gate("Zanzibar")
+    graph = await open_graph(GatedLLM(gate))
+    ctx = graph_context(settings, engine, sessions, clock, graph)
+    ana = await owner(sessions, "Ana", clock.now())
+    await say(sessions, ana, ["Ana sails to Crete every summer"], clock.now())
+    assert (await run_job("graph", ctx))["written"] == 1
+    await say(sessions, ana, ["Ana sails to Zanzibar every summer"], clock.now())
+    # The worker dies inside the graph write (its task cancelled while graphiti's model is called).
+    dying = asyncio.create_task(run_job("graph", ctx))
+    await asyncio.wait_for(gate.entered.wait(), 30)
+    dying.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await dying
+    gate.release.set()
+    # Its lease still holds the person: another instance takes nothing, and nothing is lost.
+    assert (await run_job("graph", ctx))["claimed"] == 0
+    clock.advance(timedelta(seconds=settings.postprocess_claim_timeout_seconds + 1))
+    assert (await run_job("graph", ctx))["written"] == 1
+    assert await shown(graph, ana, "sails every summer", clock) == [
+        "Ana sails to Crete every summer",
+        "Ana sails to Zanzibar every summer",
+    ]
+    assert (await run_job("graph", ctx))["claimed"] == 0  # followed: nothing due
+
+
+async def test_a_forget_right_after_an_add_ends_the_edge(
+    settings: Settings,
+    engine: AsyncEngine,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+    open_graph: GraphFactory,
+) -> None:
+    graph = await open_graph(ScriptedLLMClient())
+    ctx = graph_context(settings, engine, sessions, clock, graph)
+    ana = await owner(sessions, "Ana", clock.now())
+    await say(sessions, ana, ["Ana has a cat named Miso", "Ana plays the cello"], clock.now())
+    async with sessions() as session, session.begin():
+        miso = await session.scalar(select(UserFact.id).where(UserFact.content.like("%Miso%")))
+        assert miso is not None
+        await FactRepository(session).invalidate(ana, [miso], clock.now(), reason="there is no cat")
+    # Taken back before the graph followed: it is never shown.
+    assert (await run_job("graph", ctx))["written"] == 1
+    assert await shown(graph, ana, "cat Miso cello", clock) == ["Ana plays the cello"]
+
+    # Added, followed, then taken back at once: the edge ends at the next run.
+    await say(sessions, ana, ["Ana has a dog named Rex"], clock.now())
+    assert (await run_job("graph", ctx))["written"] == 1
+    async with sessions() as session, session.begin():
+        rex = await session.scalar(select(UserFact.id).where(UserFact.content.like("%Rex%")))
+        assert rex is not None
+        await FactRepository(session).invalidate(ana, [rex], clock.now(), reason="no dog either")
+    assert (await run_job("graph", ctx))["ended"] == 1
+    assert await shown(graph, ana, "dog Rex cello", clock) == ["Ana plays the cello"]
+
+    # Said again: the fact is held again, and so is its edge.
+    clock.advance(timedelta(hours=1))
+    async with sessions() as session, session.begin():
+        await FactRepository(session).revive(ana, [rex], clock.now())
+    assert (await run_job("graph", ctx))["written"] == 1
+    assert await shown(graph, ana, "dog Rex cello", clock) == [
+        "Ana has a dog named Rex",
+        "Ana plays the cello",
+    ]
+    # The graph's model usage is the person's.
+    async with sessions() as session:
+        kinds = set(
+            (await session.execute(select(ModelUsage.kind).where(ModelUsage.user_id == ana))).scalars()
+        )
+    assert kinds <= {"graph"}
+
+
+async def test_tidying_and_imported_facts_reach_the_graph(
+    settings: Settings,
+    engine: AsyncEngine,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+    open_graph: GraphFactory,
+) -> None:
+    graph = await open_graph(ScriptedLLMClient())
+    ana = await owner(sessions, "Ana", clock.now())
+    await say(sessions, ana, ["Ana is a nurse.", "Ana works as a nurse", "Ana plays the cello"], clock.now())
+    assert (await run_job("graph", graph_context(settings, engine, sessions, clock, graph)))["written"] == 3
+    tidier = Tidier(
+        lambda ids: {
+            "same": [
+                {
+                    "ids": [ids["Ana is a nurse."], ids["Ana works as a nurse"]],
+                    "keep": ids["Ana works as a nurse"],
+                }
+            ]
+        }
+    )
+    clock.advance(timedelta(hours=1))
+    ctx = graph_context(settings, engine, sessions, clock, graph, tidier.model())
+    assert (await run_job("consolidate", ctx))["merged"] == 1
+    assert await held(sessions, ana) == ["Ana works as a nurse", "Ana plays the cello"]
+    # The merged fact's episode leaves the edge it shared; its own words are no fact any longer.
+    assert (await run_job("graph", ctx))["ended"] == 1
+    found = await graph.search(ana, "nurse", limits=STANDARD_LIMITS, now=clock.now())
+    async with sessions() as session:
+        kept = await session.scalar(select(UserFact.id).where(UserFact.content == "Ana works as a nurse"))
+    assert {f.fact_ids for f in found.user if "nurse" in f.text} <= {(kept,)}
+    assert any("works as a nurse" in f.text for f in found.user)
+
+    # A fact learned from an imported history goes the same way.
+    async with sessions() as session, session.begin():
+        await FactRepository(session).add_sourced(
+            ana, None, [("Ana grew up in Lisbon", [])], clock.now(), source="import"
+        )
+    assert (await run_job("graph", ctx))["written"] == 1
+    assert "Ana grew up in Lisbon" in await shown(graph, ana, "grew up Lisbon", clock)
+
+
+async def test_with_the_graph_off_nothing_waits(
+    settings: Settings, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    ctx = job_context(settings.model_copy(update={"graph_backend": "none"}), engine, sessions, clock, "test")
+    ana = await owner(sessions, "Ana", clock.now())
+    await say(sessions, ana, ["Ana plays the cello"], clock.now())
+    assert (await run_job("graph", ctx))["followed"] == 1
+    assert (await run_job("graph", ctx))["followed"] == 0
+    async with sessions() as session, session.begin():
+        due = await ConsolidationRepository(session, GRAPH).claim(
+            clock.now(), timedelta(minutes=1), max_attempts=3
+        )
+    assert due is None
