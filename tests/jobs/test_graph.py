@@ -5,6 +5,7 @@ FalkorDB, graphiti's model scripted."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -30,17 +31,21 @@ pytestmark = [pytest.mark.both_databases, pytest.mark.process]
 __all__ = ["graph_path", "open_graph"]
 
 
-def graph_context(
-    settings: Settings,
-    engine: AsyncEngine,
-    sessions: async_sessionmaker[AsyncSession],
-    clock: FrozenClock,
-    graph: GraphitiGraph,
-    model: object = "test",
-) -> JobContext:
-    ctx = job_context(settings, engine, sessions, clock, model)
-    ctx.graph = graph
-    return ctx
+ContextOn = Callable[..., JobContext]
+
+
+@pytest.fixture
+def context_on(
+    settings: Settings, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> ContextOn:
+    """A job context with this graph (and this summary model)."""
+
+    def _context(graph: GraphitiGraph, model: object = "test") -> JobContext:
+        ctx = job_context(settings, engine, sessions, clock, model)
+        ctx.graph = graph
+        return ctx
+
+    return _context
 
 
 async def shown(graph: GraphitiGraph, user_id: int, query: str, clock: FrozenClock) -> list[str]:
@@ -51,14 +56,14 @@ async def shown(graph: GraphitiGraph, user_id: int, query: str, clock: FrozenClo
 
 async def test_a_graph_write_a_crash_interrupted_is_done_after_the_restart(
     settings: Settings,
-    engine: AsyncEngine,
     sessions: async_sessionmaker[AsyncSession],
     clock: FrozenClock,
     open_graph: GraphFactory,
+    context_on: ContextOn,
 ) -> None:
     gate = Gate("Zanzibar")
     graph = await open_graph(GatedLLM(gate))
-    ctx = graph_context(settings, engine, sessions, clock, graph)
+    ctx = context_on(graph)
     ana = await owner(sessions, "Ana", clock.now())
     await say(sessions, ana, ["Ana sails to Crete every summer"], clock.now())
     assert (await run_job("graph", ctx))["written"] == 1
@@ -83,13 +88,13 @@ async def test_a_graph_write_a_crash_interrupted_is_done_after_the_restart(
 
 async def test_a_forget_right_after_an_add_ends_the_edge(
     settings: Settings,
-    engine: AsyncEngine,
     sessions: async_sessionmaker[AsyncSession],
     clock: FrozenClock,
     open_graph: GraphFactory,
+    context_on: ContextOn,
 ) -> None:
     graph = await open_graph(ScriptedLLMClient())
-    ctx = graph_context(settings, engine, sessions, clock, graph)
+    ctx = context_on(graph)
     ana = await owner(sessions, "Ana", clock.now())
     await say(sessions, ana, ["Ana has a cat named Miso", "Ana plays the cello"], clock.now())
     async with sessions() as session, session.begin():
@@ -129,15 +134,15 @@ async def test_a_forget_right_after_an_add_ends_the_edge(
 
 async def test_tidying_and_imported_facts_reach_the_graph(
     settings: Settings,
-    engine: AsyncEngine,
     sessions: async_sessionmaker[AsyncSession],
     clock: FrozenClock,
     open_graph: GraphFactory,
+    context_on: ContextOn,
 ) -> None:
     graph = await open_graph(ScriptedLLMClient())
     ana = await owner(sessions, "Ana", clock.now())
     await say(sessions, ana, ["Ana is a nurse.", "Ana works as a nurse", "Ana plays the cello"], clock.now())
-    assert (await run_job("graph", graph_context(settings, engine, sessions, clock, graph)))["written"] == 3
+    assert (await run_job("graph", context_on(graph)))["written"] == 3
     tidier = Tidier(
         lambda ids: {
             "same": [
@@ -149,7 +154,7 @@ async def test_tidying_and_imported_facts_reach_the_graph(
         }
     )
     clock.advance(timedelta(hours=1))
-    ctx = graph_context(settings, engine, sessions, clock, graph, tidier.model())
+    ctx = context_on(graph, tidier.model())
     assert (await run_job("consolidate", ctx))["merged"] == 1
     assert await held(sessions, ana) == ["Ana works as a nurse", "Ana plays the cello"]
     # The merged fact's episode leaves the edge it shared; its own words are no fact any longer.

@@ -28,6 +28,9 @@ def upgrade() -> None:
         batch.add_column(sa.Column("graph_lease_until", UTCDateTime(), nullable=True))
         batch.add_column(sa.Column("graph_attempts", sa.Integer(), server_default="0", nullable=False))
         batch.add_column(sa.Column("graph_error", sa.Text(), nullable=True))
+    # The graph written before showed every held fact: it follows from here, nobody due at once.
+    op.execute("UPDATE user_facts SET graph_key = dedupe_key WHERE invalidated_at IS NULL")
+    op.execute("UPDATE fact_consolidations SET graphed_for = changed_at")
 
 
 def downgrade() -> None:
