@@ -33,7 +33,7 @@ class JobContext:
     clock: Clock
     summary_model: Model | str
     worker_id: str
-    # The knowledge-graph hook (agent/graph's KnowledgeGraph); None turns the graph stage off.
+    # The knowledge graph (agent/graph's KnowledgeGraph) the `graph` job writes; None: no graph.
     graph: Any = None
     # /forget: the writers' registry, and the stores and caches the `forget` job finishes.
     guard: WriteGuard | None = None
