@@ -74,8 +74,8 @@ def build_job_context(
 ) -> JobContext:
     """A JobContext with the SUMMARY_MODEL built from settings unless one is given.
 
-    The graph's writes go through the `WriteGuard` (one is made when none is given), so the graph
-    stage never writes for a user /forget deleted (agent/account/writers.py).
+    The graph's writes go through the `WriteGuard` (one is made when none is given), so the
+    `graph` job never writes for a user /forget deleted (agent/account/writers.py).
     """
     model = summary_model if summary_model is not None else settings_model(settings, "summary_model")
     guard = guard if guard is not None else WriteGuard(sessions, engine=engine)
