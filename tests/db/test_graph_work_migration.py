@@ -49,7 +49,8 @@ async def test_held_facts_count_as_shown_and_nobody_is_due(empty_url: str) -> No
 
     engine = create_engine(empty_url)
     async with engine.connect() as conn:
-        keys = dict((await conn.execute(text("SELECT content, graph_key FROM user_facts"))).all())
+        found = await conn.execute(text("SELECT content, graph_key FROM user_facts"))
+        keys = {str(content): key for content, key in found.all()}
         marker = (
             await conn.execute(
                 text("SELECT changed_at, graphed_for, graph_attempts FROM fact_consolidations")

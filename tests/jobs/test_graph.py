@@ -25,6 +25,8 @@ from jobs.registry import run_job
 from tests.agent.graph.conftest import GraphFactory, graph_path, open_graph
 from tests.agent.graph.test_forget_race import Gate, GatedLLM
 
+from .conftest import ScriptedSummaries, extraction_reply
+from .import_helpers import import_run, imported_conversation, person
 from .tidy_helpers import Tidier, held, job_context, owner, say
 
 pytestmark = [pytest.mark.both_databases, pytest.mark.process]
@@ -132,7 +134,7 @@ async def test_a_forget_right_after_an_add_ends_the_edge(
     assert kinds <= {"graph"}
 
 
-async def test_tidying_and_imported_facts_reach_the_graph(
+async def test_tidying_merges_reach_the_graph(
     settings: Settings,
     sessions: async_sessionmaker[AsyncSession],
     clock: FrozenClock,
@@ -165,13 +167,41 @@ async def test_tidying_and_imported_facts_reach_the_graph(
     assert {f.fact_ids for f in found.user if "nurse" in f.text} <= {(kept,)}
     assert any("works as a nurse" in f.text for f in found.user)
 
-    # A fact learned from an imported history goes the same way.
-    async with sessions() as session, session.begin():
-        await FactRepository(session).add_sourced(
-            ana, None, [("Ana grew up in Lisbon", [])], clock.now(), source="import"
-        )
+
+async def test_an_imported_historys_facts_reach_the_graph(
+    ctx: JobContext,
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+    scripted: ScriptedSummaries,
+    open_graph: GraphFactory,
+) -> None:
+    ctx.graph = graph = await open_graph(ScriptedLLMClient())
+    ana = await person(sessions, "cli:ana", now=clock.now())
+    run = await import_run(sessions, ana, at=clock.now())
+    asked = clock.now() - timedelta(days=300)
+    _, (said, _) = await imported_conversation(
+        sessions,
+        ana,
+        run,
+        [
+            ("user", "I play the cello in a quartet", asked),
+            ("other", "How lovely!", asked + timedelta(minutes=1)),
+        ],
+        today=clock.now(),
+    )
+    scripted.extraction = extraction_reply(
+        user_facts=[{"text": "Ana plays the cello", "message_ids": [said]}]
+    )
+    assert (await run_job("imports", ctx))["queued"] == 1
+    assert (await run_job("postprocess", ctx))["processed"] == 1
+
     assert (await run_job("graph", ctx))["written"] == 1
-    assert "Ana grew up in Lisbon" in await shown(graph, ana, "grew up Lisbon", clock)
+    found = await graph.search(ana, "cello", limits=STANDARD_LIMITS, now=clock.now())
+    async with sessions() as session:
+        cello = await session.scalar(select(UserFact.id).where(UserFact.content == "Ana plays the cello"))
+    assert [(f.text, f.fact_ids) for f in found.user] == [("Ana plays the cello", (cello,))]
+    (episode,) = (await graph.export_user(ana))["groups"]["user"]["episodes"]
+    assert episode["name"] == f"fact:{cello} messages:{said}"
 
 
 async def test_with_the_graph_off_nothing_waits(
