@@ -88,6 +88,28 @@ async def test_a_graph_write_a_crash_interrupted_is_done_after_the_restart(
     assert (await run_job("graph", ctx))["claimed"] == 0  # followed: nothing due
 
 
+async def test_two_instances_follow_each_person_once(
+    sessions: async_sessionmaker[AsyncSession],
+    clock: FrozenClock,
+    open_graph: GraphFactory,
+    context_on: ContextOn,
+) -> None:
+    graph = await open_graph(ScriptedLLMClient())
+    people = [await owner(sessions, name, clock.now()) for name in ("Ana", "Bo", "Cy", "Di")]
+    for person_id in people:
+        await say(sessions, person_id, ["Plays the cello", "Keeps bees"], clock.now())
+    first, second = context_on(graph), context_on(graph)
+    second.worker_id = "worker-b"
+
+    counts = await asyncio.gather(run_job("graph", first), run_job("graph", second))
+
+    assert sum(c["claimed"] for c in counts) == len(people)
+    assert sum(c["written"] for c in counts) == 2 * len(people)
+    for person_id in people:
+        episodes = (await graph.export_user(person_id))["groups"]["user"]["episodes"]
+        assert len(episodes) == 2
+
+
 async def test_a_forget_right_after_an_add_ends_the_edge(
     settings: Settings,
     sessions: async_sessionmaker[AsyncSession],
