@@ -22,7 +22,7 @@ from db.repositories.consolidations import GRAPH, ConsolidationRepository
 from db.repositories.facts import FactRepository
 from jobs.context import JobContext
 from jobs.registry import run_job
-from tests.agent.graph.conftest import GraphFactory, graph_path, open_graph
+from tests.agent.graph.conftest import GraphFactory, graph, graph_path, open_graph
 from tests.agent.graph.test_forget_race import Gate, GatedLLM
 
 from .conftest import ScriptedSummaries, extraction_reply
@@ -30,10 +30,11 @@ from .import_helpers import import_run, imported_conversation, person
 from .tidy_helpers import Tidier, held, job_context, owner, say
 
 pytestmark = [pytest.mark.both_databases, pytest.mark.process]
-__all__ = ["graph_path", "open_graph"]
+__all__ = ["graph", "graph_path", "open_graph"]
 
 
 ContextOn = Callable[..., JobContext]
+Sessions = async_sessionmaker[AsyncSession]
 
 
 @pytest.fixture
@@ -91,10 +92,9 @@ async def test_a_graph_write_a_crash_interrupted_is_done_after_the_restart(
 async def test_two_instances_follow_each_person_once(
     sessions: async_sessionmaker[AsyncSession],
     clock: FrozenClock,
-    open_graph: GraphFactory,
+    graph: GraphitiGraph,
     context_on: ContextOn,
 ) -> None:
-    graph = await open_graph(ScriptedLLMClient())
     people = [await owner(sessions, name, clock.now()) for name in ("Ana", "Bo", "Cy", "Di")]
     for person_id in people:
         await say(sessions, person_id, ["Plays the cello", "Keeps bees"], clock.now())
@@ -111,13 +111,11 @@ async def test_two_instances_follow_each_person_once(
 
 
 async def test_a_forget_right_after_an_add_ends_the_edge(
-    settings: Settings,
     sessions: async_sessionmaker[AsyncSession],
     clock: FrozenClock,
-    open_graph: GraphFactory,
+    graph: GraphitiGraph,
     context_on: ContextOn,
 ) -> None:
-    graph = await open_graph(ScriptedLLMClient())
     ctx = context_on(graph)
     ana = await owner(sessions, "Ana", clock.now())
     await say(sessions, ana, ["Ana has a cat named Miso", "Ana plays the cello"], clock.now())
@@ -157,13 +155,11 @@ async def test_a_forget_right_after_an_add_ends_the_edge(
 
 
 async def test_tidying_merges_reach_the_graph(
-    settings: Settings,
     sessions: async_sessionmaker[AsyncSession],
     clock: FrozenClock,
-    open_graph: GraphFactory,
+    graph: GraphitiGraph,
     context_on: ContextOn,
 ) -> None:
-    graph = await open_graph(ScriptedLLMClient())
     ana = await owner(sessions, "Ana", clock.now())
     await say(sessions, ana, ["Ana is a nurse.", "Ana works as a nurse", "Ana plays the cello"], clock.now())
     assert (await run_job("graph", context_on(graph)))["written"] == 3
