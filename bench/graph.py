@@ -5,7 +5,7 @@ GRAPH_PATH, and with graphiti's LLM replaced by the instant scripted model (whic
 the real prompts with tiktoken), so it measures our code, graphiti and the database, not a
 provider. Part 1 writes closed conversations (LLM calls, tokens, ms per conversation, plus a rerun
 of an already-written source), once as three episodes through graphiti's own extraction (user
-facts, shared history, thoughts) and once as what post-processing writes: the list's facts, each an
+facts, shared history, thoughts) and once as what the graph job writes: the list's facts, each an
 episode of the user group pointing back to the fact.
 Part 2 writes a generated graph of 1,000 and of 10,000 episodes for one user (planted facts with
 known questions included) and times the recall tier (three groups in parallel, standard limits

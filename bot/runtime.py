@@ -132,12 +132,10 @@ class Runtime:
         )
 
     async def settle(self) -> None:
-        """Wait for background work the replies did not wait for (indexing, graph facts)."""
+        """Wait for background work the replies did not wait for (indexing)."""
         await self.turns.settle()
         if self.recall is not None:
             await self.recall.settle()
-        if self.facts is not None:
-            await self.facts.drain()
 
     async def close(self) -> None:
         """Release connections (and stop an embedded graph's server); a second call does nothing."""
@@ -237,7 +235,7 @@ async def build_runtime(
         raise
     data_stores: list[UserDataStore] = [
         recall,
-        *([GraphDataStore(knowledge_graph, settle=facts.drain)] if graph_on else []),
+        *([GraphDataStore(knowledge_graph)] if graph_on else []),
     ]
     # The `forget` job finishes what a failing store left of a /forget (the same stores and caches).
     jobs.data_stores = data_stores

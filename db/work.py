@@ -98,6 +98,12 @@ def renewal(table: Any, key: Any, holder: Any, until: Any, *where: ColumnElement
     )
 
 
+def _given_up(error: Any, lease_until: Any, done_for: Any) -> Select[Any]:
+    """How many people a kind of per-person work gave up on (an error, no lease, marked done)."""
+    given_up = and_(error.is_not(None), lease_until.is_(None), done_for.is_not(None))
+    return select(func.count()).select_from(FactConsolidation).where(given_up)
+
+
 @dataclass(frozen=True)
 class DeadItems:
     """Items given up on, per kind of work, and the newest dead updates: (when, why)."""
@@ -108,14 +114,10 @@ class DeadItems:
 
 async def dead_items(session: AsyncSession, *, last: int = 5) -> DeadItems:
     """How many items each kind of work gave up on: dead inbox updates, conversations post-processing
-    gave up on, touchpoints cancelled after their last attempt, people whose tidying was given up
-    (until their facts change again); and the newest `last` dead updates."""
+    gave up on, touchpoints cancelled after their last attempt, people whose tidying or graph work
+    was given up (until their facts change again); and the newest `last` dead updates."""
     inbox_dead = InboxUpdate.outcome == "dead"
-    given_up = and_(
-        FactConsolidation.last_error.is_not(None),
-        FactConsolidation.lease_until.is_(None),
-        FactConsolidation.consolidated_for.is_not(None),
-    )
+    row = FactConsolidation
     kinds: dict[str, Select[Any]] = {
         "updates": select(func.count()).select_from(InboxUpdate).where(inbox_dead),
         "post-processing": select(func.count())
@@ -124,7 +126,8 @@ async def dead_items(session: AsyncSession, *, last: int = 5) -> DeadItems:
         "touchpoints": select(func.count())
         .select_from(Touchpoint)
         .where(Touchpoint.status == "cancelled", Touchpoint.outcome == "failed"),
-        "tidying": select(func.count()).select_from(FactConsolidation).where(given_up),
+        "tidying": _given_up(row.last_error, row.lease_until, row.consolidated_for),
+        "graph": _given_up(row.graph_error, row.graph_lease_until, row.graphed_for),
     }
     counts = {kind: int(await session.scalar(stmt) or 0) for kind, stmt in kinds.items()}
     newest = (

@@ -33,7 +33,7 @@ class JobContext:
     clock: Clock
     summary_model: Model | str
     worker_id: str
-    # The knowledge-graph hook (agent/graph's KnowledgeGraph); None turns the graph stage off.
+    # The knowledge graph (agent/graph's KnowledgeGraph) the `graph` job writes; None: no graph.
     graph: Any = None
     # /forget: the writers' registry, and the stores and caches the `forget` job finishes.
     guard: WriteGuard | None = None
@@ -74,8 +74,8 @@ def build_job_context(
 ) -> JobContext:
     """A JobContext with the SUMMARY_MODEL built from settings unless one is given.
 
-    The graph's writes go through the `WriteGuard` (one is made when none is given), so the graph
-    stage never writes for a user /forget deleted (agent/account/writers.py).
+    The graph's writes go through the `WriteGuard` (one is made when none is given), so the
+    `graph` job never writes for a user /forget deleted (agent/account/writers.py).
     """
     model = summary_model if summary_model is not None else settings_model(settings, "summary_model")
     guard = guard if guard is not None else WriteGuard(sessions, engine=engine)

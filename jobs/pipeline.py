@@ -1,10 +1,10 @@
 """The post-processing pipeline of one claimed conversation, every stage idempotent.
 
 1 ingestion -> 2 extraction -> 3 threads, 4 thoughts, 5 facts (one transaction with the stored
-extraction and its cost, so a rerun never calls the model again; dedupe keys) -> 6 graph -> 7 day
-summary rollup (version-guarded, one note per version) -> 8 finalisation (processed, summary, tone;
-in the rollup's last transaction) -> 9 the user's briefing (jobs/briefing_refresh.py; after the
-conversation is processed, and never failing it).
+extraction and its cost, so a rerun never calls the model again; dedupe keys; the knowledge graph
+follows the facts through jobs/graph.py) -> 7 day summary rollup (version-guarded, one note per
+version) -> 8 finalisation (processed, summary, tone; in the rollup's last transaction) -> 9 the
+user's briefing (jobs/briefing_refresh.py; after the conversation is processed, and never failing it).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from agent.digest.extraction import Extraction, OpenThread, ShownThought, extrac
 from agent.digest.summaries import Line
 from agent.history.reactions import reactions_on, with_reactions
 from agent.memory.corrections import without_taken_back
-from agent.memory.graph import listed
 from agent.memory.grounding import dropped
 from agent.memory.known import apply_decisions
 from agent.memory.profile import ProfileFact
@@ -189,15 +188,14 @@ class RollupStart:
 
 
 async def memory_stage(
-    ctx: JobContext, item: Ingested, output: Extraction, meter: UsageMeter, *, look_ahead: bool = False
+    ctx: JobContext, item: Ingested, output: Extraction, meter: UsageMeter
 ) -> tuple[dict[str, int], RollupStart | None]:
     """Stages 3-5: threads opened and resolved, thoughts, facts, with the extraction checkpoint.
 
     One transaction: the extraction is stored with the rows it produced and with what it cost
     (`meter`), so a rerun reuses it instead of calling the model again, and the dedupe keys make a
-    repeated write a no-op. With `look_ahead` (no graph stage between them) the rollup's start
-    runs in it too: the days' new messages are read and, when there are none, the conversation
-    is finalised in the same commit.
+    repeated write a no-op. The rollup's start runs in it too: the days' new messages are read
+    and, when there are none, the conversation is finalised in the same commit.
     """
     at = item.ended_at
     async with ctx.sessions() as session, session.begin():
@@ -228,7 +226,7 @@ async def memory_stage(
             [NewTouchpoint(p.thread_key, p.reason, p.due_at, p.dedupe_key) for p in plans],
             at=ctx.clock.now(),
         )
-        start = await _rollup_start(ctx, session, item, output) if look_ahead else None
+        start = await _rollup_start(ctx, session, item, output)
         # Last: it locks the day's token counter until the commit (agent/core/usage.py).
         await store_usage(session, item.user_id, ctx.clock.now().astimezone(UTC).date(), meter)
     counts = {
@@ -240,27 +238,6 @@ async def memory_stage(
         "follow_ups_planned": planned,
     }
     return counts, start
-
-
-async def graph_stage(ctx: JobContext, item: Ingested) -> int:
-    """Stage 6: the knowledge graph follows the list: the facts held from this conversation added
-    (each an episode pointing back to the fact and its messages), those it superseded ended.
-
-    A fact already in the graph adds nothing, so a rerun writes nothing twice. Off when ctx.graph is
-    None. Each write checks that the user still exists (ctx.graph is guarded, agent/graph/guarded.py).
-    """
-    if ctx.graph is None:
-        return 0
-    async with ctx.sessions() as session:
-        facts = FactRepository(session)
-        learned = [f for f in await facts.held(item.user_id) if f.conversation_id == item.conversation_id]
-        ids = {f.id for f in learned}
-        replaced = [f.id for f in await facts.taken_back(item.user_id) if f.superseded_by in ids]
-    if replaced:
-        await ctx.graph.end_facts(item.user_id, replaced, item.ended_at)
-    if learned:
-        await ctx.graph.add_facts(item.user_id, [listed(f) for f in learned])
-    return len(learned)
 
 
 async def rollup_stage(
@@ -346,16 +323,13 @@ async def _run_stages(ctx: JobContext, conversation_id: int, loaded: Loaded | No
     if not any(line.role == "user" for line in item.lines):  # the user said nothing: nothing to learn
         await finalise(ctx, item, None)
         return {"empty": 1}
-    # Extraction and the graph's model calls count towards the user's usage, failed runs included:
-    # the extraction's with the rows it produced, what is left (the graph's, or everything when
-    # the memory stage failed) in a transaction of its own.
+    # Extraction's model calls count towards the user's usage, failed runs included: with the rows
+    # it produced, or in a transaction of their own when the memory stage failed.
     with metering() as meter:
         try:
             output = await extraction_stage(ctx, item)
-            # Without a graph stage the rollup can start in the memory stage's transaction.
-            counts, start = await memory_stage(ctx, item, output, meter, look_ahead=ctx.graph is None)
+            counts, start = await memory_stage(ctx, item, output, meter)
             meter.kinds.clear()  # stored with the memory stage's rows
-            counts["graph_facts"] = await graph_stage(ctx, item)
         finally:
             await store_usage_apart(ctx.sessions, item.user_id, ctx.clock.now().astimezone(UTC).date(), meter)
     counts["day_summaries"], processed = await rollup_stage(ctx, item, output, start)

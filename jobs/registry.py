@@ -18,6 +18,7 @@ JOB_NAMES: tuple[str, ...] = (
     "imports",
     "postprocess",
     "consolidate",
+    "graph",
     "day-summaries",
     "nightly",
     "forget",
@@ -54,6 +55,12 @@ async def _consolidate(ctx: JobContext, **options: Any) -> dict[str, Any]:
     from jobs.consolidate import consolidate_due
 
     return await consolidate_due(ctx, limit=options.get("limit"))
+
+
+async def _graph(ctx: JobContext, **options: Any) -> dict[str, Any]:
+    from jobs.graph import follow_lists
+
+    return await follow_lists(ctx, limit=options.get("limit"))
 
 
 async def _day_summaries(ctx: JobContext, **options: Any) -> dict[str, Any]:
@@ -97,6 +104,7 @@ _JOBS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     "imports": _imports,
     "postprocess": _postprocess,
     "consolidate": _consolidate,
+    "graph": _graph,
     "day-summaries": _day_summaries,
     "nightly": _nightly,
     "forget": _forget,
@@ -108,7 +116,7 @@ _JOBS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
 
 async def run_job(name: str, ctx: JobContext, **options: Any) -> dict[str, Any]:
     """Run one job once and return its counts (postprocess takes `conversation_id=` and `limit=`,
-    consolidate and touchpoints `limit=`, retention `sweep=`); an alias runs the job it names."""
+    consolidate, graph and touchpoints `limit=`, retention `sweep=`); an alias runs the job it names."""
     name = JOB_ALIASES.get(name, name)
     job = _JOBS.get(name)
     if job is None:

@@ -18,6 +18,7 @@ MINUTE_JOBS = (
     "imports",
     "postprocess",
     "consolidate",
+    "graph",
     "day-summaries",
     "forget",
     "touchpoints",
@@ -27,8 +28,8 @@ _BATCH_LIMITS = {"postprocess": "postprocess_batch_limit", "consolidate": "conso
 
 
 async def run_minute_jobs(ctx: JobContext) -> dict[str, dict[str, Any]]:
-    """Conversation detection, the import pacer, post-processing, tidying the facts that changed, due
-    in-day summaries, unfinished /forgets and due touchpoints, in that order."""
+    """Conversation detection, the import pacer, post-processing, tidying the facts that changed, the
+    graph following them, due in-day summaries, unfinished /forgets and due touchpoints, in that order."""
     results: dict[str, dict[str, Any]] = {}
     for name in MINUTE_JOBS:
         limit = _BATCH_LIMITS.get(name)

@@ -1,7 +1,7 @@
 """The graph with every write guarded against /forget: see agent/account/writers.py.
 
-Post-processing's graph stage and `memory_add`'s background write both go through this wrapper, so
-an episode is written only while the user exists, and /forget waits for an episode in flight
+The `graph` job's writes (jobs/graph.py) go through this wrapper, so an episode is written only
+while the user exists, and /forget waits for an episode in flight
 before it deletes the user's groups. A write for a forgotten user raises `UserForgottenError`.
 """
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agent.graph.base import KnowledgeGraph
@@ -13,10 +12,8 @@ class GraphDataStore:
 
     name = "knowledge_graph"
 
-    def __init__(self, graph: KnowledgeGraph, *, settle: Callable[[], Awaitable[None]] | None = None) -> None:
+    def __init__(self, graph: KnowledgeGraph) -> None:
         self.graph = graph
-        # Graph writes still in flight (memory_add) would bring the user back after /forget.
-        self.settle = settle
 
     async def export_user(self, user_id: int) -> Any:
         """Every episode, fact and entity of the user's groups."""
@@ -24,6 +21,4 @@ class GraphDataStore:
 
     async def forget_user(self, user_id: int) -> None:
         """Delete every node and edge of the user's groups; a graph failure stops the /forget."""
-        if self.settle is not None:
-            await self.settle()
         await self.graph.forget_user(user_id)

@@ -38,6 +38,7 @@ ANCHORS: dict[Group, tuple[str, str]] = {
 }
 PERSONA_KEY = "Nikita"
 RELATION = "STATES"
+_CURRENT = "MATCH ()-[r:RELATES_TO]->() WHERE r.uuid = $uuid SET r.invalid_at = null, r.expired_at = null"
 
 
 def anchor_name(key: str, persona_name: str) -> str:
@@ -84,7 +85,8 @@ async def write_facts(
 ) -> list[str]:
     """Add each line as a fact of the episode's time; returns the edges the episode now states.
 
-    A rerun of the same episode reuses its edges' ids, finds them verbatim and asks no model.
+    A rerun of the same episode reuses its edges' ids, finds them verbatim and asks no model. A line
+    whose words an ended edge holds verbatim (a fact held again) makes that edge current again.
     """
     subject_key, object_key = ANCHORS[group]
     subject = await _anchor(scope, gid, subject_key, anchor_name(subject_key, persona_name), now)
@@ -95,7 +97,7 @@ async def write_facts(
         if not text:
             continue
         edge = EntityEdge(
-            uuid=_stable(episode.uuid, str(index)),
+            uuid=_stable(episode.uuid, text, str(index)),
             source_node_uuid=subject.uuid,
             target_node_uuid=target.uuid,
             name=RELATION,
@@ -107,5 +109,8 @@ async def write_facts(
         )
         result = await scope.add_triplet(subject, edge, target, episode)
         # The first edge is the fact itself, or the existing one it duplicates; the rest were ended.
-        stated.append(result.edges[0].uuid)
+        edge = result.edges[0]
+        if edge.expired_at is not None:
+            await scope.driver.execute_query(_CURRENT, uuid=edge.uuid)
+        stated.append(edge.uuid)
     return stated

@@ -7,9 +7,9 @@ from an edge to what it was learned from, which graphiti keeps when it folds a r
 existing edge (the episode is appended), so an edge reaches every fact that says it. An edge's
 attributes would not: graphiti drops the new edge's attributes when it finds a duplicate.
 
-Reads map an edge back to its facts through those episodes; taking a fact back removes its episode
-from the edges and ends the edges that stand on nothing else, so the graph follows the list and can
-be rebuilt from it.
+Reads map an edge back to its facts through those episodes; taking a fact back (or rewording it)
+removes its episode from the edges, ends the edges that stand on nothing else and deletes the
+episode, so the graph follows the list and can be rebuilt from it.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ WHERE r.group_id = $gid AND r.expired_at IS NULL AND any(u IN r.episodes WHERE u
 RETURN r.uuid AS uuid, r.episodes AS episodes
 """
 _KEEP = "MATCH ()-[r:RELATES_TO]->() WHERE r.uuid = $uuid SET r.episodes = $episodes"
+_DROP = "MATCH (e:Episodic) WHERE e.uuid IN $uuids AND e.group_id = $gid DETACH DELETE e"
 _END = (
     "MATCH ()-[r:RELATES_TO]->() WHERE r.uuid = $uuid "
     "SET r.episodes = $episodes, r.invalid_at = $at, r.expired_at = $at"
@@ -69,8 +70,8 @@ def facts_behind(episodes: Sequence[str], ids: dict[str, int]) -> tuple[int, ...
 
 
 async def end_standing_on(driver: GraphDriver, gid: str, episodes: Sequence[str], at: datetime) -> int:
-    """Take these episodes out of the group's current edges; an edge left standing on none ends at `at`.
-    How many ended."""
+    """Take these episodes out of the group's current edges (an edge left standing on none ends at
+    `at`) and delete them, so a fact held again or reworded is written anew. How many edges ended."""
     gone = set(episodes)
     ended = 0
     for row in await rows(driver, _STANDING_ON, gid=gid, uuids=sorted(gone)):
@@ -80,6 +81,7 @@ async def end_standing_on(driver: GraphDriver, gid: str, episodes: Sequence[str]
         else:
             await driver.execute_query(_END, uuid=row["uuid"], episodes=kept, at=at)
             ended += 1
+    await driver.execute_query(_DROP, uuids=sorted(gone), gid=gid)
     return ended
 
 

@@ -4,30 +4,28 @@ With GRAPH_BACKEND set, the graph is searched beside the list, and what it finds
 counts through the list's facts its edges point back to (agent/graph/view.py): a held fact the
 list's own ranking missed joins the facts found for a message and those `memory_search` finds,
 with the list's words; an edge whose facts the person took back or hid shows nothing. A fact saved
-goes to the list first and to the graph in the background; taking a fact back ends the edges that
-stand on it alone; `rebuild` writes a person's graph again from the list. A graph that is slow or
-failing is skipped: the list answers alone.
+changes the list and, in the same transaction, marks the person's facts as changed; the `graph` job
+(jobs/graph.py) then makes the graph follow: new, reworded and revived facts written, the edges of
+facts taken back or reworded ended when no other fact holds them up. `rebuild` writes a person's
+graph again from the list. A graph that is slow or failing is skipped: the list answers alone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Iterable, Sequence
-from datetime import UTC, datetime
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.clock import Clock, ensure_utc
-from agent.core.errors import GraphError, UserForgottenError
-from agent.core.usage import UsageMeter, metering, store_usage_apart
+from agent.core.errors import GraphError
 from agent.graph.base import EdgeFact, GraphResults, GroupLimits, KnowledgeGraph, ListedFact, Vector
 from agent.memory.units import Known, KnownFact
 from agent.search.embeddings import Embedder
 from db.models import UserFact
-from db.repositories.facts import FactRepository
+from db.repositories.graph_work import forget_shown, record_shown, unshown_facts
 
 logger = logging.getLogger(__name__)
 
@@ -67,9 +65,30 @@ def through_list(
     return list(listed_facts.values()), others
 
 
+async def show(
+    graph: KnowledgeGraph, user_id: int, facts: Sequence[UserFact], *, now: datetime
+) -> dict[int, str | None]:
+    """Make the user group show these facts as the list holds them (db/repositories/graph_work.py's
+    `unshown_facts`): the episodes of facts taken back or reworded leave their edges first (ended
+    when the fact was, a reworded one now), then held facts are written with their present words.
+    What the graph now shows of each fact (its key, or None)."""
+    ends: dict[datetime, list[int]] = {}
+    for fact in facts:
+        if fact.graph_key is not None:
+            ended = ensure_utc(fact.invalidated_at) if fact.invalidated_at is not None else now
+            ends.setdefault(ended, []).append(fact.id)
+    for at, ids in sorted(ends.items()):
+        await graph.end_facts(user_id, ids, at)
+    held = [fact for fact in facts if fact.invalidated_at is None]
+    await graph.add_facts(user_id, [listed(fact) for fact in held])
+    shown: dict[int, str | None] = {fact.id: None for fact in facts}
+    shown.update({fact.id: fact.dedupe_key for fact in held})
+    return shown
+
+
 class GraphFacts:
-    """The graph's side of the one list: its relation facts for a query, and the writes that follow
-    the list (a saved fact added, a taken-back fact's edges ended)."""
+    """The graph's side of the one list: its relation facts for a query, and a person's graph
+    written again from the list."""
 
     def __init__(
         self,
@@ -86,11 +105,8 @@ class GraphFacts:
         self.embedder = embedder
         self.clock = clock
         self.timeout_seconds = timeout_seconds
-        # Where the background graph write's model usage is stored (the turn's is already committed).
+        # Where a rebuild reads the list.
         self.sessions = sessions
-        # Writes in flight: graphiti's extraction takes several model calls, which the reply must
-        # not wait for; the references keep the tasks alive until they finish.
-        self._pending: set[asyncio.Task[None]] = set()
 
     async def search(
         self, user_id: int, query: str, *, limits: GroupLimits, now: datetime, vector: Vector | None = None
@@ -110,61 +126,17 @@ class GraphFacts:
             persona=[f for f in results.persona if f.is_current(now)],
         )
 
-    def end(self, user_id: int, fact_ids: Sequence[int], at: datetime) -> None:
-        """The list took these facts back at `at`: end the edges standing on them alone, in the
-        background (the reply never waits for a graph still opening or slow; reads already count
-        through the list, so the edges show nothing meanwhile)."""
-        if fact_ids:
-            self._later(self._end(user_id, list(fact_ids), at))
-
-    def add(self, user_id: int, fact: ListedFact) -> None:
-        """Add a newly saved fact to the graph in the background (the list already holds it)."""
-        self._later(self._add(user_id, fact))
-
-    def _later(self, write: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(write)
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
-
     async def rebuild(self, user_id: int) -> int:
         """The person's graph written again from the list: their groups cleared, every held fact
         added (each pointing back to it and its messages); how many facts. Needs `sessions`."""
         assert self.sessions is not None, "rebuilding reads the list"
-        async with self.sessions() as session:
-            facts = [listed(f) for f in await FactRepository(session).held(user_id)]
-        await self.drain()
         await self.graph.forget_user(user_id)
-        await self.graph.add_facts(user_id, facts)
-        logger.info("graph rebuilt from the list", extra={"user_id": user_id, "facts": len(facts)})
-        return len(facts)
-
-    async def _end(self, user_id: int, fact_ids: list[int], at: datetime) -> None:
-        try:
-            await self.graph.end_facts(user_id, fact_ids, at)
-        except (GraphError, UserForgottenError) as exc:
-            # The list holds the change; a rebuild brings the edges in line.
-            logger.warning("graph edges not ended", extra={"user_id": user_id, "error": str(exc)[:200]})
-
-    async def _add(self, user_id: int, fact: ListedFact) -> None:
-        meter = UsageMeter()
-        try:
-            with metering(meter):
-                await self.graph.add_facts(user_id, [fact])
-        except UserForgottenError:
-            logger.info("graph fact dropped: user forgotten", extra={"user_id": user_id})
-        except GraphError as exc:
-            # The row is saved: the fact is not lost, only missing from the graph's own search.
-            logger.warning("graph fact not added", extra={"user_id": user_id, "error": str(exc)[:200]})
-        if self.sessions is None:
-            return
-        try:
-            await store_usage_apart(self.sessions, user_id, fact.at.astimezone(UTC).date(), meter)
-        except SQLAlchemyError as exc:
-            # Only the count is lost; the fact is saved and in the graph.
-            logger.warning("graph usage not stored", extra={"user_id": user_id, "error": repr(exc)[:200]})
-
-    async def drain(self) -> None:
-        """Wait for graph writes in flight (shutdown, /forget, tests)."""
-        while self._pending:
-            await asyncio.gather(*list(self._pending), return_exceptions=True)
-            await asyncio.sleep(0)  # let the done callbacks empty the set (see TurnService.settle)
+        async with self.sessions() as session, session.begin():
+            await forget_shown(session, user_id)
+            unshown = await unshown_facts(session, user_id)
+        shown = await show(self.graph, user_id, unshown, now=self.clock.now())
+        async with self.sessions() as session, session.begin():
+            await record_shown(session, user_id, shown)
+        written = sum(key is not None for key in shown.values())
+        logger.info("graph rebuilt from the list", extra={"user_id": user_id, "facts": written})
+        return written

@@ -6,7 +6,8 @@ serves it to every reader the same way: the facts found for a message (the turn'
 list the transcript's way (agent/memory/ranking.py: full text in the person's language, vectors when
 an embedder is on). With a graph on, it is searched beside the list and what it finds counts
 through the list's facts its edges point back to (agent/memory/graph.py); a forget or a correction
-changes the list, its search rows, the graph's edges and this process's caches at once. The
+changes the list, its search rows and this process's caches at once, and the graph follows the list
+in the background (jobs/graph.py). The
 profile is chosen from the same list (agent/memory/profile.py). Every call is scoped to one owner id.
 """
 
@@ -28,7 +29,7 @@ from agent.core.errors import (
     UserForgottenError,
 )
 from agent.core.settings import Settings
-from agent.graph.base import EdgeFact, GroupLimits, ListedFact
+from agent.graph.base import EdgeFact, GroupLimits
 from agent.memory.corrections import Matched, end_facts, named_by
 from agent.memory.facts import FactAdded, FactHit
 from agent.memory.graph import GraphFacts, fact_line, through_list
@@ -273,7 +274,7 @@ class Facts:
         message_ids: Sequence[int] = (),
     ) -> FactAdded:
         """Save one fact (the same fact again reinforces its row; one the person took back is held
-        again, since they say it now); a new one goes to the graph too, in the background."""
+        again, since they say it now); the graph follows from the list (jobs/graph.py)."""
         content = content.strip()
         async with self.sessions() as session, session.begin():
             if not await user_present(session, user_id):
@@ -287,8 +288,6 @@ class Facts:
             if fact.invalidated_at is not None:
                 await repository.revive(user_id, [fact.id], at)
             fact_id, text = fact.id, fact.content
-        if created and self.graph is not None:
-            self.graph.add(user_id, ListedFact(fact_id, text, at, tuple(message_ids)))
         return FactAdded(fact_id, text, created > 0)
 
     async def _named(self, user_id: int, sentence: str) -> list[Matched]:
@@ -305,14 +304,13 @@ class Facts:
         at: datetime,
         superseded_by: int | None = None,
     ) -> int:
-        """End the matched facts everywhere at once: the list, and the graph's edges standing on them."""
+        """End the matched facts in the list; reads leave them out at once, and the graph's edges
+        standing on them alone end when the graph follows (jobs/graph.py)."""
         ids = [m.fact_id for m in matched if m.fact_id is not None and m.fact_id != superseded_by]
         async with self.sessions() as session, session.begin():
             ended = await end_facts(
                 session, self.units, user_id, ids, reason=reason, at=at, superseded_by=superseded_by
             )
-        if self.graph is not None:
-            self.graph.end(user_id, ids, at)
         self.changed(user_id)
         logger.info("facts taken back", extra={"user_id": user_id, "facts": ended})
         return ended
@@ -363,8 +361,3 @@ class Facts:
         """The person's facts changed in place (reworded, pinned, hidden, taken back): what this
         process holds of them is read again, and the next index pass embeds them again."""
         self.index.units_changed(user_id)
-
-    async def drain(self) -> None:
-        """Wait for graph writes in flight (shutdown, /forget, tests)."""
-        if self.graph is not None:
-            await self.graph.drain()

@@ -29,6 +29,7 @@ MODELS_USED: dict[str, tuple[str, ...]] = {
     "imports": (),
     "forget": (),
     "consolidate": (),
+    "graph": (),
     "postprocess": ("summary_model",),
     "day-summaries": ("summary_model",),
     "nightly": ("summary_model",),
@@ -55,15 +56,15 @@ async def run_jobs_command(
     await check_database(settings)  # an unreachable database named by its host, in one line
     await upgrade_unless_at_head(settings.database_url)
     engine = create_engine(settings.database_url)
-    # Post-processing writes the graph's facts and `forget` finishes deleting them;
-    # the other jobs never touch the graph.
+    # `graph` writes the graph's facts and `forget` finishes deleting them; the other jobs never
+    # touch the graph.
     graph = (
         await open_settings_graph(
             settings,
             embedder=await open_embedder(settings),
             clock=Clock(),
         )
-        if name in ("postprocess", "forget")
+        if name in ("graph", "forget")
         else NullGraph()
     )
     ctx = None

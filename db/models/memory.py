@@ -139,6 +139,10 @@ class UserFact(Base):
     # out of every read and not learned again from the same old messages.
     invalidated_at: Mapped[datetime | None]
     invalid_reason: Mapped[str | None] = mapped_column(Text)
+    # The words (their dedupe key) the knowledge graph's episode of the fact shows; None: the graph
+    # shows nothing of it. A held fact whose key differs, or a taken-back one with a key, is the
+    # graph's work (jobs/graph.py).
+    graph_key: Mapped[str | None] = mapped_column(String(64))
 
     @property
     def seen(self) -> datetime:
@@ -147,8 +151,8 @@ class UserFact(Base):
 
 
 class FactConsolidation(Base):
-    """Whether a person's (or a group's) facts changed since they were last tidied, and the lease of
-    the job tidying them now (one instance at a time)."""
+    """Whether a person's (or a group's) facts changed since they were last tidied, and since the
+    knowledge graph last followed them; the lease of the job doing either now (one instance at a time)."""
 
     __tablename__ = "fact_consolidations"
 
@@ -161,6 +165,11 @@ class FactConsolidation(Base):
     lease_until: Mapped[datetime | None]
     attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     last_error: Mapped[str | None] = mapped_column(Text)
+    # The same four for the knowledge graph following the list (jobs/graph.py).
+    graphed_for: Mapped[datetime | None]
+    graph_lease_until: Mapped[datetime | None]
+    graph_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    graph_error: Mapped[str | None] = mapped_column(Text)
 
 
 class SearchChunk(Base):

@@ -1,20 +1,24 @@
-"""Whose facts changed since they were last tidied, and the lease of the job tidying one person (or
-group) (`fact_consolidations`); the caller commits.
+"""Whose facts changed since they were last tidied, or since the knowledge graph last followed
+them, and the lease of the job doing that for one person (or group) (`fact_consolidations`); the
+caller commits.
 
-A person is due when their facts changed after the last consolidation (`changed_at` later than
-`consolidated_for`, which `FactRepository.mark_changed` keeps strictly true after any change), no
-lease holds them (`lease_until` unset or past: a claim's lease, or the wait before a retry) and none
-of their conversations is open or waiting for post-processing (they are tidied while away, once
-their conversations are written). The claim is the work queue's (db/work.py); the lease's end is
-the claim's token, so a worker whose lease was taken over changes nothing.
+A person is due for a kind of work when their facts changed after that work last ran (`changed_at`
+later than its `done_for`, which `FactRepository.mark_changed` keeps strictly true after any change)
+and no lease holds them (its `lease_until` unset or past: a claim's lease, or the wait before a
+retry). Tidying also waits until none of their conversations is open or waiting for
+post-processing (they are tidied while away, once their conversations are written). The claim is
+the work queue's (db/work.py); the lease's end is the claim's token, so a worker whose lease was
+taken over changes nothing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import Update, bindparam, case, exists, or_, select, update
+from sqlalchemy import Update, bindparam, case, exists, or_, select, true, update
+from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
 from db import work
@@ -28,8 +32,29 @@ _BUSY = ("active", QUEUED, "processing")
 
 
 @dataclass(frozen=True)
+class PersonWork:
+    """One kind of work done per person after their facts change: the names of its columns."""
+
+    done_for: str
+    lease_until: str
+    attempts: str
+    last_error: str
+    done_at: str | None = None
+    # Whether a person is due only once no conversation of theirs is open or being written.
+    after_conversations: bool = False
+
+    def col(self, name: str, table: Any = FactConsolidation) -> Any:
+        """One of the kind's columns, of `table` (the model or an alias of it)."""
+        return getattr(table, getattr(self, name))
+
+
+TIDYING = PersonWork("consolidated_for", "lease_until", "attempts", "last_error", "consolidated_at", True)
+GRAPH = PersonWork("graphed_for", "graph_lease_until", "graph_attempts", "graph_error")
+
+
+@dataclass(frozen=True)
 class Claim:
-    """One person claimed for tidying: the facts' state it saw, and its lease (the claim's token)."""
+    """One person claimed: the facts' state it saw, and its lease (the claim's token)."""
 
     user_id: int
     seen: datetime
@@ -37,41 +62,46 @@ class Claim:
     attempts: int
 
 
-def _claim_statement() -> Update:
-    """The one-statement claim (bound: now, lease_until, max_attempts), built once."""
+def _claim_statement(kind: PersonWork) -> Update:
+    """The one-statement claim (bound: now, lease_end, max_attempts), built once."""
     now = bindparam("now", type_=UTCDateTime())
     candidate = aliased(FactConsolidation, name="candidate")
+    done_for, lease_until = kind.col("done_for", candidate), kind.col("lease_until", candidate)
     busy = exists().where(Conversation.user_id == candidate.user_id, Conversation.status.in_(_BUSY))
     picked = (
         select(candidate.user_id)
         .where(
-            or_(candidate.consolidated_for.is_(None), candidate.changed_at > candidate.consolidated_for),
-            or_(candidate.lease_until.is_(None), candidate.lease_until <= now),
-            ~busy,
+            or_(done_for.is_(None), candidate.changed_at > done_for),
+            or_(lease_until.is_(None), lease_until <= now),
+            ~busy if kind.after_conversations else true(),
         )
         .order_by(candidate.changed_at, candidate.user_id)
         .limit(1)
     )
-    row = FactConsolidation
+    row, attempts = FactConsolidation, kind.col("attempts")
     values = {
-        row.lease_until: bindparam("lease_until", type_=UTCDateTime()),
+        kind.col("lease_until"): bindparam("lease_end", type_=UTCDateTime()),
         # A person given up on starts over with the change that made them due again.
-        row.attempts: case((row.attempts >= bindparam("max_attempts"), 1), else_=row.attempts + 1),
+        attempts: case((attempts >= bindparam("max_attempts"), 1), else_=attempts + 1),
     }
-    returning = [row.user_id, row.changed_at, row.lease_until, row.attempts]
+    returning = [row.user_id, row.changed_at, kind.col("lease_until"), attempts]
     return work.claim(row, row.user_id, picked, values=values, returning=returning, lock=candidate)
 
 
-_CLAIM = _claim_statement()
+_CLAIMS = {kind: _claim_statement(kind) for kind in (TIDYING, GRAPH)}
 
 
 class ConsolidationRepository(Repository):
-    """Claims, holds and releases people for the consolidation job."""
+    """Claims, holds and releases people for one kind of work (tidying unless told)."""
+
+    def __init__(self, session: AsyncSession, kind: PersonWork = TIDYING) -> None:
+        super().__init__(session)
+        self.kind = kind
 
     async def claim(self, now: datetime, lease: timedelta, *, max_attempts: int) -> Claim | None:
         """Lease the due person whose facts changed first; None when none is due."""
-        params = {"now": now, "lease_until": now + lease, "max_attempts": max_attempts}
-        found = (await self.session.execute(_CLAIM, params)).one_or_none()
+        params = {"now": now, "lease_end": now + lease, "max_attempts": max_attempts}
+        found = (await self.session.execute(_CLAIMS[self.kind], params)).one_or_none()
         if found is None:
             return None
         user_id, seen, lease_until, attempts = found
@@ -82,34 +112,39 @@ class ConsolidationRepository(Repository):
         row = FactConsolidation
         return (
             update(row)
-            .where(row.user_id == claim.user_id, row.lease_until == claim.lease_until)
+            .where(row.user_id == claim.user_id, self.kind.col("lease_until") == claim.lease_until)
             .execution_options(synchronize_session=False)
         )
 
     async def hold(self, claim: Claim) -> datetime | None:
         """Lock the person's row while the claim is still this worker's; its `changed_at`, or None
         when the lease was taken over (or the person forgotten)."""
-        row = FactConsolidation
-        stmt = self._leased(claim).values(lease_until=row.lease_until).returning(row.changed_at)
+        lease = self.kind.col("lease_until")
+        stmt = self._leased(claim).values({lease: lease}).returning(FactConsolidation.changed_at)
         changed_at: datetime | None = await self.session.scalar(stmt)
         return changed_at
 
     async def finish(self, claim: Claim, now: datetime, *, up_to: datetime | None) -> bool:
         """Record the person as tidied up to `up_to` (None: their facts as they now stand) and release
         them; False when the lease is no longer this claim's."""
-        stmt = self._leased(claim).values(
-            consolidated_for=FactConsolidation.changed_at if up_to is None else up_to,
-            consolidated_at=now,
-            attempts=0,
-            lease_until=None,
-            last_error=None,
-        )
+        kind = self.kind
+        values = {
+            kind.done_for: FactConsolidation.changed_at if up_to is None else up_to,
+            kind.attempts: 0,
+            kind.lease_until: None,
+            kind.last_error: None,
+            **({kind.done_at: now} if kind.done_at is not None else {}),
+        }
+        stmt = self._leased(claim).values(**values)
         return bool((await self.session.execute(stmt)).rowcount)  # type: ignore[attr-defined]
 
     async def release(self, claim: Claim) -> None:
         """Give the person back, still due and not counted as an attempt (the facts moved under the plan)."""
+        kind = self.kind
         await self.session.execute(
-            self._leased(claim).values(lease_until=None, attempts=FactConsolidation.attempts - 1)
+            self._leased(claim).values(
+                {kind.col("lease_until"): None, kind.col("attempts"): kind.col("attempts") - 1}
+            )
         )
 
     async def fail(self, claim: Claim, error: str, now: datetime, *, retry: Retry) -> str | None:
@@ -117,11 +152,12 @@ class ConsolidationRepository(Repository):
         (until the person's facts change again). "retry", "given_up", or None when the lease was
         taken over."""
         given_up = retry.last(claim.attempts)
-        values: dict[str, object] = {"last_error": error[:_ERROR_CHARS]}
+        kind = self.kind
+        values: dict[str, object] = {kind.last_error: error[:_ERROR_CHARS]}
         if given_up:
-            values.update(consolidated_for=claim.seen, lease_until=None)
+            values.update({kind.done_for: claim.seen, kind.lease_until: None})
         else:
-            values.update(lease_until=now + retry.after(claim.attempts))
+            values[kind.lease_until] = now + retry.after(claim.attempts)
         result = await self.session.execute(self._leased(claim).values(**values))
         if not result.rowcount:  # type: ignore[attr-defined]
             return None

@@ -12,10 +12,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from agent.core.clock import Clock
 from agent.core.settings import Settings
-from agent.graph import NullGraph
-from agent.memory.graph import GraphFacts
 from agent.turn.service import TurnService
 from db.engine import create_engine, session_factory
 
@@ -57,17 +54,6 @@ def test_turn_service_settle_after_a_task_just_finished(tmp_path: Path) -> None:
         await just_finished(service.kit.background.tasks)  # type: ignore[arg-type]
         await service.settle()
         await service.close()
-        await engine.dispose()
-
-    assert returns_within(10, scenario)
-
-
-def test_graph_facts_drain_after_a_write_just_finished(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'n.db'}")
-        store = GraphFacts(NullGraph(), clock=Clock(), timeout_seconds=1, sessions=session_factory(engine))
-        await just_finished(store._pending)
-        await store.drain()
         await engine.dispose()
 
     assert returns_within(10, scenario)

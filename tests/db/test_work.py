@@ -34,7 +34,7 @@ async def test_dead_items_count_each_kind_and_show_the_newest_dead_updates(
 
     async with sessions() as session:
         empty = await dead_items(session)
-    assert empty.counts == {"updates": 0, "post-processing": 0, "touchpoints": 0, "tidying": 0}
+    assert empty.counts == {"updates": 0, "post-processing": 0, "touchpoints": 0, "tidying": 0, "graph": 0}
     assert empty.newest_updates == []
 
     async with sessions() as session, session.begin():

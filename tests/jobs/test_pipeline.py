@@ -200,7 +200,7 @@ class RecordingGraph:
         return len(fact_ids)
 
 
-async def test_graph_stage_sends_the_lists_facts_with_their_ids_and_messages_and_nothing_else(
+async def test_the_graph_job_sends_the_lists_facts_with_their_ids_and_messages_and_nothing_else(
     ctx: JobContext, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
 ) -> None:
     user_id, conversation_id = await seed_conversation(sessions, start=clock.now(), texts=TEXTS)
@@ -208,6 +208,8 @@ async def test_graph_stage_sends_the_lists_facts_with_their_ids_and_messages_and
 
     await run_job("postprocess", ctx)
     await run_job("postprocess", ctx, conversation_id=conversation_id)
+    assert (await run_job("graph", ctx))["written"] == 2
+    assert (await run_job("graph", ctx))["claimed"] == 0
 
     async with sessions() as session:
         held = await FactRepository(session).held(user_id)

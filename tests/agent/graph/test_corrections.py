@@ -51,7 +51,8 @@ async def test_a_forgotten_graph_fact_leaves_the_tier_and_the_tools_and_stays_go
 
     after = await facts.for_message(ana, "cat Miso cello", limits=STANDARD, now=clock.now())
     assert not any("Miso" in line for line in after) and any("cello" in line for line in after)
-    await runtime.settle()  # the edges end after the reply, in the background
+    # The edges end when the graph job follows the list, after the reply.
+    assert (await run_job("graph", runtime.jobs))["ended"] == 1
     edges = await runtime.graph.search(ana, "cat Miso", limits=STANDARD_LIMITS, now=clock.now())
     assert not any("Miso" in f.text for f in edges.user)  # the edge ended too
     chat.tool_calls = [("memory_search", {"query": "cat Miso"})]

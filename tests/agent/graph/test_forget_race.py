@@ -147,7 +147,7 @@ async def _graph_traces(graph: GraphitiGraph, user_id: int) -> dict[str, int]:
     return found
 
 
-async def test_forget_during_the_graph_stage_and_an_embedding_pass_leaves_nothing(
+async def test_forget_during_the_graph_job_and_an_embedding_pass_leaves_nothing(
     gated: Gated, clock: FrozenClock
 ) -> None:
     runtime, graph_gate, embed_gate, scripted = (
@@ -164,9 +164,10 @@ async def test_forget_during_the_graph_stage_and_an_embedding_pass_leaves_nothin
         runtime.sessions, start=clock.now(), texts=["I live in Oslo", "Nice"], user_key="cli:bo"
     )
     assert (await run_job("postprocess", runtime.jobs))["processed"] == 1
+    assert (await run_job("graph", runtime.jobs))["written"] == 1
     bo_rows = await rows_of(runtime.sessions, bo)
     assert bo_rows["user_facts"] == 1
-    # Ana's closed conversation mentions the secret; her post-processing is held inside graphiti.
+    # Ana's closed conversation mentions the secret; the graph job writing it is held inside graphiti.
     scripted.extraction = extraction_reply(
         user_facts=[f"Ana sails to {SECRET} every summer"], summary=f"Ana talked about {SECRET}."
     )
@@ -176,7 +177,8 @@ async def test_forget_during_the_graph_stage_and_an_embedding_pass_leaves_nothin
     # A similar fact already in her group: the new one is checked against it by graphiti's model
     # (a group's first fact is written without any model call), which the gate holds.
     await graph.add_facts(ana, [ListedFact(10_000, "Ana sails to Crete every summer", clock.now())])
-    postprocess = asyncio.create_task(run_job("postprocess", runtime.jobs))
+    assert (await run_job("postprocess", runtime.jobs))["processed"] == 1
+    following = asyncio.create_task(run_job("graph", runtime.jobs))
     await asyncio.wait_for(graph_gate.entered.wait(), 30)
     # A new turn of Ana: its reply is sent, its embedding pass is held at the embedder.
     clock.advance(timedelta(hours=1))
@@ -193,7 +195,7 @@ async def test_forget_during_the_graph_stage_and_an_embedding_pass_leaves_nothin
     embed_gate.release.set()
     outcome = await asyncio.wait_for(forget, 60)
     assert outcome.found and outcome.stores_pending == ()
-    await asyncio.wait_for(postprocess, 60)
+    assert (await asyncio.wait_for(following, 60))["lost"] == 1
     await runtime.settle()
 
     assert set((await rows_of(runtime.sessions, ana)).values()) == {0}
@@ -204,7 +206,7 @@ async def test_forget_during_the_graph_stage_and_an_embedding_pass_leaves_nothin
     assert await _graph_traces(graph, ana) == {"graphs": 0, "nodes": 0, "edges": 0, "mentions": 0}
     assert len(runtime.guard or ()) == 0
 
-    # Nothing can write for Ana again: not a retry of the graph stage, not an embedding pass.
+    # Nothing can write for Ana again: not a retry of the graph job, not an embedding pass.
     with pytest.raises(UserForgottenError):
         await runtime.jobs.graph.add_facts(ana, [ListedFact(1, SECRET, clock.now())])
     with pytest.raises(UserForgottenError):
@@ -231,7 +233,8 @@ async def test_forget_during_a_memory_add_graph_write_leaves_nothing(
         Incoming(owner=ana.id, text=f"Remember that I sail to {SECRET}", sent_at=clock.now())
     )
     assert not result.failed
-    # The reply is sent; the fact's graph write is held inside graphiti.
+    # The reply is sent; the graph job's write of the fact is held inside graphiti.
+    following = asyncio.create_task(run_job("graph", runtime.jobs))
     await asyncio.wait_for(gated.graph_gate.entered.wait(), 30)
 
     forget = asyncio.create_task(runtime.forget(ana.id))
@@ -240,6 +243,7 @@ async def test_forget_during_a_memory_add_graph_write_leaves_nothing(
     gated.graph_gate.release.set()
     gated.embed_gate.release.set()
     assert (await asyncio.wait_for(forget, 60)).stores_pending == ()
+    assert (await asyncio.wait_for(following, 60))["lost"] == 1
     await runtime.settle()
 
     assert set((await rows_of(runtime.sessions, ana.id)).values()) == {0}

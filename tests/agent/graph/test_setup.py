@@ -163,11 +163,12 @@ async def test_memory_search_reads_the_list_once_and_goes_on_when_the_graph_fail
         embedder=None,
         units=units,
     )
-    facts = Facts(chosen, recall, units=units, graph=GraphFacts(graph, clock=clock, timeout_seconds=1.0))
+    enrichment = GraphFacts(graph, clock=clock, timeout_seconds=1.0, sessions=sessions)
+    facts = Facts(chosen, recall, units=units, graph=enrichment)
     added = await facts.add(user.id, "Has a cat named Miso", conversation_id=None, at=T0)
     again = await facts.add(user.id, "Has a cat named Miso", conversation_id=None, at=T0)
     assert added.created and not again.created
-    await facts.drain()  # the graph write runs in the background
+    await enrichment.rebuild(user.id)  # the graph follows the list (the graph job, or a rebuild)
     assert [e.text for e in (await graph.search(user.id, "Miso", limits=STANDARD, now=T0)).user] == [
         "Has a cat named Miso"
     ]

@@ -8,17 +8,11 @@ from typing import Any
 
 import pytest
 from graphiti_core.llm_client.errors import RateLimitError
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.account.users import get_or_create_user
 from agent.graph import STANDARD_LIMITS, GraphError, ListedFact, group_id
 from agent.graph.graphiti_backend import GraphitiGraph
 from agent.graph.records import rows
-from agent.memory.graph import GraphFacts
-from bench.clock import FrozenClock
 from bench.fakes.graph_llm import ScriptedCall, ScriptedLLMClient
-from db.models import ModelUsage
 
 from .conftest import GraphFactory
 from .test_graphiti_backend import contradict_where_one_lives
@@ -125,22 +119,3 @@ async def test_memory_add_writes_one_fact_and_users_stay_apart(graph: GraphitiGr
     theirs = await graph.search(8, "sister brother Anna Ben", limits=STANDARD_LIMITS, now=NOW)
     assert [f.text for f in mine.all()] == ["My sister is called Anna"]
     assert [f.text for f in theirs.all()] == ["My brother is called Ben"]
-
-
-async def test_a_memory_add_graph_write_counts_towards_the_users_usage(
-    graph: GraphitiGraph, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
-) -> None:
-    user, _ = await get_or_create_user(sessions, key="cli:ana", now=clock.now(), timezone="UTC")
-    store = GraphFacts(graph, clock=clock, timeout_seconds=5, sessions=sessions)
-    store.add(user.id, ListedFact(1, "I sail to Crete every summer", T0))
-    await store.drain()
-    store.add(user.id, ListedFact(2, "I sail to Rhodes every summer", T0 + timedelta(days=1)))
-    await store.drain()
-
-    async with sessions() as session:
-        usage = (await session.execute(select(ModelUsage))).scalars().all()
-    # The first fact had nothing to compare with; the second was checked against it: one call.
-    assert [(u.user_id, u.kind, u.day, u.calls) for u in usage] == [
-        (user.id, "graph", (T0 + timedelta(days=1)).date(), 1)
-    ]
-    assert usage[0].input_tokens > 100 and usage[0].output_tokens > 0

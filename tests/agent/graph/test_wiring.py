@@ -116,12 +116,13 @@ async def open_runtime(
 async def postprocessed_user(
     runtime: Runtime, scripted: ScriptedSummaries, clock: FrozenClock, key: str, facts: list[str]
 ) -> int:
-    """A user with one closed conversation whose facts post-processing wrote into the graph: an
-    episode per fact of the list, and nothing in the other two groups."""
+    """A user with one closed conversation whose facts post-processing learned and the graph job
+    wrote into the graph: an episode per fact of the list, and nothing in the other two groups."""
     scripted.extraction = extraction_reply(user_facts=facts)
     user_id, _ = await seed_conversation(runtime.sessions, start=clock.now(), texts=TEXTS, user_key=key)
     counts = await run_job("postprocess", runtime.jobs)
     assert (counts["processed"], counts["failed"]) == (1, 0)
+    assert (await run_job("graph", runtime.jobs))["written"] == len(facts)
     written = (await runtime.graph.export_user(user_id))["groups"]
     assert len(written["user"]["episodes"]) == len(facts)
     assert written["relationship"]["episodes"] == written["persona"]["episodes"] == []
@@ -204,6 +205,7 @@ async def test_a_later_fact_replaces_an_earlier_one_in_the_memory_tier(
     scripted.extraction = extraction_reply(user_facts=["I moved to Berlin."])
     await seed_conversation(runtime.sessions, start=clock.now(), texts=TEXTS, user_key="cli:ana")
     await run_job("postprocess", runtime.jobs)
+    await run_job("graph", runtime.jobs)
     clock.advance(timedelta(days=1))
 
     found = await runtime.graph.search(
@@ -233,13 +235,13 @@ async def test_users_never_see_each_others_graph_through_the_tier_or_the_tools(
     bo = await postprocessed_user(runtime, scripted, clock, "cli:bo", ["Bo lives in Oslo"])
     clock.advance(timedelta(days=1))
 
-    # memory_add goes to the graph at the message's time, for the user of the turn only.
+    # memory_add reaches the graph through the graph job, for the user of the turn only.
     chat.tool_calls = [("memory_add", {"fact": "Has a cat named Miso"})]
     await runtime.turns.reply(
         Incoming(owner=ana, text="Please remember that I have a cat named Miso", sent_at=clock.now())
     )
     assert chat.tool_returns[-1]["saved"] is True
-    await runtime.settle()  # the graph write runs after the reply, in the background
+    assert (await run_job("graph", runtime.jobs))["written"] == 1  # the graph follows the list
     found = await runtime.graph.search(ana, "cat Miso", limits=STANDARD_LIMITS, now=clock.now())
     assert "Has a cat named Miso" in [f.text for f in found.user]
     assert found.user[0].valid_at == clock.now()
@@ -274,7 +276,7 @@ async def test_forget_through_the_runtime_leaves_no_node_or_edge_of_that_user(
     clock.advance(timedelta(days=1))
     chat.tool_calls = [("memory_add", {"fact": "Has a cat named Miso"})]
     await runtime.turns.reply(Incoming(owner=ana, text="Remember my cat Miso", sent_at=clock.now()))
-    await runtime.settle()
+    await run_job("graph", runtime.jobs)
     exported = await export_user(runtime.sessions, ana, runtime.data_stores)
     assert exported["knowledge_graph"]["groups"]["user"]["facts"]
 
