@@ -34,9 +34,9 @@ from agent.context.compaction import Compacted, Compactor
 from agent.context.engine import Variant, assemble_v2, route_for, serve
 from agent.context.facts import MessageFacts, limits_for_budget
 from agent.context.layers import fit_layers
-from agent.context.package import COLLECTOR_ERRORS, Collected, ContextPackage, PackageCollector
+from agent.context.package import ContextPackage, PackageCollector
 from agent.context.profile import profile_entry
-from agent.context.reads import SharedReads
+from agent.context.reads import COLLECTOR_ERRORS, Collected, SharedReads
 from agent.context.tiers import TierBlock, time_block
 from agent.core import observability
 from agent.core.clock import ensure_utc

@@ -23,7 +23,8 @@ from pydantic_ai.messages import ModelMessage
 
 from agent.context.budget import Budgets
 from agent.context.layers import Layered, fit_layers
-from agent.context.package import Collected, ContextPackage
+from agent.context.package import ContextPackage
+from agent.context.reads import Collected
 from agent.context.tiers import TierBlock
 from agent.core.settings import ContextSettings
 from agent.core.tokens import TokenCounter

@@ -1,9 +1,10 @@
 """The context package: everything known about a user at one moment, collected concurrently.
 
-`PackageCollector.collect` starts one collector per part (today, yesterday, threads, last
+`PackageCollector.collect` runs one collector per part (today, yesterday, threads, last
 conversation, the facts for the message, the thoughts, the week's day summaries), each under its own
-timeout, and waits for all of them together; those that read the database take turns on one DB
-session (agent/context/reads.py), the facts tier reads in its own. A collector that fails or
+timeout counted from the collection's start: those that read the database one after another in one
+task, on one DB session (agent/context/reads.py: they would only take turns on it as tasks of their
+own), and the facts tier beside them in a task and a session of its own. A collector that fails or
 times out leaves its own part empty and says why (`Collected.status`/`error`); the others and the
 turn go on. Text turns render the package as tiers (agent/context/builder.py); the voice agent's
 `get_context` reads the same package (agent/voice/context.py).
@@ -18,16 +19,14 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import Literal
 from zoneinfo import ZoneInfo
 
 from sqlalchemy import Integer, Select, bindparam, select
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.context.facts import MessageFacts, limits_for_budget
 from agent.context.profile import ProfileTier, load_profile_tier
-from agent.context.reads import SharedReads
+from agent.context.reads import Collected, Reader, SharedReads, collect, read_in_turn
 from agent.context.tiers import (
     Days,
     TierBlock,
@@ -40,10 +39,7 @@ from agent.context.tiers import (
     profile_block,
     summary_section,
 )
-from agent.core import observability
 from agent.core.clock import ensure_utc, local_day
-from agent.core.errors import NikitaError
-from agent.core.redaction import describe_error
 from agent.core.settings import Settings
 from agent.core.tokens import TokenCounter
 from agent.memory.profile import ProfileCache
@@ -52,25 +48,11 @@ from db.repositories.touchpoints import TouchpointRepository
 
 logger = logging.getLogger(__name__)
 
-# What a collector may raise that must not break the turn: storage, time, bad stored data, the graph.
-COLLECTOR_ERRORS = (SQLAlchemyError, OSError, TimeoutError, NikitaError, ValueError, TypeError, KeyError)
 # The persona's thoughts shown at once: the newest unused ones.
 THOUGHTS_MAX = 3
 FOLLOW_UPS_MAX = 5
 # The week: the day summaries of the seven local days before today.
 WEEK_DAYS = 7
-
-Status = Literal["ok", "empty", "failed", "timeout", "not configured"]
-
-
-@dataclass(frozen=True)
-class Collected[T]:
-    """One collector's result: its value (None when empty or failed), how it went, how long it took."""
-
-    value: T | None
-    status: Status
-    ms: float
-    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -200,38 +182,6 @@ async def load_week(session: AsyncSession, user: User, now: datetime, days: Days
     )
 
 
-async def collect[T](
-    name: str, limit_seconds: float, load: Callable[[], Awaitable[T | None]]
-) -> Collected[T]:
-    """Run one collector under its timeout; its failure is its own result, never raised. While tracing,
-    the collection is the tier's span (its tokens are added once the context is fitted)."""
-    with observability.tier_span(name) as traced:
-        collected = await _collect(name, limit_seconds, load)
-        if traced.is_recording():
-            traced.set_attribute("nikita.tier.status", collected.status)
-    return collected
-
-
-async def _collect[T](
-    name: str, limit_seconds: float, load: Callable[[], Awaitable[T | None]]
-) -> Collected[T]:
-    started = time.perf_counter()
-
-    def ms() -> float:
-        return round((time.perf_counter() - started) * 1000, 2)
-
-    try:
-        value = await asyncio.wait_for(load(), timeout=limit_seconds)
-    except TimeoutError:
-        logger.warning("context collector timed out", extra={"tier": name, "timeout": limit_seconds})
-        return Collected(None, "timeout", ms(), f"timed out after {limit_seconds:g} s")
-    except COLLECTOR_ERRORS as exc:
-        logger.warning("context collector failed", extra={"tier": name}, exc_info=exc)
-        return Collected(None, "failed", ms(), describe_error(exc)[:300])
-    empty = value is None or (isinstance(value, tuple) and not value)
-    return Collected(None if empty else value, "empty" if empty else "ok", ms())
-
-
 class PackageCollector:
     """Fills a `ContextPackage`: every collector at once, the database's readers on one DB session."""
 
@@ -280,16 +230,15 @@ class PackageCollector:
         days = Days(user.id, today_date - timedelta(days=WEEK_DAYS), today_date)
         # The caller's shared session when it reads beside the collectors, else one of their own.
         shared = reads if reads is not None else SharedReads(sessions)
-
-        def task[T](
-            name: str, limit: float, load: Callable[[], Awaitable[T | None]]
-        ) -> asyncio.Task[Collected[T]]:
-            return asyncio.create_task(collect(name, limit, load), name=f"context tier {name}")
+        started = time.perf_counter()
+        readers: list[Reader] = []
 
         def start[T](
             name: str, limit: float, load: Callable[[AsyncSession], Awaitable[T | None]]
-        ) -> asyncio.Task[Collected[T]]:
-            return task(name, limit, lambda: shared.run(load))
+        ) -> asyncio.Future[Collected[T]]:
+            done: asyncio.Future[Collected[T]] = asyncio.get_running_loop().create_future()
+            readers.append(Reader(name, limit, load, done))  # type: ignore[arg-type]
+            return done
 
         profile = start(
             "profile",
@@ -333,10 +282,14 @@ class PackageCollector:
                 min_gap=timedelta(hours=s.context_last_conversation_after_hours),
             ),
         )
-        facts = task(
-            "memory",
-            s.context_facts_timeout_seconds,
-            lambda: self._facts(user.id, text, now, remaining, profile),
+        facts = asyncio.create_task(
+            collect(
+                "memory",
+                s.context_facts_timeout_seconds,
+                lambda: self._facts(user.id, text, now, remaining, profile),
+                since=started,
+            ),
+            name="context tier memory",
         )
         thoughts = start(
             "thoughts",
@@ -350,9 +303,8 @@ class PackageCollector:
             lambda db: load_follow_ups(db, user, limit=FOLLOW_UPS_MAX),
         )
         try:
-            await asyncio.gather(
-                profile, today, yesterday, threads, last_conversation, facts, thoughts, week, follow_ups
-            )
+            reading = asyncio.create_task(read_in_turn(shared, readers, started), name="context tiers")
+            await asyncio.gather(reading, facts)
         finally:
             if reads is None:
                 await shared.close()
@@ -381,7 +333,7 @@ class PackageCollector:
         text: str,
         now: datetime,
         remaining: int,
-        profile: asyncio.Task[Collected[ProfileTier]],
+        profile: asyncio.Future[Collected[ProfileTier]],
     ) -> TierBlock | None:
         if self.facts is None:
             return None

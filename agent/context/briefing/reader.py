@@ -14,7 +14,7 @@ from collections.abc import Awaitable
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agent.context.package import Collected, collect
+from agent.context.reads import Collected, collect
 from agent.core.bounded import BoundedCache
 from db.repositories.briefings import BriefingRepository, StoredBriefing
 
