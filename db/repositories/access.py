@@ -9,14 +9,13 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import AccessRule, DailyCount
-from db.repositories.base import Repository
 
 
-class AccessRepository(Repository):
+class AccessRepository:
     """Reads and writes admins' access rules and the bot-wide daily counters; never commits."""
 
     def __init__(self, session: AsyncSession) -> None:
-        super().__init__(session)
+        self.session = session
         self._insert = postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert
 
     async def rules(self) -> dict[str, str]:

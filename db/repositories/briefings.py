@@ -8,9 +8,9 @@ from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import Briefing
-from db.repositories.base import Repository
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,11 @@ class StoredBriefing:
     written_at: datetime
 
 
-class BriefingRepository(Repository):
+class BriefingRepository:
     """Reads and replaces the `briefings` row of a user; never commits."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
 
     async def get(self, user_id: int) -> StoredBriefing | None:
         """The user's briefing, if one was ever written."""

@@ -23,7 +23,6 @@ from sqlalchemy.orm import aliased
 
 from db import work
 from db.models import QUEUED, Conversation, FactConsolidation, UTCDateTime
-from db.repositories.base import Repository
 from db.work import Retry
 
 _ERROR_CHARS = 2000
@@ -91,11 +90,11 @@ def _claim_statement(kind: PersonWork) -> Update:
 _CLAIMS = {kind: _claim_statement(kind) for kind in (TIDYING, GRAPH)}
 
 
-class ConsolidationRepository(Repository):
+class ConsolidationRepository:
     """Claims, holds and releases people for one kind of work (tidying unless told)."""
 
     def __init__(self, session: AsyncSession, kind: PersonWork = TIDYING) -> None:
-        super().__init__(session)
+        self.session = session
         self.kind = kind
 
     async def claim(self, now: datetime, lease: timedelta, *, max_attempts: int) -> Claim | None:

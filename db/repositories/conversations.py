@@ -22,11 +22,11 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
 from db.base import JSONType
 from db.models import QUEUED, TOUCHPOINT_KIND, Conversation, DaySegment, User
-from db.repositories.base import Repository
 
 
 @functools.cache
@@ -85,8 +85,11 @@ def _appended_sqlite(count: int) -> Update:
     return _append_turn(func.json_insert(Conversation.messages, *steps) if steps else Conversation.messages)
 
 
-class ConversationRepository(Repository):
+class ConversationRepository:
     """Conversations of a user and their stored PydanticAI history."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
 
     async def get(self, conversation_id: int, *, history: bool = True) -> Conversation | None:
         """A conversation by id; `history=False` leaves the (possibly large) stored history unread."""

@@ -8,9 +8,9 @@ from datetime import date, datetime
 from typing import Any
 
 from sqlalchemy import BigInteger, Select, bindparam, case, func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import DaySegment, UTCDateTime
-from db.repositories.base import Repository
 
 
 @functools.cache
@@ -21,8 +21,11 @@ def _for_day() -> Select[DaySegment]:
     )
 
 
-class DaySegmentRepository(Repository):
+class DaySegmentRepository:
     """Day segments: one row per user and local calendar day."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
 
     async def for_day(self, user_id: int, day: date) -> DaySegment | None:
         """The user's segment for a calendar day, if it exists."""

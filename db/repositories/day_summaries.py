@@ -11,7 +11,6 @@ from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import IMPORTED_DAY, DaySegment, TranscriptMessage
-from db.repositories.base import Repository
 
 # The most lines one new summary version folds in (the rest wait for the next).
 FOLD_LINES = 2000
@@ -20,8 +19,11 @@ DAY_SUMMARY_FINAL_NOTE = "day summary finalised"
 DAY_SUMMARY_REGENERATED_NOTE = "day summary regenerated"
 
 
-class DaySummaryRepository(Repository):
+class DaySummaryRepository:
     """Reading a day's unsummarised messages and storing its summary exactly once per version."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
 
     async def get(self, segment_id: int) -> DaySegment | None:
         """A day segment by id."""

@@ -28,9 +28,9 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import FactConsolidation, UserFact
-from db.repositories.base import Repository
 from db.repositories.dedupe import fact_dedupe_key, insert_ignoring_duplicates, unique_by_key
 
 # A fact still held: not taken back, not superseded, not retired.
@@ -60,8 +60,11 @@ PROFILE_ORDER = (
 )
 
 
-class FactRepository(Repository):
+class FactRepository:
     """Reads and changes one owner's facts at a time; every query is scoped by the owner's id."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
 
     # --- reads ------------------------------------------------------------------------------------
 

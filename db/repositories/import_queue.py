@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import ColumnElement, distinct, func, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import (
     IMPORT_WAITING,
@@ -21,7 +22,6 @@ from db.models import (
     TranscriptMessage,
     UserFact,
 )
-from db.repositories.base import Repository
 from db.repositories.imports import RUNNING, STORED
 
 
@@ -50,8 +50,11 @@ class ImportProgress:
         return all(status in ("processed", "failed") for status in self.statuses)
 
 
-class ImportQueueRepository(Repository):
+class ImportQueueRepository:
     """Imported conversations between their storing and their post-processing."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
 
     async def waiting_owners(self, *, limit: int = 1000) -> list[int]:
         """The people with imported conversations waiting (their run is no longer storing)."""

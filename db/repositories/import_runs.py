@@ -6,15 +6,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import ImportRun
-from db.repositories.base import Repository
 
 RUNNING = "running"
 
 
-class ImportRunRepository(Repository):
+class ImportRunRepository:
     """Reads and small writes on `imports` for the Telegram and Mini App surfaces."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
 
     async def owned(self, user_id: int, import_id: int) -> ImportRun | None:
         """The run `import_id` when it is `user_id`'s; another person's looks exactly like a missing one."""

@@ -8,12 +8,12 @@ from datetime import date, datetime
 from typing import Any, cast
 
 from sqlalchemy import BindParameter, Table, bindparam, case, func, insert, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from db import work
 from db.base import UTCDateTime
 from db.models import IMPORTED_DAY, Conversation, DaySegment, ImportRun, TranscriptMessage
 from db.models.conversations import IMPORT_WAITING, IMPORTED_KINDS
-from db.repositories.base import Repository
 
 # Statuses of a run: read and shown, being stored, done, stopped by an error, stopped by the person.
 PREVIEWED, RUNNING, STORED, FAILED, CANCELLED = "previewed", "running", "stored", "failed", "cancelled"
@@ -38,8 +38,11 @@ class NewLine:
     day: date
 
 
-class ImportRepository(Repository):
+class ImportRepository:
     """Import runs and the rows they write."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
 
     async def known(self, user_id: int) -> dict[str, KnownConversation]:
         """The person's imported conversations by their id in an export."""

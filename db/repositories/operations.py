@@ -28,7 +28,6 @@ from db.models import (
     TurnDay,
     User,
 )
-from db.repositories.base import Repository
 from db.repositories.touchpoints import OPEN
 from db.repositories.usage import COUNTS, UsageRow
 
@@ -61,11 +60,11 @@ def utc_day(column: Any, dialect: str) -> ColumnElement[str]:
     return func.substr(column, 1, 10)
 
 
-class OperationsRepository(Repository):
+class OperationsRepository:
     """Backlogs and per-day activity, read-only."""
 
     def __init__(self, session: AsyncSession) -> None:
-        super().__init__(session)
+        self.session = session
         self.dialect = session.get_bind().dialect.name
 
     async def backlog(self, now: datetime) -> Backlog:

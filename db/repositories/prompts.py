@@ -8,9 +8,9 @@ from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import Insert, Table, bindparam, insert, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import GeneratedPrompt, Reminder
-from db.repositories.base import Repository
 
 
 @functools.cache
@@ -20,8 +20,11 @@ def _add() -> Insert:
     return insert(table).values({name: bindparam(name) for name in names})
 
 
-class PromptRepository(Repository):
+class PromptRepository:
     """Context snapshots (`generated_prompts`)."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
 
     async def add(
         self,

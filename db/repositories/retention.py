@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from datetime import UTC, date, datetime, time, timedelta
 
 from sqlalchemy import Exists, Text, cast, delete, exists, func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
 from db.models import Conversation, GeneratedPrompt, TurnDay
-from db.repositories.base import Repository
 
 _Newer = aliased(GeneratedPrompt)
 
@@ -27,8 +27,11 @@ def _newer_of_person() -> Exists:
     return exists().where(_Newer.user_id == GeneratedPrompt.user_id, _Newer.id > GeneratedPrompt.id)
 
 
-class RetentionRepository(Repository):
+class RetentionRepository:
     """Snapshot pruning and slimming, and the daily turn roll-up."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
 
     async def last_rolled_day(self) -> date | None:
         """The newest day the roll-up holds."""

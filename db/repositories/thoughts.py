@@ -6,14 +6,17 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import Thought
-from db.repositories.base import Repository
 from db.repositories.dedupe import dedupe_key, insert_ignoring_duplicates, unique_by_key
 
 
-class ThoughtRepository(Repository):
+class ThoughtRepository:
     """The persona's thoughts about a user."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
 
     async def add_many(
         self, user_id: int, conversation_id: int, contents: Iterable[str], at: datetime

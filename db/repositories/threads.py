@@ -6,14 +6,17 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import ConversationThread
-from db.repositories.base import Repository
 from db.repositories.dedupe import dedupe_key, insert_ignoring_duplicates, unique_by_key
 
 
-class ThreadRepository(Repository):
+class ThreadRepository:
     """Open and resolved conversation threads of one user."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
 
     async def open_for(self, user_id: int, *, limit: int = 50) -> Sequence[ConversationThread]:
         """The user's open threads, newest first."""

@@ -9,13 +9,16 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import DaySegment, HistoryCompaction, TranscriptMessage
-from db.repositories.base import Repository
 
 
-class TimelineRepository(Repository):
+class TimelineRepository:
     """What the timeline shows, read-only."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
 
     async def segments(self, user_id: int) -> Sequence[DaySegment]:
         """Every day segment of the user, newest day first."""

@@ -21,7 +21,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from db import work
 from db.models import TOUCHPOINT_KIND, Conversation, ConversationThread, Touchpoint, TranscriptMessage, User
-from db.repositories.base import Repository
 from db.work import Retry
 
 OPEN = ("planned", "sending")
@@ -75,11 +74,11 @@ def _rowcount(result: Any) -> int:
     return int(getattr(result, "rowcount", 0) or 0)
 
 
-class TouchpointRepository(Repository):
+class TouchpointRepository:
     """Statements on `touchpoints`; writes of a leased row check the lease."""
 
     def __init__(self, session: AsyncSession) -> None:
-        super().__init__(session)
+        self.session = session
         self.postgres = session.get_bind().dialect.name == "postgresql"
 
     async def plan(

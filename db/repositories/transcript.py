@@ -8,10 +8,10 @@ from datetime import datetime
 from typing import Any, NamedTuple, cast
 
 from sqlalchemy import CursorResult, Insert, Table, bindparam, func, insert, select
+from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import make_transient_to_detached
 
 from db.models import TranscriptMessage
-from db.repositories.base import Repository
 
 # Bound parameters per query stay well under both databases' limits (32,766 and 32,767).
 _IDS_PER_QUERY = 5000
@@ -47,8 +47,11 @@ def _add() -> Insert:
     return insert(table).values({name: bindparam(name) for name in _COLUMNS})
 
 
-class TranscriptRepository(Repository):
+class TranscriptRepository:
     """The transcript: every message as a row, the source of truth for search and export."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
 
     async def add(
         self,

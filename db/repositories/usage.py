@@ -10,11 +10,11 @@ from typing import Any, cast
 
 from sqlalchemy import BindParameter, Insert, ScalarSelect, Select, Table, bindparam, func, select
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.ddl.usage import TOKENS
 from db.models import DailyCount, ModelUsage, User
 from db.models.usage import IMPORT_USAGE
-from db.repositories.base import Repository
 
 # The counters of a row, in UsageRow's order.
 COUNTS = (
@@ -61,8 +61,11 @@ def _spent_by_owner() -> Select[int, int, str]:
     return select(func.coalesce(everyone, 0), owners, kind)
 
 
-class UsageRepository(Repository):
+class UsageRepository:
     """Adds to and reads the `model_usage` counters; never commits."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
 
     async def add(
         self,

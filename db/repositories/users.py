@@ -8,7 +8,6 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import User
-from db.repositories.base import Repository
 
 
 async def user_present(session: AsyncSession, user_id: int) -> bool:
@@ -22,8 +21,11 @@ async def user_present(session: AsyncSession, user_id: int) -> bool:
     return await session.scalar(stmt) is not None
 
 
-class UserRepository(Repository):
+class UserRepository:
     """Look up and create users."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
 
     async def get(self, user_id: int) -> User | None:
         """A user by primary key."""
