@@ -5,9 +5,7 @@ and back through the event loop. SQLAlchemy's adapter makes four of them for a s
 rows (open a cursor, execute, fetch the rows, close the cursor) and three for one that does not.
 `OneTripConnection` opens the cursor, executes, fetches every row and closes the cursor in one
 call on the thread; the adapter then reads the rows, the row count and the last row id without
-another trip. Everything else (close, functions) is aiosqlite's own; a commit or a rollback with no
-transaction open makes no trip at all (sqlite3's own would do nothing there): a session that only
-read ends without one.
+another trip. Everything else (commit, rollback, close, functions) is aiosqlite's own.
 
 Every row is fetched at once, as SQLAlchemy's adapter does for every cursor but a server-side one
 (which nothing here uses: `fetchone` and `fetchmany` would read the rows already fetched).
@@ -104,48 +102,15 @@ class _OpenedCursor:
         return None
 
 
-def _counted(connection: OneTripConnection, number: int, fn: Callable[..., Any], *args: Any) -> Any:
-    """On the connection's thread: `fn`, then the trip marked done (by its number, in queue order)."""
-    try:
-        return fn(*args)
-    finally:
-        connection.finished = number
-
-
 class OneTripConnection(aiosqlite.Connection):
-    """An aiosqlite connection whose cursors make one trip per statement, and whose commit and rollback
-    make none when no transaction is open."""
+    """An aiosqlite connection whose cursors make one trip per statement."""
 
     # Stands in for the sqlite3 cursor until the first statement brings a real one back.
     idle_cursor: Any = None
-    # Trips queued (by the event loop) and the last one the thread finished: equal when it is idle,
-    # even after a statement whose caller was cancelled (its trip still runs on the thread).
-    queued = 0
-    finished = 0
 
     def cursor(self) -> Any:
         """A cursor, made on the thread at its first statement."""
         return _OpenedCursor(self)
-
-    async def _execute(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        self.queued += 1
-        queue: Callable[..., Awaitable[Any]] = super()._execute
-        return await queue(_counted, self, self.queued, partial(fn, *args, **kwargs))
-
-    def _idle(self) -> bool:
-        """No trip under way and no transaction open: a commit or a rollback has nothing to do."""
-        connection = self._connection
-        return connection is not None and self.finished == self.queued and not connection.in_transaction
-
-    async def commit(self) -> None:
-        """Commit the transaction; no trip when none is open."""
-        if not self._idle():
-            await super().commit()
-
-    async def rollback(self) -> None:
-        """Roll the transaction back; no trip when none is open."""
-        if not self._idle():
-            await super().rollback()
 
 
 def one_trip_connector(args: Sequence[Any], kwargs: dict[str, Any]) -> Callable[[], Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -117,43 +116,3 @@ async def test_the_driver_cursor_reads_its_rows_one_at_a_time_or_in_batches(engi
         cursor = await driver.cursor()
         with pytest.raises(sqlite3.OperationalError):
             await cursor.execute("SELEC nothing")
-
-
-async def test_a_commit_or_rollback_with_no_transaction_open_makes_no_trip(engine: AsyncEngine) -> None:
-    async with engine.connect() as conn:
-        trips = await _trips(conn)
-        await conn.execute(select(_notes.c.id))  # a read opens no transaction in sqlite3
-        before = trips.count
-        await conn.rollback()
-        assert trips.count == before
-        await conn.execute(insert(_notes).values(body="kept"))
-        before = trips.count
-        await conn.commit()  # a transaction is open: committed on the thread
-        assert trips.count - before == 1
-        before = trips.count
-        await conn.commit()
-        assert trips.count == before
-    async with engine.connect() as other:
-        assert (await other.execute(select(_notes.c.body))).scalars().all() == ["kept"]
-
-
-async def test_a_rollback_after_a_cancelled_statement_goes_to_the_thread(engine: AsyncEngine) -> None:
-    # The statement's caller gave up, but the statement still runs on the thread: whether a
-    # transaction is open is only known once it ends, so the driver's rollback queues behind it.
-    slow = (
-        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 5000000) "
-        "SELECT count(*) FROM c"
-    )
-    async with engine.connect() as conn:
-        raw = await conn.get_raw_connection()
-        driver = raw.driver_connection
-        assert isinstance(driver, OneTripConnection)
-        trips = _Trips(driver)
-        cursor = await driver.cursor()
-        with pytest.raises(TimeoutError):
-            await asyncio.wait_for(cursor.execute(slow), timeout=0.01)
-        before = trips.count
-        await driver.rollback()
-        assert trips.count - before == 1
-        await driver.rollback()  # the thread is idle now, no transaction open: no trip
-        assert trips.count - before == 1
