@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 from dataclasses import dataclass, field
 from itertools import cycle
 from typing import Any
@@ -40,16 +41,27 @@ def newest_line(prompt: str) -> str:
     return f"echo: {prompt.splitlines()[-1]}"
 
 
+# How long the first turn of each chat waits for a turn of the other chat to be running.
+MEETING_SECONDS = 30.0
+
+
 @dataclass
 class GroupBrain(Brain):
     """Echoes the newest line; records the prompt of each group turn, the history of each private
-    turn, and how many turns of one chat ran at once."""
+    turn, and how many turns of one chat ran at once.
+
+    The first turn of each chat waits (MEETING_SECONDS at most) until the other chat has a turn
+    running, so that the two chats overlap however loaded the machine is, whenever the instances run
+    them side by side; should the chats' turns wait for each other, it waits in vain and
+    `most_in_flight` stays 1.
+    """
 
     reply: Callable[[str], str] = newest_line
     group_prompts: list[str] = field(default_factory=list)
     private_seen: dict[str, list[str]] = field(default_factory=dict)
     running: dict[str, int] = field(default_factory=dict)
     most: dict[str, int] = field(default_factory=dict)
+    arrived: dict[str, asyncio.Event] = field(default_factory=dict)
 
     async def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         prompts = user_prompts(messages)
@@ -60,10 +72,25 @@ class GroupBrain(Brain):
             self.private_seen[prompts[-1]] = prompts[:-1]
         self.running[chat] = self.running.get(chat, 0) + 1
         self.most[chat] = max(self.most.get(chat, 0), self.running[chat])
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
-            return await super().__call__(messages, info)
+            await self._meet(chat)
+            await asyncio.sleep(self.delay)
+            return self._answer(messages, info)
         finally:
+            self.in_flight -= 1
             self.running[chat] -= 1
+
+    async def _meet(self, chat: str) -> None:
+        """The chat's first turn waits for the other chat's first turn (see the class docstring)."""
+        mine = self.arrived.setdefault(chat, asyncio.Event())
+        if mine.is_set():
+            return
+        mine.set()
+        other = self.arrived.setdefault("private" if chat == "group" else "group", asyncio.Event())
+        with suppress(TimeoutError):
+            await asyncio.wait_for(other.wait(), MEETING_SECONDS)
 
 
 @dataclass
