@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
-from contextlib import suppress
 from dataclasses import dataclass, field
 from itertools import cycle
 from typing import Any
@@ -22,7 +21,7 @@ from agent.core.settings import Settings
 from bench.fakes.telegram_api import FakeTelegram
 from bot.web.app import WEBHOOK_PATH
 from db.models import InboxUpdate, TranscriptMessage, User
-from tests.bot.conftest import Brain, user_prompts
+from tests.bot.conftest import Brain, FirstTurnsMeet, user_prompts
 from tests.bot.delivery_helpers import WEBHOOK_HEADERS, running_bot, webhook_client, webhook_settings
 
 pytestmark = [pytest.mark.both_databases, pytest.mark.process]
@@ -41,56 +40,40 @@ def newest_line(prompt: str) -> str:
     return f"echo: {prompt.splitlines()[-1]}"
 
 
-# How long the first turn of each chat waits for a turn of the other chat to be running.
-MEETING_SECONDS = 30.0
+def chat_of(messages: list[ModelMessage]) -> str:
+    """Which chat a request is of: the group's prompts name who spoke to the bot."""
+    return "group" if TO_YOU in user_prompts(messages)[-1] else "private"
 
 
 @dataclass
 class GroupBrain(Brain):
     """Echoes the newest line; records the prompt of each group turn, the history of each private
-    turn, and how many turns of one chat ran at once.
-
-    The first turn of each chat waits (MEETING_SECONDS at most) until the other chat has a turn
-    running, so that the two chats overlap however loaded the machine is, whenever the instances run
-    them side by side; should the chats' turns wait for each other, it waits in vain and
-    `most_in_flight` stays 1.
-    """
+    turn, and how many turns of one chat ran at once. The first turns of the group and the private
+    chat meet (`FirstTurnsMeet`), so their overlap does not depend on the machine's load."""
 
     reply: Callable[[str], str] = newest_line
     group_prompts: list[str] = field(default_factory=list)
     private_seen: dict[str, list[str]] = field(default_factory=dict)
     running: dict[str, int] = field(default_factory=dict)
     most: dict[str, int] = field(default_factory=dict)
-    arrived: dict[str, asyncio.Event] = field(default_factory=dict)
+    meet: FirstTurnsMeet = field(default_factory=lambda: FirstTurnsMeet(("group", "private")))
 
     async def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        prompts = user_prompts(messages)
-        chat = "group" if TO_YOU in prompts[-1] else "private"
+        prompts, chat = user_prompts(messages), chat_of(messages)
         if chat == "group":
             self.group_prompts.append(prompts[-1])
         else:
             self.private_seen[prompts[-1]] = prompts[:-1]
         self.running[chat] = self.running.get(chat, 0) + 1
         self.most[chat] = max(self.most.get(chat, 0), self.running[chat])
-        self.in_flight += 1
-        self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
-            await self._meet(chat)
-            await asyncio.sleep(self.delay)
-            return self._answer(messages, info)
+            return await super().__call__(messages, info)
         finally:
-            self.in_flight -= 1
             self.running[chat] -= 1
 
-    async def _meet(self, chat: str) -> None:
-        """The chat's first turn waits for the other chat's first turn (see the class docstring)."""
-        mine = self.arrived.setdefault(chat, asyncio.Event())
-        if mine.is_set():
-            return
-        mine.set()
-        other = self.arrived.setdefault("private" if chat == "group" else "group", asyncio.Event())
-        with suppress(TimeoutError):
-            await asyncio.wait_for(other.wait(), MEETING_SECONDS)
+    async def before_answer(self, messages: list[ModelMessage]) -> None:
+        """The chat's first turn waits for the other chat's."""
+        await self.meet(chat_of(messages))
 
 
 @dataclass
