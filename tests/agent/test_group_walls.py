@@ -14,7 +14,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    UserPromptPart,
+)
 from pydantic_ai.models.function import AgentInfo
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -47,21 +54,39 @@ SEARCHES = [
 ]
 
 
+def said(messages: list[ModelMessage]) -> str:
+    """The person's words in the newest request that has them. A change to the conversation's package
+    is a user prompt too (`<system>`-tagged, sent just before the words: agent/chat/changes.py), and
+    holds that owner's own memory: taken for the words, it would pin one side's request on another."""
+    return next(
+        text
+        for m in reversed(messages)
+        if isinstance(m, ModelRequest)
+        for p in reversed(m.parts)
+        if isinstance(p, UserPromptPart) and not (text := words(p)).startswith("<system>")
+    )
+
+
+def changed(messages: list[ModelMessage]) -> bool:
+    """Whether the newest request carries a change to the conversation's package."""
+    return any(
+        isinstance(p, UserPromptPart) and words(p).startswith("<system>")
+        for p in next(m for m in reversed(messages) if isinstance(m, ModelRequest)).parts
+    )
+
+
 class Recorder:
     """Records every request as text; a turn whose prompt starts with "search" calls every tool first."""
 
     def __init__(self) -> None:
         self.requests: list[tuple[str, str]] = []  # (the turn's prompt, everything the model was sent)
         self.returns: list[str] = []
+        self.changes: list[str] = []  # the prompts of the requests that carried a package change
 
     def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        prompt = next(
-            words(p)
-            for m in reversed(messages)
-            if isinstance(m, ModelRequest)
-            for p in m.parts
-            if getattr(p, "part_kind", "") == "user-prompt"
-        )
+        prompt = said(messages)
+        if changed(messages):
+            self.changes.append(prompt)
         # Everything the model was sent except its own tool calls (which carry the queries it chose).
         sent = json.dumps(
             [info.instructions, [[p for p in m.parts if p.part_kind != "tool-call"] for m in messages]],
@@ -250,11 +275,16 @@ async def test_interleaved_private_and_group_turns_keep_their_walls(
     recorder = Recorder()
     service, _ = make_service(settings, engine, sessions, clock, recorder)
     ana, bob, group = await _seed(service, sessions, clock)
-    recorder.requests.clear()
+    assert service.facts is not None
     at = clock.now()
-    turns: list[Any] = []
-    for i in range(4):
-        turns += [
+    # One fact each for Ana and the group, taken back after the first round: the turns after it
+    # carry a change of their package (as a tier that timed out on a loaded machine and came back does).
+    notebook = await service.facts.add(ana.id, "Ana keeps a blue notebook", conversation_id=None, at=at)
+    members = await service.facts.add(group.id, "The club has twelve members", conversation_id=None, at=at)
+    recorder.requests.clear()
+
+    def round_of(i: int) -> list[Any]:
+        return [
             service.reply(
                 Incoming(owner=ana.id, text=f"ana private {i}: {SECRET}", sent_at=at + timedelta(seconds=i))
             ),
@@ -272,7 +302,12 @@ async def test_interleaved_private_and_group_turns_keep_their_walls(
                 )
             ),
         ]
-    await asyncio.gather(*turns)
+
+    await asyncio.gather(*round_of(0))
+    taken_back = at + timedelta(milliseconds=900)
+    await service.facts.forget_fact(ana.id, notebook.fact_id, reason="test", at=taken_back)
+    await service.facts.forget_fact(group.id, members.fact_id, reason="test", at=taken_back)
+    await asyncio.gather(*(turn for i in range(1, 4) for turn in round_of(i)))
 
     by_side = {"group": 0, "ana": 0, "bob": 0}
     for prompt, sent in recorder.requests:
@@ -284,7 +319,11 @@ async def test_interleaved_private_and_group_turns_keep_their_walls(
             by_side["ana"] += 1
             assert GROUP_WORD not in sent and BOB_WORD not in sent, prompt
         else:
+            assert prompt.startswith("bob private"), f"a request of no turn: {prompt!r}"
             by_side["bob"] += 1
             assert SECRET not in sent and GROUP_WORD not in sent and BOB_WORD not in sent, prompt
     assert all(count >= 4 for count in by_side.values())
+    # Both package changes reached the model, each in its own side's requests.
+    assert any(p.startswith("ana private") for p in recorder.changes), recorder.changes
+    assert any(p.startswith(("search group", "group talk")) for p in recorder.changes), recorder.changes
     await service.close()

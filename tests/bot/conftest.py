@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,25 +36,53 @@ TOKEN = "123:ABC"
 ADMIN = 999
 
 
+def _said(part: object) -> str:
+    """A user prompt's words; '' for a change to the conversation's package, which is a user prompt
+    too (`<system>`-tagged, sent before the words of its turn: agent/chat/changes.py) but nobody's
+    words, and comes whenever a tier that timed out on a loaded machine comes back."""
+    if not isinstance(part, UserPromptPart):
+        return ""
+    said = words(part)
+    return "" if said.startswith("<system>") else said
+
+
 def last_user_text(messages: list[ModelMessage]) -> str:
     """The newest user prompt in a request list."""
     for message in reversed(messages):
         if isinstance(message, ModelRequest):
             for part in reversed(message.parts):
-                if isinstance(part, UserPromptPart) and (said := words(part)):
+                if said := _said(part):
                     return said
     return ""
 
 
 def user_prompts(messages: list[ModelMessage]) -> list[str]:
     """Every user prompt in a request list, oldest first."""
-    return [
-        said
-        for m in messages
-        if isinstance(m, ModelRequest)
-        for p in m.parts
-        if isinstance(p, UserPromptPart) and (said := words(p))
-    ]
+    return [said for m in messages if isinstance(m, ModelRequest) for p in m.parts if (said := _said(p))]
+
+
+# How long the first turn of each of two chats waits for a turn of the other chat to be running.
+MEETING_SECONDS = 30.0
+
+
+@dataclass
+class FirstTurnsMeet:
+    """The first turn of each of two chats waits (MEETING_SECONDS at most) until the other chat's first
+    turn is running, so that two chats run side by side however loaded the machine is, whenever the
+    bot runs them side by side; should one chat's turns wait for the other's, it waits in vain."""
+
+    sides: tuple[str, str]
+    arrived: dict[str, asyncio.Event] = field(default_factory=dict)
+
+    async def __call__(self, side: str) -> None:
+        """Wait here if this is the side's first turn."""
+        mine = self.arrived.setdefault(side, asyncio.Event())
+        if mine.is_set():
+            return
+        mine.set()
+        other = self.sides[1] if side == self.sides[0] else self.sides[0]
+        with suppress(TimeoutError):
+            await asyncio.wait_for(self.arrived.setdefault(other, asyncio.Event()).wait(), MEETING_SECONDS)
 
 
 @dataclass
@@ -73,11 +101,15 @@ class Brain:
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
+            await self.before_answer(messages)
             if self.delay:
                 await asyncio.sleep(self.delay)
             return self._answer(messages, info)
         finally:
             self.in_flight -= 1
+
+    async def before_answer(self, messages: list[ModelMessage]) -> None:
+        """Runs while the call is in flight, before the delay and the answer: nothing here."""
 
     def _answer(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         tools = {tool.name for tool in info.function_tools}

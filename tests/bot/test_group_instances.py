@@ -21,7 +21,7 @@ from agent.core.settings import Settings
 from bench.fakes.telegram_api import FakeTelegram
 from bot.web.app import WEBHOOK_PATH
 from db.models import InboxUpdate, TranscriptMessage, User
-from tests.bot.conftest import Brain, user_prompts
+from tests.bot.conftest import Brain, FirstTurnsMeet, user_prompts
 from tests.bot.delivery_helpers import WEBHOOK_HEADERS, running_bot, webhook_client, webhook_settings
 
 pytestmark = [pytest.mark.both_databases, pytest.mark.process]
@@ -40,20 +40,26 @@ def newest_line(prompt: str) -> str:
     return f"echo: {prompt.splitlines()[-1]}"
 
 
+def chat_of(messages: list[ModelMessage]) -> str:
+    """Which chat a request is of: the group's prompts name who spoke to the bot."""
+    return "group" if TO_YOU in user_prompts(messages)[-1] else "private"
+
+
 @dataclass
 class GroupBrain(Brain):
     """Echoes the newest line; records the prompt of each group turn, the history of each private
-    turn, and how many turns of one chat ran at once."""
+    turn, and how many turns of one chat ran at once. The first turns of the group and the private
+    chat meet (`FirstTurnsMeet`), so their overlap does not depend on the machine's load."""
 
     reply: Callable[[str], str] = newest_line
     group_prompts: list[str] = field(default_factory=list)
     private_seen: dict[str, list[str]] = field(default_factory=dict)
     running: dict[str, int] = field(default_factory=dict)
     most: dict[str, int] = field(default_factory=dict)
+    meet: FirstTurnsMeet = field(default_factory=lambda: FirstTurnsMeet(("group", "private")))
 
     async def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        prompts = user_prompts(messages)
-        chat = "group" if TO_YOU in prompts[-1] else "private"
+        prompts, chat = user_prompts(messages), chat_of(messages)
         if chat == "group":
             self.group_prompts.append(prompts[-1])
         else:
@@ -64,6 +70,10 @@ class GroupBrain(Brain):
             return await super().__call__(messages, info)
         finally:
             self.running[chat] -= 1
+
+    async def before_answer(self, messages: list[ModelMessage]) -> None:
+        """The chat's first turn waits for the other chat's."""
+        await self.meet(chat_of(messages))
 
 
 @dataclass

@@ -13,7 +13,7 @@ from pydantic_ai.models.function import AgentInfo
 from agent.core.settings import Settings
 from bench.fakes.telegram_api import FakeTelegram
 from bot.web.app import WEBHOOK_PATH
-from tests.bot.conftest import Brain, user_prompts
+from tests.bot.conftest import Brain, FirstTurnsMeet, user_prompts
 from tests.bot.delivery_helpers import WEBHOOK_HEADERS, running_bot, webhook_client, webhook_settings
 
 pytestmark = [pytest.mark.both_databases, pytest.mark.process]
@@ -24,11 +24,13 @@ MESSAGES = 6
 
 @dataclass
 class ChatBrain(Brain):
-    """Echoes, and records per chat how many turns ran at once and what history each one saw."""
+    """Echoes, and records per chat how many turns ran at once and what history each one saw. The two
+    chats' first turns meet (`FirstTurnsMeet`), so their overlap does not depend on the machine's load."""
 
     per_chat: dict[str, int] = field(default_factory=dict)
     most_per_chat: dict[str, int] = field(default_factory=dict)
     seen: dict[str, list[str]] = field(default_factory=dict)
+    meet: FirstTurnsMeet = field(default_factory=lambda: FirstTurnsMeet(("a", "b")))
 
     async def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         prompts = user_prompts(messages)
@@ -40,6 +42,10 @@ class ChatBrain(Brain):
             return await super().__call__(messages, info)
         finally:
             self.per_chat[chat] -= 1
+
+    async def before_answer(self, messages: list[ModelMessage]) -> None:
+        """The chat's first turn waits for the other chat's."""
+        await self.meet(user_prompts(messages)[-1][0])
 
 
 async def test_two_instances_never_interleave_a_chat_and_work_two_chats_side_by_side(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import distinct, func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bench.clock import FrozenClock
@@ -34,8 +35,12 @@ class Scripted:
         self.summary_started = threading.Event()
         self.release = threading.Event()
         self.lock = threading.Lock()
+        # When given, every answer waits for it (the two workers' test: until both hold a claim).
+        self.hold: threading.Event | None = None
 
     def __call__(self, body: dict[str, Any]) -> Reply:
+        if self.hold is not None:
+            self.hold.wait(120)
         tool = body["tools"][0]
         if "user_facts" in tool["input_schema"]["properties"]:
             marker = MARKER.search(last_user_text(body))
@@ -55,9 +60,12 @@ def fake() -> Iterator[tuple[FakeAnthropic, Scripted]]:
     with FakeAnthropic(responder=scripted) as server:
         yield server, scripted
     scripted.release.set()
+    if scripted.hold is not None:
+        scripted.hold.set()
 
 
-# Enough conversations that the second worker, started with the first, still finds some to take.
+# Conversations of twenty people for the two workers (each takes a share: the first answers wait
+# until both hold a claim).
 CONVERSATIONS = 100
 
 
@@ -85,6 +93,18 @@ def _worker(database_url: str, base_url: str, cwd: Path, **extra: str) -> subpro
 async def _count(sessions: async_sessionmaker[AsyncSession], model: type, *where: Any) -> int:
     async with sessions() as session:
         return int(await session.scalar(select(func.count()).select_from(model).where(*where)) or 0)
+
+
+async def _count_claimers(sessions: async_sessionmaker[AsyncSession]) -> int:
+    async with sessions() as session:
+        return int(
+            await session.scalar(
+                select(func.count(distinct(Conversation.claimed_by))).where(
+                    Conversation.status == "processing"
+                )
+            )
+            or 0
+        )
 
 
 async def test_worker_killed_mid_run_then_rerun_leaves_no_duplicates(
@@ -149,8 +169,21 @@ async def test_two_worker_processes_process_each_conversation_exactly_once(
         )
 
     started = time.perf_counter()
+    scripted.hold = threading.Event()
     workers = [_worker(database_url, server.base_url, tmp_path) for _ in range(2)]
-    outputs = [w.communicate(timeout=300) for w in workers]
+    try:
+        # Each worker waits for its first answer holding its first claim, until the other holds one
+        # too: a worker that claimed everything, or a claim both could take, leaves this waiting.
+        claimers = 0
+        for _ in range(1200):
+            claimers = await _count_claimers(sessions)
+            if claimers == 2 or any(w.poll() is not None for w in workers):
+                break
+            await asyncio.sleep(0.1)
+        assert claimers == 2, [w.stderr.read() for w in workers if w.poll() is not None and w.stderr]
+    finally:
+        scripted.hold.set()
+    outputs = [await asyncio.to_thread(w.communicate, timeout=300) for w in workers]
     elapsed = time.perf_counter() - started
 
     assert [w.returncode for w in workers] == [0, 0], [err for _, err in outputs]

@@ -20,7 +20,7 @@ from agent.reminders.store import NewReminder, set_reminder
 from bench.fakes.anthropic_api import FakeAnthropic
 from bench.fakes.telegram_api import FakeTelegram
 from db.models import Touchpoint
-from tests.jobs.test_touchpoint_faults import TOKEN, Composer, _worker
+from tests.jobs.test_touchpoint_faults import TOKEN, Composer, _worker, lease_runs_out
 
 pytestmark = [pytest.mark.slow, pytest.mark.both_databases, pytest.mark.process]
 
@@ -63,7 +63,7 @@ async def test_two_instances_and_a_kill_9_mid_send_deliver_a_reminder_once(
                     process.send_signal(signal.SIGKILL)
                 process.wait(30)
             tg.release_sends(dropped=True)
-            await asyncio.sleep(2.2)  # the dead worker's lease runs out
+            await lease_runs_out(sessions)
 
             rerun = _worker(database_url, tg, server.base_url, tmp_path, PYTHONPATH=str(ROOT))
             out, err = await asyncio.to_thread(rerun.communicate, timeout=120)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.users import get_or_create_user
@@ -28,6 +28,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.both_databases, pytest.mark.process]
 
 TOKEN = "123:ABC"
 CHAT = 4242
+# Long enough that a loaded machine never lets a live worker's lease run out while it works (the two
+# workers race for the row, and only the lease keeps the loser off it); the dead worker's lease is
+# then run out by `lease_runs_out`, not waited for.
+LEASE_SECONDS = 60
 
 
 class Composer:
@@ -71,7 +75,7 @@ def _worker(
         "GRAPH_BACKEND": "none",
         "EMBEDDER": "none",
         "LOG_LEVEL": "WARNING",
-        "TOUCHPOINT_LEASE_SECONDS": "2",
+        "TOUCHPOINT_LEASE_SECONDS": str(LEASE_SECONDS),
         **extra,
     }
     return subprocess.Popen(
@@ -82,6 +86,20 @@ def _worker(
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+async def lease_runs_out(sessions: async_sessionmaker[AsyncSession]) -> None:
+    """The dead worker's lease, as the passing of LEASE_SECONDS leaves it: expired (a second ago)."""
+    async with sessions() as session, session.begin():
+        expired = (
+            await session.execute(
+                update(Touchpoint)
+                .where(Touchpoint.lease_holder.is_not(None), Touchpoint.lease_expires_at > system_now())
+                .values(lease_expires_at=system_now() - timedelta(seconds=1))
+                .returning(Touchpoint.id)
+            )
+        ).all()
+    assert len(expired) == 1  # the killed worker held the one row, and held it still
 
 
 async def test_two_instances_and_a_kill_9_mid_send_deliver_once(
@@ -124,7 +142,7 @@ async def test_two_instances_and_a_kill_9_mid_send_deliver_once(
                 process.wait(30)
             tg.release_sends(dropped=True)
             assert behaviour.calls == 1
-            await asyncio.sleep(2.2)  # the dead worker's lease runs out
+            await lease_runs_out(sessions)
 
             rerun = _worker(database_url, tg, server.base_url, tmp_path)
             out, err = await asyncio.to_thread(rerun.communicate, timeout=120)
