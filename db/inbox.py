@@ -169,6 +169,7 @@ _RECORD_DONE = (
         user_id=_SENDER_USER,
     )
 )
+_SENT_UNHELD = update(_T).where(_T.c.id == _ROW).values(resumed_sends=_T.c.resumed_sends + 1)
 _CHUNK_SENT = (
     update(_T)
     .where(_T.c.id == _ROW, _T.c.status == "replying")
@@ -330,6 +331,11 @@ class InboxRepository:
         else:
             result = await self.session.execute(_RECORD_DONE, {**params, "now": now})
         return bool(_rowcount(result))
+
+    async def sent_unheld(self, row_id: int) -> None:
+        """A chunk Telegram accepted from a worker that no longer held the row: the holder may send
+        the answer too, so it counts as a resumed send."""
+        await self.session.execute(_SENT_UNHELD, {"row_id": row_id})
 
     async def chunk_sent(self, row_id: int, *, sent: int) -> None:
         """Telegram accepted the first `sent` chunks of the recorded reply."""

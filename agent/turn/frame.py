@@ -17,7 +17,8 @@ A turn, in order:
 A message the model answers is committed in step 2, before the model is called, so it is never
 lost. A turn that calls no model (a short answer, a finished call) has no step 3 and makes steps 2
 and 4 one transaction. Should another process store the same message between the look-up and the
-write, the unique index refuses the second write and the frame looks again.
+write, the unique index refuses the second write and the frame looks again; so it does when the
+message's answer was stored meanwhile (one answer per message, another unique index).
 
 The turn returns its result, which carries the answer; the caller delivers it (the Telegram
 inbox: bot/delivery/worked_row.py). A caller that did not deliver it, say because its process
@@ -219,8 +220,16 @@ class TurnFrame:
                 answer = await turn.answer(taken.taken, taken.over)
             turn.answered_ms = round((time.perf_counter() - started) * 1000, 2)
             with observability.span("turn persist"):
-                async with self.sessions() as session, session.begin():
-                    stored = await self._persist(session, turn, taken.taken, answer, meter, taken.over)
+                try:
+                    async with self.sessions() as session, session.begin():
+                        stored = await self._persist(session, turn, taken.taken, answer, meter, taken.over)
+                except IntegrityError as exc:
+                    # Another worker answered the message meanwhile (its update's lease ran out
+                    # under this one): that answer stands, given back as a repeat.
+                    again = await self._take(turn, refused=exc)
+                    if isinstance(again, Done):
+                        return again.result, "repeated"
+                    raise
             await turn.after(taken.taken, answer, stored.result)
             failed = getattr(stored.result, "failed", False) is True
             return stored.result, "refused" if taken.over else "failed" if failed else "answered"

@@ -194,6 +194,7 @@ class WorkedRow:
 
     async def _record(self, sent: int, total: int) -> None:
         await self.wait_stored()
+        recorded = True
         async with self.sessions() as session, session.begin():
             repo = InboxRepository(session)
             # Not waiting for the disk keeps this commit, the crash window, short; only a crash of
@@ -211,11 +212,14 @@ class WorkedRow:
                     now=self.clock.now(),
                 )
                 if not recorded:
-                    raise LeaseLostError(f"inbox row {self.row.id} is no longer held by {self.holder}")
+                    await repo.sent_unheld(self.row.id)
             elif sent < total:
                 await repo.chunk_sent(self.row.id, sent=sent)
             else:
                 await repo.finish(self.row.id, now=self.clock.now(), outcome="answered", sent=sent)
+        if not recorded:
+            # Taken over while this worker answered: the new holder sends the stored answer.
+            raise LeaseLostError(f"inbox row {self.row.id} is no longer held by {self.holder}")
         self.unrecorded = False
         self.status = "done" if sent == total else "replying"
 

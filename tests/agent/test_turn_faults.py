@@ -148,3 +148,48 @@ async def test_a_stored_message_without_an_answer_is_answered_once_without_being
     assert (repeat.text, repeat.duplicate) == ("echo: first", True)
     assert await transcript(sessions) == [("user", "text", "first"), ("assistant", "text", "echo: first")]
     assert calls == ["first", "first"]
+
+
+async def test_a_turn_whose_message_another_worker_answered_meanwhile_gives_that_answer_back(
+    settings: Settings, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
+) -> None:
+    # Two processes on one message: the first one's update lease ran out while its model ran, and
+    # another took the update over, found the message unanswered and answered it first.
+    started, release, calls = asyncio.Event(), asyncio.Event(), []
+
+    async def slow(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        calls.append("slow")
+        started.set()
+        await release.wait()
+        return ModelResponse(parts=[TextPart("the stale answer")])
+
+    async def quick(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        calls.append("quick")
+        return ModelResponse(parts=[TextPart("the answer")])
+
+    stale = TurnService(
+        settings=settings, engine=engine, sessions=sessions, clock=clock, model=FunctionModel(slow)
+    )
+    taker = TurnService(
+        settings=settings, engine=engine, sessions=sessions, clock=clock, model=FunctionModel(quick)
+    )
+    user, _ = await get_or_create_user(sessions, key="cli:gus", now=clock.now(), timezone="UTC", name="gus")
+    said = Incoming(owner=user.id, text="hi", sent_at=clock.now(), telegram_message_id=4)
+    first = asyncio.create_task(stale.reply(said))
+    await started.wait()
+    second = await taker.reply(said)
+    release.set()
+    late = await first
+    assert (second.text, second.duplicate, late.text, late.duplicate) == (
+        "the answer",
+        False,
+        "the answer",
+        True,
+    )
+    # One answer stored, and one exchange in the conversation's history.
+    assert await transcript(sessions) == [("user", "text", "hi"), ("assistant", "text", "the answer")]
+    async with sessions() as session:
+        raw = await session.scalar(select(Conversation.messages))
+    assert len(load_history(raw)) == 2 and calls == ["slow", "quick"]
+    await stale.close()
+    await taker.close()
