@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from db.engine import create_engine
 from db.migrate import alembic_config
+from tests.db.conftest import user_at_revision
 
 BEFORE = "0035_imports"
 AT = datetime(2026, 3, 3, 9, 0)
@@ -36,18 +37,8 @@ async def _message(engine: AsyncEngine, user_id: int, role: str, content: str, r
 
 async def test_a_message_keeps_its_first_answer_and_gets_no_second(empty_url: str) -> None:
     config = alembic_config(empty_url)
-    await asyncio.to_thread(command.upgrade, config, BEFORE)
+    user_id = await user_at_revision(empty_url, BEFORE, AT)
     engine = create_engine(empty_url)
-    async with engine.begin() as conn:
-        user_id = (
-            await conn.execute(
-                text(
-                    "INSERT INTO users (key, timezone, onboarding_status, profile, created_at)"
-                    " VALUES ('cli:u', 'UTC', 'complete', '{}', :at) RETURNING id"
-                ),
-                {"at": AT},
-            )
-        ).scalar_one()
     asked = await _message(engine, user_id, "user", "hi", None)
     first = await _message(engine, user_id, "assistant", "hello", asked)
     second = await _message(engine, user_id, "assistant", "hello again", asked)
