@@ -126,6 +126,7 @@ class WorkedRow:
         """Send what is left of the answer, then mark the row done."""
         if self.status == "done":
             return
+        await self.wait_stored()  # nothing is sent for a row the intake did not commit
         if self.reply is not None and self.chat_id is not None:
             # The model's Markdown as text + entities; the same reply always gives the same chunks.
             chunks = render(self.reply) or [Chunk("…")]
