@@ -153,22 +153,6 @@ _RECORD_SENT = (
         user_id=_SENDER_USER,
     )
 )
-_RECORD_DONE = (
-    update(_T)
-    .where(*_MINE)
-    .values(
-        status="done",
-        outcome="answered",
-        done_at=_NOW,
-        payload=None,
-        reply_chunks_sent=bindparam("sent", type_=Integer()),
-        resumed_sends=_RESUMED,
-        lease_holder=None,
-        lease_expires_at=None,
-        last_error=None,
-        user_id=_SENDER_USER,
-    )
-)
 _SENT_UNHELD = update(_T).where(_T.c.id == _ROW).values(resumed_sends=_T.c.resumed_sends + 1)
 _CHUNK_SENT = (
     update(_T)
@@ -191,6 +175,8 @@ _FINISH = (
         user_id=func.coalesce(_T.c.user_id, _SENDER_USER),
     )
 )
+# An answer of one chunk: recorded and finished at once.
+_RECORD_DONE = _FINISH.where(*_MINE).values(resumed_sends=_RESUMED)
 _RELEASE = (
     update(_T)
     .where(_T.c.id == _ROW, _T.c.lease_holder == _HOLDER, _T.c.status != "done")
@@ -329,7 +315,8 @@ class InboxRepository:
         if sent < total:
             result = await self.session.execute(_RECORD_SENT, {**params, "reply": reply})
         else:
-            result = await self.session.execute(_RECORD_DONE, {**params, "now": now})
+            done = {"now": now, "outcome": "answered", "error": None}
+            result = await self.session.execute(_RECORD_DONE, {**params, **done})
         return bool(_rowcount(result))
 
     async def sent_unheld(self, row_id: int) -> None:
