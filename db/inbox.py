@@ -138,16 +138,22 @@ _INSERT_LEASED = {
     "sqlite": _insert_leased_statement(sqlite.insert),
 }
 _RENEW = work.renewal(_T, _T.c.id, _T.c.lease_holder, _T.c.lease_expires_at, _T.c.status.in_(OPEN))
-_RECORD = (
+# The answer recorded with the first chunk Telegram accepted, by the row's holder only; a repeated
+# answer (its turn found it stored before) may have reached Telegram already: a resumed send.
+_MINE = (_T.c.id == _ROW, _T.c.lease_holder == _HOLDER, _T.c.status == "pending")
+_RESUMED = _T.c.resumed_sends + bindparam("repeated", type_=Integer())
+_RECORD_SENT = (
     update(_T)
-    .where(_T.c.id == _ROW, _T.c.lease_holder == _HOLDER, _T.c.status == "pending")
+    .where(*_MINE)
     .values(
         status="replying",
         reply_text=bindparam("reply", type_=Text()),
-        reply_chunks_sent=0,
+        reply_chunks_sent=bindparam("sent", type_=Integer()),
+        resumed_sends=_RESUMED,
         user_id=_SENDER_USER,
     )
 )
+_SENT_UNHELD = update(_T).where(_T.c.id == _ROW).values(resumed_sends=_T.c.resumed_sends + 1)
 _CHUNK_SENT = (
     update(_T)
     .where(_T.c.id == _ROW, _T.c.status == "replying")
@@ -169,6 +175,8 @@ _FINISH = (
         user_id=func.coalesce(_T.c.user_id, _SENDER_USER),
     )
 )
+# An answer of one chunk: recorded and finished at once.
+_RECORD_DONE = _FINISH.where(*_MINE).values(resumed_sends=_RESUMED)
 _RELEASE = (
     update(_T)
     .where(_T.c.id == _ROW, _T.c.lease_holder == _HOLDER, _T.c.status != "done")
@@ -298,10 +306,23 @@ class InboxRepository:
         params = {"holder": holder, "until": now + lease, "keys": list(row_ids)}
         return set((await self.session.execute(_RENEW, params)).scalars())
 
-    async def record_reply(self, row_id: int, *, holder: str, text: str) -> bool:
-        """Inside the turn's transaction: the reply to send; False when the row is no longer ours."""
-        result = await self.session.execute(_RECORD, {"row_id": row_id, "holder": holder, "reply": text})
+    async def record_sent(
+        self, row_id: int, *, holder: str, reply: str, sent: int, total: int, repeated: bool, now: datetime
+    ) -> bool:
+        """Record the answer with its first `sent` chunks Telegram accepted (all `total`: the row is
+        done); False when the row is no longer the holder's."""
+        params = {"row_id": row_id, "holder": holder, "sent": sent, "repeated": int(repeated)}
+        if sent < total:
+            result = await self.session.execute(_RECORD_SENT, {**params, "reply": reply})
+        else:
+            done = {"now": now, "outcome": "answered", "error": None}
+            result = await self.session.execute(_RECORD_DONE, {**params, **done})
         return bool(_rowcount(result))
+
+    async def sent_unheld(self, row_id: int) -> None:
+        """A chunk Telegram accepted from a worker that no longer held the row: the holder may send
+        the answer too, so it counts as a resumed send."""
+        await self.session.execute(_SENT_UNHELD, {"row_id": row_id})
 
     async def chunk_sent(self, row_id: int, *, sent: int) -> None:
         """Telegram accepted the first `sent` chunks of the recorded reply."""

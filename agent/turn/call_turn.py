@@ -151,7 +151,7 @@ class CallTurn(Turn[StoredCall, None, StoredCall | None]):
     async def store(
         self, session: AsyncSession, taken: StoredCall, answer: None
     ) -> Stored[StoredCall | None]:
-        """Everything was written with the call: no receipt, no usage."""
+        """Everything was written with the call: no answer to send, no usage."""
         return Stored(taken, None)
 
     async def after(self, taken: StoredCall, answer: None, result: StoredCall | None) -> None:

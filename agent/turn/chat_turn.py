@@ -5,7 +5,7 @@ message stored before but never answered resumed), the context is built, the cha
 (agent/turn/run.py: a failure becomes an apology; over a daily cap the refusal is stored without
 a model call), and the grown history, the answer, the summary flag and the context snapshot are
 stored. The frame serialises, finds repeats, reads the daily caps, meters, and commits all
-of it with the caller's receipt and the usage.
+of it with the usage; the result carries the answer for the caller to send.
 """
 
 from __future__ import annotations
@@ -41,7 +41,11 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class TurnResult:
-    """The answer to one message and where it was stored."""
+    """The answer to one message and where it was stored.
+
+    `text` is the answer to send ("" when there is none: the user was forgotten while the model was
+    thinking); `duplicate`: it was stored before, for an earlier delivery of the same message.
+    """
 
     text: str
     conversation_id: int
@@ -158,7 +162,7 @@ class ChatTurn(Turn[Prepared, Answered, TurnResult]):
             whole=updated.raw if stored.stale else None,
         )
         if count is None:
-            return Stored(_result(taken, outcome, 0), None)
+            return Stored(replace(_result(taken, outcome, 0), text=""), None)
         if count != updated.version:  # the row moved under us: the cache must not claim it
             updated = replace(updated, version=count)
         self.updated = updated

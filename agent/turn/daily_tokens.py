@@ -22,7 +22,6 @@ from typing import Literal
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.core.settings import Settings
-from agent.turn.transcript import TurnReceipt
 from db.repositories.access import AccessRepository
 from db.repositories.usage import UsageRepository
 
@@ -79,13 +78,6 @@ class DailyCaps:
         return None
 
 
-def counting(receipt: TurnReceipt | None, over: Over, at: datetime) -> TurnReceipt:
-    """A turn receipt that also counts the refusal in the day's bot-wide counters, in the same
-    transaction as the stored answer."""
-
-    async def counted(session: AsyncSession, answer: str) -> None:
-        await AccessRepository(session).bump(at.astimezone(UTC).date(), COUNTERS[over])
-        if receipt is not None:
-            await receipt(session, answer)
-
-    return counted
+async def count_refusal(session: AsyncSession, over: Over, at: datetime) -> None:
+    """Count a refusal in the day's bot-wide counters, in the transaction that stores its answer."""
+    await AccessRepository(session).bump(at.astimezone(UTC).date(), COUNTERS[over])

@@ -12,13 +12,18 @@ A turn, in order:
    that calls the model reads the daily token caps in that same transaction;
 3. **answer** (`Turn.answer`), with every model call metered; over a daily cap the surface answers
    without a model call and the refusal is counted;
-4. **persist** (`Turn.store`) in one transaction with the caller's receipt and, last, the usage.
+4. **persist** (`Turn.store`) in one transaction with, last, the usage (and a refusal's count).
 
 A message the model answers is committed in step 2, before the model is called, so it is never
 lost. A turn that calls no model (a short answer, a finished call) has no step 3 and makes steps 2
-and 4 one transaction, so what is stored is always stored with its receipt. Should another process
-store the same message between the look-up and the write, the unique index refuses the second
-write and the frame looks again.
+and 4 one transaction. Should another process store the same message between the look-up and the
+write, the unique index refuses the second write and the frame looks again; so it does when the
+message's answer was stored meanwhile (one answer per message, another unique index).
+
+The turn returns its result, which carries the answer; the caller delivers it (the Telegram
+inbox: bot/delivery/worked_row.py). A caller that did not deliver it, say because its process
+stopped after the commit, runs the turn again: the stored message is found by its Telegram id
+with the answer it got, which the turn returns again (marked a duplicate) without a model call.
 
 A surface plugs in by subclassing `Turn`: what to take in, what to run for the answer, what to
 store. The frame knows whose turn it is by `key` (whose turns are serialised) and `user_id` (whose
@@ -41,10 +46,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.core import observability
 from agent.core.activity import Activity
 from agent.core.usage import UsageMeter, metering, store_usage
-from agent.turn.daily_tokens import DailyCaps, Over, counting
+from agent.turn.daily_tokens import DailyCaps, Over, count_refusal
 from agent.turn.kit import TurnKit
 from agent.turn.serial import TurnQueue
-from agent.turn.transcript import Incoming, Repeat, TurnReceipt, find_repeat
+from agent.turn.transcript import Incoming, Repeat, find_repeat
 
 logger = logging.getLogger(__name__)
 
@@ -58,10 +63,10 @@ class Done[R]:
 
 @dataclass(frozen=True)
 class Stored[R]:
-    """What `Turn.store` wrote: the turn's result and the answer the receipt records.
+    """What `Turn.store` wrote: the turn's result and the answer it stored.
 
-    `answer` None: no answer to record (the user was forgotten while the model was thinking, or
-    the surface answers nothing, as a finished call), so no receipt runs and no usage is stored.
+    `answer` None: no answer (the user was forgotten while the model was thinking, or the surface
+    answers nothing, as a finished call), so no usage is stored.
     """
 
     result: R
@@ -125,7 +130,7 @@ class Turn[T, A, R]:
         raise NotImplementedError
 
     async def store(self, session: AsyncSession, taken: T, answer: A) -> Stored[R]:
-        """Write the answer in the frame's transaction (the receipt and the usage follow)."""
+        """Write the answer in the frame's transaction (the usage follows)."""
         raise NotImplementedError
 
     async def after(self, taken: T, answer: A, result: R) -> None:
@@ -185,7 +190,7 @@ class TurnFrame:
             ) as traced,
         ):
             try:
-                result, outcome = await self._run(turn, turn.message.receipt, started)
+                result, outcome = await self._run(turn, started)
             finally:
                 observability.turn_done(surface, outcome, time.perf_counter() - started)
                 traced.set_attribute("nikita.turn.outcome", outcome)
@@ -193,18 +198,16 @@ class TurnFrame:
                 traced.set_attribute("nikita.conversation.id", conversation_id)
         return result
 
-    async def _run[T, A, R](
-        self, turn: Turn[T, A, R], receipt: TurnReceipt | None, started: float
-    ) -> tuple[R, str]:
+    async def _run[T, A, R](self, turn: Turn[T, A, R], started: float) -> tuple[R, str]:
         async with AsyncExitStack() as serial:
             with observability.span("turn serialise"):
                 await serial.enter_async_context(self.serialised(turn.key))
             with observability.span("turn take"):
                 try:
-                    taken = await self._take(turn, receipt)
+                    taken = await self._take(turn)
                 except IntegrityError as exc:
                     # Another process stored the same message between our look-up and our write.
-                    taken = await self._take(turn, receipt, refused=exc)
+                    taken = await self._take(turn, refused=exc)
             if isinstance(taken, _Finished):
                 return taken.result, taken.outcome
             if isinstance(taken, Done):
@@ -212,20 +215,27 @@ class TurnFrame:
             if taken.over is not None:
                 logger.info("token budget reached", extra={"user_id": turn.user_id, "budget": taken.over})
                 observability.refused(observability.CAP_LIMITS[taken.over])
-                receipt = counting(receipt, taken.over, turn.at)
             # Every model call of the turn (compaction, the run itself) counts towards the user's usage.
             with observability.span("turn answer"), metering() as meter:
                 answer = await turn.answer(taken.taken, taken.over)
             turn.answered_ms = round((time.perf_counter() - started) * 1000, 2)
             with observability.span("turn persist"):
-                async with self.sessions() as session, session.begin():
-                    stored = await self._persist(session, turn, taken.taken, answer, receipt, meter)
+                try:
+                    async with self.sessions() as session, session.begin():
+                        stored = await self._persist(session, turn, taken.taken, answer, meter, taken.over)
+                except IntegrityError as exc:
+                    # Another worker answered the message meanwhile (its update's lease ran out
+                    # under this one): that answer stands, given back as a repeat.
+                    again = await self._take(turn, refused=exc)
+                    if isinstance(again, Done):
+                        return again.result, "repeated"
+                    raise
             await turn.after(taken.taken, answer, stored.result)
             failed = getattr(stored.result, "failed", False) is True
             return stored.result, "refused" if taken.over else "failed" if failed else "answered"
 
     async def _take[T, A, R](
-        self, turn: Turn[T, A, R], receipt: TurnReceipt | None, *, refused: IntegrityError | None = None
+        self, turn: Turn[T, A, R], *, refused: IntegrityError | None = None
     ) -> _Taken[T] | Done[R]:
         async with self.sessions() as session, session.begin():
             found = await turn.earlier(session) if turn.looks_first or refused is not None else None
@@ -239,7 +249,7 @@ class TurnFrame:
                 with observability.span("turn budgets"):
                     return _Taken(taken, await self.caps.check(session, turn.user_id, turn.at))
             answer = await turn.answer(taken, None)
-            stored = await self._persist(session, turn, taken, answer, receipt, UsageMeter())
+            stored = await self._persist(session, turn, taken, answer, UsageMeter())
         await turn.after(taken, answer, stored.result)
         return _Finished(stored.result, "answered" if stored.answer is not None else "stored")
 
@@ -249,13 +259,13 @@ class TurnFrame:
         turn: Turn[T, A, R],
         taken: T,
         answer: A,
-        receipt: TurnReceipt | None,
         meter: UsageMeter,
+        over: Over | None = None,
     ) -> Stored[R]:
         stored = await turn.store(session, taken, answer)
         if stored.answer is not None:
-            if receipt is not None:
-                await receipt(session, stored.answer)
+            if over is not None:  # a refusal, counted with its stored answer
+                await count_refusal(session, over, turn.at)
             # Last: it locks the day's token counter until the commit (db/ddl/usage.py).
             await store_usage(session, turn.user_id, turn.at.astimezone(UTC).date(), meter)
         return stored

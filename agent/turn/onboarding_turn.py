@@ -3,11 +3,11 @@
 
 Each message is a turn in the turn frame (agent/turn/frame.py), like a chat turn: serialised with
 the user's other turns, stored before the model is called, found again when delivered twice
-(answered once), refused over a daily token cap, metered, and stored with its answer, the
-profile the agent's tools collected and the caller's receipt in one transaction. What is
-onboarding's own: its messages are transcript rows of kind "onboarding" (so /export and the
-transcript keep them) outside any conversation and any day, so the main agent's conversations start
-clean; a user whose onboarding is complete gets no onboarding turn.
+(answered once), refused over a daily token cap, metered, and stored with its answer and the
+profile the agent's tools collected in one transaction. What is onboarding's own: its messages are
+transcript rows of kind "onboarding" (so /export and the transcript keep them) outside any
+conversation and any day, so the main agent's conversations start clean; a user whose onboarding
+is complete gets no onboarding turn.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ MAX_USER_MESSAGES = 12
 
 @dataclass(frozen=True)
 class OnboardingReply:
-    """What to send back for one onboarding message, and whether onboarding is now complete."""
+    """What to send back for one onboarding message ("" when nothing: the user was forgotten while
+    the model was thinking), and whether onboarding is now complete; `duplicate`: stored before."""
 
     text: str
     complete: bool
@@ -105,7 +106,7 @@ class OnboardingTurn(Turn[Taken, OnboardingRun, OnboardingReply | None]):
         deps, reply = answer.deps, OnboardingReply(answer.text, answer.deps.finished, failed=answer.failed)
         user = await session.get(User, self.user_id)
         if user is None:  # forgotten while the model was thinking
-            return Stored(reply, None)
+            return Stored(OnboardingReply("", False), None)
         _ = await store_answer(
             session, user, self.message, said_id=taken.message_id, text=answer.text, kind=KIND, in_day=False
         )

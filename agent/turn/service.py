@@ -3,11 +3,12 @@
 The service builds what turns share once: the `TurnKit` each turn is handed (the model, the context
 builder, the cached histories, the message arrival: agent/turn/kit.py) and the one `TurnFrame`
 (agent/turn/frame.py) every turn runs in: serialised with the user's other turns, stored before the
-model is called, answered once however often it is delivered, and stored with the caller's
-`TurnReceipt` and the usage in one transaction. Its methods are the turns: a private chat's reply,
-a group's addressed and heard messages, onboarding, short answers, and finished voice calls; each
-takes one `Incoming` (agent/turn/transcript.py: whose memory, the person as read, the message, when,
-what it may write) and builds its turn from the kit and that message.
+model is called, answered once however often it is delivered (a repeat gets its stored answer
+back), and stored with the usage in one transaction. Its methods are the turns: a private chat's
+reply, a group's addressed and heard messages, onboarding, short answers, and finished voice calls;
+each takes one `Incoming` (agent/turn/transcript.py: whose memory, the person as read, the message,
+when, what it may write) and builds its turn from the kit and that message, and returns the
+answer for the caller to send.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from agent.turn.group_turn import GroupTurn, HeardTurn
 from agent.turn.kit import Background, TurnKit
 from agent.turn.onboarding_turn import OnboardingReply, OnboardingTurn
 from agent.turn.serial import TurnQueue
-from agent.turn.short_answer import ShortAnswerTurn
+from agent.turn.short_answer import ShortAnswerTurn, ShortReply
 from agent.turn.transcript import DayText, Incoming
 from db.models import User
 
@@ -89,7 +90,7 @@ class TurnService:
             background=Background(recall),
             day_text=DayText(self.counter.count),
         )
-        # Serialisation, repeats, budgets, metering and the receipt: every surface's turn.
+        # Serialisation, repeats, budgets and metering: every surface's turn.
         self.frame = TurnFrame(sessions=sessions, queue=self.queue, caps=self.caps)
 
     @property
@@ -157,9 +158,8 @@ class TurnService:
             user.name = user.name or fallback_name
             user.onboarding_status = "complete"
 
-    async def short_answer(self, message: Incoming, *, answer: str = "") -> bool:
-        """Store a message the model does not see with `answer` recorded through its receipt; False
-        when stored already."""
+    async def short_answer(self, message: Incoming, *, answer: str = "") -> ShortReply:
+        """Store a message the model does not see (once) and return `answer` as the reply to send."""
         return await self.frame.run(ShortAnswerTurn(kit=self.kit, message=message, reply=answer))
 
     async def store_call(self, user_id: int, call: FinishedCall, *, may_write: MayWrite) -> StoredCall | None:

@@ -3,8 +3,8 @@ reply the surface sends, as a turn of the turn frame (agent/turn/frame.py) that 
 
 Serialised with the user's other turns; a Telegram message stored before is not stored or answered
 again. The message joins the open conversation when there is one, so the transcript shows what happened,
-and starts none. It is stored with the reply's receipt in one transaction, so a message stored is
-a message whose answer will be sent.
+and starts none. The turn returns the reply for the caller to send, also when it finds the message
+stored before (its earlier delivery's reply was never sent, or its sending was cut short).
 """
 
 from __future__ import annotations
@@ -21,23 +21,31 @@ from agent.turn.transcript import Repeat, person_in, write_message
 from db.repositories.conversations import ConversationRepository
 
 
+@dataclass(frozen=True)
+class ShortReply:
+    """The reply to send ("" when none: the user is gone); `duplicate`: the message was stored before."""
+
+    text: str
+    duplicate: bool = False
+
+
 @dataclass(kw_only=True)
-class ShortAnswerTurn(Turn[int, str, bool]):
+class ShortAnswerTurn(Turn[int, str, ShortReply]):
     """A message answered with a fixed short reply: no model call, one transaction."""
 
     reply: str
     calls_model: ClassVar[bool] = False
     looks_first: ClassVar[bool] = False
 
-    async def resume(self, session: AsyncSession, found: Repeat) -> Done[bool]:
-        """Stored before, with its answer's receipt: nothing to do."""
-        return Done(False)
+    async def resume(self, session: AsyncSession, found: Repeat) -> Done[ShortReply]:
+        """Stored before: nothing to store, the same reply to send."""
+        return Done(ShortReply(self.reply, duplicate=True))
 
-    async def take(self, session: AsyncSession) -> int | Done[bool]:
+    async def take(self, session: AsyncSession) -> int | Done[ShortReply]:
         """Store the message in the open conversation, if any; its id."""
         user = await person_in(session, self.message)
         if user is None:
-            return Done(False)
+            return Done(ShortReply(""))
         conversation = await ConversationRepository(session).active_for(self.user_id)
         open_conversation = conversation is not None and not conversation_expired(
             conversation.last_message_at, self.at, self.kit.arrival.conversation_timeout
@@ -58,6 +66,6 @@ class ShortAnswerTurn(Turn[int, str, bool]):
         """The fixed reply."""
         return self.reply
 
-    async def store(self, session: AsyncSession, taken: int, answer: str) -> Stored[bool]:
-        """Nothing more to write: the receipt records the reply."""
-        return Stored(True, answer)
+    async def store(self, session: AsyncSession, taken: int, answer: str) -> Stored[ShortReply]:
+        """Nothing more to write: the caller sends the reply."""
+        return Stored(ShortReply(answer), answer)

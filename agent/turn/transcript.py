@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
 
 from sqlalchemy import inspect, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -25,14 +24,6 @@ from agent.core.clock import ensure_utc, local_day
 from db.models import DaySegment, TranscriptMessage, User
 from db.repositories.day_segments import Counted, DaySegmentRepository
 from db.repositories.transcript import TranscriptRepository
-
-
-class TurnReceipt(Protocol):
-    """Runs inside the transaction that stores a turn's answer (a raise rolls the turn back)."""
-
-    async def __call__(self, session: AsyncSession, answer: str) -> None:
-        """Record, with the answer, whatever the caller needs to deliver it exactly once."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -58,8 +49,6 @@ class Incoming:
     # Whether the tools may change or remove the owner's memory (a group's member who does not
     # administer it may not).
     may_change_memory: bool = True
-    # Runs in the transaction that stores the answer: what delivers it exactly once.
-    receipt: TurnReceipt | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "text", clean(self.text))

@@ -11,11 +11,12 @@ The path of an update:
    (`worked_update.py`), the update carrying its row to the handlers' context; one row per chat at
    a time, oldest first, bounded across chats. Leases expire, so a dead instance's rows move on.
    The lease is what keeps a chat's turns apart: the turn itself takes no lock.
-3. Answer (`worked_row.py`, a `WorkedRow`): a turn records its reply on the row in the same
-   transaction that stores it (a `TurnReceipt`); the dispatcher then sends it chunk by chunk,
-   counting what Telegram accepted, and marks the row done. A resumed row runs the turn for a
-   message that was stored but not answered (never storing it twice) or sends a recorded reply that
-   was not (fully) sent.
+3. Answer (`worked_row.py`, a `WorkedRow`): the handler gives the row the answer its turn stored
+   and returned; the dispatcher sends it chunk by chunk, recording it on the row with the first
+   chunk Telegram accepted and counting the others, and marks the row done. A resumed row that
+   recorded nothing runs its handler again, whose turn answers a message that was stored but not
+   answered (never storing it twice) or gives back the answer stored the first time (no model
+   call); a resumed row with a recorded reply sends what is left of it.
 4. Stop (`running` in bot/app.py, `signals.py`): SIGTERM/SIGINT stop the intake, give turns in
    flight the grace period, and leave the rest in the inbox for the next start.
 

@@ -10,7 +10,7 @@
   which resumes whatever a stopped process left.
 - Retries, in this one place: a transient error anywhere in a row's work (db/transient.py, or
   Telegram's network errors) re-runs the row with backoff; every step is idempotent (the inbox
-  dedupes updates, the transcript dedupes messages, a recorded reply is only sent). After
+  dedupes updates, the transcript dedupes messages and gives their answers back). After
   `retry_seconds` the user gets an honest "I'll answer when I can"; the row stays and is answered
   once the database is back. A row started `max_attempts` times (crashes included) is given up
   with an apology, so one poisonous update cannot block its chat forever. A row that fails for a
@@ -332,11 +332,11 @@ class Dispatcher:
                     )
                 await asyncio.sleep(delay)
                 with suppress(*ROW_ERRORS):
-                    # What did the failed try commit? (A reply recorded before the failure is only sent.)
+                    # What did the failed try commit? (An answer given before the failure is only sent.)
                     await delivery.reload()
 
     async def _attempt(self, delivery: WorkedRow) -> None:
-        if delivery.status == "pending":
+        if delivery.status == "pending" and delivery.reply is None:
             if delivery.row.attempts > self.retry.max_attempts:  # the last attempt failed
                 logger.error("inbox row given up", extra={"update_id": delivery.row.update_id})
                 await self._tell(delivery, ERROR_REPLY)
@@ -347,9 +347,9 @@ class Dispatcher:
             if (error := delivery.error) is not None:
                 if isinstance(error, LeaseLostError) or is_retryable(error):
                     raise error
-                # A handler failed (logged by the error handler). What did it commit first?
+                # A handler failed (logged by the error handler). Did it give an answer first?
                 await delivery.reload()
-                if delivery.status == "pending":
+                if delivery.status == "pending" and delivery.reply is None:
                     await self._tell(delivery, ERROR_REPLY)
                     await delivery.close("dead", repr(error)[:500])
                     return

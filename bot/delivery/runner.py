@@ -3,10 +3,11 @@ a webhook, the poller.
 
 Handlers stay ordinary python-telegram-bot handlers. The dispatcher feeds each leased row through
 `application.process_update` as a `WorkedUpdate` that carries the row (bot/delivery/worked_update.py);
-the handlers' context reads it as `context.row`, a handler that answers through a turn passes the
-row's receipt (`context.row.receipt`), and the dispatcher sends what the receipt recorded once the
-handler returns. Replies a handler sends itself (commands, rate-limit notes) are sent at least once:
-a crash before the row is marked done runs the handler again on resume.
+the handlers' context reads it as `context.row`, a handler that answers gives the row the answer
+its turn returned (`context.row.answer`), and the dispatcher sends it once the handler returns,
+recording it on the row with the first chunk Telegram accepts. Replies a handler sends itself
+(commands, rate-limit notes) are sent at least once: a crash before the row is marked done runs the
+handler again on resume.
 """
 
 from __future__ import annotations

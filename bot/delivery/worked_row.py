@@ -1,11 +1,15 @@
-"""One leased inbox row while it is worked: the turn's receipt, and sending the reply it recorded.
+"""One leased inbox row while it is worked: the answer its handler gives, and sending it.
 
-The answer to a message is recorded on the row by the turn's own transaction (`receipt`), so a
-stored answer and "this reply must be sent" commit together. Sending then goes chunk by chunk:
-after Telegram accepts a chunk, the count of chunks sent is committed (the last one marks the row
-done in the same statement). The one window left is between Telegram accepting a chunk and that
-commit: a crash inside it sends that chunk again when the row is resumed (at least once, never
-lost), and the row's `resumed_sends` counts every resumption that may have hit it.
+A handler that answers hands the answer to the row (`answer`): the turn that produced it has
+stored it already, so the row only has to send it. The answer is recorded on the row in the same
+commit that counts the first chunk Telegram accepted; every further chunk's count is committed
+after Telegram accepts it (the last one marks the row done in the same statement). A crash before
+that first commit leaves the row pending: resumed, it runs its handler again, whose turn finds the
+stored message and its answer by the Telegram id (no model call, nothing stored twice) and hands
+the same answer over, marked `repeated`. The one window left is between Telegram accepting a chunk
+and that chunk's commit: a crash inside it sends the chunk again when the row is resumed (at least
+once, never lost), and the row's `resumed_sends` counts every resumption that may have hit it (a
+resumed row with a recorded reply, or a repeated answer).
 
 A streamed preview message (bot/delivery/edit_stream.py) that this process sent for the row becomes the
 answer's first chunk by an edit, counted like a sent chunk; if Telegram refuses the edit the preview
@@ -48,6 +52,10 @@ class WorkedRow:
     status: str = "pending"
     reply: str | None = None
     sent: int = 0
+    # The answer its handler gave, not on the row yet (recorded with the first chunk accepted), and
+    # whether its turn found it stored before.
+    unrecorded: bool = False
+    repeated: bool = False
     error: BaseException | None = None
     outcome: str = "handled"
     # The send in progress, which a graceful stop lets finish (it is the crash window).
@@ -82,16 +90,14 @@ class WorkedRow:
                 raise NotStoredError(f"inbox row {self.row.id} was not committed")
         self.stored = None
 
-    async def receipt(self, session: AsyncSession, answer: str) -> None:
-        """The turn's receipt: record the answer on the row, in the turn's transaction."""
-        await self.wait_stored()
-        if not await InboxRepository(session).record_reply(self.row.id, holder=self.holder, text=answer):
-            raise LeaseLostError(f"inbox row {self.row.id} is no longer held by {self.holder}")
-        # Taken as recorded once the handler returns; after a failure `reload` reads what committed.
-        self.status, self.reply, self.sent = "replying", answer, 0
+    def answer(self, text: str, *, repeated: bool = False) -> None:
+        """The answer to send (nothing for an empty one); `repeated`: its turn found it stored
+        before, so a resumed row may have sent it already."""
+        if text and self.status == "pending":
+            self.reply, self.sent, self.unrecorded, self.repeated = text, 0, True, repeated
 
     async def reload(self) -> None:
-        """Read the row again (after a failure: did the turn's transaction commit its reply?)."""
+        """Read the row again (after a failure: what did the sending commit?)."""
         await self.wait_stored()
         async with self.sessions() as session:
             row = (
@@ -110,15 +116,18 @@ class WorkedRow:
         status, reply, sent, holder = row
         if status != "done" and holder != self.holder:
             raise LeaseLostError(f"inbox row {self.row.id} was taken over by {holder}")
+        if status == "pending" and self.unrecorded:
+            return  # the handler's answer, known here only: still to send
         # Chunks Telegram accepted are never sent again by this process, recorded or not.
         same_reply = status == "replying" and reply == self.reply
         self.status, self.reply, self.sent = status, reply, max(sent, self.sent) if same_reply else sent
 
     async def finish(self, bot: Bot) -> None:
-        """Send what is left of the recorded reply, then mark the row done."""
+        """Send what is left of the answer, then mark the row done."""
         if self.status == "done":
             return
-        if self.status == "replying" and self.reply is not None and self.chat_id is not None:
+        await self.wait_stored()  # nothing is sent for a row the intake did not commit
+        if self.reply is not None and self.chat_id is not None:
             # The model's Markdown as text + entities; the same reply always gives the same chunks.
             chunks = render(self.reply) or [Chunk("…")]
             while self.sent < len(chunks):
@@ -154,7 +163,7 @@ class WorkedRow:
         await self._record(self.sent, len(chunks))
 
     async def tell(self, bot: Bot, text: str) -> None:
-        """A message outside the recorded reply (an apology, "still working"): in place of the
+        """A message outside the answer (an apology, "still working"): in place of the
         preview when there is one."""
         assert self.chat_id is not None
         if not await self._into_preview(bot, Chunk(text)):
@@ -186,17 +195,34 @@ class WorkedRow:
 
     async def _record(self, sent: int, total: int) -> None:
         await self.wait_stored()
+        recorded = True
         async with self.sessions() as session, session.begin():
             repo = InboxRepository(session)
             # Not waiting for the disk keeps this commit, the crash window, short; only a crash of
             # the database server itself could lose it (the chunk is then sent again).
             await repo.relax_durability()
-            if sent < total:
+            if self.unrecorded:
+                assert self.reply is not None
+                recorded = await repo.record_sent(
+                    self.row.id,
+                    holder=self.holder,
+                    reply=self.reply,
+                    sent=sent,
+                    total=total,
+                    repeated=self.repeated,
+                    now=self.clock.now(),
+                )
+                if not recorded:
+                    await repo.sent_unheld(self.row.id)
+            elif sent < total:
                 await repo.chunk_sent(self.row.id, sent=sent)
             else:
                 await repo.finish(self.row.id, now=self.clock.now(), outcome="answered", sent=sent)
-        if sent == total:
-            self.status = "done"
+        if not recorded:
+            # Taken over while this worker answered: the new holder sends the stored answer.
+            raise LeaseLostError(f"inbox row {self.row.id} is no longer held by {self.holder}")
+        self.unrecorded = False
+        self.status = "done" if sent == total else "replying"
 
     async def close(self, outcome: str, error: str | None = None) -> None:
         """Mark the row done without (more) sending."""

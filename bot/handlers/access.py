@@ -48,11 +48,11 @@ async def gate(update: Update, context: HandlerContext) -> None:
         counters = AccessRepository(session)
         day = now.astimezone(UTC).date()
         await counters.bump(day, REFUSED)
-        if answer is not None and row is not None:
+        if answer is not None:
             await counters.bump(day, STRANGERS)
-            # Recorded on the inbox row with the counts; the inbox sends it, as it sends every answer.
-            await row.receipt(session, answer)
-    if row is not None and answer is None:
+    if row is not None and answer is not None:
+        row.answer(answer)  # the inbox sends it, as it sends every answer
+    elif row is not None:
         row.outcome = "refused"
     logger.info("update refused", extra={"update_id": update.update_id, "told": answer is not None})
     observability.refused("not_allowed")

@@ -3,8 +3,8 @@ every user command and message handler starts with.
 
 `bot.app.build_application` registers `HandlerContext` with `ContextTypes`, so every handler (and
 the error handler) gets one: `context.services` are the bot's services (bot/services.py) and
-`context.row` is the inbox row whose update the handlers work, whose `receipt` a turn records its
-answer with (bot/delivery/worked_row.py). The row comes with the update: the dispatcher passes a
+`context.row` is the inbox row whose update the handlers work, which a handler gives its answer to
+send (bot/delivery/worked_row.py). The row comes with the update: the dispatcher passes a
 `WorkedUpdate` (bot/delivery/worked_update.py), and `from_update` takes the row from it.
 """
 
@@ -18,7 +18,7 @@ from telegram import User as TelegramUser
 from telegram.ext import Application, CallbackContext, ExtBot
 
 from agent.account.ratelimit import Scope
-from agent.turn.transcript import Incoming, Speaker, TurnReceipt
+from agent.turn.transcript import Incoming, Speaker
 from bot.delivery.worked_row import WorkedRow
 from bot.delivery.worked_update import WorkedUpdate
 from bot.services import BotData, BotServices
@@ -55,8 +55,8 @@ class HandlerContext(CallbackContext[ExtBot[None], dict[Any, Any], dict[Any, Any
 
     @property
     def row(self) -> WorkedRow:
-        """The inbox row the running handler works: pass its `receipt` to a turn, and the dispatcher
-        sends the answer the turn recorded."""
+        """The inbox row the running handler works: give it the answer (`row.answer`), and the
+        dispatcher sends it."""
         if self.row_if_any is None:
             raise RuntimeError("no inbox row is worked here: updates reach the handlers through the inbox")
         return self.row_if_any
@@ -70,9 +70,9 @@ class Sender:
     person: TelegramUser
     user: User
 
-    def incoming(self, text: str, *, kind: str = "text", receipt: TurnReceipt | None = None) -> Incoming:
+    def incoming(self, text: str, *, kind: str = "text") -> Incoming:
         """The sender's message as a turn takes it: their account as read here (not read again)."""
-        return incoming(self.message, self.user, text, kind, receipt=receipt)
+        return incoming(self.message, self.user, text, kind)
 
 
 def incoming(
@@ -83,7 +83,6 @@ def incoming(
     *,
     speaker: Speaker | None = None,
     may_change_memory: bool = True,
-    receipt: TurnReceipt | None = None,
 ) -> Incoming:
     """A Telegram message as a turn of `owner` (a person, or a group's memory) takes it, with the
     owner's row as the handler read it."""
@@ -96,7 +95,6 @@ def incoming(
         person=owner,
         speaker=speaker,
         may_change_memory=may_change_memory,
-        receipt=receipt,
     )
 
 

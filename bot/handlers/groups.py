@@ -128,21 +128,17 @@ async def on_group_message(update: Update, context: HandlerContext) -> None:
         # Heard: a message over the group's limit stays in its memory, like one not addressed.
         await turns.hear(incoming(message, owner, text, kind, speaker=speaker, may_change_memory=False))
         if verdict is not None and verdict.tell:
-            # Once a window; recorded on the inbox row, which sends it as a reply in the message's topic.
-            async with s.runtime.sessions() as session, session.begin():
-                await context.row.receipt(session, verdict.message)
+            # Once a window; the inbox sends it as a reply in the message's topic.
+            context.row.answer(verdict.message)
         return
     row = context.row
     # Only the group's admins change or remove its memory through the model (Telegram's answer).
     admin = await s.admins.sender_is_admin(me, message)
     async with typing(me, message.chat_id), preview(me, message, settings, row) as progress:
-        # The inbox sends the recorded answer, as a reply to this message in its topic.
-        await turns.group_reply(
-            incoming(
-                message, owner, text, kind, speaker=speaker, may_change_memory=admin, receipt=row.receipt
-            ),
-            progress=progress,
-        )
+        said = incoming(message, owner, text, kind, speaker=speaker, may_change_memory=admin)
+        result = await turns.group_reply(said, progress=progress)
+    # The inbox sends the answer, as a reply to this message in its topic.
+    row.answer(result.text, repeated=result.duplicate)
 
 
 def _present(member: ChatMember) -> bool:
@@ -172,8 +168,8 @@ async def on_my_chat_member(update: Update, context: HandlerContext) -> None:
             stored = await session.get(User, owner.id)
             if stored is not None:
                 stored.unreachable_at = None
-            # Recorded on the inbox row; the inbox sends it, as it sends every answer.
-            await context.row.receipt(session, hello(settings.persona_name, context.bot.username))
+        # The inbox sends it, as it sends every answer.
+        context.row.answer(hello(settings.persona_name, context.bot.username))
         logger.info("added to a group", extra={"user_id": owner.id})
     elif was and not now_in:
         async with sessions() as session, session.begin():

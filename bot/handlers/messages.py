@@ -115,13 +115,15 @@ async def answer(
         typing(context.bot, message.chat_id),
         preview(context.bot, message, s.runtime.settings, row, s.delivery.stops) as progress,
     ):
-        said = c.incoming(text, kind=kind, receipt=row.receipt)
+        said = c.incoming(text, kind=kind)
         if onboarding:
             answered = await s.runtime.turns.onboard(said, fallback_name=person.first_name)
             if answered is not None:
+                row.answer(answered.text, repeated=answered.duplicate)
                 return
-        # A repeat records nothing, so nothing is sent twice; drafts are only a preview.
-        await s.runtime.turns.reply(said, progress=progress, attachments=attachments)
+        # A repeat is this row's message run again: its stored answer was never (fully) sent.
+        result = await s.runtime.turns.reply(said, progress=progress, attachments=attachments)
+        row.answer(result.text, repeated=result.duplicate)
 
 
 async def on_start(update: Update, context: HandlerContext) -> None:
@@ -142,8 +144,10 @@ async def on_start(update: Update, context: HandlerContext) -> None:
     if await s.over_limit(context.bot, person, message.chat_id, message.date, "onboarding"):
         return
     async with typing(context.bot, message.chat_id):
-        said = c.incoming(message.text or "/start", receipt=context.row.receipt)
-        await s.runtime.turns.onboard(said, fallback_name=person.first_name)
+        said = c.incoming(message.text or "/start")
+        answered = await s.runtime.turns.onboard(said, fallback_name=person.first_name)
+        if answered is not None:
+            context.row.answer(answered.text, repeated=answered.duplicate)
 
 
 async def on_skip(update: Update, context: HandlerContext) -> None:
@@ -176,9 +180,10 @@ async def store_short_answer(
     context: HandlerContext, who: Sender, kind: str, content: str, reply: str
 ) -> None:
     """The storing half of `short_answer`, for callers past the preamble."""
-    # Stored with its short answer in one transaction; the inbox sends the answer.
-    said = who.incoming(content, kind=kind, receipt=context.row.receipt)
-    await context.services.runtime.turns.short_answer(said, answer=reply)
+    # Stored once; the inbox sends the answer.
+    said = who.incoming(content, kind=kind)
+    answered = await context.services.runtime.turns.short_answer(said, answer=reply)
+    context.row.answer(answered.text, repeated=answered.duplicate)
 
 
 async def on_unknown_command(update: Update, context: HandlerContext) -> None:
@@ -196,7 +201,7 @@ async def on_error(update: object, context: HandlerContext) -> None:
     """The one error handler: log with context, tell the user honestly that it failed.
 
     For an update worked from the inbox the dispatcher decides: it retries transient database and
-    network errors, sends an answer the turn recorded before the failure, or apologises.
+    network errors, sends an answer the handler gave before the failure, or apologises.
     """
     error = context.error
     details: dict[str, object] = {"error": repr(error)}

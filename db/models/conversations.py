@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from db.base import Base, BigIntPK, JSONType
@@ -75,6 +75,14 @@ class TranscriptMessage(Base):
     __tablename__ = "transcript_messages"
     __table_args__ = (
         UniqueConstraint("user_id", "role", "telegram_message_id", name="uq_transcript_telegram_id"),
+        # One answer per message: a turn whose message another worker answered meanwhile stores none.
+        Index(
+            "uq_transcript_answer",
+            "reply_to_id",
+            unique=True,
+            postgresql_where=text("role = 'assistant'"),
+            sqlite_where=text("role = 'assistant'"),
+        ),
         Index("ix_transcript_user_sent", "user_id", "sent_at"),
         Index("ix_transcript_conversation", "conversation_id", "id"),
         # A day's neighbours of a search hit (conversation_search context and rescoring).

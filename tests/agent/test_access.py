@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.access import REFRESH, AccessPolicy
 from agent.core.settings import Settings
-from agent.turn.daily_tokens import COUNTERS, DailyCaps, counting
+from agent.turn.daily_tokens import DailyCaps
 from bench.clock import FrozenClock
 from db.models import User
 from db.repositories.access import AccessRepository
@@ -127,18 +127,3 @@ async def test_budgets_sum_every_kind_of_the_utc_day(
     # The next UTC day starts from nothing.
     tomorrow = datetime.combine(now.date() + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
     assert await DailyCaps(per_user=1, bot_wide=1).over(sessions, alice, tomorrow) is None
-
-
-async def test_a_budget_refusal_is_counted_with_its_answer(
-    sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
-) -> None:
-    answers: list[str] = []
-
-    async def receipt(session: AsyncSession, answer: str) -> None:
-        answers.append(answer)
-
-    async with sessions() as session, session.begin():
-        await counting(receipt, "bot", clock.now())(session, "no more today")
-    async with sessions() as session:
-        counts = await AccessRepository(session).counts(clock.now().date())
-    assert answers == ["no more today"] and counts == {COUNTERS["bot"]: 1}

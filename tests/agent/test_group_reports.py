@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agent.account.groups import group_owner
 from agent.account.users import get_or_create_user
 from agent.reports.texts import prompt_report, stats_report, user_report
-from agent.turn.daily_tokens import CAP_REPLY, DailyCaps, counting
+from agent.turn.daily_tokens import DailyCaps, count_refusal
 from bench.clock import FrozenClock
 from db.models import User
 from db.repositories.usage import UsageRepository
@@ -60,7 +60,7 @@ async def test_stats_counts_people_and_groups_apart_with_the_groups_budget_refus
     over = await caps.over(sessions, picnic.id, now)
     assert over == "group" and await caps.over(sessions, people[ANA].id, now) is None
     async with sessions() as session, session.begin():
-        await counting(None, over, now)(session, CAP_REPLY)
+        await count_refusal(session, over, now)
 
     stats = await stats_report(sessions, now, queue_depth=0, failures=0)
     assert line(stats, "users: ") == "users: 3 people, 2 groups"

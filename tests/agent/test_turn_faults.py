@@ -140,35 +140,56 @@ async def test_a_stored_message_without_an_answer_is_answered_once_without_being
         await service.reply(Incoming(owner=user.id, text="first", sent_at=clock.now(), telegram_message_id=7))
     assert await transcript(sessions) == [("user", "text", "first")]
 
-    receipts: list[str] = []
-
-    async def receipt(session: AsyncSession, answer: str) -> None:
-        receipts.append(answer)
-
-    again = await service.reply(
-        Incoming(owner=user.id, text="first", sent_at=clock.now(), telegram_message_id=7, receipt=receipt)
-    )
-    assert (again.text, again.duplicate, receipts) == ("echo: first", False, ["echo: first"])
-    repeat = await service.reply(
-        Incoming(owner=user.id, text="first", sent_at=clock.now(), telegram_message_id=7, receipt=receipt)
-    )
-    assert (repeat.text, repeat.duplicate, receipts) == ("echo: first", True, ["echo: first"])
+    said = Incoming(owner=user.id, text="first", sent_at=clock.now(), telegram_message_id=7)
+    again = await service.reply(said)
+    assert (again.text, again.duplicate) == ("echo: first", False)
+    # Its caller never sent it (say it stopped): delivered again, the stored answer comes back.
+    repeat = await service.reply(said)
+    assert (repeat.text, repeat.duplicate) == ("echo: first", True)
     assert await transcript(sessions) == [("user", "text", "first"), ("assistant", "text", "echo: first")]
     assert calls == ["first", "first"]
 
 
-async def test_a_receipt_that_refuses_rolls_the_answer_back(
+async def test_a_turn_whose_message_another_worker_answered_meanwhile_gives_that_answer_back(
     settings: Settings, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
 ) -> None:
-    service = turns(settings, engine, sessions, clock, echo)
-    user, _ = await get_or_create_user(sessions, key="cli:fay", now=clock.now(), timezone="UTC", name="fay")
+    # Two processes on one message: the first one's update lease ran out while its model ran, and
+    # another took the update over, found the message unanswered and answered it first.
+    started, release, calls = asyncio.Event(), asyncio.Event(), []
 
-    async def lost(session: AsyncSession, answer: str) -> None:
-        raise LookupError("another worker holds this update now")
+    async def slow(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        calls.append("slow")
+        started.set()
+        await release.wait()
+        return ModelResponse(parts=[TextPart("the stale answer")])
 
-    with pytest.raises(LookupError):
-        await service.reply(
-            Incoming(owner=user.id, text="hi", sent_at=clock.now(), telegram_message_id=3, receipt=lost)
-        )
-    # The message stays stored and unanswered: whoever holds the update answers it.
-    assert await transcript(sessions) == [("user", "text", "hi")]
+    async def quick(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        calls.append("quick")
+        return ModelResponse(parts=[TextPart("the answer")])
+
+    stale = TurnService(
+        settings=settings, engine=engine, sessions=sessions, clock=clock, model=FunctionModel(slow)
+    )
+    taker = TurnService(
+        settings=settings, engine=engine, sessions=sessions, clock=clock, model=FunctionModel(quick)
+    )
+    user, _ = await get_or_create_user(sessions, key="cli:gus", now=clock.now(), timezone="UTC", name="gus")
+    said = Incoming(owner=user.id, text="hi", sent_at=clock.now(), telegram_message_id=4)
+    first = asyncio.create_task(stale.reply(said))
+    await started.wait()
+    second = await taker.reply(said)
+    release.set()
+    late = await first
+    assert (second.text, second.duplicate, late.text, late.duplicate) == (
+        "the answer",
+        False,
+        "the answer",
+        True,
+    )
+    # One answer stored, and one exchange in the conversation's history.
+    assert await transcript(sessions) == [("user", "text", "hi"), ("assistant", "text", "the answer")]
+    async with sessions() as session:
+        raw = await session.scalar(select(Conversation.messages))
+    assert len(load_history(raw)) == 2 and calls == ["slow", "quick"]
+    await stale.close()
+    await taker.close()

@@ -1,6 +1,7 @@
 """The turn frame's guarantees, for every surface that plugs into it: one turn of a user at a time,
 a message stored before the answer and answered once however often it is delivered, the daily
-budgets refusing onboarding like chat, and the receipt committing with the answer or not at all."""
+budgets refusing onboarding like chat (each refusal counted once), and a repeat given back the
+answer stored the first time, for its caller to send."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from agent.core.settings import Settings
 from agent.core.usage import Spend, UsageMeter, store_usage
 from agent.turn.daily_tokens import CAP_REPLY, COUNTERS
 from agent.turn.service import TurnService
+from agent.turn.short_answer import ShortReply
 from agent.turn.transcript import Incoming
 from db.models import TranscriptMessage
 from db.repositories.access import AccessRepository
@@ -41,20 +43,6 @@ class Model:
             fail, self.fail = self.fail, None
             raise fail
         return ModelResponse(parts=[TextPart(f"answer {self.requests}")])
-
-
-class Receipts:
-    """A surface's receipt: records each answer in the turn's transaction, or raises once."""
-
-    def __init__(self) -> None:
-        self.answers: list[str] = []
-        self.fail = False
-
-    async def __call__(self, session: AsyncSession, answer: str) -> None:
-        if self.fail:
-            self.fail = False
-            raise RuntimeError("the surface lost the update")
-        self.answers.append(answer)
 
 
 @pytest.fixture
@@ -100,15 +88,12 @@ async def test_onboarding_and_chat_over_the_user_budget_are_refused_alike(
     pending, done = await new_user(sessions, "t:1", "pending"), await new_user(sessions, "t:2")
     await spend(sessions, pending, 100)
     await spend(sessions, done, 100)
-    receipts = Receipts()
-    refused = await turns.onboard(
-        Incoming(owner=pending, text="hi", sent_at=NOW, telegram_message_id=1, receipt=receipts)
-    )
-    chat = await turns.reply(
-        Incoming(owner=done, text="hello", sent_at=NOW, telegram_message_id=1, receipt=receipts)
-    )
-    assert refused is not None and refused.text == chat.text == CAP_REPLY
-    assert model.requests == 0 and receipts.answers == [CAP_REPLY, CAP_REPLY]
+    for _ in range(2):  # the second time a repeat: its refusal given back, not counted again
+        refused = await turns.onboard(Incoming(owner=pending, text="hi", sent_at=NOW, telegram_message_id=1))
+        chat = await turns.reply(Incoming(owner=done, text="hello", sent_at=NOW, telegram_message_id=1))
+        assert refused is not None and refused.text == chat.text == CAP_REPLY
+    assert refused is not None and refused.duplicate and chat.duplicate
+    assert model.requests == 0
     assert ("user", "onboarding", "hi") in await rows(sessions)
     assert ("user", "text", "hello") in await rows(sessions)
     async with sessions() as session:
@@ -116,56 +101,45 @@ async def test_onboarding_and_chat_over_the_user_budget_are_refused_alike(
     assert counts[COUNTERS["user"]] == 2
 
 
-async def test_an_onboarding_answer_that_failed_to_commit_is_answered_once_on_redelivery(
+async def test_an_onboarding_turn_cut_short_is_answered_once_on_redelivery(
     turns: TurnService, sessions: async_sessionmaker[AsyncSession], model: Model
 ) -> None:
-    user_id, receipts = await new_user(sessions, "t:1", "pending"), Receipts()
-    receipts.fail = True
-    with pytest.raises(RuntimeError):
-        await turns.onboard(
-            Incoming(owner=user_id, text="/start", sent_at=NOW, telegram_message_id=5, receipt=receipts)
-        )
-    # The message is stored; its answer rolled back with the receipt.
+    user_id = await new_user(sessions, "t:1", "pending")
+    model.fail = asyncio.CancelledError()  # the process stops mid-turn: no answer is stored
+    with pytest.raises(asyncio.CancelledError):
+        await turns.onboard(Incoming(owner=user_id, text="/start", sent_at=NOW, telegram_message_id=5))
     assert await rows(sessions) == [("user", "onboarding", "/start")]
-    again = await turns.onboard(
-        Incoming(owner=user_id, text="/start", sent_at=NOW, telegram_message_id=5, receipt=receipts)
-    )
-    third = await turns.onboard(
-        Incoming(owner=user_id, text="/start", sent_at=NOW, telegram_message_id=5, receipt=receipts)
-    )
+    again = await turns.onboard(Incoming(owner=user_id, text="/start", sent_at=NOW, telegram_message_id=5))
+    # Answered, but its caller did not send it (say its process stopped): the same answer again.
+    third = await turns.onboard(Incoming(owner=user_id, text="/start", sent_at=NOW, telegram_message_id=5))
     assert again is not None and not again.duplicate and again.text == "answer 2"
     assert third is not None and third.duplicate and third.text == "answer 2"
-    assert receipts.answers == ["answer 2"] and model.requests == 2
+    assert model.requests == 2
     assert await rows(sessions) == [("user", "onboarding", "/start"), ("assistant", "onboarding", "answer 2")]
 
 
 async def test_a_chat_turn_whose_model_call_raised_keeps_the_message_and_resumes_it(
     turns: TurnService, sessions: async_sessionmaker[AsyncSession], model: Model
 ) -> None:
-    user_id, receipts = await new_user(sessions, "t:3"), Receipts()
+    user_id = await new_user(sessions, "t:3")
     model.fail = ConnectionError("the database went away mid-turn")  # transient: retried, not apologised
+    said = Incoming(owner=user_id, text="still there?", sent_at=NOW, telegram_message_id=9)
     with pytest.raises(ConnectionError):
-        await turns.reply(
-            Incoming(owner=user_id, text="still there?", sent_at=NOW, telegram_message_id=9, receipt=receipts)
-        )
+        await turns.reply(said)
     assert await rows(sessions) == [("user", "text", "still there?")]
-    resumed = await turns.reply(
-        Incoming(owner=user_id, text="still there?", sent_at=NOW, telegram_message_id=9, receipt=receipts)
-    )
-    repeated = await turns.reply(
-        Incoming(owner=user_id, text="still there?", sent_at=NOW, telegram_message_id=9, receipt=receipts)
-    )
+    resumed = await turns.reply(said)
+    repeated = await turns.reply(said)
     assert not resumed.duplicate and repeated.duplicate and repeated.text == resumed.text == "answer 2"
-    assert receipts.answers == ["answer 2"]
+    assert model.requests == 2
     assert [r[0] for r in await rows(sessions)] == ["user", "assistant"]
 
 
 async def test_a_short_answer_waits_for_the_users_turn_and_is_stored_once(
     turns: TurnService, sessions: async_sessionmaker[AsyncSession]
 ) -> None:
-    user_id, receipts = await new_user(sessions, "t:4"), Receipts()
+    user_id = await new_user(sessions, "t:4")
 
-    def short() -> asyncio.Task[bool]:
+    def short() -> asyncio.Task[ShortReply]:
         return asyncio.create_task(
             turns.short_answer(
                 Incoming(
@@ -174,7 +148,6 @@ async def test_a_short_answer_waits_for_the_users_turn_and_is_stored_once(
                     sent_at=NOW,
                     kind="sticker",
                     telegram_message_id=3,
-                    receipt=receipts,
                 ),
                 answer="nice sticker",
             )
@@ -184,7 +157,7 @@ async def test_a_short_answer_waits_for_the_users_turn_and_is_stored_once(
         waiting = short()
         await asyncio.sleep(0.3)
         assert not waiting.done() and await rows(sessions) == []
-    assert await waiting is True
-    assert await short() is False
-    assert receipts.answers == ["nice sticker"]
+    assert await waiting == ShortReply("nice sticker")
+    # Delivered again (its first reply never sent): stored once, the same reply to send.
+    assert await short() == ShortReply("nice sticker", duplicate=True)
     assert await rows(sessions) == [("user", "sticker", "[sticker]")]

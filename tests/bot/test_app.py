@@ -386,8 +386,10 @@ async def test_repeated_message_id_gives_one_turn(
         ALICE, "only once", message_id=first["message"]["message_id"], date=first["message"]["date"]
     )
     tg.user_message(ALICE, "next")
-    sent = await tg.wait_for_messages(6, chat_id=ALICE)
-    assert sent[-1].text == "echo: next"
+    sent = await tg.wait_for_messages(7, chat_id=ALICE)
+    # The repeat is sent the answer stored the first time (its delivery may be the one that was
+    # never sent), without a second turn.
+    assert [m.text for m in sent[-3:]] == ["echo: only once", "echo: only once", "echo: next"]
     assert brain.chat_calls == ["only once", "next"]
 
 

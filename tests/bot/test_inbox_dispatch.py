@@ -8,10 +8,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from pydantic_ai.models.function import FunctionModel
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agent.account.users import get_or_create_user
 from agent.core.settings import Settings
+from agent.turn.service import TurnService
+from agent.turn.transcript import Incoming
 from bench.fakes.telegram_api import FakeTelegram
 from bot.delivery.failures import ERROR_REPLY
 from bot.handlers.commands import FORGOTTEN
@@ -72,6 +76,39 @@ async def test_a_reply_recorded_but_not_sent_is_sent_once_without_a_new_turn(
         ("done", "answered", 1, None)
     ]
     assert brain.chat_calls == [] and len(tg.messages_to(5)) == 1
+
+
+@pytest.mark.both_databases
+async def test_an_answer_stored_but_never_sent_is_sent_once_without_a_new_turn(
+    settings_factory: Callable[..., Settings], tg: FakeTelegram, engine: Any, sessions: Any, brain: Brain
+) -> None:
+    settings = settings_factory(onboarding_enabled=False)
+    update = tg.user_message(5, "asked before the crash")
+    message = update["message"]
+    user, _ = await get_or_create_user(
+        sessions, key="telegram:5", now=datetime.now(UTC), timezone="UTC", telegram_id=5
+    )
+    turns = TurnService(settings=settings, engine=engine, sessions=sessions, model=FunctionModel(brain))
+    said = datetime.fromtimestamp(message["date"], UTC)
+    first = await turns.reply(
+        Incoming(owner=user.id, text=message["text"], sent_at=said, telegram_message_id=message["message_id"])
+    )
+    await turns.close()
+    # Its turn committed the answer, then the process died before Telegram had the first chunk.
+    await store(sessions, update, lease_holder="dead")
+    async with running_bot(settings, brain) as (runtime, _, _):
+        assert [m.text for m in await tg.wait_for_messages(1, chat_id=5)] == [first.text]
+
+        async def marked_done() -> bool:
+            return [r.status for r in await inbox_rows(runtime.sessions)] == ["done"]
+
+        await eventually(marked_done)
+        rows = await inbox_rows(runtime.sessions)
+        assert await transcript(runtime.sessions) == [("user", message["text"]), ("assistant", first.text)]
+    # Sent from the stored answer (no second model call), counted as a resumed send: the first
+    # chunk's window may have been hit.
+    assert [(r.status, r.outcome, r.resumed_sends) for r in rows] == [("done", "answered", 1)]
+    assert brain.chat_calls == [message["text"]] and len(tg.messages_to(5)) == 1
 
 
 @pytest.mark.both_databases

@@ -164,18 +164,53 @@ async def test_an_expired_lease_is_taken_over_and_counted_when_a_reply_was_recor
     await add(sessions, update(1, 7))
     async with sessions() as session, session.begin():
         (row,) = await InboxRepository(session).claim(holder="dead", now=NOW, lease=LEASE, limit=5)
-        assert await InboxRepository(session).record_reply(row.id, holder="dead", text="hello")
+        # The first of two chunks with Telegram: the answer recorded with its count.
+        assert await InboxRepository(session).record_sent(
+            row.id, holder="dead", reply="hello", sent=1, total=2, repeated=False, now=NOW
+        )
     assert await claim(sessions, "live", at=NOW + LEASE / 2) == []
     async with sessions() as session, session.begin():
         (taken,) = await InboxRepository(session).claim(
             holder="live", now=NOW + LEASE * 2, lease=LEASE, limit=5
         )
-        # The dead worker's lease is gone: it can no longer record anything on the row.
-        assert not await InboxRepository(session).record_reply(row.id, holder="dead", text="again")
-    assert (taken.status, taken.reply_text, taken.attempts) == ("replying", "hello", 2)
+        # The dead worker's lease is gone: it can no longer record anything on the row, only count
+        # the chunk Telegram took from it as a possible second answer.
+        assert not await InboxRepository(session).record_sent(
+            row.id, holder="dead", reply="again", sent=1, total=1, repeated=False, now=NOW
+        )
+        await InboxRepository(session).sent_unheld(row.id)
+    assert (taken.status, taken.reply_text, taken.reply_chunks_sent, taken.attempts) == (
+        "replying",
+        "hello",
+        1,
+        2,
+    )
     async with sessions() as session:
         stored = await session.get(InboxUpdate, row.id)
-    assert stored is not None and stored.resumed_sends == 1
+    assert stored is not None and stored.resumed_sends == 2
+
+
+async def test_a_repeated_answer_is_recorded_as_a_resumed_send(
+    sessions: async_sessionmaker[AsyncSession],
+) -> None:
+    await add(sessions, update(1, 7), update(2, 8))
+    async with sessions() as session, session.begin():
+        repo = InboxRepository(session)
+        first, second = await repo.claim(holder="a", now=NOW, lease=LEASE, limit=5)
+        # A one-chunk answer given by its turn for the first time, and one its turn found stored
+        # before (an earlier try may have sent it): both rows done with one statement each.
+        assert await repo.record_sent(
+            first.id, holder="a", reply="hi", sent=1, total=1, repeated=False, now=NOW
+        )
+        assert await repo.record_sent(
+            second.id, holder="a", reply="hi", sent=1, total=1, repeated=True, now=NOW
+        )
+    async with sessions() as session:
+        rows = [await session.get(InboxUpdate, row.id) for row in (first, second)]
+    assert [(r.status, r.outcome, r.reply_chunks_sent, r.resumed_sends, r.payload) for r in rows if r] == [
+        ("done", "answered", 1, 0, None),
+        ("done", "answered", 1, 1, None),
+    ]
 
 
 async def test_renew_keeps_the_rows_and_release_gives_them_back_for_later(

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from db.ddl.usage import TOKENS
 from db.engine import create_engine
 from db.migrate import alembic_config
+from tests.db.conftest import user_at_revision
 
 BEFORE = "0023_users_last_message"
 AT = datetime(2026, 3, 3, 9, 0)
@@ -39,18 +40,8 @@ async def _counters(engine: AsyncEngine) -> dict[str, int]:
 
 async def test_the_counters_are_filled_then_kept_then_dropped(empty_url: str) -> None:
     config = alembic_config(empty_url)
-    await asyncio.to_thread(command.upgrade, config, BEFORE)
+    user_id = await user_at_revision(empty_url, BEFORE, AT)
     engine = create_engine(empty_url)
-    async with engine.begin() as conn:
-        user_id = (
-            await conn.execute(
-                text(
-                    "INSERT INTO users (key, timezone, onboarding_status, profile, created_at)"
-                    " VALUES ('cli:u', 'UTC', 'complete', '{}', :at) RETURNING id"
-                ),
-                {"at": AT},
-            )
-        ).scalar_one()
     await _usage(engine, user_id, "2026-03-02", "chat", 99)
     await _usage(engine, user_id, "2026-03-03", "chat", 199)
     await _usage(engine, user_id, "2026-03-03", "graph", 299)
