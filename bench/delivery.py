@@ -264,7 +264,8 @@ async def inbox_overhead(url: str, turns: int) -> Overhead:
         received = asyncio.create_task(inbox.receive([update]))
         await collect.handed.wait()
         row, stored = collect.rows.pop()
-        delivery = WorkedRow(row, collect.holder, sessions, clock, stored=stored)
+        held = clock.now() + timedelta(minutes=1)
+        delivery = WorkedRow(row, collect.holder, sessions, clock, stored=stored, held_until=held)
         said = Incoming(owner=user.id, text=f"turn {i}", sent_at=at, telegram_message_id=i)
         delivery.answer((await service.reply(said)).text)
         elapsed = (time.perf_counter() - started) * 1000

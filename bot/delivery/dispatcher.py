@@ -4,17 +4,17 @@
   `db/inbox.py`), so a chat's updates are handled in order across processes, and a burst of 300
   messages from one person occupies one worker slot while everyone else's rows go past it. At most
   `concurrency` rows are worked at once (MAX_CONCURRENT_TURNS).
-- Leases: a worked row is leased to this process; one heartbeat renews the rows being worked. A
-  process that dies (or a worker that gave a row up) stops renewing, and any instance takes the
-  rows over when the leases run out. Rows are also claimed at start and every `poll_seconds`,
-  which resumes whatever a stopped process left.
+- Leases: a worked row is leased to this process; one heartbeat renews the rows being worked (and
+  tells each row until when it is surely still ours: `WorkedRow.held_until`). A process that dies
+  stops renewing; any instance takes its rows over when the leases run out, and at start and
+  every `poll_seconds` resumes whatever a stopped process left.
 - Retries, in this one place: a transient error anywhere in a row's work (db/transient.py, or
   Telegram's network errors) re-runs the row with backoff; every step is idempotent (the inbox
   dedupes updates, the transcript dedupes messages and gives their answers back). After
   `retry_seconds` the user gets an honest "I'll answer when I can"; the row stays and is answered
-  once the database is back. A row started `max_attempts` times (crashes included) is given up
-  with an apology, so one poisonous update cannot block its chat forever. A row that fails for a
-  reason that is not transient is not retried at all. Both end `dead`, with the reason, for /stats.
+  once the database is back. A row started `max_attempts` times (crashes included), or failing
+  for a reason that is not transient, is given up with an apology (one poisonous update never
+  blocks its chat) and ends `dead`, with the reason, for /stats.
 - Graceful stop: no new claims; rows in flight get `grace` seconds; the rest are cancelled, their
   leases released so the next instance resumes them at once.
 """
@@ -85,10 +85,8 @@ class Dispatcher:
         self.sessions, self.clock, self.bot, self.process = sessions, clock, bot, process
         self.concurrency = max(1, concurrency)
         self.lease = timedelta(seconds=lease_seconds)
-        self.poll_seconds = poll_seconds
+        self.poll_seconds, self.retry_seconds, self.retention = poll_seconds, retry_seconds, retention
         self.retry = Retry(max_attempts, base_seconds=2.0, max_seconds=300.0)  # after a crash: 2 s ... 5 min
-        self.retry_seconds = retry_seconds
-        self.retention = retention
         self.single_process = single_process
         self.holder = holder or new_holder()
         self.worked = 0
@@ -161,22 +159,20 @@ class Dispatcher:
     # -- what the web app asks ---------------------------------------------------------------------
     async def wait_until_answered(self, update_id: int, *, within: float) -> bool:
         """Wait (at most `within` seconds) until this process finished the update; False if not."""
-        event = self._finished.setdefault(update_id, asyncio.Event())
-        self.wake()
         try:
-            await asyncio.wait_for(event.wait(), within)
-            return True
-        except TimeoutError:
-            return False
+            return await self._waited(self._finished.setdefault(update_id, asyncio.Event()), within)
         finally:
             self._finished.pop(update_id, None)
 
     async def drain(self, *, within: float) -> bool:
         """Wake the workers and wait until nothing is claimable or in flight; False on timeout."""
         self._idle.clear()
+        return await self._waited(self._idle, within)
+
+    async def _waited(self, event: asyncio.Event, within: float) -> bool:
         self.wake()
         try:
-            await asyncio.wait_for(self._idle.wait(), within)
+            await asyncio.wait_for(event.wait(), within)
             return True
         except TimeoutError:
             return False
@@ -241,11 +237,14 @@ class Dispatcher:
             # Only the rows worked now: one claimed while the renewal runs was not asked about. A row
             # whose intake has not committed yet is invisible to the renewal, and not lost either.
             working = [row_id for row_id in self._tasks if row_id not in self._unstored]
+            surely_ours = self.clock.now() + self.lease / 2
             try:
                 held = await uninterrupted(self._renew(working))
             except ROW_ERRORS as exc:
                 logger.warning("inbox lease renewal failed", extra={"error": repr(exc)})
                 continue
+            for delivery in (d for d in self._deliveries.values() if d.row.id in held):
+                delivery.held_until = surely_ours
             for row_id in working:
                 task = self._tasks.get(row_id)
                 if row_id not in held and task is not None and not task.done():
@@ -276,7 +275,8 @@ class Dispatcher:
 
     # -- one row ---------------------------------------------------------------------------------------
     async def _work(self, row: LeasedUpdate, stored: Stored, claimed: Claim) -> None:
-        delivery = WorkedRow(row, self.holder, self.sessions, self.clock, stored=stored)
+        ours = self.clock.now() + self.lease / 2  # claimed just now: half its lease is surely ours
+        delivery = WorkedRow(row, self.holder, self.sessions, self.clock, stored=stored, held_until=ours)
         self._deliveries[row.update_id] = delivery
         try:
             # The root of the turn's trace: the claim, the handlers (the turn frame's spans), the send.

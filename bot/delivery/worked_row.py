@@ -23,6 +23,7 @@ import asyncio
 import logging
 from contextlib import suppress
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -64,6 +65,10 @@ class WorkedRow:
     stored: asyncio.Future[bool] | None = None
     # The streamed preview message this process sent for the row, until the answer replaces it.
     preview_message_id: int | None = None
+    # Until when the row is surely still this worker's (well within its lease); past it, or unknown,
+    # the answer is recorded under the lease before its first chunk goes, so a worker whose lease ran
+    # out while it worked sends nothing (the row's new holder sends the stored answer).
+    held_until: datetime | None = None
 
     def __post_init__(self) -> None:
         self.status, self.reply, self.sent = self.row.status, self.row.reply_text, self.row.reply_chunks_sent
@@ -130,6 +135,8 @@ class WorkedRow:
         if self.reply is not None and self.chat_id is not None:
             # The model's Markdown as text + entities; the same reply always gives the same chunks.
             chunks = render(self.reply) or [Chunk("…")]
+            if self.unrecorded and (self.held_until is None or self.clock.now() >= self.held_until):
+                await self._record(0, len(chunks))
             while self.sent < len(chunks):
                 # Shielded: a graceful stop waits for a send in progress instead of cutting it.
                 self.sending = asyncio.create_task(self._send_chunk(bot, chunks))
@@ -212,7 +219,7 @@ class WorkedRow:
                     repeated=self.repeated,
                     now=self.clock.now(),
                 )
-                if not recorded:
+                if not recorded and sent:
                     await repo.sent_unheld(self.row.id)
             elif sent < total:
                 await repo.chunk_sent(self.row.id, sent=sent)

@@ -4,25 +4,30 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from pydantic_ai.models.function import FunctionModel
-from sqlalchemy import text
+from sqlalchemy import text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from telegram import Bot
 
 from agent.account.users import get_or_create_user
+from agent.core.clock import Clock
+from agent.core.errors import LeaseLostError
 from agent.core.settings import Settings
 from agent.turn.service import TurnService
 from agent.turn.transcript import Incoming
 from bench.fakes.telegram_api import FakeTelegram
 from bot.delivery.failures import ERROR_REPLY
+from bot.delivery.worked_row import WorkedRow
 from bot.handlers.commands import FORGOTTEN
 from bot.web.app import WEBHOOK_PATH
 from db.engine import create_engine
-from db.inbox import InboxRepository, NewUpdate
-from tests.bot.conftest import Brain
+from db.inbox import InboxRepository, LeasedUpdate, NewUpdate
+from db.models import InboxUpdate
+from tests.bot.conftest import TOKEN, Brain
 from tests.bot.delivery_helpers import (
     WEBHOOK_HEADERS,
     eventually,
@@ -281,3 +286,42 @@ async def test_a_row_whose_lease_ran_out_while_worked_here_is_not_worked_twice(
         await asyncio.sleep(0.5)
         assert brain.chat_calls == ["slow one"] and len(tg.messages_to(5)) == 1
         assert runner.dispatcher.worked == claims + 1
+
+
+@pytest.mark.both_databases
+async def test_a_worker_whose_lease_ran_out_while_it_answered_sends_nothing(
+    tg: FakeTelegram, sessions: Any
+) -> None:
+    message = tg.user_message(5, "asked while the worker stalled")
+    await store(sessions, message, lease_holder="stalled")
+    [row] = await inbox_rows(sessions)
+    leased = LeasedUpdate(row.id, row.update_id, 5, 5, message, "pending", None, 0, 0)
+    clock = Clock()
+    stalled = WorkedRow(leased, "stalled", sessions, clock, held_until=clock.now() + timedelta(minutes=1))
+    async with sessions() as session, session.begin():
+        # Its lease ran out unrenewed and another instance took the row (which sends the stored answer).
+        await session.execute(update(InboxUpdate).values(lease_holder="other"))
+    stalled.held_until = clock.now() - timedelta(seconds=1)
+    stalled.answer("the stored answer")
+    async with Bot(TOKEN, base_url=tg.base_url) as bot:
+        with pytest.raises(LeaseLostError):
+            await stalled.finish(bot)
+    assert tg.messages_to(5) == []
+    [after] = await inbox_rows(sessions)
+    assert (after.status, after.lease_holder, after.reply_text, after.resumed_sends) == (
+        "pending",
+        "other",
+        None,
+        0,
+    )
+
+    # Within the time its lease surely runs, a worker sends without asking the database first.
+    async with sessions() as session, session.begin():
+        await session.execute(update(InboxUpdate).values(lease_holder="stalled"))
+    holder = WorkedRow(leased, "stalled", sessions, clock, held_until=clock.now() + timedelta(minutes=1))
+    holder.answer("the stored answer")
+    async with Bot(TOKEN, base_url=tg.base_url) as bot:
+        await holder.finish(bot)
+    assert [m.text for m in tg.messages_to(5)] == ["the stored answer"]
+    [done] = await inbox_rows(sessions)
+    assert (done.status, done.outcome, done.reply_chunks_sent) == ("done", "answered", 1)

@@ -1,4 +1,4 @@
-"""Migration 0036_receipt on a database where a message was answered twice: the first answer stays
+"""Migration 0037_receipt on a database where a message was answered twice: the first answer stays
 the answer, the other stays unlinked, and from then on a second answer to a message is refused."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from db.engine import create_engine
 from db.migrate import alembic_config
 from tests.db.conftest import user_at_revision
 
-BEFORE = "0035_imports"
+BEFORE = "0036_graph_work"
 AT = datetime(2026, 3, 3, 9, 0)
 
 

@@ -1,7 +1,7 @@
 """receipt: one answer per message, held by a unique index on the answers' reply_to_id
 
-Revision ID: 0036_receipt
-Revises: 0035_imports
+Revision ID: 0037_receipt
+Revises: 0036_graph_work
 Create Date: 2026-11-29 15:00:00.000000
 """
 
@@ -12,8 +12,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0036_receipt"
-down_revision: str | Sequence[str] | None = "0035_imports"
+revision: str = "0037_receipt"
+down_revision: str | Sequence[str] | None = "0036_graph_work"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
