@@ -2,8 +2,8 @@
 
 1 ingestion -> 2 extraction -> 3 threads, 4 thoughts, 5 facts (one transaction with the stored
 extraction and its cost, so a rerun never calls the model again; dedupe keys; the knowledge graph
-follows the facts through jobs/graph.py) -> 7 day summary rollup (version-guarded, one note per
-version) -> 8 finalisation (processed, summary, tone; in the rollup's last transaction) -> 9 the
+follows the facts through jobs/graph.py) -> 6 day summary rollup (version-guarded, one note per
+version) -> 7 finalisation (processed, summary, tone; in the rollup's last transaction) -> 8 the
 user's briefing (jobs/briefing_refresh.py; after the conversation is processed, and never failing it).
 """
 

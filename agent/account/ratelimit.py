@@ -14,9 +14,9 @@ person who forwards 300 messages gets one note, not 280. The first refusal in a 
 marker row (scope `<scope>!m` or `<scope>!d`, never counted as a request), and later refusals in
 the same window find it and stay quiet.
 
-A group chat's messages to the bot count together, under the group's identity
-(`group_identity`: "telegram-chat:<chat id>") and its own scope and caps (GROUP_RATE_LIMIT_*),
-so one busy group never spends a member's private allowance, nor the other way round.
+A group chat's messages to the bot count together, under the group's key (`group_key`:
+"telegram-chat:<chat id>") and its own scope and caps (GROUP_RATE_LIMIT_*), so one busy group
+never spends a member's private allowance, nor the other way round.
 
 A request is inserted first and counted with the others in the same transaction (removed again
 when it is one too many): on SQLite the insert takes the database's write lock, so the next check
@@ -134,11 +134,6 @@ def limits_from(settings: Settings) -> dict[Scope, Limit]:
         "memory": Limit(s.rate_limit_memory_per_minute, s.rate_limit_memory_per_day),
         "regenerate": Limit(s.timeline_regenerate_per_minute, s.timeline_regenerate_per_day),
     }
-
-
-def group_identity(chat_id: int) -> str:
-    """The identity a group chat's messages are counted under (every member together)."""
-    return f"telegram-chat:{chat_id}"
 
 
 def hash_key(settings: Settings) -> bytes:

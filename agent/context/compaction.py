@@ -56,6 +56,7 @@ from agent.core.usage import record_run
 from agent.digest.groups import for_owner
 from agent.history.messages import sanitize_history
 from agent.history.turn_notes import words
+from agent.history.window import turn_starts
 from db.models import HistoryCompaction
 from db.repositories.users import user_present
 
@@ -121,17 +122,6 @@ def render_for_summary(
                 lines.append(f"({part.tool_name} returned: {part.model_response_str()})")
             # System prompts, compaction parts, thinking and bookkeeping parts are left out.
     return lines
-
-
-def _turn_starts(messages: Sequence[ModelMessage]) -> list[int]:
-    """Where a cut is safe: a request with a user prompt that answers no tool call."""
-    return [
-        i
-        for i, m in enumerate(messages)
-        if isinstance(m, ModelRequest)
-        and any(isinstance(p, UserPromptPart) for p in m.parts)
-        and not any(isinstance(p, BaseToolReturnPart) for p in m.parts)
-    ]
 
 
 class Compactor:
@@ -209,7 +199,7 @@ class Compactor:
 
     def _boundary(self, history: list[ModelMessage], covered: int) -> int | None:
         """The first kept message: the earliest turn start whose tail fits `keep` (newest turn stays)."""
-        starts = [s for s in _turn_starts(history) if s > covered]
+        starts = [s for s in turn_starts(history) if s > covered]
         if not starts:
             return None
         counts = [self.counter.count_message(m) for m in history]
@@ -238,7 +228,7 @@ class Compactor:
             return None
         if message_digest(history[row.covered_messages - 1]) != row.last_message_digest:
             return None
-        if row.covered_messages not in _turn_starts(history):
+        if row.covered_messages not in turn_starts(history):
             return None
         return row
 

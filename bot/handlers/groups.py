@@ -25,8 +25,8 @@ from datetime import datetime
 from telegram import ChatMember, ChatMemberUpdated, Message, Update
 from telegram.constants import ChatMemberStatus, MessageEntityType
 
-from agent.account.groups import group_owner, move_group
-from agent.account.ratelimit import Verdict, group_identity
+from agent.account.groups import group_key, group_owner, move_group
+from agent.account.ratelimit import Verdict
 from agent.turn.transcript import Speaker
 from bot.delivery.sending import typing
 from bot.delivery.streaming import preview
@@ -123,7 +123,7 @@ async def on_group_message(update: Update, context: HandlerContext) -> None:
     verdict: Verdict | None = None
     if addressed(message, bot_id=me.id, username=me.username, name=settings.persona_name):
         # The group's messages to the bot count together, never against a member's own allowance.
-        verdict = await s.limiter.check(group_identity(message.chat_id), message.date, "group")
+        verdict = await s.limiter.check(group_key(message.chat_id), message.date, "group")
     if verdict is None or not verdict.allowed:
         # Heard: a message over the group's limit stays in its memory, like one not addressed.
         await turns.hear(incoming(message, owner, text, kind, speaker=speaker, may_change_memory=False))

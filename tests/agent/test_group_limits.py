@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agent.account.access import AccessPolicy
-from agent.account.groups import group_owner
-from agent.account.ratelimit import Limit, RateLimiter, group_identity, limits_from
+from agent.account.groups import group_key, group_owner
+from agent.account.ratelimit import Limit, RateLimiter, limits_from
 from agent.core.settings import Settings
 from agent.turn.daily_tokens import DailyCaps
 from bench.clock import FrozenClock
@@ -65,14 +65,14 @@ async def test_a_group_over_its_minute_gets_one_note_and_its_members_are_not_slo
     settings = Settings(_env_file=None, group_rate_limit_per_minute=3)  # type: ignore[call-arg]
     limits = RateLimiter(sessions, limits=limits_from(settings), key=b"k")
     assert limits.limits["group"] == Limit(3, settings.group_rate_limit_per_day)
-    chat = group_identity(GROUP)
+    chat = group_key(GROUP)
     verdicts = [await limits.check(chat, NOW + timedelta(seconds=i), "group") for i in range(8)]
     assert [v.allowed for v in verdicts] == [True] * 3 + [False] * 5
     assert [v.tell for v in verdicts[3:]] == [True, False, False, False, False]
     assert "a lot at once" in verdicts[3].message
     assert (await limits.check(f"telegram:{ANA}", NOW + timedelta(seconds=9))).allowed
-    assert (await limits.check(group_identity(OTHER_GROUP), NOW + timedelta(seconds=9), "group")).allowed
-    assert (await limits.check(group_identity(GROUP), NOW + timedelta(seconds=61), "group")).allowed
+    assert (await limits.check(group_key(OTHER_GROUP), NOW + timedelta(seconds=9), "group")).allowed
+    assert (await limits.check(group_key(GROUP), NOW + timedelta(seconds=61), "group")).allowed
 
 
 async def test_a_group_over_its_daily_tokens_is_stopped_by_its_own_cap(
