@@ -43,6 +43,7 @@ _REFERENCES: dict[str, dict[str, str]] = {
     "user_facts": {"message_ids": "transcript_messages", "superseded_by": "user_facts"},
     "touchpoints": {"transcript_message_id": "transcript_messages"},
     "reminders": {"source_message_id": "transcript_messages"},
+    "transcript_messages": {"reply_to_id": "transcript_messages"},
     "conversation_threads": {"resolved_by_conversation_id": "conversations"},
 }
 # Columns unique across people that are not ids: written per person.

@@ -77,13 +77,15 @@ async def test_an_update_with_the_secret_is_answered_once_even_when_retried(
     assert first.status_code == 200
     replies = await tg.wait_for_messages(1, chat_id=5)
     assert replies[0].text == "echo: hello over https"
-    # Telegram retries the same update; later, another update carries the same message again.
+    # Telegram retries the same update: the inbox has it already, nothing is sent again.
     assert (await client.post(WEBHOOK_PATH, json=update, headers=headers)).status_code == 200
+    # Another update carrying the same message (as after an update whose own commit failed once its
+    # turn had stored the answer) is sent the stored answer, without a second turn.
     again = {**update, "update_id": update["update_id"] + 1000}
     assert (await client.post(WEBHOOK_PATH, json=again, headers=headers)).status_code == 200
     await client.post(WEBHOOK_PATH, json=tg.user_message(5, "and then"), headers=headers)
-    replies = await tg.wait_for_messages(2, chat_id=5)
-    assert [r.text for r in replies] == ["echo: hello over https", "echo: and then"]
+    replies = await tg.wait_for_messages(3, chat_id=5)
+    assert [r.text for r in replies] == ["echo: hello over https", "echo: hello over https", "echo: and then"]
     assert brain.chat_calls == ["hello over https", "and then"]
 
 

@@ -177,7 +177,7 @@ async def test_a_whole_call_with_the_knowledge_graph(open_app: OpenApp, tmp_path
     # get_context's user facts came from the graph: the morning's post-processed episode.
     groups = steps["context"].json()["result"]["memory"]
     assert any("Marta" in f["text"] for f in groups["user_facts"] + groups["relationship_episodes"])
-    await app.runtime.settle()  # update_memory's graph write runs in the background
+    await run_job("graph", app.runtime.jobs)  # the graph follows the list through its job
     await assert_next_text_sees_the_call(app, user_id, steps)
     exported = await app.runtime.graph.export_user(user_id)
     episodes = [e["content"] for e in exported["groups"]["user"]["episodes"]]
