@@ -138,9 +138,15 @@ _INSERT_LEASED = {
     "sqlite": _insert_leased_statement(sqlite.insert),
 }
 _RENEW = work.renewal(_T, _T.c.id, _T.c.lease_holder, _T.c.lease_expires_at, _T.c.status.in_(OPEN))
-# The answer recorded with the first chunk Telegram accepted, by the row's holder only; a repeated
-# answer (its turn found it stored before) may have reached Telegram already: a resumed send.
-_MINE = (_T.c.id == _ROW, _T.c.lease_holder == _HOLDER, _T.c.status == "pending")
+# The answer recorded with the first chunk Telegram accepted, by the row's holder, or by the worker
+# that released it (a stop cancels the work but lets a send in progress finish) while no one else
+# holds it; a repeated answer (its turn found it stored before) may have reached Telegram already:
+# a resumed send.
+_MINE = (
+    _T.c.id == _ROW,
+    or_(_T.c.lease_holder == _HOLDER, _T.c.lease_holder.is_(None)),
+    _T.c.status == "pending",
+)
 _RESUMED = _T.c.resumed_sends + bindparam("repeated", type_=Integer())
 _RECORD_SENT = (
     update(_T)

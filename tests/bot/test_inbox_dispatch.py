@@ -325,3 +325,30 @@ async def test_a_worker_whose_lease_ran_out_while_it_answered_sends_nothing(
     assert [m.text for m in tg.messages_to(5)] == ["the stored answer"]
     [done] = await inbox_rows(sessions)
     assert (done.status, done.outcome, done.reply_chunks_sent) == ("done", "answered", 1)
+
+
+@pytest.mark.both_databases
+async def test_a_send_that_outlasts_its_rows_release_on_a_stop_is_recorded(
+    tg: FakeTelegram, sessions: Any
+) -> None:
+    message = tg.user_message(5, "asked just before a stop")
+    await store(sessions, message, lease_holder="stopping")
+    [row] = await inbox_rows(sessions)
+    clock = Clock()
+    leased = LeasedUpdate(row.id, row.update_id, 5, 5, message, "pending", None, 0, 0)
+    worker = WorkedRow(leased, "stopping", sessions, clock, held_until=clock.now() + timedelta(minutes=1))
+    worker.answer("the answer")
+    # A stop cancelled the work and released the row while the (shielded) send was in flight.
+    async with sessions() as session, session.begin():
+        await session.execute(update(InboxUpdate).values(lease_holder=None, lease_expires_at=None))
+    async with Bot(TOKEN, base_url=tg.base_url) as bot:
+        await worker.finish(bot)
+    # What Telegram accepted is recorded: the next process finds the row done and sends nothing again.
+    [done] = await inbox_rows(sessions)
+    assert (done.status, done.outcome, done.reply_chunks_sent, done.resumed_sends) == (
+        "done",
+        "answered",
+        1,
+        0,
+    )
+    assert [m.text for m in tg.messages_to(5)] == ["the answer"]
