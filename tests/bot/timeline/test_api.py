@@ -239,9 +239,11 @@ async def test_regenerate_queues_the_day_summary_job_and_is_rate_limited(
     assert _entries(after)[-1]["content"] == "day summary regenerated"
     async with timeline_runtime.sessions() as session:
         notes = await session.scalars(
-            select(TranscriptMessage.content).where(
+            select(TranscriptMessage.content)
+            .where(
                 TranscriptMessage.day_segment_id == seeded.segments["monday"],
                 TranscriptMessage.kind == "note",
             )
+            .order_by(TranscriptMessage.id)
         )
         assert list(notes) == ["day summary updated", "day summary regenerated"]
