@@ -262,14 +262,22 @@ class RateLimiter:
             observability.refused(refusal_counter(scope, verdict.window or "day"))
         await self.prune(now)
 
-    async def first_refusal(self, identity: str, now: datetime, scope: Scope) -> Verdict:
-        """A refusal decided elsewhere (access): answered only if it is the first in a day."""
+    async def refusal_in(
+        self,
+        session: AsyncSession,
+        identity: str,
+        now: datetime,
+        scope: Scope,
+        *,
+        once_for: int | None = None,
+    ) -> Verdict:
+        """A refusal decided elsewhere (access), in the caller's transaction: answered only if it is
+        the first in a day, or if it is that first one's message again (`once_for`: its id)."""
         subject = self.subject(identity)
-        async with self.sessions() as session, session.begin():
-            await _lock(session, subject)
-            verdict = await self._told_once(session, subject, Verdict(False, scope, "day"), now, None)
-        await self.prune(now)
-        return verdict
+        await _lock(session, subject)
+        return await self._told_once(
+            session, subject, Verdict(False, scope, "day"), keyed(now, once_for), once_for
+        )
 
     async def _told_once(
         self, session: AsyncSession, subject: str, verdict: Verdict, at: datetime, once_for: int | None
