@@ -46,10 +46,18 @@ class BotServices:
     admins: GroupAdmins
 
     async def admit(
-        self, bot: Bot, person: TelegramUser, chat_id: int, now: datetime, scope: Scope | None = "message"
+        self,
+        bot: Bot,
+        person: TelegramUser,
+        chat_id: int,
+        now: datetime,
+        scope: Scope | None = "message",
+        *,
+        once_for: int | None = None,
     ) -> User | None:
         """The person's account (created on first contact) when the request is within the scope's
-        limit, else None (the first refusal in a window gets a friendly answer): one transaction."""
+        limit, else None (the first refusal in a window gets a friendly answer): one transaction.
+        `once_for`: the Telegram message the request is, counted once however often its row runs."""
         settings = self.runtime.settings
         onboard = settings.onboarding_enabled
         verdict, user = await admitted(
@@ -63,17 +71,25 @@ class BotServices:
             name=None if onboard else person.first_name,
             telegram_id=person.id,
             onboarding_status="pending" if onboard else "complete",
+            once_for=once_for,
         )
         if not verdict.allowed and verdict.tell:
             await send_text(bot, chat_id, verdict.message)
         return user
 
     async def over_limit(
-        self, bot: Bot, person: TelegramUser, chat_id: int, now: datetime, scope: Scope = "message"
+        self,
+        bot: Bot,
+        person: TelegramUser,
+        chat_id: int,
+        now: datetime,
+        scope: Scope = "message",
+        *,
+        once_for: int | None = None,
     ) -> bool:
         """True when the person is over the scope's limit (then stop); the first refusal in a window
-        gets a friendly answer, the others none."""
-        verdict = await self.limiter.check(telegram_identity(person), now, scope)
+        gets a friendly answer, the others none. `once_for` as in `admit`."""
+        verdict = await self.limiter.check(telegram_identity(person), now, scope, once_for=once_for)
         if not verdict.allowed and verdict.tell:
             await send_text(bot, chat_id, verdict.message)
         return not verdict.allowed

@@ -22,6 +22,13 @@ A request is inserted first and counted with the others in the same transaction 
 when it is one too many): on SQLite the insert takes the database's write lock, so the next check
 waits for this one; on PostgreSQL a transaction-level advisory lock on the identity does the same.
 Two instances therefore never both let the last allowed request through.
+
+A request that is one Telegram message (`once_for`: its id) is counted once however often its
+inbox row runs (a row resumed after a crash runs its handler again): its row's time is the
+message's date, whole seconds from Telegram, plus the id modulo a million as microseconds (`keyed`),
+so the statement that counts also sees whether this very message was counted before. Then it is
+let through uncounted (`again`), and a refusal already told for it is told again (its first note may
+not have gone out), without counting it a second time.
 """
 
 from __future__ import annotations
@@ -108,6 +115,8 @@ class Verdict:
     window: Window | None = None
     # Whether to answer the refusal (the first one in its window) or drop it quietly.
     tell: bool = True
+    # This very message was decided before (its row runs again): counted then, not again now.
+    again: bool = False
 
     @property
     def limit(self) -> Window | None:
@@ -120,6 +129,12 @@ class Verdict:
         if self.scope is None or self.window is None:
             return ""
         return _MESSAGES[(self.scope, self.window)]
+
+
+def keyed(at: datetime, once_for: int | None) -> datetime:
+    """When a request is counted: a message's (`once_for`: its id) at its date plus the id modulo a
+    million as microseconds, so its count is found again; any other request at `at`."""
+    return at if once_for is None else at.replace(microsecond=once_for % 1_000_000)
 
 
 def limits_from(settings: Settings) -> dict[Scope, Limit]:
@@ -170,12 +185,15 @@ class RateLimiter:
         """The stored stand-in for an identity: a keyed hash, 64 hex characters."""
         return hmac.new(self._key, identity.encode(), hashlib.sha256).hexdigest()
 
-    async def check(self, identity: str, now: datetime, scope: Scope = "message") -> Verdict:
-        """Count this request if it is allowed; refuse it (without counting) when over a limit."""
+    async def check(
+        self, identity: str, now: datetime, scope: Scope = "message", *, once_for: int | None = None
+    ) -> Verdict:
+        """Count this request if it is allowed; refuse it (without counting) when over a limit.
+        `once_for`: the Telegram message it is, counted once however often it is checked."""
         if not self.limits_scope(scope):
             return Verdict(True)
         async with self.sessions() as session, session.begin():
-            verdict = await self.check_in(session, identity, now, scope)
+            verdict = await self.check_in(session, identity, now, scope, once_for=once_for)
         await self.settle(verdict, scope, now)
         return verdict
 
@@ -184,7 +202,15 @@ class RateLimiter:
         limit = self.limits.get(scope)
         return limit is not None and (limit.per_minute > 0 or limit.per_day > 0)
 
-    async def check_in(self, session: AsyncSession, identity: str, now: datetime, scope: Scope) -> Verdict:
+    async def check_in(
+        self,
+        session: AsyncSession,
+        identity: str,
+        now: datetime,
+        scope: Scope,
+        *,
+        once_for: int | None = None,
+    ) -> Verdict:
         """`check` in the caller's transaction (which must commit for the request to count); the
         caller then calls `settle`."""
         limit = self.limits.get(scope)
@@ -192,21 +218,29 @@ class RateLimiter:
             return Verdict(True)
         subject = self.subject(identity)
         await _lock(session, subject)
-        event = RateLimitEvent(subject=subject, scope=scope, at=now)
+        at = keyed(now, once_for)
+        event = RateLimitEvent(subject=subject, scope=scope, at=at)
         session.add(event)
         await session.flush()  # SQLite: the write lock is ours until commit
-        recent = case((RateLimitEvent.at > now - MINUTE, 1), else_=0)
+        recent = case((RateLimitEvent.at > at - MINUTE, 1), else_=0)
+        this = case((RateLimitEvent.at == at, 1), else_=0)
         row = (
             await session.execute(
-                select(func.coalesce(func.sum(recent), 0), func.count()).where(
+                select(
+                    func.coalesce(func.sum(recent), 0), func.count(), func.coalesce(func.sum(this), 0)
+                ).where(
                     RateLimitEvent.subject == subject,
                     RateLimitEvent.scope == scope,
-                    RateLimitEvent.at > now - DAY,
+                    RateLimitEvent.at > at - DAY,
                 )
             )
         ).one()
         # Both counts include this request.
-        in_minute, in_day = int(row[0]), int(row[1])
+        in_minute, in_day, counted = int(row[0]), int(row[1]), int(row[2])
+        if once_for is not None and counted > 1:
+            # This message was let through before (its row runs again): not counted twice.
+            await session.delete(event)
+            return Verdict(True, again=True)
         verdict = Verdict(True)
         if 0 < limit.per_minute < in_minute:
             verdict = Verdict(False, scope, "minute")
@@ -214,10 +248,11 @@ class RateLimiter:
             verdict = Verdict(False, scope, "day")
         if not verdict.allowed:
             await session.delete(event)
-            # Every refusal, told or not, counts in the day's bot-wide counters (the dashboard).
-            counter = refusal_counter(scope, verdict.window or "day")
-            await AccessRepository(session).bump(now.astimezone(UTC).date(), counter)
-            verdict = await self._told_once(session, subject, verdict, now)
+            verdict = await self._told_once(session, subject, verdict, at, once_for)
+            if not verdict.again:
+                # Every refusal, told or not, counts in the day's bot-wide counters (the dashboard).
+                counter = refusal_counter(scope, verdict.window or "day")
+                await AccessRepository(session).bump(now.astimezone(UTC).date(), counter)
         return verdict
 
     async def settle(self, verdict: Verdict, scope: Scope, now: datetime) -> None:
@@ -225,36 +260,51 @@ class RateLimiter:
         if not verdict.allowed:
             logger.info("rate limited", extra={"scope": scope, "window": verdict.window})
             observability.refused(refusal_counter(scope, verdict.window or "day"))
-        await self._prune(now)
+        await self.prune(now)
 
-    async def first_refusal(self, identity: str, now: datetime, scope: Scope) -> Verdict:
-        """A refusal decided elsewhere (access): answered only if it is the first in a day."""
+    async def refusal_in(
+        self,
+        session: AsyncSession,
+        identity: str,
+        now: datetime,
+        scope: Scope,
+        *,
+        once_for: int | None = None,
+    ) -> Verdict:
+        """A refusal decided elsewhere (access), in the caller's transaction: answered only if it is
+        the first in a day, or if it is that first one's message again (`once_for`: its id)."""
         subject = self.subject(identity)
-        async with self.sessions() as session, session.begin():
-            await _lock(session, subject)
-            verdict = await self._told_once(session, subject, Verdict(False, scope, "day"), now)
-        await self._prune(now)
-        return verdict
+        await _lock(session, subject)
+        return await self._told_once(
+            session, subject, Verdict(False, scope, "day"), keyed(now, once_for), once_for
+        )
 
     async def _told_once(
-        self, session: AsyncSession, subject: str, verdict: Verdict, now: datetime
+        self, session: AsyncSession, subject: str, verdict: Verdict, at: datetime, once_for: int | None
     ) -> Verdict:
-        """The refusal, to be answered only if it is the first in its window (a marker row says so)."""
+        """The refusal, to be answered only if it is the first in its window (a marker row at `at`
+        says so) or the message that was (`once_for`) again."""
         assert verdict.scope is not None and verdict.window is not None
         marker = f"{verdict.scope}!{verdict.window[0]}"  # "message!m": at most 16 characters
-        since = now - (MINUTE if verdict.window == "minute" else DAY)
-        told = await session.scalar(
-            select(func.count()).where(
-                RateLimitEvent.subject == subject, RateLimitEvent.scope == marker, RateLimitEvent.at > since
+        this = case((RateLimitEvent.at == at, 1), else_=0)
+        told, this_one = (
+            await session.execute(
+                select(func.count(), func.coalesce(func.sum(this), 0)).where(
+                    RateLimitEvent.subject == subject,
+                    RateLimitEvent.scope == marker,
+                    RateLimitEvent.at > at - (MINUTE if verdict.window == "minute" else DAY),
+                )
             )
-        )
+        ).one()
+        if once_for is not None and this_one:
+            return Verdict(False, verdict.scope, verdict.window, again=True)
         if told:
             return Verdict(False, verdict.scope, verdict.window, tell=False)
-        session.add(RateLimitEvent(subject=subject, scope=marker, at=now))
+        session.add(RateLimitEvent(subject=subject, scope=marker, at=at))
         return verdict
 
-    async def _prune(self, now: datetime) -> None:
-        # Counts older than a day decide nothing: delete them now and then, whoever they belong to.
+    async def prune(self, now: datetime) -> None:
+        """Delete counts older than a day (they decide nothing), whoever they belong to, now and then."""
         if self._pruned_at is not None and now - self._pruned_at < PRUNE_EVERY:
             return
         self._pruned_at = now

@@ -43,12 +43,14 @@ async def admitted(
     name: str | None = None,
     telegram_id: int | None = None,
     onboarding_status: str = "complete",
+    once_for: int | None = None,
 ) -> tuple[Verdict, User | None]:
-    """The rate limit's verdict on a request (`scope` None: not limited) and, when it is allowed, the
-    person behind it, created on first contact: one transaction, the person read once. A refused
-    request writes no user row."""
+    """The rate limit's verdict on a request (`scope` None: not limited; `once_for`: the Telegram
+    message it is, counted once however often it arrives here) and, when it is allowed, the person
+    behind it, created on first contact: one transaction, the person read once. A refused request
+    writes no user row."""
     verdict, user, _ = await _arrive(
-        sessions, limiter, scope, identity, key, now, timezone, name, telegram_id, onboarding_status
+        sessions, limiter, scope, identity, key, now, timezone, name, telegram_id, onboarding_status, once_for
     )
     return verdict, user
 
@@ -64,13 +66,14 @@ async def _arrive(
     name: str | None,
     telegram_id: int | None,
     onboarding_status: str,
+    once_for: int | None = None,
 ) -> tuple[Verdict, User | None, bool]:
     for attempt in (1, 2):
         async with sessions() as session:
             try:
                 async with session.begin():
                     verdict = (
-                        await limiter.check_in(session, identity, now, scope)
+                        await limiter.check_in(session, identity, now, scope, once_for=once_for)
                         if limiter is not None and scope is not None
                         else Verdict(True)
                     )

@@ -103,9 +103,13 @@ async def sender(
 ) -> Sender | None:
     """The preamble of user commands and message handlers: the sender and their account (created on
     first contact), or None when there is no one to answer or, with `limit`, the sender is over that
-    rate limit (and has been told so once). Limits are counted before any row is written."""
+    rate limit (and has been told so once). Limits are counted before any row is written, a new
+    message once however often its inbox row runs."""
     message, person = update.effective_message, update.effective_user
     if message is None or person is None:
         return None
-    user = await context.services.admit(context.bot, person, message.chat_id, message.date, limit)
+    once_for = message.message_id if update.message is message else None
+    user = await context.services.admit(
+        context.bot, person, message.chat_id, message.date, limit, once_for=once_for
+    )
     return Sender(message, person, user) if user is not None else None

@@ -123,13 +123,15 @@ async def on_group_message(update: Update, context: HandlerContext) -> None:
     verdict: Verdict | None = None
     if addressed(message, bot_id=me.id, username=me.username, name=settings.persona_name):
         # The group's messages to the bot count together, never against a member's own allowance.
-        verdict = await s.limiter.check(group_key(message.chat_id), message.date, "group")
+        verdict = await s.limiter.check(
+            group_key(message.chat_id), message.date, "group", once_for=message.message_id
+        )
     if verdict is None or not verdict.allowed:
         # Heard: a message over the group's limit stays in its memory, like one not addressed.
         await turns.hear(incoming(message, owner, text, kind, speaker=speaker, may_change_memory=False))
         if verdict is not None and verdict.tell:
             # Once a window; the inbox sends it as a reply in the message's topic.
-            context.row.answer(verdict.message)
+            context.row.answer(verdict.message, repeated=verdict.again)
         return
     row = context.row
     # Only the group's admins change or remove its memory through the model (Telegram's answer).

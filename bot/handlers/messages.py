@@ -102,7 +102,9 @@ async def answer(
     if onboarding and kind != "text":
         await store_short_answer(context, c, kind, text, _REPLIES.get(kind, OTHER_REPLY))
         return
-    if onboarding and await s.over_limit(context.bot, person, message.chat_id, message.date, "onboarding"):
+    if onboarding and await s.over_limit(
+        context.bot, person, message.chat_id, message.date, "onboarding", once_for=message.message_id
+    ):
         return
     attachments: Sequence[Attachment] = ()
     if fetch is not None:

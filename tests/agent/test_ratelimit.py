@@ -96,6 +96,24 @@ async def test_the_day_survives_forget_and_a_restart(sessions: async_sessionmake
     assert (await limiter(sessions, day=3).check(ANA, NOW + timedelta(hours=21, seconds=1))).allowed
 
 
+async def test_a_message_checked_again_is_counted_once(sessions: async_sessionmaker[AsyncSession]) -> None:
+    # Its inbox row runs again after a crash, before or after its turn stored it.
+    limits = limiter(sessions, minute=2)
+    first = [await limits.check(ANA, NOW, once_for=41) for _ in range(3)]
+    assert [(v.allowed, v.again) for v in first] == [(True, False), (True, True), (True, True)]
+    assert (await limits.check(ANA, NOW, once_for=42)).allowed  # the second of the minute, same second
+    over = [await limits.check(ANA, NOW + timedelta(seconds=1), once_for=43) for _ in range(2)]
+    # Its note is told again (the first may not have gone out), counted once.
+    assert [(v.allowed, v.tell, v.again) for v in over] == [(False, True, False), (False, True, True)]
+    assert (await limits.check(ANA, NOW + timedelta(seconds=2), once_for=44)).tell is False
+    assert (await limits.check(ANA, NOW, once_for=41)).allowed  # counted before the limit was reached
+    async with sessions() as session:
+        scopes = sorted((await session.execute(select(RateLimitEvent.scope))).scalars().all())
+        counts = await AccessRepository(session).counts(NOW.date())
+    assert scopes == ["message"] * 2 + ["message!m"]
+    assert counts == {"rate_message_minute": 2}
+
+
 async def test_scopes_count_separately(sessions: async_sessionmaker[AsyncSession]) -> None:
     limits = limiter(sessions, minute=1)
     assert (await limits.check(ANA, NOW)).allowed
