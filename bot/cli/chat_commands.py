@@ -13,19 +13,19 @@ from typing import TextIO
 
 from agent.account.export import PartWriter, export_events
 from agent.account.imports import ImportFileError, begin_import, preview_import, run_import
-from agent.account.timezones import Ambiguous, lookup_timezone
 from agent.account.users import get_or_create_user
 from agent.context import format_snapshot
 from agent.core.clock import ShiftedClock
 from agent.memory.listing import listing_lines, listing_of
 from agent.reports.texts import memory_report
-from agent.search.language import parse_language, set_language
 from bot.handlers.commands import (
     FORGET_ASK,
     FORGOTTEN,
     FORGOTTEN_PENDING,
     NOTHING_TO_SKIP,
+    change_timezone,
     export_stem,
+    language_answer,
     skipped,
 )
 from bot.importing import NOTHING_NEW, existing_file, found_text, nothing_new, stored_text
@@ -129,34 +129,11 @@ async def _timezone(terminal: Terminal, rest: str) -> None:
     if not rest:
         terminal.say(f"Your time zone is {(await terminal.user()).timezone}. To change it: /timezone Lisbon.")
         return
-    zone = await lookup_timezone(rest)
-    if zone is None:
-        terminal.say(f"I couldn't place {rest!r}. Try the nearest big city, or a name like Europe/Lisbon.")
-    elif isinstance(zone, Ambiguous):
-        choices = "\n".join(f"/timezone {choice.label} ({choice.zone})" for choice in zone.choices)
-        terminal.say(f"There are several places called {zone.name}. Which one?\n{choices}")
-    else:
-        async with terminal.runtime.sessions() as session, session.begin():
-            stored = await session.get(User, terminal.user_id)
-            if stored is not None:
-                stored.timezone = zone
-                stored.profile = {**(stored.profile or {}), "timezone_confirmed": True}
-        terminal.say(f"Got it: your time zone is now {zone}.")
+    terminal.say(await change_timezone(terminal.runtime.sessions, terminal.user_id, rest))
 
 
 async def _language(terminal: Terminal, rest: str) -> None:
-    if not rest:
-        language = (await terminal.user()).language
-        known = f"is {language}" if language else "isn't known yet (I'll tell from your messages)"
-        terminal.say(f"The language I search your messages in {known}. To set it: /language French.")
-        return
-    language = parse_language(rest)
-    if language is None:
-        terminal.say(f"I don't know the language {rest!r}. Try its two-letter code, like /language fr.")
-        return
-    async with terminal.runtime.sessions() as session, session.begin():
-        await set_language(session, terminal.user_id, language)
-    terminal.say(f"Got it: I'll search your messages as {language}.")
+    terminal.say(await language_answer(terminal.runtime.sessions, await terminal.user(), rest))
 
 
 async def _export(terminal: Terminal, rest: str) -> None:
