@@ -52,7 +52,7 @@ class BotServices:
         limit, else None (the first refusal in a window gets a friendly answer): one transaction."""
         settings = self.runtime.settings
         onboard = settings.onboarding_enabled
-        verdict, user = await admitted(
+        verdict, user, _ = await admitted(
             self.runtime.sessions,
             self.limiter,
             scope,
