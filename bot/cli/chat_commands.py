@@ -23,10 +23,10 @@ from bot.handlers.commands import (
     FORGOTTEN,
     FORGOTTEN_PENDING,
     NOTHING_TO_SKIP,
-    change_timezone,
     export_stem,
     language_answer,
     skipped,
+    timezone_answer,
 )
 from bot.importing import NOTHING_NEW, existing_file, found_text, nothing_new, stored_text
 from bot.runtime import Runtime
@@ -126,10 +126,7 @@ async def _memory(terminal: Terminal, rest: str) -> None:
 
 
 async def _timezone(terminal: Terminal, rest: str) -> None:
-    if not rest:
-        terminal.say(f"Your time zone is {(await terminal.user()).timezone}. To change it: /timezone Lisbon.")
-        return
-    terminal.say(await change_timezone(terminal.runtime.sessions, terminal.user_id, rest))
+    terminal.say(await timezone_answer(terminal.runtime.sessions, await terminal.user(), rest))
 
 
 async def _language(terminal: Terminal, rest: str) -> None:

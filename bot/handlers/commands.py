@@ -92,18 +92,17 @@ async def on_timezone(update: Update, context: HandlerContext) -> None:
     if (c := await sender(update, context, limit=None)) is None:
         return
     wanted = " ".join(context.args or [])
-    if not wanted:
-        text = f"Your time zone is {c.user.timezone}. To change it: /timezone Lisbon (or Europe/Lisbon)."
-    else:
-        text = await change_timezone(context.services.runtime.sessions, c.user.id, wanted)
+    text = await timezone_answer(context.services.runtime.sessions, c.user, wanted)
     await send_text(context.bot, c.message.chat_id, text)
 
 
-async def change_timezone(
-    sessions: async_sessionmaker[AsyncSession], owner_id: int, wanted: str, *, group: bool = False
+async def timezone_answer(
+    sessions: async_sessionmaker[AsyncSession], owner: User, wanted: str, *, group: bool = False
 ) -> str:
-    """/timezone PLACE for a person or a group: store the zone PLACE names and say so, or say what to
-    send instead when no place or several go by that name."""
+    """/timezone [PLACE] for a person, or /timezone PLACE for a group: the person's zone (no PLACE), or
+    the zone PLACE names stored and said, or what to send instead when no place or several go by it."""
+    if not wanted:
+        return f"Your time zone is {owner.timezone}. To change it: /timezone Lisbon (or Europe/Lisbon)."
     zone = await lookup_timezone(wanted)
     if zone is None:
         return f"I couldn't place {wanted!r}. Try the nearest big city, or a name like Europe/Lisbon."
@@ -111,13 +110,13 @@ async def change_timezone(
         choices = "\n".join(f"/timezone {choice.label} ({choice.zone})" for choice in zone.choices)
         return f"There are several places called {zone.name}. Which one? Send one of these:\n{choices}"
     async with sessions() as session, session.begin():
-        stored = await session.get(User, owner_id)
+        stored = await session.get(User, owner.id)
         if stored is not None:
             stored.timezone = zone
             if not group:
                 stored.profile = {**(stored.profile or {}), "timezone_confirmed": True}
             # Pending reminders keep their local time ("9:00" stays 9:00 in the new zone).
-            await move_to_zone(session, owner_id, zone)
+            await move_to_zone(session, owner.id, zone)
     whose = "this group's" if group else "your"
     return f"Got it: {whose} time zone is now {zone}."
 

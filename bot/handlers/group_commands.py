@@ -11,7 +11,7 @@ from __future__ import annotations
 from telegram import BotCommand, Update
 
 from bot.handlers.admins import is_group_admin
-from bot.handlers.commands import change_timezone
+from bot.handlers.commands import timezone_answer
 from bot.handlers.context import HandlerContext
 from bot.handlers.group_answers import answer_command
 from bot.handlers.groups import group_of
@@ -82,7 +82,7 @@ async def on_group_timezone(update: Update, context: HandlerContext) -> None:
     elif not await is_group_admin(context.bot, message):
         text = "Only this group's admins can change its time zone."
     else:
-        text = await change_timezone(runtime.sessions, group.id, wanted, group=True)
+        text = await timezone_answer(runtime.sessions, group, wanted, group=True)
     await answer_command(context, update, text)
 
 
