@@ -36,19 +36,6 @@ from jobs.scheduler import run_minute_jobs, run_nightly
 
 logger = logging.getLogger(__name__)
 
-COMMANDS: tuple[tuple[str, str], ...] = (
-    ("help", "these commands"),
-    ("memory", "what I remember about you"),
-    ("timezone", "show or set your time zone, e.g. /timezone Lisbon"),
-    ("language", "show or set the language you write in, e.g. /language French"),
-    ("export", "all your data as JSON files in this folder (or /export FOLDER)"),
-    ("forget", "delete everything I know about you"),
-    ("skip", "skip the getting-to-know-you questions and just talk"),
-    ("import", "import a ChatGPT or Claude export, e.g. /import ~/Downloads/chatgpt-export.zip"),
-    ("wait", "let MINUTES pass (default 16): the conversation closes and its memory is written"),
-    ("context", "what the model read with your last message (/context counts: the tiers' sizes)"),
-    ("quit", "leave (or /exit; your memory stays)"),
-)
 HELP = "Type a message, or /help for the commands."
 
 
@@ -93,7 +80,7 @@ async def run_command(terminal: Terminal, text: str) -> bool:
     name = name.lower()
     if name in {"quit", "exit"}:
         return False
-    command = _COMMANDS.get(name)
+    command, _ = COMMANDS.get(name, (None, ""))
     if command is None:
         terminal.say(f"There is no /{name} here. {HELP}")
         return True
@@ -102,7 +89,7 @@ async def run_command(terminal: Terminal, text: str) -> bool:
 
 
 async def _help(terminal: Terminal, rest: str) -> None:
-    terminal.say("\n".join(f"/{name} - {text}" for name, text in COMMANDS))
+    terminal.say("\n".join(f"/{name} - {text}" for name, (_, text) in COMMANDS.items()))
 
 
 async def _skip(terminal: Terminal, rest: str) -> None:
@@ -241,15 +228,17 @@ def _folder(name: str) -> Path:
     return folder
 
 
-_COMMANDS: dict[str, Callable[[Terminal, str], Awaitable[None]]] = {
-    "help": _help,
-    "memory": _memory,
-    "timezone": _timezone,
-    "language": _language,
-    "export": _export,
-    "forget": _forget,
-    "skip": _skip,
-    "import": _import,
-    "wait": _wait,
-    "context": _context,
+# Each command: what runs it (/quit and /exit end the chat in `run_command`) and what /help says of it.
+COMMANDS: dict[str, tuple[Callable[[Terminal, str], Awaitable[None]] | None, str]] = {
+    "help": (_help, "these commands"),
+    "memory": (_memory, "what I remember about you"),
+    "timezone": (_timezone, "show or set your time zone, e.g. /timezone Lisbon"),
+    "language": (_language, "show or set the language you write in, e.g. /language French"),
+    "export": (_export, "all your data as JSON files in this folder (or /export FOLDER)"),
+    "forget": (_forget, "delete everything I know about you"),
+    "skip": (_skip, "skip the getting-to-know-you questions and just talk"),
+    "import": (_import, "import a ChatGPT or Claude export, e.g. /import ~/Downloads/chatgpt-export.zip"),
+    "wait": (_wait, "let MINUTES pass (default 16): the conversation closes and its memory is written"),
+    "context": (_context, "what the model read with your last message (/context counts: the tiers' sizes)"),
+    "quit": (None, "leave (or /exit; your memory stays)"),
 }
