@@ -162,9 +162,8 @@ async def _change(url: str, owners: Sequence[int]) -> None:
     async with session_factory(engine)() as session, session.begin():
         facts = FactRepository(session)
         for owner in owners:
-            await facts.add_many(
-                owner, None, [f"Person{owner} started a new hobby"], datetime.now(UTC), source="tool"
-            )
+            said = [(f"Person{owner} started a new hobby", ())]
+            await facts.add_sourced(owner, None, said, datetime.now(UTC), source="tool")
     await engine.dispose()
 
 

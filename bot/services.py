@@ -60,7 +60,7 @@ class BotServices:
         `once_for`: the Telegram message the request is, counted once however often its row runs."""
         settings = self.runtime.settings
         onboard = settings.onboarding_enabled
-        verdict, user = await admitted(
+        verdict, user, _ = await admitted(
             self.runtime.sessions,
             self.limiter,
             scope,

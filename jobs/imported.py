@@ -16,7 +16,6 @@ import logging
 from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, date, datetime
-from typing import Protocol
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -30,13 +29,12 @@ from agent.digest.summaries import Line
 from agent.memory.corrections import without_taken_back
 from agent.memory.grounding import dropped
 from agent.memory.known import apply_decisions
-from agent.memory.profile import ProfileFact
 from db.models import IMPORTED_DAY, Conversation
 from db.repositories.day_summaries import FOLD_LINES, DaySummaryRepository
 from db.repositories.users import user_present
 from jobs.context import JobContext
 from jobs.day_summary import DayFold, draft_fold, pending_fold, store_draft
-from jobs.queue import mark_processed
+from jobs.queue import Ingested, mark_processed
 
 logger = logging.getLogger(__name__)
 
@@ -44,37 +42,7 @@ logger = logging.getLogger(__name__)
 _FOLDS_PER_DAY = 20
 
 
-class ExtractedWork(Protocol):
-    """A claimed conversation and the extraction an earlier run stored (jobs/pipeline.py's Ingested)."""
-
-    @property
-    def conversation_id(self) -> int: ...
-    @property
-    def user_id(self) -> int: ...
-    @property
-    def stored_extraction(self) -> Extraction | None: ...
-
-
-class ImportedWork(ExtractedWork, Protocol):
-    """The claimed imported conversation, as stage 1 read it (jobs/pipeline.py's Ingested)."""
-
-    @property
-    def kind(self) -> str: ...
-    @property
-    def ended_at(self) -> datetime: ...
-    @property
-    def lines(self) -> list[Line]: ...
-    @property
-    def segment_ids(self) -> list[int]: ...
-    @property
-    def timezone(self) -> str: ...
-    @property
-    def known(self) -> Sequence[ProfileFact]: ...
-    @property
-    def language(self) -> str | None: ...
-
-
-async def run_imported(ctx: JobContext, work: ImportedWork) -> dict[str, int]:
+async def run_imported(ctx: JobContext, work: Ingested) -> dict[str, int]:
     """Facts, then the days' summaries, then processed; raises on failure (the worker retries)."""
     kinds = {line.id: work.kind for line in work.lines}
     lines = named_lines(work.lines, kinds)
@@ -106,7 +74,7 @@ def _today(ctx: JobContext) -> date:
     return ctx.clock.now().astimezone(UTC).date()
 
 
-async def _extraction(ctx: JobContext, work: ImportedWork, lines: Sequence[Line]) -> Extraction:
+async def _extraction(ctx: JobContext, work: Ingested, lines: Sequence[Line]) -> Extraction:
     if work.stored_extraction is not None:  # a rerun: held to the person's own lines again
         reasons = ground_facts(work.stored_extraction, lines, group=False)
         dropped(reasons, writer="import", owner_id=work.user_id, conversation_id=work.conversation_id)
@@ -122,7 +90,7 @@ async def _extraction(ctx: JobContext, work: ImportedWork, lines: Sequence[Line]
     )
 
 
-async def keep_extraction(session: AsyncSession, work: ExtractedWork, output: Extraction) -> None:
+async def keep_extraction(session: AsyncSession, work: Ingested, output: Extraction) -> None:
     """Stop when the person was forgotten; store a new extraction on its conversation (in the
     transaction of the rows it produces, so a rerun reuses it and never calls the model again)."""
     if not await user_present(session, work.user_id):
@@ -136,9 +104,7 @@ async def keep_extraction(session: AsyncSession, work: ExtractedWork, output: Ex
         )
 
 
-async def _facts(
-    ctx: JobContext, work: ImportedWork, output: Extraction, meter: UsageMeter
-) -> dict[str, int]:
+async def _facts(ctx: JobContext, work: Ingested, output: Extraction, meter: UsageMeter) -> dict[str, int]:
     """The facts, each at the time of the latest line it stands on, with the extraction and its cost
     (one transaction: a rerun reuses the stored extraction, and the dedupe keys make a repeat a no-op)."""
     sent = {line.id: line.sent_at for line in work.lines}
@@ -165,7 +131,7 @@ async def _facts(
     return dict(counts)
 
 
-async def _days(ctx: JobContext, work: ImportedWork, *, notes: Sequence[str]) -> int:
+async def _days(ctx: JobContext, work: Ingested, *, notes: Sequence[str]) -> int:
     """Fold the days this conversation touched into their summaries; a past (imported) day is
     finalised. A day's other imported conversations are folded in too: they are stored already."""
     updated = 0

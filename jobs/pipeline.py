@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -40,34 +40,11 @@ from jobs.briefing_refresh import refresh_briefing
 from jobs.context import JobContext
 from jobs.day_summary import DayFold, draft_fold, pending_fold, store_draft
 from jobs.imported import keep_extraction, run_imported
-from jobs.queue import mark_processed
+from jobs.queue import Ingested, mark_processed
 
 logger = logging.getLogger(__name__)
 
 TONE_CHARS = 64
-
-
-@dataclass(frozen=True)
-class Ingested:
-    """Stage 1's output: the conversation, its messages, its days and the user's open threads."""
-
-    conversation_id: int
-    user_id: int
-    ended_at: datetime
-    lines: list[Line]
-    segment_ids: list[int]
-    open_threads: list[OpenThread]
-    stored_extraction: Extraction | None
-    # The persona's thoughts the context showed while it ran (the extractor says which were shared).
-    thoughts: list[ShownThought] = field(default_factory=list)
-    # The user's zone: the extraction's follow-up times are local times there.
-    timezone: str = "UTC"
-    # The owner is a group chat: its prompts speak of members by name (agent/digest/groups.py).
-    group: bool = False
-    # The owner's held facts (profile order), for the extraction to decide against, and their language.
-    known: Sequence[ProfileFact] = ()
-    language: str | None = None
-    kind: str = "text"  # the conversation's: an imported one has stages of its own (jobs/imported.py)
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ it is here.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,11 +17,38 @@ from sqlalchemy import ColumnElement, String, Update, and_, bindparam, exists, f
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import aliased
 
+from agent.digest.extraction import Extraction, OpenThread, ShownThought
+from agent.digest.summaries import Line
+from agent.memory.profile import ProfileFact
 from db import work
 from db.models import QUEUED, Conversation, DaySegment, User, UTCDateTime
 from db.work import Retry
 
 _ERROR_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class Ingested:
+    """A claimed conversation as post-processing's stage 1 read it (jobs/pipeline.py): its messages, its
+    days and the user's open threads."""
+
+    conversation_id: int
+    user_id: int
+    ended_at: datetime
+    lines: list[Line]
+    segment_ids: list[int]
+    open_threads: list[OpenThread]
+    stored_extraction: Extraction | None
+    # The persona's thoughts the context showed while it ran (the extractor says which were shared).
+    thoughts: list[ShownThought] = field(default_factory=list)
+    # The user's zone: the extraction's follow-up times are local times there.
+    timezone: str = "UTC"
+    # The owner is a group chat: its prompts speak of members by name (agent/digest/groups.py).
+    group: bool = False
+    # The owner's held facts (profile order), for the extraction to decide against, and their language.
+    known: Sequence[ProfileFact] = ()
+    language: str | None = None
+    kind: str = "text"  # the conversation's: an imported one has stages of its own (jobs/imported.py)
 
 
 @dataclass(frozen=True)

@@ -13,19 +13,6 @@ from jobs.errors import UnknownJobError
 
 logger = logging.getLogger(__name__)
 
-JOB_NAMES: tuple[str, ...] = (
-    "close-idle-conversations",
-    "imports",
-    "postprocess",
-    "consolidate",
-    "graph",
-    "day-summaries",
-    "nightly",
-    "forget",
-    "touchpoints",
-    "retention",
-    "slim-histories",
-)
 # Names an operator may still type (`jobs run`, `POST /tasks/<name>`, a scheduler's configuration):
 # the job they name runs, under its own name in logs and metrics.
 JOB_ALIASES: dict[str, str] = {"sessions": "close-idle-conversations"}
@@ -112,6 +99,7 @@ _JOBS: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     "retention": _retention,
     "slim-histories": _slim_histories,
 }
+JOB_NAMES: tuple[str, ...] = tuple(_JOBS)
 
 
 async def run_job(name: str, ctx: JobContext, **options: Any) -> dict[str, Any]:

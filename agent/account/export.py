@@ -60,136 +60,44 @@ def _plain(value: Any) -> Any:
     return value.isoformat() if isinstance(value, datetime | date) else value
 
 
-# Each section: its table and the fields exported (name in the document -> column), as before.
-_SECTIONS: dict[str, tuple[Any, dict[str, Any]]] = {
+# Each section: its table and the columns exported under their own names (as namedtuple takes them).
+_SECTIONS: dict[str, tuple[Any, str]] = {
+    # An imported conversation names the import that brought it and its id in that export.
     "conversations": (
         Conversation,
-        {
-            "id": Conversation.id,
-            "kind": Conversation.kind,
-            "status": Conversation.status,
-            "started_at": Conversation.started_at,
-            "last_message_at": Conversation.last_message_at,
-            "summary": Conversation.summary,
-            "tone": Conversation.tone,
-            # An imported conversation: the import that brought it and its id in that export.
-            "import_id": Conversation.import_id,
-            "external_id": Conversation.external_id,
-        },
+        "id kind status started_at last_message_at summary tone import_id external_id",
     ),
     # Histories brought from another assistant's export (agent/account/imports.py).
     "imports": (
         ImportRun,
-        {
-            "id": ImportRun.id,
-            "source": ImportRun.source,
-            "file_name": ImportRun.file_name,
-            "status": ImportRun.status,
-            "conversations_total": ImportRun.conversations_total,
-            "messages_total": ImportRun.messages_total,
-            "conversations_stored": ImportRun.conversations_stored,
-            "messages_stored": ImportRun.messages_stored,
-            "first_at": ImportRun.first_at,
-            "last_at": ImportRun.last_at,
-            "created_at": ImportRun.created_at,
-            "finished_at": ImportRun.finished_at,
-        },
+        "id source file_name status conversations_total messages_total conversations_stored "
+        "messages_stored first_at last_at created_at finished_at",
     ),
-    "messages": (
-        TranscriptMessage,
-        {
-            "id": TranscriptMessage.id,
-            "conversation_id": TranscriptMessage.conversation_id,
-            "role": TranscriptMessage.role,
-            "kind": TranscriptMessage.kind,
-            "content": TranscriptMessage.content,
-            "sent_at": TranscriptMessage.sent_at,
-        },
-    ),
-    "reactions": (
-        MessageReaction,
-        {
-            "message_id": MessageReaction.message_id,
-            "emoji": MessageReaction.emoji,
-            "added": MessageReaction.added,
-            "reacted_at": MessageReaction.reacted_at,
-        },
-    ),
-    "days": (
-        DaySegment,
-        {
-            "day": DaySegment.day,
-            "summary": DaySegment.summary,
-            "key_moments": DaySegment.key_moments,
-            "status": DaySegment.status,
-        },
-    ),
-    "threads": (
-        ConversationThread,
-        {
-            "type": ConversationThread.type,
-            "content": ConversationThread.content,
-            "status": ConversationThread.status,
-            "created_at": ConversationThread.created_at,
-        },
-    ),
-    "thoughts": (Thought, {"content": Thought.content, "created_at": Thought.created_at}),
+    "messages": (TranscriptMessage, "id conversation_id role kind content sent_at"),
+    "reactions": (MessageReaction, "message_id emoji added reacted_at"),
+    "days": (DaySegment, "day summary key_moments status"),
+    "threads": (ConversationThread, "type content status created_at"),
+    "thoughts": (Thought, "content created_at"),
+    # A fact's id is what another fact's `superseded_by` names.
     "facts": (
         UserFact,
-        {
-            # The id is what another fact's `superseded_by` names.
-            "id": UserFact.id,
-            "content": UserFact.content,
-            "source": UserFact.source,
-            "category": UserFact.category,
-            "pinned": UserFact.pinned,
-            "hidden": UserFact.hidden,
-            "reinforced": UserFact.reinforced,
-            "message_ids": UserFact.message_ids,
-            "created_at": UserFact.created_at,
-            "last_seen_at": UserFact.last_seen_at,
-            "updated_at": UserFact.updated_at,
-            "valid_until": UserFact.valid_until,
-            "invalidated_at": UserFact.invalidated_at,
-            "invalid_reason": UserFact.invalid_reason,
-            "superseded_by": UserFact.superseded_by,
-        },
+        "id content source category pinned hidden reinforced message_ids created_at last_seen_at "
+        "updated_at valid_until invalidated_at invalid_reason superseded_by",
     ),
     "reminders": (
         Reminder,
-        {
-            "text": Reminder.text,
-            "repeat": Reminder.repeat,
-            "days": Reminder.days,
-            "next_local": Reminder.next_local,
-            "timezone": Reminder.timezone,
-            "status": Reminder.status,
-            "created_at": Reminder.created_at,
-            "finished_at": Reminder.finished_at,
-            "sent_count": Reminder.sent_count,
-            "snoozed_count": Reminder.snoozed_count,
-        },
+        "text repeat days next_local timezone status created_at finished_at sent_count snoozed_count",
     ),
-    "follow_ups": (
-        Touchpoint,
-        {
-            "kind": Touchpoint.kind,
-            "reason": Touchpoint.reason,
-            "due_at": Touchpoint.due_at,
-            "status": Touchpoint.status,
-            "outcome": Touchpoint.outcome,
-            "text": Touchpoint.text,
-            "sent_at": Touchpoint.sent_at,
-        },
-    ),
+    "follow_ups": (Touchpoint, "kind reason due_at status outcome text sent_at"),
 }
 
 
 async def _pages(
-    session: AsyncSession, model: Any, fields: dict[str, Any], user_id: int
+    session: AsyncSession, model: Any, names: str, user_id: int
 ) -> AsyncIterator[dict[str, Any]]:
     """The user's rows of one table as documents, ordered by id, PAGE_ROWS at a time (keyset paging)."""
-    columns = [column.label(name) for name, column in fields.items()]
+    fields = names.split()
+    columns = [getattr(model, name).label(name) for name in fields]
     after = 0
     while True:
         stmt: Select[Any] = (

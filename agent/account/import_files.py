@@ -11,6 +11,7 @@ the person is told it.
 
 from __future__ import annotations
 
+import contextlib
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -64,35 +65,18 @@ class _Capped:
         return data
 
 
-class _Opened:
-    """The JSON stream of an export, closed with everything under it."""
-
-    def __init__(self, path: Path, limits: ReadLimits) -> None:
-        self.path = path
-        self.limits = limits
-        self._closers: list[Any] = []
-
-    def __enter__(self) -> _Capped:
-        try:
-            return self._open()
-        except BaseException:
-            self.__exit__()
-            raise
-
-    def __exit__(self, *_: object) -> None:
-        for closer in reversed(self._closers):
-            closer.close()
-        self._closers.clear()
-
-    def _open(self) -> _Capped:
-        too_big = f"The conversations are larger than this bot imports ({self.limits.max_bytes:,} bytes)."
-        try:
-            is_zip = zipfile.is_zipfile(self.path)
-        except OSError as exc:
-            raise ImportFileError("The file could not be read.") from exc
+@contextlib.contextmanager
+def open_json(path: Path, limits: ReadLimits) -> Iterator[_Capped]:
+    """The conversations' JSON of an export file (a zip's entry, or the file), capped, closed with
+    everything under it."""
+    too_big = f"The conversations are larger than this bot imports ({limits.max_bytes:,} bytes)."
+    try:
+        is_zip = zipfile.is_zipfile(path)
+    except OSError as exc:
+        raise ImportFileError("The file could not be read.") from exc
+    with contextlib.ExitStack() as opened:
         if not is_zip:
-            file = self.path.open("rb")
-            self._closers.append(file)
+            file = opened.enter_context(path.open("rb"))
             head = file.read(64)
             bom = len(_BOM) if head.startswith(_BOM) else 0
             file.seek(bom)
@@ -100,24 +84,20 @@ class _Opened:
                 raise ImportFileError(
                     "This is neither a zip nor a JSON file: send the export as you downloaded it."
                 )
-            return _Capped(file, self.limits.max_bytes, too_big)
+            yield _Capped(file, limits.max_bytes, too_big)
+            return
         try:
-            archive = zipfile.ZipFile(self.path)
-            self._closers.append(archive)
+            archive = opened.enter_context(zipfile.ZipFile(path))
             entry = _conversations_entry(archive)
-            cap = min(
-                self.limits.max_bytes,
-                max(RATIO_FLOOR_BYTES, int(entry.compress_size * self.limits.max_ratio)),
-            )
+            cap = min(limits.max_bytes, max(RATIO_FLOOR_BYTES, int(entry.compress_size * limits.max_ratio)))
             if entry.file_size > cap:
-                raise ImportFileError(_bomb(self.limits))
-            raw = archive.open(entry)
+                raise ImportFileError(_bomb(limits))
+            raw = opened.enter_context(archive.open(entry))
         except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError) as exc:
             # RuntimeError: an encrypted entry; NotImplementedError: a compression zipfile lacks.
             raise ImportFileError("The zip could not be opened (damaged or encrypted).") from exc
-        self._closers.append(raw)
-        reason = too_big if cap == self.limits.max_bytes else _bomb(self.limits)
-        return _Capped(_ZipErrors(raw), cap, reason)
+        reason = too_big if cap == limits.max_bytes else _bomb(limits)
+        yield _Capped(_ZipErrors(raw), cap, reason)
 
 
 class _ZipErrors:
@@ -138,11 +118,6 @@ def _bomb(limits: ReadLimits) -> str:
         "The zip unpacks to far more than it holds (over "
         f"{limits.max_ratio:g} times its size, or over {limits.max_bytes:,} bytes): it is not imported."
     )
-
-
-def open_json(path: Path, limits: ReadLimits) -> _Opened:
-    """The conversations' JSON of an export file (a zip's entry, or the file), capped; a context manager."""
-    return _Opened(path, limits)
 
 
 def _safe_name(name: str) -> bool:

@@ -4,8 +4,8 @@ Telegram-free: the Mini App in `bot/web/timeline` shows what this module returns
 
 "Covered" (folded once a summary has covered them): a user or assistant
 message is covered when its day has a summary and the message is at or before the last message
-that summary was written from (`DaySegment.last_summarized_message_id`). That is the rule
-`conversation_search` uses for `covered_by_summary`, so a folded message and a search hit agree.
+that summary was written from (`DaySegment.last_summarized_message_id`). `conversation_search`
+marks its hits' `covered_by_summary` with the same function, so a folded message and a search hit agree.
 Each run of covered messages is folded in front of the "day summary updated" note that followed
 it. Conversation compactions (`history_compactions`) are shown as their own system entries with their
 summary, but fold nothing: they shape what the model reads in one conversation, they are not the

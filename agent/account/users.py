@@ -24,8 +24,17 @@ async def get_or_create_user(
     onboarding_status: str = "complete",
 ) -> tuple[User, bool]:
     """Return the user with this key, creating it if needed; the flag says whether it is new."""
-    _, user, created = await _arrive(
-        sessions, None, None, "", key, now, timezone, name, telegram_id, onboarding_status
+    _, user, created = await admitted(
+        sessions,
+        None,
+        None,
+        identity="",
+        key=key,
+        now=now,
+        timezone=timezone,
+        name=name,
+        telegram_id=telegram_id,
+        onboarding_status=onboarding_status,
     )
     assert user is not None  # nothing refuses a request that is not limited
     return user, created
@@ -33,7 +42,7 @@ async def get_or_create_user(
 
 async def admitted(
     sessions: async_sessionmaker[AsyncSession],
-    limiter: RateLimiter,
+    limiter: RateLimiter | None,
     scope: Scope | None,
     *,
     identity: str,
@@ -44,30 +53,11 @@ async def admitted(
     telegram_id: int | None = None,
     onboarding_status: str = "complete",
     once_for: int | None = None,
-) -> tuple[Verdict, User | None]:
+) -> tuple[Verdict, User | None, bool]:
     """The rate limit's verdict on a request (`scope` None: not limited; `once_for`: the Telegram
     message it is, counted once however often it arrives here) and, when it is allowed, the person
-    behind it, created on first contact: one transaction, the person read once. A refused request
-    writes no user row."""
-    verdict, user, _ = await _arrive(
-        sessions, limiter, scope, identity, key, now, timezone, name, telegram_id, onboarding_status, once_for
-    )
-    return verdict, user
-
-
-async def _arrive(
-    sessions: async_sessionmaker[AsyncSession],
-    limiter: RateLimiter | None,
-    scope: Scope | None,
-    identity: str,
-    key: str,
-    now: datetime,
-    timezone: str,
-    name: str | None,
-    telegram_id: int | None,
-    onboarding_status: str,
-    once_for: int | None = None,
-) -> tuple[Verdict, User | None, bool]:
+    behind it, created on first contact (the flag says so): one transaction, the person read once. A
+    refused request writes no user row."""
     for attempt in (1, 2):
         async with sessions() as session:
             try:

@@ -66,11 +66,6 @@ class Grounded:
     message_ids: tuple[int, ...]
     reason: str | None = None
 
-    @property
-    def kept(self) -> bool:
-        """Whether the fact stands on the person's own words."""
-        return bool(self.message_ids)
-
 
 def _name_words(name: str | None) -> set[str]:
     return {w.casefold() for w in _NAME_WORD.findall(unicodedata.normalize("NFKC", name or ""))}

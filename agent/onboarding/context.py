@@ -57,10 +57,6 @@ class OnboardingProfile(BaseModel):
             boundaries=tuple(str(b) for b in profile.get("boundaries", [])),
         )
 
-    def missing(self) -> list[str]:
-        """What onboarding still needs before it can finish."""
-        return [name for name in ("name", "timezone") if getattr(self, name) is None]
-
 
 class OnboardingContext(BaseModel):
     """Everything one onboarding turn knows; frozen so nothing changes it behind the agent's back."""

@@ -22,7 +22,6 @@ from db.models import (
     Conversation,
     ConversationThread,
     DaySegment,
-    GeneratedPrompt,
     TranscriptMessage,
     User,
     UserFact,
@@ -31,6 +30,7 @@ from db.repositories.access import AccessRepository
 from db.repositories.briefings import BriefingRepository
 from db.repositories.facts import FactRepository
 from db.repositories.import_queue import ImportQueueRepository
+from db.repositories.prompts import PromptRepository
 from db.repositories.touchpoints import TouchpointRepository
 from db.repositories.usage import UsageRepository, UsageRow
 from db.repositories.users import UserRepository
@@ -297,12 +297,7 @@ async def prompt_report(sessions: async_sessionmaker[AsyncSession], telegram_id:
         user = await _owner(session, telegram_id)
         if user is None:
             return f"No user or group with Telegram id {telegram_id}."
-        prompt = await session.scalar(
-            select(GeneratedPrompt)
-            .where(GeneratedPrompt.user_id == user.id)
-            .order_by(GeneratedPrompt.id.desc())
-            .limit(1)
-        )
+        prompt = await PromptRepository(session).latest_for(user.id)
         briefing = await BriefingRepository(session).get(user.id)
     if prompt is None:
         return f"No turn recorded yet for Telegram id {telegram_id}."

@@ -302,10 +302,6 @@ class Indexer:
         )
         return list((await session.execute(stmt)).scalars())
 
-    async def index_day_summary(self, session: AsyncSession, segment: DaySegment, *, now: datetime) -> bool:
-        """Embed a day's summary (replacing an older one); False when there is none or it is current."""
-        return await self._store_summary(session, await self._embed_summary(session, segment), now)
-
     async def _embed_summary(self, session: AsyncSession, segment: DaySegment) -> _Summary:
         """What indexing the day's summary takes: its chunk in this space if current, else its parts
         embedded (nothing is written here)."""

@@ -12,6 +12,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from agent.account.timeline import covered_by_summary
 from agent.core.settings import SearchSettings
 from agent.search.dates import DayRange, describe_day, named_days
 from agent.search.diversity import is_overview, is_summary, spread_over_days
@@ -247,7 +248,7 @@ class MessageRanking:
         for message, segment in (await session.execute(stmt)).all():
             if message.user_id != user_id:
                 continue  # another user's id: never shown (see turns.by_ids)
-            covered = _covered(message, segment)
+            covered = covered_by_summary(message, segment)
             score = base[message.id] * (self.settings.search_covered_penalty if covered else 1.0)
             day = segment.day if segment is not None else message.sent_at.date()
             hit = SearchHit(
@@ -304,12 +305,3 @@ class MessageRanking:
                 )
             )
         return out
-
-
-def _covered(message: TranscriptMessage, segment: DaySegment | None) -> bool:
-    """True when the day's summary was written after this message (it already tells its gist)."""
-    if segment is None or not segment.summary:
-        return False
-    if segment.last_summarized_message_id is not None:
-        return message.id <= segment.last_summarized_message_id
-    return segment.summary_updated_at is not None and message.sent_at <= segment.summary_updated_at

@@ -307,12 +307,6 @@ class RecallIndex:
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
 
-    async def index_day_summary(self, session: AsyncSession, segment: DaySegment, *, now: datetime) -> bool:
-        """Embed a day's new summary in the caller's transaction (full text follows by itself)."""
-        if self.indexer is None:
-            return False
-        return await self.indexer.index_day_summary(session, segment, now=now)
-
     async def reindex(
         self,
         *,

@@ -13,20 +13,20 @@ from typing import TextIO
 
 from agent.account.export import PartWriter, export_events
 from agent.account.imports import ImportFileError, begin_import, preview_import, run_import
-from agent.account.timezones import Ambiguous, lookup_timezone
 from agent.account.users import get_or_create_user
 from agent.context import format_snapshot
 from agent.core.clock import ShiftedClock
 from agent.memory.listing import listing_lines, listing_of
 from agent.reports.texts import memory_report
-from agent.search.language import parse_language, set_language
 from bot.handlers.commands import (
     FORGET_ASK,
     FORGOTTEN,
     FORGOTTEN_PENDING,
     NOTHING_TO_SKIP,
     export_stem,
+    language_answer,
     skipped,
+    timezone_answer,
 )
 from bot.importing import NOTHING_NEW, existing_file, found_text, nothing_new, stored_text
 from bot.runtime import Runtime
@@ -36,19 +36,6 @@ from jobs.scheduler import run_minute_jobs, run_nightly
 
 logger = logging.getLogger(__name__)
 
-COMMANDS: tuple[tuple[str, str], ...] = (
-    ("help", "these commands"),
-    ("memory", "what I remember about you"),
-    ("timezone", "show or set your time zone, e.g. /timezone Lisbon"),
-    ("language", "show or set the language you write in, e.g. /language French"),
-    ("export", "all your data as JSON files in this folder (or /export FOLDER)"),
-    ("forget", "delete everything I know about you"),
-    ("skip", "skip the getting-to-know-you questions and just talk"),
-    ("import", "import a ChatGPT or Claude export, e.g. /import ~/Downloads/chatgpt-export.zip"),
-    ("wait", "let MINUTES pass (default 16): the conversation closes and its memory is written"),
-    ("context", "what the model read with your last message (/context counts: the tiers' sizes)"),
-    ("quit", "leave (or /exit; your memory stays)"),
-)
 HELP = "Type a message, or /help for the commands."
 
 
@@ -93,7 +80,7 @@ async def run_command(terminal: Terminal, text: str) -> bool:
     name = name.lower()
     if name in {"quit", "exit"}:
         return False
-    command = _COMMANDS.get(name)
+    command, _ = COMMANDS.get(name, (None, ""))
     if command is None:
         terminal.say(f"There is no /{name} here. {HELP}")
         return True
@@ -102,7 +89,7 @@ async def run_command(terminal: Terminal, text: str) -> bool:
 
 
 async def _help(terminal: Terminal, rest: str) -> None:
-    terminal.say("\n".join(f"/{name} - {text}" for name, text in COMMANDS))
+    terminal.say("\n".join(f"/{name} - {text}" for name, (_, text) in COMMANDS.items()))
 
 
 async def _skip(terminal: Terminal, rest: str) -> None:
@@ -126,37 +113,11 @@ async def _memory(terminal: Terminal, rest: str) -> None:
 
 
 async def _timezone(terminal: Terminal, rest: str) -> None:
-    if not rest:
-        terminal.say(f"Your time zone is {(await terminal.user()).timezone}. To change it: /timezone Lisbon.")
-        return
-    zone = await lookup_timezone(rest)
-    if zone is None:
-        terminal.say(f"I couldn't place {rest!r}. Try the nearest big city, or a name like Europe/Lisbon.")
-    elif isinstance(zone, Ambiguous):
-        choices = "\n".join(f"/timezone {choice.label} ({choice.zone})" for choice in zone.choices)
-        terminal.say(f"There are several places called {zone.name}. Which one?\n{choices}")
-    else:
-        async with terminal.runtime.sessions() as session, session.begin():
-            stored = await session.get(User, terminal.user_id)
-            if stored is not None:
-                stored.timezone = zone
-                stored.profile = {**(stored.profile or {}), "timezone_confirmed": True}
-        terminal.say(f"Got it: your time zone is now {zone}.")
+    terminal.say(await timezone_answer(terminal.runtime.sessions, await terminal.user(), rest))
 
 
 async def _language(terminal: Terminal, rest: str) -> None:
-    if not rest:
-        language = (await terminal.user()).language
-        known = f"is {language}" if language else "isn't known yet (I'll tell from your messages)"
-        terminal.say(f"The language I search your messages in {known}. To set it: /language French.")
-        return
-    language = parse_language(rest)
-    if language is None:
-        terminal.say(f"I don't know the language {rest!r}. Try its two-letter code, like /language fr.")
-        return
-    async with terminal.runtime.sessions() as session, session.begin():
-        await set_language(session, terminal.user_id, language)
-    terminal.say(f"Got it: I'll search your messages as {language}.")
+    terminal.say(await language_answer(terminal.runtime.sessions, await terminal.user(), rest))
 
 
 async def _export(terminal: Terminal, rest: str) -> None:
@@ -267,15 +228,17 @@ def _folder(name: str) -> Path:
     return folder
 
 
-_COMMANDS: dict[str, Callable[[Terminal, str], Awaitable[None]]] = {
-    "help": _help,
-    "memory": _memory,
-    "timezone": _timezone,
-    "language": _language,
-    "export": _export,
-    "forget": _forget,
-    "skip": _skip,
-    "import": _import,
-    "wait": _wait,
-    "context": _context,
+# Each command: what runs it (/quit and /exit end the chat in `run_command`) and what /help says of it.
+COMMANDS: dict[str, tuple[Callable[[Terminal, str], Awaitable[None]] | None, str]] = {
+    "help": (_help, "these commands"),
+    "memory": (_memory, "what I remember about you"),
+    "timezone": (_timezone, "show or set your time zone, e.g. /timezone Lisbon"),
+    "language": (_language, "show or set the language you write in, e.g. /language French"),
+    "export": (_export, "all your data as JSON files in this folder (or /export FOLDER)"),
+    "forget": (_forget, "delete everything I know about you"),
+    "skip": (_skip, "skip the getting-to-know-you questions and just talk"),
+    "import": (_import, "import a ChatGPT or Claude export, e.g. /import ~/Downloads/chatgpt-export.zip"),
+    "wait": (_wait, "let MINUTES pass (default 16): the conversation closes and its memory is written"),
+    "context": (_context, "what the model read with your last message (/context counts: the tiers' sizes)"),
+    "quit": (None, "leave (or /exit; your memory stays)"),
 }

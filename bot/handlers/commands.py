@@ -9,6 +9,7 @@ import re
 import tempfile
 from pathlib import Path
 
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram.constants import ChatType
 
@@ -90,45 +91,56 @@ async def on_timezone(update: Update, context: HandlerContext) -> None:
     """/timezone [place]: show the user's time zone, or set it from a zone, city or country name."""
     if (c := await sender(update, context, limit=None)) is None:
         return
-    s, user, message = context.services, c.user, c.message
     wanted = " ".join(context.args or [])
+    text = await timezone_answer(context.services.runtime.sessions, c.user, wanted)
+    await send_text(context.bot, c.message.chat_id, text)
+
+
+async def timezone_answer(
+    sessions: async_sessionmaker[AsyncSession], owner: User, wanted: str, *, group: bool = False
+) -> str:
+    """/timezone [PLACE] for a person, or /timezone PLACE for a group: the person's zone (no PLACE), or
+    the zone PLACE names stored and said, or what to send instead when no place or several go by it."""
     if not wanted:
-        text = f"Your time zone is {user.timezone}. To change it: /timezone Lisbon (or Europe/Lisbon)."
-    elif (zone := await lookup_timezone(wanted)) is None:
-        text = f"I couldn't place {wanted!r}. Try the nearest big city, or a name like Europe/Lisbon."
-    elif isinstance(zone, Ambiguous):
-        lines = [f"/timezone {choice.label} ({choice.zone})" for choice in zone.choices]
-        text = f"There are several places called {zone.name}. Which one? Send one of these:\n" + "\n".join(
-            lines
-        )
-    else:
-        async with s.runtime.sessions() as session, session.begin():
-            stored = await session.get(User, user.id)
-            if stored is not None:
-                stored.timezone = zone
+        return f"Your time zone is {owner.timezone}. To change it: /timezone Lisbon (or Europe/Lisbon)."
+    zone = await lookup_timezone(wanted)
+    if zone is None:
+        return f"I couldn't place {wanted!r}. Try the nearest big city, or a name like Europe/Lisbon."
+    if isinstance(zone, Ambiguous):
+        choices = "\n".join(f"/timezone {choice.label} ({choice.zone})" for choice in zone.choices)
+        return f"There are several places called {zone.name}. Which one? Send one of these:\n{choices}"
+    async with sessions() as session, session.begin():
+        stored = await session.get(User, owner.id)
+        if stored is not None:
+            stored.timezone = zone
+            if not group:
                 stored.profile = {**(stored.profile or {}), "timezone_confirmed": True}
-                # Pending reminders keep their local time ("9:00" stays 9:00 in the new zone).
-                await move_to_zone(session, user.id, zone)
-        text = f"Got it: your time zone is now {zone}."
-    await send_text(context.bot, message.chat_id, text)
+            # Pending reminders keep their local time ("9:00" stays 9:00 in the new zone).
+            await move_to_zone(session, owner.id, zone)
+    whose = "this group's" if group else "your"
+    return f"Got it: {whose} time zone is now {zone}."
 
 
 async def on_language(update: Update, context: HandlerContext) -> None:
     """/language [code or name]: show the language searches read the user's messages in, or set it."""
     if (c := await sender(update, context, limit=None)) is None:
         return
-    s, user, message = context.services, c.user, c.message
     wanted = " ".join(context.args or [])
+    text = await language_answer(context.services.runtime.sessions, c.user, wanted)
+    await send_text(context.bot, c.message.chat_id, text)
+
+
+async def language_answer(sessions: async_sessionmaker[AsyncSession], user: User, wanted: str) -> str:
+    """/language [code or name]: the language the user's messages are searched in, or set to `wanted`."""
     if not wanted:
         known = f"is {user.language}" if user.language else "isn't known yet (I'll tell from your messages)"
-        text = f"The language I search your messages in {known}. To set it: /language French (or fr)."
-    elif (language := parse_language(wanted)) is None:
-        text = f"I don't know the language {wanted!r}. Try its two-letter code, like /language fr."
-    else:
-        async with s.runtime.sessions() as session, session.begin():
-            await set_language(session, user.id, language)
-        text = f"Got it: I'll search your messages as {language}."
-    await send_text(context.bot, message.chat_id, text)
+        return f"The language I search your messages in {known}. To set it: /language French (or fr)."
+    language = parse_language(wanted)
+    if language is None:
+        return f"I don't know the language {wanted!r}. Try its two-letter code, like /language fr."
+    async with sessions() as session, session.begin():
+        await set_language(session, user.id, language)
+    return f"Got it: I'll search your messages as {language}."
 
 
 async def on_export(update: Update, context: HandlerContext) -> None:

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 from telegram import BotCommand, Update
 
-from agent.account.timezones import Ambiguous, lookup_timezone
-from agent.reminders.store import move_to_zone
 from bot.handlers.admins import is_group_admin
+from bot.handlers.commands import timezone_answer
 from bot.handlers.context import HandlerContext
 from bot.handlers.group_answers import answer_command
 from bot.handlers.groups import group_of
 from bot.handlers.memory_facts import memory_messages
-from db.models import User
 
 # The private chat's commands that are about one person (their data, their settings).
 PRIVATE_ONLY = ("start", "skip", "language", "export", "timeline", "followups", "reminders")
@@ -83,18 +81,8 @@ async def on_group_timezone(update: Update, context: HandlerContext) -> None:
         text = f"This group's time zone is {group.timezone}. A group admin can change it: /timezone Lisbon"
     elif not await is_group_admin(context.bot, message):
         text = "Only this group's admins can change its time zone."
-    elif (zone := await lookup_timezone(wanted)) is None:
-        text = f"I couldn't place {wanted!r}. Try the nearest big city, or a name like Europe/Lisbon."
-    elif isinstance(zone, Ambiguous):
-        lines = [f"/timezone {choice.label} ({choice.zone})" for choice in zone.choices]
-        text = f"There are several places called {zone.name}. Which one?\n" + "\n".join(lines)
     else:
-        async with runtime.sessions() as session, session.begin():
-            stored = await session.get(User, group.id)
-            if stored is not None:
-                stored.timezone = zone
-                await move_to_zone(session, group.id, zone)
-        text = f"Got it: this group's time zone is now {zone}."
+        text = await timezone_answer(runtime.sessions, group, wanted, group=True)
     await answer_command(context, update, text)
 
 

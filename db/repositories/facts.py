@@ -145,28 +145,6 @@ class FactRepository:
 
     # --- adding -----------------------------------------------------------------------------------
 
-    async def add_many(
-        self,
-        owner_id: int,
-        conversation_id: int | None,
-        contents: Iterable[str],
-        at: datetime,
-        *,
-        source: str,
-        category: str | None = None,
-        pinned: bool = False,
-    ) -> int:
-        """Store facts without sources; a fact already known is reinforced instead."""
-        return await self.add_sourced(
-            owner_id,
-            conversation_id,
-            [(c, ()) for c in contents],
-            at,
-            source=source,
-            category=category,
-            pinned=pinned,
-        )
-
     async def add_sourced(
         self,
         owner_id: int,

@@ -57,8 +57,3 @@ class ThoughtRepository:
             .execution_options(synchronize_session=False)
         )
         return int(result.rowcount or 0)  # type: ignore[attr-defined]
-
-    async def for_user(self, user_id: int) -> Sequence[Thought]:
-        """All thoughts of a user, oldest first."""
-        stmt = select(Thought).where(Thought.user_id == user_id).order_by(Thought.id)
-        return (await self.session.execute(stmt)).scalars().all()

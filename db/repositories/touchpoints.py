@@ -145,10 +145,6 @@ class TouchpointRepository:
             .limit(limit)
         )
 
-    async def due_ids(self, now: datetime, *, limit: int) -> list[int]:
-        """The due rows' ids without leasing them (what the finder reads)."""
-        return list((await self.session.execute(self.due_query(now, limit))).scalars())
-
     async def lease_due(self, *, holder: str, now: datetime, lease: timedelta, limit: int) -> list[int]:
         """Lease up to `limit` due rows (oldest due first) whose lease is free; their ids."""
         values = {

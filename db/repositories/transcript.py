@@ -122,14 +122,6 @@ class TranscriptRepository:
         )
         return (await self.session.execute(stmt)).scalars().all()
 
-    async def for_user(self, user_id: int, *, limit: int | None = None) -> Sequence[TranscriptMessage]:
-        """A user's messages, oldest first (newest `limit` when given)."""
-        stmt = select(TranscriptMessage).where(TranscriptMessage.user_id == user_id)
-        if limit is None:
-            return (await self.session.execute(stmt.order_by(TranscriptMessage.id))).scalars().all()
-        rows = (await self.session.execute(stmt.order_by(TranscriptMessage.id.desc()).limit(limit))).scalars()
-        return list(reversed(rows.all()))
-
     async def said_lines(
         self, owner_id: int, message_ids: Iterable[int], *, chars: int
     ) -> dict[int, SaidLine]:

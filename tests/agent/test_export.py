@@ -19,6 +19,7 @@ from agent.account.users import get_or_create_user
 from bench.clock import FrozenClock
 from db.models import Conversation, TranscriptMessage, UserFact
 from db.repositories.facts import FactRepository
+from tests.facts import add_facts
 
 pytestmark = pytest.mark.both_databases
 
@@ -160,9 +161,9 @@ async def test_facts_carry_their_flags_reinforcement_plan_date_and_what_supersed
     user, _ = await get_or_create_user(sessions, key="cli:ana", now=clock.now(), timezone="UTC", name="Ana")
     async with sessions() as session, session.begin():
         facts = FactRepository(session)
-        await facts.add_many(user.id, None, ["Lives in Lisbon", "Likes tea"], clock.now(), source="tool")
-        await facts.add_many(user.id, None, ["likes tea"], clock.now() + timedelta(hours=1), source="tool")
-        await facts.add_many(user.id, None, ["Lives in Porto"], clock.now(), source="tool")
+        await add_facts(facts, user.id, None, ["Lives in Lisbon", "Likes tea"], clock.now(), source="tool")
+        await add_facts(facts, user.id, None, ["likes tea"], clock.now() + timedelta(hours=1), source="tool")
+        await add_facts(facts, user.id, None, ["Lives in Porto"], clock.now(), source="tool")
         held = {f.content: f for f in await facts.held(user.id)}
         await facts.supersede(
             user.id,

@@ -22,6 +22,7 @@ from bench.clock import FrozenClock
 from db.models import UserFact
 from db.repositories.facts import FactRepository
 from tests.agent.test_tools import ToolScript, make_service
+from tests.facts import add_facts
 
 pytestmark = pytest.mark.both_databases
 
@@ -50,10 +51,10 @@ async def test_pin_and_reword_the_persons_own_facts(
     bea, _ = await get_or_create_user(sessions, key="cli:bea", now=clock.now(), timezone="UTC", name="Bea")
     async with sessions() as session, session.begin():
         facts = FactRepository(session)
-        await facts.add_many(
-            ana.id, None, ["Ana plays the cello", "Ana likes green tea"], clock.now(), source="tool"
+        await add_facts(
+            facts, ana.id, None, ["Ana plays the cello", "Ana likes green tea"], clock.now(), source="tool"
         )
-        await facts.add_many(bea.id, None, ["Bea plays the cello"], clock.now(), source="tool")
+        await add_facts(facts, bea.id, None, ["Bea plays the cello"], clock.now(), source="tool")
     at = clock.now() + timedelta(minutes=5)
 
     pin = ToolScript([("memory_pin", {"fact": "plays the cello"})])
@@ -138,7 +139,7 @@ async def test_why_do_you_think_that_is_answered_from_the_persons_own_lines(
         await facts.add_sourced(
             ana.id, None, [("Ana works as a nurse", [said.message_id])], clock.now(), source="extraction"
         )
-        await facts.add_many(ana.id, None, ["Ana likes green tea"], clock.now(), source="tool")
+        await add_facts(facts, ana.id, None, ["Ana likes green tea"], clock.now(), source="tool")
         await facts.add_sourced(
             bea.id,
             None,

@@ -31,7 +31,6 @@ from agent.onboarding.context import (
     LOAD_LIMIT,
     PROMPT_LIMIT,
     OnboardingContext,
-    OnboardingProfile,
     build_messages,
     history_entries,
     load_context,
@@ -257,8 +256,3 @@ async def test_a_repeated_telegram_message_is_one_onboarding_turn(
     again = await service.onboard(Incoming(owner=user.id, text="/start", sent_at=NOW, telegram_message_id=7))
     assert first is not None and again is not None and again.duplicate and again.text == first.text
     assert len(model.requests) == 1
-
-
-def test_profile_reports_what_is_missing() -> None:
-    assert OnboardingProfile().missing() == ["name", "timezone"]
-    assert OnboardingProfile(name="Sam", timezone="UTC").missing() == []

@@ -33,6 +33,7 @@ from bot.runtime import Runtime
 from db.models import UserFact
 from db.repositories.facts import HELD, FactRepository
 from tests.bot.conftest import TOKEN, last_user_text, running_bot
+from tests.facts import add_facts
 
 pytestmark = pytest.mark.both_databases
 
@@ -74,7 +75,7 @@ class Obliging:
 async def _group_with_memory(runtime: Runtime, now: datetime) -> int:
     group, _ = await group_owner(runtime.sessions, chat_id=GROUP, title="Friends", now=now, timezone="UTC")
     async with runtime.sessions() as session, session.begin():
-        await FactRepository(session).add_many(group.id, None, [FACT], now, source="extraction")
+        await add_facts(FactRepository(session), group.id, None, [FACT], now, source="extraction")
     stored = await set_reminder(
         runtime.sessions,
         group.id,

@@ -22,6 +22,7 @@ from bot.handlers.memory_facts import ADMINS_ONLY, GONE, LINE_CHARS, PAGE_SIZE
 from bot.runtime import Runtime
 from db.models import User, UserFact
 from db.repositories.facts import FactRepository
+from tests.facts import add_facts
 
 pytestmark = pytest.mark.both_databases
 
@@ -98,13 +99,13 @@ async def test_memory_shows_the_profile_then_the_rest_and_each_button_changes_on
     async with runtime.sessions() as session, session.begin():
         facts = FactRepository(session)
         for n in range(PAGE_SIZE + 2):
-            await facts.add_many(
-                users[ANA], None, [f"Ana fact number {n}"], now + timedelta(seconds=n), source="tool"
+            await add_facts(
+                facts, users[ANA], None, [f"Ana fact number {n}"], now + timedelta(seconds=n), source="tool"
             )
-        await facts.add_many(users[ANA], None, ["Ana had a hard winter"], now, source="extraction")
+        await add_facts(facts, users[ANA], None, ["Ana had a hard winter"], now, source="extraction")
         winter = (await facts.held(users[ANA], newest_first=True))[0]
         await facts.set_flags(users[ANA], winter.id, now, hidden=True)
-        await facts.add_many(users[BO], None, ["Bo keeps bees"], now, source="tool")
+        await add_facts(facts, users[BO], None, ["Bo keeps bees"], now, source="tool")
 
     tg.command(ANA, "/memory")
     report, listing = await tg.wait_for_messages(2, chat_id=ANA)
@@ -185,7 +186,7 @@ async def test_each_fact_says_where_it_comes_from(
         await facts.add_sourced(
             users[ANA], None, [("Ana lives in Porto", [moved, cello])], sunday, source="extraction"
         )
-        await facts.add_many(users[ANA], None, ["Ana is allergic to nuts"], sunday, source="tool")
+        await add_facts(facts, users[ANA], None, ["Ana is allergic to nuts"], sunday, source="tool")
         await facts.add_sourced(
             group.id,
             None,
@@ -246,8 +247,8 @@ async def test_a_groups_memory_lists_its_own_facts_and_only_its_admins_change_th
     group, _ = await group_owner(runtime.sessions, chat_id=GROUP, title="Friends", now=now, timezone="UTC")
     async with runtime.sessions() as session, session.begin():
         facts = FactRepository(session)
-        await facts.add_many(group.id, None, ["The group meets on Saturdays"], now, source="extraction")
-        await facts.add_many(users[ANA], None, ["Ana is allergic to nuts"], now, source="tool")
+        await add_facts(facts, group.id, None, ["The group meets on Saturdays"], now, source="extraction")
+        await add_facts(facts, users[ANA], None, ["Ana is allergic to nuts"], now, source="tool")
         private = (await facts.held(users[ANA]))[0].id
 
     tg.group_command(GROUP, BO, "/memory", first_name="Bo")

@@ -9,12 +9,13 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bench.clock import FrozenClock
-from db.models import ConversationThread, DaySegment, FactConsolidation, TranscriptMessage, UserFact
+from db.models import ConversationThread, DaySegment, FactConsolidation, Thought, TranscriptMessage, UserFact
 from db.repositories.day_summaries import DaySummaryRepository
 from db.repositories.dedupe import dedupe_key
 from db.repositories.facts import FactRepository
 from db.repositories.thoughts import ThoughtRepository
 from db.repositories.threads import ThreadRepository
+from tests.facts import add_facts
 from tests.jobs.conftest import seed_conversation
 
 pytestmark = pytest.mark.both_databases
@@ -40,18 +41,20 @@ async def test_inserts_are_idempotent(sessions: async_sessionmaker[AsyncSession]
                 clock.now(),
             )
             await ThoughtRepository(session).add_many(user_id, conversation_id, ["hm", "hm"], clock.now())
-            await FactRepository(session).add_many(
-                user_id, conversation_id, ["Likes tea"], clock.now(), source="tool"
+            await add_facts(
+                FactRepository(session), user_id, conversation_id, ["Likes tea"], clock.now(), source="tool"
             )
     async with sessions() as session, session.begin():
         # The same fact from another conversation is still one fact.
         assert (
-            await FactRepository(session).add_many(user_id, None, ["likes tea."], clock.now(), source="tool")
+            await add_facts(
+                FactRepository(session), user_id, None, ["likes tea."], clock.now(), source="tool"
+            )
             == 0
         )
     async with sessions() as session:
         assert len(await ThreadRepository(session).open_for(user_id)) == 2
-        assert len(await ThoughtRepository(session).for_user(user_id)) == 1
+        assert await session.scalar(select(func.count()).where(Thought.user_id == user_id)) == 1
         assert [f.content for f in await FactRepository(session).held(user_id)] == ["Likes tea"]
 
 
@@ -138,20 +141,20 @@ async def test_facts_are_reinforced_reworded_flagged_and_superseded_in_one_list(
     async with sessions() as session, session.begin():
         facts = FactRepository(session)
         assert (
-            await facts.add_many(
-                user_id, conversation_id, ["Lives in Lisbon", "Is a nurse"], clock.now(), source="tool"
+            await add_facts(
+                facts, user_id, conversation_id, ["Lives in Lisbon", "Is a nurse"], clock.now(), source="tool"
             )
             == 2
         )
-        await facts.add_many(other_id, None, ["Lives in Oslo"], clock.now(), source="tool")
+        await add_facts(facts, other_id, None, ["Lives in Oslo"], clock.now(), source="tool")
     clock.advance(timedelta(minutes=5))
     async with sessions() as session, session.begin():
         facts = FactRepository(session)
         # Said again: one fact, reinforced.
-        assert await facts.add_many(user_id, None, ["lives in lisbon."], clock.now(), source="tool") == 0
+        assert await add_facts(facts, user_id, None, ["lives in lisbon."], clock.now(), source="tool") == 0
         lisbon, nurse = await facts.held(user_id)
         assert (lisbon.reinforced, lisbon.last_seen_at) == (2, clock.now())
-        assert await facts.add_many(user_id, None, ["Lives in Porto"], clock.now(), source="tool") == 1
+        assert await add_facts(facts, user_id, None, ["Lives in Porto"], clock.now(), source="tool") == 1
         porto = (await facts.held(user_id, newest_first=True))[0]
         assert await facts.supersede(user_id, [lisbon.id], by=porto.id, at=clock.now(), reason="moved") == 1
         assert await facts.set_flags(user_id, nurse.id, clock.now(), pinned=True, hidden=True) is not None

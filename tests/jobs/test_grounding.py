@@ -22,6 +22,7 @@ from db.repositories.facts import FactRepository
 from db.repositories.transcript import TranscriptRepository
 from jobs.context import JobContext
 from jobs.registry import run_job
+from tests.facts import add_facts
 from tests.jobs.conftest import ScriptedSummaries, extraction_reply, seed_conversation
 
 pytestmark = pytest.mark.both_databases
@@ -157,15 +158,16 @@ async def test_the_extraction_decides_against_the_known_facts(
     )
     async with sessions() as session, session.begin():
         facts = FactRepository(session)
-        await facts.add_many(
+        await add_facts(
+            facts,
             ana,
             None,
             ["Ana lives in Lisbon", "Ana has a cat", "Ana works at Acme", "Ana drinks coffee"],
             earlier,
             source="tool",
         )
-        await facts.add_many(ana, None, ["Ana is vegetarian"], earlier, source="tool", pinned=True)
-        await facts.add_many(bo, None, ["Bo lives in Oslo"], earlier, source="tool")
+        await add_facts(facts, ana, None, ["Ana is vegetarian"], earlier, source="tool", pinned=True)
+        await add_facts(facts, bo, None, ["Bo lives in Oslo"], earlier, source="tool")
     known = {text: f.id for text, f in (await _facts(sessions, ana)).items()}
     theirs = (await _facts(sessions, bo))["Bo lives in Oslo"].id
     _, conversation = await seed_conversation(
@@ -227,7 +229,8 @@ async def test_in_a_group_a_decision_stays_with_the_member_it_is_about(
     lines = [("Ana", 7, "I moved to Porto"), ("Ben", 8, "I moved to Rome, and yes, still in Oslo!")]
     group, conversation = await _group_conversation(sessions, clock.now(), lines)
     async with sessions() as session, session.begin():
-        await FactRepository(session).add_many(
+        await add_facts(
+            FactRepository(session),
             group,
             None,
             ["Ana lives in Lisbon", "Ben plays chess"],

@@ -15,6 +15,7 @@ from bench.clock import FrozenClock
 from db.models import UserFact
 from db.repositories.dedupe import fact_dedupe_key, normalise_fact
 from db.repositories.facts import FactRepository
+from tests.facts import add_facts
 
 pytestmark = pytest.mark.both_databases
 
@@ -33,16 +34,13 @@ async def test_decisions_name_only_the_owners_held_facts(
     ana, _ = await get_or_create_user(sessions, key="cli:ana", now=clock.now(), timezone="UTC")
     bo, _ = await get_or_create_user(sessions, key="cli:bo", now=clock.now(), timezone="UTC")
     async with sessions() as session, session.begin():
-        await FactRepository(session).add_many(
-            ana.id, None, ["Ana has a cat", "Ana lives in Lisbon"], clock.now(), source="tool"
+        facts = FactRepository(session)
+        await add_facts(
+            facts, ana.id, None, ["Ana has a cat", "Ana lives in Lisbon"], clock.now(), source="tool"
         )
-        await FactRepository(session).add_many(
-            ana.id, None, ["Ana is vegetarian"], clock.now(), source="tool", pinned=True
-        )
-        await FactRepository(session).add_many(bo.id, None, ["Bo lives in Oslo"], clock.now(), source="tool")
-        await FactRepository(session).add_many(
-            ana.id, None, ["Ana works at Acme"], clock.now(), source="tool"
-        )
+        await add_facts(facts, ana.id, None, ["Ana is vegetarian"], clock.now(), source="tool", pinned=True)
+        await add_facts(facts, bo.id, None, ["Bo lives in Oslo"], clock.now(), source="tool")
+        await add_facts(facts, ana.id, None, ["Ana works at Acme"], clock.now(), source="tool")
     mine = await _facts(sessions, ana.id)
     async with sessions() as session, session.begin():
         await FactRepository(session).invalidate(

@@ -22,6 +22,7 @@ from agent.search.recall import Recall
 from bench.clock import FrozenClock
 from db.models import TranscriptMessage, UserFact
 from db.repositories.facts import FactRepository
+from tests.facts import add_facts
 from tests.jobs.conftest import seed_conversation
 
 pytestmark = pytest.mark.both_databases
@@ -40,17 +41,18 @@ async def _seed(sessions: async_sessionmaker[AsyncSession], clock: FrozenClock) 
         await facts.add_sourced(
             ana, conversation, [("Ana works as a nurse", [first])], clock.now(), source="extraction"
         )
-        await facts.add_many(
+        await add_facts(
+            facts,
             ana,
             None,
             ["Ana likes green tea", "Ana's sister is called Ines", "Ana does not want to talk about her ex"],
             clock.now(),
             source="tool",
         )
-        await facts.add_many(
-            ana, None, ["Ana has a dentist appointment on Monday"], clock.now(), source="tool"
+        await add_facts(
+            facts, ana, None, ["Ana has a dentist appointment on Monday"], clock.now(), source="tool"
         )
-        await facts.add_many(bo, None, ["Bo keeps bees"], clock.now(), source="tool")
+        await add_facts(facts, bo, None, ["Bo keeps bees"], clock.now(), source="tool")
         held = {f.content: f for f in await facts.held(ana)}
         await facts.set_flags(ana, held["Ana likes green tea"].id, clock.now(), pinned=True)
         await facts.set_flags(

@@ -17,6 +17,7 @@ from agent.memory.profile import choose_profile, load_profile, profile_line, sec
 from bench.clock import FrozenClock
 from db.models import UserFact
 from db.repositories.facts import FactRepository
+from tests.facts import add_facts
 from tests.jobs.conftest import seed_conversation
 
 NOW = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
@@ -141,7 +142,7 @@ async def test_the_profile_read_ranked_from_the_database_is_the_one_ranked_in_py
                 owner, None, [(words, ())], now - timedelta(days=10), source="tool",
                 category=category, valid_until=[plan_day],
             )  # fmt: skip
-        await facts.add_many(owner, None, ["Moved to Lisbon"], now + timedelta(hours=1), source="tool")
+        await add_facts(facts, owner, None, ["Moved to Lisbon"], now + timedelta(hours=1), source="tool")
         for words, _category, pinned, hidden, said, seen, _until in _VARIED:
             await session.execute(
                 update(UserFact)

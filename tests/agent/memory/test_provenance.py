@@ -21,6 +21,7 @@ from bench.clock import FrozenClock
 from db.models import TranscriptMessage, User, UserFact
 from db.repositories.facts import FactRepository
 from db.repositories.transcript import TranscriptRepository
+from tests.facts import add_facts
 
 pytestmark = pytest.mark.both_databases
 
@@ -70,8 +71,8 @@ async def test_a_facts_sources_are_its_owners_own_lines_within_the_walls(
         # The extraction named every line, its own and others': only Ana's own words may show.
         await facts.add_sourced(ana.id, None, [("Ana lives in Porto", every)], now, source="extraction")
         await facts.add_sourced(ana.id, None, [("Ana has a sister", [sister])], now, source="extraction")
-        await facts.add_many(ana.id, None, ["Ana is allergic to nuts"], now, source="tool")
-        await facts.add_many(ana.id, None, ["Ana likes green tea"], now, source="voice")
+        await add_facts(facts, ana.id, None, ["Ana is allergic to nuts"], now, source="tool")
+        await add_facts(facts, ana.id, None, ["Ana likes green tea"], now, source="voice")
         await facts.add_sourced(bo.id, None, [("Bo lives in Porto", [bos, moved])], now, source="extraction")
         await facts.add_sourced(
             group.id, None, [("Ana is bringing the cello", every)], now, source="extraction"

@@ -23,6 +23,7 @@ from db.repositories.facts import FactRepository
 from tests.bot.conftest import ADMIN
 from tests.bot.timeline.conftest import Auth
 from tests.bot.timeline.seed import ANA, BEN, NOW, Seeded, seed_timeline
+from tests.facts import add_facts
 
 pytestmark = pytest.mark.both_databases
 
@@ -33,7 +34,7 @@ async def _fact(runtime: Runtime, telegram_id: int, text: str) -> int:
     async with runtime.sessions() as session, session.begin():
         user_id = await session.scalar(select(User.id).where(User.telegram_id == telegram_id))
         assert user_id is not None
-        await FactRepository(session).add_many(user_id, None, [text], NOW, source="tool")
+        await add_facts(FactRepository(session), user_id, None, [text], NOW, source="tool")
         found = await session.scalar(select(UserFact.id).where(UserFact.content == text))
     assert found is not None
     return found

@@ -37,6 +37,7 @@ from tests.bot.timeline.test_browser import (
     chromium,
     serve_seeded,
 )
+from tests.facts import add_facts
 
 CHROMIUM_HERE = all(Path(p).exists() for p in (CHROMIUM, CHROMEDRIVER))
 
@@ -60,8 +61,8 @@ async def _facts(sessions: async_sessionmaker[AsyncSession]) -> dict[str, int]:
             NOW,
             source="extraction",
         )
-        await repo.add_many(users[ANA], None, ["Ana plays the cello"], NOW, source="tool")
-        await repo.add_many(users[BEN], None, ["Ben keeps bees"], NOW, source="tool")
+        await add_facts(repo, users[ANA], None, ["Ana plays the cello"], NOW, source="tool")
+        await add_facts(repo, users[BEN], None, ["Ben keeps bees"], NOW, source="tool")
         return dict((await session.execute(select(UserFact.content, UserFact.id))).all())
 
 
