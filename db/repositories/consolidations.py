@@ -2,8 +2,9 @@
 them, and the lease of the job doing that for one person (or group) (`fact_consolidations`); the
 caller commits.
 
-A person is due for a kind of work when their facts changed after that work last ran (`changed_at`
-later than its `done_for`, which `FactRepository.mark_changed` keeps strictly true after any change)
+A person is due for a kind of work when what it follows changed after it last ran (its `changed`
+column later than its `done_for`, which `mark_changed` keeps strictly true after any change: tidying
+follows the facts, the graph the facts, a final day's key moments and the persona's thoughts)
 and no lease holds them (its `lease_until` unset or past: a claim's lease, or the wait before a
 retry). Tidying also waits until none of their conversations is open or waiting for
 post-processing (they are tidied while away, once their conversations are written). The claim is
@@ -17,7 +18,22 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Update, bindparam, case, exists, or_, select, true, update
+from sqlalchemy import (
+    ColumnElement,
+    Interval,
+    String,
+    Update,
+    bindparam,
+    case,
+    exists,
+    func,
+    literal,
+    or_,
+    select,
+    true,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
@@ -41,6 +57,8 @@ class PersonWork:
     done_at: str | None = None
     # Whether a person is due only once no conversation of theirs is open or being written.
     after_conversations: bool = False
+    # The column that moves when what this work follows changes.
+    changed: str = "changed_at"
 
     def col(self, name: str, table: Any = FactConsolidation) -> Any:
         """One of the kind's columns, of `table` (the model or an alias of it)."""
@@ -48,7 +66,9 @@ class PersonWork:
 
 
 TIDYING = PersonWork("consolidated_for", "lease_until", "attempts", "last_error", "consolidated_at", True)
-GRAPH = PersonWork("graphed_for", "graph_lease_until", "graph_attempts", "graph_error")
+GRAPH = PersonWork(
+    "graphed_for", "graph_lease_until", "graph_attempts", "graph_error", changed="graph_changed_at"
+)
 
 
 @dataclass(frozen=True)
@@ -66,15 +86,16 @@ def _claim_statement(kind: PersonWork) -> Update:
     now = bindparam("now", type_=UTCDateTime())
     candidate = aliased(FactConsolidation, name="candidate")
     done_for, lease_until = kind.col("done_for", candidate), kind.col("lease_until", candidate)
+    changed = kind.col("changed", candidate)
     busy = exists().where(Conversation.user_id == candidate.user_id, Conversation.status.in_(_BUSY))
     picked = (
         select(candidate.user_id)
         .where(
-            or_(done_for.is_(None), candidate.changed_at > done_for),
+            or_(done_for.is_(None), changed > done_for),
             or_(lease_until.is_(None), lease_until <= now),
             ~busy if kind.after_conversations else true(),
         )
-        .order_by(candidate.changed_at, candidate.user_id)
+        .order_by(changed, candidate.user_id)
         .limit(1)
     )
     row, attempts = FactConsolidation, kind.col("attempts")
@@ -83,11 +104,44 @@ def _claim_statement(kind: PersonWork) -> Update:
         # A person given up on starts over with the change that made them due again.
         attempts: case((attempts >= bindparam("max_attempts"), 1), else_=attempts + 1),
     }
-    returning = [row.user_id, row.changed_at, kind.col("lease_until"), attempts]
+    returning = [row.user_id, kind.col("changed"), kind.col("lease_until"), attempts]
     return work.claim(row, row.user_id, picked, values=values, returning=returning, lock=candidate)
 
 
 _CLAIMS = {kind: _claim_statement(kind) for kind in (TIDYING, GRAPH)}
+
+
+async def mark_changed(session: AsyncSession, owner_id: int, at: datetime, *, facts: bool = True) -> None:
+    """Record that the owner's facts changed (`facts`: tidying's and the graph's signal) or only what
+    else the graph follows (a final day's key moments, a thought; tidying is left alone).
+
+    Each column moves to `at` or, when that is not later (a conversation post-processed after a newer
+    change), just past its current value: every change makes it strictly later, so a change is never
+    taken as already done.
+    """
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    # A new row's facts count as tidied when they did not change.
+    stmt = insert(FactConsolidation).values(
+        user_id=owner_id,
+        changed_at=at,
+        graph_changed_at=at,
+        attempts=0,
+        **({} if facts else {"consolidated_for": at}),
+    )
+    moved: dict[str, ColumnElement[Any]] = {}
+    for name in ("changed_at", "graph_changed_at") if facts else ("graph_changed_at",):
+        current = getattr(FactConsolidation, name)
+        if dialect == "sqlite":
+            # SQLite stores UTC times as text with six fraction digits; strftime keeps three.
+            later: ColumnElement[Any] = func.strftime(
+                "%Y-%m-%d %H:%M:%f", current, "+0.001 seconds", type_=String
+            ).concat("000")
+            moved[name] = func.max(getattr(stmt.excluded, name), later)
+        else:
+            later = current + literal(timedelta(microseconds=1), Interval())
+            moved[name] = func.greatest(getattr(stmt.excluded, name), later)
+    await session.execute(stmt.on_conflict_do_update(index_elements=["user_id"], set_=moved))
 
 
 class ConsolidationRepository:
@@ -116,10 +170,10 @@ class ConsolidationRepository:
         )
 
     async def hold(self, claim: Claim) -> datetime | None:
-        """Lock the person's row while the claim is still this worker's; its `changed_at`, or None
+        """Lock the person's row while the claim is still this worker's; its `changed` column, or None
         when the lease was taken over (or the person forgotten)."""
         lease = self.kind.col("lease_until")
-        stmt = self._leased(claim).values({lease: lease}).returning(FactConsolidation.changed_at)
+        stmt = self._leased(claim).values({lease: lease}).returning(self.kind.col("changed"))
         changed_at: datetime | None = await self.session.scalar(stmt)
         return changed_at
 
@@ -128,7 +182,7 @@ class ConsolidationRepository:
         them; False when the lease is no longer this claim's."""
         kind = self.kind
         values = {
-            kind.done_for: FactConsolidation.changed_at if up_to is None else up_to,
+            kind.done_for: kind.col("changed") if up_to is None else up_to,
             kind.attempts: 0,
             kind.lease_until: None,
             kind.last_error: None,

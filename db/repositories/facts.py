@@ -10,27 +10,24 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
-    Interval,
     Select,
-    String,
     Text,
     bindparam,
     cast,
     func,
-    literal,
     or_,
     select,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from db.models import FactConsolidation, UserFact
+from db.models import UserFact
+from db.repositories.consolidations import mark_changed
 from db.repositories.dedupe import fact_dedupe_key, insert_ignoring_duplicates, unique_by_key
 
 # A fact still held: not taken back, not superseded, not retired.
@@ -366,24 +363,5 @@ class FactRepository:
         return count
 
     async def mark_changed(self, owner_id: int, at: datetime) -> None:
-        """Record that the owner's facts changed (the consolidation job's signal).
-
-        `changed_at` moves to `at` or, when that is not later (a conversation post-processed after a
-        newer change), just past its current value: every change makes it strictly later, so a
-        change is never taken as already consolidated.
-        """
-        dialect = self.session.get_bind().dialect.name
-        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-        stmt = insert(FactConsolidation).values(user_id=owner_id, changed_at=at, attempts=0)
-        current = FactConsolidation.changed_at
-        if dialect == "sqlite":
-            # SQLite stores UTC times as text with six fraction digits; strftime keeps three.
-            later: ColumnElement[Any] = func.strftime(
-                "%Y-%m-%d %H:%M:%f", current, "+0.001 seconds", type_=String
-            ).concat("000")
-            changed_at: ColumnElement[Any] = func.max(stmt.excluded.changed_at, later)
-        else:
-            later = current + literal(timedelta(microseconds=1), Interval())
-            changed_at = func.greatest(stmt.excluded.changed_at, later)
-        stmt = stmt.on_conflict_do_update(index_elements=["user_id"], set_={"changed_at": changed_at})
-        await self.session.execute(stmt)
+        """Record that the owner's facts changed (tidying's and the graph's signal)."""
+        await mark_changed(self.session, owner_id, at)

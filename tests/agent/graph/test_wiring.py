@@ -144,7 +144,7 @@ async def test_post_processed_episodes_reach_the_model_through_the_memory_tier(
     async with runtime.sessions() as session:
         (fact,) = await FactRepository(session).held(user_id)
     found = await runtime.graph.search(user_id, "Lisbon", limits=STANDARD_LIMITS, now=clock.now())
-    assert [(f.text, f.fact_ids) for f in found.user] == [("Ana lives in Lisbon", (fact.id,))]
+    assert [(f.text, f.row_ids) for f in found.user] == [("Ana lives in Lisbon", (fact.id,))]
     (episode,) = (await runtime.graph.export_user(user_id))["groups"]["user"]["episodes"]
     messages = ",".join(str(m) for m in fact.message_ids)
     assert (episode["name"], episode["content"]) == (f"fact:{fact.id} messages:{messages}", fact.content)
