@@ -143,6 +143,12 @@ async def test_moments_and_thoughts_reach_their_groups_and_reads_follow_their_ro
     assert [f.text for f in raw.relationship] == ["Ana and Nikita laughed about the rain in Porto"]
     assert [f.row_ids for f in raw.relationship] == [(day,)]
     assert (await run_job("graph", ctx))["claimed"] == 0
+    # Written again from the rows: the day's moments as they stand and the thought.
+    assert await reads.rebuild(ana) == 2
+    assert texts(await reads.search(ana, "Lisbon Porto rain", limits=STANDARD_LIMITS, now=clock.now())) == {
+        "relationship": ["Ana and Nikita laughed about the rain in Porto"],
+        "persona": ["Ana seemed nervous about the Lisbon trip"],
+    }
 
     # Bo's own moment is his alone.
     bos = await reads.search(bo, "Lisbon garden", limits=STANDARD_LIMITS, now=clock.now())
