@@ -3,7 +3,8 @@
 Every read of held facts goes through `FactRepository` (the `HELD` filter is written here once), and
 so does every change: adding (the same fact again reinforces its row), rewording, pinning, hiding,
 taking back and superseding. Each change marks the owner's facts as changed
-(`fact_consolidations.changed_at`), which is how the consolidation job finds the owners to tidy.
+(`fact_consolidations.changed_at` and `graph_changed_at`), which is how tidying and the graph's job
+find the owners to follow.
 """
 
 from __future__ import annotations
@@ -247,7 +248,7 @@ class FactRepository:
             )
             changed = True
         if changed:
-            await self.mark_changed(owner_id, at)
+            await mark_changed(self.session, owner_id, at)
         return created
 
     async def reinforce(self, owner_id: int, fact_id: int, message_ids: Sequence[int], at: datetime) -> int:
@@ -263,7 +264,7 @@ class FactRepository:
         # A person's facts are written by one post-processing at a time: no concurrent increment.
         fact.message_ids, fact.reinforced = sorted(merged), fact.reinforced + 1
         fact.last_seen_at = fact.updated_at = at
-        await self.mark_changed(owner_id, at)
+        await mark_changed(self.session, owner_id, at)
         return 1
 
     # --- changes in place -------------------------------------------------------------------------
@@ -280,7 +281,7 @@ class FactRepository:
         key = fact_dedupe_key(content)
         if key == fact.dedupe_key:
             fact.content, fact.updated_at = content.strip(), at
-            await self.mark_changed(owner_id, at)
+            await mark_changed(self.session, owner_id, at)
             return fact
         twin = (
             await self.session.execute(
@@ -298,7 +299,7 @@ class FactRepository:
             )
             return twin
         fact.content, fact.dedupe_key, fact.updated_at = content.strip(), key, at
-        await self.mark_changed(owner_id, at)
+        await mark_changed(self.session, owner_id, at)
         return fact
 
     async def set_flags(
@@ -319,7 +320,7 @@ class FactRepository:
         if hidden is not None:
             fact.hidden = hidden
         fact.updated_at = at
-        await self.mark_changed(owner_id, at)
+        await mark_changed(self.session, owner_id, at)
         return fact
 
     async def invalidate(self, owner_id: int, fact_ids: Iterable[int], at: datetime, *, reason: str) -> int:
@@ -359,9 +360,5 @@ class FactRepository:
         )
         count = int(result.rowcount or 0)  # type: ignore[attr-defined]
         if count:
-            await self.mark_changed(owner_id, at)
+            await mark_changed(self.session, owner_id, at)
         return count
-
-    async def mark_changed(self, owner_id: int, at: datetime) -> None:
-        """Record that the owner's facts changed (tidying's and the graph's signal)."""
-        await mark_changed(self.session, owner_id, at)
