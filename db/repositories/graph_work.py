@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, exists, or_, select, true, update
+from sqlalchemy import ColumnElement, and_, exists, null, or_, select, true, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import DaySegment, FactConsolidation, Thought, TranscriptMessage, UserFact
@@ -59,40 +59,25 @@ SOURCES = {
 
 @dataclass(frozen=True)
 class Due:
-    """One row the graph does not show as it stands, of a group's source; `held`: to be shown."""
+    """A row the graph does not show as it stands: whether it is to be shown (`held`), what the graph
+    shows of it now (`shown`, None: nothing) and is to show (`words`), when it stopped being shown
+    if its source says (`ended`)."""
 
     group: str
     row: Any
     held: bool
-
-    @property
-    def shown(self) -> Any:
-        """What the graph shows of it now (None: nothing)."""
-        return getattr(self.row, SOURCES[self.group].shown.key)
-
-    @property
-    def words(self) -> Any:
-        """What the graph is to show of it (recorded once shown)."""
-        return getattr(self.row, SOURCES[self.group].words.key)
-
-    @property
-    def ended(self) -> Any:
-        """When it stopped being shown, if its source says."""
-        column = SOURCES[self.group].ended
-        return getattr(self.row, column.key) if column is not None else None
+    shown: Any
+    words: Any
+    ended: Any
 
 
-async def unshown(session: AsyncSession, owner_id: int, groups: Iterable[str] = SOURCES) -> list[Due]:
+async def unshown(session: AsyncSession, owner_id: int) -> list[Due]:
     """The owner's rows the graph does not show as they stand, group by group, oldest first."""
     found: list[Due] = []
-    for group in groups:
-        source = SOURCES[group]
-        stmt = (
-            select(source.model, source.held)
-            .where(source.model.user_id == owner_id, source.due)
-            .order_by(source.model.id)
-        )
-        found += [Due(group, row, bool(held)) for row, held in (await session.execute(stmt)).all()]
+    for group, s in SOURCES.items():
+        ended = s.ended if s.ended is not None else null()
+        stmt = select(s.model, s.held, s.shown, s.words, ended).where(s.model.user_id == owner_id, s.due)
+        found += [Due(group, *row) for row in (await session.execute(stmt.order_by(s.model.id))).all()]
     return found
 
 
