@@ -100,8 +100,8 @@ class GraphResults:
 
 
 class KnowledgeGraph(Protocol):
-    """Long-term temporal memory of one bot: per user, the three groups of `GROUPS`, a view of the list
-    of facts that points back to it."""
+    """Long-term temporal memory of one bot: per user, the three groups of `GROUPS`, each a view of the
+    rows it follows (agent/graph/view.py) that points back to them."""
 
     async def add_facts(self, user_id: int, facts: Sequence[ListedFact], group: Group = "user") -> None:
         """Add rows of the group's source to it, each an episode of its own pointing back to the row
