@@ -20,6 +20,8 @@ from bench.clock import FrozenClock
 from db.models import Conversation, DaySegment
 from db.repositories.consolidations import GRAPH, TIDYING, ConsolidationRepository, PersonWork
 from db.repositories.day_summaries import DaySummaryRepository
+from db.repositories.graph_work import record_shown, unshown
+from db.repositories.imports import DaySpan, ImportRepository
 from db.repositories.thoughts import ThoughtRepository
 from jobs.registry import run_job
 from tests.agent.graph.conftest import GraphFactory, graph, graph_path, open_graph
@@ -105,6 +107,21 @@ async def test_a_thought_or_a_final_day_marks_the_graph_and_not_tidying(
     # A fact said again still makes tidying due.
     await say(sessions, bo, ["Bo keeps bees"], clock.now())
     assert await claims(sessions, TIDYING, clock) == bo
+    assert await claims(sessions, GRAPH, clock) == bo
+
+    # An import brings lines into Bo's shown day: it leaves the shared history, and the graph is told.
+    async with sessions() as session, session.begin():
+        (due,) = [d for d in await unshown(session, bo) if d.group == "relationship"]
+        await record_shown(session, bo, {("relationship", due.row.id): due.words})
+        span = DaySpan(clock.now(), clock.now())
+        await ImportRepository(session).open_days(
+            bo, {due.row.day: span}, "UTC", today=due.row.day + timedelta(days=1)
+        )
+    assert await claims(sessions, TIDYING, clock) is None
+    assert await claims(sessions, GRAPH, clock) == bo
+    async with sessions() as session:
+        days = [d for d in await unshown(session, bo) if d.group == "relationship"]
+    assert [(d.held, d.shown is not None) for d in days] == [(False, True)]  # its edge is to end
 
 
 async def test_moments_and_thoughts_reach_their_groups_and_reads_follow_their_rows(
@@ -156,7 +173,7 @@ async def test_moments_and_thoughts_reach_their_groups_and_reads_follow_their_ro
 
 
 async def test_a_thought_a_crash_interrupted_is_written_once_after_the_lease(
-    settings: object, sessions: Sessions, clock: FrozenClock, open_graph: GraphFactory, context_on: ContextOn
+    sessions: Sessions, clock: FrozenClock, open_graph: GraphFactory, context_on: ContextOn
 ) -> None:
     gate = Gate("Zanzibar")
     graph = await open_graph(GatedLLM(gate))
