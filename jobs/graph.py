@@ -2,8 +2,8 @@
 the final days' key moments and the persona's thoughts (db/repositories/graph_work.py).
 
 Every change of them (post-processing, the memory tools, tidying, an import, a day's summary, a
-forget) marks the person in its own transaction (consolidations.py's `mark_changed`), so a crash
-loses nothing the graph has yet to show. Per person: claim (the work queue's lease, db/work.py; the
+forget) marks the person in its own transaction (db/repositories/facts.py's `mark_changed`), so a
+crash loses nothing the graph has yet to show. Per person: claim (the work queue's lease, db/work.py; the
 rows the graph does not show as they stand read in the same transaction, a batch at a time) -> the
 graph written outside any transaction (agent/memory/graph.py's `show`: each row an episode of a
 stable id, so a rerun writes nothing twice) -> what the graph now shows recorded under the lease. A

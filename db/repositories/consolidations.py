@@ -3,9 +3,9 @@ them, and the lease of the job doing that for one person (or group) (`fact_conso
 caller commits.
 
 A person is due for a kind of work when what it follows changed after it last ran (its `changed`
-column later than its `done_for`, which `mark_changed` keeps strictly true after any change: tidying
-follows the facts, the graph the facts, a final day's key moments and the persona's thoughts)
-and no lease holds them (its `lease_until` unset or past: a claim's lease, or the wait before a
+column later than its `done_for`, which facts.py's `mark_changed` keeps strictly true after any
+change: tidying follows the facts, the graph the facts, a final day's key moments and the persona's
+thoughts) and no lease holds them (its `lease_until` unset or past: a claim's lease, or the wait before a
 retry). Tidying also waits until none of their conversations is open or waiting for
 post-processing (they are tidied while away, once their conversations are written). The claim is
 the work queue's (db/work.py); the lease's end is the claim's token, so a worker whose lease was
@@ -18,22 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import (
-    ColumnElement,
-    Interval,
-    String,
-    Update,
-    bindparam,
-    case,
-    exists,
-    func,
-    literal,
-    or_,
-    select,
-    true,
-    update,
-)
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Update, bindparam, case, exists, or_, select, true, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
@@ -109,39 +94,6 @@ def _claim_statement(kind: PersonWork) -> Update:
 
 
 _CLAIMS = {kind: _claim_statement(kind) for kind in (TIDYING, GRAPH)}
-
-
-async def mark_changed(session: AsyncSession, owner_id: int, at: datetime, *, facts: bool = True) -> None:
-    """Record that the owner's facts changed (`facts`: tidying's and the graph's signal) or only what
-    else the graph follows (a final day's key moments, a thought; tidying is left alone).
-
-    Each column moves to `at` or, when that is not later (a conversation post-processed after a newer
-    change), just past its current value: every change makes it strictly later, so a change is never
-    taken as already done.
-    """
-    dialect = session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    # A new row's facts count as tidied when they did not change.
-    stmt = insert(FactConsolidation).values(
-        user_id=owner_id,
-        changed_at=at,
-        graph_changed_at=at,
-        attempts=0,
-        **({} if facts else {"consolidated_for": at}),
-    )
-    moved: dict[str, ColumnElement[Any]] = {}
-    for name in ("changed_at", "graph_changed_at") if facts else ("graph_changed_at",):
-        current = getattr(FactConsolidation, name)
-        if dialect == "sqlite":
-            # SQLite stores UTC times as text with six fraction digits; strftime keeps three.
-            later: ColumnElement[Any] = func.strftime(
-                "%Y-%m-%d %H:%M:%f", current, "+0.001 seconds", type_=String
-            ).concat("000")
-            moved[name] = func.max(getattr(stmt.excluded, name), later)
-        else:
-            later = current + literal(timedelta(microseconds=1), Interval())
-            moved[name] = func.greatest(getattr(stmt.excluded, name), later)
-    await session.execute(stmt.on_conflict_do_update(index_elements=["user_id"], set_=moved))
 
 
 class ConsolidationRepository:

@@ -11,7 +11,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import IMPORTED_DAY, DaySegment, TranscriptMessage
-from db.repositories.consolidations import mark_changed
+from db.repositories.facts import mark_changed
 
 # The most lines one new summary version folds in (the rest wait for the next).
 FOLD_LINES = 2000

@@ -9,8 +9,7 @@ from datetime import datetime
 from sqlalchemy import select
 
 from db.models import UserFact
-from db.repositories.consolidations import mark_changed
-from db.repositories.facts import HELD, FactRepository
+from db.repositories.facts import HELD, FactRepository, mark_changed
 
 
 class FactTidying(FactRepository):

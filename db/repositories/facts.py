@@ -11,24 +11,27 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
+    Interval,
     Select,
+    String,
     Text,
     bindparam,
     cast,
     func,
+    literal,
     or_,
     select,
     update,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from db.models import UserFact
-from db.repositories.consolidations import mark_changed
+from db.models import FactConsolidation, UserFact
 from db.repositories.dedupe import fact_dedupe_key, insert_ignoring_duplicates, unique_by_key
 
 # A fact still held: not taken back, not superseded, not retired.
@@ -362,3 +365,30 @@ class FactRepository:
         if count:
             await mark_changed(self.session, owner_id, at)
         return count
+
+
+async def mark_changed(session: AsyncSession, owner_id: int, at: datetime, *, facts: bool = True) -> None:
+    """Record that the owner's facts changed (`facts`: tidying's and the graph's signal) or only what
+    else the graph follows (a final day's key moments, a thought; tidying is left alone).
+
+    Each column moves to `at` or, when that is not later (a conversation post-processed after a newer
+    change), just past its current value: every change makes it strictly later, so a change is never
+    taken as already done.
+    """
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    tidied = {} if facts else {"consolidated_for": at}  # a new row's unchanged facts need no tidying
+    stmt = insert(FactConsolidation).values(user_id=owner_id, changed_at=at, graph_changed_at=at, **tidied)
+    moved: dict[str, ColumnElement[Any]] = {}
+    for name in ("changed_at", "graph_changed_at") if facts else ("graph_changed_at",):
+        current = getattr(FactConsolidation, name)
+        if dialect == "sqlite":
+            # SQLite stores UTC times as text with six fraction digits; strftime keeps three.
+            later: ColumnElement[Any] = func.strftime(
+                "%Y-%m-%d %H:%M:%f", current, "+0.001 seconds", type_=String
+            ).concat("000")
+            moved[name] = func.max(getattr(stmt.excluded, name), later)
+        else:
+            later = current + literal(timedelta(microseconds=1), Interval())
+            moved[name] = func.greatest(getattr(stmt.excluded, name), later)
+    await session.execute(stmt.on_conflict_do_update(index_elements=["user_id"], set_=moved))

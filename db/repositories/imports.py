@@ -14,7 +14,7 @@ from db import work
 from db.base import UTCDateTime
 from db.models import IMPORTED_DAY, Conversation, DaySegment, ImportRun, TranscriptMessage
 from db.models.conversations import IMPORT_WAITING, IMPORTED_KINDS
-from db.repositories.consolidations import mark_changed
+from db.repositories.facts import mark_changed
 
 # Statuses of a run: read and shown, being stored, done, stopped by an error, stopped by the person.
 PREVIEWED, RUNNING, STORED, FAILED, CANCELLED = "previewed", "running", "stored", "failed", "cancelled"

@@ -9,8 +9,8 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import Thought
-from db.repositories.consolidations import mark_changed
 from db.repositories.dedupe import dedupe_key, insert_ignoring_duplicates, unique_by_key
+from db.repositories.facts import mark_changed
 
 
 class ThoughtRepository:
