@@ -27,13 +27,13 @@ from db.repositories.facts import HELD
 @dataclass(frozen=True)
 class Source:
     """A table the graph follows: which rows it shows, their words' key, what it shows of them, and
-    when a row stopped being shown (None: when the graph follows)."""
+    when a row stopped being shown (NULL: when the graph follows)."""
 
     model: Any
     held: ColumnElement[bool]
     words: Any
     shown: Any
-    ended: Any = None
+    ended: Any
 
     @property
     def due(self) -> ColumnElement[bool]:
@@ -52,8 +52,9 @@ SOURCES = {
         and_(DaySegment.status == "final", DaySegment.summary_updated_at.is_not(None), ~_IMPORTED),
         DaySegment.summary_updated_at,
         DaySegment.graph_version,
+        null(),
     ),
-    "persona": Source(Thought, true(), Thought.dedupe_key, Thought.graph_key),
+    "persona": Source(Thought, true(), Thought.dedupe_key, Thought.graph_key, null()),
 }
 
 
@@ -75,8 +76,7 @@ async def unshown(session: AsyncSession, owner_id: int) -> list[Due]:
     """The owner's rows the graph does not show as they stand, group by group, oldest first."""
     found: list[Due] = []
     for group, s in SOURCES.items():
-        ended = s.ended if s.ended is not None else null()
-        stmt = select(s.model, s.held, s.shown, s.words, ended).where(s.model.user_id == owner_id, s.due)
+        stmt = select(s.model, s.held, s.shown, s.words, s.ended).where(s.model.user_id == owner_id, s.due)
         found += [Due(group, *row) for row in (await session.execute(stmt.order_by(s.model.id))).all()]
     return found
 
