@@ -117,7 +117,8 @@ async def _seed(url: str, owners: Sequence[tuple[int, int]]) -> None:
         for start in range(0, len(rows), 5_000):
             await conn.execute(insert(UserFact), rows[start : start + 5_000])
         await conn.execute(
-            insert(FactConsolidation), [{"user_id": o, "changed_at": START} for o, _ in owners]
+            insert(FactConsolidation),
+            [{"user_id": o, "changed_at": START, "graph_changed_at": START} for o, _ in owners],
         )
         if engine.dialect.name == "postgresql":
             await conn.exec_driver_sql(

@@ -5,8 +5,8 @@ GRAPH_PATH, and with graphiti's LLM replaced by the instant scripted model (whic
 the real prompts with tiktoken), so it measures our code, graphiti and the database, not a
 provider. Part 1 writes closed conversations (LLM calls, tokens, ms per conversation, plus a rerun
 of an already-written source), once as three episodes through graphiti's own extraction (user
-facts, shared history, thoughts) and once as what the graph job writes: the list's facts, each an
-episode of the user group pointing back to the fact.
+facts, shared history, thoughts) and once as what the graph job writes: the list's facts, the
+day's key moments and the thoughts, each an episode of its group pointing back to its row.
 Part 2 writes a generated graph of 1,000 and of 10,000 episodes for one user (planted facts with
 known questions included) and times the recall tier (three groups in parallel, standard limits
 50/30/20) with graphiti's edge search and with our indexed query, with the query embedded by the
@@ -57,10 +57,12 @@ def conversation_episodes(rng: random.Random) -> list[tuple[Group, str, list[str
     ]
 
 
-def listed(conversation: int, lines: list[str], at: datetime) -> list[ListedFact]:
-    """A conversation's facts of the list as post-processing hands them to the graph (made-up ids
-    stand in for the rows and their messages)."""
+def listed(conversation: int, lines: list[str], at: datetime, group: Group = "user") -> list[ListedFact]:
+    """A conversation's rows as the graph job hands them to the graph (made-up ids stand in for the
+    rows and their messages): a fact or a thought a row each, a day's key moments one row."""
     first = conversation * 10 + 1
+    if group == "relationship":
+        return [ListedFact(first, "\n".join(lines), at, (first,))]
     return [ListedFact(first + n, line, at, (first + n,)) for n, line in enumerate(lines)]
 
 
@@ -76,8 +78,8 @@ async def measure_writes(
     """Write `conversations` closed conversations' episodes; LLM calls, tokens and ms per conversation.
 
     `graphiti extraction` hands graphiti the three episodes' text (graphiti's own extraction);
-    `list facts` writes the conversation's facts of the list as triplets, an episode each (what
-    post-processing does).
+    `list facts` writes the conversation's rows as triplets, an episode each (what the graph job
+    does): its facts of the list, its day's key moments, its thoughts.
     """
     rng = random.Random(11)
     first_call = len(llm.calls)
@@ -92,8 +94,8 @@ async def measure_writes(
             for group, name, lines in conversation_episodes(rng):
                 if mode == "graphiti extraction":
                     await graph.add_episode(user_id, group, name, "\n".join(lines), at, f"c{index}:{group}")
-                elif group == "user":
-                    await graph.add_facts(user_id, listed(index, lines, at))
+                else:
+                    await graph.add_facts(user_id, listed(index, lines, at, group), group)
         times.append((time.perf_counter() - started) * 1000)
         spend = meter.total()
         calls.append(spend.calls)

@@ -45,7 +45,8 @@ def _parser() -> argparse.ArgumentParser:
     reindex.add_argument(
         "--graph-from-facts",
         action="store_true",
-        help="write the knowledge graph again from each person's list of facts (nothing else)",
+        help="write the knowledge graph again from each person's facts, final days' key moments and "
+        "the persona's thoughts (nothing else)",
     )
     imports = commands.add_parser(
         "import", help="import a person's ChatGPT or Claude export (docs/import.md)"

@@ -1,12 +1,13 @@
-"""The `graph` job: the knowledge graph follows each person's list of facts, durably.
+"""The `graph` job: the knowledge graph follows each person's rows, durably: the list of facts,
+the final days' key moments and the persona's thoughts (db/repositories/graph_work.py).
 
-Every change of the list (post-processing, the memory tools, tidying, an import, a forget) marks the
-person's facts as changed in its own transaction (`FactRepository.mark_changed`), so a crash loses
-nothing the graph has yet to show. Per person: claim (the work queue's lease, db/work.py; the facts
-the graph does not show as the list holds them read in the same transaction, a batch at a time) ->
-the graph written outside any transaction (agent/memory/graph.py's `show`: each fact an episode of a
+Every change of them (post-processing, the memory tools, tidying, an import, a day's summary, a
+forget) marks the person in its own transaction (db/repositories/facts.py's `mark_changed`), so a
+crash loses nothing the graph has yet to show. Per person: claim (the work queue's lease, db/work.py; the
+rows the graph does not show as they stand read in the same transaction, a batch at a time) -> the
+graph written outside any transaction (agent/memory/graph.py's `show`: each row an episode of a
 stable id, so a rerun writes nothing twice) -> what the graph now shows recorded under the lease. A
-failure is retried with backoff, then given up until the facts change again (counted in /stats).
+failure is retried with backoff, then given up until the rows change again (counted in /stats).
 With the graph off, people are marked as followed and nothing waits.
 """
 
@@ -20,21 +21,20 @@ from typing import Any
 from agent.core.errors import UserForgottenError
 from agent.core.usage import metering, store_usage_apart
 from agent.memory.graph import show
-from db.models import UserFact
 from db.repositories.consolidations import GRAPH, Claim, ConsolidationRepository
-from db.repositories.graph_work import record_shown, settle_without_graph, unshown_facts
+from db.repositories.graph_work import Due, record_shown, settle_without_graph, unshown
 from jobs.context import JobContext
 
 logger = logging.getLogger(__name__)
 
-# Facts written per claim: a person with many (a graph turned on, an import) is followed in
+# Rows written per claim: a person with many (a graph turned on, an import) is followed in
 # batches, each well inside the lease.
 BATCH = 20
 COUNTS = ("claimed", "followed", "failed", "lost", "written", "ended")
 
 
 async def follow_lists(ctx: JobContext, *, limit: int | None = None) -> dict[str, Any]:
-    """Make the graph follow every due person's facts until none is left or `limit` were claimed."""
+    """Make the graph follow every due person's rows until none is left or `limit` were claimed."""
     counts: Counter[str] = Counter()
     if ctx.graph is None:
         if ctx.settings.graph_backend == "none":
@@ -50,17 +50,17 @@ async def follow_lists(ctx: JobContext, *, limit: int | None = None) -> dict[str
             )
             if claim is None:
                 break
-            facts = list(await unshown_facts(session, claim.user_id))
+            rows = await unshown(session, claim.user_id)
         counts["claimed"] += 1
-        counts.update(await _follow(ctx, claim, facts))
+        counts.update(await _follow(ctx, claim, rows))
     return {key: counts[key] for key in COUNTS}
 
 
-async def _follow(ctx: JobContext, claim: Claim, facts: list[UserFact]) -> Counter[str]:
+async def _follow(ctx: JobContext, claim: Claim, rows: list[Due]) -> Counter[str]:
     """Write one claimed person's batch; the counts of its outcome (never raises for a graph or
     database fault: the attempt is recorded and retried)."""
     now = ctx.clock.now()
-    batch, more = facts[:BATCH], len(facts) > BATCH
+    batch, more = rows[:BATCH], len(rows) > BATCH
     with metering() as meter:
         try:
             shown = await show(ctx.graph, claim.user_id, batch, now=now)
@@ -88,5 +88,5 @@ async def _follow(ctx: JobContext, claim: Claim, facts: list[UserFact]) -> Count
         else:
             await work.finish(claim, now, up_to=claim.seen)
     written = sum(key is not None for key in shown.values())
-    logger.info("graph followed the list", extra={"user_id": claim.user_id, "written": written})
+    logger.info("graph followed the rows", extra={"user_id": claim.user_id, "written": written})
     return Counter(followed=int(not more), written=written, ended=len(shown) - written)

@@ -52,8 +52,8 @@ def limits_for_budget(remaining_tokens: int) -> GroupLimits:
 
 @dataclass(frozen=True)
 class ListedFact:
-    """A fact of the list (`user_facts`) as the graph takes it: its id, words, time and the person's
-    messages it stands on."""
+    """A row the graph follows as it takes it (a fact of the list, a day's key moments, a thought):
+    its id, words (a line per fact the graph is to hold), time and the person's messages it stands on."""
 
     id: int
     text: str
@@ -63,14 +63,15 @@ class ListedFact:
 
 @dataclass(frozen=True)
 class EdgeFact:
-    """One fact (a graphiti edge) with its time of validity and the list's facts it comes from."""
+    """One fact (a graphiti edge) with its time of validity and the rows it comes from."""
 
     group: Group
     text: str
     valid_at: datetime | None
     invalid_at: datetime | None
     uuid: str = ""
-    fact_ids: tuple[int, ...] = ()
+    # The rows of its group's source (agent/graph/view.py) it comes from.
+    row_ids: tuple[int, ...] = ()
 
     def is_current(self, now: datetime) -> bool:
         """True unless a later fact ended it before `now`."""
@@ -99,16 +100,16 @@ class GraphResults:
 
 
 class KnowledgeGraph(Protocol):
-    """Long-term temporal memory of one bot: per user, the three groups of `GROUPS`, a view of the list
-    of facts that points back to it."""
+    """Long-term temporal memory of one bot: per user, the three groups of `GROUPS`, each a view of the
+    rows it follows (agent/graph/view.py) that points back to them."""
 
-    async def add_facts(self, user_id: int, facts: Sequence[ListedFact]) -> None:
-        """Add facts of the list to the user group, each an episode of its own pointing back to the
-        fact and its messages; a fact added twice is added once."""
+    async def add_facts(self, user_id: int, facts: Sequence[ListedFact], group: Group = "user") -> None:
+        """Add rows of the group's source to it, each an episode of its own pointing back to the row
+        and its messages; a row added twice is added once."""
         ...
 
-    async def end_facts(self, user_id: int, fact_ids: Sequence[int], at: datetime) -> int:
-        """The list took these facts back at `at`: edges that stand on no other held fact end then;
+    async def end_facts(self, user_id: int, ids: Sequence[int], at: datetime, group: Group = "user") -> int:
+        """These rows of the group's source went at `at`: edges that stand on no other row end then;
         how many ended. Another user's ids end nothing."""
         ...
 

@@ -42,7 +42,7 @@ CHAT_STOPWORDS = frozenset(
     "please tell know".split()
 )
 
-# The episodes name the list's facts an edge comes from (agent/graph/view.py).
+# The episodes name the rows an edge comes from (agent/graph/view.py).
 _FIELDS = (
     "r.uuid AS uuid, r.fact AS fact, r.valid_at AS valid_at, r.invalid_at AS invalid_at, "
     "r.episodes AS episodes"

@@ -47,7 +47,7 @@ from agent.graph.vector_space import (
     settle_space,
     vectors_aside,
 )
-from agent.graph.view import end_standing_on, fact_ids_of, fact_name, fact_source, facts_behind
+from agent.graph.view import end_standing_on, episode_name, row_ids_of, row_source, rows_behind
 from agent.search.embeddings import Embedder
 
 logger = logging.getLogger(__name__)
@@ -243,22 +243,25 @@ class GraphitiGraph:
             extra={"user_id": user_id, "group": group, "ms": round((time.perf_counter() - started) * 1000)},
         )
 
-    async def add_facts(self, user_id: int, facts: Sequence[ListedFact]) -> None:
-        """Each fact of the list an episode of the user group, its edge pointing back to it
-        (agent/graph/view.py); a fact already written adds nothing."""
-        for fact in facts:
-            name, source = fact_name(fact), fact_source(fact.id)
-            await self.add_episode(user_id, "user", name, fact.text, fact.at, source, facts=[fact.text])
+    async def add_facts(self, user_id: int, facts: Sequence[ListedFact], group: Group = "user") -> None:
+        """Each row an episode of the group, its edges pointing back to it (agent/graph/view.py), a
+        fact per line of its words; a row already written adds nothing."""
+        for row in facts:
+            lines = [line for line in row.text.splitlines() if line.strip()]
+            if not lines:
+                continue
+            name, source = episode_name(group, row), row_source(group, row.id)
+            await self.add_episode(user_id, group, name, row.text, row.at, source, facts=lines)
 
-    async def end_facts(self, user_id: int, fact_ids: Sequence[int], at: datetime) -> int:
-        """The facts' episodes leave the user group's edges; an edge standing on none ends at `at`
+    async def end_facts(self, user_id: int, ids: Sequence[int], at: datetime, group: Group = "user") -> int:
+        """The rows' episodes leave the group's edges; an edge standing on none ends at `at`
         (`invalid_at` and `expired_at`, as graphiti ends a contradicted fact)."""
-        gid = group_id(user_id, "user")
+        gid = group_id(user_id, group)
         try:
             scope = await self._read_scope(gid)
-            if scope is None or not fact_ids:
+            if scope is None or not ids:
                 return 0
-            episodes = [episode_uuid(gid, fact_source(i)) for i in fact_ids]
+            episodes = [episode_uuid(gid, row_source(group, i)) for i in ids]
             async with self._write_locks.hold(gid):
                 return await end_standing_on(scope.driver, gid, episodes, ensure_utc(at))
         except BACKEND_ERRORS as exc:
@@ -298,13 +301,11 @@ class GraphitiGraph:
             if scope is None:  # never written, or forgotten: nothing to find, and nothing to create
                 return []
             found = await self._found(scope, gid, query, limit, now, vector)
-            # Only the user group's edges stand on facts of the list (agent/graph/view.py).
-            episodes = (e for f in found for e in f.episodes) if group == "user" else ()
-            ids = await fact_ids_of(scope.driver, episodes)
+            ids = await row_ids_of(scope.driver, (e for f in found for e in f.episodes))
         except BACKEND_ERRORS as exc:
             raise GraphError(f"graph search in {gid} failed: {exc}") from exc
         return [
-            EdgeFact(group, f.fact, f.valid_at, f.invalid_at, f.uuid, facts_behind(f.episodes, ids))
+            EdgeFact(group, f.fact, f.valid_at, f.invalid_at, f.uuid, rows_behind(f.episodes, ids))
             for f in found
         ]
 

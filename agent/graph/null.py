@@ -6,16 +6,16 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from agent.graph.base import GROUPS, GraphResults, GroupLimits, ListedFact, Vector
+from agent.graph.base import GROUPS, GraphResults, Group, GroupLimits, ListedFact, Vector
 
 
 class NullGraph:
     """A `KnowledgeGraph` that stores nothing, so the rest of the bot runs unchanged without a graph."""
 
-    async def add_facts(self, user_id: int, facts: Sequence[ListedFact]) -> None:
+    async def add_facts(self, user_id: int, facts: Sequence[ListedFact], group: Group = "user") -> None:
         """Do nothing."""
 
-    async def end_facts(self, user_id: int, fact_ids: Sequence[int], at: datetime) -> int:
+    async def end_facts(self, user_id: int, ids: Sequence[int], at: datetime, group: Group = "user") -> int:
         """Nothing to end."""
         return 0
 

@@ -1,15 +1,17 @@
-"""The user group as a view of the list of facts: an episode per fact, edges pointing back to it.
+"""Each group as a view of its rows: an episode per row, edges pointing back to it.
 
-Each fact of the list (`user_facts`) is written as an episode of its own, whose stable id derives
-from the fact's id (`fact:<id>`) and whose name also carries the person's messages the fact stands
-on (`fact:12 messages:40,41`). The fact's edge lists that episode in `episodes`, graphiti's own link
-from an edge to what it was learned from, which graphiti keeps when it folds a repeated fact into an
-existing edge (the episode is appended), so an edge reaches every fact that says it. An edge's
+Each row a group follows (db/repositories/graph_work.py: a fact of the list, a final day's key
+moments, a thought) is written as an episode of its own, whose stable id derives from the row's id
+(`fact:<id>`, `moments:<day id>`, `thought:<id>`) and whose name also carries the person's messages
+the row stands on (`fact:12 messages:40,41`). The row's edge lists that episode in `episodes`,
+graphiti's own link from an edge to what it was learned from, which graphiti keeps when it folds a
+repeated fact into an existing edge (the episode is appended), so an edge reaches every row that
+says it. An edge's
 attributes would not: graphiti drops the new edge's attributes when it finds a duplicate.
 
-Reads map an edge back to its facts through those episodes; taking a fact back (or rewording it)
+Reads map an edge back to its rows through those episodes; taking a row back (or rewording it)
 removes its episode from the edges, ends the edges that stand on nothing else and deletes the
-episode, so the graph follows the list and can be rebuilt from it.
+episode, so the graph follows its rows and can be rebuilt from them.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ from typing import Any
 
 from graphiti_core.driver.driver import GraphDriver
 
-from agent.graph.base import ListedFact
+from agent.graph.base import Group, ListedFact
 from agent.graph.records import rows
 
-_FACT = re.compile(r"^fact:(\d+)\b")
+_ROW = re.compile(r"^[a-z]+:(\d+)\b")
+# What an episode's name calls its group's rows.
+SOURCES: dict[Group, str] = {"user": "fact", "relationship": "moments", "persona": "thought"}
 _EPISODE_NAMES = """
 MATCH (e:Episodic) WHERE e.uuid IN $uuids
 RETURN e.uuid AS uuid, e.name AS name
@@ -42,36 +46,36 @@ _END = (
 )
 
 
-def fact_source(fact_id: int) -> str:
-    """The source id of a fact's episode (its stable id derives from it)."""
-    return f"fact:{fact_id}"
+def row_source(group: Group, row_id: int) -> str:
+    """The source id of a row's episode (its stable id derives from it)."""
+    return f"{SOURCES[group]}:{row_id}"
 
 
-def fact_name(fact: ListedFact) -> str:
-    """The episode's name: the fact and the messages it stands on."""
-    return f"{fact_source(fact.id)} messages:{','.join(str(m) for m in fact.message_ids)}"
+def episode_name(group: Group, row: ListedFact) -> str:
+    """The episode's name: the row and the messages it stands on."""
+    return f"{row_source(group, row.id)} messages:{','.join(str(m) for m in row.message_ids)}"
 
 
-async def fact_ids_of(driver: GraphDriver, episodes: Iterable[str]) -> dict[str, int]:
-    """The list's fact id behind each of these episodes (episodes of no fact are left out)."""
+async def row_ids_of(driver: GraphDriver, episodes: Iterable[str]) -> dict[str, int]:
+    """The row id behind each of these episodes of one group (episodes of no row are left out)."""
     uuids = sorted(set(episodes))
     if not uuids:
         return {}
     found: dict[str, int] = {}
     for row in await rows(driver, _EPISODE_NAMES, uuids=uuids):
-        if (match := _FACT.match(str(row["name"] or ""))) is not None:
+        if (match := _ROW.match(str(row["name"] or ""))) is not None:
             found[str(row["uuid"])] = int(match.group(1))
     return found
 
 
-def facts_behind(episodes: Sequence[str], ids: dict[str, int]) -> tuple[int, ...]:
-    """An edge's facts, in the order its episodes came."""
+def rows_behind(episodes: Sequence[str], ids: dict[str, int]) -> tuple[int, ...]:
+    """An edge's rows, in the order its episodes came."""
     return tuple(dict.fromkeys(ids[e] for e in episodes if e in ids))
 
 
 async def end_standing_on(driver: GraphDriver, gid: str, episodes: Sequence[str], at: datetime) -> int:
     """Take these episodes out of the group's current edges (an edge left standing on none ends at
-    `at`) and delete them, so a fact held again or reworded is written anew. How many edges ended."""
+    `at`) and delete them, so a row held again or reworded is written anew. How many edges ended."""
     gone = set(episodes)
     ended = 0
     for row in await rows(driver, _STANDING_ON, gid=gid, uuids=sorted(gone)):

@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
 
-from agent.graph.base import GraphResults, GroupLimits, KnowledgeGraph, ListedFact, Vector
+from agent.graph.base import GraphResults, Group, GroupLimits, KnowledgeGraph, ListedFact, Vector
 
 
 class GraphWrapper:
@@ -36,15 +36,15 @@ class GraphWrapper:
         """The graph a search reads."""
         return self.wrapped
 
-    async def add_facts(self, user_id: int, facts: Sequence[ListedFact]) -> None:
+    async def add_facts(self, user_id: int, facts: Sequence[ListedFact], group: Group = "user") -> None:
         """Forwarded through `_writer`."""
         async with self._writer(user_id) as graph:
-            await graph.add_facts(user_id, facts)
+            await graph.add_facts(user_id, facts, group)
 
-    async def end_facts(self, user_id: int, fact_ids: Sequence[int], at: datetime) -> int:
+    async def end_facts(self, user_id: int, ids: Sequence[int], at: datetime, group: Group = "user") -> int:
         """Forwarded through `_writer`."""
         async with self._writer(user_id) as graph:
-            return await graph.end_facts(user_id, fact_ids, at)
+            return await graph.end_facts(user_id, ids, at, group)
 
     async def search(
         self, user_id: int, query: str, *, limits: GroupLimits, now: datetime, vector: Vector | None = None

@@ -1,6 +1,6 @@
 """`python -m bot reindex [--user KEY] [--graph-from-facts]`: rebuild the full-text and embedding
-indexes and re-embed the knowledge graph, or write the graph again from the list of facts, with
-progress bars."""
+indexes and re-embed the knowledge graph, or write the graph again from the rows it follows (the
+list of facts, the final days' key moments, the persona's thoughts), with progress bars."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ async def run_reindex(settings: Settings, *, user_key: str | None = None) -> int
 
 
 async def run_graph_rebuild(settings: Settings, *, user_key: str | None = None) -> int:
-    """Write each person's knowledge graph (every user, or one) again from their list of facts."""
+    """Write each person's knowledge graph (every user, or one) again from the rows it follows."""
     from agent.core.errors import GraphError
     from agent.graph import NullGraph
     from agent.graph.setup import open_settings_graph
@@ -110,7 +110,7 @@ async def run_graph_rebuild(settings: Settings, *, user_key: str | None = None) 
                     print(f"user {user_id}: graph not rebuilt ({exc})", file=sys.stderr)
         finally:
             await graph.close()
-        print(f"knowledge graph rebuilt from the list of facts: {len(ids) - failed} user(s), {written} facts")
+        print(f"knowledge graph rebuilt from its rows: {len(ids) - failed} user(s), {written} rows")
         return 1 if failed else 0
     finally:
         await engine.dispose()

@@ -53,6 +53,10 @@ class DaySegment(Base):
     finalized_at: Mapped[datetime | None]
     # Set by "Regenerate summary" in the timeline: the day-summaries job rewrites it.
     regenerate_requested_at: Mapped[datetime | None]
+    # The summary version (`summary_updated_at`) whose key moments the knowledge graph's relationship
+    # group shows, one episode for the day: each version rewrites the whole list, so the day is the
+    # graph's item and needs no id per moment. Only a final day's moments are shown.
+    graph_version: Mapped[datetime | None]
 
 
 class ConversationThread(Base):
@@ -90,6 +94,8 @@ class Thought(Base):
     dedupe_key: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime]
     used_at: Mapped[datetime | None]
+    # The words (dedupe key) the knowledge graph's persona group shows of it; None: nothing yet.
+    graph_key: Mapped[str | None] = mapped_column(String(64))
 
 
 class UserFact(Base):
@@ -159,6 +165,9 @@ class FactConsolidation(Base):
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
     # The last change to the owner's facts (an add, a reinforcement, a correction, a reword).
     changed_at: Mapped[datetime]
+    # The last change to anything the knowledge graph follows: the facts, a final day's key moments,
+    # the persona's thoughts (the graph's signal; tidying reads `changed_at` alone).
+    graph_changed_at: Mapped[datetime]
     # The `changed_at` the last finished consolidation saw: equal means nothing to do.
     consolidated_for: Mapped[datetime | None]
     consolidated_at: Mapped[datetime | None]

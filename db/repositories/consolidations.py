@@ -2,9 +2,10 @@
 them, and the lease of the job doing that for one person (or group) (`fact_consolidations`); the
 caller commits.
 
-A person is due for a kind of work when their facts changed after that work last ran (`changed_at`
-later than its `done_for`, which `FactRepository.mark_changed` keeps strictly true after any change)
-and no lease holds them (its `lease_until` unset or past: a claim's lease, or the wait before a
+A person is due for a kind of work when what it follows changed after it last ran (its `changed`
+column later than its `done_for`, which facts.py's `mark_changed` keeps strictly true after any
+change: tidying follows the facts, the graph the facts, a final day's key moments and the persona's
+thoughts) and no lease holds them (its `lease_until` unset or past: a claim's lease, or the wait before a
 retry). Tidying also waits until none of their conversations is open or waiting for
 post-processing (they are tidied while away, once their conversations are written). The claim is
 the work queue's (db/work.py); the lease's end is the claim's token, so a worker whose lease was
@@ -41,6 +42,8 @@ class PersonWork:
     done_at: str | None = None
     # Whether a person is due only once no conversation of theirs is open or being written.
     after_conversations: bool = False
+    # The column that moves when what this work follows changes.
+    changed: str = "changed_at"
 
     def col(self, name: str, table: Any = FactConsolidation) -> Any:
         """One of the kind's columns, of `table` (the model or an alias of it)."""
@@ -48,7 +51,9 @@ class PersonWork:
 
 
 TIDYING = PersonWork("consolidated_for", "lease_until", "attempts", "last_error", "consolidated_at", True)
-GRAPH = PersonWork("graphed_for", "graph_lease_until", "graph_attempts", "graph_error")
+GRAPH = PersonWork(
+    "graphed_for", "graph_lease_until", "graph_attempts", "graph_error", changed="graph_changed_at"
+)
 
 
 @dataclass(frozen=True)
@@ -66,15 +71,16 @@ def _claim_statement(kind: PersonWork) -> Update:
     now = bindparam("now", type_=UTCDateTime())
     candidate = aliased(FactConsolidation, name="candidate")
     done_for, lease_until = kind.col("done_for", candidate), kind.col("lease_until", candidate)
+    changed = kind.col("changed", candidate)
     busy = exists().where(Conversation.user_id == candidate.user_id, Conversation.status.in_(_BUSY))
     picked = (
         select(candidate.user_id)
         .where(
-            or_(done_for.is_(None), candidate.changed_at > done_for),
+            or_(done_for.is_(None), changed > done_for),
             or_(lease_until.is_(None), lease_until <= now),
             ~busy if kind.after_conversations else true(),
         )
-        .order_by(candidate.changed_at, candidate.user_id)
+        .order_by(changed, candidate.user_id)
         .limit(1)
     )
     row, attempts = FactConsolidation, kind.col("attempts")
@@ -83,7 +89,7 @@ def _claim_statement(kind: PersonWork) -> Update:
         # A person given up on starts over with the change that made them due again.
         attempts: case((attempts >= bindparam("max_attempts"), 1), else_=attempts + 1),
     }
-    returning = [row.user_id, row.changed_at, kind.col("lease_until"), attempts]
+    returning = [row.user_id, kind.col("changed"), kind.col("lease_until"), attempts]
     return work.claim(row, row.user_id, picked, values=values, returning=returning, lock=candidate)
 
 
@@ -116,10 +122,10 @@ class ConsolidationRepository:
         )
 
     async def hold(self, claim: Claim) -> datetime | None:
-        """Lock the person's row while the claim is still this worker's; its `changed_at`, or None
+        """Lock the person's row while the claim is still this worker's; its `changed` column, or None
         when the lease was taken over (or the person forgotten)."""
         lease = self.kind.col("lease_until")
-        stmt = self._leased(claim).values({lease: lease}).returning(FactConsolidation.changed_at)
+        stmt = self._leased(claim).values({lease: lease}).returning(self.kind.col("changed"))
         changed_at: datetime | None = await self.session.scalar(stmt)
         return changed_at
 
@@ -128,7 +134,7 @@ class ConsolidationRepository:
         them; False when the lease is no longer this claim's."""
         kind = self.kind
         values = {
-            kind.done_for: FactConsolidation.changed_at if up_to is None else up_to,
+            kind.done_for: kind.col("changed") if up_to is None else up_to,
             kind.attempts: 0,
             kind.lease_until: None,
             kind.last_error: None,

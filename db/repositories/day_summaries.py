@@ -11,6 +11,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import IMPORTED_DAY, DaySegment, TranscriptMessage
+from db.repositories.facts import mark_changed
 
 # The most lines one new summary version folds in (the rest wait for the next).
 FOLD_LINES = 2000
@@ -98,6 +99,8 @@ class DaySummaryRepository:
         )
         if not result.rowcount:  # type: ignore[attr-defined]
             return False
+        if final or regenerated:  # a final day's key moments are the graph's relationship group
+            await mark_changed(self.session, segment.user_id, at, facts=False)
         note_at = last_message.sent_at if last_message is not None else at
         note = DAY_SUMMARY_FINAL_NOTE if final else DAY_SUMMARY_NOTE
         self.session.add(
@@ -116,13 +119,16 @@ class DaySummaryRepository:
 
     async def finalise_unchanged(self, segment_id: int, at: datetime) -> bool:
         """Close a day whose summary already covers every message (no new version, no note)."""
-        result = await self.session.execute(
+        user_id = await self.session.scalar(
             update(DaySegment)
             .where(DaySegment.id == segment_id, DaySegment.status.in_(("open", IMPORTED_DAY)))
             .values(status="final", finalized_at=at, summary_due=False)
+            .returning(DaySegment.user_id)
             .execution_options(synchronize_session=False)
         )
-        return bool(result.rowcount)  # type: ignore[attr-defined]
+        if user_id is not None:
+            await mark_changed(self.session, user_id, at, facts=False)
+        return user_id is not None
 
     async def take_due(self, segment_id: int) -> bool:
         """Claim a due in-day summary (clears the flag); only one worker wins."""

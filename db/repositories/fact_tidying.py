@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlalchemy import select
 
 from db.models import UserFact
-from db.repositories.facts import HELD, FactRepository
+from db.repositories.facts import HELD, FactRepository, mark_changed
 
 
 class FactTidying(FactRepository):
@@ -52,7 +52,7 @@ class FactTidying(FactRepository):
                 del rows[fact.id]  # merged once
             merged += len(others)
         if merged:
-            await self.mark_changed(owner_id, at)  # its statement flushes the rows first
+            await mark_changed(self.session, owner_id, at)  # its statement flushes the rows first
         return merged
 
     async def place(
@@ -68,5 +68,5 @@ class FactTidying(FactRepository):
         if valid_until is not None:
             fact.valid_until = valid_until
         fact.updated_at = at
-        await self.mark_changed(owner_id, at)
+        await mark_changed(self.session, owner_id, at)
         return fact

@@ -3,7 +3,8 @@
 Every read of held facts goes through `FactRepository` (the `HELD` filter is written here once), and
 so does every change: adding (the same fact again reinforces its row), rewording, pinning, hiding,
 taking back and superseding. Each change marks the owner's facts as changed
-(`fact_consolidations.changed_at`), which is how the consolidation job finds the owners to tidy.
+(`fact_consolidations.changed_at` and `graph_changed_at`), which is how tidying and the graph's job
+find the owners to follow.
 """
 
 from __future__ import annotations
@@ -228,7 +229,7 @@ class FactRepository:
             )
             changed = True
         if changed:
-            await self.mark_changed(owner_id, at)
+            await mark_changed(self.session, owner_id, at)
         return created
 
     async def reinforce(self, owner_id: int, fact_id: int, message_ids: Sequence[int], at: datetime) -> int:
@@ -244,7 +245,7 @@ class FactRepository:
         # A person's facts are written by one post-processing at a time: no concurrent increment.
         fact.message_ids, fact.reinforced = sorted(merged), fact.reinforced + 1
         fact.last_seen_at = fact.updated_at = at
-        await self.mark_changed(owner_id, at)
+        await mark_changed(self.session, owner_id, at)
         return 1
 
     # --- changes in place -------------------------------------------------------------------------
@@ -261,7 +262,7 @@ class FactRepository:
         key = fact_dedupe_key(content)
         if key == fact.dedupe_key:
             fact.content, fact.updated_at = content.strip(), at
-            await self.mark_changed(owner_id, at)
+            await mark_changed(self.session, owner_id, at)
             return fact
         twin = (
             await self.session.execute(
@@ -279,7 +280,7 @@ class FactRepository:
             )
             return twin
         fact.content, fact.dedupe_key, fact.updated_at = content.strip(), key, at
-        await self.mark_changed(owner_id, at)
+        await mark_changed(self.session, owner_id, at)
         return fact
 
     async def set_flags(
@@ -300,7 +301,7 @@ class FactRepository:
         if hidden is not None:
             fact.hidden = hidden
         fact.updated_at = at
-        await self.mark_changed(owner_id, at)
+        await mark_changed(self.session, owner_id, at)
         return fact
 
     async def invalidate(self, owner_id: int, fact_ids: Iterable[int], at: datetime, *, reason: str) -> int:
@@ -340,28 +341,32 @@ class FactRepository:
         )
         count = int(result.rowcount or 0)  # type: ignore[attr-defined]
         if count:
-            await self.mark_changed(owner_id, at)
+            await mark_changed(self.session, owner_id, at)
         return count
 
-    async def mark_changed(self, owner_id: int, at: datetime) -> None:
-        """Record that the owner's facts changed (the consolidation job's signal).
 
-        `changed_at` moves to `at` or, when that is not later (a conversation post-processed after a
-        newer change), just past its current value: every change makes it strictly later, so a
-        change is never taken as already consolidated.
-        """
-        dialect = self.session.get_bind().dialect.name
-        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-        stmt = insert(FactConsolidation).values(user_id=owner_id, changed_at=at, attempts=0)
-        current = FactConsolidation.changed_at
+async def mark_changed(session: AsyncSession, owner_id: int, at: datetime, *, facts: bool = True) -> None:
+    """Record that the owner's facts changed (`facts`: tidying's and the graph's signal) or only what
+    else the graph follows (a final day's key moments, a thought; tidying is left alone).
+
+    Each column moves to `at` or, when that is not later (a conversation post-processed after a newer
+    change), just past its current value: every change makes it strictly later, so a change is never
+    taken as already done.
+    """
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    tidied = {} if facts else {"consolidated_for": at}  # a new row's unchanged facts need no tidying
+    stmt = insert(FactConsolidation).values(user_id=owner_id, changed_at=at, graph_changed_at=at, **tidied)
+    moved: dict[str, ColumnElement[Any]] = {}
+    for name in ("changed_at", "graph_changed_at") if facts else ("graph_changed_at",):
+        current = getattr(FactConsolidation, name)
         if dialect == "sqlite":
             # SQLite stores UTC times as text with six fraction digits; strftime keeps three.
             later: ColumnElement[Any] = func.strftime(
                 "%Y-%m-%d %H:%M:%f", current, "+0.001 seconds", type_=String
             ).concat("000")
-            changed_at: ColumnElement[Any] = func.max(stmt.excluded.changed_at, later)
+            moved[name] = func.max(getattr(stmt.excluded, name), later)
         else:
             later = current + literal(timedelta(microseconds=1), Interval())
-            changed_at = func.greatest(stmt.excluded.changed_at, later)
-        stmt = stmt.on_conflict_do_update(index_elements=["user_id"], set_={"changed_at": changed_at})
-        await self.session.execute(stmt)
+            moved[name] = func.greatest(getattr(stmt.excluded, name), later)
+    await session.execute(stmt.on_conflict_do_update(index_elements=["user_id"], set_=moved))

@@ -14,6 +14,7 @@ from db import work
 from db.base import UTCDateTime
 from db.models import IMPORTED_DAY, Conversation, DaySegment, ImportRun, TranscriptMessage
 from db.models.conversations import IMPORT_WAITING, IMPORTED_KINDS
+from db.repositories.facts import mark_changed
 
 # Statuses of a run: read and shown, being stored, done, stopped by an error, stopped by the person.
 PREVIEWED, RUNNING, STORED, FAILED, CANCELLED = "previewed", "running", "stored", "failed", "cancelled"
@@ -200,13 +201,16 @@ class ImportRepository:
         )
         found: dict[date, int] = {row[0]: row[1] for row in (await self.session.execute(stmt)).all()}
         if found:
-            await self.session.execute(
+            reopened = await self.session.execute(
                 update(DaySegment)
                 .where(
                     DaySegment.id.in_(found.values()), DaySegment.day < today, DaySegment.status == "final"
                 )
                 .values(status=IMPORTED_DAY)
             )
+            if reopened.rowcount:  # type: ignore[attr-defined]
+                # Those days' key moments leave the graph's shared history (db/repositories/graph_work.py).
+                await mark_changed(self.session, user_id, max(s.last_at for s in spans.values()), facts=False)
         opened = [
             DaySegment(
                 user_id=user_id,

@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from db.models import Thought
 from db.repositories.dedupe import dedupe_key, insert_ignoring_duplicates, unique_by_key
+from db.repositories.facts import mark_changed
 
 
 class ThoughtRepository:
@@ -33,7 +34,10 @@ class ThoughtRepository:
             for content in contents
             if content.strip()
         ]
-        return await insert_ignoring_duplicates(self.session, Thought, unique_by_key(rows))
+        added = await insert_ignoring_duplicates(self.session, Thought, unique_by_key(rows))
+        if added:
+            await mark_changed(self.session, user_id, at, facts=False)  # the graph's persona group
+        return added
 
     async def unshared(self, user_id: int, *, limit: int) -> Sequence[Thought]:
         """The newest thoughts not marked used, newest first (those the context shows)."""

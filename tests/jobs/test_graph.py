@@ -182,7 +182,7 @@ async def test_tidying_merges_reach_the_graph(
     found = await graph.search(ana, "nurse", limits=STANDARD_LIMITS, now=clock.now())
     async with sessions() as session:
         kept = await session.scalar(select(UserFact.id).where(UserFact.content == "Ana works as a nurse"))
-    assert {f.fact_ids for f in found.user if "nurse" in f.text} <= {(kept,)}
+    assert {f.row_ids for f in found.user if "nurse" in f.text} <= {(kept,)}
     assert any("works as a nurse" in f.text for f in found.user)
 
 
@@ -217,7 +217,7 @@ async def test_an_imported_historys_facts_reach_the_graph(
     found = await graph.search(ana, "cello", limits=STANDARD_LIMITS, now=clock.now())
     async with sessions() as session:
         cello = await session.scalar(select(UserFact.id).where(UserFact.content == "Ana plays the cello"))
-    assert [(f.text, f.fact_ids) for f in found.user] == [("Ana plays the cello", (cello,))]
+    assert [(f.text, f.row_ids) for f in found.user] == [("Ana plays the cello", (cello,))]
     (episode,) = (await graph.export_user(ana))["groups"]["user"]["episodes"]
     assert episode["name"] == f"fact:{cello} messages:{said}"
 

@@ -10,7 +10,7 @@ from sqlalchemy import event, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from agent.core.clock import ensure_utc
-from agent.graph.base import ListedFact
+from agent.graph.base import Group, ListedFact
 from bench.clock import FrozenClock
 from db.models import (
     Conversation,
@@ -23,6 +23,7 @@ from db.models import (
 )
 from db.repositories.day_summaries import DAY_SUMMARY_NOTE
 from db.repositories.facts import FactRepository
+from db.repositories.thoughts import ThoughtRepository
 from jobs.context import JobContext
 from jobs.queue import requeue
 from jobs.registry import run_job
@@ -185,22 +186,22 @@ async def test_empty_conversation_is_processed_without_a_model_call(
 
 
 class RecordingGraph:
-    """Stands in for the knowledge graph at its boundary: records the list's facts it is given."""
+    """Stands in for the knowledge graph at its boundary: records the rows it is given, by group."""
 
     def __init__(self) -> None:
-        self.facts: dict[int, tuple[int, ListedFact]] = {}
+        self.rows: dict[tuple[Group, int], tuple[int, ListedFact]] = {}
         self.ended: list[int] = []
 
-    async def add_facts(self, user_id: int, facts: Sequence[ListedFact]) -> None:
+    async def add_facts(self, user_id: int, facts: Sequence[ListedFact], group: Group = "user") -> None:
         for fact in facts:
-            self.facts[fact.id] = (user_id, fact)  # the same fact twice: stored once, as the graph does
+            self.rows[group, fact.id] = (user_id, fact)  # the same row twice: stored once, as the graph does
 
-    async def end_facts(self, user_id: int, fact_ids: Sequence[int], at: datetime) -> int:
-        self.ended += fact_ids
-        return len(fact_ids)
+    async def end_facts(self, user_id: int, ids: Sequence[int], at: datetime, group: Group = "user") -> int:
+        self.ended += ids
+        return len(ids)
 
 
-async def test_the_graph_job_sends_the_lists_facts_with_their_ids_and_messages_and_nothing_else(
+async def test_the_graph_job_sends_the_lists_facts_and_the_thoughts_with_their_ids_and_messages(
     ctx: JobContext, sessions: async_sessionmaker[AsyncSession], clock: FrozenClock
 ) -> None:
     user_id, conversation_id = await seed_conversation(sessions, start=clock.now(), texts=TEXTS)
@@ -208,17 +209,20 @@ async def test_the_graph_job_sends_the_lists_facts_with_their_ids_and_messages_a
 
     await run_job("postprocess", ctx)
     await run_job("postprocess", ctx, conversation_id=conversation_id)
-    assert (await run_job("graph", ctx))["written"] == 2
+    assert (await run_job("graph", ctx))["written"] == 3
     assert (await run_job("graph", ctx))["claimed"] == 0
 
     async with sessions() as session:
         held = await FactRepository(session).held(user_id)
-    # The facts the list holds, by their ids and messages: no summary, key moment or thought.
+        thoughts = await ThoughtRepository(session).for_user(user_id)
+    # The facts the list holds, by their ids and messages; the thought in the persona group; no
+    # summary, and no key moment of a day still open.
     assert {f.content for f in held} == {"Ana lives in Lisbon", "Ana plays the cello"}
-    assert {i: (owner, f.text, f.message_ids) for i, (owner, f) in graph.facts.items()} == {
-        f.id: (user_id, f.content, tuple(f.message_ids)) for f in held
+    assert {key: (owner, f.text, f.message_ids) for key, (owner, f) in graph.rows.items()} == {
+        **{("user", f.id): (user_id, f.content, tuple(f.message_ids)) for f in held},
+        **{("persona", t.id): (user_id, t.content, ()) for t in thoughts},
     }
-    assert {ensure_utc(f.at) for _, f in graph.facts.values()} == {clock.now() + timedelta(minutes=3)}
+    assert {ensure_utc(f.at) for _, f in graph.rows.values()} == {clock.now() + timedelta(minutes=3)}
     assert graph.ended == []
 
 

@@ -65,7 +65,7 @@ async def test_a_forgotten_graph_fact_leaves_the_tier_and_the_tools_and_stays_go
     # Bo's edge points back to Bo's fact in the list, which is not Ana's to end.
     async with runtime.sessions() as session:
         rex = await session.scalar(select(UserFact.id).where(UserFact.content == "Bo has a cat named Rex"))
-    assert bo_facts.user[0].fact_ids == (rex,)
+    assert bo_facts.user[0].row_ids == (rex,)
     assert await runtime.graph.end_facts(ana, [rex], clock.now()) == 0
 
     # Post-processing the old conversation again learns nothing it was told to forget.

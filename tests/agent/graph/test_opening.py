@@ -17,7 +17,7 @@ from agent.account.users import get_or_create_user
 from agent.core.errors import ConfigurationError, GraphOpeningError
 from agent.core.settings import Settings
 from agent.graph import STANDARD_LIMITS, EdgeFact, GraphError, GraphResults, NullGraph
-from agent.graph.base import GroupLimits, ListedFact, Vector
+from agent.graph.base import Group, GroupLimits, ListedFact, Vector
 from agent.graph.opening import OpeningGraph
 from agent.graph.setup import settings_graph_opener
 from agent.memory.graph import GraphFacts
@@ -37,11 +37,11 @@ class OpenedGraph:
         self.episodes: list[str] = []
         self.closed = False
 
-    async def add_facts(self, user_id: int, facts: Sequence[ListedFact]) -> None:
+    async def add_facts(self, user_id: int, facts: Sequence[ListedFact], group: Group = "user") -> None:
         """Record the facts."""
         self.episodes += [f"fact:{fact.id}" for fact in facts]
 
-    async def end_facts(self, user_id: int, fact_ids: Sequence[int], at: datetime) -> int:
+    async def end_facts(self, user_id: int, ids: Sequence[int], at: datetime, group: Group = "user") -> int:
         """Nothing to end."""
         return 0
 

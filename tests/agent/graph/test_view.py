@@ -22,7 +22,7 @@ NOW = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
 
 async def cello(graph: GraphitiGraph, user: int = 7) -> list[tuple[str, tuple[int, ...]]]:
     found = await graph.search(user, "cello", limits=STANDARD_LIMITS, now=NOW)
-    return [(f.text, f.fact_ids) for f in found.user]
+    return [(f.text, f.row_ids) for f in found.user]
 
 
 async def test_an_edge_ends_only_when_every_fact_it_stands_on_is_taken_back(open_graph: GraphFactory) -> None:

@@ -117,15 +117,16 @@ async def postprocessed_user(
     runtime: Runtime, scripted: ScriptedSummaries, clock: FrozenClock, key: str, facts: list[str]
 ) -> int:
     """A user with one closed conversation whose facts post-processing learned and the graph job
-    wrote into the graph: an episode per fact of the list, and nothing in the other two groups."""
+    wrote into the graph: an episode per fact of the list, one for the persona's thought, and none
+    of the shared history (the day is not final yet)."""
     scripted.extraction = extraction_reply(user_facts=facts)
     user_id, _ = await seed_conversation(runtime.sessions, start=clock.now(), texts=TEXTS, user_key=key)
     counts = await run_job("postprocess", runtime.jobs)
     assert (counts["processed"], counts["failed"]) == (1, 0)
-    assert (await run_job("graph", runtime.jobs))["written"] == len(facts)
+    assert (await run_job("graph", runtime.jobs))["written"] == len(facts) + 1
     written = (await runtime.graph.export_user(user_id))["groups"]
     assert len(written["user"]["episodes"]) == len(facts)
-    assert written["relationship"]["episodes"] == written["persona"]["episodes"] == []
+    assert (len(written["relationship"]["episodes"]), len(written["persona"]["episodes"])) == (0, 1)
     return user_id
 
 
@@ -144,7 +145,7 @@ async def test_post_processed_episodes_reach_the_model_through_the_memory_tier(
     async with runtime.sessions() as session:
         (fact,) = await FactRepository(session).held(user_id)
     found = await runtime.graph.search(user_id, "Lisbon", limits=STANDARD_LIMITS, now=clock.now())
-    assert [(f.text, f.fact_ids) for f in found.user] == [("Ana lives in Lisbon", (fact.id,))]
+    assert [(f.text, f.row_ids) for f in found.user] == [("Ana lives in Lisbon", (fact.id,))]
     (episode,) = (await runtime.graph.export_user(user_id))["groups"]["user"]["episodes"]
     messages = ",".join(str(m) for m in fact.message_ids)
     assert (episode["name"], episode["content"]) == (f"fact:{fact.id} messages:{messages}", fact.content)
@@ -174,11 +175,11 @@ async def test_the_graph_is_rebuilt_from_the_list(open_runtime: OpenRuntime, clo
     assert facts is not None and facts.graph is not None
     graph = runtime.graph
     assert isinstance(graph, GraphitiGraph)
-    # What the list does not hold: a fact of no row, and a copy of a conversation's summary.
+    # What no row holds: a fact of no row, and a copy of a conversation's summary.
     await graph.add_facts(user_id, [ListedFact(9999, "Ana has a dog", clock.now())])
     await graph.add_episode(user_id, "relationship", "c", "-", clock.now(), "c:1", facts=["We joked"])
 
-    assert await facts.graph.rebuild(user_id) == 2
+    assert await facts.graph.rebuild(user_id) == 3  # the two facts and the persona's thought
     exported = (await graph.export_user(user_id))["groups"]
     assert sorted(e["content"] for e in exported["user"]["episodes"]) == [
         "Ana lives in Lisbon",
@@ -189,6 +190,7 @@ async def test_the_graph_is_rebuilt_from_the_list(open_runtime: OpenRuntime, clo
         "Ana plays the cello",
     ]
     assert exported["relationship"]["facts"] == []
+    assert [e["content"] for e in exported["persona"]["episodes"]] == ["I wonder how the rehearsal went"]
 
 
 @pytest.mark.process

@@ -93,10 +93,10 @@ def test_the_graph_counts_through_the_facts_its_edges_point_back_to() -> None:
         Postings([], None),
     )
     found = [
-        EdgeFact("user", "Ana lives in Lisbon.", None, None, fact_ids=(1,)),  # ranked by the list already
-        EdgeFact("user", "Ana has a cat named Miso", None, None, fact_ids=(4,)),  # taken back: not held
-        EdgeFact("user", "Ana met Bo at the concert.", None, None, fact_ids=(2,)),
-        EdgeFact("user", "Ana met Bo", None, None, fact_ids=(2, 3)),  # the same fact once; 3 is hidden
+        EdgeFact("user", "Ana lives in Lisbon.", None, None, row_ids=(1,)),  # ranked by the list already
+        EdgeFact("user", "Ana has a cat named Miso", None, None, row_ids=(4,)),  # taken back: not held
+        EdgeFact("user", "Ana met Bo at the concert.", None, None, row_ids=(2,)),
+        EdgeFact("user", "Ana met Bo", None, None, row_ids=(2, 3)),  # the same fact once; 3 is hidden
         EdgeFact("user", "an edge of no fact", None, None),
         EdgeFact("relationship", "We laughed about the broken tram", None, None),
     ]
