@@ -291,18 +291,3 @@ def _describe_context(parent: Span, snapshot: dict[str, Any], collected: dict[st
             attributes["nikita.tier.error"] = without_parameters(str(tier["error"]))[:300]
         done.span.set_attributes(attributes)
         done.span.end(end_time=done.ended)
-
-
-__all__ = [
-    "annotate",
-    "failed",
-    "inbox_span",
-    "log_ids",
-    "root_span",
-    "span",
-    "span_context",
-    "tier_span",
-    "traced_context",
-    "traceparent",
-    "tracing",
-]
