@@ -224,9 +224,9 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> int:
         _check_models(settings)
         if settings.webhook_url:
             settings.require("webhook_secret")  # webhook mode rejects forged updates with it
-        from bot.app import run_bot
+        from bot.app import serve
 
-        run_bot(settings)
+        asyncio.run(serve(settings))
         return 0
     raise AssertionError(args.command)
 

@@ -324,9 +324,4 @@ def caught_up(runner: DeliveryRunner) -> Callable[[], Awaitable[bool]]:
     return wait
 
 
-def run_bot(settings: Settings) -> None:
-    """`python -m bot run`."""
-    asyncio.run(serve(settings))
-
-
-__all__ = ["build_application", "run_bot", "running", "serve"]
+__all__ = ["build_application", "running", "serve"]

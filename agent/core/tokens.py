@@ -40,9 +40,6 @@ _CACHE_MAX_CHARS = 4_000_000
 # Messages whose counts are kept (a few long conversations' worth).
 _CACHE_MAX_MESSAGES = 4096
 
-_ENDOFTEXT = "<|endoftext|>"
-_ENDOFPROMPT = "<|endofprompt|>"
-
 
 @dataclass(frozen=True)
 class _Spec:
@@ -60,28 +57,13 @@ _SPECS: dict[str, _Spec] = {
             r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
         ),
         special_tokens={
-            _ENDOFTEXT: 100257,
+            "<|endoftext|>": 100257,
             "<|fim_prefix|>": 100258,
             "<|fim_middle|>": 100259,
             "<|fim_suffix|>": 100260,
-            _ENDOFPROMPT: 100276,
+            "<|endofprompt|>": 100276,
         },
         sha256="223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
-    ),
-    "o200k_base": _Spec(
-        pat_str="|".join(
-            [
-                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-                r"""\p{N}{1,3}""",
-                r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-                r"""\s*[\r\n]+""",
-                r"""\s+(?!\S)""",
-                r"""\s+""",
-            ]
-        ),
-        special_tokens={_ENDOFTEXT: 199999, _ENDOFPROMPT: 200018},
-        sha256="446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
     ),
 }
 

@@ -24,9 +24,10 @@ from bot.delivery.inbox import parse_update
 from bot.errors import JsonInputError, NotAnUpdateError
 from bot.runtime import Runtime
 from bot.services import services_of
-from bot.web import dashboard, metrics, timeline, voice
+from bot.web import metrics, voice
 from bot.web.health import health_route
 from bot.web.json_input import loads
+from bot.web.serve import web_routes
 from db.inbox import InboxRepository
 
 logger = logging.getLogger(__name__)
@@ -112,7 +113,6 @@ def build_web_app(
         *metrics.routes(settings),
         Route("/tasks/{name}", run_task, methods=["POST"]),
         *voice.routes(runtime),
-        *timeline.routes(runtime),
-        *dashboard.routes(runtime),
+        *web_routes(runtime),
     ]
     return Starlette(routes=routes)

@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from agent.core.errors import ConfigurationError, VoiceAuthError, VoiceRequestError, VoiceUserNotFoundError
-from agent.voice.service import VoiceService, build_voice_service
+from agent.voice.service import build_voice_service
 from bot.errors import ApiError, IdFormatError, JsonInputError
 from bot.runtime import Runtime
 from bot.web import json_input
@@ -82,17 +82,12 @@ async def _body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def parse_body(raw: bytes) -> Any:
-    """A voice body as JSON, within json_input's depth, lone surrogates as U+FFFD (JsonInputError)."""
-    return json_input.loads(raw)
-
-
 async def _json_object(request: Request) -> dict[str, Any]:
     raw = await _body(request, MAX_REQUEST_BYTES)
     if not raw.strip():
         return {}
     try:
-        value = parse_body(raw)
+        value = json_input.loads(raw)
     except JsonInputError as exc:
         raise VoiceRequestError("bad_request", f"the body is not usable JSON: {exc}") from exc
     if not isinstance(value, dict):
@@ -138,10 +133,7 @@ def routes(runtime: Runtime) -> list[BaseRoute]:
     )
     assert settings.voice_initiate_secret is not None  # build_voice_service required it
     initiate_secret = settings.voice_initiate_secret.get_secret_value().encode()
-    return _routes(runtime, service, initiate_secret)
 
-
-def _routes(runtime: Runtime, service: VoiceService, initiate_secret: bytes) -> list[BaseRoute]:
     async def postprocess() -> None:
         from jobs.registry import run_job
 
@@ -178,7 +170,7 @@ def _routes(runtime: Runtime, service: VoiceService, initiate_secret: bytes) -> 
         # Presence, shape and time first: an unsigned request is refused without reading its body.
         service.check_signature(signature)
         body = await _body(request, MAX_WEBHOOK_BYTES)
-        ended = await service.call_ended(body, signature, parse=parse_body)
+        ended = await service.call_ended(body, signature, parse=json_input.loads)
         if ended.stored is None:
             # Authentic but unusable: acknowledged, or ElevenLabs would retry and disable the webhook.
             return JSONResponse({"ok": True, "stored": False, "reason": ended.reason})

@@ -138,7 +138,7 @@ def _inbox(tracer: Tracer, attributes: Attributes, claimed: tuple[int, int] | No
     root = tracer.start_span("inbox update", context=Context(), attributes=attributes, start_time=started)
     if claimed is not None:
         # The row was claimed before its task started: the claim is drawn at its own times.
-        parent = _as_context(root)
+        parent = set_span_in_context(root, Context())
         tracer.start_span("inbox claim", context=parent, start_time=claimed[0]).end(end_time=claimed[1])
     with (
         use_span(root, end_on_exit=True, record_exception=False, set_status_on_exception=False) as entered,
@@ -156,10 +156,6 @@ def inbox_span(
     if tracer is None:
         return _OFF
     return _inbox(tracer, {"nikita.update.id": update_id, "nikita.update.attempts": attempts}, claimed)
-
-
-def _as_context(parent: Span) -> Context:
-    return set_span_in_context(parent, Context())
 
 
 def traceparent(target: Span | None = None) -> str | None:
@@ -295,18 +291,3 @@ def _describe_context(parent: Span, snapshot: dict[str, Any], collected: dict[st
             attributes["nikita.tier.error"] = without_parameters(str(tier["error"]))[:300]
         done.span.set_attributes(attributes)
         done.span.end(end_time=done.ended)
-
-
-__all__ = [
-    "annotate",
-    "failed",
-    "inbox_span",
-    "log_ids",
-    "root_span",
-    "span",
-    "span_context",
-    "tier_span",
-    "traced_context",
-    "traceparent",
-    "tracing",
-]

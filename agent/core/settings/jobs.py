@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from agent.core.settings.base import SettingsGroup, aliased
+
+
+def _touchpoint(name: str, **field: Any) -> Any:
+    """TOUCHPOINT_<NAME>, or its alias PROACTIVE_<NAME> when that is unset."""
+    return aliased(f"touchpoint_{name}", f"proactive_{name}", **field)
 
 
 class JobSettings(SettingsGroup):
@@ -43,26 +50,16 @@ class JobSettings(SettingsGroup):
     # changes theirs). Quiet hours are local hours [start, end); at most one a day and
     # TOUCHPOINT_MAX_PER_WEEK in any 7 days. TOUCHPOINT_CHECK_IN_DAYS > 0 plans one check-in on the best
     # open thread of a user quiet that many days (0: off). Each PROACTIVE_* name is read as an alias.
-    touchpoint_enabled: bool = aliased("touchpoint_enabled", "proactive_enabled", default=True)
-    touchpoint_max_per_week: int = aliased("touchpoint_max_per_week", "proactive_max_per_week", default=3)
-    touchpoint_quiet_start_hour: int = aliased(
-        "touchpoint_quiet_start_hour", "proactive_quiet_start_hour", default=22, ge=0, le=23
-    )
-    touchpoint_quiet_end_hour: int = aliased(
-        "touchpoint_quiet_end_hour", "proactive_quiet_end_hour", default=9, ge=0, le=23
-    )
-    touchpoint_check_in_days: int = aliased("touchpoint_check_in_days", "proactive_check_in_days", default=0)
-    touchpoint_batch_limit: int = aliased("touchpoint_batch_limit", "proactive_batch_limit", default=100)
-    touchpoint_lease_seconds: float = aliased(
-        "touchpoint_lease_seconds", "proactive_lease_seconds", default=120.0
-    )
-    touchpoint_send_per_second: float = aliased(
-        "touchpoint_send_per_second", "proactive_send_per_second", default=25.0
-    )
+    touchpoint_enabled: bool = _touchpoint("enabled", default=True)
+    touchpoint_max_per_week: int = _touchpoint("max_per_week", default=3)
+    touchpoint_quiet_start_hour: int = _touchpoint("quiet_start_hour", default=22, ge=0, le=23)
+    touchpoint_quiet_end_hour: int = _touchpoint("quiet_end_hour", default=9, ge=0, le=23)
+    touchpoint_check_in_days: int = _touchpoint("check_in_days", default=0)
+    touchpoint_batch_limit: int = _touchpoint("batch_limit", default=100)
+    touchpoint_lease_seconds: float = _touchpoint("lease_seconds", default=120.0)
+    touchpoint_send_per_second: float = _touchpoint("send_per_second", default=25.0)
     # A touchpoint stays the open conversation this long, so a late reply reads it in history.
-    touchpoint_reply_window_hours: float = aliased(
-        "touchpoint_reply_window_hours", "proactive_reply_window_hours", default=24.0
-    )
+    touchpoint_reply_window_hours: float = _touchpoint("reply_window_hours", default=24.0)
     # Reminders the user sets (docs/reminders.md) go out through the same job at their local time,
     # without quiet hours or the touchpoint caps: at most REMINDERS_PER_DAY reminder messages to one
     # user in one local day, and REMINDERS_MAX_ACTIVE active reminders per user.
