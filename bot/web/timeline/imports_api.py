@@ -101,7 +101,7 @@ class ImportsApi:
         if request.headers.get("content-type", "").startswith(("multipart/", "application/x-www-form")):
             raise ApiError(415, FORM)
         declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > cap:
+        if declared.isascii() and declared.isdigit() and int(declared) > cap:
             raise _too_big(cap)
         path: Path | None = None
         size = 0
