@@ -17,8 +17,8 @@ from starlette.applications import Starlette
 
 from bot.web.health import health_route
 from db.engine import create_engine
-from db.migrate import upgrade_to_head
 from tests.bot.conftest import TOKEN
+from tests.conftest import migrated_sqlite_url
 
 
 def free_port() -> int:
@@ -29,9 +29,8 @@ def free_port() -> int:
 
 
 @pytest.mark.process
-async def test_web_command_answers_healthz(tmp_path: Path) -> None:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'web.db'}"
-    await asyncio.to_thread(upgrade_to_head, url)
+async def test_web_command_answers_healthz(tmp_path: Path, migrated_sqlite: Path) -> None:
+    url = migrated_sqlite_url(migrated_sqlite, tmp_path / "web.db")
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in {"K_SERVICE", "DYNO", "WEBHOOK_URL"}}
     env |= {"DATABASE_URL": url, "TELEGRAM_BOT_TOKEN": TOKEN, "PORT": str(port), "EMBEDDER": "none"}
