@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 from pydantic_ai import models
-from sqlalchemy import text
-from sqlalchemy.engine import make_url
+from sqlalchemy import event, text
+from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
@@ -31,6 +31,20 @@ os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")
 os.environ.setdefault("GRAPH_BACKEND", "none")
 # python-telegram-bot 22 warns on every time-like field unless it may return timedeltas.
 os.environ.setdefault("PTB_TIMEDELTA", "1")
+
+
+@event.listens_for(Engine, "connect")
+def _unordered_rows_reversed(dbapi_connection: object, _record: object) -> None:
+    """Every SQLite connection of the tests returns the rows of a query without ORDER BY in reverse.
+
+    PostgreSQL returns such rows in whatever order its plan gives (and a test that compares them with a
+    list fails there now and then); SQLite in the order it stores them, which is the order a test
+    inserted them. Reversed, a read whose order nothing states fails on SQLite every time.
+    """
+    if "sqlite" in type(dbapi_connection).__module__:
+        cursor = dbapi_connection.cursor()  # type: ignore[attr-defined]
+        cursor.execute("PRAGMA reverse_unordered_selects = ON")
+        cursor.close()
 
 
 POSTGRES_ADMIN_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
