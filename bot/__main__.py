@@ -127,10 +127,10 @@ def _log_level(args: argparse.Namespace, settings: Settings) -> str:
 
 def _no_banner() -> None:
     # PydanticAI greets a first run in a terminal with a Logfire banner on stderr; the bot's output
-    # is its log lines (and, in `chat`, the conversation).
-    import pydantic_ai
-
-    pydantic_ai.BANNER_ENABLED = False
+    # is its log lines (and, in `chat`, the conversation). Said in the environment, which PydanticAI
+    # reads when it would show the banner: importing it here (a second) would slow every command,
+    # those that never run a model included.
+    os.environ.setdefault("PYDANTIC_AI_NO_BANNER", "1")
 
 
 def _bench(arguments: list[str]) -> int:

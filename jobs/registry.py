@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.core import observability
-from jobs.context import JobContext
 from jobs.errors import UnknownJobError
+
+if TYPE_CHECKING:  # the job's context brings in the models' library, which the names alone do not need
+    from jobs.context import JobContext
 
 logger = logging.getLogger(__name__)
 

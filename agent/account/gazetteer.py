@@ -30,8 +30,6 @@ CITIES = "cities15000.json"
 MAX_WORDS = 4  # the longest run of words tried as a city name ("rio de janeiro", "ho chi minh city")
 
 _WORD_JUNK = re.compile(r"[^\w\s'-]")
-# Every mark `fold` drops, as a translation table, for folding all of a city's names at once.
-_NO_MARKS = dict.fromkeys(c for c in range(0x110000) if unicodedata.combining(chr(c)))
 _BETWEEN = re.compile(r"\s*[,:]?\s*")
 # The index is built once, by the first lookup; the others wait for it.
 _building = threading.Lock()
@@ -113,13 +111,16 @@ _index: _Index | None = None
 
 
 def _build_index() -> _Index:
+    # Every mark `fold` drops, as a translation table, for folding all of a city's names at once (made
+    # here, by the first lookup: a pass over every code point, a tenth of a second at each import).
+    no_marks = dict.fromkeys(c for c in range(0x110000) if unicodedata.combining(chr(c)))
     pairs = array("Q")  # (hash << 32) | start: sorting them sorts by hash
     raw = (DATA / CITIES).read_text(encoding="utf-8")
     # The file is ASCII (JSON escapes every other character), so a text position is a byte position.
     for start, record in _records(raw):
         # `fold` on all of a city's names at once, one per line: four times faster than name by name.
         names = "\n".join((str(record["name"]), *record.get("alternatenames", ())))
-        plain = unicodedata.normalize("NFKD", names.replace("’", "'")).translate(_NO_MARKS)
+        plain = unicodedata.normalize("NFKD", names.replace("’", "'")).translate(no_marks)
         for line in _WORD_JUNK.sub(" ", plain).casefold().split("\n"):
             words = line.split(None, 1)
             if words:

@@ -72,7 +72,7 @@ async def memory_report(
                 await session.execute(
                     select(ConversationThread.content)
                     .where(ConversationThread.user_id == user_id, ConversationThread.status == "open")
-                    .order_by(ConversationThread.created_at.desc())
+                    .order_by(ConversationThread.created_at.desc(), ConversationThread.id.desc())
                     .limit(MEMORY_THREADS)
                 )
             )

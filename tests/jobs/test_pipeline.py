@@ -143,7 +143,8 @@ async def test_summary_failure_retries_without_duplicates(
     async with sessions() as session:
         conversation = await session.get(Conversation, conversation_id)
         segment = (await session.execute(select(DaySegment))).scalar_one()
-        raw = [m.content for m in (await session.execute(select(TranscriptMessage))).scalars()]
+        stored = await session.execute(select(TranscriptMessage.content).order_by(TranscriptMessage.id))
+        raw = list(stored.scalars())
     assert conversation is not None and conversation.status == "closed"
     assert conversation.last_error is not None and "ModelHTTPError" in conversation.last_error
     assert segment.summary is None and raw == TEXTS  # the transcript is left as it was

@@ -30,8 +30,8 @@ from bench.fakes.embeddings_api import FakeEmbeddings
 from bench.fakes.graph_llm import ScriptedLLMClient
 from bot.cli.reindex import run_reindex
 from db.engine import create_engine, session_factory
-from db.migrate import upgrade_to_head_async
 from tests.agent.search.corpus import add_user
+from tests.conftest import migrated_sqlite_url
 
 from .conftest import HAVE_FALKORDBLITE, IN_CI, GraphFactory
 from .test_server_url import falkordb_url  # noqa: F401  # a fixture: the server the second backend runs
@@ -56,9 +56,10 @@ def server() -> Iterator[FakeEmbeddings]:
 
 
 @pytest.fixture
-async def sqlite_sessions(tmp_path: Path) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'nikita.db'}"
-    await upgrade_to_head_async(url)
+async def sqlite_sessions(
+    tmp_path: Path, migrated_sqlite: Path
+) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
+    url = migrated_sqlite_url(migrated_sqlite, tmp_path / "nikita.db")
     engine = create_engine(url)
     yield session_factory(engine)
     await engine.dispose()

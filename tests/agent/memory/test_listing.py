@@ -36,7 +36,11 @@ async def _seed(sessions: async_sessionmaker[AsyncSession], clock: FrozenClock) 
     ana, conversation = await seed_conversation(sessions, start=said, texts=["I'm a nurse", "ok"])
     bo, _ = await seed_conversation(sessions, start=said, texts=["hi"], user_key="cli:bo")
     async with sessions() as session, session.begin():
-        first = await session.scalar(select(TranscriptMessage.id).where(TranscriptMessage.user_id == ana))
+        first = await session.scalar(
+            select(TranscriptMessage.id)
+            .where(TranscriptMessage.user_id == ana)
+            .order_by(TranscriptMessage.id)
+        )
         facts = FactRepository(session)
         await facts.add_sourced(
             ana, conversation, [("Ana works as a nurse", [first])], clock.now(), source="extraction"

@@ -1,4 +1,5 @@
-"""`python -m bot web` as a real process: the timeline for a polling bot, no webhook, stops on SIGTERM."""
+"""`python -m bot web` as a real process: the timeline for a polling bot and /healthz, no webhook, stops on
+SIGTERM."""
 
 from __future__ import annotations
 
@@ -77,6 +78,8 @@ async def test_web_command_serves_the_timeline_without_the_webhook(
         # The process runs on the wall clock, so Telegram "signs" now.
         init_data = sign_init_data(TOKEN, user={"id": ANA, "first_name": "Ana"}, auth_date=int(time.time()))
         async with httpx.AsyncClient(base_url=base) as http:
+            health = await http.get("/healthz")
+            assert (health.status_code, health.json()) == (200, {"ok": True})
             days = await http.get("/timeline/api/days", headers={"Authorization": f"tma {init_data}"})
             assert days.status_code == 200
             assert [d["day"] for d in days.json()["days"]] == ["2026-03-03", "2026-03-02", "2026-03-01"]
