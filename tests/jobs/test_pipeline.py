@@ -23,7 +23,6 @@ from db.models import (
 )
 from db.repositories.day_summaries import DAY_SUMMARY_NOTE
 from db.repositories.facts import FactRepository
-from db.repositories.thoughts import ThoughtRepository
 from jobs.context import JobContext
 from jobs.queue import requeue
 from jobs.registry import run_job
@@ -215,7 +214,7 @@ async def test_the_graph_job_sends_the_lists_facts_and_the_thoughts_with_their_i
 
     async with sessions() as session:
         held = await FactRepository(session).held(user_id)
-        thoughts = await ThoughtRepository(session).for_user(user_id)
+        thoughts = (await session.scalars(select(Thought).where(Thought.user_id == user_id))).all()
     # The facts the list holds, by their ids and messages; the thought in the persona group; no
     # summary, and no key moment of a day still open.
     assert {f.content for f in held} == {"Ana lives in Lisbon", "Ana plays the cello"}
